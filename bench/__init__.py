@@ -1,0 +1,22 @@
+"""A torchbench-style runner that measures what "trace once + guards" saves over lazy retracing.
+
+    python -m bench --performance --use-xla-baseline --peers openxla_eval
+    python -m bench --small --breakdown --only resnet18
+
+One process, one model at a time; every peer (the baseline, minidynamo's backends, the
+``torch.compile(backend="openxla_eval")`` reference) is called once per iteration, in rotating
+order, so machine noise hits all alike. Heavy libraries (torch_xla, torchvision, timm,
+torch._dynamo) are imported only when a model or peer needs them, so ``--help`` is instant.
+
+Modules, one job each:
+    options    command line -> Options
+    models     the model zoo: random weights, deterministic inputs, two regimes
+    peers      how each contender is prepared and called (CPU inputs in, CPU outputs back)
+    xla_probe  readings of torch_xla's own runtime metrics (XLA execution time per call)
+    measure    the interleaved timing loop, first-call latency, accuracy per iteration
+    breakdown  the overhead study: where each call's time goes, phase by phase
+    accuracy   output comparison with stated tolerances
+    stats      median, geomean
+    report     terminal table, CSV, JSON;  plots: PNG bar charts
+    runner     ties it together (``main``)
+"""

@@ -1,0 +1,118 @@
+"""The interleaved timing loop: every peer once per iteration, in rotating order.
+
+Interleaving makes the noise of a shared machine (other processes, frequency changes) hit every
+peer alike; rotating the order keeps any peer from always running right after another (cache
+warmth). Each timed call's XLA execution time is read from the runtime metrics outside the
+timed window, so per-call overhead (call minus execution and transfer) is known for every peer.
+Every output is compared with the baseline's output for the same inputs, so a peer that serves
+a stale or wrong result is caught, not just timed.
+"""
+
+import dataclasses
+import gc
+import time
+
+from bench import accuracy, xla_probe
+
+
+@dataclasses.dataclass
+class PeerRun:
+    """What one peer did on one model."""
+
+    name: str
+    first_call_s: float = None  # the first call: capture + compile (+ the run itself)
+    times_s: list = dataclasses.field(default_factory=list)
+    execute_s: list = dataclasses.field(default_factory=list)  # XLA execution inside each timed call
+    accuracy: accuracy.Comparison = None  # worst comparison with the baseline; None for the baseline
+    error: str = None  # why the peer stopped, if it did
+
+    @property
+    def ok(self):
+        return self.error is None and bool(self.times_s)
+
+
+def describe(error):
+    """One readable line for an exception."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+
+
+class _Clock:
+    """Times one call and the XLA execution inside it."""
+
+    def __init__(self, reads_xla):
+        self.reads_xla = reads_xla
+
+    def call(self, peer, inputs):
+        executed = xla_probe.execute_ns() if self.reads_xla else 0
+        start = time.perf_counter()
+        outputs = peer(inputs)
+        elapsed = time.perf_counter() - start
+        execute = (xla_probe.execute_ns() - executed) / 1e9 if self.reads_xla else 0.0
+        return outputs, elapsed, execute
+
+
+def measure(peers, baseline, inputs_at, iterations, warmup, on_iteration=None):
+    """Run ``peers`` (name -> callable, the baseline among them) and return name -> ``PeerRun``.
+
+    ``inputs_at(i)`` gives the inputs of step ``i`` (first call and warm-up use steps
+    ``0..warmup``, timed iterations the ones after). A peer that raises is dropped with its reason;
+    the baseline raising ends the model's run (nothing to compare with).
+    """
+    clock = _Clock(reads_xla=any(getattr(p, "uses_xla", False) for p in peers.values()))
+    runs = {name: PeerRun(name) for name in peers}
+    live = dict(peers)
+
+    def call(name, inputs):
+        try:
+            return clock.call(live[name], inputs)
+        except Exception as error:  # a peer failing is a result, not a crash of the harness
+            if name == baseline:
+                raise
+            runs[name].error = describe(error)
+            del live[name]
+            return None
+
+    order = [baseline] + [name for name in peers if name != baseline]
+    for name in order:  # first calls: capture and compile
+        done = call(name, inputs_at(0))
+        if done is not None:
+            runs[name].first_call_s = done[1]
+    for step in range(warmup):
+        for name in [n for n in order if n in live]:
+            call(name, inputs_at(step))
+        _tick(on_iteration)
+
+    gc.collect()
+    for i in range(iterations):
+        inputs = inputs_at(warmup + i)
+        names = [n for n in order if n in live]
+        names = names[i % len(names):] + names[: i % len(names)]
+        outputs = {}
+        gc.disable()
+        try:
+            for name in names:
+                done = call(name, inputs)
+                if done is not None:
+                    outputs[name] = done[0]
+                    runs[name].times_s.append(done[1])
+                    runs[name].execute_s.append(done[2])
+        finally:
+            gc.enable()
+        _check(runs, outputs, baseline)
+        _tick(on_iteration)
+    return runs
+
+
+def _check(runs, outputs, baseline):
+    ref = outputs[baseline]
+    for name, got in outputs.items():
+        if name != baseline:
+            comparison = accuracy.compare(ref, got)
+            previous = runs[name].accuracy
+            runs[name].accuracy = comparison if previous is None else previous.worst(comparison)
+
+
+def _tick(on_iteration):
+    if on_iteration is not None:
+        on_iteration()

@@ -1,0 +1,106 @@
+"""What a run found, per model, and the numbers derived from it (speedup, overhead, limit)."""
+
+import dataclasses
+
+from bench import stats
+
+MS = 1e3
+
+
+@dataclasses.dataclass
+class ModelResult:
+    """One model in one regime: every peer's run, the floor, and the optional breakdown."""
+
+    model: str
+    regime: str
+    baseline: str
+    runs: dict  # peer name -> measure.PeerRun
+    floor_s: float = None  # transfer_in + execute + transfer_out of the lazy-mode graph
+    floor_phases: dict = None
+    breakdown: dict = None  # peer name -> {phase: seconds}
+    error: str = None  # the model could not be measured at all
+
+    def median_s(self, peer):
+        run = self.runs.get(peer)
+        return stats.median(run.times_s) if run is not None and run.ok else None
+
+    def speedup(self, peer):
+        """Baseline median / peer median, or None when either is missing."""
+        base, mine = self.median_s(self.baseline), self.median_s(peer)
+        return base / mine if base and mine else None
+
+    def correct(self, peer):
+        run = self.runs.get(peer)
+        return run is not None and run.ok and (run.accuracy is None or run.accuracy.ok)
+
+    def counted_speedup(self, peer):
+        """The speedup if the peer ran and was right; fast-but-wrong results do not count."""
+        return self.speedup(peer) if self.correct(peer) else None
+
+    def limit(self):
+        """Best possible speedup: baseline median / floor."""
+        base = self.median_s(self.baseline)
+        return base / self.floor_s if base and self.floor_s else None
+
+    def transfer_s(self):
+        if not self.floor_phases:
+            return None
+        return self.floor_phases.get("transfer_in", 0.0) + self.floor_phases.get("transfer_out", 0.0)
+
+    def overhead_s(self, peer):
+        """Per-call overhead: median of (call - its XLA execution) minus the transfers."""
+        run = self.runs.get(peer)
+        transfer = self.transfer_s()
+        if run is None or not run.ok or transfer is None or not any(run.execute_s):
+            return None
+        return stats.median(t - e for t, e in zip(run.times_s, run.execute_s)) - transfer
+
+    def execute_s(self, peer):
+        run = self.runs.get(peer)
+        if run is None or not run.ok or not any(run.execute_s):
+            return None
+        return stats.median(run.execute_s)
+
+
+def geomean_speedup(results, peer):
+    return stats.geomean([r.counted_speedup(peer) for r in results])
+
+
+def geomean_limit(results):
+    return stats.geomean([r.limit() for r in results])
+
+
+def to_json(result):
+    """A plain-data view of a ``ModelResult`` for results.json."""
+    peers = {}
+    for name, run in result.runs.items():
+        peers[name] = {
+            "median_ms": _ms(result.median_s(name)),
+            "times_ms": [t * MS for t in run.times_s],
+            "execute_ms": [e * MS for e in run.execute_s],
+            "first_call_s": run.first_call_s,
+            "speedup": result.speedup(name) if name != result.baseline else 1.0,
+            "overhead_ms": _ms(result.overhead_s(name)),
+            "accuracy_ok": None if run.accuracy is None else run.accuracy.ok,
+            "max_abs_error": None if run.accuracy is None else run.accuracy.max_abs_error,
+            "accuracy_reason": None if run.accuracy is None else run.accuracy.reason,
+            "error": run.error,
+        }
+    return {
+        "model": result.model,
+        "regime": result.regime,
+        "baseline": result.baseline,
+        "error": result.error,
+        "floor_ms": _ms(result.floor_s),
+        "floor_phases_ms": {k: v * MS for k, v in (result.floor_phases or {}).items()},
+        "limit": result.limit(),
+        "peers": peers,
+        "breakdown_ms": {
+            peer: {k: (v * MS if isinstance(v, float) else v) for k, v in phases.items()}
+            for peer, phases in (result.breakdown or {}).items()
+        },
+    }
+
+
+def _ms(seconds):
+    return None if seconds is None else seconds * MS

@@ -1,0 +1,219 @@
+"""What each guard kind checks, as Python expressions (one builder per kind).
+
+A builder turns a guard into ``Check`` records over a variable that holds the source's
+value.  Codegen joins the ``test`` expressions into the fast guard function; the slow
+path evaluates ``actual`` to say what it found instead of ``expected``.
+
+Constants the expressions need (types, dtypes, devices, objects) are interned into the
+generated function's globals through ``consts.name_for(obj, hint)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple, Protocol
+
+import torch
+
+from . import module_facts
+from .guard import (
+    DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
+    LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, TensorSpec,
+    UnguardableValue,
+)
+
+
+class Check(NamedTuple):
+    test: str       # boolean Python expression, True when the guard holds
+    label: str      # what is checked, in words: "L['x'].dtype"
+    expected: str   # what the trace saw, in words: "torch.float32"
+    actual: str     # Python expression for what is there now (slow path only)
+
+
+class Consts(Protocol):
+    def name_for(self, obj: Any, hint: str) -> str: ...
+
+
+def type_name(cls: type) -> str:
+    """``torch.Tensor``, ``int``, ``mymodule.Net``: how users write the type."""
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    if cls is torch.Tensor or cls is torch.nn.Parameter:
+        return f"torch.{'nn.' if cls is torch.nn.Parameter else ''}{cls.__qualname__}"
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def show(value: Any) -> str:
+    """A short readable rendering of a value found at run time (slow path)."""
+    if isinstance(value, type):
+        return type_name(value)
+    if isinstance(value, torch.Size):
+        return str(list(value))
+    if isinstance(value, torch.Tensor):
+        return f"a tensor {value.dtype} {list(value.shape)}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+def _type_check(v: str, label: str, cls: type, consts: Consts) -> Check:
+    return Check(f"type({v}) is {consts.name_for(cls, cls.__name__)}",
+                 f"type({label})", type_name(cls), f"type({v})")
+
+
+def type_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    return [_type_check(v, guard.source.name(), guard.expected, consts)]
+
+
+def id_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    obj = guard.obj
+    hint = getattr(obj, "__name__", type(obj).__name__)
+    return [Check(f"{v} is {consts.name_for(obj, hint)}", guard.source.name(),
+                  f"the object seen at trace time ({show(obj)})", v)]
+
+
+def _float_test(v: str, value: float, consts: Consts) -> str:
+    if math.isnan(value):
+        return f"{v} != {v}"
+    if value == 0.0:
+        sign = consts.name_for(math.copysign, "copysign")
+        return f"{v} == 0.0 and {sign}(1.0, {v}) == {math.copysign(1.0, value)!r}"
+    if math.isinf(value):
+        return f"{v} == {consts.name_for(value, 'inf')}"
+    return f"{v} == {value!r}"
+
+
+def constant_checks(v: str, label: str, value: Any, consts: Consts) -> list[Check]:
+    """Checks that ``v`` is the constant ``value``: same type, same value (recursively)."""
+    if value is None or type(value) is bool:
+        return [Check(f"{v} is {value!r}", label, repr(value), v)]
+    if isinstance(value, torch.dtype):
+        return [Check(f"{v} is {consts.name_for(value, 'dtype')}", label, str(value), v)]
+    checks = [_type_check(v, label, type(value), consts)]
+    if type(value) is float:
+        checks.append(Check(_float_test(v, value, consts), label, repr(value), v))
+    elif type(value) in (int, str, bytes):
+        checks.append(Check(f"{v} == {value!r}", label, repr(value), v))
+    elif type(value) is tuple:
+        checks.append(Check(f"len({v}) == {len(value)}", f"len({label})", str(len(value)),
+                            f"len({v})"))
+        for index, item in enumerate(value):
+            checks += constant_checks(f"{v}[{index}]", f"{label}[{index}]", item, consts)
+    elif isinstance(value, (complex, torch.device, torch.Size)):
+        checks.append(Check(f"{v} == {consts.name_for(value, type(value).__name__)}",
+                            label, show(value), v))
+    else:
+        raise UnguardableValue(f"{label}: {type(value).__name__} is not a constant")
+    return checks
+
+
+def equals_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    return constant_checks(v, guard.source.name(), guard.obj, consts)
+
+
+def tensor_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    spec: TensorSpec = guard.expected
+    label = guard.source.name()
+    return [
+        _type_check(v, label, spec.type, consts),
+        Check(f"{v}.dtype is {consts.name_for(spec.dtype, 'dtype')}", f"{label}.dtype",
+              str(spec.dtype), f"{v}.dtype"),
+        Check(f"{v}.device == {consts.name_for(spec.device, 'device')}", f"{label}.device",
+              str(spec.device), f"{v}.device"),
+        Check(f"{v}.shape == {spec.shape!r}", f"{label}.shape", str(list(spec.shape)),
+              f"{v}.shape"),
+        Check(f"{v}.stride() == {spec.stride!r}", f"{label}.stride()",
+              str(list(spec.stride)), f"list({v}.stride())"),
+        Check(f"{v}.requires_grad is {spec.requires_grad!r}", f"{label}.requires_grad",
+              repr(spec.requires_grad), f"{v}.requires_grad"),
+    ]
+
+
+def length_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    cls, length = guard.expected
+    label = guard.source.name()
+    return [_type_check(v, label, cls, consts),
+            Check(f"len({v}) == {length}", f"len({label})", str(length), f"len({v})")]
+
+
+def dict_keys_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    cls, keys, key_types = guard.expected
+    label = guard.source.name()
+    checks = [_type_check(v, label, cls, consts),
+              Check(f"tuple({v}) == {consts.name_for(keys, 'keys')}", f"{label}.keys()",
+                    show(list(keys)), f"list({v})")]
+    if any(key_type is not str for key_type in key_types):
+        checks.append(Check(f"tuple(map(type, {v})) == {consts.name_for(key_types, 'key_types')}",
+                            f"types of {label}.keys()", show(key_types),
+                            f"tuple(map(type, {v}))"))
+    return checks
+
+
+def module_state_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    label = guard.source.name()
+    checks = [Check(f"{v}.training is {guard.expected!r}", f"{label}.training",
+                    repr(guard.expected), f"{v}.training")]
+    for hooks in module_facts.MODULE_HOOK_DICTS:
+        checks.append(Check(f"not {v}.{hooks}", f"len({label}.{hooks})", "0",
+                            f"len({v}.{hooks})"))
+    return checks + global_hooks_checks(guard, v, consts)
+
+
+def global_hooks_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    checks = []
+    for name, hooks in module_facts.global_hook_dicts().items():
+        checks.append(Check(f"not {consts.name_for(hooks, name.lstrip('_'))}",
+                            f"len(torch.nn.modules.module.{name})", "0",
+                            f"len({consts.name_for(hooks, name.lstrip('_'))})"))
+    return checks
+
+
+def grad_mode_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    enabled = consts.name_for(torch.is_grad_enabled, "is_grad_enabled")
+    return [Check(f"{enabled}() is {guard.expected!r}", "torch.is_grad_enabled()",
+                  repr(guard.expected), f"{enabled}()")]
+
+
+CHECK_BUILDERS: dict[str, Callable[[Guard, str, Consts], list[Check]]] = {
+    TYPE_MATCH: type_checks,
+    ID_MATCH: id_checks,
+    EQUALS_MATCH: equals_checks,
+    TENSOR_MATCH: tensor_checks,
+    LENGTH_MATCH: length_checks,
+    DICT_KEYS_MATCH: dict_keys_checks,
+    MODULE_STATE_MATCH: module_state_checks,
+    GLOBAL_HOOKS_EMPTY: global_hooks_checks,
+    GRAD_MODE_MATCH: grad_mode_checks,
+}
+
+
+# ----------------------------------------------------------------------------- words
+
+
+def describe_guard(guard: Guard) -> str:
+    """One readable line per guard: ``L['x'] tensor: torch.float32 cpu [2, 3] ...``."""
+    name = guard.source.name()
+    kind, expected = guard.kind, guard.expected
+    if kind == TENSOR_MATCH:
+        return (f"{name} tensor: {expected.dtype} {expected.device} {list(expected.shape)} "
+                f"stride={list(expected.stride)} requires_grad={expected.requires_grad} "
+                f"{type_name(expected.type)}")
+    if kind == TYPE_MATCH:
+        return f"{name} type: {type_name(expected)}"
+    if kind == ID_MATCH:
+        return f"{name} is {show(guard.obj)}"
+    if kind == EQUALS_MATCH:
+        return f"{name} == {guard.obj!r}"
+    if kind == LENGTH_MATCH:
+        return f"len({name}) == {expected[1]} ({type_name(expected[0])})"
+    if kind == DICT_KEYS_MATCH:
+        return f"{name}.keys() == {list(expected[1])!r}"
+    if kind == MODULE_STATE_MATCH:
+        return f"{name} module: training={expected}, no hooks"
+    if kind == GLOBAL_HOOKS_EMPTY:
+        return "no global nn.Module hooks"
+    if kind == GRAD_MODE_MATCH:
+        return f"torch.is_grad_enabled() == {expected}"
+    return f"{name} {kind} {expected!r}"

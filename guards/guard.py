@@ -1,0 +1,191 @@
+"""Guards: predicates over a source, built from the real value seen at trace time.
+
+A ``Guard`` is data: its source, its kind and the hashable facts it expects, so the
+tracer may add the same guard many times and a set keeps one.  What a guard *checks*
+lives in ``checks.py`` (one builder per kind), which turns a guard into lines of Python.
+
+    type_match(LocalSource("n"), 3)          # type(L['n']) is int
+    equals_match(LocalSource("n"), 3)        # L['n'] == 3 (and it is an int)
+    tensor_match(LocalSource("x"), x)        # dtype, device, shape, strides, requires_grad, type
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import weakref
+from typing import Any, Hashable
+
+import torch
+
+from . import module_facts
+from .source import GlobalModuleHooksSource, GradModeSource, Source
+
+
+class UnguardableValue(ValueError):
+    """The value cannot be guarded this way (e.g. equality on a non-constant)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# Kinds, in the order their checks run on one source: identity and type first, because
+# the other checks read attributes that only exist on the right type.
+ID_MATCH = "ID_MATCH"
+TYPE_MATCH = "TYPE_MATCH"
+EQUALS_MATCH = "EQUALS_MATCH"
+TENSOR_MATCH = "TENSOR_MATCH"
+LENGTH_MATCH = "LENGTH_MATCH"
+DICT_KEYS_MATCH = "DICT_KEYS_MATCH"
+MODULE_STATE_MATCH = "MODULE_STATE_MATCH"
+GLOBAL_HOOKS_EMPTY = "GLOBAL_HOOKS_EMPTY"
+GRAD_MODE_MATCH = "GRAD_MODE_MATCH"
+
+KIND_ORDER = {
+    kind: rank
+    for rank, kind in enumerate(
+        (ID_MATCH, TYPE_MATCH, EQUALS_MATCH, TENSOR_MATCH, LENGTH_MATCH, DICT_KEYS_MATCH,
+         MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH)
+    )
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    """``source`` must satisfy ``kind`` with the facts in ``expected``.
+
+    ``obj`` is the object itself when identity matters (kept alive so its ``id`` cannot be
+    reused by another object), or a weak reference to the traced value (a hint for
+    codegen); it takes no part in equality or hashing.
+    """
+
+    source: Source
+    kind: str
+    expected: Hashable
+    obj: Any = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        from .checks import describe_guard
+
+        return describe_guard(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """Everything a graph specialises on about one tensor."""
+
+    type: type
+    dtype: torch.dtype
+    device: torch.device
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    requires_grad: bool
+
+
+def type_match(source: Source, value: Any) -> Guard:
+    """``type(source) is type(value)`` (exact: a subclass is a different type).
+
+    Keeps a weak reference to the value: codegen may look at it (never trust it) to pick
+    a faster way to read the value's attributes.
+    """
+    return Guard(source, TYPE_MATCH, type(value), _weak_hint(value))
+
+
+def id_match(source: Source, value: Any) -> Guard:
+    """``source is value``: the very object seen at trace time."""
+    return Guard(source, ID_MATCH, id(value), value)
+
+
+def equals_match(source: Source, value: Any) -> Guard:
+    """``source == value`` for a constant, with its type (``1``, ``1.0`` and ``True`` differ)."""
+    return Guard(source, EQUALS_MATCH, constant_key(value), value)
+
+
+def tensor_match(source: Source, tensor: torch.Tensor) -> Guard:
+    """dtype, device, shape, strides, requires_grad and exact type (Parameter vs Tensor)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise UnguardableValue(f"{source.name()}: tensor_match on a {type(tensor).__name__}")
+    if tensor.layout is not torch.strided:
+        raise UnguardableValue(f"{source.name()}: tensors with layout {tensor.layout}")
+    spec = TensorSpec(
+        type=type(tensor),
+        dtype=tensor.dtype,
+        device=tensor.device,
+        shape=tuple(tensor.shape),
+        stride=tuple(tensor.stride()),
+        requires_grad=tensor.requires_grad,
+    )
+    return Guard(source, TENSOR_MATCH, spec)
+
+
+def _weak_hint(value: Any) -> Any:
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return None
+
+
+def length_match(source: Source, value: Any) -> Guard:
+    """``type(source) is type(value) and len(source) == len(value)`` (lists, tuples, dicts)."""
+    if not isinstance(value, (list, tuple, dict)):
+        raise UnguardableValue(f"{source.name()}: length_match on a {type(value).__name__}")
+    return Guard(source, LENGTH_MATCH, (type(value), len(value)), type(value))
+
+
+def dict_keys_match(source: Source, d: dict) -> Guard:
+    """Same dict type and the same keys in the same order (iteration order is traced)."""
+    if not isinstance(d, dict):
+        raise UnguardableValue(f"{source.name()}: dict_keys_match on a {type(d).__name__}")
+    keys = tuple(d)
+    try:
+        hash(keys)
+    except TypeError:
+        raise UnguardableValue(f"{source.name()}: dict keys are not hashable constants")
+    return Guard(source, DICT_KEYS_MATCH, (type(d), keys, tuple(map(type, keys))), type(d))
+
+
+def module_state_match(source: Source, module: torch.nn.Module) -> Guard:
+    """Training flag as at trace time, no hooks on the module and no global module hooks.
+
+    Raises ``UnguardableValue`` if hooks are present now: a trace that inlined ``forward``
+    without them would be wrong from its very first call.
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise UnguardableValue(f"{source.name()}: module_state_match on a {type(module).__name__}")
+    hooks = module_facts.module_hooks(module)
+    if hooks:
+        raise UnguardableValue(f"{source.name()}: module has hooks ({', '.join(hooks)})")
+    return Guard(source, MODULE_STATE_MATCH, bool(module.training))
+
+
+def global_hooks_empty() -> Guard:
+    """No global nn.Module hooks (added by every ``module_state_match``)."""
+    return Guard(GlobalModuleHooksSource(), GLOBAL_HOOKS_EMPTY, None)
+
+
+def grad_mode_match() -> Guard:
+    """``torch.is_grad_enabled()`` as at trace time."""
+    return Guard(GradModeSource(), GRAD_MODE_MATCH, torch.is_grad_enabled())
+
+
+# ----------------------------------------------------------------------------- constants
+
+_SCALAR_CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), torch.dtype)
+
+
+def constant_key(value: Any) -> Hashable:
+    """A hashable key that tells apart constants ``==`` would confuse.
+
+    ``1``, ``1.0`` and ``True`` compare equal, and so do ``0.0`` and ``-0.0``; ``nan``
+    equals nothing.  The key pairs each value with its type and spells floats exactly.
+    """
+    if type(value) is float:
+        return (float, "nan" if math.isnan(value) else value.hex())
+    if type(value) in _SCALAR_CONSTANT_TYPES:
+        return (type(value), value)
+    if isinstance(value, (torch.device, torch.Size)):
+        return (type(value), value)
+    if type(value) is tuple:
+        return (tuple, tuple(constant_key(item) for item in value))
+    raise UnguardableValue(f"equals_match on a {type(value).__name__}: not a constant")

@@ -1,0 +1,94 @@
+"""Facts about ``torch.nn.Module`` that guards rely on: hooks and where attributes live.
+
+``nn.Module`` keeps parameters, buffers and submodules in three dicts and finds them
+through ``__getattr__``, which Python calls only after the normal lookup (class
+attributes, then the instance ``__dict__``) failed.  That fallback costs an exception
+inside CPython on every read, so guards read ``m.__dict__['_parameters']['weight']``
+directly when that is provably the same object ``m.weight`` would give.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch.nn.modules import module as _module_impl
+
+# Hook dicts on every module instance whose entries change what ``m(...)`` runs.
+MODULE_HOOK_DICTS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+)
+
+# Module-wide hook dicts (``torch.nn.modules.module.register_module_forward_hook`` ...).
+GLOBAL_HOOK_DICT_NAMES = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+)
+
+# nn.Module.__getattr__ looks in these dicts, in this order.
+MODULE_ATTR_DICTS = ("_parameters", "_buffers", "_modules")
+
+
+def global_hook_dicts() -> dict[str, dict]:
+    """The global module hook dicts by name (the same dict objects torch mutates)."""
+    return {name: getattr(_module_impl, name) for name in GLOBAL_HOOK_DICT_NAMES}
+
+
+def module_hooks(module: torch.nn.Module) -> list[str]:
+    """Names of the hook dicts that are not empty on ``module`` or globally."""
+    found = [name for name in MODULE_HOOK_DICTS if getattr(module, name, None)]
+    found += [name for name, hooks in global_hook_dicts().items() if hooks]
+    return found
+
+
+def uses_module_getattr(cls: type) -> bool:
+    """True when ``cls`` resolves missing attributes exactly like ``nn.Module``."""
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, torch.nn.Module)
+        and cls.__getattr__ is torch.nn.Module.__getattr__
+        and cls.__getattribute__ is object.__getattribute__
+    )
+
+
+def defined_on_class(cls: type, attr: str) -> bool:
+    """True when some class in ``cls``'s MRO defines ``attr`` (it would win the lookup)."""
+    return any(attr in vars(klass) for klass in cls.__mro__)
+
+
+def attr_dict_of(module: Any, attr: str) -> Optional[str]:
+    """Which of ``_parameters`` / ``_buffers`` / ``_modules`` serves ``module.attr``, if any.
+
+    None when the normal lookup would find it first (instance dict or class attribute),
+    or when the module's class changes how attributes are found.
+    """
+    cls = type(module)
+    if not uses_module_getattr(cls) or defined_on_class(cls, attr):
+        return None
+    instance_dict = module.__dict__
+    if attr in instance_dict:
+        return None
+    for dict_name in MODULE_ATTR_DICTS:
+        holder = instance_dict.get(dict_name)
+        if isinstance(holder, dict) and attr in holder:
+            return dict_name
+    return None
+
+
+def where_attr_lives(module: Any, attr: str) -> str:
+    """Where ``module.attr`` is found now, in words (for failure reasons)."""
+    cls = type(module)
+    if defined_on_class(cls, attr):
+        return f"class attribute of {cls.__qualname__}"
+    instance_dict = getattr(module, "__dict__", {})
+    if attr in instance_dict:
+        return "the instance __dict__"
+    for dict_name in MODULE_ATTR_DICTS:
+        if attr in instance_dict.get(dict_name, ()):
+            return dict_name
+    return "nowhere"

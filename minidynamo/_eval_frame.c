@@ -1,0 +1,266 @@
+/*
+ * The PEP 523 frame hook: minidynamo's only C code.
+ *
+ * CPython 3.11 lets an extension replace the function that evaluates every Python frame
+ * (`_PyInterpreterState_SetEvalFrameFunc`). We install `eval_frame_hook` while at least one
+ * thread has a callback set, and for each frame it sees:
+ *
+ *     frame not watched (no callback, generator, class body, ...)  -> CPython's evaluator
+ *     a cache entry of this code object whose guard passes         -> that entry's compiled_fn
+ *     no entry matches                                             -> the Python callback
+ *
+ * Per code object the cache lives in `co_extra`. It holds either
+ *   - a list of entries `(owner, guard_fn, compiled_fn)`, most recently hit first, or
+ *   - any other object (a str saying why): "never watch this code".
+ * `owner` is a weak reference to the callback that made the entry, so two `optimize(...)`
+ * contexts (say, two backends) never run each other's compiled code, and an entry dies with
+ * its context. `guard_fn is None` always passes;
+ * `compiled_fn is None` means "run the frame normally" (how a code that gave up is marked).
+ *
+ * guard_fn and compiled_fn are called as f(func, *args): the frame's function object and its
+ * argument slots, exactly as CPython laid them out (positionals, keyword-only, *args, **kwargs).
+ * The callback is called as callback(func, args_tuple) and returns an entry to run now, or None.
+ * While any of them runs, the hook is paused on this thread.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
+#error "minidynamo's frame hook supports CPython 3.11 only"
+#endif
+
+#define Py_BUILD_CORE
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+
+#define NOT_WATCHED_FLAGS (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)
+#define SMALL_ARGV 16
+
+static Py_ssize_t extra_index = -1;           /* our slot in every code object's co_extra */
+static Py_ssize_t threads_with_callback = 0;  /* the hook is installed while this is > 0 */
+static _Thread_local PyObject *tls_callback = NULL;
+static _Thread_local int tls_paused = 0;
+
+/* Counters, read by minidynamo.counters: cheap enough for the hot path. */
+static unsigned long long n_frames_seen, n_cache_hits, n_cache_misses;
+
+static void free_extra(void *extra) { Py_XDECREF((PyObject *)extra); }
+
+static PyObject *get_extra(PyCodeObject *code) {
+    void *extra = NULL;
+    if (_PyCode_GetExtra((PyObject *)code, extra_index, &extra) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return (PyObject *)extra;
+}
+
+static inline PyObject *run_default(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag) {
+    return _PyEval_EvalFrameDefault(ts, frame, throwflag);
+}
+
+static Py_ssize_t count_arg_slots(PyCodeObject *code) {
+    Py_ssize_t n = code->co_argcount + code->co_kwonlyargcount;
+    if (code->co_flags & CO_VARARGS) n++;
+    if (code->co_flags & CO_VARKEYWORDS) n++;
+    return n;
+}
+
+/* Walk the entries; on a passing guard move it to the front and return it (new reference).
+ * Returns NULL with no error set when nothing matched, NULL with an error if a guard raised. */
+static PyObject *find_entry(PyObject *entries, PyObject *owner, PyObject *const *argv, Py_ssize_t argc) {
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(entries); i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        PyObject *owner_ref = PyTuple_GET_ITEM(entry, 0);
+        if (!PyWeakref_CheckRef(owner_ref) || PyWeakref_GET_OBJECT(owner_ref) != owner) continue;
+        PyObject *guard_fn = PyTuple_GET_ITEM(entry, 1);
+        Py_INCREF(entry);
+        int passed = 1;
+        if (guard_fn != Py_None) {
+            PyObject *ok = PyObject_Vectorcall(guard_fn, argv, argc, NULL);
+            if (ok == NULL) { Py_DECREF(entry); return NULL; }
+            passed = (ok == Py_True) ? 1 : PyObject_IsTrue(ok);
+            Py_DECREF(ok);
+            if (passed < 0) { Py_DECREF(entry); return NULL; }
+        }
+        if (passed) {
+            if (i > 0 && PyList_GET_ITEM(entries, i) == entry) {   /* move to front */
+                memmove(&PyList_GET_ITEM(entries, 1), &PyList_GET_ITEM(entries, 0), i * sizeof(PyObject *));
+                PyList_SET_ITEM(entries, 0, entry);
+            }
+            return entry;
+        }
+        Py_DECREF(entry);
+    }
+    return NULL;
+}
+
+/* Run one entry: compiled_fn(func, *args), or the frame itself when compiled_fn is None. */
+static PyObject *run_entry(PyObject *entry, PyThreadState *ts, _PyInterpreterFrame *frame,
+                           PyObject *const *argv, Py_ssize_t argc) {
+    PyObject *compiled_fn = PyTuple_GET_ITEM(entry, 2);
+    if (compiled_fn == Py_None) {
+        tls_paused = 0;
+        return run_default(ts, frame, 0);
+    }
+    return PyObject_Vectorcall(compiled_fn, argv, argc, NULL);
+}
+
+static PyObject *eval_frame_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag) {
+    PyObject *callback = tls_callback;
+    PyCodeObject *code = frame->f_code;
+    if (callback == NULL || tls_paused || throwflag || frame->owner != FRAME_OWNED_BY_THREAD ||
+        frame->f_func == NULL || !(code->co_flags & CO_OPTIMIZED) || (code->co_flags & NOT_WATCHED_FLAGS)) {
+        return run_default(ts, frame, throwflag);
+    }
+    PyObject *entries = get_extra(code);
+    if (entries != NULL && !PyList_CheckExact(entries)) {
+        return run_default(ts, frame, throwflag);      /* marked: never watch this code */
+    }
+    n_frames_seen++;
+
+    /* argv = [func, arg slots...]: borrowed references, the frame keeps them alive. */
+    Py_ssize_t nslots = count_arg_slots(code);
+    Py_ssize_t argc = nslots + 1;
+    PyObject *small[SMALL_ARGV];
+    PyObject **argv = argc <= SMALL_ARGV ? small : PyMem_Malloc(argc * sizeof(PyObject *));
+    if (argv == NULL) return PyErr_NoMemory();
+    argv[0] = (PyObject *)frame->f_func;
+    memcpy(argv + 1, frame->localsplus, nslots * sizeof(PyObject *));
+
+    PyObject *result = NULL;
+    Py_INCREF(callback);
+    tls_paused = 1;
+    PyObject *entry = entries ? find_entry(entries, callback, argv, argc) : NULL;
+    if (entry != NULL) {
+        n_cache_hits++;
+    } else if (!PyErr_Occurred()) {
+        n_cache_misses++;
+        PyObject *args = PyTuple_New(nslots);
+        if (args != NULL) {
+            for (Py_ssize_t i = 0; i < nslots; i++) {
+                Py_INCREF(argv[i + 1]);
+                PyTuple_SET_ITEM(args, i, argv[i + 1]);
+            }
+            entry = PyObject_CallFunctionObjArgs(callback, argv[0], args, NULL);
+            Py_DECREF(args);
+        }
+        if (entry == Py_None) {                         /* "run this frame normally" */
+            Py_DECREF(entry);
+            entry = NULL;
+            tls_paused = 0;
+            result = run_default(ts, frame, throwflag);
+            goto done;
+        }
+        if (entry != NULL && !(PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 3)) {
+            PyErr_SetString(PyExc_TypeError, "minidynamo callback must return None or (owner, guard_fn, compiled_fn)");
+            Py_CLEAR(entry);
+        }
+    }
+    if (entry != NULL) {
+        result = run_entry(entry, ts, frame, argv, argc);
+        Py_DECREF(entry);
+    }
+done:
+    tls_paused = 0;
+    Py_DECREF(callback);
+    if (argv != small) PyMem_Free(argv);
+    return result;
+}
+
+static void set_hook_installed(int on) {
+    _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), on ? eval_frame_hook : _PyEval_EvalFrameDefault);
+}
+
+/* ---- the module's Python API ---- */
+
+static PyObject *py_set_callback(PyObject *self, PyObject *callback) {
+    PyObject *previous = tls_callback ? tls_callback : Py_None;   /* we hand our reference over */
+    if (callback == Py_None) {
+        tls_callback = NULL;
+    } else {
+        Py_INCREF(callback);
+        tls_callback = callback;
+    }
+    int had = previous != Py_None, has = tls_callback != NULL;
+    if (!had && has && threads_with_callback++ == 0) set_hook_installed(1);
+    if (had && !has && --threads_with_callback == 0) set_hook_installed(0);
+    if (previous == Py_None) Py_INCREF(Py_None);
+    return previous;
+}
+
+static PyObject *py_get_callback(PyObject *self, PyObject *unused) {
+    PyObject *cb = tls_callback ? tls_callback : Py_None;
+    Py_INCREF(cb);
+    return cb;
+}
+
+static int check_code(PyObject *code) {
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "expected a code object, got %.100s", Py_TYPE(code)->tp_name);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *py_get_cache(PyObject *self, PyObject *code) {
+    if (!check_code(code)) return NULL;
+    PyObject *extra = get_extra((PyCodeObject *)code);
+    if (extra == NULL) Py_RETURN_NONE;
+    Py_INCREF(extra);
+    return extra;
+}
+
+static PyObject *py_set_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "set_cache(code, entries_list_or_reason_or_None)");
+        return NULL;
+    }
+    if (!check_code(args[0])) return NULL;
+    PyObject *value = args[1] == Py_None ? NULL : args[1];
+    Py_XINCREF(value);
+    /* _PyCode_SetExtra releases the old value through free_extra. */
+    if (_PyCode_SetExtra(args[0], extra_index, value) < 0) {
+        Py_XDECREF(value);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_stats(PyObject *self, PyObject *unused) {
+    return Py_BuildValue("{sKsKsKsn}", "frames_seen", n_frames_seen, "cache_hits", n_cache_hits,
+                         "cache_misses", n_cache_misses, "threads_with_callback", threads_with_callback);
+}
+
+static PyObject *py_reset_stats(PyObject *self, PyObject *unused) {
+    n_frames_seen = n_cache_hits = n_cache_misses = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_hook_installed(PyObject *self, PyObject *unused) {
+    return PyBool_FromLong(_PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) == eval_frame_hook);
+}
+
+static PyMethodDef methods[] = {
+    {"set_callback", py_set_callback, METH_O, "Set this thread's callback (None: unwatch); returns the previous one."},
+    {"get_callback", py_get_callback, METH_NOARGS, "This thread's callback, or None."},
+    {"get_cache", py_get_cache, METH_O, "The code object's cache: a list of entries, a skip reason, or None."},
+    {"set_cache", (PyCFunction)(void (*)(void))py_set_cache, METH_FASTCALL, "Replace the code object's cache."},
+    {"stats", py_stats, METH_NOARGS, "Counters of the hook: frames seen, cache hits and misses."},
+    {"reset_stats", py_reset_stats, METH_NOARGS, "Zero the hook's counters."},
+    {"hook_installed", py_hook_installed, METH_NOARGS, "Whether the frame hook is installed right now."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "minidynamo._eval_frame",
+                                    "The PEP 523 frame hook and per-code caches.", -1, methods};
+
+PyMODINIT_FUNC PyInit__eval_frame(void) {
+    extra_index = _PyEval_RequestCodeExtraIndex(free_extra);
+    if (extra_index < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "no free co_extra slot for minidynamo");
+        return NULL;
+    }
+    return PyModule_Create(&module);
+}

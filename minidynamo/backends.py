@@ -1,0 +1,64 @@
+"""The backend registry: a backend turns a captured graph into something to call.
+
+    backend(gm: torch.fx.GraphModule, example_inputs: list) -> callable(*inputs)
+
+The callable returns what ``gm`` returns. Backends are looked up by name; the XLA ones live in
+the lower layer ``xla_bridge`` and are imported only when first asked for, so ``import
+minidynamo`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable, Dict
+
+from .exc import UnknownBackend
+
+Backend = Callable
+_registry: Dict[str, Backend] = {}
+# name -> "module:function", imported on first lookup
+_lazy: Dict[str, str] = {
+    "torchxla_trivial": "xla_bridge:torchxla_trivial",
+    "torchxla_trace_once": "xla_bridge:torchxla_trace_once",
+}
+
+
+def register_backend(name_or_fn=None, *, name: str | None = None):
+    """Register a backend: ``@register_backend`` or ``@register_backend("name")``."""
+
+    def register(fn: Backend, backend_name: str | None) -> Backend:
+        if not callable(fn):
+            raise TypeError(f"a backend must be callable, got {type(fn).__name__}")
+        key = backend_name or fn.__name__
+        _registry[key] = fn
+        return fn
+
+    if callable(name_or_fn):
+        return register(name_or_fn, name)
+    if name_or_fn is not None and not isinstance(name_or_fn, str):
+        raise TypeError(f"register_backend takes a name or a function, got {type(name_or_fn).__name__}")
+    return lambda fn: register(fn, name_or_fn or name)
+
+
+def list_backends() -> list[str]:
+    return sorted(set(_registry) | set(_lazy))
+
+
+def lookup_backend(backend) -> Backend:
+    """A backend from a name or a callable; unknown names raise ``UnknownBackend``."""
+    if callable(backend):
+        return backend
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a name or a callable, got {type(backend).__name__}")
+    if backend not in _registry and backend in _lazy:
+        module_name, attr = _lazy[backend].split(":")
+        _registry[backend] = getattr(importlib.import_module(module_name), attr)
+    if backend not in _registry:
+        raise UnknownBackend(f"unknown backend {backend!r}; known: {', '.join(list_backends())}")
+    return _registry[backend]
+
+
+@register_backend
+def eager(gm, example_inputs):
+    """Run the captured graph with PyTorch itself: the reference for every other backend."""
+    return gm.forward

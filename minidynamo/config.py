@@ -1,0 +1,12 @@
+"""Settings a user may change at run time: ``minidynamo.config.cache_size_limit = 4``."""
+
+import os
+
+# After this many compiled entries for one code object, the code runs eagerly from then on.
+cache_size_limit = 8
+
+# Deepest chain of inlined calls before the tracer gives up on a frame.
+inline_depth_limit = 64
+
+# Comma-separated log topics: graph, guards, bytecode, recompiles, fallbacks (or "all").
+log = os.environ.get("MINIDYNAMO_LOG", "")

@@ -1,0 +1,59 @@
+"""What happened so far: frames seen, cache hits and misses, compiles, recompiles, fallbacks.
+
+The hook counts its hot-path events in C; everything else is counted here.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from . import _eval_frame
+
+_counts: collections.Counter = collections.Counter()
+fallback_reasons: list[str] = []
+recompile_reasons: list[str] = []
+
+
+def bump(name: str, n: int = 1) -> None:
+    _counts[name] += n
+
+
+def record_fallback(reason: str) -> None:
+    _counts["fallbacks"] += 1
+    fallback_reasons.append(reason)
+
+
+def record_recompile(reason: str) -> None:
+    _counts["recompiles"] += 1
+    recompile_reasons.append(reason)
+
+
+def snapshot() -> dict:
+    """All counters as one dict (the hook's and the Python side's)."""
+    stats = _eval_frame.stats()
+    stats.pop("threads_with_callback")
+    return {**stats, **_counts, "fallback_reasons": list(fallback_reasons),
+            "recompile_reasons": list(recompile_reasons)}
+
+
+def reset() -> None:
+    _eval_frame.reset_stats()
+    _counts.clear()
+    fallback_reasons.clear()
+    recompile_reasons.clear()
+
+
+class _CountersView:
+    """``minidynamo.counters["compiles"]``: a read-only view that is always current."""
+
+    def __getitem__(self, name):
+        return snapshot().get(name, 0)
+
+    def __repr__(self):
+        return f"counters({snapshot()})"
+
+    snapshot = staticmethod(snapshot)
+    reset = staticmethod(reset)
+
+
+counters = _CountersView()

@@ -1,0 +1,147 @@
+"""The user-facing switches: ``optimize`` (watch frames), ``disable`` (never watch), ``reset``.
+
+Watching is per thread: ``optimize(backend)`` sets the hook's callback for the duration of a
+call (decorator) or a block (context manager). The C hook is installed only while some thread
+has a callback, so unwatched programs run at full speed.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import weakref
+
+import torch
+
+from . import _eval_frame, counters
+from .convert_frame import FrameConverter, codes_with_cache
+
+
+class OptimizeContext:
+    """What ``optimize(...)`` returns: a decorator and a context manager at once."""
+
+    def __init__(self, backend="eager", *, nopython: bool = False, recorder=None):
+        self.converter = FrameConverter(backend, nopython=nopython, recorder=recorder)
+        self._previous = []
+
+    def __enter__(self):
+        self._previous.append(_eval_frame.set_callback(self.converter))
+        return self
+
+    def __exit__(self, *exc):
+        _eval_frame.set_callback(self._previous.pop())
+        return False
+
+    def __call__(self, fn):
+        if isinstance(fn, torch.nn.Module):
+            return OptimizedModule(fn, self.converter)
+        if not callable(fn):
+            raise TypeError(f"optimize(...) expects a function or an nn.Module, got {type(fn).__name__}")
+        if inspect.isclass(fn):
+            raise TypeError(f"optimize(...) expects a function or an nn.Module instance, got the class {fn.__name__}")
+        return watch(fn, self.converter)
+
+
+def watch(fn, callback):
+    """``fn`` wrapped so that its frame, and the frames it calls, go through the hook."""
+    set_callback = _eval_frame.set_callback
+
+    @functools.wraps(fn)
+    def watched(*args, **kwargs):
+        previous = set_callback(callback)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            set_callback(previous)
+
+    watched._minidynamo_original = fn
+    watched._minidynamo_converter = callback
+    return watched
+
+
+class OptimizedModule(torch.nn.Module):
+    """An nn.Module whose calls are watched; its forward is the wrapped module's."""
+
+    def __init__(self, module: torch.nn.Module, converter: FrameConverter):
+        super().__init__()
+        self._orig_mod = module
+        self._minidynamo_converter = converter
+
+    def forward(self, *args, **kwargs):
+        previous = _eval_frame.set_callback(self._minidynamo_converter)
+        try:
+            return self._orig_mod(*args, **kwargs)
+        finally:
+            _eval_frame.set_callback(previous)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+
+def optimize(backend="eager", *, nopython: bool = False) -> OptimizeContext:
+    """Capture the frames of a function (or module, or ``with`` block) and run them compiled.
+
+    ``backend`` is a registered name (``minidynamo.list_backends()``) or a callable
+    ``backend(gm, example_inputs) -> callable``. With ``nopython=True`` a frame that cannot be
+    captured raises ``Unsupported`` instead of running eagerly.
+    """
+    return OptimizeContext(backend, nopython=nopython)
+
+
+def disable(fn=None):
+    """Never trace ``fn`` (or, as a context manager with no argument, the frames of a block)."""
+    if fn is None:
+        return _Disabled()
+    if not callable(fn):
+        raise TypeError(f"disable(...) expects a callable, got {type(fn).__name__}")
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        disabled_codes.add(code)
+        _mark_disabled(code)
+    unwatched = watch(fn, None)
+    unwatched._minidynamo_disabled = True
+    return unwatched
+
+
+disabled_codes: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def _mark_disabled(code) -> None:
+    _eval_frame.set_cache(code, "disabled by minidynamo.disable")
+    codes_with_cache.add(code)
+
+
+class _Disabled:
+    def __enter__(self):
+        self._previous = _eval_frame.set_callback(None)
+
+    def __exit__(self, *exc):
+        _eval_frame.set_callback(self._previous)
+        return False
+
+
+def reset() -> None:
+    """Forget every compiled entry and skip mark, and zero the counters."""
+    for code in list(codes_with_cache):
+        _eval_frame.set_cache(code, None)
+    codes_with_cache.clear()
+    for code in list(disabled_codes):
+        _mark_disabled(code)
+    counters.reset()
+
+
+def cache_entries(fn) -> list:
+    """The cache entries ``(owner, guard_fn, compiled_fn)`` of a function's (or module's) code."""
+    fn = getattr(fn, "_minidynamo_original", fn)
+    if isinstance(fn, OptimizedModule):
+        fn = fn._orig_mod
+    if isinstance(fn, torch.nn.Module):
+        fn = type(fn).forward
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        raise TypeError(f"{fn!r} has no code object")
+    entries = _eval_frame.get_cache(code)
+    return list(entries) if isinstance(entries, list) else []

@@ -1,0 +1,37 @@
+"""Typed errors. Each carries a reason a user can read."""
+
+
+class MinidynamoError(Exception):
+    """Base class of every error minidynamo raises on purpose."""
+
+
+class Unsupported(MinidynamoError):
+    """The tracer met something it cannot capture; the frame runs eagerly instead.
+
+    ``reason`` is a short sentence saying what, e.g. "call to print (a side effect)".
+    """
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class BackendCompilerFailed(MinidynamoError):
+    """A backend raised while compiling a captured graph."""
+
+    def __init__(self, backend_name: str, error: BaseException):
+        super().__init__(f"backend {backend_name!r} failed: {type(error).__name__}: {error}")
+        self.backend_name = backend_name
+        self.error = error
+
+
+class UnknownBackend(MinidynamoError, ValueError):
+    """``optimize("name")`` with a name no backend was registered under."""
+
+
+class GuardFailure(MinidynamoError):
+    """A guard did not hold; ``reason`` names the first failing guard in words."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,95 @@
+"""``VariableTracker``: what the symbolic interpreter holds on its stack and in its locals.
+
+    VariableTracker
+     ├── ConstantVariable            Python scalars, strings, None, dtypes, devices, ...
+     ├── TensorVariable              an fx node plus a meta example value
+     ├── BaseListVariable            TupleVariable, ListVariable, SizeVariable, NamedTupleVariable
+     ├── DictVariable, SliceVariable, RangeVariable, IteratorVariable
+     ├── UserFunctionVariable        Python functions we inline (NestedFunctionVariable: made in
+     │                               the trace), UserMethodVariable (bound), CellVariable
+     ├── NNModuleVariable            an nn.Module instance (forward inlined)
+     ├── TorchFunctionVariable       torch.*, torch.nn.functional.*, Tensor methods: graph ops
+     ├── BuiltinVariable             len, isinstance, range, ... (one handler each)
+     └── PythonObjectVariable        modules, classes, user objects, other real objects
+
+Each knows its ``source`` (how to re-read it from a later frame), or None when the value was
+made during the trace.  Guards are installed when a real value is wrapped (see builder.py),
+so whatever the trace reads from the outside world is checked on the next call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ...exc import Unsupported
+
+
+class VariableTracker:
+    """A symbolic value.  Subclasses override the operations they support."""
+
+    def __init__(self, source=None):
+        self.source = source
+
+    # -- what the interpreter asks of every value ---------------------------------------
+    def python_type(self) -> type:
+        raise Unsupported(f"type of {self} is not known while tracing")
+
+    def is_python_constant(self) -> bool:
+        try:
+            self.as_python_constant()
+            return True
+        except Unsupported:
+            return False
+
+    def as_python_constant(self) -> Any:
+        """The plain Python value, when it is fully known at trace time."""
+        raise Unsupported(f"{self} is not a Python constant")
+
+    def truth(self, tx) -> bool:
+        """``bool(self)`` for control flow; only values known at trace time have one."""
+        return bool(self.as_python_constant())
+
+    def var_getattr(self, tx, name: str) -> "VariableTracker":
+        raise Unsupported(f"attribute {name!r} of {self}")
+
+    def call_function(self, tx, args: list, kwargs: dict) -> "VariableTracker":
+        raise Unsupported(f"call to {self}")
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> "VariableTracker":
+        """``self.name(*args, **kwargs)``; by default read the attribute, then call it."""
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def as_graph_arg(self, devices: list):
+        """(fx node argument, meta example argument) when passed to a graph op."""
+        raise Unsupported(f"{self} as an argument of a tensor operation")
+
+    def unpack(self, tx) -> list:
+        """The items of ``iter(self)``, all known at trace time (for unpacking and for-loops)."""
+        raise Unsupported(f"iteration over {self}")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class NullVariable(VariableTracker):
+    """The NULL that PUSH_NULL / LOAD_GLOBAL / LOAD_METHOD put below a callable in 3.11."""
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+def maybe_constant(vt: VariableTracker, default=None):
+    """``vt``'s Python constant, or ``default`` when it has none."""
+    try:
+        return vt.as_python_constant()
+    except Unsupported:
+        return default
+
+
+def describe(value: Any) -> str:
+    """A short readable name for a real object, used in Unsupported reasons."""
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if name is not None:
+        module = getattr(value, "__module__", None)
+        return f"{module}.{name}" if module else str(name)
+    return f"a {type(value).__name__} object"

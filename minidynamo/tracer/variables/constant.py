@@ -1,0 +1,80 @@
+"""``ConstantVariable``: a Python value known exactly at trace time (and guarded if it came
+from the frame).  Operations on constants are simply evaluated: the trace specialises on them."""
+
+from __future__ import annotations
+
+import torch
+
+from ...exc import Unsupported
+from .base import VariableTracker
+
+# Types whose values may be folded into the graph and compared by ``==`` in a guard.
+CONSTANT_TYPES = (
+    int, float, bool, complex, str, bytes, type(None), type(Ellipsis), type(NotImplemented),
+    torch.dtype, torch.device, torch.layout, torch.memory_format,
+)
+
+
+def is_constant_value(value) -> bool:
+    return isinstance(value, CONSTANT_TYPES)
+
+
+class ConstantVariable(VariableTracker):
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def truth(self, tx) -> bool:
+        return bool(self.value)
+
+    def as_graph_arg(self, devices):
+        if isinstance(self.value, (int, float, bool, complex, str, type(None), type(Ellipsis), torch.dtype,
+                                   torch.device, torch.layout, torch.memory_format, range)):
+            return self.value, self.value
+        return super().as_graph_arg(devices)
+
+    def unpack(self, tx):
+        if isinstance(self.value, (range, str, bytes)):
+            return [ConstantVariable(v) for v in self.value]
+        return super().unpack(tx)
+
+    def var_getattr(self, tx, name):
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            raise Unsupported(f"{type(self.value).__name__} constant has no attribute {name!r}") from e
+        if is_constant_value(attr):
+            return ConstantVariable(attr)
+        if callable(attr):
+            return ConstantMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of constant {self.value!r}")
+
+    def __repr__(self) -> str:
+        return f"ConstantVariable({self.value!r})"
+
+
+class ConstantMethodVariable(VariableTracker):
+    """A method of a constant (``"a{}".format``, ``(3).bit_length``): evaluated when all
+    arguments are constants, since str/int/float methods have no side effects."""
+
+    def __init__(self, owner: ConstantVariable, name: str):
+        super().__init__()
+        self.owner = owner
+        self.name = name
+
+    def call_function(self, tx, args, kwargs):
+        values = [a.as_python_constant() for a in args]
+        kw = {k: v.as_python_constant() for k, v in kwargs.items()}
+        try:
+            result = getattr(self.owner.value, self.name)(*values, **kw)
+        except Exception as e:
+            raise Unsupported(f"{type(self.owner.value).__name__}.{self.name} raised {type(e).__name__}: {e}") from e
+        from ..builder import wrap_constant_result
+
+        return wrap_constant_result(result)

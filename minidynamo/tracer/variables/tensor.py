@@ -1,0 +1,199 @@
+"""``TensorVariable``: a tensor in the graph, as an fx node plus a meta example value.
+
+The example value answers every metadata question (shape, dtype, strides: all static and
+guarded on the inputs) without touching data; ``device`` is kept apart because examples live
+on ``meta`` while the program's tensors live on their real device.  Anything that needs the
+tensor's *data* (``.item()``, ``bool(t)``, ``.tolist()``) cannot be traced: Unsupported.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+# Attributes answered from the example value as constants.
+CONSTANT_ATTRIBUTES = {"dtype", "ndim", "requires_grad", "layout", "is_sparse", "is_quantized",
+                       "is_leaf", "is_nested", "is_mkldnn", "is_complex", "itemsize", "names"}
+# Attributes that are tensors themselves: a getattr node.
+TENSOR_ATTRIBUTES = {"T", "mT", "H", "mH", "real", "imag"}
+# Methods whose answer is metadata, hence a constant (static shapes).
+METADATA_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+                    "is_floating_point", "is_complex", "element_size", "__len__", "storage_offset",
+                    "is_signed", "has_names"}
+# Methods that need the data: never traceable.
+DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
+                "data_ptr", "untyped_storage", "storage", "backward", "register_hook",
+                "__array__", "__format__", "__repr__", "__str__", "__iter__", "__setstate__"}
+
+
+class TensorVariable(VariableTracker):
+    def __init__(self, node, example: torch.Tensor, device, source=None):
+        super().__init__(source)
+        self.node = node
+        self.example = example
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+
+    def python_type(self):
+        return torch.nn.Parameter if isinstance(self.example, torch.nn.Parameter) else torch.Tensor
+
+    @property
+    def is_input(self) -> bool:
+        return self.node.op == "placeholder"
+
+    def truth(self, tx):
+        raise Unsupported("tensor-data-dependent control flow (bool() of a tensor)")
+
+    def as_graph_arg(self, devices):
+        devices.append(self.device)
+        return self.node, self.example
+
+    def unpack(self, tx):
+        if self.example.dim() == 0:
+            raise Unsupported("iteration over a 0-d tensor")
+        return [self.subscript(tx, ConstantVariable(i)) for i in range(self.example.shape[0])]
+
+    def subscript(self, tx, index: VariableTracker):
+        import operator
+
+        return tx.output.call_op("call_function", operator.getitem, [self, index], {})
+
+    def var_getattr(self, tx, name):
+        from .containers import SizeVariable
+
+        example = self.example
+        if name == "shape":
+            return SizeVariable([ConstantVariable(d) for d in example.shape])
+        if name == "device":
+            return ConstantVariable(self.device)
+        if name == "is_cuda":
+            return ConstantVariable(self.device.type == "cuda")
+        if name == "is_cpu":
+            return ConstantVariable(self.device.type == "cpu")
+        if name == "is_meta":
+            return ConstantVariable(self.device.type == "meta")
+        if name in CONSTANT_ATTRIBUTES:
+            return ConstantVariable(getattr(example, name))
+        if name in TENSOR_ATTRIBUTES:
+            return tx.output.call_op("call_function", getattr, [self, ConstantVariable(name)], {})
+        if name == "data":
+            return tx.output.call_op("call_method", "detach", [self], {})
+        if name in ("grad", "grad_fn", "_base", "_version"):
+            raise Unsupported(f"tensor attribute .{name} (autograd state)")
+        if callable(getattr(torch.Tensor, name, None)):
+            return TensorMethodVariable(self, name)
+        raise Unsupported(f"tensor attribute .{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        return TensorMethodVariable(self, name).call_function(tx, args, kwargs)
+
+    def __repr__(self):
+        return f"TensorVariable({self.node.name}: {tuple(self.example.shape)} {self.example.dtype})"
+
+
+class TensorMethodVariable(VariableTracker):
+    """``tensor.name`` before it is called."""
+
+    def __init__(self, tensor: TensorVariable, name: str):
+        super().__init__()
+        self.tensor = tensor
+        self.name = name
+
+    def call_function(self, tx, args, kwargs):
+        name, tensor = self.name, self.tensor
+        if name in DATA_METHODS:
+            raise Unsupported(f"Tensor.{name}() needs the tensor's data")
+        if name in METADATA_METHODS:
+            values = [a.as_python_constant() for a in args]
+            kw = {k: v.as_python_constant() for k, v in kwargs.items()}
+            result = getattr(tensor.example, name)(*values, **kw)
+            from ..builder import wrap_constant_result
+
+            return wrap_constant_result(result)
+        if name == "get_device":
+            return ConstantVariable(tensor.device.index if tensor.device.type != "cpu" else -1)
+        if name in ("to", "cuda", "cpu", "type"):
+            return _device_move(tx, tensor, name, args, kwargs)
+        if name.startswith("__") and name.endswith("__") and name not in TENSOR_DUNDERS:
+            raise Unsupported(f"Tensor.{name}")
+        return tx.output.call_op("call_method", name, [tensor, *args], kwargs)
+
+    def __repr__(self):
+        return f"TensorMethodVariable({self.name})"
+
+
+TENSOR_DUNDERS = {"__getitem__", "__add__", "__radd__", "__mul__", "__rmul__", "__sub__", "__rsub__",
+                  "__truediv__", "__rtruediv__", "__matmul__", "__neg__", "__pow__", "__rpow__",
+                  "__and__", "__or__", "__xor__", "__invert__", "__lt__", "__le__", "__gt__", "__ge__",
+                  "__eq__", "__ne__", "__floordiv__", "__mod__", "__abs__", "__setitem__"}
+
+
+def _is_device_like(value) -> bool:
+    if isinstance(value, torch.device):
+        return True
+    if isinstance(value, str):
+        try:
+            torch.device(value)
+            return True
+        except RuntimeError:
+            return False
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _device_move(tx, tensor, name, args, kwargs):
+    """``.to(...)`` / ``.cuda()`` / ``.cpu()`` / ``.type(dtype)``: the real device changes,
+    the example stays on meta."""
+    from .base import maybe_constant
+
+    device = tensor.device
+    if name == "cpu":
+        device = torch.device("cpu")
+    elif name == "cuda":
+        target = maybe_constant(args[0]) if args else maybe_constant(kwargs.get("device"), None)
+        device = torch.device("cuda", target) if isinstance(target, int) else torch.device(target or "cuda")
+    elif name == "type":
+        if not args and not kwargs:
+            raise Unsupported("Tensor.type() returning a type string")
+    else:
+        for a in [*args, kwargs.get("device")]:
+            if isinstance(a, TensorVariable):
+                device = a.device
+            elif a is not None and not isinstance(maybe_constant(a), torch.dtype) and _is_device_like(maybe_constant(a)):
+                device = torch.device(maybe_constant(a))
+
+    def example_fn(self, *a, **kw):
+        a = ["meta" if not isinstance(x, (torch.Tensor, torch.dtype, bool)) and _is_device_like(x) else x for x in a]
+        if "device" in kw:
+            kw["device"] = "meta"
+        kw.pop("non_blocking", None)
+        if name in ("cpu", "cuda"):
+            return self.clone() if False else self.to("meta")
+        return getattr(self, name)(*a, **kw)
+
+    out = tx.output.call_op("call_method", name, [tensor, *args], kwargs, device=device, example_fn=example_fn)
+    return out
+
+
+def wrap_op_result(output, node, example, device):
+    """Turn an op's meta result into VariableTrackers (tensors, tuples of them, None)."""
+    from .containers import NamedTupleVariable, TupleVariable, ListVariable
+
+    if isinstance(example, torch.Tensor):
+        node.meta["example_value"] = example
+        return TensorVariable(node, example, device)
+    if isinstance(example, (tuple, list)):
+        items = [wrap_op_result(output, output.getitem_node(node, i), e, device) if isinstance(e, (torch.Tensor, tuple, list))
+                 else _constant_item(e) for i, e in enumerate(example)]
+        if hasattr(example, "_fields"):
+            return NamedTupleVariable(items, type(example))
+        return (TupleVariable if isinstance(example, tuple) else ListVariable)(items)
+    output.graph.erase_node(node)
+    raise Unsupported(f"an operation returned a {type(example).__name__}, which depends on tensor data")
+
+
+def _constant_item(value):
+    if value is None:
+        return ConstantVariable(None)
+    raise Unsupported(f"an operation returned a {type(value).__name__} inside a tuple, which depends on tensor data")

@@ -1,0 +1,169 @@
+"""The public API around the hook: optimize, disable, reset, explain, backends, counters, config."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import minidynamo
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    minidynamo.reset()
+    yield
+    minidynamo.reset()
+
+
+class CountingBackend:
+    """Records every graph it is given and runs it eagerly."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+
+def add_one(x):
+    return x + 1
+
+
+def test_import_does_not_import_torch_dynamo():
+    code = (
+        "import sys, minidynamo, torch\n"
+        "f = minidynamo.optimize('eager')(lambda x: x * 2)\n"
+        "f(torch.ones(2))\n"
+        "bad = [m for m in sys.modules if m == 'torch._dynamo' or m.startswith('torch._dynamo.')]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_optimize_rejects_bad_input_with_clear_errors():
+    with pytest.raises(minidynamo.UnknownBackend, match="unknown backend 'nope'"):
+        minidynamo.optimize("nope")
+    with pytest.raises(TypeError, match="expects a function or an nn.Module"):
+        minidynamo.optimize("eager")(42)
+    with pytest.raises(TypeError, match="backend must be a name or a callable"):
+        minidynamo.optimize(3.5)
+    with pytest.raises(TypeError, match="expects a callable"):
+        minidynamo.disable("not callable")
+
+
+def test_backend_registry():
+    @minidynamo.register_backend("double_check")
+    def my_backend(gm, example_inputs):
+        return gm.forward
+
+    assert "double_check" in minidynamo.list_backends()
+    assert {"eager", "torchxla_trivial", "torchxla_trace_once"} <= set(minidynamo.list_backends())
+    assert minidynamo.lookup_backend("double_check") is my_backend
+
+
+def test_decorator_compiles_once_and_hits_the_cache():
+    backend = CountingBackend()
+    f = minidynamo.optimize(backend)(add_one)
+    x = torch.randn(3)
+    torch.testing.assert_close(f(x), x + 1)
+    torch.testing.assert_close(f(x), x + 1)
+    assert len(backend.graphs) == 1
+    assert minidynamo.counters["compiles"] == 1
+    assert minidynamo.counters["cache_hits"] >= 1
+    assert len(minidynamo.cache_entries(f)) == 1
+
+
+def test_context_manager_watches_frames_called_inside():
+    backend = CountingBackend()
+    x = torch.randn(3)
+    with minidynamo.optimize(backend):
+        out = add_one(x)
+    torch.testing.assert_close(out, x + 1)
+    assert len(backend.graphs) == 1
+    add_one(x)   # outside the block: not watched, no new graph
+    assert len(backend.graphs) == 1
+
+
+def test_two_contexts_never_share_entries():
+    first, second = CountingBackend(), CountingBackend()
+    x = torch.randn(3)
+    minidynamo.optimize(first)(add_one)(x)
+    minidynamo.optimize(second)(add_one)(x)
+    assert len(first.graphs) == 1 and len(second.graphs) == 1
+
+
+def test_disable_never_traces():
+    backend = CountingBackend()
+
+    def helper(x):
+        return x * 3
+
+    quiet = minidynamo.disable(helper)
+    with minidynamo.optimize(backend):
+        torch.testing.assert_close(quiet(torch.ones(2)), torch.full((2,), 3.0))
+    assert backend.graphs == []
+
+
+def test_reset_forgets_compiled_code():
+    backend = CountingBackend()
+    f = minidynamo.optimize(backend)(add_one)
+    f(torch.ones(2))
+    minidynamo.reset()
+    assert minidynamo.cache_entries(f) == []
+    f(torch.ones(2))
+    assert len(backend.graphs) == 2
+
+
+def test_backend_that_raises_falls_back_to_eager_with_the_reason():
+    def broken(gm, example_inputs):
+        raise RuntimeError("no luck")
+
+    f = minidynamo.optimize(broken)(add_one)
+    torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 2.0))
+    assert minidynamo.counters["fallbacks"] == 1
+    assert "no luck" in minidynamo.counters["fallback_reasons"][0]
+    with pytest.raises(minidynamo.BackendCompilerFailed, match="no luck"):
+        minidynamo.optimize(broken, nopython=True)(add_one)(torch.ones(2))
+
+
+def test_cache_size_limit_then_runs_eagerly(monkeypatch):
+    monkeypatch.setattr(minidynamo.config, "cache_size_limit", 2)
+    backend = CountingBackend()
+    f = minidynamo.optimize(backend)(add_one)
+    for n in range(1, 6):                      # each new shape fails the guards
+        torch.testing.assert_close(f(torch.ones(n)), torch.full((n,), 2.0))
+    assert len(backend.graphs) == 2
+    assert minidynamo.counters["fallbacks"] == 1
+    assert "cache_size_limit" in minidynamo.counters["fallback_reasons"][0]
+    assert minidynamo.counters["recompiles"] >= 1
+
+
+def test_explain_reports_graphs_guards_and_fallbacks():
+    def f(x):
+        return torch.relu(x) * 2
+
+    report = minidynamo.explain(f)(torch.randn(4))
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    assert any("L['x']" in g for g in report.guards)
+
+    def g(x):
+        print("side effect")
+        return x
+
+    report = minidynamo.explain(g)(torch.randn(4))
+    assert report.graph_count == 0 and report.graph_break_count == 1
+    assert report.reasons and "print" in report.reasons[0]
+
+
+def test_optimized_module_keeps_module_behaviour():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend)(model)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(opt(x), model(x))
+    torch.testing.assert_close(opt(x), model(x))
+    assert len(backend.graphs) == 1
+    assert opt[0] is model[0]
+    assert sum(1 for _ in opt.parameters()) == 2

@@ -1,0 +1,103 @@
+"""The XLA device seen from the host: torch_xla imported on first use, transfers, and the
+per-input cache that keeps device copies of host tensors (weights) that have not changed.
+
+torch_xla is imported only here and only when a backend first runs: importing it pulls in
+torch._dynamo, which ``import minidynamo`` must not.
+"""
+
+import torch
+
+_torch_xla = None
+
+
+def torch_xla():
+    """The torch_xla module, imported on first use."""
+    global _torch_xla
+    if _torch_xla is None:
+        import torch_xla as module
+        import torch_xla.core.xla_model  # noqa: F401  (registers the device helpers)
+        _torch_xla = module
+    return _torch_xla
+
+
+def xlac():
+    """torch_xla's C extension: the lazy-graph calls the bridge is built on."""
+    return torch_xla()._XLAC
+
+
+def xla_device() -> torch.device:
+    return torch_xla().device()
+
+
+def is_xla(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "xla"
+
+
+def to_host(tensors: list) -> list:
+    """Copy device tensors to the CPU in one batched transfer (waits for their values)."""
+    return xlac()._xla_get_cpu_tensors(tensors) if tensors else []
+
+
+def materialize(tensors: list) -> None:
+    """Run the pending lazy computation of device tensors so each holds plain device data."""
+    if not tensors:
+        return
+    pending = [t for t, needs in zip(tensors, xlac()._check_tensor_need_materialization(tensors))
+               if needs]
+    if pending:
+        xlac()._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=True)
+
+
+def wait_device() -> None:
+    """Block until every computation queued on the device has finished."""
+    xlac()._xla_wait_device_ops(devices=[])
+
+
+def device_activity() -> tuple:
+    """Counts that move when the device executes or a CPU-fallback op runs.
+
+    Compared before and after a lazy trace: if any moved, the trace did not stay one lazy graph.
+    """
+    c = xlac()
+    fallback_total = sum(c._xla_counter_value(name) or 0 for name in c._get_executed_fallback_ops())
+    samples = []
+    for metric in ("ExecuteTime", "TransferFromDeviceTime"):
+        data = c._xla_metric_data(metric)
+        samples.append(data[0] if data else 0)
+    return (fallback_total, *samples)
+
+
+def executed_fallback_ops() -> list:
+    return list(xlac()._get_executed_fallback_ops())
+
+
+class DeviceCopyCache:
+    """Device copies of host tensors, one slot per graph input.
+
+    A slot is reused while the very same tensor object comes back with the same ``_version``:
+    unchanged weights are not copied again, and an in-place update (which bumps ``_version``)
+    is seen. The slot holds the host tensor itself so its id cannot be reused by a new tensor.
+    A tensor changed without bumping its version (through ``.data`` or numpy) is not seen.
+    """
+
+    __slots__ = ("objects", "versions", "copies", "device")
+
+    def __init__(self, size: int, device):
+        self.objects = [None] * size
+        self.versions = [-1] * size
+        self.copies = [None] * size
+        self.device = device
+
+    def get(self, slot: int, tensor: torch.Tensor) -> torch.Tensor:
+        if tensor is self.objects[slot] and tensor._version == self.versions[slot]:
+            return self.copies[slot]
+        copy = tensor.detach().to(self.device)
+        self.objects[slot], self.versions[slot], self.copies[slot] = tensor, tensor._version, copy
+        return copy
+
+    def write_back(self, slot: int, host: torch.Tensor, device_value: torch.Tensor) -> None:
+        """Copy an in-place result to the caller's host tensor; the device copy stays valid."""
+        with torch.no_grad():
+            host.copy_(to_host([device_value])[0])
+        if host is self.objects[slot]:
+            self.versions[slot] = host._version
