@@ -18,7 +18,9 @@ class ModelResult:
     floor_s: float = None  # transfer_in + execute + transfer_out of the lazy-mode graph
     floor_phases: dict = None
     breakdown: dict = None  # peer name -> {phase: seconds}
+    diagnostics: dict = None  # counters of minidynamo and xla_bridge during the timing loop
     error: str = None  # the model could not be measured at all
+    notes: list = dataclasses.field(default_factory=list)  # parts that could not be measured, why
 
     def median_s(self, peer):
         run = self.runs.get(peer)
@@ -91,10 +93,12 @@ def to_json(result):
         "regime": result.regime,
         "baseline": result.baseline,
         "error": result.error,
+        "notes": result.notes,
         "floor_ms": _ms(result.floor_s),
         "floor_phases_ms": {k: v * MS for k, v in (result.floor_phases or {}).items()},
         "limit": result.limit(),
         "peers": peers,
+        "diagnostics": result.diagnostics,
         "breakdown_ms": {
             peer: {k: (v * MS if isinstance(v, float) else v) for k, v in phases.items()}
             for peer, phases in (result.breakdown or {}).items()

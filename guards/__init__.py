@@ -1,0 +1,30 @@
+"""Guards: cheap, sound checks that a cached graph still fits the frame about to run.
+
+    from guards import LocalSource, tensor_match, FrameInfo, build_guard_function
+    x = torch.ones(2, 3)
+    guard_fn = build_guard_function([tensor_match(LocalSource("x"), x)],
+                                    FrameInfo(("x",), globals(), __builtins__))
+    guard_fn(f, x)                      # True
+    guard_fn.failure_reason(f, x.half())  # "L['x'].dtype: expected torch.float32, got torch.float16"
+    print(guard_fn.source)              # the generated Python
+
+Layers: this package never imports minidynamo (it sits below it) nor torch._dynamo.
+"""
+
+from .codegen import GuardFunction, build_guard_function, compile_reader
+from .guard import (
+    Guard, TensorSpec, UnguardableValue, dict_keys_match, equals_match, global_hooks_empty,
+    grad_mode_match, id_match, length_match, module_state_match, tensor_match, type_match,
+)
+from .source import (
+    AttrSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
+    GlobalSource, GradModeSource, ItemSource, LocalSource, Source,
+)
+
+__all__ = [
+    "AttrSource", "BuiltinSource", "ClosureSource", "FrameInfo", "GlobalModuleHooksSource",
+    "GlobalSource", "GradModeSource", "Guard", "GuardFunction", "ItemSource", "LocalSource",
+    "Source", "TensorSpec", "UnguardableValue", "build_guard_function", "compile_reader",
+    "dict_keys_match", "equals_match", "global_hooks_empty", "grad_mode_match", "id_match",
+    "length_match", "module_state_match", "tensor_match", "type_match",
+]

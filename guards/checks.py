@@ -49,9 +49,13 @@ def show(value: Any) -> str:
         return type_name(value)
     if isinstance(value, torch.Size):
         return str(list(value))
+    if isinstance(value, (torch.device, torch.dtype)):
+        return str(value)
     if isinstance(value, torch.Tensor):
         return f"a tensor {value.dtype} {list(value.shape)}"
-    text = repr(value)
+    if isinstance(value, torch.nn.Module):
+        return f"<{type(value).__qualname__} module at {id(value):#x}>"
+    text = " ".join(repr(value).split())
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -151,13 +155,21 @@ def dict_keys_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     return checks
 
 
-def module_state_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+def module_state_checks(guard: Guard, v: str, consts: Consts,
+                        instance_dict: str | None = None) -> list[Check]:
+    """Training flag and empty hook dicts.  With ``instance_dict`` (a variable holding
+    ``v.__dict__``, when codegen knows these attributes live there) they are read from it:
+    nn.Module's ``__getattr__`` makes every plain attribute read on a module slow."""
     label = guard.source.name()
-    checks = [Check(f"{v}.training is {guard.expected!r}", f"{label}.training",
-                    repr(guard.expected), f"{v}.training")]
+
+    def read(attr: str) -> str:
+        return f"{instance_dict}[{attr!r}]" if instance_dict else f"{v}.{attr}"
+
+    checks = [Check(f"{read('training')} is {guard.expected!r}", f"{label}.training",
+                    repr(guard.expected), read("training"))]
     for hooks in module_facts.MODULE_HOOK_DICTS:
-        checks.append(Check(f"not {v}.{hooks}", f"len({label}.{hooks})", "0",
-                            f"len({v}.{hooks})"))
+        checks.append(Check(f"not {read(hooks)}", f"len({label}.{hooks})", "0",
+                            f"len({read(hooks)})"))
     return checks + global_hooks_checks(guard, v, consts)
 
 

@@ -86,10 +86,11 @@ class TensorSpec:
 def type_match(source: Source, value: Any) -> Guard:
     """``type(source) is type(value)`` (exact: a subclass is a different type).
 
-    Keeps a weak reference to the value: codegen may look at it (never trust it) to pick
-    a faster way to read the value's attributes.
+    Keeps a hint of the value for codegen (never trusted, only used to pick a faster way to
+    read): a weak reference, or for an immutable constant (a tuple of numbers, say) the value
+    itself, so that ``source is value`` can stand for all the checks of its items.
     """
-    return Guard(source, TYPE_MATCH, type(value), _weak_hint(value))
+    return Guard(source, TYPE_MATCH, type(value), value_hint(value))
 
 
 def id_match(source: Source, value: Any) -> Guard:
@@ -119,11 +120,29 @@ def tensor_match(source: Source, tensor: torch.Tensor) -> Guard:
     return Guard(source, TENSOR_MATCH, spec)
 
 
-def _weak_hint(value: Any) -> Any:
+def value_hint(value: Any) -> Any:
+    """What a guard keeps of a traced value it does not need: an immutable constant itself,
+    else a weak reference (or None where the type allows none)."""
+    if is_immutable_constant(value):
+        return value
     try:
         return weakref.ref(value)
     except TypeError:
         return None
+
+
+def hinted_value(hint: Any) -> Any:
+    """The value behind ``value_hint`` (None if it is gone)."""
+    return hint() if isinstance(hint, weakref.ref) else hint
+
+
+def is_immutable_constant(value: Any) -> bool:
+    """True for constants whose identity pins their whole content (ints, strs, tuples of them)."""
+    try:
+        constant_key(value)
+    except UnguardableValue:
+        return False
+    return True
 
 
 def length_match(source: Source, value: Any) -> Guard:
@@ -164,9 +183,11 @@ def global_hooks_empty() -> Guard:
     return Guard(GlobalModuleHooksSource(), GLOBAL_HOOKS_EMPTY, None)
 
 
-def grad_mode_match() -> Guard:
-    """``torch.is_grad_enabled()`` as at trace time."""
-    return Guard(GradModeSource(), GRAD_MODE_MATCH, torch.is_grad_enabled())
+def grad_mode_match(enabled: bool | None = None) -> Guard:
+    """``torch.is_grad_enabled()`` as at trace time (or as given)."""
+    if enabled is None:
+        enabled = torch.is_grad_enabled()
+    return Guard(GradModeSource(), GRAD_MODE_MATCH, bool(enabled))
 
 
 # ----------------------------------------------------------------------------- constants

@@ -62,21 +62,39 @@ def defined_on_class(cls: type, attr: str) -> bool:
 
 
 def attr_dict_of(module: Any, attr: str) -> Optional[str]:
-    """Which of ``_parameters`` / ``_buffers`` / ``_modules`` serves ``module.attr``, if any.
-
-    None when the normal lookup would find it first (instance dict or class attribute),
-    or when the module's class changes how attributes are found.
+    """Which dict serves ``module.attr``: ``__dict__`` (the instance dict) or one of
+    ``_parameters`` / ``_buffers`` / ``_modules``; None when a class attribute is involved
+    or the module's class changes how attributes are found (then read it plainly).
     """
     cls = type(module)
     if not uses_module_getattr(cls) or defined_on_class(cls, attr):
         return None
     instance_dict = module.__dict__
     if attr in instance_dict:
-        return None
+        return "__dict__"
     for dict_name in MODULE_ATTR_DICTS:
         holder = instance_dict.get(dict_name)
         if isinstance(holder, dict) and attr in holder:
             return dict_name
+    return None
+
+
+def submodule_key(module: Any, index: Any, guarded_keys: Optional[tuple]) -> Optional[str]:
+    """The ``_modules`` key that ``module[index]`` returns, when that is certain.
+
+    ``Sequential[i]`` is the i-th value of ``_modules`` (certain only while the keys are
+    guarded), ``ModuleList[i]`` is ``_modules[str(i)]`` and ``ModuleDict[k]`` is
+    ``_modules[k]``, unless the class overrides ``__getitem__``.
+    """
+    cls = type(module)
+    if type(index) is int and guarded_keys is not None:
+        if cls.__getitem__ is torch.nn.Sequential.__getitem__ and -len(guarded_keys) <= index < len(guarded_keys):
+            return guarded_keys[index % len(guarded_keys)]
+        if cls.__getitem__ is torch.nn.ModuleList.__getitem__ and 0 <= index < len(guarded_keys) \
+                and guarded_keys[index] == str(index):
+            return str(index)
+    if type(index) is str and cls.__getitem__ is torch.nn.ModuleDict.__getitem__:
+        return index
     return None
 
 

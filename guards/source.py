@@ -177,3 +177,17 @@ def chain_of(source: Source) -> list[Source]:
         chain.append(node)
         node = node.base
     return chain[::-1]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FrameInfo:
+    """What codegen needs to know about the frame: argument names, in slot order.
+
+    ``f_globals`` / ``f_builtins`` are the trace-time namespaces, kept for reference:
+    generated code reads ``func.__globals__`` at run time, since functions that share
+    one code object (and so one cache) may have different globals.
+    """
+
+    arg_names: tuple[str, ...]
+    f_globals: dict
+    f_builtins: dict

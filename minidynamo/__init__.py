@@ -24,7 +24,7 @@ if sys.implementation.name != "cpython":
 
 from . import config  # noqa: E402
 from .backends import list_backends, lookup_backend, register_backend  # noqa: E402
-from .counters import counters  # noqa: E402
+from .counting import counters  # noqa: E402
 from .eval_frame import OptimizedModule, cache_entries, disable, optimize, reset  # noqa: E402
 from .exc import BackendCompilerFailed, GuardFailure, MinidynamoError, Unsupported, UnknownBackend  # noqa: E402
 from .explain import ExplainOutput, explain  # noqa: E402

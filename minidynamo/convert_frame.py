@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import weakref
 
-from . import _eval_frame, config, counters
+from . import _eval_frame, config, counting
 from .backends import lookup_backend
 from .exc import BackendCompilerFailed, MinidynamoError, Unsupported
 from .logs import get_logger
@@ -24,6 +24,11 @@ log_guards = get_logger("guards")
 
 # Every code object that has a cache, so that reset() can drop them all.
 codes_with_cache: "weakref.WeakSet" = weakref.WeakSet()
+# Code that some optimize(...) named explicitly: traced whatever file it lives in, so it is
+# never given the global "never watch" mark (torch.nn.Sequential.forward, say).
+root_codes: "weakref.WeakSet" = weakref.WeakSet()
+# Code passed to minidynamo.disable: never watched, even after reset().
+disabled_codes: "weakref.WeakSet" = weakref.WeakSet()
 
 
 def cache_of(code) -> list:
@@ -58,17 +63,27 @@ class FrameConverter:
         self.recorder = recorder            # explain() listens here
         self.ref = weakref.ref(self)        # what the entries name as their owner
         self._codes: "weakref.WeakSet" = weakref.WeakSet()
+        self.roots: "weakref.WeakSet" = weakref.WeakSet()
         weakref.finalize(self, _drop_entries_of, self.ref, self._codes)
+
+    def add_root(self, code) -> None:
+        """Trace this code even if it lives where code is normally skipped (torch, stdlib)."""
+        self.roots.add(code)
+        root_codes.add(code)
+        if isinstance(_eval_frame.get_cache(code), str) and code not in disabled_codes:
+            _eval_frame.set_cache(code, None)
 
     # -- the callback --------------------------------------------------------------------
     def __call__(self, func, args):
         code = func.__code__
         reason = skip_reason(code)
-        if reason is not None:
-            _eval_frame.set_cache(code, reason)
-            codes_with_cache.add(code)
-            return None
-        if getattr(func, "_minidynamo_disabled", False):
+        if reason is not None and code not in self.roots:
+            if code in root_codes:     # someone else's root: skip it for this context only
+                cache_of(code).append((self.ref, None, None))
+                self._codes.add(code)
+            else:
+                _eval_frame.set_cache(code, reason)
+                codes_with_cache.add(code)
             return None
         entries = cache_of(code)
         mine = [e for e in entries if e[0] is self.ref]
@@ -84,7 +99,7 @@ class FrameConverter:
         except BackendCompilerFailed as e:
             return self._fallback(entries, code, str(e), e)
         entries.insert(0, entry)
-        counters.bump("compiles")
+        counting.bump("compiles")
         return entry
 
     def _compile(self, func, args):
@@ -122,7 +137,7 @@ class FrameConverter:
         guard_fn = mine[0][1]
         why = guard_fn.failure_reason(func, *args) if guard_fn is not None else None
         reason = f"{describe(code)}: {why or 'guard failed'}"
-        counters.record_recompile(reason)
+        counting.record_recompile(reason)
         log_recompiles.debug("recompiling %s", reason)
         if self.recorder is not None:
             self.recorder.on_recompile(reason)
@@ -135,7 +150,7 @@ class FrameConverter:
     def _give_up(self, entries, code, reason):
         """From now on this context runs the code eagerly: an entry that always matches."""
         full = f"{describe(code)}: {reason}"
-        counters.record_fallback(full)
+        counting.record_fallback(full)
         log_fallbacks.debug("running eagerly: %s", full)
         if self.recorder is not None:
             self.recorder.on_fallback(full)

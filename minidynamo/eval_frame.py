@@ -13,8 +13,8 @@ import weakref
 
 import torch
 
-from . import _eval_frame, counters
-from .convert_frame import FrameConverter, codes_with_cache
+from . import _eval_frame, counting
+from .convert_frame import FrameConverter, codes_with_cache, disabled_codes
 
 
 class OptimizeContext:
@@ -45,6 +45,9 @@ class OptimizeContext:
 def watch(fn, callback):
     """``fn`` wrapped so that its frame, and the frames it calls, go through the hook."""
     set_callback = _eval_frame.set_callback
+    code = getattr(fn, "__code__", None)
+    if callback is not None and code is not None:
+        callback.add_root(code)
 
     @functools.wraps(fn)
     def watched(*args, **kwargs):
@@ -66,6 +69,9 @@ class OptimizedModule(torch.nn.Module):
         super().__init__()
         self._orig_mod = module
         self._minidynamo_converter = converter
+        forward_code = getattr(type(module).forward, "__code__", None)
+        if forward_code is not None:
+            converter.add_root(forward_code)
 
     def forward(self, *args, **kwargs):
         previous = _eval_frame.set_callback(self._minidynamo_converter)
@@ -106,9 +112,6 @@ def disable(fn=None):
     return unwatched
 
 
-disabled_codes: "weakref.WeakSet" = weakref.WeakSet()
-
-
 def _mark_disabled(code) -> None:
     _eval_frame.set_cache(code, "disabled by minidynamo.disable")
     codes_with_cache.add(code)
@@ -130,7 +133,7 @@ def reset() -> None:
     codes_with_cache.clear()
     for code in list(disabled_codes):
         _mark_disabled(code)
-    counters.reset()
+    counting.reset()
 
 
 def cache_entries(fn) -> list:

@@ -165,5 +165,7 @@ def test_optimized_module_keeps_module_behaviour():
     torch.testing.assert_close(opt(x), model(x))
     torch.testing.assert_close(opt(x), model(x))
     assert len(backend.graphs) == 1
-    assert opt[0] is model[0]
+    assert opt._orig_mod is model
+    model.note = "kept"
+    assert opt.note == "kept"              # attributes read through to the wrapped module
     assert sum(1 for _ in opt.parameters()) == 2

@@ -33,6 +33,25 @@ def is_xla(value) -> bool:
     return isinstance(value, torch.Tensor) and value.device.type == "xla"
 
 
+def to_device(tensors: list) -> list:
+    """Copy host tensors to the device in one batched transfer, each as plain device data.
+
+    (``tensor.to(device)`` turns a 0-dim tensor holding 0 or 1 into a constant of the lazy
+    graph, which would then be baked into a compiled graph instead of being one of its inputs.)
+    """
+    device = str(xla_device())
+    return xlac()._xla_tensors_from_aten([t.detach() for t in tensors], [device] * len(tensors))
+
+
+def device_copies(values: list) -> list:
+    """Fresh device data for every tensor in ``values`` (device tensors go through the host)."""
+    positions = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
+    copies = list(values)
+    for i, copy in zip(positions, to_device([values[i].detach().cpu() for i in positions])):
+        copies[i] = copy
+    return copies
+
+
 def to_host(tensors: list) -> list:
     """Copy device tensors to the CPU in one batched transfer (waits for their values)."""
     return xlac()._xla_get_cpu_tensors(tensors) if tensors else []
@@ -80,18 +99,17 @@ class DeviceCopyCache:
     A tensor changed without bumping its version (through ``.data`` or numpy) is not seen.
     """
 
-    __slots__ = ("objects", "versions", "copies", "device")
+    __slots__ = ("objects", "versions", "copies")
 
-    def __init__(self, size: int, device):
+    def __init__(self, size: int):
         self.objects = [None] * size
         self.versions = [-1] * size
         self.copies = [None] * size
-        self.device = device
 
     def get(self, slot: int, tensor: torch.Tensor) -> torch.Tensor:
         if tensor is self.objects[slot] and tensor._version == self.versions[slot]:
             return self.copies[slot]
-        copy = tensor.detach().to(self.device)
+        copy = to_device([tensor])[0]
         self.objects[slot], self.versions[slot], self.copies[slot] = tensor, tensor._version, copy
         return copy
 

@@ -15,6 +15,7 @@ import torch.fx
 
 from ..exc import Unsupported
 from .meta import run_on_meta, to_meta
+from .side_effects import SideEffects
 from .variables.base import VariableTracker
 
 
@@ -27,6 +28,7 @@ class OutputGraph:
         self.example_inputs: list = []
         self.input_variables: dict = {}     # source -> TensorVariable (one placeholder per source)
         self._names: set = set()
+        self.side_effects = SideEffects()
 
     # -- guards --------------------------------------------------------------------------
     def add_guard(self, guard) -> None:
@@ -85,13 +87,13 @@ class OutputGraph:
             fn = example_fn or (lambda self, *a, **kw: getattr(self, target)(*a, **kw))
         else:
             fn = example_fn or target
+        if device is None and example_kwargs.get("device") is not None:
+            device = torch.device(example_kwargs["device"])          # an explicit device= wins
         if device is None:
             device = devices[0] if devices else None
-        if device is None and "device" in example_kwargs:
-            device = torch.device(example_kwargs["device"]) if example_kwargs["device"] is not None else None
-        if not devices:                                 # a factory: build its example on meta
-            if "device" in example_kwargs or _accepts_device(target):
-                example_kwargs["device"] = "meta"
+        if "device" in example_kwargs or (not devices and _accepts_device(target)):
+            example_kwargs["device"] = "meta"                       # examples always live on meta
+        if not devices:
             device = device or torch.get_default_device()
         example = run_on_meta(fn, example_args, example_kwargs)
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)

@@ -11,13 +11,16 @@ A case is a plain function plus its inputs::
 ``check(case)`` then
 
 1. resets minidynamo, and runs the function twice eagerly and twice optimized, each call on
-   fresh deep copies of the inputs (modules among the inputs are copied once per side and
-   reused, so a second call can hit the cache and stateful modules evolve the same way);
+   fresh deep copies of the inputs (modules and user objects among the inputs are copied once
+   per side and reused, so a second call can hit the cache and their state evolves the same
+   way on both sides);
 2. after every call compares the result, the inputs (so in-place mutations match eager),
    what was printed, and the aliasing (an output that *is* an input, or shares its storage,
    in eager must do so when optimized, and vice versa);
 3. checks the second call compiled nothing new (a cache hit), and for single-graph cases that
-   exactly one graph was compiled and ``explain`` reports one graph and no breaks;
+   exactly one graph was compiled and ``explain`` reports one graph and no breaks; then calls
+   the same optimized function on the case's other inputs (``.then(...)``), if any, so a
+   guard that misses a change shows up as a wrong answer;
 4. for fallback cases, checks ``explain`` counts a break with a readable reason and that
    ``nopython=True`` raises.
 """
@@ -57,9 +60,16 @@ class Case:
     single_graph: bool  # True: one graph, no break. False: a fallback case.
     mentions: str | None = None  # a word the fallback reason must contain
     name: str = ""
+    other_inputs: list = dataclasses.field(default_factory=list)  # see ``then``
 
     def __post_init__(self):
         self.name = self.name or self.fn.__name__
+
+    def then(self, *args, **kwargs) -> "Case":
+        """After the two calls, call the same optimized function on these other inputs too:
+        guards must notice what changed (recompiling is allowed, a stale answer is not)."""
+        self.other_inputs.append((args, kwargs))
+        return self
 
     def named(self, name: str) -> "Case":
         """Give the case its own test id (e.g. the same function on other inputs)."""
@@ -126,20 +136,29 @@ def run_call(fn, args, kwargs) -> Outcome:
 
 
 class Side:
-    """One side of the comparison (eager or optimized): its own persistent module copies."""
+    """One side of the comparison (eager or optimized). Tensors, lists and dicts are fresh
+    copies on every call; modules and other user objects are copied once per side and reused,
+    as a caller reuses its model, so a second call can hit the cache."""
 
     def __init__(self, case: Case):
-        modules = [m for m in _walk((case.args, case.kwargs)) if isinstance(m, nn.Module)]
-        self._module_memo = {}
-        for module in modules:
-            self._module_memo[id(module)] = copy.deepcopy(module)
-        self._keep_alive = modules
         self.case = case
+        every_input = [case.args, case.kwargs] + [inputs for inputs in case.other_inputs]
+        originals = [v for v in _walk(every_input) if _is_persistent(v)]
+        self._persistent = {id(v): copy.deepcopy(v) for v in originals}
+        self._keep_alive = originals
 
-    def fresh_inputs(self):
-        """Deep copies of the case's inputs; modules map to this side's persistent copies."""
-        memo = dict(self._module_memo)
-        return copy.deepcopy((self.case.args, self.case.kwargs), memo)
+    def fresh_inputs(self, inputs=None):
+        """(args, kwargs): deep copies of the case's inputs (or of ``inputs``)."""
+        memo = dict(self._persistent)
+        return copy.deepcopy(inputs or (self.case.args, self.case.kwargs), memo)
+
+
+def _is_persistent(value) -> bool:
+    """Modules and plain user objects: kept across calls, unlike tensors and containers."""
+    if isinstance(value, torch.Tensor):
+        return False
+    return isinstance(value, nn.Module) or (
+        hasattr(value, "__dict__") and not callable(value) and not isinstance(value, type))
 
 
 def _walk(value):
@@ -170,7 +189,7 @@ def assert_same(actual, expected, where="output"):
         assert _plain_attributes(actual) == _plain_attributes(expected), \
             f"{where}: Python attributes differ"
         assert_same(actual.state_dict(), expected.state_dict(), f"{where}.state_dict()")
-    elif hasattr(expected, "__dict__") and not callable(expected):  # a plain user object
+    elif _is_persistent(expected):  # a plain user object
         assert_same(vars(actual), vars(expected), f"{where}.__dict__")
     elif isinstance(expected, (tuple, list)):
         assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}"
@@ -211,7 +230,7 @@ def aliasing(output, inputs) -> list:
     input_leaves = list(_tensor_leaves(inputs, "input"))
     outputs = [t for _, t in _tensor_leaves(output)]
     description = []
-    for i, out in enumerate(outputs):
+    for out in outputs:
         storage = out.untyped_storage().data_ptr()
         description.append({
             "is input": [p for p, t in input_leaves if t is out],
@@ -256,24 +275,29 @@ def _check_against_eager(case: Case):
     eager, optimized = Side(case), Side(case)
     backend = CountingBackend()
     optimized_fn = minidynamo.optimize(backend)(case.fn)
-    compiled_by_first_call = None
-    for call in ("first call", "second call"):
-        eager_args, eager_kwargs = eager.fresh_inputs()
+
+    def compare_one_call(call: str, inputs=None):
+        eager_args, eager_kwargs = eager.fresh_inputs(inputs)
         expected = run_call(case.fn, eager_args, eager_kwargs)
-        opt_args, opt_kwargs = optimized.fresh_inputs()
+        opt_args, opt_kwargs = optimized.fresh_inputs(inputs)
         actual = run_call(optimized_fn, opt_args, opt_kwargs)
         try:
-            assert_same_outcome(actual, expected, (opt_args, opt_kwargs), (eager_args, eager_kwargs))
+            assert_same_outcome(actual, expected,
+                                (opt_args, opt_kwargs), (eager_args, eager_kwargs))
         except AssertionError as failure:
             raise AssertionError(f"{call}: {failure}") from failure
-        if compiled_by_first_call is None:
-            compiled_by_first_call = backend.compile_count
+
+    compare_one_call("first call")
+    compiled_by_first_call = backend.compile_count
+    compare_one_call("second call")
     assert backend.compile_count == compiled_by_first_call, (
         f"the second call compiled again ({backend.compile_count - compiled_by_first_call} more "
         f"graphs): expected a cache hit")
     if case.single_graph:
         assert compiled_by_first_call == 1, (
             f"expected exactly one compiled graph, the backend got {compiled_by_first_call}")
+    for i, inputs in enumerate(case.other_inputs):
+        compare_one_call(f"call on other inputs #{i}", inputs)
 
 
 def _check_single_graph(case: Case):

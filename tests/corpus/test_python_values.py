@@ -181,7 +181,8 @@ ATTRIBUTES_SUBSCRIPTS = [
     single(tensor_size_method, tensor(2, 3)),
     single(tensor_transpose_attribute, tensor(2, 3)),
     single(tensor_ndim_and_dtype, tensor(2, 3)),
-    single(user_object_attribute, tensor(3), Config(1.5, "cfg")),
+    single(user_object_attribute, tensor(3), Config(1.5, "cfg"))
+    .then(tensor(3), Config(-1.0, "other")),
     single(tensor_index_int, tensor(4)),
     single(tensor_index_slices, tensor(3, 4)),
     single(tensor_index_ellipsis_none, tensor(2, 3)),
@@ -281,7 +282,7 @@ SCALAR_OPERATORS = [
     single(int_floordiv_mod_pow, tensor(3), 5),
     single(int_true_division, tensor(3), 3),
     single(int_bitwise, tensor(3), 5),
-    single(chained_comparison, tensor(3), 3),
+    single(chained_comparison, tensor(3), 3).then(tensor(3), 7),
     single(scalar_unary, tensor(3), 4),
     single(scalar_inplace, tensor(3), 5),
     single(float_arithmetic, tensor(3), 0.25),
@@ -398,13 +399,13 @@ CONTAINERS = [
     single(list_slices, [tensor(1), tensor(1), tensor(1), tensor(1)]),
     single(slice_object, tensor(4)),
     single(tuple_concat_and_repeat, tensor(3)),
-    single(containment_tests, tensor(3), 2),
+    single(containment_tests, tensor(3), 2).then(tensor(3), 5),
     single(dict_methods, {"a": tensor(3), "b": tensor(3)}),
     single(mutate_input_list, [tensor(3)]),
 ]
 
 
-# ---------------------------------------------------------------- math.* on constants, operator module
+# ---------------------------------------------------------------- math.* on constants, operator
 
 def math_functions_on_constants(x):
     return x * math.sqrt(2.0) + math.exp(1.0) - math.log(8, 2)
@@ -525,7 +526,7 @@ def builtin_map(xs):
 
 BUILTINS = [
     single(builtin_len, tensor(4), [1, 2], {"a": 1}),
-    single(builtin_isinstance, tensor(3), 3, [1]),
+    single(builtin_isinstance, tensor(3), 3, [1]).then(tensor(3), 3.0, (1,)),
     single(builtin_getattr_hasattr, tensor(3), Config(2.0, "c")),
     single(builtin_range_sum, tensor(3)),
     single(builtin_enumerate, [tensor(3), tensor(3), tensor(3)]),
@@ -575,7 +576,7 @@ def fstring_with_format_spec(x, n):
 
 
 IS_NONE_ASSERT_FSTRING = [
-    single(add_optional_bias, tensor(3)).named("is_none_without_bias"),
+    single(add_optional_bias, tensor(3)).then(tensor(3), tensor(3)).named("is_none_without_bias"),
     single(add_optional_bias, tensor(3), tensor(3)).named("is_none_with_bias"),
     single(is_not_none_branch, tensor(3), None).named("is_not_none_given_none"),
     single(is_not_none_branch, tensor(3), tensor(3)).named("is_not_none_given_tensor"),

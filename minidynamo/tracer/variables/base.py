@@ -78,6 +78,21 @@ class NullVariable(VariableTracker):
         return "NULL"
 
 
+class BoundMethodVariable(VariableTracker):
+    """``obj.name`` for a method the tracker implements itself (``list.append``, ``dict.items``)."""
+
+    def __init__(self, obj: VariableTracker, name: str):
+        super().__init__()
+        self.obj = obj
+        self.name = name
+
+    def call_function(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def __repr__(self):
+        return f"BoundMethodVariable({self.obj!r}.{self.name})"
+
+
 def maybe_constant(vt: VariableTracker, default=None):
     """``vt``'s Python constant, or ``default`` when it has none."""
     try:

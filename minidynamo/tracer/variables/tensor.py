@@ -169,7 +169,7 @@ def _device_move(tx, tensor, name, args, kwargs):
             kw["device"] = "meta"
         kw.pop("non_blocking", None)
         if name in ("cpu", "cuda"):
-            return self.clone() if False else self.to("meta")
+            return self.to("meta")
         return getattr(self, name)(*a, **kw)
 
     out = tx.output.call_op("call_method", name, [tensor, *args], kwargs, device=device, example_fn=example_fn)
@@ -186,9 +186,13 @@ def wrap_op_result(output, node, example, device):
     if isinstance(example, (tuple, list)):
         items = [wrap_op_result(output, output.getitem_node(node, i), e, device) if isinstance(e, (torch.Tensor, tuple, list))
                  else _constant_item(e) for i, e in enumerate(example)]
-        if hasattr(example, "_fields"):
+        from .containers import is_named_tuple_type
+
+        if is_named_tuple_type(type(example)):
             return NamedTupleVariable(items, type(example))
         return (TupleVariable if isinstance(example, tuple) else ListVariable)(items)
+    if example is None:            # an op run for its effect (setitem, _assert): the node stays
+        return ConstantVariable(None)
     output.graph.erase_node(node)
     raise Unsupported(f"an operation returned a {type(example).__name__}, which depends on tensor data")
 

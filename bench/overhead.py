@@ -1,0 +1,178 @@
+"""Per-call overhead of a cache hit, in ns: minidynamo vs torch.compile (a benchmark, not a test).
+
+    python -m bench.overhead [--repeats 15]
+
+(a) ``x + 1`` on one small tensor, (b) a 10-op function of 3 tensors: the plain eager call,
+``minidynamo.optimize("eager")`` and ``torch.compile(fn, backend="eager")`` (the peer), measured
+interleaved in one process; median of repeats.  Overhead = call cost - eager cost.
+(c) resnet18's forward guard check alone: minidynamo's generated guard function vs the C++ guard
+tree of torch.compile's cache entry.  Then where a minidynamo hit spends its time.
+Only this benchmark may import torch._dynamo (for the peer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+
+def add_one(x):
+    return x + 1
+
+
+def ten_ops(a, b, c):
+    t = a * b + c
+    t = t.relu() - a
+    t = t * 2.0 + b.sin()
+    t = t / (c.abs() + 1.0)
+    return t.sum(dim=-1, keepdim=True) + t
+
+
+def per_call_ns(call: Callable[[], object], n: int) -> float:
+    """Time per call of ``call`` over a loop of ``n``, the empty loop subtracted."""
+    start = time.perf_counter_ns()
+    for _ in range(n):
+        call()
+    loop = time.perf_counter_ns() - start
+    start = time.perf_counter_ns()
+    for _ in range(n):
+        pass
+    empty = time.perf_counter_ns() - start
+    return (loop - empty) / n
+
+
+def interleaved_medians(variants: dict[str, Callable[[], object]], n: int, repeats: int) -> dict[str, float]:
+    """Median per-call ns of each variant, variants alternating within every repeat."""
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for call in variants.values():   # warm up: compile, fill caches
+        for _ in range(20):
+            call()
+    for _ in range(repeats):
+        for name, call in variants.items():
+            samples[name].append(per_call_ns(call, n))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def call_variants(fn, args) -> dict[str, Callable[[], object]]:
+    import torch._dynamo
+
+    import minidynamo
+
+    ours = minidynamo.optimize("eager")(fn)
+    peer = torch.compile(fn, backend="eager")
+    return {"eager": lambda: fn(*args), "minidynamo": lambda: ours(*args), "torch.compile": lambda: peer(*args)}
+
+
+def report_calls(title: str, medians: dict[str, float]) -> dict[str, float]:
+    eager = medians["eager"]
+    ours = medians["minidynamo"] - eager
+    peer = medians["torch.compile"] - eager
+    print(f"\n{title}")
+    for name, ns in medians.items():
+        extra = "" if name == "eager" else f"   overhead {ns - eager:8.0f} ns"
+        print(f"  {name:14s} {ns:9.0f} ns/call{extra}")
+    print(f"  overhead ratio minidynamo / torch.compile = {ours / peer:.3f}")
+    return {"minidynamo_overhead_ns": ours, "torch_compile_overhead_ns": peer, "ratio": ours / peer}
+
+
+# ----------------------------------------------------------------------------- (c)
+
+
+def resnet18_guard_check(repeats: int) -> None:
+    import torch._dynamo
+    import torchvision
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    import minidynamo
+
+    model = torchvision.models.resnet18().eval()
+    x = torch.randn(1, 3, 64, 64)
+    forward = type(model).forward
+    print("\n(c) resnet18 forward: one guard check of the cache entry (inference mode off, grad on)")
+
+    peer = torch.compile(model, backend="eager")
+    peer(x)
+    peer_entry = _debug_get_cache_entry_list(forward.__code__)[0].guard_manager
+    f_locals = {"self": model, "x": x}
+    assert peer_entry.check(f_locals)
+    torch._dynamo.reset()
+
+    checks = {"torch.compile guard tree": lambda: peer_entry.check(f_locals)}
+    ours = minidynamo.optimize("eager")(model)
+    ours(x)
+    entries = [e for e in minidynamo.cache_entries(model) if e[1] is not None]
+    if entries:
+        guard_fn, compiled_fn = entries[0][1], entries[0][2]
+        assert guard_fn(forward, model, x), guard_fn.failure_reason(forward, model, x)
+        checks["minidynamo guard_fn"] = lambda: guard_fn(forward, model, x)
+        read_inputs = getattr(compiled_fn, "read_inputs", None)
+        if read_inputs is not None:
+            checks["minidynamo reader"] = lambda: read_inputs(forward, model, x)
+        print(f"  minidynamo: {len(guard_fn.guards)} guards, "
+              f"{sum(g.kind == 'TENSOR_MATCH' for g in guard_fn.guards)} tensor matches")
+    else:
+        print(f"  minidynamo did not capture resnet18: {minidynamo.counters['fallback_reasons']}")
+    medians = interleaved_medians(checks, n=200, repeats=repeats)
+    for name, ns in medians.items():
+        print(f"  {name:26s} {ns / 1000:8.2f} us")
+
+
+# ----------------------------------------------------------------------------- profile
+
+
+def hit_path_profile(fn, args, repeats: int) -> None:
+    """Where a minidynamo cache hit spends its time, phase by phase."""
+    import minidynamo
+
+    optimized = minidynamo.optimize("eager")(fn)
+    optimized(*args)
+    code_fn = fn
+    (_, guard_fn, compiled_fn), *_ = [e for e in minidynamo.cache_entries(optimized) if e[1] is not None]
+    phases = {
+        "eager fn(*args)": lambda: fn(*args),
+        "optimized(*args)": lambda: optimized(*args),
+        "guard_fn": lambda: guard_fn(code_fn, *args),
+        "compiled_fn": lambda: compiled_fn(code_fn, *args),
+    }
+    read_inputs = getattr(compiled_fn, "read_inputs", None)
+    if read_inputs is not None:
+        phases["reader"] = lambda: read_inputs(code_fn, *args)
+    graph = getattr(compiled_fn, "compiled_graph", None)
+    if graph is not None and read_inputs is not None:
+        inputs = read_inputs(code_fn, *args)
+        phases["compiled graph alone"] = lambda: graph(*inputs)
+    medians = interleaved_medians(phases, n=2000, repeats=repeats)
+    print(f"\nhit path of {fn.__name__}:")
+    for name, ns in medians.items():
+        print(f"  {name:22s} {ns:9.0f} ns")
+    print("  guard source:")
+    print("    " + guard_fn.source.replace("\n", "\n    "))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=2000, help="calls per timed loop")
+    parser.add_argument("--skip-resnet", action="store_true")
+    options = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    x = torch.randn(8)
+    a, b, c = torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 8)
+    results = {
+        "a": report_calls("(a) x + 1, one tensor [8]", interleaved_medians(
+            call_variants(add_one, (x,)), options.calls, options.repeats)),
+        "b": report_calls("(b) 10 ops on three tensors [4, 8]", interleaved_medians(
+            call_variants(ten_ops, (a, b, c)), options.calls, options.repeats)),
+    }
+    print(f"\ntargets: (a) ratio <= 0.1: {results['a']['ratio']:.3f}; (b) ratio <= 0.5: {results['b']['ratio']:.3f}")
+    if not options.skip_resnet:
+        resnet18_guard_check(options.repeats)
+    hit_path_profile(add_one, (x,), options.repeats)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,515 @@
+/* Checks that Python does slowly, for generated guard functions.
+ *
+ * TensorMatch(specs) is a callable built once per guard function.  Each spec is
+ * (type, dtype, device, sizes, strides, requires_grad); calling it with as many tensors
+ * as specs returns True when every tensor matches its spec, else False:
+ *
+ *     check = TensorMatch([(torch.Tensor, torch.float32, torch.device("cpu"), (2, 3), (3, 1), False)])
+ *     check(x)      # type(x) is Tensor and x.dtype is float32 and x.device == cpu and ...
+ *
+ * ArgumentGuard and ArgumentReader (below) go further for frames whose guards are only such
+ * tensor matches on arguments (plus grad mode): the whole guard function, and the reader of
+ * its graph inputs, become one C call each.
+ *
+ * Why it is faster than the same test in Python: the tensor's getters (dtype, shape, device,
+ * requires_grad) and its stride() method are found once, when the check is built, and called
+ * directly; no attribute lookup, no bytecode.  It calls exactly what `x.dtype` etc. call on that
+ * exact type, so its answers are those of the Python test (the type is checked first).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+typedef struct {
+    getter get;
+    void *closure;
+} Getter;
+
+typedef struct {
+    PyObject *type;          /* exact type expected */
+    PyObject *dtype;         /* compared by identity (dtypes are singletons) */
+    PyObject *device;        /* compared with == */
+    PyObject *sizes;         /* tuple of ints */
+    PyObject *strides;       /* tuple of ints */
+    PyObject *requires_grad; /* Py_True or Py_False */
+    Getter dtype_of, shape_of, device_of, requires_grad_of;
+    int on_cpu;              /* expected device is the CPU: ask is_cpu (no device object made) */
+    PyObject *stride_method; /* the unbound stride() of that type */
+} Spec;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Py_ssize_t count;
+    Spec *specs;
+} TensorMatch;
+
+/* The attribute `name` as the type defines it (borrowed; NULL if absent). */
+static PyObject *lookup(PyTypeObject *type, const char *name) {
+    PyObject *key = PyUnicode_InternFromString(name);
+    if (key == NULL)
+        return NULL;
+    PyObject *found = _PyType_Lookup(type, key);
+    Py_DECREF(key);
+    return found;
+}
+
+static int find_getter(PyTypeObject *type, const char *name, Getter *out) {
+    PyObject *descr = lookup(type, name);
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyGetSetDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "TensorMatch: %s.%s is not a plain getter", type->tp_name, name);
+        return -1;
+    }
+    PyGetSetDef *def = ((PyGetSetDescrObject *)descr)->d_getset;
+    out->get = def->get;
+    out->closure = def->closure;
+    return out->get == NULL ? -1 : 0;
+}
+
+static void spec_clear(Spec *spec) {
+    Py_CLEAR(spec->type);
+    Py_CLEAR(spec->dtype);
+    Py_CLEAR(spec->device);
+    Py_CLEAR(spec->sizes);
+    Py_CLEAR(spec->strides);
+    Py_CLEAR(spec->requires_grad);
+    Py_CLEAR(spec->stride_method);
+}
+
+static int spec_init(Spec *spec, PyObject *item) {
+    PyObject *type, *dtype, *device, *sizes, *strides, *requires_grad;
+    if (!PyArg_ParseTuple(item, "O!OOO!O!O!:TensorMatch spec", &PyType_Type, &type, &dtype, &device,
+                          &PyTuple_Type, &sizes, &PyTuple_Type, &strides, &PyBool_Type, &requires_grad))
+        return -1;
+    PyTypeObject *t = (PyTypeObject *)type;
+    if (find_getter(t, "dtype", &spec->dtype_of) < 0 || find_getter(t, "shape", &spec->shape_of) < 0 ||
+        find_getter(t, "device", &spec->device_of) < 0 ||
+        find_getter(t, "requires_grad", &spec->requires_grad_of) < 0)
+        return -1;
+    PyObject *device_type = PyObject_GetAttrString(device, "type");
+    if (device_type == NULL)
+        return -1;
+    spec->on_cpu = PyUnicode_Check(device_type) && PyUnicode_CompareWithASCIIString(device_type, "cpu") == 0;
+    Py_DECREF(device_type);
+    if (spec->on_cpu && find_getter(t, "is_cpu", &spec->device_of) < 0)
+        return -1;
+    PyObject *stride = lookup(t, "stride");
+    if (stride == NULL || !Py_IS_TYPE(stride, &PyMethodDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "TensorMatch: %s.stride is not a plain method", t->tp_name);
+        return -1;
+    }
+    spec->type = Py_NewRef(type);
+    spec->dtype = Py_NewRef(dtype);
+    spec->device = Py_NewRef(device);
+    spec->sizes = Py_NewRef(sizes);
+    spec->strides = Py_NewRef(strides);
+    spec->requires_grad = Py_NewRef(requires_grad);
+    spec->stride_method = Py_NewRef(stride);
+    return 0;
+}
+
+/* 1: matches, 0: does not, -1: error (an exception is set). */
+static int equal_int_tuples(PyObject *got, PyObject *expected) {
+    if (got == NULL)
+        return -1;
+    int result = PyObject_RichCompareBool(got, expected, Py_EQ);
+    Py_DECREF(got);
+    return result;
+}
+
+static int spec_matches(Spec *spec, PyObject *tensor) {
+    if ((PyObject *)Py_TYPE(tensor) != spec->type)
+        return 0;
+    PyObject *value = spec->dtype_of.get(tensor, spec->dtype_of.closure);
+    if (value == NULL)
+        return -1;
+    Py_DECREF(value);
+    if (value != spec->dtype)
+        return 0;
+    value = spec->requires_grad_of.get(tensor, spec->requires_grad_of.closure);
+    if (value == NULL)
+        return -1;
+    Py_DECREF(value);
+    if (value != spec->requires_grad)
+        return 0;
+    int ok = equal_int_tuples(spec->shape_of.get(tensor, spec->shape_of.closure), spec->sizes);
+    if (ok != 1)
+        return ok;
+    ok = equal_int_tuples(PyObject_Vectorcall(spec->stride_method, &tensor, 1, NULL), spec->strides);
+    if (ok != 1)
+        return ok;
+    value = spec->device_of.get(tensor, spec->device_of.closure);
+    if (value == NULL)
+        return -1;
+    ok = spec->on_cpu ? value == Py_True : PyObject_RichCompareBool(value, spec->device, Py_EQ);
+    Py_DECREF(value);
+    return ok;
+}
+
+static PyObject *TensorMatch_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
+                                        PyObject *kwnames) {
+    TensorMatch *self = (TensorMatch *)self_obj;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != self->count || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_Format(PyExc_TypeError, "TensorMatch expects %zd tensors, got %zd", self->count, nargs);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        int ok = spec_matches(&self->specs[i], args[i]);
+        if (ok < 0) {
+            PyErr_Clear(); /* a tensor that cannot answer does not match */
+            Py_RETURN_FALSE;
+        }
+        if (!ok)
+            Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyObject *TensorMatch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *specs;
+    if (!PyArg_ParseTuple(args, "O:TensorMatch", &specs))
+        return NULL;
+    PyObject *seq = PySequence_Fast(specs, "TensorMatch expects a sequence of specs");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    TensorMatch *self = (TensorMatch *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    self->vectorcall = TensorMatch_vectorcall;
+    self->specs = PyMem_Calloc(count ? count : 1, sizeof(Spec));
+    if (self->specs == NULL) {
+        Py_DECREF(seq);
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (spec_init(&self->specs[i], PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+            Py_DECREF(seq);
+            Py_DECREF(self);
+            return NULL;
+        }
+        self->count = i + 1;
+    }
+    Py_DECREF(seq);
+    return (PyObject *)self;
+}
+
+static int TensorMatch_traverse(TensorMatch *self, visitproc visit, void *arg) {
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        Spec *spec = &self->specs[i];
+        Py_VISIT(spec->type);
+        Py_VISIT(spec->dtype);
+        Py_VISIT(spec->device);
+        Py_VISIT(spec->sizes);
+        Py_VISIT(spec->strides);
+        Py_VISIT(spec->stride_method);
+    }
+    return 0;
+}
+
+static int TensorMatch_clear(TensorMatch *self) {
+    for (Py_ssize_t i = 0; i < self->count; i++)
+        spec_clear(&self->specs[i]);
+    self->count = 0;
+    return 0;
+}
+
+static void TensorMatch_dealloc(TensorMatch *self) {
+    PyObject_GC_UnTrack(self);
+    TensorMatch_clear(self);
+    PyMem_Free(self->specs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef TensorMatch_members[] = {
+    {"count", T_PYSSIZET, offsetof(TensorMatch, count), READONLY, "number of tensors checked"},
+    {NULL},
+};
+
+static PyTypeObject TensorMatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "guards._guard_helpers.TensorMatch",
+    .tp_doc = "TensorMatch(specs)(*tensors) -> bool: every tensor matches its "
+              "(type, dtype, device, sizes, strides, requires_grad)",
+    .tp_basicsize = sizeof(TensorMatch),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = TensorMatch_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(TensorMatch, vectorcall),
+    .tp_traverse = (traverseproc)TensorMatch_traverse,
+    .tp_clear = (inquiry)TensorMatch_clear,
+    .tp_dealloc = (destructor)TensorMatch_dealloc,
+    .tp_members = TensorMatch_members,
+};
+
+/* ---------------------------------------------------------------------------------------
+ * ArgumentGuard(nargs, [(arg_index, spec), ...], is_grad_enabled, grad_enabled): a whole guard
+ * function in C for the common frame whose guards are only tensor matches on its arguments and
+ * the grad mode.  Called like a generated guard function, guard(func, *args) -> bool, it saves
+ * the Python frame of the generated function.  Instances carry a __dict__ (for .source etc.).
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    Py_ssize_t nargs;          /* argument slots expected after func */
+    Py_ssize_t count;          /* tensors checked */
+    Py_ssize_t *arg_index;
+    Spec *specs;
+    PyObject *is_grad_enabled; /* torch.is_grad_enabled, or NULL when grad mode is not guarded */
+    PyObject *grad_enabled;    /* Py_True / Py_False expected */
+} ArgumentGuard;
+
+static PyObject *ArgumentGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
+                                          PyObject *kwnames) {
+    ArgumentGuard *self = (ArgumentGuard *)self_obj;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != self->nargs + 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_Format(PyExc_TypeError, "guard expects func and %zd argument slots, got %zd values",
+                     self->nargs, nargs);
+        return NULL;
+    }
+    if (self->is_grad_enabled != NULL) {
+        PyObject *enabled = PyObject_Vectorcall(self->is_grad_enabled, NULL, 0, NULL);
+        if (enabled == NULL) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+        Py_DECREF(enabled);
+        if (enabled != self->grad_enabled)
+            Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        int ok = spec_matches(&self->specs[i], args[1 + self->arg_index[i]]);
+        if (ok < 0) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+        if (!ok)
+            Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyObject *ArgumentGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t nargs;
+    PyObject *checks, *is_grad_enabled, *grad_enabled;
+    if (!PyArg_ParseTuple(args, "nOOO:ArgumentGuard", &nargs, &checks, &is_grad_enabled, &grad_enabled))
+        return NULL;
+    PyObject *seq = PySequence_Fast(checks, "ArgumentGuard expects a sequence of (arg_index, spec)");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    ArgumentGuard *self = (ArgumentGuard *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    self->vectorcall = ArgumentGuard_vectorcall;
+    self->nargs = nargs;
+    self->specs = PyMem_Calloc(count ? count : 1, sizeof(Spec));
+    self->arg_index = PyMem_Calloc(count ? count : 1, sizeof(Py_ssize_t));
+    if (self->specs == NULL || self->arg_index == NULL) {
+        Py_DECREF(seq);
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    if (is_grad_enabled != Py_None) {
+        self->is_grad_enabled = Py_NewRef(is_grad_enabled);
+        self->grad_enabled = Py_NewRef(PyObject_IsTrue(grad_enabled) ? Py_True : Py_False);
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t index;
+        PyObject *spec;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "nO:ArgumentGuard check", &index, &spec) ||
+            spec_init(&self->specs[i], spec) < 0) {
+            Py_DECREF(seq);
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (index < 0 || index >= nargs) {
+            spec_clear(&self->specs[i]);
+            Py_DECREF(seq);
+            Py_DECREF(self);
+            PyErr_Format(PyExc_IndexError, "ArgumentGuard: argument index %zd out of range", index);
+            return NULL;
+        }
+        self->arg_index[i] = index;
+        self->count = i + 1;
+    }
+    Py_DECREF(seq);
+    return (PyObject *)self;
+}
+
+static int ArgumentGuard_traverse(ArgumentGuard *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dict);
+    Py_VISIT(self->is_grad_enabled);
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        Py_VISIT(self->specs[i].type);
+        Py_VISIT(self->specs[i].device);
+        Py_VISIT(self->specs[i].stride_method);
+    }
+    return 0;
+}
+
+static int ArgumentGuard_clear(ArgumentGuard *self) {
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->is_grad_enabled);
+    Py_CLEAR(self->grad_enabled);
+    for (Py_ssize_t i = 0; i < self->count; i++)
+        spec_clear(&self->specs[i]);
+    self->count = 0;
+    return 0;
+}
+
+static void ArgumentGuard_dealloc(ArgumentGuard *self) {
+    PyObject_GC_UnTrack(self);
+    ArgumentGuard_clear(self);
+    PyMem_Free(self->specs);
+    PyMem_Free(self->arg_index);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject ArgumentGuardType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "guards._guard_helpers.ArgumentGuard",
+    .tp_doc = "ArgumentGuard(nargs, [(arg_index, spec)], is_grad_enabled, grad_enabled)"
+              "(func, *args) -> bool: a guard function made only of argument tensor matches",
+    .tp_basicsize = sizeof(ArgumentGuard),
+    .tp_dictoffset = offsetof(ArgumentGuard, dict),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = ArgumentGuard_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(ArgumentGuard, vectorcall),
+    .tp_traverse = (traverseproc)ArgumentGuard_traverse,
+    .tp_clear = (inquiry)ArgumentGuard_clear,
+    .tp_dealloc = (destructor)ArgumentGuard_dealloc,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+};
+
+/* ArgumentReader([arg_index, ...])(func, *args) -> [args[i], ...]: graph inputs that are
+ * arguments, read without a Python frame. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    Py_ssize_t count;
+    Py_ssize_t *arg_index;
+} ArgumentReader;
+
+static PyObject *ArgumentReader_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
+                                           PyObject *kwnames) {
+    ArgumentReader *self = (ArgumentReader *)self_obj;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *values = PyList_New(self->count);
+    if (values == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < self->count; i++) {
+        Py_ssize_t slot = 1 + self->arg_index[i];
+        if (slot >= nargs) {
+            Py_DECREF(values);
+            PyErr_Format(PyExc_TypeError, "reader: no argument slot %zd", slot - 1);
+            return NULL;
+        }
+        PyList_SET_ITEM(values, i, Py_NewRef(args[slot]));
+    }
+    return values;
+}
+
+static PyObject *ArgumentReader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *indices;
+    if (!PyArg_ParseTuple(args, "O:ArgumentReader", &indices))
+        return NULL;
+    PyObject *seq = PySequence_Fast(indices, "ArgumentReader expects a sequence of argument indices");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    ArgumentReader *self = (ArgumentReader *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    self->vectorcall = ArgumentReader_vectorcall;
+    self->arg_index = PyMem_Calloc(count ? count : 1, sizeof(Py_ssize_t));
+    if (self->arg_index == NULL) {
+        Py_DECREF(seq);
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t index = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i));
+        if (index < 0) {
+            Py_DECREF(seq);
+            Py_DECREF(self);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "ArgumentReader: negative index");
+            return NULL;
+        }
+        self->arg_index[i] = index;
+    }
+    self->count = count;
+    Py_DECREF(seq);
+    return (PyObject *)self;
+}
+
+static int ArgumentReader_traverse(ArgumentReader *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int ArgumentReader_clear(ArgumentReader *self) {
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void ArgumentReader_dealloc(ArgumentReader *self) {
+    PyObject_GC_UnTrack(self);
+    ArgumentReader_clear(self);
+    PyMem_Free(self->arg_index);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject ArgumentReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "guards._guard_helpers.ArgumentReader",
+    .tp_doc = "ArgumentReader([arg_index, ...])(func, *args) -> [args[i], ...]",
+    .tp_basicsize = sizeof(ArgumentReader),
+    .tp_dictoffset = offsetof(ArgumentReader, dict),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = ArgumentReader_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(ArgumentReader, vectorcall),
+    .tp_traverse = (traverseproc)ArgumentReader_traverse,
+    .tp_clear = (inquiry)ArgumentReader_clear,
+    .tp_dealloc = (destructor)ArgumentReader_dealloc,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "guards._guard_helpers",
+    .m_doc = "C helpers for generated guard functions (optional: guards work without them).",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__guard_helpers(void) {
+    if (PyType_Ready(&TensorMatchType) < 0 || PyType_Ready(&ArgumentGuardType) < 0 ||
+        PyType_Ready(&ArgumentReaderType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "TensorMatch", (PyObject *)&TensorMatchType) < 0 ||
+        PyModule_AddObjectRef(m, "ArgumentGuard", (PyObject *)&ArgumentGuardType) < 0 ||
+        PyModule_AddObjectRef(m, "ArgumentReader", (PyObject *)&ArgumentReaderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,200 @@
+"""``wrap``: turn a REAL value read from the frame into a VariableTracker, installing the guards
+that make relying on it sound on a later call.
+
+    tensor            -> graph input (tensor_match)        constant -> equals_match
+    tuple/list        -> type + length, items wrapped       dict     -> type + keys, values wrapped
+    nn.Module         -> id + module state (training, hooks)
+    function/module   -> id                                 other    -> type (attributes guarded on read)
+
+Values from libraries (Python modules, classes and functions of torch or the standard library)
+reached through a long attribute chain are not guarded: we assume libraries are not
+monkeypatched between calls.  Everything the *program* owns is guarded.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import types
+
+import torch
+
+import guards as G
+from ..exc import Unsupported
+from .variables.base import VariableTracker, describe
+from .variables.constant import ConstantVariable, is_constant_value
+from .variables.containers import is_named_tuple_type, DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable
+
+LIBRARY_PREFIXES = ("torch", "builtins", "math", "operator", "functools", "collections", "typing",
+                    "itertools", "numbers", "abc", "enum", "warnings", "timm", "torchvision", "einops")
+
+
+def is_library_value(value) -> bool:
+    if isinstance(value, types.ModuleType):
+        return True
+    module = getattr(value, "__module__", None) if isinstance(value, (type, types.FunctionType,
+                                                                        types.BuiltinFunctionType)) else None
+    return isinstance(module, str) and module.split(".")[0] in LIBRARY_PREFIXES
+
+
+def _is_root(source) -> bool:
+    return isinstance(source, (G.LocalSource, G.GlobalSource, G.BuiltinSource, G.ClosureSource))
+
+
+def wrap(tx, value, source) -> VariableTracker:
+    """The VariableTracker for ``value`` read from ``source`` (None: made up, no guard)."""
+    guard = tx.output.add_guard if source is not None else (lambda g: None)
+    if isinstance(value, torch.Tensor):
+        if source is None:
+            raise Unsupported("a tensor reached the trace without a way to re-read it (no source)")
+        return tx.output.add_input(source, value)
+    if is_constant_value(value):
+        if source is not None:
+            singleton = isinstance(value, (type(Ellipsis), type(NotImplemented), torch.layout, torch.memory_format))
+            guard(G.id_match(source, value) if singleton else G.equals_match(source, value))
+        return ConstantVariable(value, source)
+    if type(value) is tuple and _is_plain_constant_tuple(value):
+        if source is not None:                  # kernel_size=(3, 3): one guard for the whole tuple
+            guard(G.equals_match(source, value))
+        return wrap_constant_result(value)
+    if isinstance(value, torch.nn.Module):
+        from .variables.nn_module import NNModuleVariable
+
+        if source is not None:
+            guard(G.id_match(source, value))
+            guard(G.module_state_match(source, value))
+        return NNModuleVariable(value, source)
+    kind = type(value)
+    if kind is torch.Size:
+        if source is not None:
+            guard(G.equals_match(source, value))
+        return SizeVariable([ConstantVariable(d) for d in value], source)
+    if kind in (list, dict, collections.OrderedDict) and source is not None:
+        cached = tx.output.side_effects.cached_container(source)   # one tracker per caller's list:
+        if cached is not None:                                    # mutations must be seen by all reads
+            return cached
+        vt = _wrap_container(tx, value, source, guard)
+        tx.output.side_effects.note_container(source, vt)
+        return vt
+    if kind in (tuple, list, dict, collections.OrderedDict) or (isinstance(value, tuple) and is_named_tuple_type(kind)):
+        return _wrap_container(tx, value, source, guard)
+    if isinstance(value, types.MethodType):
+        from .variables.functions import UserMethodVariable
+
+        raise_if_unsupported_method(value)
+        attr = (lambda name: G.AttrSource(source, name)) if source is not None else (lambda name: None)
+        return UserMethodVariable(wrap(tx, value.__func__, attr("__func__")), wrap(tx, value.__self__, attr("__self__")))
+    if source is not None and (_is_root(source) or not is_library_value(value)):
+        guard(G.id_match(source, value) if _identity_guarded(value) else G.type_match(source, value))
+    return wrap_object(value, source)
+
+
+def _is_plain_constant_tuple(value) -> bool:
+    return all(type(v) in (int, float, bool, str, type(None)) or type(v) is tuple and _is_plain_constant_tuple(v)
+               for v in value)
+
+
+def _wrap_container(tx, value, source, guard) -> VariableTracker:
+    """tuple / list / namedtuple / dict: guard the shape of the container, wrap each item."""
+    kind = type(value)
+    if isinstance(value, dict):
+        if not all(is_constant_value(k) for k in value):
+            raise Unsupported("a dict with non-constant keys")
+        if source is not None:
+            guard(G.type_match(source, value))
+            guard(G.dict_keys_match(source, value))
+        items = {k: wrap(tx, v, G.ItemSource(source, k) if source is not None else None) for k, v in value.items()}
+        return DictVariable(items, kind, source)
+    if source is not None:
+        guard(G.type_match(source, value))
+        guard(G.length_match(source, value))
+    items = [wrap(tx, v, G.ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+    if kind is list:
+        return ListVariable(items, source)
+    if kind is tuple:
+        return TupleVariable(items, source)
+    return NamedTupleVariable(items, kind, source)
+
+
+def _identity_guarded(value) -> bool:
+    """Functions, classes, modules and C callables are guarded by identity; plain objects by
+    type (their attributes are guarded one by one when the trace reads them)."""
+    return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type,
+                              functools.partial, types.MethodWrapperType, types.WrapperDescriptorType,
+                              types.MethodDescriptorType))
+
+
+def wrap_object(value, source) -> VariableTracker:
+    """Callables, modules, classes and plain objects (guards already installed)."""
+    from .variables.builtins import BUILTIN_HANDLERS, BuiltinVariable
+    from .variables.functions import UserFunctionVariable, UserMethodVariable
+    from .variables.objects import ClassVariable, PythonModuleVariable, UserObjectVariable
+    from .variables.torch_fns import TorchFunctionVariable, is_torch_callable
+
+    if isinstance(value, types.FunctionType) and not is_torch_callable(value):
+        return UserFunctionVariable(value, source)
+    if isinstance(value, types.MethodType):
+        self_source = G.AttrSource(source, "__self__") if source is not None else None
+        func_source = G.AttrSource(source, "__func__") if source is not None else None
+        raise_if_unsupported_method(value)
+        return UserMethodVariable(wrap_object(value.__func__, func_source),
+                                  _wrap_self(value.__self__, self_source))
+    if _hashable(value) and value in BUILTIN_HANDLERS:
+        return BuiltinVariable(value, source)
+    if is_torch_callable(value):
+        return TorchFunctionVariable(value, source)
+    if isinstance(value, types.ModuleType):
+        return PythonModuleVariable(value, source)
+    if isinstance(value, type):
+        return ClassVariable(value, source)
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.WrapperDescriptorType,
+                          types.MethodDescriptorType, types.MethodWrapperType)):
+        raise Unsupported(f"call to unknown C function {describe(value)}")
+    return UserObjectVariable(value, source)
+
+
+def raise_if_unsupported_method(method):
+    if not isinstance(method.__func__, types.FunctionType):
+        raise Unsupported(f"bound C method {describe(method.__func__)}")
+
+
+def _wrap_self(obj, source):
+    if isinstance(obj, torch.nn.Module):
+        from .variables.nn_module import NNModuleVariable
+
+        return NNModuleVariable(obj, source)
+    if isinstance(obj, type):
+        from .variables.objects import ClassVariable
+
+        return ClassVariable(obj, source)
+    from .variables.objects import UserObjectVariable
+
+    return UserObjectVariable(obj, source)
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+        return True
+    except TypeError:
+        return False
+
+
+def wrap_constant_result(value) -> VariableTracker:
+    """A value computed at trace time from constants (no source, no guard)."""
+    if is_constant_value(value) or isinstance(value, (range, slice)):
+        return ConstantVariable(value)
+    if isinstance(value, torch.Size):
+        return SizeVariable([ConstantVariable(d) for d in value])
+    if isinstance(value, tuple):
+        items = [wrap_constant_result(v) for v in value]
+        return NamedTupleVariable(items, type(value)) if is_named_tuple_type(type(value)) else TupleVariable(items)
+    if isinstance(value, list):
+        return ListVariable([wrap_constant_result(v) for v in value])
+    if isinstance(value, dict):
+        return DictVariable({k: wrap_constant_result(v) for k, v in value.items()}, type(value))
+    if isinstance(value, (torch.finfo, torch.iinfo)):
+        from .variables.objects import UserObjectVariable
+
+        return UserObjectVariable(value, None)
+    raise Unsupported(f"a {type(value).__name__} computed at trace time")

@@ -1,0 +1,70 @@
+"""Side effects on the caller's Python objects, replayed after the graph runs.
+
+While tracing, a list or dict read from the frame may be mutated (``xs.append(y)``), an
+attribute of a real object assigned (``self.steps = n + 1``) or a global rebound.  The trace
+applies the change to its own VariableTrackers (later reads in the trace see it), and records
+it here; ``build_output`` then replays it on the REAL objects, re-read from their sources in
+the new frame:
+
+    list / dict from the caller   ->  real[:] = new items  /  real.clear(); real.update(...)
+    attribute of a real object    ->  setattr(real, name, value)
+    global of the frame           ->  func.__globals__[name] = value
+
+Aliasing: two sources naming the same list would make the trace wrong if only one of them is
+known to change.  The guards cannot express "these two are distinct objects", so a trace that
+mutates a caller's container while it also reads another one of the caller's lists or dicts
+is refused.
+"""
+
+from __future__ import annotations
+
+from ..exc import Unsupported
+
+
+class SideEffects:
+    def __init__(self):
+        self.containers_read: dict = {}    # source -> VT of every list/dict read from the frame
+        self.mutated: dict = {}            # source -> VT mutated
+        self.attribute_stores: dict = {}   # (source, name) -> VT assigned
+        self.global_stores: dict = {}      # name -> VT assigned
+
+    # -- containers -----------------------------------------------------------------------
+    def cached_container(self, source):
+        return self.containers_read.get(source)
+
+    def note_container(self, source, vt):
+        self.containers_read[source] = vt
+
+    def note_mutated_container(self, vt, what: str):
+        self.mutated[vt.source] = vt
+
+    # -- attributes and globals ---------------------------------------------------------------
+    def store_attribute(self, obj_vt, name: str, value_vt):
+        if obj_vt.source is None:
+            raise Unsupported(f"assignment to attribute {name!r} of an object made during the trace")
+        self.attribute_stores[(obj_vt.source, name)] = value_vt
+
+    def stored_attribute(self, obj_vt, name: str):
+        if obj_vt.source is None:
+            return None
+        return self.attribute_stores.get((obj_vt.source, name))
+
+    def store_global(self, name: str, value_vt):
+        self.global_stores[name] = value_vt
+
+    def stored_global(self, name: str):
+        return self.global_stores.get(name)
+
+    # -- the replay plan --------------------------------------------------------------------------
+    def check_aliasing(self):
+        """Only objects of the same type can be one object: refuse a mutated list next to
+        another list of the caller (likewise dicts)."""
+        for source, vt in self.mutated.items():
+            kind = vt.python_type()
+            others = [s for s, other in self.containers_read.items() if s != source and other.python_type() is kind]
+            if others:
+                raise Unsupported(f"{source.name()} is mutated while {others[0].name()}, another {kind.__name__} "
+                                  "of the caller, is read too (their aliasing cannot be guarded)")
+
+    def is_empty(self) -> bool:
+        return not (self.mutated or self.attribute_stores or self.global_stores)

@@ -1,0 +1,535 @@
+"""The symbolic interpreter: CPython 3.11 bytecode over VariableTrackers.
+
+One method per opcode, named exactly like it (``def LOAD_FAST(self, inst)``); families of
+opcodes are one line each, from the tables at the bottom (``BINARY_OP`` arg -> ``operator``
+function).  ``InstructionTranslator`` runs the frame being captured; ``InliningTranslator``
+runs a called Python function on the same ``OutputGraph`` and hands back its return value.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import types
+
+from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
+from bytecode.instr import BinaryOp, CellVar, Compare, FreeVar
+
+from .. import config
+from ..exc import Unsupported
+from . import operators
+from .builder import is_library_value, wrap
+from .variables.base import NullVariable, VariableTracker, maybe_constant
+from .variables.builtins import BuiltinVariable
+from .variables.constant import ConstantVariable
+from .variables.containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SetVariable,
+                                   SliceVariable, TupleVariable)
+from .variables.functions import (CO_GENERATOR_LIKE, BaseFunctionVariable, CellVariable, NestedFunctionVariable,
+                                  UserFunctionVariable)
+from .variables.tensor import TensorVariable
+
+log = logging.getLogger("minidynamo.bytecode")
+
+MAX_INSTRUCTIONS = 2_000_000   # a trace that runs this long is looping on something: give up
+
+
+def decode(code: types.CodeType):
+    """(instructions, label -> index, indexes inside try statements), pseudo-instructions removed.
+
+    3.11 has zero-cost exceptions: a try block is only an entry of the exception table
+    (``TryBegin``/``TryEnd`` here).  Since anything that would raise is Unsupported, handlers
+    never run while tracing; but a ``try`` statement's body is refused (its handler might be
+    what the program relies on), while a ``with`` block's cleanup handler is harmless."""
+    instructions, targets, regions = [], {}, []
+    active = None
+    for item in Bytecode.from_code(code):
+        if isinstance(item, Label):
+            targets[item] = len(instructions)
+        elif isinstance(item, TryBegin):
+            active = item
+        elif isinstance(item, TryEnd):
+            active = None
+        elif isinstance(item, Instr):
+            regions.append(active)
+            instructions.append(item)
+    in_try = set()
+    for index, region in enumerate(regions):
+        if region is not None and _is_try_statement(instructions, targets[region.target]):
+            in_try.add(index)
+    return instructions, targets, in_try
+
+
+def _is_try_statement(instructions, handler: int) -> bool:
+    first = instructions[handler].name
+    following = instructions[handler + 1].name if handler + 1 < len(instructions) else ""
+    return first == "PUSH_EXC_INFO" and following != "WITH_EXCEPT_START"
+
+
+_decoded: dict = {}
+
+
+def decoded(code):
+    if code not in _decoded:
+        _decoded[code] = decode(code)
+    return _decoded[code]
+
+
+class InstructionTranslatorBase:
+    def __init__(self, code, f_locals: dict, f_globals: dict, globals_source, f_builtins: dict, output,
+                 freevar_cells: list, depth: int):
+        if code.co_flags & CO_GENERATOR_LIKE:
+            raise Unsupported(f"generator or coroutine {code.co_qualname}")
+        self.code = code
+        self.instructions, self.targets, self.in_try = decoded(code)
+        self.locals = dict(f_locals)
+        self.f_globals = f_globals
+        self.globals_source = globals_source
+        self.f_builtins = f_builtins
+        self.output = output
+        self.depth = depth
+        self.stack: list = []
+        self.cells = dict(zip(code.co_freevars, freevar_cells))
+        self.kw_names = None
+        self.ip = 0
+        self.return_value = None
+        self.instruction_count = 0
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> VariableTracker:
+        debug = log.isEnabledFor(logging.DEBUG)
+        while self.return_value is None:
+            if self.ip in self.in_try:
+                raise Unsupported(f"try/except/finally block in {self.code.co_qualname} (exception handling "
+                                  "is not supported)")
+            inst = self.instructions[self.ip]
+            self.ip += 1
+            self.instruction_count += 1
+            if self.instruction_count > MAX_INSTRUCTIONS:
+                raise Unsupported(f"{self.code.co_qualname} ran over {MAX_INSTRUCTIONS} instructions")
+            if debug:
+                log.debug("%s%s %s %s", "  " * self.depth, self.code.co_name, inst.name,
+                          "" if inst.arg is None or isinstance(inst.arg, Label) else inst.arg)
+            handler = getattr(self, inst.name, None)
+            if handler is None:
+                raise Unsupported(f"opcode {inst.name} (in {self.code.co_qualname}, line {inst.lineno})")
+            handler(inst)
+        return self.return_value
+
+    def push(self, vt):
+        self.stack.append(vt)
+
+    def pop(self):
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def jump(self, inst):
+        self.ip = self.targets[inst.arg]
+
+    # -- calls -------------------------------------------------------------------------------
+    def call(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
+        return fn.call_function(self, list(args), dict(kwargs))
+
+    def inline_call(self, fn: BaseFunctionVariable, args, kwargs):
+        if self.depth + 1 > config.inline_depth_limit:
+            raise Unsupported(f"inlining deeper than inline_depth_limit={config.inline_depth_limit} (recursion?)")
+        code = fn.get_code()
+        if code.co_flags & CO_GENERATOR_LIKE:
+            raise Unsupported(f"call to generator function {code.co_qualname} (generators are not supported)")
+        f_locals = fn.bind(self, args, kwargs)
+        child = InliningTranslator(code, f_locals, fn.globals_(), fn.globals_source, self.f_builtins_of(fn),
+                                   self.output, fn.closure_cells(self), self.depth + 1, fn)
+        return child.run()
+
+    def f_builtins_of(self, fn):
+        return self.f_builtins
+
+    def subscript(self, obj, index):
+        if isinstance(obj, TensorVariable):
+            return obj.subscript(self, index)
+        if hasattr(obj, "subscript"):
+            return obj.subscript(self, index)
+        return obj.call_method(self, "__getitem__", [index], {})
+
+    def store_attr(self, obj, name, value):
+        """``obj.name = value``: only on modules reached from the frame (their identity is
+        guarded, so no other source can alias them); replayed after the graph runs."""
+        from .variables.nn_module import NNModuleVariable
+
+        if not isinstance(obj, NNModuleVariable) or obj.source is None:
+            raise Unsupported(f"assignment to attribute {name!r} of {obj} (a side effect on a real object)")
+        module = obj.value
+        if name == "training" or name in module._parameters or name in module._modules or name.startswith("__"):
+            raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
+        if isinstance(value, NNModuleVariable) or (name in module._buffers and not isinstance(value, TensorVariable)):
+            raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
+        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable)):
+            raise Unsupported(f"assignment of {value} to {type(module).__name__}.{name}")
+        self.output.side_effects.store_attribute(obj, name, value)
+
+    def implicit_super(self):
+        from .variables.objects import SuperVariable
+
+        cell = self.cells.get("__class__")
+        if cell is None or self.code.co_argcount == 0:
+            raise Unsupported("super() without arguments outside a method")
+        first = self.code.co_varnames[0]
+        self_vt = self.locals.get(first) or (self.cells[first].load(self) if first in self.cells else None)
+        return SuperVariable(cell.load(self).as_python_constant(), self_vt)
+
+    # -- opcodes: stack ----------------------------------------------------------------------
+    def NOP(self, inst): pass
+    def RESUME(self, inst): pass
+    def CACHE(self, inst): pass
+    def PRECALL(self, inst): pass
+    def COPY_FREE_VARS(self, inst): pass
+    def POP_TOP(self, inst): self.pop()
+    def PUSH_NULL(self, inst): self.push(NullVariable())
+    def COPY(self, inst): self.push(self.stack[-inst.arg])
+
+    def SWAP(self, inst):
+        self.stack[-1], self.stack[-inst.arg] = self.stack[-inst.arg], self.stack[-1]
+
+    # -- names -------------------------------------------------------------------------------
+    def LOAD_CONST(self, inst):
+        self.push(ConstantVariable(inst.arg) if not isinstance(inst.arg, tuple) else _constant_tuple(inst.arg))
+
+    def LOAD_FAST(self, inst):
+        if inst.arg not in self.locals:
+            raise Unsupported(f"local {inst.arg!r} read before assignment (UnboundLocalError)")
+        self.push(self.locals[inst.arg])
+
+    def STORE_FAST(self, inst): self.locals[inst.arg] = self.pop()
+    def DELETE_FAST(self, inst): self.locals.pop(inst.arg, None)
+
+    def LOAD_GLOBAL(self, inst):
+        push_null, name = inst.arg
+        if push_null:
+            self.push(NullVariable())
+        self.push(self.load_global(name))
+
+    def load_global(self, name):
+        import guards as G
+
+        stored = self.output.side_effects.stored_global(name) if self.f_globals is self.output.frame_info.f_globals else None
+        if stored is not None:
+            return stored
+        if name in self.f_globals:
+            value = self.f_globals[name]
+            if self.f_globals is self.output.frame_info.f_globals:
+                source = G.GlobalSource(name)               # the frame's own module: G['name']
+            else:
+                source = self.globals_source(name)
+            if source is None and not is_library_value(value):
+                raise Unsupported(f"global {name!r} read by {self.code.co_qualname}, a function reached "
+                                  "without a source: it could not be guarded")
+            return wrap(self, value, source)
+        if name in self.f_builtins:
+            return wrap(self, self.f_builtins[name], G.BuiltinSource(name) if self.depth == 0 else None)
+        raise Unsupported(f"global name {name!r} is not defined (NameError)")
+
+    def STORE_GLOBAL(self, inst):
+        value = self.pop()
+        if self.f_globals is not self.output.frame_info.f_globals:
+            raise Unsupported(f"assignment to global {inst.arg!r} of another module")
+        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable)):
+            raise Unsupported(f"assignment of {value} to global {inst.arg!r}")
+        self.output.side_effects.store_global(inst.arg, value)
+
+    def MAKE_CELL(self, inst):
+        name = inst.arg.name if isinstance(inst.arg, (CellVar, FreeVar)) else inst.arg
+        self.cells[name] = CellVariable(self.locals.pop(name, None))
+
+    def LOAD_CLOSURE(self, inst): self.push(self.cells[inst.arg.name])
+    def LOAD_DEREF(self, inst): self.push(self.cells[inst.arg.name].load(self))
+    def STORE_DEREF(self, inst): self.cells[inst.arg.name].store(self, self.pop())
+    def DELETE_DEREF(self, inst): self.cells[inst.arg.name].store(self, None)
+    LOAD_CLASSDEREF = LOAD_DEREF
+
+    # -- attributes and items ----------------------------------------------------------------
+    def LOAD_ATTR(self, inst): self.push(self.pop().var_getattr(self, inst.arg))
+
+    def LOAD_METHOD(self, inst):
+        obj = self.pop()
+        self.push(NullVariable())
+        self.push(obj.var_getattr(self, inst.arg) if not isinstance(obj, TensorVariable)
+                  else obj.var_getattr(self, inst.arg))
+
+    def STORE_ATTR(self, inst):
+        obj, value = self.pop(), self.pop()
+        self.store_attr(obj, inst.arg, value)
+
+    def DELETE_ATTR(self, inst):
+        raise Unsupported(f"deleting attribute {inst.arg!r} (a side effect)")
+
+    def BINARY_SUBSCR(self, inst):
+        index = self.pop()
+        self.push(self.subscript(self.pop(), index))
+
+    def STORE_SUBSCR(self, inst):
+        index, obj, value = self.pop(), self.pop(), self.pop()
+        if isinstance(obj, TensorVariable):
+            self.output.call_op("call_function", operator.setitem, [obj, index, value], {})
+        else:
+            obj.call_method(self, "__setitem__", [index, value], {})
+
+    def DELETE_SUBSCR(self, inst):
+        index, obj = self.pop(), self.pop()
+        obj.call_method(self, "__delitem__", [index], {})
+
+    # -- operators -------------------------------------------------------------------------------
+    def BINARY_OP(self, inst):
+        b, a = self.pop(), self.pop()
+        self.push(operators.apply(self, BINARY_OPS[int(inst.arg)], [a, b]))
+
+    def COMPARE_OP(self, inst):
+        b, a = self.pop(), self.pop()
+        self.push(operators.apply(self, COMPARE_OPS[int(inst.arg)], [a, b]))
+
+    def IS_OP(self, inst):
+        b, a = self.pop(), self.pop()
+        self.push(operators.apply(self, operator.is_not if inst.arg else operator.is_, [a, b]))
+
+    def CONTAINS_OP(self, inst):
+        container, item = self.pop(), self.pop()
+        result = operators.contains(self, container, item)
+        self.push(ConstantVariable(not result.truth(self)) if inst.arg else result)
+
+    def _unary(fn):
+        def handler(self, inst):
+            self.push(operators.apply(self, fn, [self.pop()]))
+        handler.__name__ = fn.__name__
+        return handler
+
+    UNARY_NEGATIVE = _unary(operator.neg)
+    UNARY_POSITIVE = _unary(operator.pos)
+    UNARY_INVERT = _unary(operator.invert)
+    UNARY_NOT = _unary(operator.not_)
+
+    # -- building containers -----------------------------------------------------------------
+    def BUILD_TUPLE(self, inst): self.push(TupleVariable(self.popn(inst.arg)))
+    def BUILD_LIST(self, inst): self.push(ListVariable(self.popn(inst.arg)))
+    def LIST_TO_TUPLE(self, inst): self.push(TupleVariable(self.pop().items))
+    def LIST_APPEND(self, inst):
+        value = self.pop()
+        self.stack[-inst.arg].method_append(self, value)
+
+    def LIST_EXTEND(self, inst):
+        values = self.pop()
+        self.stack[-inst.arg].method_extend(self, values)
+
+    def BUILD_SET(self, inst):
+        result = SetVariable()
+        result.method_update(self, TupleVariable(self.popn(inst.arg)))
+        self.push(result)
+
+    def SET_ADD(self, inst):
+        value = self.pop()
+        self.stack[-inst.arg].method_add(self, value)
+
+    def SET_UPDATE(self, inst):
+        values = self.pop()
+        self.stack[-inst.arg].method_update(self, values)
+
+
+    def BUILD_MAP(self, inst):
+        items = self.popn(2 * inst.arg)
+        result = DictVariable({})
+        for k, v in zip(items[::2], items[1::2]):
+            result.method_setitem(self, k, v)
+        self.push(result)
+
+    def BUILD_CONST_KEY_MAP(self, inst):
+        keys = self.pop().as_python_constant()
+        self.push(DictVariable(dict(zip(keys, self.popn(inst.arg)))))
+
+    def MAP_ADD(self, inst):
+        value, key = self.pop(), self.pop()
+        self.stack[-inst.arg].method_setitem(self, key, value)
+
+    def DICT_UPDATE(self, inst):
+        other = self.pop()
+        self.stack[-inst.arg].method_update(self, other)
+
+    DICT_MERGE = DICT_UPDATE
+
+    def BUILD_SLICE(self, inst): self.push(SliceVariable(*self.popn(inst.arg), *([ConstantVariable(None)] * (3 - inst.arg))))
+
+    def BUILD_STRING(self, inst):
+        self.push(ConstantVariable("".join(p.as_python_constant() for p in self.popn(inst.arg))))
+
+    def FORMAT_VALUE(self, inst):
+        spec = self.pop().as_python_constant() if inst.arg & 0x04 else ""
+        value = self.pop()
+        if isinstance(value, TensorVariable):
+            raise Unsupported("formatting a tensor into a string needs its data")
+        value = value.as_python_constant()
+        value = {0: value, 1: str(value), 2: repr(value), 3: ascii(value)}[inst.arg & 0x03]
+        self.push(ConstantVariable(format(value, spec)))
+
+    def UNPACK_SEQUENCE(self, inst):
+        items = self.pop().unpack(self)
+        if len(items) != inst.arg:
+            raise Unsupported(f"unpacking {len(items)} values into {inst.arg} names (ValueError)")
+        self.stack.extend(reversed(items))
+
+    def UNPACK_EX(self, inst):
+        before, after = inst.arg & 0xFF, inst.arg >> 8
+        items = self.pop().unpack(self)
+        if len(items) < before + after:
+            raise Unsupported("not enough values to unpack (ValueError)")
+        middle = ListVariable(items[before:len(items) - after])
+        self.stack.extend(reversed([*items[:before], middle, *items[len(items) - after:]]))
+
+    # -- control flow ------------------------------------------------------------------------
+    def JUMP_FORWARD(self, inst): self.jump(inst)
+    JUMP_BACKWARD = JUMP_BACKWARD_NO_INTERRUPT = JUMP_ABSOLUTE = JUMP_FORWARD
+
+    def _pop_jump(test):
+        def handler(self, inst):
+            if test(self, self.pop()):
+                self.jump(inst)
+        return handler
+
+    POP_JUMP_FORWARD_IF_TRUE = POP_JUMP_BACKWARD_IF_TRUE = _pop_jump(lambda tx, v: v.truth(tx))
+    POP_JUMP_FORWARD_IF_FALSE = POP_JUMP_BACKWARD_IF_FALSE = _pop_jump(lambda tx, v: not v.truth(tx))
+    POP_JUMP_FORWARD_IF_NONE = POP_JUMP_BACKWARD_IF_NONE = _pop_jump(lambda tx, v: _is_none(v))
+    POP_JUMP_FORWARD_IF_NOT_NONE = POP_JUMP_BACKWARD_IF_NOT_NONE = _pop_jump(lambda tx, v: not _is_none(v))
+
+    def JUMP_IF_TRUE_OR_POP(self, inst):
+        if self.stack[-1].truth(self):
+            self.jump(inst)
+        else:
+            self.pop()
+
+    def JUMP_IF_FALSE_OR_POP(self, inst):
+        if not self.stack[-1].truth(self):
+            self.jump(inst)
+        else:
+            self.pop()
+
+    def GET_ITER(self, inst):
+        obj = self.pop()
+        self.push(obj if isinstance(obj, IteratorVariable) else IteratorVariable(obj.unpack(self)))
+
+    def FOR_ITER(self, inst):
+        item = self.stack[-1].next_item()
+        if item is None:
+            self.pop()
+            self.jump(inst)
+        else:
+            self.push(item)
+
+    # -- calls -------------------------------------------------------------------------------
+    def KW_NAMES(self, inst): self.kw_names = inst.arg
+
+    def CALL(self, inst):
+        kw_names, self.kw_names = self.kw_names or (), None
+        args = self.popn(inst.arg)
+        # below the arguments: [NULL, callable] or [callable, self]
+        callable_or_self, null_or_callable = self.pop(), self.pop()
+        if isinstance(null_or_callable, NullVariable):
+            fn = callable_or_self
+        else:
+            fn, args = null_or_callable, [callable_or_self, *args]
+        n_kw = len(kw_names)
+        kwargs = dict(zip(kw_names, args[len(args) - n_kw:])) if n_kw else {}
+        positional = args[:len(args) - n_kw]
+        self.push(self.call(fn, positional, kwargs))
+
+    def CALL_FUNCTION_EX(self, inst):
+        kwargs_vt = self.pop() if inst.arg & 0x01 else None
+        args_vt, fn = self.pop(), self.pop()
+        if self.stack and isinstance(self.stack[-1], NullVariable):
+            self.pop()
+        args = args_vt.unpack(self)
+        kwargs = {}
+        if kwargs_vt is not None:
+            if not isinstance(kwargs_vt, DictVariable):
+                raise Unsupported(f"**{kwargs_vt} in a call")
+            kwargs = dict(kwargs_vt.items)
+        self.push(self.call(fn, args, kwargs))
+
+    def MAKE_FUNCTION(self, inst):
+        code = self.pop().as_python_constant()
+        closure = self.pop().items if inst.arg & 0x08 else []
+        if inst.arg & 0x04:
+            self.pop()                                   # annotations: not needed
+        kwdefaults = dict(self.pop().items) if inst.arg & 0x02 else {}
+        defaults = list(self.pop().items) if inst.arg & 0x01 else []
+        self.push(NestedFunctionVariable(code, self.f_globals, self.globals_source, defaults, kwdefaults, closure))
+
+    def RETURN_VALUE(self, inst): self.return_value = self.pop()
+
+    # -- what we refuse ----------------------------------------------------------------------
+    def LOAD_ASSERTION_ERROR(self, inst):
+        raise Unsupported(f"assertion failed in {self.code.co_qualname} (line {inst.lineno})")
+
+    def RAISE_VARARGS(self, inst):
+        raise Unsupported(f"raise statement reached in {self.code.co_qualname} (line {inst.lineno})")
+
+    def IMPORT_NAME(self, inst):
+        raise Unsupported(f"import statement ({inst.arg}) inside the traced code")
+
+    def BEFORE_WITH(self, inst):
+        from .variables.ctx_managers import GradModeVariable
+
+        manager = self.pop()
+        if not isinstance(manager, GradModeVariable):
+            raise Unsupported(f"with statement over {manager} (only torch.no_grad/enable_grad are supported)")
+        self.push(manager.exit_callable())
+        self.push(manager.enter(self))
+
+    def LOAD_BUILD_CLASS(self, inst):
+        raise Unsupported("class definition inside the traced code")
+
+
+def _is_none(vt) -> bool:
+    return isinstance(vt, ConstantVariable) and vt.value is None
+
+
+def _constant_tuple(value: tuple):
+    return TupleVariable([_constant_tuple(v) if isinstance(v, tuple) else ConstantVariable(v) for v in value])
+
+
+BINARY_OPS = {
+    BinaryOp.ADD: operator.add, BinaryOp.SUBTRACT: operator.sub, BinaryOp.MULTIPLY: operator.mul,
+    BinaryOp.TRUE_DIVIDE: operator.truediv, BinaryOp.FLOOR_DIVIDE: operator.floordiv,
+    BinaryOp.REMAINDER: operator.mod, BinaryOp.POWER: operator.pow, BinaryOp.MATRIX_MULTIPLY: operator.matmul,
+    BinaryOp.AND: operator.and_, BinaryOp.OR: operator.or_, BinaryOp.XOR: operator.xor,
+    BinaryOp.LSHIFT: operator.lshift, BinaryOp.RSHIFT: operator.rshift,
+    BinaryOp.INPLACE_ADD: operator.iadd, BinaryOp.INPLACE_SUBTRACT: operator.isub,
+    BinaryOp.INPLACE_MULTIPLY: operator.imul, BinaryOp.INPLACE_TRUE_DIVIDE: operator.itruediv,
+    BinaryOp.INPLACE_FLOOR_DIVIDE: operator.ifloordiv, BinaryOp.INPLACE_REMAINDER: operator.imod,
+    BinaryOp.INPLACE_POWER: operator.ipow, BinaryOp.INPLACE_MATRIX_MULTIPLY: operator.imatmul,
+    BinaryOp.INPLACE_AND: operator.iand, BinaryOp.INPLACE_OR: operator.ior, BinaryOp.INPLACE_XOR: operator.ixor,
+    BinaryOp.INPLACE_LSHIFT: operator.ilshift, BinaryOp.INPLACE_RSHIFT: operator.irshift,
+}
+COMPARE_OPS = {Compare.LT: operator.lt, Compare.LE: operator.le, Compare.EQ: operator.eq,
+               Compare.NE: operator.ne, Compare.GT: operator.gt, Compare.GE: operator.ge}
+
+
+class InstructionTranslator(InstructionTranslatorBase):
+    """Runs the frame being captured."""
+
+    def __init__(self, func, f_locals, output, globals_source):
+        from .variables.functions import RealCellVariable
+        import guards as G
+
+        cells = [RealCellVariable(c, G.ClosureSource(i, name))
+                 for i, (c, name) in enumerate(zip(func.__closure__ or (), func.__code__.co_freevars))]
+        super().__init__(func.__code__, f_locals, func.__globals__, globals_source, func.__builtins__, output,
+                         cells, depth=0)
+
+
+class InliningTranslator(InstructionTranslatorBase):
+    """Runs a called function on the caller's graph; RETURN_VALUE ends it."""
+
+    def __init__(self, code, f_locals, f_globals, globals_source, f_builtins, output, cells, depth, fn):
+        super().__init__(code, f_locals, f_globals, globals_source, f_builtins, output, cells, depth)
+        self.fn = fn

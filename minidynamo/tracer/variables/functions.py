@@ -1,0 +1,245 @@
+"""Python functions the tracer inlines: real ones, ones made during the trace (nested defs,
+lambdas, comprehensions), bound methods, and the cells that closures share."""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import guards as G
+from ...exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .containers import DictVariable, TupleVariable
+
+CO_VARARGS, CO_VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
+CO_GENERATOR_LIKE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+class CellVariable(VariableTracker):
+    """A cell made during the trace (``MAKE_CELL``), shared by the frame and its closures."""
+
+    def __init__(self, value: VariableTracker | None = None):
+        super().__init__()
+        self.value = value
+
+    def load(self, tx):
+        if self.value is None:
+            raise Unsupported("free variable read before assignment (NameError)")
+        return self.value
+
+    def store(self, tx, value):
+        self.value = value
+
+
+class RealCellVariable(VariableTracker):
+    """A cell of a real closure: read through its source; writing to it is a side effect."""
+
+    def __init__(self, cell, source):
+        super().__init__(source)
+        self.cell = cell
+        self.loaded = None
+
+    def load(self, tx):
+        if self.loaded is None:
+            from ..builder import wrap
+
+            from ..builder import is_library_value
+
+            try:
+                contents = self.cell.cell_contents
+            except ValueError as e:
+                raise Unsupported("empty closure cell (NameError)") from e
+            if self.source is None and not (is_library_value(contents) or isinstance(contents, types.FunctionType)):
+                raise Unsupported("a closure variable of a function reached without a source could not be guarded")
+            self.loaded = wrap(tx, contents, self.source)
+        return self.loaded
+
+    def store(self, tx, value):
+        raise Unsupported("assignment to a closure variable of a function defined outside the trace")
+
+
+class BaseFunctionVariable(VariableTracker):
+    """Something with a code object we can run with an inlining translator."""
+
+    def get_code(self) -> types.CodeType:
+        raise NotImplementedError
+
+    def python_type(self):
+        return types.FunctionType
+
+    def bind(self, tx, args, kwargs) -> dict:
+        return bind_arguments(self.get_code(), self.fn_name(), args, kwargs,
+                              self.defaults(tx), self.kwdefaults(tx))
+
+    def call_function(self, tx, args, kwargs):
+        return tx.inline_call(self, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if name == "__name__":
+            return ConstantVariable(self.fn_name())
+        if name == "__code__":
+            raise Unsupported("reading a function's __code__")
+        raise Unsupported(f"attribute {name!r} of function {self.fn_name()}")
+
+
+class UserFunctionVariable(BaseFunctionVariable):
+    """A real Python function (from a global, an attribute, a closure, ...)."""
+
+    def __init__(self, fn: types.FunctionType, source=None):
+        super().__init__(source)
+        self.value = fn
+
+    def get_code(self):
+        return self.value.__code__
+
+    def fn_name(self):
+        return self.value.__qualname__
+
+    def as_python_constant(self):
+        return self.value
+
+    def defaults(self, tx):
+        from ..builder import wrap
+
+        values = self.value.__defaults__ or ()
+        base = G.AttrSource(self.source, "__defaults__") if self.source is not None else None
+        return [wrap(tx, v, G.ItemSource(base, i) if base is not None else None) for i, v in enumerate(values)]
+
+    def kwdefaults(self, tx):
+        from ..builder import wrap
+
+        values = self.value.__kwdefaults__ or {}
+        base = G.AttrSource(self.source, "__kwdefaults__") if self.source is not None else None
+        return {k: wrap(tx, v, G.ItemSource(base, k) if base is not None else None) for k, v in values.items()}
+
+    def closure_cells(self, tx) -> list:
+        cells = self.value.__closure__ or ()
+        base = G.AttrSource(self.source, "__closure__") if self.source is not None else None
+        return [RealCellVariable(c, G.AttrSource(G.ItemSource(base, i), "cell_contents") if base is not None else None)
+                for i, c in enumerate(cells)]
+
+    def globals_(self):
+        return self.value.__globals__
+
+    def globals_source(self, name):
+        if self.source is None:
+            return None
+        return G.ItemSource(G.AttrSource(self.source, "__globals__"), name)
+
+    def var_getattr(self, tx, name):
+        from ..builder import wrap
+
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantVariable(getattr(self.value, name))
+        if name in self.value.__dict__:
+            return wrap(tx, self.value.__dict__[name], G.AttrSource(self.source, name) if self.source else None)
+        return super().var_getattr(tx, name)
+
+    def __repr__(self):
+        return f"UserFunctionVariable({self.fn_name()})"
+
+
+class NestedFunctionVariable(BaseFunctionVariable):
+    """A function made by MAKE_FUNCTION during the trace (nested def, lambda, comprehension)."""
+
+    def __init__(self, code, globals_dict, globals_source_fn, defaults, kwdefaults, closure):
+        super().__init__()
+        self.code = code
+        self.globals_dict = globals_dict
+        self.globals_source_fn = globals_source_fn
+        self.default_values = defaults or []
+        self.kwdefault_values = kwdefaults or {}
+        self.closure = closure or []
+
+    def get_code(self):
+        return self.code
+
+    def fn_name(self):
+        return self.code.co_qualname
+
+    def defaults(self, tx):
+        return list(self.default_values)
+
+    def kwdefaults(self, tx):
+        return dict(self.kwdefault_values)
+
+    def closure_cells(self, tx):
+        return list(self.closure)
+
+    def globals_(self):
+        return self.globals_dict
+
+    def globals_source(self, name):
+        return self.globals_source_fn(name)
+
+    def __repr__(self):
+        return f"NestedFunctionVariable({self.fn_name()})"
+
+
+class UserMethodVariable(VariableTracker):
+    """``obj.method``: a function bound to ``self``."""
+
+    def __init__(self, fn: VariableTracker, self_vt: VariableTracker, source=None):
+        super().__init__(source)
+        self.fn = fn
+        self.self_vt = self_vt
+
+    def python_type(self):
+        return types.MethodType
+
+    def call_function(self, tx, args, kwargs):
+        return self.fn.call_function(tx, [self.self_vt, *args], kwargs)
+
+    def var_getattr(self, tx, name):
+        if name == "__self__":
+            return self.self_vt
+        if name == "__func__":
+            return self.fn
+        return self.fn.var_getattr(tx, name)
+
+    def __repr__(self):
+        return f"UserMethodVariable({self.fn!r})"
+
+
+def bind_arguments(code, name, args, kwargs, defaults, kwdefaults) -> dict:
+    """Map a call's arguments onto the code's parameters, as CPython does (TypeError ->
+    Unsupported: the program would raise)."""
+    nargs, nkw = code.co_argcount, code.co_kwonlyargcount
+    names = code.co_varnames
+    positional, kwonly = names[:nargs], names[nargs:nargs + nkw]
+    i = nargs + nkw
+    varargs = names[i] if code.co_flags & CO_VARARGS else None
+    varkw = names[i + (1 if varargs else 0)] if code.co_flags & CO_VARKEYWORDS else None
+
+    bound = dict(zip(positional, args))
+    extra = list(args[nargs:])
+    if extra and varargs is None:
+        raise Unsupported(f"{name}() takes {nargs} positional arguments but {len(args)} were given (TypeError)")
+    keyword_ok = set(positional[code.co_posonlyargcount:]) | set(kwonly)
+    extra_kw = {}
+    for key, value in kwargs.items():
+        if key in keyword_ok:
+            if key in bound:
+                raise Unsupported(f"{name}() got multiple values for argument {key!r} (TypeError)")
+            bound[key] = value
+        elif varkw is not None:
+            extra_kw[key] = value
+        else:
+            raise Unsupported(f"{name}() got an unexpected keyword argument {key!r} (TypeError)")
+    first_default = nargs - len(defaults)
+    for j, pname in enumerate(positional):
+        if pname not in bound:
+            if j < first_default:
+                raise Unsupported(f"{name}() missing required argument {pname!r} (TypeError)")
+            bound[pname] = defaults[j - first_default]
+    for pname in kwonly:
+        if pname not in bound:
+            if pname not in kwdefaults:
+                raise Unsupported(f"{name}() missing keyword-only argument {pname!r} (TypeError)")
+            bound[pname] = kwdefaults[pname]
+    if varargs is not None:
+        bound[varargs] = TupleVariable(extra)
+    if varkw is not None:
+        bound[varkw] = DictVariable(extra_kw)
+    return bound

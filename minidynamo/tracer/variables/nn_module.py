@@ -1,0 +1,204 @@
+"""``NNModuleVariable``: an ``nn.Module`` instance.  Calling it inlines ``forward``; its
+parameters and buffers become graph inputs read from the module on every call."""
+
+from __future__ import annotations
+
+import types
+
+import torch
+from torch import nn
+from torch.nn.modules import module as module_impl
+
+import guards as G
+from ...exc import Unsupported
+from .base import VariableTracker, describe
+from .constant import ConstantVariable
+
+GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                     "_global_backward_pre_hooks", "_global_module_registration_hooks")
+INSTANCE_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+# Methods answered by NNModuleVariable.call_method rather than by inlining nn.Module's code.
+MODULE_METHODS_HANDLED_HERE = {"children", "modules", "parameters", "named_parameters", "named_children",
+                               "buffers", "named_modules", "named_buffers", "register_buffer",
+                               "register_parameter", "add_module", "register_forward_hook",
+                               "register_forward_pre_hook", "train", "eval", "to", "cuda", "cpu", "apply",
+                               "zero_grad", "items", "keys", "values", "__len__", "__getitem__", "__contains__"}
+
+
+def check_no_hooks(module: nn.Module) -> None:
+    for name in GLOBAL_HOOK_DICTS:
+        if getattr(module_impl, name, None):
+            raise Unsupported(f"a global nn.Module hook is registered ({name})")
+    for name in INSTANCE_HOOK_DICTS:
+        if getattr(module, name, None):
+            raise Unsupported(f"{type(module).__name__} has {name} registered")
+
+
+def _child_source(parent_source, module, key):
+    if parent_source is None:
+        return None
+    if isinstance(module, (nn.Sequential, nn.ModuleList)) or isinstance(module, nn.ModuleDict):
+        return G.ItemSource(parent_source, int(key) if isinstance(module, (nn.Sequential, nn.ModuleList)) else key)
+    return G.AttrSource(parent_source, key)
+
+
+class NNModuleVariable(VariableTracker):
+    def __init__(self, module: nn.Module, source=None):
+        super().__init__(source)
+        self.value = module
+
+    def python_type(self):
+        return type(self.value)
+
+    def truth(self, tx):
+        return True
+
+    def _wrap(self, tx, value, source):
+        from ..builder import wrap
+
+        return wrap(tx, value, source)
+
+    def _attr_source(self, name):
+        return G.AttrSource(self.source, name) if self.source is not None else None
+
+    def children(self, tx) -> list:
+        """(key, NNModuleVariable) of the direct children, guarding that the set is unchanged."""
+        module = self.value
+        if self.source is not None:
+            tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "_modules"), module._modules))
+        return [(k, self._wrap(tx, m, _child_source(self.source, module, k))) for k, m in module._modules.items()
+                if m is not None]
+
+    def unpack(self, tx):
+        module = self.value
+        if isinstance(module, nn.ModuleDict):
+            return [ConstantVariable(k) for k, _ in self.children(tx)]
+        if isinstance(module, (nn.Sequential, nn.ModuleList)):
+            return [child for _, child in self.children(tx)]
+        if isinstance(module, (nn.ParameterList,)):
+            return [self.subscript(tx, ConstantVariable(i)) for i in range(len(module))]
+        raise Unsupported(f"iteration over {type(module).__name__}")
+
+    def subscript(self, tx, index):
+        module, key = self.value, index.as_python_constant()
+        if isinstance(module, nn.ModuleDict):
+            return self._wrap(tx, module[key], _child_source(self.source, module, key))
+        if isinstance(module, (nn.Sequential, nn.ModuleList)):
+            if isinstance(key, slice):
+                raise Unsupported(f"slicing {type(module).__name__} (makes a new module)")
+            n = len(module)
+            if not -n <= key < n:
+                raise Unsupported("module index out of range (IndexError)")
+            self.children(tx)
+            return self._wrap(tx, module[key], _child_source(self.source, module, key % n))
+        if isinstance(module, nn.ParameterList):
+            return self._wrap(tx, module[key], G.ItemSource(self.source, key) if self.source else None)
+        raise Unsupported(f"subscript of {type(module).__name__}")
+
+    def var_getattr(self, tx, name):
+        module = self.value
+        instance = module.__dict__
+        if name in MODULE_METHODS_HANDLED_HERE and name not in instance:
+            from .base import BoundMethodVariable
+
+            return BoundMethodVariable(self, name)
+        stored = tx.output.side_effects.stored_attribute(self, name)
+        if stored is not None:
+            return stored
+        if name == "training":
+            return ConstantVariable(module.training)     # guarded by module_state_match
+        if name == "__class__":
+            from .objects import ClassVariable
+
+            return ClassVariable(type(module))
+        if name in instance:
+            return self._wrap(tx, instance[name], self._attr_source(name))
+        for store in ("_parameters", "_buffers"):
+            table = instance.get(store, {})
+            if name in table:
+                value = table[name]
+                return self._wrap(tx, value, self._attr_source(name))
+        if name in instance.get("_modules", {}):
+            child = instance["_modules"][name]
+            return self._wrap(tx, child, self._attr_source(name)) if child is not None else ConstantVariable(None)
+        return self._class_attribute(tx, name)
+
+    def _class_attribute(self, tx, name):
+        from .objects import lookup_class_attribute
+
+        found = lookup_class_attribute(tx, type(self.value), name, self, self.source)
+        if found is not None:
+            return found
+        if hasattr(type(self.value), name):
+            return self._wrap(tx, getattr(self.value, name), self._attr_source(name))
+        if hasattr(self.value, "__getattr__") and type(self.value).__getattr__ is not nn.Module.__getattr__:
+            raise Unsupported(f"{type(self.value).__name__} has a custom __getattr__")
+        raise Unsupported(f"{type(self.value).__name__} has no attribute {name!r} (AttributeError)")
+
+    def call_function(self, tx, args, kwargs):
+        module = self.value
+        check_no_hooks(module)
+        if type(module).__call__ is not nn.Module.__call__:
+            raise Unsupported(f"{type(module).__name__} overrides __call__")
+        forward = type(module).forward
+        if forward is nn.Module.forward or not isinstance(forward, types.FunctionType):
+            raise Unsupported(f"{type(module).__name__} has no Python forward")
+        return self.call_method(tx, "forward", args, kwargs)
+
+    def call_method(self, tx, name, args, kwargs):
+        module = self.value
+        if name == "__len__" and hasattr(module, "__len__"):
+            self.children(tx) if isinstance(module, (nn.Sequential, nn.ModuleList, nn.ModuleDict)) else None
+            return ConstantVariable(len(module))
+        if name == "__getitem__":
+            return self.subscript(tx, args[0])
+        if name == "__contains__" and isinstance(module, nn.ModuleDict):
+            self.children(tx)
+            return ConstantVariable(args[0].as_python_constant() in module)
+        if name in ("items", "keys", "values") and not isinstance(module, nn.ModuleDict):
+            return self._class_attribute(tx, name).call_function(tx, args, kwargs)
+        if isinstance(module, nn.ModuleDict) and name in ("items", "keys", "values"):
+            from .containers import TupleVariable
+
+            pairs = self.children(tx)
+            if name == "keys":
+                return TupleVariable([ConstantVariable(k) for k, _ in pairs])
+            if name == "values":
+                return TupleVariable([v for _, v in pairs])
+            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in pairs])
+        if name in ("children", "named_children", "parameters", "named_parameters", "buffers",
+                    "named_buffers") and not args and not kwargs:
+            return self._walk(tx, name)
+        if name in ("modules", "named_modules"):
+            raise Unsupported(f"nn.Module.{name}()")
+        if name in ("register_buffer", "register_parameter", "add_module", "register_forward_hook",
+                    "register_forward_pre_hook", "train", "eval", "to", "cuda", "cpu", "apply", "zero_grad"):
+            raise Unsupported(f"nn.Module.{name} mutates the module")
+        if name in MODULE_METHODS_HANDLED_HERE:
+            return self._class_attribute(tx, name).call_function(tx, args, kwargs)
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def _walk(self, tx, name):
+        from .containers import TupleVariable
+
+        if name in ("children", "named_children"):
+            pairs = self.children(tx)
+            if name == "children":
+                return TupleVariable([v for _, v in pairs])
+            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in pairs])
+        if name in ("parameters", "named_parameters", "buffers", "named_buffers"):
+            getter = getattr(self.value, "named_parameters" if "parameters" in name else "named_buffers")
+            items = []
+            for qualified, tensor in getter():
+                source = self.source
+                for part in qualified.split("."):
+                    source = G.AttrSource(source, part) if source is not None else None
+                vt = self._wrap(tx, tensor, source)
+                items.append(TupleVariable([ConstantVariable(qualified), vt]) if name.startswith("named") else vt)
+            return TupleVariable(items)
+        raise Unsupported(f"nn.Module.{name}()")
+
+    def __repr__(self):
+        return f"NNModuleVariable({type(self.value).__name__})"

@@ -1,0 +1,188 @@
+"""Real Python objects that are neither tensors, containers nor functions: Python modules
+(``math``, ``torch.nn.functional`` as a namespace), classes, plain user objects, ``super()``.
+Reading their attributes goes through ``wrap``, so every attribute the trace uses is guarded."""
+
+from __future__ import annotations
+
+import collections
+import types
+
+import torch
+
+import guards as G
+from ...exc import Unsupported
+from .base import VariableTracker, describe
+from .constant import ConstantVariable
+
+
+def _wrap(tx, value, source):
+    from ..builder import wrap
+
+    return wrap(tx, value, source)
+
+
+def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0):
+    """``obj.name`` resolved through ``klass.__mro__`` (from ``mro_start``): methods come back
+    bound to ``self_vt``, properties are run.  ``source`` is the object's; each function gets a
+    source too, so the globals and closure cells it reads can be guarded.  None: not a
+    function-like class attribute."""
+    from .functions import UserFunctionVariable, UserMethodVariable
+
+    # super() finds an override's base version: ``obj.name`` would not reach it, so no source
+    function_source = source if not mro_start else None
+
+    def at(*path):
+        if function_source is None:
+            return None
+        result = function_source
+        for part in path:
+            result = G.AttrSource(result, part)
+        return result
+
+    for base in klass.__mro__[mro_start:]:
+        if name not in base.__dict__:
+            continue
+        attr = base.__dict__[name]
+        if isinstance(attr, types.FunctionType):
+            return UserMethodVariable(UserFunctionVariable(attr, at(name, "__func__")), self_vt)
+        if isinstance(attr, property):
+            if not isinstance(attr.fget, types.FunctionType):
+                raise Unsupported(f"C property {klass.__name__}.{name}")
+            return UserFunctionVariable(attr.fget, at("__class__", name, "fget")).call_function(tx, [self_vt], {})
+        if isinstance(attr, staticmethod):
+            return _wrap(tx, attr.__func__, at(name))
+        if isinstance(attr, classmethod):
+            return UserMethodVariable(UserFunctionVariable(attr.__func__, at(name, "__func__")), ClassVariable(klass))
+        return None
+    return None
+
+
+class PythonModuleVariable(VariableTracker):
+    def __init__(self, module: types.ModuleType, source=None):
+        super().__init__(source)
+        self.value = module
+
+    def python_type(self):
+        return types.ModuleType
+
+    def var_getattr(self, tx, name):
+        if not hasattr(self.value, name):
+            raise Unsupported(f"module {self.value.__name__} has no attribute {name!r} (AttributeError)")
+        return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
+
+    def __repr__(self):
+        return f"PythonModuleVariable({self.value.__name__})"
+
+
+class ClassVariable(VariableTracker):
+    def __init__(self, klass: type, source=None):
+        super().__init__(source)
+        self.value = klass
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def var_getattr(self, tx, name):
+        from .functions import UserFunctionVariable
+
+        for base in self.value.__mro__:
+            if name in base.__dict__:
+                attr = base.__dict__[name]
+                if isinstance(attr, types.FunctionType):
+                    return UserFunctionVariable(attr, G.AttrSource(self.source, name) if self.source else None)
+                if isinstance(attr, staticmethod):
+                    return _wrap(tx, attr.__func__, None)
+                break
+        if not hasattr(self.value, name):
+            raise Unsupported(f"class {self.value.__name__} has no attribute {name!r} (AttributeError)")
+        return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
+
+    def call_function(self, tx, args, kwargs):
+        from .containers import DictVariable, NamedTupleVariable
+
+        klass = self.value
+        from .ctx_managers import GRAD_MODE_CLASSES, GradModeVariable
+
+        if klass in GRAD_MODE_CLASSES and not args and not kwargs:
+            return GradModeVariable(GRAD_MODE_CLASSES[klass])
+        if issubclass(klass, tuple) and hasattr(klass, "_fields"):
+            fields = list(args) + [kwargs[f] for f in klass._fields[len(args):] if f in kwargs]
+            if len(fields) != len(klass._fields):
+                raise Unsupported(f"{klass.__name__}(...) with defaulted fields")
+            return NamedTupleVariable(fields, klass)
+        if klass in (collections.OrderedDict,):
+            result = DictVariable({}, klass)
+            if args or kwargs:
+                result.method_update(tx, *args, **kwargs)
+            return result
+        if issubclass(klass, BaseException):
+            raise Unsupported(f"exception {klass.__name__} created (raising exceptions is not supported)")
+        raise Unsupported(f"creating an instance of {describe(klass)}")
+
+    def __repr__(self):
+        return f"ClassVariable({self.value.__name__})"
+
+
+class UserObjectVariable(VariableTracker):
+    """Any other real object; attributes are read (and guarded) one by one."""
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def truth(self, tx):
+        klass = type(self.value)
+        if hasattr(klass, "__bool__") or hasattr(klass, "__len__"):
+            raise Unsupported(f"truth value of a {klass.__name__} object")
+        return True
+
+    def var_getattr(self, tx, name):
+        klass = type(self.value)
+        if klass.__getattribute__ is not object.__getattribute__:
+            raise Unsupported(f"{klass.__name__} has a custom __getattribute__")
+        instance = getattr(self.value, "__dict__", {})
+        data_descriptor = any(name in b.__dict__ and hasattr(b.__dict__[name], "__set__") for b in klass.__mro__)
+        if name in instance and not data_descriptor:
+            return _wrap(tx, instance[name], G.AttrSource(self.source, name) if self.source else None)
+        found = lookup_class_attribute(tx, klass, name, self, self.source)
+        if found is not None:
+            return found
+        if hasattr(self.value, name):
+            return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
+        raise Unsupported(f"{klass.__name__} object has no attribute {name!r} (AttributeError)")
+
+    def call_function(self, tx, args, kwargs):
+        call = getattr(type(self.value), "__call__", None)
+        if isinstance(call, types.FunctionType):
+            from .functions import UserFunctionVariable
+
+            return UserFunctionVariable(call).call_function(tx, [self, *args], kwargs)
+        raise Unsupported(f"call to {describe(self.value)}")
+
+    def __repr__(self):
+        return f"UserObjectVariable({type(self.value).__name__})"
+
+
+class SuperVariable(VariableTracker):
+    """``super(klass, obj)``: attribute lookup starts after ``klass`` in ``type(obj)``'s MRO."""
+
+    def __init__(self, klass: type, obj: VariableTracker):
+        super().__init__()
+        self.klass = klass
+        self.obj = obj
+
+    def var_getattr(self, tx, name):
+        owner = self.obj.python_type()
+        mro = owner.__mro__
+        if self.klass not in mro:
+            raise Unsupported("super() outside the object's class hierarchy")
+        found = lookup_class_attribute(tx, owner, name, self.obj, self.obj.source, mro.index(self.klass) + 1)
+        if found is None:
+            raise Unsupported(f"super().{name}")
+        return found

@@ -1,0 +1,147 @@
+"""``TorchFunctionVariable``: ``torch.*``, ``torch.nn.functional.*``, ``Tensor.*`` and friends.
+
+Calls become graph nodes whose target is the function itself; its meta example value comes
+from running the same function on meta tensors.  A few functions only answer questions about
+the tracing context (``torch.jit.is_scripting()``): those are answered now, as constants.
+"""
+
+from __future__ import annotations
+
+import types
+
+import torch
+import torch.nn.functional as F
+
+import guards as G
+from ...exc import Unsupported
+from .base import VariableTracker, describe, maybe_constant
+from .constant import ConstantVariable
+
+# Modules whose functions are tensor operations we may put in the graph.
+OP_MODULES = {"torch", "torch.functional", "torch.nn.functional", "torch._C._nn", "torch._C._linalg",
+              "torch._C._fft", "torch._C._special", "torch.linalg", "torch.fft", "torch.special",
+              "torch._tensor", "torch._C._VariableFunctions", "torch.nn.init", "torch._refs"}
+
+# Functions whose answer while tracing is a plain constant (we are not scripting/tracing/compiling).
+CONTEXT_QUERIES = {
+    torch.jit.is_scripting: False,
+    torch.jit.is_tracing: False,
+    torch._C._get_tracing_state: None,
+    torch.compiler.is_compiling: False,
+    torch.compiler.is_dynamo_compiling: False,
+    torch.fx._symbolic_trace.is_fx_tracing: False,
+    torch._C._are_functorch_transforms_active: False,
+}
+for _name in ("is_scripting",):
+    _fn = getattr(torch._jit_internal, _name, None)
+    if _fn is not None:
+        CONTEXT_QUERIES[_fn] = False
+_is_compiling = getattr(torch._utils, "is_compiling", None)
+if _is_compiling is not None:
+    CONTEXT_QUERIES[_is_compiling] = False
+
+# Pure functions of constants (no tensors): evaluated at trace time.
+CONSTANT_FUNCTIONS = {torch.device, torch.Size, torch.finfo, torch.iinfo, torch.get_default_dtype,
+                      torch.is_floating_point, torch.is_complex, torch.numel, torch.result_type,
+                      torch.promote_types, torch.can_cast, torch.broadcast_shapes, torch._assert}
+
+# Factories: no tensor argument, yet they make a tensor (their example is built on meta).
+FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.tensor, torch.rand,
+             torch.randn, torch.randint, torch.linspace, torch.logspace, torch.eye, torch.as_tensor,
+             torch.scalar_tensor, torch.randperm, torch.empty_strided, torch.tril_indices, torch.triu_indices}
+
+
+def is_torch_callable(value) -> bool:
+    """Is ``value`` a tensor operation from torch (not a class, not a torch utility)?"""
+    if isinstance(value, type) or not callable(value):
+        return False
+    if value in CONTEXT_QUERIES or _hashable_in(value, CONSTANT_FUNCTIONS):
+        return True
+    if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return getattr(value, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
+    module = getattr(value, "__module__", None)
+    if module in OP_MODULES:
+        return True
+    return isinstance(value, types.FunctionType) and getattr(torch.Tensor, getattr(value, "__name__", ""), None) is value
+
+
+def _hashable_in(value, table) -> bool:
+    try:
+        return value in table
+    except TypeError:
+        return False
+
+
+def _contains_tensor(vt) -> bool:
+    from .containers import BaseListVariable, DictVariable
+    from .tensor import TensorVariable
+
+    if isinstance(vt, TensorVariable):
+        return True
+    if isinstance(vt, BaseListVariable):
+        return any(_contains_tensor(i) for i in vt.items)
+    if isinstance(vt, DictVariable):
+        return any(_contains_tensor(i) for i in vt.items.values())
+    return False
+
+
+class TorchFunctionVariable(VariableTracker):
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.value = fn
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__"):
+            return ConstantVariable(getattr(self.value, name))
+        raise Unsupported(f"attribute {name!r} of {describe(self.value)}")
+
+    def call_function(self, tx, args, kwargs):
+        fn = self.value
+        if fn in CONTEXT_QUERIES:
+            return ConstantVariable(CONTEXT_QUERIES[fn])
+        if fn is torch.is_grad_enabled:
+            tx.output.add_guard(G.grad_mode_match())
+            return ConstantVariable(torch.is_grad_enabled())
+        if fn is torch.is_tensor:
+            from .tensor import TensorVariable
+
+            return ConstantVariable(isinstance(args[0], TensorVariable))
+        tensors_in = any(_contains_tensor(a) for a in [*args, *kwargs.values()])
+        if _hashable_in(fn, CONSTANT_FUNCTIONS) and not tensors_in:
+            return _fold(fn, args, kwargs)
+        if fn in (torch.is_floating_point, torch.is_complex, torch.numel) and tensors_in:
+            from .tensor import TensorMethodVariable
+
+            return TensorMethodVariable(args[0], fn.__name__).call_function(tx, args[1:], kwargs)
+        if not tensors_in and not _hashable_in(fn, FACTORIES):
+            raise Unsupported(f"{describe(fn)} called without tensor arguments (may have side effects)")
+        if fn is torch.Tensor.item or getattr(fn, "__name__", "") in ("item", "tolist"):
+            raise Unsupported(f"{describe(fn)} needs the tensor's data")
+        if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) or (
+                isinstance(fn, types.FunctionType) and getattr(torch.Tensor, fn.__name__, None) is fn):
+            from .tensor import TensorMethodVariable, TensorVariable
+
+            if args and isinstance(args[0], TensorVariable):
+                return TensorMethodVariable(args[0], fn.__name__).call_function(tx, args[1:], kwargs)
+        return tx.output.call_op("call_function", fn, args, kwargs)
+
+    def __repr__(self):
+        return f"TorchFunctionVariable({describe(self.value)})"
+
+
+def _fold(fn, args, kwargs):
+    from ..builder import wrap_constant_result
+
+    values = [a.as_python_constant() for a in args]
+    kw = {k: v.as_python_constant() for k, v in kwargs.items()}
+    try:
+        result = fn(*values, **kw)
+    except Exception as e:
+        raise Unsupported(f"{describe(fn)} raised {type(e).__name__}: {e}") from e
+    return wrap_constant_result(result)

@@ -1,0 +1,60 @@
+"""The optional C helper: TensorMatch answers exactly what the Python tensor checks answer."""
+
+import pytest
+import torch
+
+from guards import codegen
+
+TensorMatch = codegen.TensorMatch
+pytestmark = pytest.mark.skipif(TensorMatch is None, reason="guards/_guard_helpers.c is not built")
+
+
+def spec_of(t):
+    return (type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+
+
+def python_check(spec, t):
+    cls, dtype, device, shape, stride, requires_grad = spec
+    try:
+        return (type(t) is cls and t.dtype is dtype and t.device == device and t.shape == shape
+                and t.stride() == stride and t.requires_grad is requires_grad)
+    except Exception:
+        return False
+
+
+class MyTensor(torch.Tensor):
+    pass
+
+
+CANDIDATES = [
+    torch.ones(2, 3), torch.ones(2, 3).half(), torch.ones(3, 2).t(), torch.ones(2, 3, requires_grad=True),
+    torch.nn.Parameter(torch.ones(2, 3)), torch.ones(2, 3, device="meta"), torch.ones(()), torch.ones(0, 3),
+    torch.ones(2, 3).as_subclass(MyTensor), torch.ones(600, 2), None, 3, [1, 2],
+]
+
+
+@pytest.mark.parametrize("traced", [t for t in CANDIDATES if isinstance(t, torch.Tensor)], ids=repr)
+def test_agrees_with_the_python_checks(traced):
+    spec = spec_of(traced)
+    check = TensorMatch([spec])
+    for candidate in CANDIDATES:
+        assert check(candidate) is python_check(spec, candidate), (traced, candidate)
+
+
+def test_checks_many_tensors_in_one_call():
+    x, y = torch.ones(2), torch.zeros(3, 3)
+    check = TensorMatch([spec_of(x), spec_of(y)])
+    assert check(x, y) is True
+    assert check(x, x) is False
+    with pytest.raises(TypeError):
+        check(x)
+
+
+def test_refuses_types_whose_metadata_is_computed_in_python():
+    class Odd(torch.Tensor):
+        @property
+        def dtype(self):
+            return torch.float64
+
+    with pytest.raises(TypeError):
+        TensorMatch([(Odd, torch.float32, torch.device("cpu"), (1,), (1,), False)])

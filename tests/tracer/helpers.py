@@ -1,0 +1,59 @@
+"""Run a function through ``trace_frame`` and compare with eager PyTorch (the oracle)."""
+
+import copy
+import inspect
+
+import torch
+
+from guards import build_guard_function
+from minidynamo.tracer import trace_frame
+
+
+def raw_slots(fn, args, kwargs):
+    """The frame's argument slots as CPython lays them out (defaults applied)."""
+    sig = inspect.signature(fn)
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    slots = []
+    for name, p in sig.parameters.items():
+        slots.append(bound.arguments[name] if name in bound.arguments else
+                     (() if p.kind is p.VAR_POSITIONAL else {} if p.kind is p.VAR_KEYWORD else None))
+    return tuple(slots)
+
+
+def assert_same(a, b):
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor), (a, b)
+        assert a.shape == b.shape and a.dtype == b.dtype, (a, b)
+        torch.testing.assert_close(a, b, equal_nan=True)
+    elif isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    elif isinstance(a, dict):
+        assert type(a) is type(b) and list(a) == list(b), (a, b)
+        for k in a:
+            assert_same(a[k], b[k])
+    else:
+        assert type(a) is type(b) and (a == b or a is b), (a, b)
+
+
+def run_traced(fn, *args, **kwargs):
+    """Trace ``fn`` on ``args``, check its guards accept the call, and run the graph."""
+    func = fn.forward.__func__ if isinstance(fn, torch.nn.Module) else fn
+    call_args = (fn, *args) if isinstance(fn, torch.nn.Module) else args
+    slots = raw_slots(func, call_args, kwargs)
+    capture = trace_frame(func, slots)
+    guard_fn = build_guard_function(capture.guards, capture.frame)
+    assert guard_fn(func, *slots), guard_fn.failure_reason(func, *slots)
+    return capture, capture.build_output(capture.graph_module(*capture.example_inputs), func, *slots)
+
+
+def check(fn, *args, **kwargs):
+    """``fn(*args)`` traced == eager, including what it does to its inputs."""
+    eager_args, traced_args = copy.deepcopy((args, kwargs)), copy.deepcopy((args, kwargs))
+    expected = fn(*eager_args[0], **eager_args[1])
+    capture, got = run_traced(fn, *traced_args[0], **traced_args[1])
+    assert_same(expected, got)
+    assert_same(eager_args, traced_args)
+    return capture

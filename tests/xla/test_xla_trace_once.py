@@ -1,0 +1,140 @@
+"""torchxla_trace_once, one concern per test: what a replay must get right."""
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+
+import xla_bridge
+from xla_bridge import device as dev
+from tests.xla.xla_testing import (assert_same, compile_with, to_xla, xla_lazy_baseline,
+                                   xla_metric_samples)
+
+
+def trace_once(program, *inputs):
+    return compile_with("torchxla_trace_once", program, inputs)
+
+
+def test_weights_as_graph_inputs_are_copied_once_and_updates_are_seen():
+    """minidynamo passes weights as inputs: unchanged ones stay on the device."""
+    def linear_relu(x, weight, bias):
+        return F.relu(F.linear(x, weight, bias))
+
+    layer = torch.nn.Linear(4, 3)
+    weight, bias = layer.weight.detach(), layer.bias.detach()
+    compiled = trace_once(linear_relu, torch.randn(2, 4), weight, bias)
+    transfers = xla_metric_samples("TransferToDeviceTime")
+    x = torch.randn(2, 4)
+    assert_same(compiled(x, weight, bias), linear_relu(x, weight, bias))
+    assert xla_metric_samples("TransferToDeviceTime") - transfers == 1      # only x moved
+    weight.mul_(-1)                                                         # bumps its _version
+    assert_same(compiled(x, weight, bias), linear_relu(x, weight, bias))
+
+
+def test_constants_made_inside_the_graph():
+    def with_constants(x):
+        return x * 3.7 + torch.arange(4, device=x.device) + torch.ones_like(x) * 0, x * 1
+
+    x = torch.randn(2, 4)
+    compiled = trace_once(with_constants, x)
+    for _ in range(2):
+        assert_same(compiled(x), xla_lazy_baseline(with_constants, [x]))
+
+
+def test_outputs_that_alias_inputs_or_repeat_and_python_values():
+    def mixed(x, y):
+        z = x * y
+        return {"x": x, "z": z, "again": z, "n": 7, "none": None, "view": y.t()}
+
+    x, y = torch.randn(3, 3), torch.randn(3, 3)
+    out = trace_once(mixed, x, y)(x, y)
+    assert out["x"] is x
+    assert out["z"] is out["again"]
+    assert out["n"] == 7 and out["none"] is None
+    assert_same(out, mixed(x, y))
+
+
+def test_in_place_update_of_device_inputs_without_copies():
+    def accumulate(total, x):
+        total.add_(x)
+        return total * 2
+
+    total, x = to_xla([torch.zeros(3), torch.ones(3)])
+    compiled = trace_once(accumulate, total, x)
+    transfers = xla_metric_samples("TransferToDeviceTime")
+    out = compiled(total, x)
+    out = compiled(total, x)
+    assert xla_metric_samples("TransferToDeviceTime") == transfers       # nothing moved in
+    assert out.device.type == "xla" and total.device.type == "xla"
+    assert_same(total.cpu(), torch.full((3,), 2.0))
+    assert_same(out.cpu(), torch.full((3,), 4.0))
+
+
+def test_random_ops_draw_fresh_numbers_every_call():
+    def noisy(x):
+        return F.dropout(x, 0.5, training=True), torch.rand_like(x)
+
+    x = torch.ones(64)
+    compiled = trace_once(noisy, x)
+    (drop1, rand1), (drop2, rand2) = compiled(x), compiled(x)
+    assert not torch.equal(rand1, rand2) and not torch.equal(drop1, drop2)
+    assert set(drop1.unique().tolist()) <= {0.0, 2.0}
+    assert 0.0 <= rand1.min() and rand1.max() < 1.0
+
+
+def test_several_graphs_alive_at_once():
+    def double(x):
+        return x * 2
+
+    def shift(x):
+        return x - 1
+
+    x = torch.randn(5)
+    compiled = [trace_once(double, x), trace_once(shift, x)]
+    for _ in range(2):
+        for program, f in zip((double, shift), compiled):
+            assert_same(f(x), program(x))
+
+
+def test_new_non_tensor_input_or_shape_retraces_once():
+    def scale(x, factor):
+        return x * factor
+
+    x, longer = torch.randn(3), torch.randn(5)
+    compiled = trace_once(fx.symbolic_trace(scale), x, 2)
+    assert_same(compiled(x, 2), x * 2)
+    retraces = xla_bridge.counters.retraces
+    assert_same(compiled(x, 3), x * 3)
+    assert_same(compiled(longer, 3), longer * 3)
+    assert xla_bridge.counters.retraces == retraces + 2
+    assert_same(compiled(x, 2), x * 2)                        # each kept: no new retrace
+    assert_same(compiled(longer, 3), longer * 3)
+    assert xla_bridge.counters.retraces == retraces + 2
+
+
+def test_callers_pending_device_tensors_survive_a_compile():
+    pending = torch.ones(3).to(dev.xla_device()) * 5         # lazy, not yet computed
+    trace_once(lambda x: x.sin(), torch.randn(3))
+    assert_same(pending.cpu(), torch.full((3,), 5.0))
+
+
+def test_autograd_runs_eagerly_with_a_reason():
+    def square(x):
+        return x * x
+
+    x = torch.randn(3, requires_grad=True)
+    compiled = trace_once(square, x)
+    out = compiled(x)
+    out.sum().backward()
+    assert_same(x.grad, 2 * x.detach())
+    assert "autograd" in xla_bridge.counters.reasons[-1]
+
+
+def test_phase_timer_splits_a_call():
+    x = torch.randn(4)
+    compiled = trace_once(lambda x: x.exp(), x)
+    with xla_bridge.phase_timer() as timer:
+        compiled(x)
+    assert set(timer.totals) == {"transfer_in", "hash_lookup_dispatch", "execute", "transfer_out"}
+    assert all(seconds >= 0 for seconds in timer.totals.values())
+    from xla_bridge import timing
+    assert timing.active is None

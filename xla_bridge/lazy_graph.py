@@ -1,0 +1,213 @@
+"""One lazy XLA graph: traced once on the device, compiled, then replayed by its hash.
+
+``LazyGraph.capture(fn, args)`` runs ``fn`` once on throwaway device copies of ``args`` (so the
+caller's tensors are never touched), and from the pending lazy computation it takes:
+
+- the graph's outputs: the inputs the program updated in place, then its distinct tensor outputs;
+- the graph hash (``_get_graph_hash``), compiling the graph into XLA's cache
+  (``_xla_warm_up_cache``);
+- the graph parameters (``_get_tensors_xla_device_data_node``), each mapped by tensor id to an
+  argument position, to the random seed, or kept as a constant made inside the graph.
+
+``replay(args)`` is then one ``_run_cached_graph(hash, inputs)`` call: no Python tracing.
+The trace's pending computation lives only on the throwaway copies and outputs, and is dropped
+with them (never ``_clear_pending_irs``, which would also wipe the caller's pending tensors).
+The trace must stay one lazy graph: if the device executed or a CPU-fallback op ran while
+tracing (an op without an XLA lowering), capture raises ``NotOneGraph``.
+"""
+
+import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import device as dev
+from .counters import counters
+
+# Where an output leaf comes from on replay.
+RESULT = "result"      # a graph result: ("result", index into _run_cached_graph's list)
+ARGUMENT = "argument"  # an argument returned as is: ("argument", position)
+CONSTANT = "constant"  # a tensor made inside the graph, not computed from inputs (cloned per call)
+VALUE = "value"        # a Python value, returned as traced
+
+# Input plan entries that are not argument positions.
+SEED = -1              # the device's random seed, fresh on every call
+BAKED = -2             # device data made while tracing (a Python scalar, a literal tensor)
+
+
+class NotOneGraph(Exception):
+    """The program did not stay one lazy graph while tracing; ``reason`` says why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class LazyGraph:
+    """A captured graph; ``replay(args)`` returns the flat output leaves."""
+
+    def __init__(self, graph_hash, input_plan, baked, mutated, leaves, treespec):
+        self.graph_hash = graph_hash          # None when no output needs computing
+        self.input_plan = input_plan          # per graph parameter: a position, SEED or BAKED
+        self.baked = baked                    # per graph parameter: the BAKED tensor, else None
+        self.mutated = mutated                # positions written in place: the first results
+        self.leaves = leaves                  # per output leaf: (kind, index or value)
+        self.treespec = treespec
+        self.seed_index = input_plan.index(SEED) if SEED in input_plan else None
+
+    @classmethod
+    def capture(cls, fn, args) -> "LazyGraph":
+        xlac = dev.xlac()
+        positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        dev.materialize([args[i] for i in positions])
+        copies = dev.device_copies(args)   # fresh device data per argument: its own tensor id
+        position_of_id = {xlac._xla_get_tensor_id(copies[i]): i for i in positions}
+
+        leaves, treespec = _trace(fn, copies)
+        mutated = tuple(i for i, needs in zip(
+            positions, xlac._check_tensor_need_materialization([copies[i] for i in positions]))
+            if needs)
+        results = [copies[i] for i in mutated]
+        leaf_plan = _plan_leaves(leaves, copies, positions, position_of_id, results)
+
+        graph_hash, plan, baked = None, (), ()
+        if results:
+            dev.wait_device()
+            plan, baked = _plan_inputs(results, position_of_id)
+            graph_hash = _compile(xlac, results)
+        counters.compiles += 1
+        return cls(graph_hash, plan, baked, mutated, leaf_plan, treespec)
+
+    def graph_inputs(self, args) -> list:
+        inputs = [args[p] if p >= 0 else c for p, c in zip(self.input_plan, self.baked)]
+        if self.seed_index is not None:
+            inputs[self.seed_index] = _fresh_seed()
+        return inputs
+
+    def replay(self, args) -> list:
+        """Run the compiled graph on ``args``; write in-place updates back; return the leaves."""
+        results = ()
+        if self.graph_hash is not None:
+            xlac = dev.xlac()
+            results = xlac._run_cached_graph(self.graph_hash, self.graph_inputs(args))
+            counters.replays += 1
+            replace = xlac._replace_xla_tensor   # the argument now holds the result's device data
+            for k, position in enumerate(self.mutated):
+                replace(args[position], results[k])
+        return [_LEAF_READERS[kind](value, args, results) for kind, value in self.leaves]
+
+
+def _trace(fn, copies):
+    """Run ``fn`` lazily; raise NotOneGraph if that did more than build one pending graph."""
+    before = dev.device_activity()
+    with torch.no_grad(), HostRandomWatch() as watch:
+        out = fn(*copies)
+    if watch.ops:
+        raise NotOneGraph(f"random ops on host tensors ({', '.join(watch.ops)}) "
+                          "would be frozen into the graph")
+    if dev.device_activity() != before:
+        ops = dev.executed_fallback_ops()
+        raise NotOneGraph("the device ran while tracing (CPU-fallback ops: "
+                          f"{', '.join(ops) if ops else 'none'}; or a value was read back)")
+    return pytree.tree_flatten(out)
+
+
+def _plan_leaves(leaves, copies, positions, position_of_id, results) -> tuple:
+    """Say where each output leaf comes from; append the distinct computed ones to results."""
+    xlac = dev.xlac()
+    device_leaves = [leaf for leaf in leaves if dev.is_xla(leaf)]
+    needs_compute = {}
+    if device_leaves:
+        needs_compute = dict(zip(map(id, device_leaves),
+                                 xlac._check_tensor_need_materialization(device_leaves)))
+    position_of_copy = {id(copies[i]): i for i in positions}
+    index_of_result = {id(r): k for k, r in enumerate(results)}
+    plan = []
+    for leaf in leaves:
+        if not isinstance(leaf, torch.Tensor):
+            plan.append((VALUE, leaf))
+        elif id(leaf) in position_of_copy:
+            plan.append((ARGUMENT, position_of_copy[id(leaf)]))
+        elif not needs_compute.get(id(leaf), False):   # plain data: an argument's, or a constant
+            ids = xlac._get_tensors_xla_device_data_node([leaf])[0] if dev.is_xla(leaf) else []
+            if ids and ids[0] in position_of_id:
+                plan.append((ARGUMENT, position_of_id[ids[0]]))
+            else:
+                plan.append((CONSTANT, leaf))
+        else:
+            if id(leaf) not in index_of_result:
+                index_of_result[id(leaf)] = len(results)
+                results.append(leaf)
+            plan.append((RESULT, index_of_result[id(leaf)]))
+    return tuple(plan)
+
+
+def _plan_inputs(results, position_of_id):
+    """Map each device-data parameter of the graph to an argument, the seed, or baked data."""
+    xlac = dev.xlac()
+    ids, values = xlac._get_tensors_xla_device_data_node(results)
+    seed_id = xlac._get_seed_info_id()
+    plan, baked = [], []
+    for tensor_id, value in zip(ids, values):
+        if tensor_id in position_of_id:
+            plan.append(position_of_id[tensor_id]), baked.append(None)
+        elif tensor_id == seed_id:
+            plan.append(SEED), baked.append(None)
+        else:
+            plan.append(BAKED), baked.append(value)
+    return tuple(plan), tuple(baked)
+
+
+_LEAF_READERS = {
+    RESULT: lambda index, args, results: results[index],
+    ARGUMENT: lambda position, args, results: args[position],
+    CONSTANT: lambda tensor, args, results: tensor.clone(),
+    VALUE: lambda value, args, results: value,
+}
+
+
+class HostRandomWatch(TorchDispatchMode):
+    """Notes random ops that ran on host tensors while tracing.
+
+    A tensor made on the host inside the graph (``torch.rand(3)`` without a device) reaches the
+    XLA graph as constant device data: replaying would repeat the same numbers forever.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if torch.Tag.nondeterministic_seeded in func.tags and not any(
+                dev.is_xla(t) for t in pytree.tree_leaves((args, kwargs, out))):
+            self.ops.append(str(func.overloadpacket.__name__))
+        return out
+
+
+def _fresh_seed() -> torch.Tensor:
+    """The device's current base seed as a device tensor, then step the seed (an LCG), as the
+    lazy runtime does at each sync, so every replay draws new random numbers."""
+    xlac, device = dev.xlac(), str(dev.xla_device())
+    seed = xlac._get_base_seed_as_tensor(device)
+    step = xlac._xla_get_rng_seed(device) * 6364136223846793005 + 1442695040888963407
+    xlac._xla_set_rng_seed(step % (1 << 63), device)
+    return seed
+
+
+def _compile(xlac, results):
+    """Hash and compile the graph computing ``results`` in XLA's "alias only buffers marked for
+    donation" mode, so the compiled program never reuses the memory of an input updated in
+    place: replay inputs are the caller's tensors and cached weights, which must stay valid."""
+    saved = xlac._xla_get_enable_alias_with_buffer_donor_config()
+    xlac._xla_set_enable_alias_with_buffer_donor_config(True)
+    try:
+        graph_hash = xlac._get_graph_hash(results)
+        xlac._xla_warm_up_cache(results, [])
+    finally:
+        xlac._xla_set_enable_alias_with_buffer_donor_config(saved)
+    return graph_hash
+
+
+def is_evicted(error: RuntimeError) -> bool:
+    """True when ``_run_cached_graph`` failed because the hash left XLA's compilation cache."""
+    return "Failed to get computation by hash" in str(error)

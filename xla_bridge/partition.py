@@ -1,0 +1,107 @@
+"""Graphs with ops XLA cannot lower: find those ops, split the graph around them.
+
+An op without an XLA lowering runs on the CPU inside torch_xla ("CPU fallback"): it forces the
+pending lazy graph to execute and cuts it in two, so a graph containing one cannot be replayed
+as one hash. ``find_eager_nodes`` runs the graph node by node on device copies and reports the
+nodes during which the device executed or a fallback op ran. ``PartitionedProgram`` splits the
+graph at those nodes: each run of lowerable nodes becomes a ``ReplayedSegment`` (captured on its
+first call, replayed by hash afterwards), and each eager node runs as it is, between them.
+"""
+
+import torch
+import torch.fx as fx
+from torch.fx.passes.split_module import split_module
+from torch.utils import _pytree as pytree
+
+from . import device as dev
+from .lazy_graph import HostRandomWatch
+from .programs import ReplayedGraph
+
+
+class _ActivityProbe(fx.Interpreter):
+    """Runs a graph and notes the nodes during which the device ran or a fallback op ran."""
+
+    def __init__(self, module):
+        super().__init__(module)
+        self.eager_nodes = []
+
+    def run_node(self, node):
+        before = dev.device_activity()
+        with HostRandomWatch() as watch:
+            result = super().run_node(node)
+        if dev.device_activity() != before or watch.ops:
+            self.eager_nodes.append(node.name)
+        return result
+
+
+def find_eager_nodes(flat, device_args) -> list:
+    """Names of the nodes of ``flat.graph_module`` that do not stay in the lazy graph."""
+    copies = dev.device_copies(device_args)
+    probe = _ActivityProbe(flat.graph_module)
+    with torch.no_grad():
+        flat.run_with(lambda *inputs: probe.run(*inputs), copies)
+    return probe.eager_nodes
+
+
+class ReplayedSegment(torch.nn.Module):
+    """A split-off piece of a graph, captured on its first call and replayed afterwards (a
+    ReplayedGraph: recaptured for new non-tensor arguments or an evicted hash)."""
+
+    def __init__(self, module: fx.GraphModule):
+        super().__init__()
+        self.module = module
+        self.program = None
+
+    def forward(self, *args):
+        args = list(args)
+        dev.materialize([a for a in args if isinstance(a, torch.Tensor)])
+        if self.program is None:
+            tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+            self.program = ReplayedGraph(self.module, args, shape_positions=tensors)
+        return pytree.tree_unflatten(self.program.run(args), self.program.treespec)
+
+
+def split_at(graph_module: fx.GraphModule, eager_nodes) -> fx.GraphModule:
+    """Split into ReplayedSegments and single eager nodes, in graph order."""
+    eager = set(eager_nodes)
+    part_of, part, previous_eager = {}, 0, None
+    for node in graph_module.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        is_eager = node.name in eager
+        if previous_eager is not None and (is_eager or previous_eager):
+            part += 1
+        part_of[node.name] = part
+        previous_eager = is_eager
+    split = split_module(graph_module, graph_module, lambda node: part_of[node.name])
+    for name, child in list(split.named_children()):
+        computes = [n.name for n in child.graph.nodes if n.op not in ("placeholder", "output")]
+        if not eager.intersection(computes):
+            setattr(split, name, ReplayedSegment(child))
+    return split
+
+
+class PartitionedProgram:
+    """Program protocol (like ``ReplayedGraph``): ``run(device_args) -> leaves`` plus
+    ``mutated`` (positions written in place) and ``argument_leaves`` ({leaf: position})."""
+
+    def __init__(self, flat, device_args, eager_nodes):
+        self.flat = flat
+        self.eager_nodes = tuple(eager_nodes)
+        self.split = split_at(flat.graph_module, eager_nodes)
+        copies = dev.device_copies(device_args)
+        xlac = dev.xlac()
+        tensor_positions = [i for i, a in enumerate(copies) if isinstance(a, torch.Tensor)]
+        identity_before = [xlac._unique_id_for_ir_and_data(copies[i]) for i in tensor_positions]
+        leaves = self.run(copies)       # the first run captures every segment
+        dev.materialize([c for c in copies if isinstance(c, torch.Tensor)])
+        self.mutated = tuple(i for i, before in zip(tensor_positions, identity_before)
+                             if xlac._unique_id_for_ir_and_data(copies[i]) != before)
+        self.argument_leaves = {k: i for k, leaf in enumerate(leaves) for i in tensor_positions
+                                if leaf is copies[i]}
+
+    def run(self, device_args) -> list:
+        with torch.no_grad():
+            out = self.flat.run_with(self.split, device_args)
+        leaves, self.treespec = pytree.tree_flatten(out)
+        return leaves

@@ -1,0 +1,102 @@
+"""Device programs: what a backend runs on device arguments.
+
+Each has ``run(device_args) -> flat output leaves`` and, for the host side, ``treespec``,
+``mutated`` (argument positions the last run wrote in place) and ``argument_leaves``
+({leaf index: argument position} for outputs that are an argument itself).
+
+- ``ReplayedGraph`` (trace_once): one LazyGraph per value of the non-tensor arguments,
+  replayed by hash; recaptured if XLA's cache evicted the hash.
+- ``TracedEveryCall`` (trivial): runs the graph lazily on every call, then syncs.
+- ``PartitionedProgram`` (partition.py): LazyGraph segments around CPU-fallback ops.
+"""
+
+import torch
+from torch.utils import _pytree as pytree
+
+from . import device as dev
+from .counters import counters
+from .lazy_graph import ARGUMENT, LazyGraph, is_evicted
+
+
+class ReplayedGraph:
+    """Graphs are keyed by the non-tensor arguments and by the shape and dtype of the tensors
+    at ``shape_positions`` (the user's inputs; weights keep theirs), so a call that would not
+    fit the compiled graph captures a new one instead of replaying the wrong one."""
+
+    def __init__(self, fn, device_args, shape_positions=()):
+        self.fn = fn
+        self.value_positions = tuple(i for i, a in enumerate(device_args)
+                                     if not isinstance(a, torch.Tensor))
+        self.shape_positions = tuple(shape_positions)
+        self.keyed = bool(self.value_positions or self.shape_positions)
+        self.graphs = {}
+        self.graph = self._capture(device_args, self._key(device_args))
+
+    def _key(self, device_args):
+        return (tuple(device_args[i] for i in self.value_positions),
+                tuple((device_args[i].shape, device_args[i].dtype) for i in self.shape_positions))
+
+    def _capture(self, device_args, key) -> LazyGraph:
+        graph = self.graphs[key] = LazyGraph.capture(self.fn, device_args)
+        self._describe(graph)
+        return graph
+
+    def _describe(self, graph: LazyGraph) -> None:
+        """Expose the current graph's output structure to the host side."""
+        self.treespec, self.mutated = graph.treespec, graph.mutated
+        self.argument_leaves = {k: position for k, (kind, position) in enumerate(graph.leaves)
+                                if kind == ARGUMENT}
+
+    def run(self, device_args) -> list:
+        graph = self.graph
+        if self.keyed:
+            graph = self._graph_for(device_args)
+        try:
+            return graph.replay(device_args)
+        except RuntimeError as error:
+            if not is_evicted(error):
+                raise
+            counters.record("retraces", "graph hash left XLA's compilation cache; recompiled")
+            self.graph = self._capture(device_args, self._key(device_args))
+            return self.graph.replay(device_args)
+
+    def _graph_for(self, device_args) -> LazyGraph:
+        key = self._key(device_args)
+        graph = self.graphs.get(key)
+        if graph is None:
+            values, shapes = key
+            counters.record("retraces", f"new non-tensor arguments {values!r} or input shapes "
+                                        f"{[tuple(shape) for shape, _ in shapes]}")
+            graph = self._capture(device_args, key)
+        elif graph is not self.graph:
+            self._describe(graph)
+        self.graph = graph
+        return graph
+
+
+class TracedEveryCall:
+    def __init__(self, fn, device_args):
+        self.fn = fn
+        self.positions = tuple(i for i, a in enumerate(device_args) if isinstance(a, torch.Tensor))
+        self.mutated = ()
+        self.argument_leaves = {}
+        self.treespec = None
+
+    def run(self, device_args) -> list:
+        """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed."""
+        with torch.no_grad():
+            out = self.fn(*device_args)
+        counters.traces += 1
+        leaves, self.treespec = pytree.tree_flatten(out)
+        tensors = [device_args[i] for i in self.positions]
+        self.mutated = tuple(p for p, needs in zip(
+            self.positions, dev.xlac()._check_tensor_need_materialization(tensors)) if needs) \
+            if tensors else ()
+        position_of = {id(device_args[i]): i for i in self.positions}
+        self.argument_leaves = {k: position_of[id(leaf)] for k, leaf in enumerate(leaves)
+                                if id(leaf) in position_of}
+        return leaves
+
+    @staticmethod
+    def sync() -> None:
+        dev.torch_xla().sync()
