@@ -116,9 +116,28 @@ def resnet18_guard_check(repeats: int) -> None:
               f"{sum(g.kind == 'TENSOR_MATCH' for g in guard_fn.guards)} tensor matches")
     else:
         print(f"  minidynamo did not capture resnet18: {minidynamo.counters['fallback_reasons']}")
+    tensor_check = _tensor_batch_check(guard_fn, forward, model, x) if entries else None
+    if tensor_check is not None:
+        checks["  of which tensor checks (C)"] = tensor_check
     medians = interleaved_medians(checks, n=200, repeats=repeats)
     for name, ns in medians.items():
         print(f"  {name:26s} {ns / 1000:8.2f} us")
+
+
+def _tensor_batch_check(guard_fn, func, *args):
+    """The tensor checks of a guard function alone, as the one C call it makes (or None)."""
+    from guards import codegen
+    from guards.source import FrameValues
+
+    frame = FrameValues(func, dict(zip(guard_fn.failure_reason.arg_names, args)),
+                        func.__globals__, func.__builtins__)
+    tensor_guards = [g for g in guard_fn.guards if g.kind == "TENSOR_MATCH"]
+    tensors = [g.source.read(frame) for g in tensor_guards]
+    specs = [codegen._c_tensor_spec(g.expected) for g in tensor_guards]
+    if codegen.TensorMatch is None or not all(specs):
+        return None
+    check = codegen.TensorMatch(specs)
+    return lambda: check(*tensors)
 
 
 # ----------------------------------------------------------------------------- profile
@@ -146,9 +165,13 @@ def hit_path_profile(fn, args, repeats: int) -> None:
         inputs = read_inputs(code_fn, *args)
         phases["compiled graph alone"] = lambda: graph(*inputs)
     medians = interleaved_medians(phases, n=2000, repeats=repeats)
-    print(f"\nhit path of {fn.__name__}:")
+    print(f"\nhit path of {fn.__name__} (each phase timed alone, through a lambda):")
     for name, ns in medians.items():
         print(f"  {name:22s} {ns:9.0f} ns")
+    outside = medians["optimized(*args)"] - medians["guard_fn"] - medians["compiled_fn"]
+    wrapper = medians["compiled_fn"] - medians.get("compiled graph alone", medians["compiled_fn"])
+    print(f"  => hook + optimize wrapper ~{outside:.0f} ns, compiled_fn around the graph ~{wrapper:.0f} ns "
+          f"(reader included), guard ~{medians['guard_fn']:.0f} ns")
     print("  guard source:")
     print("    " + guard_fn.source.replace("\n", "\n    "))
 

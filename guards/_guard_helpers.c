@@ -11,6 +11,10 @@
  * tensor matches on arguments (plus grad mode): the whole guard function, and the reader of
  * its graph inputs, become one C call each.
  *
+ * A spec may carry a 7th item, True when its strides are exactly the contiguous strides of
+ * a shape with no dimension of size 0 or 1: then `x.is_contiguous()` (a flag) answers for
+ * `x.stride() == strides` without building a tuple (Python decides when that holds).
+ *
  * Why it is faster than the same test in Python: the tensor's getters (dtype, shape, device,
  * requires_grad) and its stride() method are found once, when the check is built, and called
  * directly; no attribute lookup, no bytecode.  It calls exactly what `x.dtype` etc. call on that
@@ -34,7 +38,9 @@ typedef struct {
     PyObject *requires_grad; /* Py_True or Py_False */
     Getter dtype_of, shape_of, device_of, requires_grad_of;
     int on_cpu;              /* expected device is the CPU: ask is_cpu (no device object made) */
-    PyObject *stride_method; /* the unbound stride() of that type */
+    PyObject *stride_method; /* the unbound stride() of that type, or is_contiguous() when the
+                                spec says the expected strides are exactly the contiguous ones */
+    int by_contiguity;
 } Spec;
 
 typedef struct {
@@ -78,8 +84,10 @@ static void spec_clear(Spec *spec) {
 
 static int spec_init(Spec *spec, PyObject *item) {
     PyObject *type, *dtype, *device, *sizes, *strides, *requires_grad;
-    if (!PyArg_ParseTuple(item, "O!OOO!O!O!:TensorMatch spec", &PyType_Type, &type, &dtype, &device,
-                          &PyTuple_Type, &sizes, &PyTuple_Type, &strides, &PyBool_Type, &requires_grad))
+    int by_contiguity = 0;
+    if (!PyArg_ParseTuple(item, "O!OOO!O!O!|p:TensorMatch spec", &PyType_Type, &type, &dtype, &device,
+                          &PyTuple_Type, &sizes, &PyTuple_Type, &strides, &PyBool_Type, &requires_grad,
+                          &by_contiguity))
         return -1;
     PyTypeObject *t = (PyTypeObject *)type;
     if (find_getter(t, "dtype", &spec->dtype_of) < 0 || find_getter(t, "shape", &spec->shape_of) < 0 ||
@@ -93,11 +101,13 @@ static int spec_init(Spec *spec, PyObject *item) {
     Py_DECREF(device_type);
     if (spec->on_cpu && find_getter(t, "is_cpu", &spec->device_of) < 0)
         return -1;
-    PyObject *stride = lookup(t, "stride");
+    const char *stride_name = by_contiguity ? "is_contiguous" : "stride";
+    PyObject *stride = lookup(t, stride_name);
     if (stride == NULL || !Py_IS_TYPE(stride, &PyMethodDescr_Type)) {
-        PyErr_Format(PyExc_TypeError, "TensorMatch: %s.stride is not a plain method", t->tp_name);
+        PyErr_Format(PyExc_TypeError, "TensorMatch: %s.%s is not a plain method", t->tp_name, stride_name);
         return -1;
     }
+    spec->by_contiguity = by_contiguity;
     spec->type = Py_NewRef(type);
     spec->dtype = Py_NewRef(dtype);
     spec->device = Py_NewRef(device);
@@ -135,9 +145,18 @@ static int spec_matches(Spec *spec, PyObject *tensor) {
     int ok = equal_int_tuples(spec->shape_of.get(tensor, spec->shape_of.closure), spec->sizes);
     if (ok != 1)
         return ok;
-    ok = equal_int_tuples(PyObject_Vectorcall(spec->stride_method, &tensor, 1, NULL), spec->strides);
-    if (ok != 1)
-        return ok;
+    if (spec->by_contiguity) {
+        value = PyObject_Vectorcall(spec->stride_method, &tensor, 1, NULL);
+        if (value == NULL)
+            return -1;
+        Py_DECREF(value);
+        if (value != Py_True)
+            return 0;
+    } else {
+        ok = equal_int_tuples(PyObject_Vectorcall(spec->stride_method, &tensor, 1, NULL), spec->strides);
+        if (ok != 1)
+            return ok;
+    }
     value = spec->device_of.get(tensor, spec->device_of.closure);
     if (value == NULL)
         return -1;

@@ -117,9 +117,28 @@ def equals_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     return constant_checks(v, guard.source.name(), guard.obj, consts)
 
 
+def contiguity_pins_strides(spec: TensorSpec) -> bool:
+    """True when ``x.shape == spec.shape and x.is_contiguous()`` means ``x.stride() == spec.stride``.
+
+    ``is_contiguous()`` reads a flag torch keeps for every tensor, far cheaper than building
+    the strides tuple.  It is exact when the expected strides are the row-major ones and no
+    dimension has size 1 (torch ignores those strides) or 0 (then any strides count as
+    contiguous); and only for plain tensors and parameters, whose flag is TensorImpl's own.
+    """
+    if spec.type not in (torch.Tensor, torch.nn.Parameter) or any(size <= 1 for size in spec.shape):
+        return False
+    row_major, step = [], 1
+    for size in reversed(spec.shape):
+        row_major.append(step)
+        step *= size
+    return tuple(reversed(row_major)) == spec.stride
+
+
 def tensor_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     spec: TensorSpec = guard.expected
     label = guard.source.name()
+    stride_test = (f"{v}.is_contiguous()" if contiguity_pins_strides(spec)
+                   else f"{v}.stride() == {spec.stride!r}")
     return [
         _type_check(v, label, spec.type, consts),
         Check(f"{v}.dtype is {consts.name_for(spec.dtype, 'dtype')}", f"{label}.dtype",
@@ -128,8 +147,7 @@ def tensor_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
               str(spec.device), f"{v}.device"),
         Check(f"{v}.shape == {spec.shape!r}", f"{label}.shape", str(list(spec.shape)),
               f"{v}.shape"),
-        Check(f"{v}.stride() == {spec.stride!r}", f"{label}.stride()",
-              str(list(spec.stride)), f"list({v}.stride())"),
+        Check(stride_test, f"{label}.stride()", str(list(spec.stride)), f"list({v}.stride())"),
         Check(f"{v}.requires_grad is {spec.requires_grad!r}", f"{label}.requires_grad",
               repr(spec.requires_grad), f"{v}.requires_grad"),
     ]

@@ -28,12 +28,15 @@ import re
 from typing import Any, Iterable, NamedTuple, Optional, Protocol, Sequence, runtime_checkable
 
 import networkx as nx
+import torch
 
 from . import module_facts
-from .checks import CHECK_BUILDERS, Check, describe_guard, module_state_checks, show
+from .checks import (
+    CHECK_BUILDERS, Check, contiguity_pins_strides, describe_guard, module_state_checks, show,
+)
 from .guard import EQUALS_MATCH, LENGTH_MATCH, hinted_value, is_immutable_constant
 from .guard import (
-    DICT_KEYS_MATCH, ID_MATCH, KIND_ORDER, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard,
+    GRAD_MODE_MATCH, DICT_KEYS_MATCH, ID_MATCH, KIND_ORDER, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard,
 )
 from .source import (
     AttrSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
@@ -41,9 +44,9 @@ from .source import (
 )
 
 try:  # optional C helper (guards/_guard_helpers.c); everything works without it
-    from ._guard_helpers import TensorMatch
+    from ._guard_helpers import ArgumentGuard, ArgumentReader, TensorMatch
 except ImportError:  # pragma: no cover - depends on the build
-    TensorMatch = None
+    ArgumentGuard = ArgumentReader = TensorMatch = None
 
 # Checks many tensors in one C call when the helper is built; False forces pure Python.
 use_c_helpers = TensorMatch is not None
@@ -51,6 +54,7 @@ use_c_helpers = TensorMatch is not None
 # Generated code resolves builtins in a private snapshot: a user rebinding builtins.len
 # must not change what a guard means.
 _BUILTINS_SNAPSHOT = dict(builtins.__dict__)
+_is_grad_enabled = torch.is_grad_enabled
 FUNC = "___func"
 
 
@@ -301,7 +305,8 @@ def _c_tensor_spec(spec) -> Optional[tuple]:
     metadata getters are overridden in Python: those stay Python checks)."""
     if not use_c_helpers:
         return None
-    c_spec = (spec.type, spec.dtype, spec.device, spec.shape, spec.stride, spec.requires_grad)
+    c_spec = (spec.type, spec.dtype, spec.device, spec.shape, spec.stride, spec.requires_grad,
+              contiguity_pins_strides(spec))
     try:
         TensorMatch([c_spec])
     except TypeError:
@@ -411,15 +416,17 @@ def _signature(frame_info: FrameInfo) -> str:
     return ", ".join([FUNC] + [local_var(name) for name in frame_info.arg_names])
 
 
-def render_guard(planner: Planner, frame_info: FrameInfo) -> str:
+def render_guard(planner: Planner, frame_info: FrameInfo, inline_tensors: bool = False) -> str:
+    """The guard function's text; tensor checks go to one C call at the end unless
+    ``inline_tensors`` (the pure-Python equivalent, for reading)."""
     lines = [f"def ___guard({_signature(frame_info)}):", "    try:"]
     batch: list[tuple] = []
-    _render_steps(planner.steps, lines, batch, indent=" " * 8)
+    _render_steps(planner.steps, lines, None if inline_tensors else batch, indent=" " * 8)
     if batch:
         check = planner.consts.name_for(TensorMatch([spec for _, spec in batch]), "tensor_match")
         args = ", ".join(var for var, _ in batch)
         lines.append(f"        if not {check}({args}): return False  "
-                     f"# the {len(batch)} tensors above: type, dtype, device, shape, strides, requires_grad")
+                     f"# tensors above ({len(batch)}): type, dtype, device, shape, strides, requires_grad")
     lines += ["    except Exception:", "        return False", "    return True"]
     return "\n".join(lines) + "\n"
 
@@ -434,7 +441,7 @@ def _render_steps(steps: list, lines: list[str], batch: list[tuple], indent: str
             lines.append(f"{indent}if {step.condition}:  # unless {comment}")
             _render_steps(step.steps, lines, batch, indent + "    ")
             continue
-        if step.batched is not None:   # checked at the end, with every other tensor, in C
+        if step.batched is not None and batch is not None:   # checked at the end, in C
             batch.append(step.batched)
             lines.append(f"{indent}# {comment}")
             continue
@@ -506,12 +513,36 @@ def build_guard_function(guards: Iterable[Guard], frame_info: FrameInfo) -> Guar
     ``.guards`` and ``.failure_reason(func, *args)``."""
     planner, ordered = plan_guards(guards, frame_info)
     text = render_guard(planner, frame_info)
-    guard_fn = exec_generated(text, planner.consts.namespace, "___guard", "guards")
+    guard_fn = _argument_guard(ordered, frame_info)
+    if guard_fn is not None:
+        text = ("# Runs in C (guards._guard_helpers.ArgumentGuard); the same checks in Python:\n"
+                + render_guard(planner, frame_info, inline_tensors=True))
+    else:
+        guard_fn = exec_generated(text, planner.consts.namespace, "___guard", "guards")
     guard_fn.source = text
     guard_fn.guards = ordered
     guard_fn.guard_strings = [describe_guard(guard) for guard in ordered]
     guard_fn.failure_reason = Explainer(planner, frame_info)
     return guard_fn
+
+
+def _argument_guard(guards: list[Guard], frame_info: FrameInfo) -> Any:
+    """The whole guard function as one C object, when every guard is a tensor match on an
+    argument or the grad mode (the common case of a function of tensors); else None."""
+    if not use_c_helpers or ArgumentGuard is None:
+        return None
+    checks, grad_mode = [], None
+    for guard in guards:
+        if guard.kind == GRAD_MODE_MATCH:
+            grad_mode = guard.expected
+        elif guard.kind == TENSOR_MATCH and isinstance(guard.source, LocalSource) \
+                and _c_tensor_spec(guard.expected) is not None:
+            checks.append((frame_info.arg_names.index(guard.source.local_name),
+                           _c_tensor_spec(guard.expected)))
+        else:
+            return None
+    return ArgumentGuard(len(frame_info.arg_names), checks,
+                         None if grad_mode is None else _is_grad_enabled, bool(grad_mode))
 
 
 def compile_reader(sources: Sequence[Source], frame_info: FrameInfo,
@@ -526,6 +557,11 @@ def compile_reader(sources: Sequence[Source], frame_info: FrameInfo,
     planner = Planner(frame_info, ConstPool(), mode="reader")
     planner.learn(guards)
     results = [planner.value_of(source) for source in sources]
+    if use_c_helpers and ArgumentReader is not None and all(isinstance(s, LocalSource) for s in sources):
+        reader = ArgumentReader([frame_info.arg_names.index(s.local_name) for s in sources])
+        reader.source = (f"# Runs in C (guards._guard_helpers.ArgumentReader), like:\n"
+                         f"def ___reader({_signature(frame_info)}):\n    return [{', '.join(results)}]\n")
+        return reader
     lines = [f"def ___reader({_signature(frame_info)}):"]
     lines += [f"    {step.var} = {step.expr}  # {step.label}" for step in planner.steps]
     lines.append(f"    return [{', '.join(results)}]")

@@ -53,7 +53,8 @@ def _build(gm, example_inputs, make_program):
     except NotOneGraph as error:
         reason = error.reason
     except Exception as error:   # a graph the device cannot run: eager is still right
-        reason = f"{type(error).__name__}: {error}"
+        first_line = (str(error).splitlines() or [""])[0]
+        reason = f"{type(error).__name__}: {first_line[:200]}"
     counters.record("fallbacks", f"graph runs eagerly: {reason}")
     return EagerGraph(gm, reason)
 

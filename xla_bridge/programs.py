@@ -77,6 +77,8 @@ class ReplayedGraph:
 class TracedEveryCall:
     def __init__(self, fn, device_args):
         self.fn = fn
+        with torch.no_grad():     # one trial trace on copies: a graph the device cannot run
+            fn(*dev.device_copies(device_args))      # fails now (-> eager), not on a call
         self.positions = tuple(i for i, a in enumerate(device_args) if isinstance(a, torch.Tensor))
         self.mutated = ()
         self.argument_leaves = {}

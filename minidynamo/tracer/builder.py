@@ -127,18 +127,12 @@ def _identity_guarded(value) -> bool:
 def wrap_object(value, source) -> VariableTracker:
     """Callables, modules, classes and plain objects (guards already installed)."""
     from .variables.builtins import BUILTIN_HANDLERS, BuiltinVariable
-    from .variables.functions import UserFunctionVariable, UserMethodVariable
+    from .variables.functions import UserFunctionVariable
     from .variables.objects import ClassVariable, PythonModuleVariable, UserObjectVariable
     from .variables.torch_fns import TorchFunctionVariable, is_torch_callable
 
     if isinstance(value, types.FunctionType) and not is_torch_callable(value):
         return UserFunctionVariable(value, source)
-    if isinstance(value, types.MethodType):
-        self_source = G.AttrSource(source, "__self__") if source is not None else None
-        func_source = G.AttrSource(source, "__func__") if source is not None else None
-        raise_if_unsupported_method(value)
-        return UserMethodVariable(wrap_object(value.__func__, func_source),
-                                  _wrap_self(value.__self__, self_source))
     if _hashable(value) and value in BUILTIN_HANDLERS:
         return BuiltinVariable(value, source)
     if is_torch_callable(value):
@@ -156,20 +150,6 @@ def wrap_object(value, source) -> VariableTracker:
 def raise_if_unsupported_method(method):
     if not isinstance(method.__func__, types.FunctionType):
         raise Unsupported(f"bound C method {describe(method.__func__)}")
-
-
-def _wrap_self(obj, source):
-    if isinstance(obj, torch.nn.Module):
-        from .variables.nn_module import NNModuleVariable
-
-        return NNModuleVariable(obj, source)
-    if isinstance(obj, type):
-        from .variables.objects import ClassVariable
-
-        return ClassVariable(obj, source)
-    from .variables.objects import UserObjectVariable
-
-    return UserObjectVariable(obj, source)
 
 
 def _hashable(value) -> bool:

@@ -50,7 +50,7 @@ class OutputGraph:
         if placeholders:
             placeholders[-1].append(node)
         example = to_meta(tensor)
-        variable = TensorVariable(node, example, tensor.device, source=source)
+        variable = TensorVariable(node, example, tensor.device, source=source, python_class=type(tensor))
         node.meta["example_value"] = example
         self.input_variables[source] = variable
         self.input_sources.append(source)

@@ -257,11 +257,14 @@ def assert_same_outcome(actual: Outcome, expected: Outcome, actual_inputs, expec
 
 # ---------------------------------------------------------------- the check
 
-def check(case: Case):
-    """Run ``case`` eagerly and optimized; assert everything the module docstring promises."""
+def check(case: Case, backend_class=None):
+    """Run ``case`` eagerly and optimized; assert everything the module docstring promises.
+
+    ``backend_class`` (a ``CountingBackend`` subclass) replaces the backend of the two
+    optimized calls; the helper's own tests use it to show that a wrong backend is caught."""
     minidynamo.reset()
     try:
-        _check_against_eager(case)
+        _check_against_eager(case, backend_class or CountingBackend)
         minidynamo.reset()
         if case.single_graph:
             _check_single_graph(case)
@@ -271,9 +274,9 @@ def check(case: Case):
         minidynamo.reset()
 
 
-def _check_against_eager(case: Case):
+def _check_against_eager(case: Case, backend_class):
     eager, optimized = Side(case), Side(case)
-    backend = CountingBackend()
+    backend = backend_class()
     optimized_fn = minidynamo.optimize(backend)(case.fn)
 
     def compare_one_call(call: str, inputs=None):

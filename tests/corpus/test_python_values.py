@@ -384,6 +384,12 @@ def mutate_input_list(xs):
     return len(xs)
 
 
+def mutate_input_dict(d):
+    d["doubled"] = d["x"] * 2
+    del d["drop"]
+    return d["x"] - 1
+
+
 CONTAINERS = [
     single(build_and_return_tuple, tensor(3)),
     single(build_list_append, tensor(3)),
@@ -402,6 +408,7 @@ CONTAINERS = [
     single(containment_tests, tensor(3), 2).then(tensor(3), 5),
     single(dict_methods, {"a": tensor(3), "b": tensor(3)}),
     single(mutate_input_list, [tensor(3)]),
+    single(mutate_input_dict, {"x": tensor(3), "drop": 1}),
 ]
 
 

@@ -75,6 +75,45 @@ def broadcast_with_scalar_tensor(x, s):
     return x * s + s
 
 
+def rebind_then_inplace(x):
+    x = x + 1
+    x.add_(1)
+    return x
+
+
+def read_before_inplace(x):
+    y = x * 2
+    x.add_(1)
+    return y, x + 0
+
+
+def inplace_on_aliased_inputs(a, b):
+    a.add_(b)
+    return b * 1
+
+
+def inplace_on_base_read_view(base, view):
+    base.mul_(2)
+    return view + 1
+
+
+def inplace_then_return_view(x):
+    x.sub_(1)
+    return x.view(-1)
+
+
+def dtype_promotion(n, x):
+    return n + x, n * 2, n / 2, (n > 3) & (x > 0)
+
+
+def non_contiguous_input(x):
+    return x.contiguous() * 2, x.is_contiguous(), x.stride()
+
+
+def empty_and_zero_dim_inputs(empty, scalar):
+    return empty.sum() + scalar, empty * 2, scalar.dim()
+
+
 TENSOR_OPERATORS = [
     single(tensor_arithmetic, tensor(3), tensor(3)).then(tensor(2, 3), tensor(3)),
     single(tensor_floordiv_mod_pow, tensor(3), tensor(3).abs() + 1),
@@ -90,6 +129,14 @@ TENSOR_OPERATORS = [
     single(inplace_setitem_on_input, tensor(3, 2)),
     single(inplace_then_read_alias, tensor(2, 2)),
     single(broadcast_with_scalar_tensor, tensor(2, 3), torch.tensor(0.5)),
+    single(rebind_then_inplace, tensor(3)),
+    single(read_before_inplace, tensor(3)),
+    single(inplace_on_aliased_inputs, *[tensor(3)] * 2).then(tensor(3), tensor(3)),
+    single(inplace_on_base_read_view, *(lambda b: (b, b[1]))(tensor(2, 3))),
+    single(inplace_then_return_view, tensor(2, 2)),
+    single(dtype_promotion, tensor(3, dtype=torch.int64), tensor(3)),
+    single(non_contiguous_input, tensor(3, 4).t()).then(tensor(4, 3)),
+    single(empty_and_zero_dim_inputs, tensor(0), torch.tensor(2.0)),
 ]
 
 
@@ -337,6 +384,14 @@ def output_empty_containers(x):
     return x + 1, (), [], {}
 
 
+def output_python_objects(x):
+    return x * 2, torch.relu, torch.float64, range(3), slice(1, 2)
+
+
+def output_number_types(x, n):
+    return x + 1, 2 * 0.5, True + 1, n / 1, n // 1, n > 0
+
+
 OUTPUTS = [
     single(output_nested_tuple, tensor(2)),
     single(output_nested_list_and_dict, tensor(2)),
@@ -347,6 +402,8 @@ OUTPUTS = [
     single(output_single_tensor, tensor(2, 2)),
     single(output_none_after_inplace, tensor(2)),
     single(output_empty_containers, tensor(2)),
+    single(output_python_objects, tensor(2)),
+    single(output_number_types, tensor(2), 3),
 ]
 
 

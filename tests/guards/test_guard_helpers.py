@@ -58,3 +58,22 @@ def test_refuses_types_whose_metadata_is_computed_in_python():
 
     with pytest.raises(TypeError):
         TensorMatch([(Odd, torch.float32, torch.device("cpu"), (1,), (1,), False)])
+
+
+def test_a_frame_of_tensor_arguments_gets_a_guard_function_in_c(tensor_check_mode):
+    from guards import LocalSource, compile_reader, grad_mode_match, tensor_match
+    from tests.guards.helpers import frame_of, guard_fn_for, some_function as f
+
+    x, y = torch.ones(2, 3), torch.ones(3)
+    guards = [grad_mode_match(), tensor_match(LocalSource("x"), x), tensor_match(LocalSource("y"), y)]
+    guard_fn = guard_fn_for(guards, "x", "y")
+    assert isinstance(guard_fn, codegen.ArgumentGuard) is tensor_check_mode
+    assert guard_fn(f, torch.zeros(2, 3), torch.zeros(3)) is True
+    assert guard_fn(f, y, x) is False
+    assert guard_fn.failure_reason(f, x, y.double()) == "L['y'].dtype: expected torch.float32, got torch.float64"
+    with torch.no_grad():
+        assert guard_fn(f, x, y) is False
+    assert "L_x.dtype is" in guard_fn.source            # readable Python, whichever runs
+    reader = compile_reader([LocalSource("y"), LocalSource("x")], frame_of("x", "y"))
+    values = reader(f, x, y)
+    assert values[0] is y and values[1] is x

@@ -196,3 +196,17 @@ def test_grad_mode_match():
         assert guard_fn.failure_reason(f, None) == "torch.is_grad_enabled(): expected True, got False"
         assert guard_fn_for([grad_mode_match()], "x")(f, None)
     assert guard_fn_for([grad_mode_match(False)], "x").failure_reason(f, None) is not None
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (2, 3, 5), (1, 6), (6, 1), (0, 3), (5,), ()])
+def test_tensor_match_strides_hold_for_every_layout_of_the_same_shape(shape):
+    """Contiguous tensors may be checked by contiguity: it must still tell every stride apart."""
+    x = torch.ones(shape)
+    guard_fn = guard_fn_for([tensor_match(X, x)], "x")
+    layouts = [torch.ones(shape)]
+    if x.dim() >= 2:
+        layouts.append(torch.ones(tuple(reversed(shape))).transpose(0, -1))   # same shape, other strides
+        doubled = [s * 2 for s in x.stride()]
+        layouts.append(torch.ones(2 * max(x.numel(), 1)).as_strided(shape, doubled))   # gaps
+    for other in layouts:
+        assert guard_fn(f, other) == (tuple(other.stride()) == tuple(x.stride())), (shape, other.stride())

@@ -9,6 +9,7 @@ import torch.nn as nn
 import torch.fx as fx
 import torch.nn.functional as F
 
+import xla_bridge
 from xla_bridge import device as dev
 from tests.xla.xla_testing import BACKENDS, assert_same, compile_with, xla_lazy_baseline
 
@@ -121,3 +122,14 @@ def test_buffers_updated_in_place_match_xla_baseline(backend):
             assert_same(compiled(x), expected.cpu())
     for name, buffer in baseline.named_buffers():
         torch.testing.assert_close(module.get_buffer(name), buffer.cpu())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graph_the_device_cannot_run_falls_back_to_eager(backend):
+    def mixes_devices(x):
+        return x.to_sparse().to_dense() * 2            # XLA has no sparse tensors
+
+    x = torch.randn(3)
+    compiled = compile_with(backend, mixes_devices, [x])
+    assert_same(compiled(x), mixes_devices(x))
+    assert "graph runs eagerly" in xla_bridge.counters.reasons[-1]

@@ -164,7 +164,7 @@ class ListVariable(BaseListVariable):
         return list
 
     def as_python_constant(self):
-        raise Unsupported("a list is not a constant (it is mutable)")
+        return [i.as_python_constant() for i in self.items]      # a snapshot, for pure functions
 
     def method_append(self, tx, value):
         _check_mutable(tx, self, "append")

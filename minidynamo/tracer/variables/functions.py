@@ -50,7 +50,7 @@ class RealCellVariable(VariableTracker):
                 contents = self.cell.cell_contents
             except ValueError as e:
                 raise Unsupported("empty closure cell (NameError)") from e
-            if self.source is None and not (is_library_value(contents) or isinstance(contents, types.FunctionType)):
+            if self.source is None and not (is_library_value(contents) or isinstance(contents, (types.FunctionType, type))):
                 raise Unsupported("a closure variable of a function reached without a source could not be guarded")
             self.loaded = wrap(tx, contents, self.source)
         return self.loaded

@@ -30,14 +30,15 @@ DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "
 
 
 class TensorVariable(VariableTracker):
-    def __init__(self, node, example: torch.Tensor, device, source=None):
+    def __init__(self, node, example: torch.Tensor, device, source=None, python_class=torch.Tensor):
         super().__init__(source)
         self.node = node
         self.example = example
         self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.python_class = python_class      # nn.Parameter for parameters (tensor_match guards it)
 
     def python_type(self):
-        return torch.nn.Parameter if isinstance(self.example, torch.nn.Parameter) else torch.Tensor
+        return self.python_class
 
     @property
     def is_input(self) -> bool:

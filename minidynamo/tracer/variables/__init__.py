@@ -1,0 +1,1 @@
+"""The VariableTracker hierarchy (see base.py for the map of subclasses)."""

@@ -1,0 +1,106 @@
+"""nn.Module inlining: forward, containers, super(), helper methods, properties, state."""
+
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+from minidynamo.exc import Unsupported
+
+from .helpers import check, run_traced
+
+x = torch.randn(2, 4)
+
+
+class Base(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, a):
+        return self.lin(a)
+
+
+class Child(Base):
+    scale = 3.0
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.ReLU()])
+        self.heads = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Identity()})
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+        self.register_buffer("offset", torch.ones(4))
+
+    @property
+    def width(self):
+        return self.lin.out_features
+
+    def helper(self, a, k=2):
+        return a * k + self.offset
+
+    def forward(self, a):
+        a = super().forward(a)
+        for block in self.blocks:
+            a = block(a)
+        for i in range(len(self.blocks)):
+            a = self.blocks[i](a)
+        a = self.seq(self.helper(a, k=self.width))
+        outs = {name: head(a) for name, head in self.heads.items()}
+        if self.training:
+            a = a * 0
+        return outs, a * self.scale, self.heads["a"](a)
+
+
+def test_child_module_eval_and_train():
+    torch.manual_seed(0)
+    m = Child().eval()
+    check(m, x)
+    m.train()
+    check(m, x)
+
+
+def test_parameters_and_buffers_are_inputs():
+    m = Child().eval()
+    capture, _ = run_traced(m, x)
+    names = {s.name() for s in capture.input_sources}
+    assert "L['self'].offset" in names and "L['self'].lin.weight" in names
+
+
+def test_custom_call_and_unknown_object_fall_back():
+    class Weird(nn.Module):
+        def __call__(self, a):
+            return a
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = Weird()
+
+        def forward(self, a):
+            return self.w(a)
+
+    with pytest.raises(Unsupported, match="__call__"):
+        run_traced(Outer(), x)
+
+
+def test_bytecode_log(caplog):
+    with caplog.at_level(logging.DEBUG, logger="minidynamo.bytecode"):
+        run_traced(lambda a: a + 1, x)
+    assert any("BINARY_OP" in r.getMessage() for r in caplog.records)
+    assert any("RETURN_VALUE" in r.getMessage() for r in caplog.records)
+
+
+def test_parameter_type_is_seen():
+    class UsesType(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(4))
+            self.plain = torch.ones(4)
+
+        def forward(self, a):
+            flags = (isinstance(self.w, nn.Parameter), isinstance(self.plain, nn.Parameter),
+                     isinstance(a, torch.Tensor))
+            return a * self.w + self.plain, flags
+
+    check(UsesType(), x)
