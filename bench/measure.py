@@ -22,6 +22,7 @@ class PeerRun:
 
     name: str
     first_call_s: float = None  # the first call: capture + compile (+ the run itself)
+    first_call_compile_s: float = None  # of which XLA compilation (0: a compile-cache hit)
     times_s: list = dataclasses.field(default_factory=list)
     execute_s: list = dataclasses.field(default_factory=list)  # XLA execution inside each timed call
     accuracy: Comparison = None  # worst comparison with the baseline; None for the baseline
@@ -81,9 +82,12 @@ def measure(peers, baseline, inputs_at, iterations, warmup, on_iteration=None):
 
     order = [baseline] + [name for name in peers if name != baseline]
     for name in order:  # first calls: capture and compile
+        compiled = xla_probe.compile_ns() if clock.reads_xla else 0
         done = call(name, inputs_at(0))
         if done is not None:
             runs[name].first_call_s = done[1]
+            if clock.reads_xla:
+                runs[name].first_call_compile_s = (xla_probe.compile_ns() - compiled) / 1e9
     for step in range(warmup):
         for name in [n for n in order if n in live]:
             call(name, inputs_at(step))

@@ -34,7 +34,7 @@ class ModelSpec:
     """How to build one model and draw its inputs."""
 
     name: str
-    build: callable  # () -> nn.Module in eval mode
+    build: callable  # (regime) -> nn.Module in eval mode
     make_inputs: callable  # (regime, batch_size, torch.Generator) -> tuple of tensors
     min_image_size: int = 0  # some CNNs shrink a 32x32 image to nothing
 
@@ -55,7 +55,7 @@ def _tokens(regime, batch_size, generator, _min_image_size):
 
 
 def _torchvision(name):
-    def build():
+    def build(_regime):
         import torchvision.models
 
         return getattr(torchvision.models, name)(weights=None)
@@ -63,16 +63,18 @@ def _torchvision(name):
     return build
 
 
-def _bert():
+def _bert(_regime):
     from bert_pytorch.model import BERT
 
     return BERT(BERT_VOCAB, hidden=768, n_layers=12, attn_heads=12)
 
 
-def _vit():
+def _vit(regime):
     import timm
 
-    return timm.create_model("vit_small_patch16_224", pretrained=False, dynamic_img_size=True)
+    # built for the regime's image size (2x2 patches at 32x32): the position embedding fits,
+    # as in torchbench's fixed-size model, instead of being resampled at every call
+    return timm.create_model("vit_small_patch16_224", pretrained=False, img_size=regime.image_size)
 
 
 def _spec(name, build, make_inputs=_images, **kw):
@@ -96,10 +98,10 @@ MODELS = {
 }
 
 
-def build_model(name, seed):
-    """The model ``name`` with weights drawn from ``seed``, in eval mode, without gradients."""
+def build_model(name, regime, seed):
+    """The model ``name`` for ``regime``, weights drawn from ``seed``, eval mode, no gradients."""
     torch.manual_seed(seed)
-    model = MODELS[name].build().eval()
+    model = MODELS[name].build(regime).eval()
     for parameter in model.parameters():
         parameter.requires_grad_(False)
     return model

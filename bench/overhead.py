@@ -126,17 +126,17 @@ def resnet18_guard_check(repeats: int) -> None:
 
 def _tensor_batch_check(guard_fn, func, *args):
     """The tensor checks of a guard function alone, as the one C call it makes (or None)."""
-    from guards import codegen
+    from guards import native
     from guards.source import FrameValues
 
     frame = FrameValues(func, dict(zip(guard_fn.failure_reason.arg_names, args)),
                         func.__globals__, func.__builtins__)
     tensor_guards = [g for g in guard_fn.guards if g.kind == "TENSOR_MATCH"]
     tensors = [g.source.read(frame) for g in tensor_guards]
-    specs = [codegen._c_tensor_spec(g.expected) for g in tensor_guards]
-    if codegen.TensorMatch is None or not all(specs):
+    specs = [native.tensor_spec(g.expected) for g in tensor_guards]
+    if native.TensorMatch is None or not all(specs):
         return None
-    check = codegen.TensorMatch(specs)
+    check = native.TensorMatch(specs)
     return lambda: check(*tensors)
 
 

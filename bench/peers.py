@@ -126,7 +126,10 @@ class Minidynamo:
         return outputs, split
 
     def guard_seconds(self, inputs, repeats=200):
-        """Median time of one guard check of the entry that serves ``inputs``, or a reason string."""
+        """Median time of one guard check of the entry that serves ``inputs``, or a reason string.
+
+        This is the guard of the model's own ``forward`` frame, which covers the whole capture
+        when the forward is one graph; frames captured apart (after a fallback) count as other."""
         import minidynamo
 
         converter = self.optimized._minidynamo_converter

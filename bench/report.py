@@ -119,9 +119,17 @@ def overhead_table(results_list, contenders):
 def first_call_table(results_list, contenders):
     """Seconds of each peer's first call: capture + compile + one run."""
     peers = (results_list[0].baseline,) + tuple(p for p in contenders if p != results_list[0].baseline)
-    rows = [[r.model] + [_fmt(getattr(r.runs.get(p), "first_call_s", None), 2) for p in peers]
-            for r in results_list]
+    rows = [[r.model] + [_first_call_cell(r.runs.get(p)) for p in peers] for r in results_list]
     return grid(["1st call s"] + [TITLES[p] for p in peers], rows)
+
+
+def _first_call_cell(run):
+    if run is None or run.first_call_s is None:
+        return "-"
+    compile_s = getattr(run, "first_call_compile_s", None)
+    if compile_s is None:
+        return f"{run.first_call_s:.2f}"
+    return f"{run.first_call_s:.2f} (XLA compile {compile_s:.2f})"
 
 
 def breakdown_table(results_list):

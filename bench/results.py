@@ -81,6 +81,7 @@ def to_json(result):
             "times_ms": [t * MS for t in run.times_s],
             "execute_ms": [e * MS for e in run.execute_s],
             "first_call_s": run.first_call_s,
+            "first_call_compile_s": getattr(run, "first_call_compile_s", None),
             "speedup": result.speedup(name) if name != result.baseline else 1.0,
             "overhead_ms": _ms(result.overhead_s(name)),
             "accuracy_ok": None if run.accuracy is None else run.accuracy.ok,

@@ -125,7 +125,7 @@ def run_model(options, name, regime_name, progress):
     progress.describe(f"{regime_name} {name}")
     try:
         with torch.no_grad():
-            model = build_model(name, options.seed)
+            model = build_model(name, regime, options.seed)
             inputs_at = input_source(name, regime, options)
             failed = {}
             for peer in dict.fromkeys((baseline,) + options.contenders):
@@ -189,8 +189,8 @@ def print_report(options, regime, results_list):
         print(report.speedup_table(results_list, options.contenders))
         print("Per-call overhead = median(call - its XLA execution) - transfers (in + out, the copies alone).")
         print(report.overhead_table(results_list, options.contenders))
-        print("1st call = capture + compile + one run; an XLA graph that an earlier peer (the baseline runs "
-              "first) already compiled in this process is a compile-cache hit.")
+        print("1st call s = capture + compile + one run (of which XLA compilation); an XLA graph that an "
+              "earlier peer (the baseline runs first) compiled in this process is a compile-cache hit.")
         print(report.first_call_table(results_list, options.contenders))
         verdicts = report.goals(results_list, options)
         if verdicts:

@@ -18,7 +18,16 @@ def device():
 
 def execute_ns():
     """Total XLA execution time so far, in nanoseconds (0 before the first execution)."""
-    data = _xla()._XLAC._xla_metric_data("ExecuteTime")
+    return _metric_total_ns("ExecuteTime")
+
+
+def compile_ns():
+    """Total XLA compilation time so far, in nanoseconds."""
+    return _metric_total_ns("CompileTime")
+
+
+def _metric_total_ns(name):
+    data = _xla()._XLAC._xla_metric_data(name)
     return int(data[1]) if data else 0
 
 

@@ -8,10 +8,15 @@
     guard_fn.failure_reason(f, x.half())  # "L['x'].dtype: expected torch.float32, got torch.float16"
     print(guard_fn.source)              # the generated Python
 
+One module per idea: ``source`` (where values come from), ``guard`` (what is expected, the
+factories), ``checks`` (each kind as Python tests), ``module_facts`` (nn.Module attribute
+rules), ``planner`` (how to read each source once and exactly), ``codegen`` (tree order,
+the generated function), ``slow_path`` (the failure reason), ``reader`` (graph inputs),
+``native`` (the optional C helper ``_guard_helpers.c``).
 Layers: this package never imports minidynamo (it sits below it) nor torch._dynamo.
 """
 
-from .codegen import GuardFunction, build_guard_function, compile_reader
+from .codegen import GuardFunction, build_guard_function
 from .guard import (
     Guard, TensorSpec, UnguardableValue, dict_keys_match, equals_match, global_hooks_empty,
     grad_mode_match, id_match, length_match, module_state_match, tensor_match, type_match,
@@ -20,6 +25,7 @@ from .source import (
     AttrSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
     GlobalSource, GradModeSource, ItemSource, LocalSource, Source,
 )
+from .reader import compile_reader
 
 __all__ = [
     "AttrSource", "BuiltinSource", "ClosureSource", "FrameInfo", "GlobalModuleHooksSource",

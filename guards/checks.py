@@ -174,15 +174,12 @@ def dict_keys_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
 
 
 def module_state_checks(guard: Guard, v: str, consts: Consts,
-                        instance_dict: str | None = None) -> list[Check]:
-    """Training flag and empty hook dicts.  With ``instance_dict`` (a variable holding
-    ``v.__dict__``, when codegen knows these attributes live there) they are read from it:
-    nn.Module's ``__getattr__`` makes every plain attribute read on a module slow."""
+                        read: Callable[[str], str] | None = None) -> list[Check]:
+    """Training flag and empty hook dicts.  ``read(attr)`` gives the expression for each
+    attribute when codegen knows a faster exact way (from the instance ``__dict__``: nn.Module's
+    ``__getattr__`` makes every plain attribute read on a module slow)."""
     label = guard.source.name()
-
-    def read(attr: str) -> str:
-        return f"{instance_dict}[{attr!r}]" if instance_dict else f"{v}.{attr}"
-
+    read = read or (lambda attr: f"{v}.{attr}")
     checks = [Check(f"{read('training')} is {guard.expected!r}", f"{label}.training",
                     repr(guard.expected), read("training"))]
     for hooks in module_facts.MODULE_HOOK_DICTS:

@@ -162,8 +162,13 @@ def make_compiled_fn(capture, compiled_graph, read_inputs):
     """The cache entry's body: re-read the graph inputs, run the compiled graph, shape the result."""
     build_output = capture.build_output
 
-    def compiled_fn(func, *args):
-        return build_output(compiled_graph(*read_inputs(func, *args)))
+    if getattr(build_output, "needs_frame", False):
+        # the frame changed the caller's Python objects: replay that on the new call's objects
+        def compiled_fn(func, *args):
+            return build_output(compiled_graph(*read_inputs(func, *args)), func, *args)
+    else:
+        def compiled_fn(func, *args):
+            return build_output(compiled_graph(*read_inputs(func, *args)))
 
     compiled_fn.capture = capture
     compiled_fn.compiled_graph = compiled_graph

@@ -27,7 +27,11 @@ SKIP_DIRS = tuple(
         os.path.join(os.path.dirname(_here), "xla_bridge") + os.sep,
     }
 )
-SKIP_PACKAGES = ("torch_xla", "_pytest", "pluggy", "numpy", "tqdm")
+# Third-party infrastructure that model code calls but never needs captured.
+SKIP_PACKAGES = (
+    "torch_xla", "_pytest", "pluggy", "numpy", "tqdm", "_distutils_hack", "setuptools", "pkg_resources",
+    "networkx", "bytecode", "typing_extensions", "matplotlib", "PIL", "psutil", "pandas", "sklearn",
+)
 
 
 def skip_reason(code: types.CodeType) -> str | None:

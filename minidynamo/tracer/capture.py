@@ -22,8 +22,13 @@ from .output_graph import OutputGraph
 from .translator import InstructionTranslator
 from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable
-from .variables.containers import make_named_tuple, SetVariable, BaseListVariable, DictVariable, NamedTupleVariable, SizeVariable
+from .variables.containers import (BaseListVariable, DictVariable, NamedTupleVariable, SetVariable, SizeVariable,
+                                   SliceVariable, make_named_tuple)
+from .variables.builtins import BuiltinVariable
+from .variables.functions import UserFunctionVariable
 from .variables.nn_module import NNModuleVariable
+from .variables.objects import ClassVariable
+from .variables.torch_fns import TorchFunctionVariable
 from .variables.tensor import TensorVariable
 
 
@@ -121,12 +126,8 @@ def _output_template(vt: VariableTracker, nodes: list):
         return ("set", list(vt.values))
     if isinstance(vt, NNModuleVariable) and vt.source is not None:
         return ("const", vt.value)                       # id-guarded: the very same module
-    value = getattr(vt, "value", None)
-    if value is not None and vt.source is not None and callable(value) and not isinstance(value, type(vt)):
-        import types
-
-        if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleType)):
-            return ("const", value)                      # id-guarded
+    if isinstance(vt, (SliceVariable, TorchFunctionVariable, BuiltinVariable, ClassVariable, UserFunctionVariable)):
+        return ("const", vt.as_python_constant())        # immutable, or guarded by identity
     raise Unsupported(f"returning {vt} from the frame")
 
 

@@ -107,7 +107,7 @@ class InstructionTranslatorBase:
             if self.instruction_count > MAX_INSTRUCTIONS:
                 raise Unsupported(f"{self.code.co_qualname} ran over {MAX_INSTRUCTIONS} instructions")
             if debug:
-                log.debug("%s%s %s %s", "  " * self.depth, self.code.co_name, inst.name,
+                log.debug("%s%s:%s %s %s", "  " * self.depth, self.code.co_name, inst.lineno, inst.name,
                           "" if inst.arg is None or isinstance(inst.arg, Label) else inst.arg)
             handler = getattr(self, inst.name, None)
             if handler is None:

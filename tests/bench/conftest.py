@@ -14,7 +14,7 @@ from bench.results import ModelResult
 class TinyNet(torch.nn.Module):
     """Small enough to run in milliseconds, deep enough to have a graph: conv, pool, linear."""
 
-    def __init__(self):
+    def __init__(self, _regime=None):
         super().__init__()
         self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
         self.fc = torch.nn.Linear(4, 5)

@@ -41,7 +41,7 @@ def test_main_prints_the_tables_and_writes_the_files(tiny_model, tmp_path, capsy
 def test_a_model_that_cannot_be_built_is_reported_not_raised(monkeypatch, tmp_path):
     from bench import models
 
-    def broken():
+    def broken(_regime):
         raise ImportError("no module named somewhere")
 
     monkeypatch.setitem(models.MODELS, "broken", models.ModelSpec("broken", broken, models._images))

@@ -201,6 +201,33 @@ class Outer(nn.Module):
         return self.norm(self.inner(x))
 
 
+class NumberedLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer0 = nn.Linear(2, 2)
+        self.layer1 = nn.Linear(2, 2)
+        self.norms = nn.ModuleList([nn.LayerNorm(2), nn.LayerNorm(2)])
+
+
+class GetattrByName(NumberedLayers):
+    def forward(self, x):
+        for i in range(2):
+            x = getattr(self, f"layer{i}")(x)
+        return x
+
+
+class NamedChildren(NumberedLayers):
+    def forward(self, x):
+        return x + 1, [name for name, _ in self.named_children()]
+
+
+class ZipLayersAndNorms(NumberedLayers):
+    def forward(self, x):
+        for layer, norm in zip([self.layer0, self.layer1], self.norms):
+            x = norm(layer(x))
+        return x
+
+
 GLOBAL_MODEL = TwoLayer()
 
 
@@ -257,6 +284,9 @@ MODULES = [
     single(call, nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten()), tensor(1, 1, 4, 4))
     .named("conv_sequential"),
     single(call, nn.Embedding(10, 3), torch.tensor([[1, 2], [3, 9]])).named("embedding"),
+    single(call, GetattrByName(), tensor(2)).named("getattr_layer_by_name"),
+    single(call, NamedChildren(), tensor(2)).named("named_children"),
+    single(call, ZipLayersAndNorms(), tensor(2)).named("zip_layers_and_norms"),
     single(call_global_model, tensor(2, 4)),
     single(call_submodule_directly, TwoLayer(), tensor(2, 4)),
     single(call_forward_method, TwoLayer(), tensor(2, 4)),

@@ -1,6 +1,7 @@
 """Python values around tensor code: variables, attributes, constants, scalar operators,
 containers, math/operator, builtins, ``is None``, assert, f-strings. Each must be one graph."""
 
+import collections
 import math
 import operator
 
@@ -12,6 +13,7 @@ from .helpers import check, params, single, tensor
 SCALE = 2.5
 OFFSET = torch.arange(3.0)
 SIZES = [1, 2, 3]
+Point = collections.namedtuple("Point", ["x", "y"])
 
 
 def double(x):
@@ -176,6 +178,28 @@ def list_negative_subscript(xs):
     return xs[-1] - xs[-2]
 
 
+def shape_tuple_arithmetic(x):
+    return torch.zeros(x.shape + (1,)) + x.unsqueeze(-1), list(x.shape), tuple(x.size())
+
+
+def view_with_star_shape(x):
+    return x.view(*x.shape[:-1], 2, -1)
+
+
+def size_unpack(x):
+    rows, cols = x.size()
+    return x * rows + cols
+
+
+def tensor_unpack_rows(x):
+    first, second = x
+    return first - second
+
+
+def slice_bound_from_shape(x):
+    return x[: x.shape[0] // 2] * 2
+
+
 ATTRIBUTES_SUBSCRIPTS = [
     single(tensor_shape_attribute, tensor(2, 3)),
     single(tensor_size_method, tensor(2, 3)),
@@ -190,6 +214,11 @@ ATTRIBUTES_SUBSCRIPTS = [
     single(tensor_setitem_on_copy, tensor(3, 3)),
     single(dict_subscript, {"a": tensor(3), "b": tensor(3)}),
     single(list_negative_subscript, [tensor(2), tensor(2), tensor(2)]),
+    single(shape_tuple_arithmetic, tensor(2, 3)),
+    single(view_with_star_shape, tensor(2, 4)),
+    single(size_unpack, tensor(2, 3)),
+    single(tensor_unpack_rows, tensor(2, 3)),
+    single(slice_bound_from_shape, tensor(4)),
 ]
 
 
@@ -384,6 +413,16 @@ def mutate_input_list(xs):
     return len(xs)
 
 
+def list_sort_index_count(x):
+    order = [3, 1, 2, 1]
+    order.sort()
+    return x * order.index(2) + order.count(1), order
+
+
+def namedtuple_in_and_out(p):
+    return Point(p.x + p.y, p[1] * 2)
+
+
 def mutate_input_dict(d):
     d["doubled"] = d["x"] * 2
     del d["drop"]
@@ -407,6 +446,8 @@ CONTAINERS = [
     single(tuple_concat_and_repeat, tensor(3)),
     single(containment_tests, tensor(3), 2).then(tensor(3), 5),
     single(dict_methods, {"a": tensor(3), "b": tensor(3)}),
+    single(list_sort_index_count, tensor(3)),
+    single(namedtuple_in_and_out, Point(tensor(2), tensor(2))),
     single(mutate_input_list, [tensor(3)]),
     single(mutate_input_dict, {"x": tensor(3), "drop": 1}),
 ]
@@ -527,6 +568,11 @@ def builtin_any_all_divmod(x, n):
     return x * q + r if ok else x
 
 
+def str_methods_on_constants(x, n):
+    joined = "-".join(["a", "b"])
+    return x * len(joined), "{}:{}".format(n, 2), "%03d" % n, "abc".upper(), "a,b".split(",")
+
+
 def builtin_map(xs):
     return list(map(torch.neg, xs))
 
@@ -545,6 +591,7 @@ BUILTINS = [
     single(builtin_sorted_reversed, tensor(3)),
     single(builtin_any_all_divmod, tensor(3), 5),
     single(builtin_map, [tensor(2), tensor(2)]),
+    single(str_methods_on_constants, tensor(2), 7),
 ]
 
 

@@ -267,6 +267,13 @@ def torch_enable_grad_inside_no_grad(w):
     return a, b
 
 
+def no_grad_decorated_helper(w):
+    @torch.no_grad()
+    def doubled(t):
+        return t * 2
+    return doubled(w), w * 3
+
+
 def torch_dtype_and_helpers(x):
     return torch.is_tensor(x), torch.numel(x), x.to(torch.get_default_dtype()) * 2
 
@@ -284,6 +291,7 @@ TORCH_FUNCTIONS = [
     single(torch_shape_functions, tensor(3, 3)),
     single(torch_no_grad_block, tensor(3).requires_grad_()).then(tensor(3)),
     single(torch_enable_grad_inside_no_grad, tensor(3).requires_grad_()),
+    single(no_grad_decorated_helper, tensor(3).requires_grad_()),
     single(torch_dtype_and_helpers, tensor(3)),
 ]
 

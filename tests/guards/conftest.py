@@ -2,11 +2,11 @@
 
 import pytest
 
-from guards import codegen
+from guards import native
 
 
 @pytest.fixture(autouse=True, params=["c_helpers", "pure_python"])
 def tensor_check_mode(request, monkeypatch):
-    use_c = request.param == "c_helpers" and codegen.TensorMatch is not None
-    monkeypatch.setattr(codegen, "use_c_helpers", use_c)
+    use_c = request.param == "c_helpers" and native.TensorMatch is not None
+    monkeypatch.setattr(native, "enabled", use_c)
     return use_c

@@ -220,3 +220,12 @@ def test_reader_sees_a_module_attribute_that_moved_out_of_the_instance_dict():
     del holder.extra
     holder.register_buffer("extra", torch.zeros(1))   # now served by nn.Module.__getattr__
     assert reader(f, holder)[0] is holder.extra
+
+
+def test_a_guard_on_something_the_frame_cannot_read_is_refused_when_built():
+    import pytest
+
+    from guards import UnguardableValue
+
+    with pytest.raises(UnguardableValue, match="not an argument"):
+        guard_fn_for([equals_match(LocalSource("y"), 1)], "x")

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from guards import codegen
+from guards import native
 
-TensorMatch = codegen.TensorMatch
+TensorMatch = native.TensorMatch
 pytestmark = pytest.mark.skipif(TensorMatch is None, reason="guards/_guard_helpers.c is not built")
 
 
@@ -67,7 +67,7 @@ def test_a_frame_of_tensor_arguments_gets_a_guard_function_in_c(tensor_check_mod
     x, y = torch.ones(2, 3), torch.ones(3)
     guards = [grad_mode_match(), tensor_match(LocalSource("x"), x), tensor_match(LocalSource("y"), y)]
     guard_fn = guard_fn_for(guards, "x", "y")
-    assert isinstance(guard_fn, codegen.ArgumentGuard) is tensor_check_mode
+    assert isinstance(guard_fn, native.ArgumentGuard) is tensor_check_mode
     assert guard_fn(f, torch.zeros(2, 3), torch.zeros(3)) is True
     assert guard_fn(f, y, x) is False
     assert guard_fn.failure_reason(f, x, y.double()) == "L['y'].dtype: expected torch.float32, got torch.float64"

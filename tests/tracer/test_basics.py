@@ -278,3 +278,21 @@ def test_tracing_leaves_user_data_alone_and_no_dynamo():
         assert not any(name.startswith("torch._dynamo") for name in sys.modules)
     capture.graph_module(*capture.example_inputs)
     assert torch.equal(a, x + 1)                  # running the graph does
+
+
+@torch.no_grad()
+def module_level_no_grad(t):
+    return t * 2
+
+
+def test_no_grad_decorators():
+    w = torch.randn(3, requires_grad=True)
+
+    def f(a):
+        @torch.no_grad()
+        def doubled(t):
+            return t * 2
+        return doubled(a), module_level_no_grad(a), a * 3
+
+    _, (b, c, d) = run_traced(f, w)
+    assert not b.requires_grad and not c.requires_grad and d.requires_grad

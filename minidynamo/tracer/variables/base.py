@@ -24,6 +24,11 @@ from typing import Any, Optional
 from ...exc import Unsupported
 
 
+class AttributeMissing(Unsupported):
+    """``obj.name`` would raise AttributeError.  ``getattr(obj, name, default)`` and ``hasattr``
+    catch it (after guarding that the attribute is still absent); anything else falls back."""
+
+
 class VariableTracker:
     """A symbolic value.  Subclasses override the operations they support."""
 
@@ -51,6 +56,12 @@ class VariableTracker:
 
     def var_getattr(self, tx, name: str) -> "VariableTracker":
         raise Unsupported(f"attribute {name!r} of {self}")
+
+    def guard_absent(self, tx, name: str) -> None:
+        """Make the trace's reliance on ``name`` being absent sound.  Values whose type fixes
+        their attributes need nothing; real objects with a ``__dict__`` override this."""
+        if self.source is not None and hasattr(getattr(self, "value", None), "__dict__"):
+            raise Unsupported(f"relying on the absence of attribute {name!r} of {self}")
 
     def call_function(self, tx, args: list, kwargs: dict) -> "VariableTracker":
         raise Unsupported(f"call to {self}")

@@ -14,7 +14,7 @@ import operator
 import torch
 
 from ...exc import Unsupported
-from .base import VariableTracker, describe, maybe_constant
+from .base import AttributeMissing, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
@@ -77,20 +77,19 @@ def _getattr(tx, obj, name, default=None):
         return obj.var_getattr(tx, name)
     try:
         return obj.var_getattr(tx, name)
-    except Unsupported as e:
-        if "AttributeError" in e.reason or "has no attribute" in e.reason:
-            return default
-        raise
+    except AttributeMissing:
+        obj.guard_absent(tx, name)
+        return default
 
 
 def _hasattr(tx, obj, name):
+    name = name.as_python_constant()
     try:
-        obj.var_getattr(tx, name.as_python_constant())
+        obj.var_getattr(tx, name)
         return ConstantVariable(True)
-    except Unsupported as e:
-        if "AttributeError" in e.reason or "has no attribute" in e.reason:
-            return ConstantVariable(False)
-        raise
+    except AttributeMissing:
+        obj.guard_absent(tx, name)
+        return ConstantVariable(False)
 
 
 def _iter_items(tx, vt):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ...exc import Unsupported
-from .base import VariableTracker
+from .base import AttributeMissing, VariableTracker
 
 # Types whose values may be folded into the graph and compared by ``==`` in a guard.
 CONSTANT_TYPES = (
@@ -48,7 +48,7 @@ class ConstantVariable(VariableTracker):
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
-            raise Unsupported(f"{type(self.value).__name__} constant has no attribute {name!r}") from e
+            raise AttributeMissing(f"{type(self.value).__name__} constant has no attribute {name!r}") from e
         if is_constant_value(attr):
             return ConstantVariable(attr)
         if callable(attr):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ...exc import Unsupported
-from .base import BoundMethodVariable, VariableTracker, maybe_constant
+from .base import AttributeMissing, BoundMethodVariable, VariableTracker, maybe_constant
 from .constant import ConstantVariable
 
 
@@ -70,7 +70,7 @@ class BaseListVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if hasattr(self, f"method_{name.strip('_')}"):
             return BoundMethodVariable(self, name)
-        raise Unsupported(f"{self.python_type().__name__} has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"{self.python_type().__name__} has no attribute {name!r} (AttributeError)")
 
     def method_getitem(self, tx, index):
         return self.subscript(tx, index)
@@ -252,7 +252,7 @@ class DictVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if hasattr(self, f"method_{name.strip('_')}"):
             return BoundMethodVariable(self, name)
-        raise Unsupported(f"dict has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"dict has no attribute {name!r} (AttributeError)")
 
     def method_getitem(self, tx, key):
         return self.subscript(tx, key)
@@ -395,7 +395,7 @@ class SetVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if hasattr(self, f"method_{name.strip('_')}"):
             return BoundMethodVariable(self, name)
-        raise Unsupported(f"set has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"set has no attribute {name!r} (AttributeError)")
 
     def method_add(self, tx, value):
         self.values.add(_key(value))

@@ -32,6 +32,29 @@ class GradModeVariable(VariableTracker):
     def exit_callable(self):
         return _ExitVariable(self)
 
+    def call_function(self, tx, args, kwargs):
+        """``@torch.no_grad()`` applied to a function during the trace."""
+        if len(args) != 1 or kwargs:
+            return super().call_function(tx, args, kwargs)
+        return GradModeFunctionVariable(self.enabled, args[0])
+
+
+class GradModeFunctionVariable(VariableTracker):
+    """A function decorated with ``torch.no_grad()`` / ``torch.enable_grad()``: each call
+    runs it inside a fresh grad-mode block."""
+
+    def __init__(self, enabled: bool, fn: VariableTracker):
+        super().__init__()
+        self.enabled = enabled
+        self.fn = fn
+
+    def call_function(self, tx, args, kwargs):
+        manager = GradModeVariable(self.enabled)
+        manager.enter(tx)
+        result = self.fn.call_function(tx, args, kwargs)
+        manager.exit_callable().call_function(tx, [], {})
+        return result
+
 
 class _ExitVariable(VariableTracker):
     """The ``__exit__`` BEFORE_WITH leaves on the stack; the with-block's end calls it."""

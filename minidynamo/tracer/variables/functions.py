@@ -132,6 +132,10 @@ class UserFunctionVariable(BaseFunctionVariable):
 
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.value, name))
+        if name == "__class__":
+            from .objects import ClassVariable
+
+            return ClassVariable(types.FunctionType)
         if name in self.value.__dict__:
             return wrap(tx, self.value.__dict__[name], G.AttrSource(self.source, name) if self.source else None)
         return super().var_getattr(tx, name)

@@ -11,7 +11,7 @@ from torch.nn.modules import module as module_impl
 
 import guards as G
 from ...exc import Unsupported
-from .base import VariableTracker, describe
+from .base import AttributeMissing, VariableTracker, describe
 from .constant import ConstantVariable
 
 GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
@@ -37,10 +37,14 @@ def check_no_hooks(module: nn.Module) -> None:
 
 
 def _child_source(parent_source, module, key):
+    """How to re-read child ``key``: ``seq[2]`` for Sequential/ModuleList (by position),
+    ``d['key']`` for ModuleDict, ``m.name`` otherwise."""
     if parent_source is None:
         return None
-    if isinstance(module, (nn.Sequential, nn.ModuleList)) or isinstance(module, nn.ModuleDict):
-        return G.ItemSource(parent_source, int(key) if isinstance(module, (nn.Sequential, nn.ModuleList)) else key)
+    if isinstance(module, (nn.Sequential, nn.ModuleList)):
+        return G.ItemSource(parent_source, list(module._modules).index(key))
+    if isinstance(module, nn.ModuleDict):
+        return G.ItemSource(parent_source, key)
     return G.AttrSource(parent_source, key)
 
 
@@ -92,10 +96,16 @@ class NNModuleVariable(VariableTracker):
             if not -n <= key < n:
                 raise Unsupported("module index out of range (IndexError)")
             self.children(tx)
-            return self._wrap(tx, module[key], _child_source(self.source, module, key % n))
+            return self._wrap(tx, module[key], _child_source(self.source, module, list(module._modules)[key % n]))
         if isinstance(module, nn.ParameterList):
             return self._wrap(tx, module[key], G.ItemSource(self.source, key) if self.source else None)
         raise Unsupported(f"subscript of {type(module).__name__}")
+
+    def guard_absent(self, tx, name):
+        if self.source is not None:            # nn.Module keeps attributes in four dicts
+            for where in ("__dict__", "_parameters", "_buffers", "_modules"):
+                table = self.value.__dict__ if where == "__dict__" else getattr(self.value, where)
+                tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, where), table))
 
     def var_getattr(self, tx, name):
         module = self.value
@@ -135,7 +145,7 @@ class NNModuleVariable(VariableTracker):
             return self._wrap(tx, getattr(self.value, name), self._attr_source(name))
         if hasattr(self.value, "__getattr__") and type(self.value).__getattr__ is not nn.Module.__getattr__:
             raise Unsupported(f"{type(self.value).__name__} has a custom __getattr__")
-        raise Unsupported(f"{type(self.value).__name__} has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"{type(self.value).__name__} has no attribute {name!r} (AttributeError)")
 
     def call_function(self, tx, args, kwargs):
         module = self.value

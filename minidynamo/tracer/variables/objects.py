@@ -11,7 +11,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
-from .base import VariableTracker, describe
+from .base import AttributeMissing, VariableTracker, describe
 from .constant import ConstantVariable
 
 
@@ -65,9 +65,13 @@ class PythonModuleVariable(VariableTracker):
     def python_type(self):
         return types.ModuleType
 
+    def guard_absent(self, tx, name):
+        if self.source is not None:
+            tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "__dict__"), self.value.__dict__))
+
     def var_getattr(self, tx, name):
         if not hasattr(self.value, name):
-            raise Unsupported(f"module {self.value.__name__} has no attribute {name!r} (AttributeError)")
+            raise AttributeMissing(f"module {self.value.__name__} has no attribute {name!r} (AttributeError)")
         return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
 
     def __repr__(self):
@@ -97,7 +101,7 @@ class ClassVariable(VariableTracker):
                     return _wrap(tx, attr.__func__, None)
                 break
         if not hasattr(self.value, name):
-            raise Unsupported(f"class {self.value.__name__} has no attribute {name!r} (AttributeError)")
+            raise AttributeMissing(f"class {self.value.__name__} has no attribute {name!r} (AttributeError)")
         return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
 
     def call_function(self, tx, args, kwargs):
@@ -142,6 +146,12 @@ class UserObjectVariable(VariableTracker):
             raise Unsupported(f"truth value of a {klass.__name__} object")
         return True
 
+    def guard_absent(self, tx, name):
+        if self.source is not None and isinstance(getattr(self.value, "__dict__", None), dict):
+            tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "__dict__"), self.value.__dict__))
+            return
+        super().guard_absent(tx, name)
+
     def var_getattr(self, tx, name):
         klass = type(self.value)
         if klass.__getattribute__ is not object.__getattribute__:
@@ -155,7 +165,7 @@ class UserObjectVariable(VariableTracker):
             return found
         if hasattr(self.value, name):
             return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
-        raise Unsupported(f"{klass.__name__} object has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)")
 
     def call_function(self, tx, args, kwargs):
         call = getattr(type(self.value), "__call__", None)

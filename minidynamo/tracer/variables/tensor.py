@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ...exc import Unsupported
-from .base import VariableTracker
+from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
 # Attributes answered from the example value as constants.
@@ -85,6 +85,8 @@ class TensorVariable(VariableTracker):
             raise Unsupported(f"tensor attribute .{name} (autograd state)")
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
+        if not hasattr(torch.Tensor, name):
+            raise AttributeMissing(f"Tensor has no attribute {name!r} (AttributeError)")
         raise Unsupported(f"tensor attribute .{name}")
 
     def call_method(self, tx, name, args, kwargs):

@@ -40,6 +40,9 @@ _is_compiling = getattr(torch._utils, "is_compiling", None)
 if _is_compiling is not None:
     CONTEXT_QUERIES[_is_compiling] = False
 
+# Telemetry with no effect on results: skipped.
+IGNORED_CALLS = {torch._C._log_api_usage_once}
+
 # Pure functions of constants (no tensors): evaluated at trace time.
 CONSTANT_FUNCTIONS = {torch.device, torch.Size, torch.finfo, torch.iinfo, torch.get_default_dtype,
                       torch.is_floating_point, torch.is_complex, torch.numel, torch.result_type,
@@ -55,7 +58,7 @@ def is_torch_callable(value) -> bool:
     """Is ``value`` a tensor operation from torch (not a class, not a torch utility)?"""
     if isinstance(value, type) or not callable(value):
         return False
-    if value in CONTEXT_QUERIES or _hashable_in(value, CONSTANT_FUNCTIONS):
+    if value in CONTEXT_QUERIES or value in IGNORED_CALLS or _hashable_in(value, CONSTANT_FUNCTIONS):
         return True
     if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
         return getattr(value, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
@@ -105,6 +108,8 @@ class TorchFunctionVariable(VariableTracker):
         fn = self.value
         if fn in CONTEXT_QUERIES:
             return ConstantVariable(CONTEXT_QUERIES[fn])
+        if fn in IGNORED_CALLS:
+            return ConstantVariable(None)
         if fn is torch.is_grad_enabled:
             tx.output.add_guard(G.grad_mode_match())
             return ConstantVariable(torch.is_grad_enabled())

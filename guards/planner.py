@@ -1,0 +1,295 @@
+"""The planner: how each source is read (once, fast, exactly) and which checks follow.
+
+It records ``Read`` steps (``v3 = v1['conv1']``) and ``Test`` steps (``if not (...): return
+False``) in order; ``codegen`` renders them as Python and ``slow_path`` interprets them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import itertools
+import keyword
+import re
+from typing import Any, Iterable, NamedTuple, Optional, Sequence
+
+from . import module_facts, native
+from .checks import CHECK_BUILDERS, Check, describe_guard, module_state_checks
+from .guard import (
+    DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, KIND_ORDER, LENGTH_MATCH,
+    MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, UnguardableValue, hinted_value,
+)
+from .source import (
+    AttrSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
+    GlobalSource, GradModeSource, ItemSource, LocalSource, Source,
+)
+
+# Generated code resolves builtins in a private snapshot: a user rebinding builtins.len
+# must not change what a guard means.
+_BUILTINS_SNAPSHOT = dict(builtins.__dict__)
+FUNC = "___func"
+
+
+class Read(NamedTuple):
+    var: str
+    expr: str
+    label: str
+
+
+class Test(NamedTuple):
+    checks: tuple[Check, ...]
+    comment: str
+    # (variable, spec) when the fast function checks this tensor in the C batch instead
+    batched: Optional[tuple] = None
+    # True when the outcome depends only on which objects the variables hold (identity,
+    # immutable constants, static types) and on the contents of the dicts among them.
+    by_identity: bool = False
+
+
+class Block(NamedTuple):
+    """Steps that run only when ``condition`` holds (a shortcut skips them otherwise)."""
+
+    condition: str
+    steps: list
+    comment: str
+
+
+class ConstPool:
+    """Objects the generated code refers to, interned by identity as its globals."""
+
+    def __init__(self) -> None:
+        self.namespace: dict[str, Any] = {"__builtins__": _BUILTINS_SNAPSHOT}
+        self._names: dict[int, str] = {}
+        self._counter = itertools.count()
+
+    def name_for(self, obj: Any, hint: str) -> str:
+        if id(obj) not in self._names:
+            name = f"___{re.sub(r'[^0-9a-zA-Z_]', '_', hint)[:24]}_{next(self._counter)}"
+            self._names[id(obj)] = name
+            self.namespace[name] = obj
+        return self._names[id(obj)]
+
+
+def local_var(arg_name: str) -> str:
+    """The generated parameter for argument ``arg_name`` (prefixed: never clashes)."""
+    return f"L_{arg_name}"
+
+
+class Planner:
+    """Decides how each source is read and records the steps, in order.
+
+    ``mode`` is "guard" (a failed structural assumption is a failed guard) or "reader"
+    (the guards have passed; fall back to the plain read when a shortcut does not apply).
+    """
+
+    def __init__(self, frame_info: FrameInfo, consts: ConstPool, mode: str):
+        self.frame_info = frame_info
+        self.consts = consts
+        self.mode = mode
+        self.steps: list[Read | Test] = []
+        self.var_of: dict[Source, str] = {}
+        self._cse: dict[str, str] = {}
+        self._tests_done: set[str] = set()
+        self._counter = itertools.count()
+        # Per source: (exact type verified at run time, the object seen at trace time).
+        self.known: dict[Source, tuple[type, Any]] = {}
+        # Per source: the dict keys a DICT_KEYS_MATCH guard verifies.
+        self.dict_keys: dict[Source, tuple] = {}
+        # Called with a source whose guards must be emitted before a read relies on them.
+        self.before_read = lambda source: None
+
+    # --------------------------------------------------------------------- facts
+
+    def learn(self, guards: Iterable[Guard]) -> None:
+        """Record exact types the guards verify (only ID/TYPE guards on modules matter)."""
+        for guard in guards:
+            if guard.kind == TYPE_MATCH:
+                self.known[guard.source] = (guard.expected, hinted_value(guard.obj))
+            elif guard.kind == ID_MATCH and _wants_type_check(guard):
+                self.known[guard.source] = (type(guard.obj), guard.obj)
+            elif guard.kind == DICT_KEYS_MATCH:
+                self.dict_keys[guard.source] = guard.expected[1]
+
+    # --------------------------------------------------------------------- reads
+
+    def value_of(self, source: Source) -> str:
+        """A variable (or parameter) holding ``source``'s value, emitting reads once."""
+        if source in self.var_of:
+            return self.var_of[source]
+        if isinstance(source, LocalSource):
+            if source.local_name not in self.frame_info.arg_names:
+                raise UnguardableValue(f"{source.name()} is not an argument of the frame "
+                                       f"(arguments: {self.frame_info.arg_names})")
+            var = local_var(source.local_name)
+        elif isinstance(source, (GradModeSource, GlobalModuleHooksSource)):
+            var = "None"  # global state: its checks call torch directly
+        else:
+            var = self._cached(self._read_expr(source), source.name())
+        self.var_of[source] = var
+        return var
+
+    def _cached(self, expr: str, label: str) -> str:
+        if expr not in self._cse:
+            self._cse[expr] = self._emit_read(expr, label)
+        return self._cse[expr]
+
+    def _emit_read(self, expr: str, label: str) -> str:
+        var = f"v{next(self._counter)}"
+        self.steps.append(Read(var, expr, label))
+        return var
+
+    def _read_expr(self, source: Source) -> str:
+        if isinstance(source, GlobalSource):
+            return f"{self._cached(f'{FUNC}.__globals__', 'G')}[{source.global_name!r}]"
+        if isinstance(source, BuiltinSource):
+            return f"{self._cached(f'{FUNC}.__builtins__', 'B')}[{source.builtin_name!r}]"
+        if isinstance(source, ClosureSource):
+            return f"{FUNC}.__closure__[{source.index}].cell_contents"
+        if isinstance(source, AttrSource):
+            return self._attr_expr(source, self.value_of(source.base_source))
+        if isinstance(source, ItemSource):
+            return self._item_expr(source, self.value_of(source.base_source))
+        raise UnguardableValue(f"no way to read a {type(source).__name__}")
+
+    def _key_literal(self, key: Any) -> str:
+        if type(key) in (int, str, bool) or key is None:
+            return repr(key)
+        return self.consts.name_for(key, "key")
+
+    def _attr_expr(self, source: AttrSource, base: str) -> str:
+        plain = (f"{base}.{source.attr}" if source.attr.isidentifier()
+                 and not keyword.iskeyword(source.attr) else f"getattr({base}, {source.attr!r})")
+        traced = self._traced_module(source.base_source)
+        holder_name = module_facts.attr_dict_of(traced, source.attr) if traced is not None else None
+        if holder_name is None:
+            return plain
+        attr, base_name = source.attr, source.base_source.name()
+        instance_dict = self._cached(f"{base}.__dict__", f"{base_name}.__dict__")
+        if holder_name == "__dict__":   # no class attribute by that name: the instance dict wins
+            if self.mode == "reader":
+                return f"{instance_dict}[{attr!r}] if {attr!r} in {instance_dict} else {plain}"
+            return f"{instance_dict}[{attr!r}]"
+        holder = self._module_dict(source.base_source, base, holder_name)
+        earlier = module_facts.MODULE_ATTR_DICTS[:module_facts.MODULE_ATTR_DICTS.index(holder_name)]
+        # nn.Module.__getattr__ runs only if the instance dict lacks attr, then looks in
+        # _parameters, _buffers, _modules in that order: mirror exactly that.
+        not_shadowed = [f"{attr!r} not in {instance_dict}"] + [
+            f"{attr!r} not in {self._module_dict(source.base_source, base, name)}" for name in earlier]
+        if self.mode == "reader":
+            conditions = " and ".join([f"{attr!r} in {holder}"] + not_shadowed)
+            return f"{holder}[{attr!r}] if {conditions} else {plain}"
+        where = self.consts.name_for(module_facts.where_attr_lives, "where_attr_lives")
+        self._emit_test(Test(tuple(
+            Check(test, source.name(), f"found in {holder_name}", f"{where}({base}, {attr!r})")
+            for test in not_shadowed), f"{source.name()} is read from {holder_name}", by_identity=True))
+        return f"{holder}[{attr!r}]"
+
+    def _item_expr(self, source: ItemSource, base: str) -> str:
+        plain = f"{base}[{self._key_literal(source.key)}]"
+        traced = self._traced_module(source.base_source)
+        if traced is None:
+            return plain
+        modules_source = AttrSource(source.base_source, "_modules")
+        keys = self.dict_keys.get(modules_source)
+        key = module_facts.submodule_key(traced, source.key, keys)
+        if key is None:
+            return plain
+        if keys is not None and self.mode == "guard":
+            self.before_read(modules_source)   # its keys guard must hold before we rely on it
+        holder = self._module_dict(source.base_source, base, "_modules")
+        return f"{holder}[{key!r}]"
+
+    def _module_dict(self, module_source: Source, base: str, dict_name: str) -> str:
+        """The variable holding ``module.__dict__[dict_name]`` (read once)."""
+        instance_dict = self._cached(f"{base}.__dict__", f"{module_source.name()}.__dict__")
+        return self._cached(f"{instance_dict}[{dict_name!r}]", f"{module_source.name()}.{dict_name}")
+
+    def _traced_module(self, source: Source) -> Any:
+        """The module seen at trace time at ``source``, if its exact type is verified at run
+        time and it finds attributes the nn.Module way; else None."""
+        known = self.known.get(source)
+        if known is None:
+            return None
+        cls, traced = known
+        if traced is None or type(traced) is not cls or not module_facts.uses_module_getattr(cls):
+            return None
+        return traced
+
+    # --------------------------------------------------------------------- checks
+
+    def add_guards(self, source: Source, guards: Sequence[Guard]) -> None:
+        var = self.value_of(source)
+        for guard in sorted(guards, key=lambda g: KIND_ORDER[g.kind]):
+            if guard.kind == MODULE_STATE_MATCH and self._state_in_instance_dict(source):
+                checks = module_state_checks(guard, var, self.consts, self._instance_reader(source, var))
+            else:
+                checks = list(CHECK_BUILDERS[guard.kind](guard, var, self.consts))
+            batched = None
+            if guard.kind == TENSOR_MATCH and native.tensor_spec(guard.expected) is not None:
+                batched = (var, native.tensor_spec(guard.expected))
+            self._emit_test(Test(tuple(checks), describe_guard(guard), batched, decided_by_identity(guard)))
+            if guard.kind == ID_MATCH and _wants_type_check(guard):
+                exact_type = Guard(source, TYPE_MATCH, type(guard.obj))
+                self._emit_test(Test(tuple(CHECK_BUILDERS[TYPE_MATCH](exact_type, var, self.consts)),
+                                     describe_guard(exact_type), None, decided_by_identity(exact_type)))
+
+    def _instance_reader(self, source: Source, var: str):
+        """``read(attr)`` for module state: the flag inline, each hook dict read once."""
+        instance_dict = self._cached(f"{var}.__dict__", f"{source.name()}.__dict__")
+
+        def read(attr: str) -> str:
+            if attr == "training":
+                return f"{instance_dict}['training']"
+            return self._cached(f"{instance_dict}[{attr!r}]", f"{source.name()}.{attr}")
+
+        return read
+
+    def _state_in_instance_dict(self, source: Source) -> bool:
+        """True when the module's training flag and hook dicts are plain instance attributes."""
+        traced = self._traced_module(source)
+        return traced is not None and all(
+            module_facts.attr_dict_of(traced, attr) == "__dict__"
+            for attr in ("training",) + module_facts.MODULE_HOOK_DICTS)
+
+    @contextlib.contextmanager
+    def block(self, condition: str, comment: str):
+        """Steps emitted inside run only if ``condition``; reads made there stay private to it."""
+        outer_steps, outer_cse = self.steps, dict(self._cse)
+        outer_vars, outer_tests = dict(self.var_of), set(self._tests_done)
+        self.steps = []
+        try:
+            yield
+        finally:
+            inner, self.steps = self.steps, outer_steps
+            self._cse, self.var_of, self._tests_done = outer_cse, outer_vars, outer_tests
+            if inner:
+                self.steps.append(Block(condition, inner, comment))
+
+    def _emit_test(self, test: Test) -> None:
+        fresh = tuple(check for check in test.checks if check.test not in self._tests_done)
+        self._tests_done.update(check.test for check in fresh)
+        if fresh:
+            self.steps.append(test._replace(checks=fresh))
+
+
+def decided_by_identity(guard: Guard) -> bool:
+    """True when the guard's outcome cannot change while the objects it looks at (and the
+    contents of the dicts among them) stay the same: what dict version tags can vouch for."""
+    if guard.kind in (ID_MATCH, EQUALS_MATCH, MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY):
+        return True
+    if guard.kind == TYPE_MATCH:   # only a heap type's instance can change class
+        return not guard.expected.__flags__ & _HEAPTYPE
+    if guard.kind == LENGTH_MATCH:
+        return guard.expected[0] in (tuple, dict)
+    if guard.kind == DICT_KEYS_MATCH:   # OrderedDict.move_to_end reorders without a new tag
+        return guard.expected[0] is dict
+    return False   # tensors (metadata changes in place), grad mode, lists
+
+
+_HEAPTYPE = 1 << 9
+
+
+def _wants_type_check(guard: Guard) -> bool:
+    """Identity-matched modules also get an exact type check, so attribute shortcuts
+    stay valid even if someone assigned ``obj.__class__``."""
+    return module_facts.uses_module_getattr(type(guard.obj))

@@ -1,0 +1,38 @@
+"""Graph-input readers: re-read tensors (arguments, module parameters and buffers) on
+every call, so a weight updated in place is seen without recompiling."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from . import native
+from .codegen import exec_generated, signature
+from .guard import Guard
+from .planner import ConstPool, Planner
+from .source import FrameInfo, Source
+
+
+def compile_reader(sources: Sequence[Source], frame_info: FrameInfo,
+                   guards: Iterable[Guard] = ()) -> Any:
+    """A generated ``reader(func, *args) -> list`` that re-reads ``sources`` in order.
+
+    Pass the entry's ``guards`` to let it read module parameters, buffers and submodules
+    straight from ``_parameters``/``_buffers``/``_modules`` where the guards verify the
+    module's exact type (with a plain-getattr fallback, so the read is always what
+    ``module.attr`` gives).  Meant to run right after those guards passed.
+    """
+    planner = Planner(frame_info, ConstPool(), mode="reader")
+    planner.learn(guards)
+    results = [planner.value_of(source) for source in sources]
+    reader = native.argument_reader(sources, frame_info)
+    if reader is not None:
+        reader.source = (f"# Runs in C (guards._guard_helpers.ArgumentReader), like:\n"
+                         f"def ___reader({signature(frame_info)}):\n    return [{', '.join(results)}]\n")
+        return reader
+    lines = [f"def ___reader({signature(frame_info)}):"]
+    lines += [f"    {step.var} = {step.expr}  # {step.label}" for step in planner.steps]
+    lines.append(f"    return [{', '.join(results)}]")
+    text = "\n".join(lines) + "\n"
+    reader = exec_generated(text, planner.consts.namespace, "___reader", "reader")
+    reader.source = text
+    return reader

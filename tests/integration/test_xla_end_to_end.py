@@ -1,0 +1,169 @@
+"""minidynamo + xla_bridge end to end: ``minidynamo.optimize("torchxla_...")(model)``.
+
+The oracles: the XLA lazy baseline (the model run lazily on the device) for values, eager
+PyTorch for in-place effects on the caller's tensors, and the counters of both layers plus
+torch_xla's own metrics for "what ran" (a replay neither traces nor compiles).
+"""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torchvision
+
+import minidynamo
+import xla_bridge
+from xla_bridge import device as dev
+from tests.xla.models import SmallCNN, TransformerBlock
+from tests.xla.xla_testing import BACKENDS, assert_same, xla_lazy_baseline
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    minidynamo.reset()
+    xla_bridge.reset_counters()
+    yield
+    minidynamo.reset()
+
+
+def assert_compiled_not_eager():
+    """Neither layer fell back: the values really came from the XLA device."""
+    assert minidynamo.counters["fallback_reasons"] == []
+    assert xla_bridge.counters.fallbacks == 0, xla_bridge.counters.reasons
+
+
+def xla_work(run) -> dict:
+    """How torch_xla's metrics move while ``run()`` executes."""
+    from torch_xla.debug import metrics
+
+    def sample():
+        traced = metrics.metric_data("LazyTracing")
+        return {"lazy_tracing": traced[0] if traced else 0,
+                "compiles": (metrics.counter_value("UncachedCompile") or 0)
+                + (metrics.counter_value("CachedCompile") or 0),
+                "cached_graph_runs": (metrics.metric_data("RunCachedGraphOutputData") or [0])[0]}
+
+    before = sample()
+    run()
+    return {k: v - before[k] for k, v in sample().items()}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("model, shape", [(SmallCNN, (2, 3, 16, 16)),
+                                          (TransformerBlock, (2, 5, 16))])
+def test_models_match_the_xla_baseline(backend, model, shape):
+    torch.manual_seed(0)
+    module = model().eval()
+    optimized = minidynamo.optimize(backend)(module)
+    with torch.no_grad():
+        for _ in range(3):              # the first call compiles, the others hit the cache
+            x = torch.randn(shape)
+            assert_same(optimized(x), xla_lazy_baseline(module, [x]))
+    assert minidynamo.counters["compiles"] == 1
+    assert_compiled_not_eager()
+
+
+def update_inputs_in_place(x, y):
+    x.mul_(2)
+    y.add_(x)
+    return x + y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_updates_of_inputs_reach_the_caller(backend):
+    optimized = minidynamo.optimize(backend)(update_inputs_in_place)
+    x, y = torch.randn(3), torch.randn(3)
+    eager_x, eager_y = x.clone(), y.clone()
+    for _ in range(3):                  # each call starts from the previous call's updates
+        out = optimized(x, y)
+        expected = update_inputs_in_place(eager_x, eager_y)
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close((x, y), (eager_x, eager_y))
+    assert_compiled_not_eager()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_buffers_updated_by_training_mode_batch_norm(backend):
+    """The oracle is the model run lazily on the device: XLA's batch norm updates the running
+    variance with the biased estimate, eager PyTorch with the unbiased one."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()).train()
+    baseline = copy.deepcopy(model).to(dev.xla_device())
+    optimized = minidynamo.optimize(backend)(model)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(2, 3, 8, 8)
+            expected = baseline(x.to(dev.xla_device()))
+            dev.torch_xla().sync()
+            assert_same(optimized(x), expected.cpu())
+    for (name, buffer), expected in zip(model.named_buffers(), baseline.buffers()):
+        torch.testing.assert_close(buffer, expected.cpu(), msg=name)
+    assert model[1].num_batches_tracked.item() == 3
+    assert_compiled_not_eager()
+
+
+def test_weights_updated_in_place_or_replaced_are_seen_without_recompiling():
+    torch.manual_seed(0)
+    layer = nn.Linear(4, 3)
+    optimized = minidynamo.optimize("torchxla_trace_once")(layer)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        optimized(x)
+        layer.weight.mul_(-1)                                    # same tensor, new _version
+        assert_same(optimized(x), layer(x))
+        layer.bias = nn.Parameter(torch.randn(3))                # a new tensor object
+        assert_same(optimized(x), layer(x))
+    assert minidynamo.counters["compiles"] == 1
+    assert xla_bridge.counters.compiles == 1 and xla_bridge.counters.retraces == 0
+    assert xla_bridge.counters.replays == 3
+    assert_compiled_not_eager()
+
+
+def test_a_new_shape_fails_the_guards_and_builds_a_second_graph():
+    torch.manual_seed(0)
+    module = TransformerBlock().eval()
+    optimized = minidynamo.optimize("torchxla_trace_once")(module)
+    short, long = torch.randn(1, 4, 16), torch.randn(1, 7, 16)
+    with torch.no_grad():
+        optimized(short)
+        assert_same(optimized(long), xla_lazy_baseline(module, [long]))
+        assert minidynamo.counters["compiles"] == 2 and xla_bridge.counters.compiles == 2
+        assert "shape" in minidynamo.counters["recompile_reasons"][-1]
+        assert_same(optimized(short), xla_lazy_baseline(module, [short]))   # both entries kept
+    assert minidynamo.counters["compiles"] == 2
+    assert_compiled_not_eager()
+
+
+def test_replay_neither_traces_nor_compiles_while_trivial_traces_every_call():
+    torch.manual_seed(0)
+    module = SmallCNN().eval()
+    x = torch.randn(2, 3, 16, 16)
+    replayed = minidynamo.optimize("torchxla_trace_once")(module)
+    trivial = minidynamo.optimize("torchxla_trivial")(module)
+    with torch.no_grad():
+        replayed(x), trivial(x)                          # both compiled, caches warm
+        before = xla_bridge.counters.as_dict()
+        for _ in range(2):
+            assert xla_work(lambda: replayed(x)) == {
+                "lazy_tracing": 0, "compiles": 0, "cached_graph_runs": 1}
+            work = xla_work(lambda: trivial(x))
+            assert work["lazy_tracing"] > 0 and work["cached_graph_runs"] == 0
+    after = xla_bridge.counters
+    assert (after.replays - before["replays"], after.traces - before["traces"]) == (2, 2)
+    assert (after.compiles, after.retraces) == (before["compiles"], before["retraces"])
+    assert_compiled_not_eager()
+
+
+def test_resnet18_at_32x32_replays():
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).eval()
+    optimized = minidynamo.optimize("torchxla_trace_once")(model)
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        optimized(x)
+        work = xla_work(lambda: assert_same(optimized(x), xla_lazy_baseline(model, [x]),
+                                            atol=1e-4, rtol=1e-3))
+    assert work["cached_graph_runs"] >= 1
+    assert xla_bridge.counters.compiles == 1 and xla_bridge.counters.replays == 2
+    assert_compiled_not_eager()
