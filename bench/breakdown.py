@@ -15,7 +15,7 @@ the median over the repeats.
 
 The floor of a model is transfer_in + execute + transfer_out: the time left if every framework
 overhead vanished. Execution is the lazy-mode graph's (from the timing loop when the baseline is
-lazy mode), transfers are the data movement alone (``transfer_seconds``). It bounds systems
+lazy mode), transfers are the data movement alone (``TransferSampler``). It bounds systems
 that replay the lazy-mode graph (trace_once); openxla_eval compiles its own graph (from aten
 ops via dynamo), whose execution can be faster or slower. ``limit = baseline /
 floor`` is the best speedup any capture system could show on that model.
@@ -37,27 +37,41 @@ def sample_phases(peer, inputs_at, repeats, first_step=0):
     return [peer.phases(inputs_at(first_step + i))[1] for i in range(repeats)]
 
 
-def transfer_seconds(inputs, outputs, repeats=15):
-    """{"transfer_in", "transfer_out"}: seconds to move ``inputs`` to the device and outputs
-    shaped like ``outputs`` (already computed, on the device) back: the data movement alone, the
-    same for every peer. The minimum over repeats: a copy has a fixed cost, noise only adds."""
-    import time
+class TransferSampler:
+    """Times the data movement alone: ``inputs`` to the device, outputs shaped like ``outputs``
+    (already on the device) back; the same for every peer. One sample per ``sample()`` call,
+    taken between timed iterations so the samples spread over the run; ``seconds()`` keeps the
+    minimum of each direction (a copy has a fixed cost, noise only adds)."""
 
-    from bench import xla_probe
+    def __init__(self, inputs, outputs):
+        from bench import xla_probe
 
-    dev = xla_probe.device()
-    ins, outs = [], []
-    for _ in range(repeats):
+        self.probe = xla_probe
+        self.inputs = inputs
+        self.outputs = outputs
+        self.dev = xla_probe.device()
+        self.samples = {"transfer_in": [], "transfer_out": []}
+
+    def sample(self):
+        import time
+
+        probe = self.probe
+        probe.wait_device()
         start = time.perf_counter()
-        xla_probe.to_device(inputs, dev)
-        xla_probe.wait_device()
-        ins.append(time.perf_counter() - start)
-        on_device = xla_probe.to_device(outputs, dev)
-        xla_probe.wait_device()
+        probe.to_device(self.inputs, self.dev)
+        probe.wait_device()
+        self.samples["transfer_in"].append(time.perf_counter() - start)
+        on_device = probe.to_device(self.outputs, self.dev)
+        probe.wait_device()
         start = time.perf_counter()
-        xla_probe.to_host(on_device)
-        outs.append(time.perf_counter() - start)
-    return {"transfer_in": min(ins), "transfer_out": min(outs)}
+        probe.to_host(on_device)
+        self.samples["transfer_out"].append(time.perf_counter() - start)
+
+    def seconds(self, at_least=15):
+        """{"transfer_in", "transfer_out"}: minimum seconds, sampling more if there are few."""
+        while len(self.samples["transfer_in"]) < at_least:
+            self.sample()
+        return {direction: min(samples) for direction, samples in self.samples.items()}
 
 
 def lazy_execute_seconds(lazy_peer, inputs_at, repeats, first_step=0):

@@ -69,7 +69,8 @@ def build_parser():
     mode.add_argument("--performance", action="store_true", help="time the peers (default)")
     mode.add_argument("--accuracy", action="store_true", help="only compare outputs with the baseline")
     parser.add_argument("--only", action="append", metavar="MODEL", choices=ALL_MODELS,
-                        help="run this model (repeatable); default: %s" % ", ".join(DEFAULT_MODELS))
+                        help="run this model (repeatable), one of: %s; default: %s"
+                        % (", ".join(ALL_MODELS), ", ".join(DEFAULT_MODELS)))
     parser.add_argument("--all", action="store_true", help="run every model of the seed's table")
     parser.add_argument("--backend", action="append", choices=BACKENDS,
                         help="minidynamo backend (repeatable); default: %s" % ", ".join(DEFAULT_BACKENDS))

@@ -1,6 +1,6 @@
 """Per-call overhead of a cache hit, in ns: minidynamo vs torch.compile (a benchmark, not a test).
 
-    python -m bench.overhead [--repeats 15]
+    python -m bench.overhead [--repeats 61 --calls 300]
 
 (a) ``x + 1`` on one small tensor, (b) a 10-op function of 3 tensors: the plain eager call,
 ``minidynamo.optimize("eager")`` and ``torch.compile(fn, backend="eager")`` (the peer), measured
@@ -45,8 +45,10 @@ def per_call_ns(call: Callable[[], object], n: int) -> float:
     return (loop - empty) / n
 
 
-def interleaved_medians(variants: dict[str, Callable[[], object]], n: int, repeats: int) -> dict[str, float]:
-    """Median per-call ns of each variant, variants alternating within every repeat."""
+def interleaved_medians(variants: dict[str, Callable[[], object]], n: int, repeats: int,
+                        summary=statistics.median) -> dict[str, float]:
+    """Median (or ``summary``) per-call ns of each variant, variants alternating within every
+    repeat."""
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for call in variants.values():   # warm up: compile, fill caches
         for _ in range(20):
@@ -54,7 +56,7 @@ def interleaved_medians(variants: dict[str, Callable[[], object]], n: int, repea
     for _ in range(repeats):
         for name, call in variants.items():
             samples[name].append(per_call_ns(call, n))
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return {name: summary(values) for name, values in samples.items()}
 
 
 def call_variants(fn, args) -> dict[str, Callable[[], object]]:
@@ -112,6 +114,12 @@ def resnet18_guard_check(repeats: int) -> None:
         read_inputs = getattr(compiled_fn, "read_inputs", None)
         if read_inputs is not None:
             checks["minidynamo reader"] = lambda: read_inputs(forward, model, x)
+        capture = getattr(compiled_fn, "capture", None)
+        if capture is not None:
+            from guards import compile_reader
+
+            informed = compile_reader(capture.input_sources, capture.frame, capture.guards)
+            checks["reader given the guards"] = lambda: informed(forward, model, x)
         print(f"  minidynamo: {len(guard_fn.guards)} guards, "
               f"{sum(g.kind == 'TENSOR_MATCH' for g in guard_fn.guards)} tensor matches")
     else:
@@ -119,7 +127,7 @@ def resnet18_guard_check(repeats: int) -> None:
     tensor_check = _tensor_batch_check(guard_fn, forward, model, x) if entries else None
     if tensor_check is not None:
         checks["  of which tensor checks (C)"] = tensor_check
-    medians = interleaved_medians(checks, n=200, repeats=repeats)
+    medians = interleaved_medians(checks, n=20, repeats=repeats)
     for name, ns in medians.items():
         print(f"  {name:26s} {ns / 1000:8.2f} us")
 
@@ -143,7 +151,7 @@ def _tensor_batch_check(guard_fn, func, *args):
 # ----------------------------------------------------------------------------- profile
 
 
-def hit_path_profile(fn, args, repeats: int) -> None:
+def hit_path_profile(fn, args, repeats: int, calls: int) -> None:
     """Where a minidynamo cache hit spends its time, phase by phase."""
     import minidynamo
 
@@ -164,8 +172,9 @@ def hit_path_profile(fn, args, repeats: int) -> None:
     if graph is not None and read_inputs is not None:
         inputs = read_inputs(code_fn, *args)
         phases["compiled graph alone"] = lambda: graph(*inputs)
-    medians = interleaved_medians(phases, n=2000, repeats=repeats)
-    print(f"\nhit path of {fn.__name__} (each phase timed alone, through a lambda):")
+    # Phases are differences of small numbers: the best of the repeats is less noisy here.
+    medians = interleaved_medians(phases, n=calls, repeats=repeats, summary=min)
+    print(f"\nhit path of {fn.__name__} (each phase timed alone through a lambda, best of repeats):")
     for name, ns in medians.items():
         print(f"  {name:22s} {ns:9.0f} ns")
     outside = medians["optimized(*args)"] - medians["guard_fn"] - medians["compiled_fn"]
@@ -178,8 +187,10 @@ def hit_path_profile(fn, args, repeats: int) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--calls", type=int, default=2000, help="calls per timed loop")
+    # Many short interleaved loops: on a shared machine load comes in bursts, and a median over
+    # many short samples of every variant is steadier than a few long ones.
+    parser.add_argument("--repeats", type=int, default=61)
+    parser.add_argument("--calls", type=int, default=300, help="calls per timed loop")
     parser.add_argument("--skip-resnet", action="store_true")
     options = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -194,7 +205,7 @@ def main(argv=None) -> None:
     print(f"\ntargets: (a) ratio <= 0.1: {results['a']['ratio']:.3f}; (b) ratio <= 0.5: {results['b']['ratio']:.3f}")
     if not options.skip_resnet:
         resnet18_guard_check(options.repeats)
-    hit_path_profile(add_one, (x,), options.repeats)
+    hit_path_profile(add_one, (x,), options.repeats, options.calls)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ def grid(headers, rows):
 
 
 def _numeric(text):
-    text = text.rstrip("x" + WRONG).strip()
+    text = text.split(" ±")[0].rstrip("x" + WRONG).strip()
     try:
         float(text)
         return True
@@ -61,8 +61,9 @@ def _speedup_cell(result, peer):
         return "-"
     if not run.ok:
         return "error"
-    speedup = result.speedup(peer)
-    return f"{speedup:.3f}" + ("" if result.correct(peer) else WRONG)
+    text = f"{result.speedup(peer):.3f}" + ("" if result.correct(peer) else WRONG)
+    spread = result.speedup_spread(peer)
+    return text if spread is None else f"{text} ±{(spread[1] - spread[0]) / 2:.2f}"
 
 
 def _fmt(value, digits=3, scale=1.0):
@@ -74,13 +75,18 @@ def header(options, regime):
     from bench.models import REGIMES
 
     r = REGIMES[regime]
+    inputs = "fresh random inputs each iteration" if options.randomize_input else "the same inputs each iteration"
+    if options.mode == "accuracy":
+        runs = f"accuracy only: {min(options.iterations, 3)} calls per peer after the first"
+    else:
+        runs = f"median of {options.iterations} interleaved iterations after {options.warmup} warm-up"
     return "\n".join([
         f"Regime {regime}: {r.image_size}x{r.image_size} images (alexnet at least 64), BERT sequence "
-        f"{r.seq_len}, batch {options.batch_size}; median of {options.iterations} interleaved iterations "
-        f"after {options.warmup} warm-up; {'fresh random inputs each iteration' if options.randomize_input else 'the same inputs each iteration'}.",
+        f"{r.seq_len}, batch {options.batch_size}; {runs}; {inputs}.",
         f"Baseline: {TITLES[options.baseline]}. Every call includes moving CPU inputs to the device, "
         "the forward, and the results back on the CPU.",
-        f"Speedup = baseline median / peer median; {WRONG} = outputs differ from the baseline "
+        f"Speedup = baseline median / peer median, ± half the interquartile range of the per-iteration "
+        f"ratios (the noise); {WRONG} = outputs differ from the baseline "
         f"({accuracy.TOLERANCE_TEXT}): shown, not counted in the geomean.",
         "limit = baseline / (transfer in + XLA execution + transfer out of the lazy-mode graph): the bound "
         "for replaying that graph (openxla_eval compiles its own graph, whose execution may differ).",
@@ -112,7 +118,7 @@ def overhead_table(results_list, contenders):
         rows.append(row)
     headers = ["Model", "transfers ms"]
     for p in peers:
-        headers += [f"{TITLES[p]} exec ms", f"{TITLES[p]} overhead ms"]
+        headers += [f"{p} exec ms", f"{p} overhead ms"]
     return grid(headers, rows)
 
 
@@ -126,10 +132,9 @@ def first_call_table(results_list, contenders):
 def _first_call_cell(run):
     if run is None or run.first_call_s is None:
         return "-"
-    compile_s = getattr(run, "first_call_compile_s", None)
-    if compile_s is None:
+    if run.first_call_compile_s is None:
         return f"{run.first_call_s:.2f}"
-    return f"{run.first_call_s:.2f} (XLA compile {compile_s:.2f})"
+    return f"{run.first_call_s:.2f} (XLA compile {run.first_call_compile_s:.2f})"
 
 
 def breakdown_table(results_list):
@@ -158,7 +163,7 @@ def accuracy_table(results_list, contenders):
 
 def write_csv(path, results_list):
     """One row per (model, peer)."""
-    fields = ["regime", "model", "peer", "median_ms", "speedup", "counted", "first_call_s",
+    fields = ["regime", "model", "peer", "median_ms", "speedup", "speedup_q1", "speedup_q3", "counted", "first_call_s",
               "overhead_ms", "execute_ms", "floor_ms", "limit", "accuracy_ok", "max_abs_error", "error"]
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
@@ -169,6 +174,8 @@ def write_csv(path, results_list):
                     "regime": r.regime, "model": r.model, "peer": peer,
                     "median_ms": _fmt(r.median_s(peer), 4, MS),
                     "speedup": _fmt(r.speedup(peer), 4),
+                    "speedup_q1": _fmt((r.speedup_spread(peer) or (None,))[0], 4),
+                    "speedup_q3": _fmt((r.speedup_spread(peer) or (None, None))[1], 4),
                     "counted": r.counted_speedup(peer) is not None,
                     "first_call_s": _fmt(run.first_call_s, 4),
                     "overhead_ms": _fmt(r.overhead_s(peer), 4, MS),
@@ -237,4 +244,7 @@ def goals(results_list, options):
                          f"on {len(held)}/{len(pairs)} models"
                          + ("" if len(held) == len(pairs) else
                             f" (not on {', '.join(m for m, _, _ in pairs if m not in held)})"))
-    return "\n".join(lines) if len(lines) > 1 else None
+    if len(lines) == 1:
+        return None
+    lines.append("  (a verdict decided by less than the ± spreads of the speedup table is noise)")
+    return "\n".join(lines)

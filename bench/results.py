@@ -1,6 +1,7 @@
 """What a run found, per model, and the numbers derived from it (speedup, overhead, limit)."""
 
 import dataclasses
+import statistics
 
 from bench import stats
 
@@ -30,6 +31,18 @@ class ModelResult:
         """Baseline median / peer median, or None when either is missing."""
         base, mine = self.median_s(self.baseline), self.median_s(peer)
         return base / mine if base and mine else None
+
+    def speedup_spread(self, peer):
+        """(25th, 75th percentile) of the per-iteration speedups baseline_i / peer_i: the peers ran
+        in the same iteration, so each ratio saw the same machine noise. None if unknown."""
+        base, run = self.runs.get(self.baseline), self.runs.get(peer)
+        if base is None or run is None or not (base.ok and run.ok) or len(base.times_s) != len(run.times_s):
+            return None
+        ratios = sorted(b / p for b, p in zip(base.times_s, run.times_s))
+        if len(ratios) < 4:
+            return None
+        quartiles = statistics.quantiles(ratios, n=4)
+        return quartiles[0], quartiles[2]
 
     def correct(self, peer):
         run = self.runs.get(peer)
@@ -81,8 +94,9 @@ def to_json(result):
             "times_ms": [t * MS for t in run.times_s],
             "execute_ms": [e * MS for e in run.execute_s],
             "first_call_s": run.first_call_s,
-            "first_call_compile_s": getattr(run, "first_call_compile_s", None),
+            "first_call_compile_s": run.first_call_compile_s,
             "speedup": result.speedup(name) if name != result.baseline else 1.0,
+            "speedup_quartiles": result.speedup_spread(name) if name != result.baseline else None,
             "overhead_ms": _ms(result.overhead_s(name)),
             "accuracy_ok": None if run.accuracy is None else run.accuracy.ok,
             "max_abs_error": None if run.accuracy is None else run.accuracy.max_abs_error,

@@ -91,7 +91,7 @@ def warnings_of(found):
     return lines
 
 
-def floor_phases(model, peers, runs, inputs, inputs_at, first_step):
+def floor_phases(model, runs, transfers, inputs_at, first_step):
     """{transfer_in, execute, transfer_out} of a model: what no framework can remove."""
     from bench import breakdown
     from bench.peers import LazyXLA
@@ -102,9 +102,7 @@ def floor_phases(model, peers, runs, inputs, inputs_at, first_step):
         execute = median(lazy_run.execute_s)
     else:  # eager baseline: time the lazy-mode graph apart
         execute = breakdown.lazy_execute_seconds(LazyXLA(model), inputs_at, FLOOR_REPEATS, first_step)
-    phases = breakdown.transfer_seconds(inputs, peers["eager_cpu" if "eager_cpu" in peers else "xla_lazy"](inputs))
-    phases["execute"] = execute
-    return phases
+    return transfers.seconds() | {"execute": execute}
 
 
 def run_model(options, name, regime_name, progress):
@@ -135,13 +133,21 @@ def run_model(options, name, regime_name, progress):
                     if peer == baseline:
                         raise
                     failed[peer] = PeerRun(peer, error=describe(error))
+            wants_floor = options.mode == "performance" and any(getattr(p, "uses_xla", False) for p in peers.values())
+            transfers = breakdown.TransferSampler(inputs_at(0), model(*inputs_at(0))) if wants_floor else None
+
+            def between_iterations():
+                progress.tick()
+                if transfers is not None:
+                    transfers.sample()
+
             _reset_minidynamo()
-            result.runs = measure(peers, baseline, inputs_at, iterations, warmup, progress.tick) | failed
+            result.runs = measure(peers, baseline, inputs_at, iterations, warmup, between_iterations) | failed
             result.diagnostics = diagnostics()
             # the measured runs stand even if the floor or the breakdown fails: those become notes
-            if options.mode == "performance" and any(getattr(p, "uses_xla", False) for p in peers.values()):
+            if wants_floor:
                 try:
-                    result.floor_phases = floor_phases(model, peers, result.runs, inputs_at(warmup), inputs_at, warmup)
+                    result.floor_phases = floor_phases(model, result.runs, transfers, inputs_at, warmup)
                     result.floor_s = sum(result.floor_phases.values())
                 except Exception as error:
                     result.notes.append(f"floor not measured: {describe(error)}")

@@ -12,7 +12,8 @@ One module per idea: ``source`` (where values come from), ``guard`` (what is exp
 factories), ``checks`` (each kind as Python tests), ``module_facts`` (nn.Module attribute
 rules), ``planner`` (how to read each source once and exactly), ``codegen`` (tree order,
 the generated function), ``slow_path`` (the failure reason), ``reader`` (graph inputs),
-``native`` (the optional C helper ``_guard_helpers.c``).
+``memo`` (dict version tags let a hit skip what cannot have changed), ``native`` (the
+optional C helper ``_guard_helpers.c``).
 Layers: this package never imports minidynamo (it sits below it) nor torch._dynamo.
 """
 

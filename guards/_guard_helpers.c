@@ -510,6 +510,283 @@ static PyTypeObject ArgumentReaderType = {
     .tp_setattro = PyObject_GenericSetAttr,
 };
 
+/* ---------------------------------------------------------------------------------------
+ * DictMemo: "nothing this guard relied on has changed since it last passed", from CPython
+ * 3.11's dict version tags (every change to a dict gives it a new, never reused tag).
+ *
+ * While the full guard runs, it notes every dict it read through (note) and every object
+ * whose __dict__ it used (note_owner); when the guard passes it commits, keeping the values
+ * the cheap path needs.  valid() then says whether every noted dict still has the noted tag
+ * and every owner still has that __dict__ (and every noted object its type): if so each read through them would give the same
+ * objects again, and the checks decided by identity need not run.  begin() returns a token
+ * that commit() must present, so that of two threads interleaving only a guard whose notes
+ * are complete can commit.  note(x, 1) insists that x
+ * be a dict or a tuple (a container whose contents the memo vouches for); anything else
+ * makes the commit fail, and the memo stays invalid (the full guard always runs).
+ */
+typedef struct {
+    PyObject *dict;
+    uint64_t tag;
+} NotedDict;
+
+typedef struct {
+    PyObject *owner;
+    PyObject *dict;
+} NotedOwner;
+
+typedef struct {
+    NotedDict *dicts;
+    Py_ssize_t n_dicts, cap_dicts;
+    NotedOwner *owners;           /* (object, its __dict__) */
+    Py_ssize_t n_owners, cap_owners;
+    NotedOwner *types;            /* (object, its type) */
+    Py_ssize_t n_types, cap_types;
+} Notes;
+
+typedef struct {
+    PyObject_HEAD
+    Notes active, pending;
+    int valid, pending_ok;
+    Py_ssize_t generation; /* bumped by begin(): a commit from an older begin is refused */
+    PyObject *values;      /* tuple committed with the notes */
+} DictMemo;
+
+static void notes_clear(Notes *notes) {
+    for (Py_ssize_t i = 0; i < notes->n_dicts; i++)
+        Py_CLEAR(notes->dicts[i].dict);
+    for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
+        Py_CLEAR(notes->owners[i].owner);
+        Py_CLEAR(notes->owners[i].dict);
+    }
+    for (Py_ssize_t i = 0; i < notes->n_types; i++) {
+        Py_CLEAR(notes->types[i].owner);
+        Py_CLEAR(notes->types[i].dict);
+    }
+    notes->n_dicts = notes->n_owners = notes->n_types = 0;
+}
+
+static void notes_free(Notes *notes) {
+    notes_clear(notes);
+    PyMem_Free(notes->dicts);
+    PyMem_Free(notes->owners);
+    PyMem_Free(notes->types);
+    notes->dicts = NULL;
+    notes->owners = notes->types = NULL;
+    notes->cap_dicts = notes->cap_owners = notes->cap_types = 0;
+}
+
+static int notes_add_dict(Notes *notes, PyObject *dict) {
+    if (notes->n_dicts == notes->cap_dicts) {
+        Py_ssize_t cap = notes->cap_dicts ? 2 * notes->cap_dicts : 16;
+        NotedDict *grown = PyMem_Realloc(notes->dicts, cap * sizeof(NotedDict));
+        if (grown == NULL)
+            return -1;
+        notes->dicts = grown;
+        notes->cap_dicts = cap;
+    }
+    notes->dicts[notes->n_dicts].dict = Py_NewRef(dict);
+    notes->dicts[notes->n_dicts].tag = ((PyDictObject *)dict)->ma_version_tag;
+    notes->n_dicts++;
+    return 0;
+}
+
+static int pairs_add(NotedOwner **pairs, Py_ssize_t *n, Py_ssize_t *cap, PyObject *a, PyObject *b) {
+    if (*n == *cap) {
+        Py_ssize_t grown_cap = *cap ? 2 * *cap : 16;
+        NotedOwner *grown = PyMem_Realloc(*pairs, grown_cap * sizeof(NotedOwner));
+        if (grown == NULL)
+            return -1;
+        *pairs = grown;
+        *cap = grown_cap;
+    }
+    (*pairs)[*n].owner = Py_NewRef(a);
+    (*pairs)[*n].dict = Py_NewRef(b);
+    (*n)++;
+    return 0;
+}
+
+static PyObject *DictMemo_begin(DictMemo *self, PyObject *const *args, Py_ssize_t nargs) {
+    notes_clear(&self->pending);
+    self->pending_ok = 1;
+    self->generation++;
+    for (Py_ssize_t i = 0; i < nargs; i++) { /* dicts every check relies on (global hooks) */
+        if (!PyDict_Check(args[i]) || notes_add_dict(&self->pending, args[i]) < 0) {
+            self->pending_ok = 0;
+            PyErr_Clear();
+        }
+    }
+    return PyLong_FromSsize_t(self->generation);
+}
+
+static PyObject *DictMemo_note(DictMemo *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "note(value, must_be_container=False)");
+        return NULL;
+    }
+    PyObject *value = args[0];
+    int container = nargs == 2 && PyObject_IsTrue(args[1]) == 1;
+    if (PyDict_Check(value)) {
+        if (notes_add_dict(&self->pending, value) < 0)
+            return NULL;
+    } else if (container && !PyTuple_CheckExact(value)) {
+        self->pending_ok = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *DictMemo_note_owner(DictMemo *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "note_owner(obj, obj.__dict__)");
+        return NULL;
+    }
+    PyObject **slot = _PyObject_GetDictPtr(args[0]);
+    if (slot == NULL || *slot != args[1] || !PyDict_Check(args[1])) {
+        self->pending_ok = 0;
+        Py_RETURN_NONE;
+    }
+    Notes *notes = &self->pending;
+    if (pairs_add(&notes->owners, &notes->n_owners, &notes->cap_owners, args[0], args[1]) < 0)
+        return PyErr_NoMemory();
+    if (notes_add_dict(notes, args[1]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *DictMemo_note_type(DictMemo *self, PyObject *obj) {
+    Notes *notes = &self->pending;
+    if (pairs_add(&notes->types, &notes->n_types, &notes->cap_types, obj, (PyObject *)Py_TYPE(obj)) < 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *DictMemo_commit(DictMemo *self, PyObject *const *args, Py_ssize_t nargs) {
+    /* Another thread may have begun since this guard did (the GIL lets threads interleave):
+       then some of this guard's notes were cleared, and its commit is refused. */
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "commit(values, token)");
+        return NULL;
+    }
+    PyObject *values = args[0];
+    Py_ssize_t token = PyLong_AsSsize_t(args[1]);
+    if (token == -1 && PyErr_Occurred())
+        return NULL;
+    if (token != self->generation) /* a stale round: leave the current one alone */
+        Py_RETURN_FALSE;
+    if (!self->pending_ok || !PyTuple_Check(values)) {
+        self->valid = 0;
+        notes_clear(&self->pending);
+        Py_RETURN_FALSE;
+    }
+    Notes old = self->active;
+    self->active = self->pending;
+    self->pending = old;
+    notes_clear(&self->pending);
+    Py_XSETREF(self->values, Py_NewRef(values));
+    self->valid = 1;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
+    if (!self->valid)
+        Py_RETURN_FALSE;
+    Notes *notes = &self->active;
+    for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
+        PyObject **slot = _PyObject_GetDictPtr(notes->owners[i].owner);
+        if (slot == NULL || *slot != notes->owners[i].dict) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+    }
+    for (Py_ssize_t i = 0; i < notes->n_dicts; i++) {
+        if (((PyDictObject *)notes->dicts[i].dict)->ma_version_tag != notes->dicts[i].tag)
+            Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t i = 0; i < notes->n_types; i++) {
+        if ((PyObject *)Py_TYPE(notes->types[i].owner) != notes->types[i].dict)
+            Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyObject *DictMemo_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    if (!PyArg_ParseTuple(args, ":DictMemo"))
+        return NULL;
+    DictMemo *self = (DictMemo *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->values = PyTuple_New(0);
+    return (PyObject *)self;
+}
+
+static int DictMemo_traverse(DictMemo *self, visitproc visit, void *arg) {
+    Py_VISIT(self->values);
+    Notes *all[2] = {&self->active, &self->pending};
+    for (int n = 0; n < 2; n++) {
+        for (Py_ssize_t i = 0; i < all[n]->n_dicts; i++)
+            Py_VISIT(all[n]->dicts[i].dict);
+        for (Py_ssize_t i = 0; i < all[n]->n_owners; i++) {
+            Py_VISIT(all[n]->owners[i].owner);
+            Py_VISIT(all[n]->owners[i].dict);
+        }
+        for (Py_ssize_t i = 0; i < all[n]->n_types; i++) {
+            Py_VISIT(all[n]->types[i].owner);
+            Py_VISIT(all[n]->types[i].dict);
+        }
+    }
+    return 0;
+}
+
+static int DictMemo_clear(DictMemo *self) {
+    self->valid = 0;
+    Py_CLEAR(self->values);
+    notes_clear(&self->active);
+    notes_clear(&self->pending);
+    return 0;
+}
+
+static void DictMemo_dealloc(DictMemo *self) {
+    PyObject_GC_UnTrack(self);
+    DictMemo_clear(self);
+    notes_free(&self->active);
+    notes_free(&self->pending);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef DictMemo_methods[] = {
+    {"begin", (PyCFunction)(void (*)(void))DictMemo_begin, METH_FASTCALL,
+     "begin(*dicts) -> token: start noting (these dicts first)"},
+    {"note", (PyCFunction)(void (*)(void))DictMemo_note, METH_FASTCALL,
+     "note(value, must_be_container=False): note a value the guard read through"},
+    {"note_owner", (PyCFunction)(void (*)(void))DictMemo_note_owner, METH_FASTCALL,
+     "note_owner(obj, d): the guard used d as obj.__dict__"},
+    {"note_type", (PyCFunction)DictMemo_note_type, METH_O,
+     "note_type(obj): the guard checked type(obj) (an instance of a class that may be reassigned)"},
+    {"commit", (PyCFunction)(void (*)(void))DictMemo_commit, METH_FASTCALL,
+     "commit(values, token): the guard that began with token passed"},
+    {"valid", (PyCFunction)DictMemo_valid, METH_NOARGS,
+     "valid() -> bool: every noted dict and owner unchanged since the last commit"},
+    {NULL},
+};
+
+static PyMemberDef DictMemo_members[] = {
+    {"values", T_OBJECT, offsetof(DictMemo, values), READONLY, "the tuple given to commit"},
+    {NULL},
+};
+
+static PyTypeObject DictMemoType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "guards._guard_helpers.DictMemo",
+    .tp_doc = "DictMemo(): dict version tags noted while a guard passed; valid() if none changed",
+    .tp_basicsize = sizeof(DictMemo),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = DictMemo_new,
+    .tp_traverse = (traverseproc)DictMemo_traverse,
+    .tp_clear = (inquiry)DictMemo_clear,
+    .tp_dealloc = (destructor)DictMemo_dealloc,
+    .tp_methods = DictMemo_methods,
+    .tp_members = DictMemo_members,
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "guards._guard_helpers",
@@ -519,14 +796,15 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__guard_helpers(void) {
     if (PyType_Ready(&TensorMatchType) < 0 || PyType_Ready(&ArgumentGuardType) < 0 ||
-        PyType_Ready(&ArgumentReaderType) < 0)
+        PyType_Ready(&ArgumentReaderType) < 0 || PyType_Ready(&DictMemoType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "TensorMatch", (PyObject *)&TensorMatchType) < 0 ||
         PyModule_AddObjectRef(m, "ArgumentGuard", (PyObject *)&ArgumentGuardType) < 0 ||
-        PyModule_AddObjectRef(m, "ArgumentReader", (PyObject *)&ArgumentReaderType) < 0) {
+        PyModule_AddObjectRef(m, "ArgumentReader", (PyObject *)&ArgumentReaderType) < 0 ||
+        PyModule_AddObjectRef(m, "DictMemo", (PyObject *)&DictMemoType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

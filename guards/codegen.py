@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import itertools
 import linecache
+from functools import partial
 from typing import Any, Iterable, Optional, Protocol, Sequence, runtime_checkable
 
 import networkx as nx
 
-from . import native
+from . import memo, native
 from .checks import describe_guard, show
 from .guard import EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, hinted_value, is_immutable_constant
 from .planner import FUNC, Block, ConstPool, Planner, Read, local_var
@@ -148,35 +149,56 @@ def signature(frame_info: FrameInfo) -> str:
     return ", ".join([FUNC] + [local_var(name) for name in frame_info.arg_names])
 
 
-def render_guard(planner: Planner, frame_info: FrameInfo, inline_tensors: bool = False) -> str:
-    """The guard function's text; tensor checks go to one C call at the end unless
-    ``inline_tensors`` (the pure-Python equivalent, for reading)."""
+def render_guard(planner: Planner, frame_info: FrameInfo, inline_tensors: bool = False,
+                 memo_plan: Optional[memo.MemoPlan] = None) -> str:
+    """The guard function's text.  Tensor checks go to one C call at the end unless
+    ``inline_tensors`` (the pure-Python equivalent, for reading); with a ``memo_plan``, a
+    fast path first skips what the memo vouches for (see ``memo``)."""
     lines = [f"def ___guard({signature(frame_info)}):", "    try:"]
-    batch: list[tuple] = []
-    _render_steps(planner.steps, lines, None if inline_tensors else batch, indent=" " * 8)
-    if batch:
-        check = planner.consts.name_for(native.TensorMatch([spec for _, spec in batch]), "tensor_match")
-        args = ", ".join(var for var, _ in batch)
-        lines.append(f"        if not {check}({args}): return False  "
-                     f"# tensors above ({len(batch)}): type, dtype, device, shape, strides, requires_grad")
+    note = None
+    if memo_plan is not None:
+        lines += memo.render_fast_path(memo_plan, planner, partial(_render_body, planner, True, None))
+        lines.append(memo.begin_line(memo_plan, planner))
+        note = partial(memo.slow_path_notes, memo_plan)
+    _render_body(planner, not inline_tensors, note, planner.steps, lines, " " * 8)
+    if memo_plan is not None:
+        lines.append(memo.commit_line(memo_plan))
     lines += ["    except Exception:", "        return False", "    return True"]
     return "\n".join(lines) + "\n"
 
 
-def _render_steps(steps: list, lines: list[str], batch: list[tuple], indent: str) -> None:
+def _render_body(planner: Planner, batch_tensors: bool, note, steps: list, lines: list[str],
+                 indent: str) -> None:
+    """Steps, then (if ``batch_tensors``) one C call for the tensors they check."""
+    batch: Optional[list] = [] if batch_tensors else None
+    _render_steps(steps, lines, batch, indent, note)
+    if batch:
+        check = planner.consts.name_for(native.TensorMatch([spec for _, spec in batch]), "tensor_match")
+        args = ", ".join(var for var, _ in batch)
+        lines.append(f"{indent}if not {check}({args}): return False  "
+                     f"# tensors above ({len(batch)}): type, dtype, device, shape, strides, requires_grad")
+
+
+def _render_steps(steps: list, lines: list[str], batch: Optional[list], indent: str, note=None) -> None:
     for step in steps:
         if isinstance(step, Read):
             lines.append(f"{indent}{step.var} = {step.expr}  # {step.label}")
+            noted = note(step) if note is not None else None
+            if noted:
+                lines.append(f"{indent}{noted}")
             continue
         comment = " ".join(step.comment.split())
         if isinstance(step, Block):
             lines.append(f"{indent}if {step.condition}:  # unless {comment}")
-            _render_steps(step.steps, lines, batch, indent + "    ")
+            _render_steps(step.steps, lines, batch, indent + "    ", note)
             continue
         if step.batched is not None and batch is not None:   # checked at the end, in C
             batch.append(step.batched)
             lines.append(f"{indent}# {comment}")
             continue
+        noted = note(step) if note is not None else None
+        if noted:
+            lines.append(f"{indent}{noted}")
         condition = " and ".join(_parenthesize(check.test) for check in step.checks)
         lines.append(f"{indent}if not ({condition}): return False  # {comment}")
 
@@ -194,7 +216,7 @@ def build_guard_function(guards: Iterable[Guard], frame_info: FrameInfo) -> Guar
     per source, parents before children; with ``.source``, ``.guard_strings``,
     ``.guards`` and ``.failure_reason(func, *args)``."""
     planner, ordered = plan_guards(guards, frame_info)
-    text = render_guard(planner, frame_info)
+    text = render_guard(planner, frame_info, memo_plan=memo.plan_memo(planner, ordered))
     guard_fn = native.argument_guard(ordered, frame_info)
     if guard_fn is not None:
         text = ("# Runs in C (guards._guard_helpers.ArgumentGuard); the same checks in Python:\n"

@@ -15,9 +15,9 @@ from .guard import GRAD_MODE_MATCH, TENSOR_MATCH, Guard, TensorSpec
 from .source import FrameInfo, LocalSource, Source
 
 try:
-    from ._guard_helpers import ArgumentGuard, ArgumentReader, TensorMatch
+    from ._guard_helpers import ArgumentGuard, ArgumentReader, DictMemo, TensorMatch
 except ImportError:  # pragma: no cover - depends on the build
-    ArgumentGuard = ArgumentReader = TensorMatch = None
+    ArgumentGuard = ArgumentReader = DictMemo = TensorMatch = None
 
 # Use the helper when built; tests set it False to run the pure-Python checks.
 enabled = TensorMatch is not None

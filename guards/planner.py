@@ -28,6 +28,7 @@ from .source import (
 # must not change what a guard means.
 _BUILTINS_SNAPSHOT = dict(builtins.__dict__)
 FUNC = "___func"
+STRUCTURE = "STRUCTURE"   # the kind of the checks that make a module attribute shortcut exact
 
 
 class Read(NamedTuple):
@@ -44,6 +45,8 @@ class Test(NamedTuple):
     # True when the outcome depends only on which objects the variables hold (identity,
     # immutable constants, static types) and on the contents of the dicts among them.
     by_identity: bool = False
+    # The guard kind (or STRUCTURE for the checks that make a module shortcut exact).
+    kind: str = ""
 
 
 class Block(NamedTuple):
@@ -181,7 +184,8 @@ class Planner:
         where = self.consts.name_for(module_facts.where_attr_lives, "where_attr_lives")
         self._emit_test(Test(tuple(
             Check(test, source.name(), f"found in {holder_name}", f"{where}({base}, {attr!r})")
-            for test in not_shadowed), f"{source.name()} is read from {holder_name}", by_identity=True))
+            for test in not_shadowed), f"{source.name()} is read from {holder_name}", by_identity=True,
+            kind=STRUCTURE))
         return f"{holder}[{attr!r}]"
 
     def _item_expr(self, source: ItemSource, base: str) -> str:
@@ -227,11 +231,13 @@ class Planner:
             batched = None
             if guard.kind == TENSOR_MATCH and native.tensor_spec(guard.expected) is not None:
                 batched = (var, native.tensor_spec(guard.expected))
-            self._emit_test(Test(tuple(checks), describe_guard(guard), batched, decided_by_identity(guard)))
+            self._emit_test(Test(tuple(checks), describe_guard(guard), batched,
+                                 decided_by_identity(guard), guard.kind))
             if guard.kind == ID_MATCH and _wants_type_check(guard):
                 exact_type = Guard(source, TYPE_MATCH, type(guard.obj))
                 self._emit_test(Test(tuple(CHECK_BUILDERS[TYPE_MATCH](exact_type, var, self.consts)),
-                                     describe_guard(exact_type), None, decided_by_identity(exact_type)))
+                                     describe_guard(exact_type), None,
+                                     decided_by_identity(exact_type), TYPE_MATCH))
 
     def _instance_reader(self, source: Source, var: str):
         """``read(attr)`` for module state: the flag inline, each hook dict read once."""

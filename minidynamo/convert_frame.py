@@ -113,9 +113,13 @@ class FrameConverter:
             raise Unsupported(str(e)) from e
         except Exception as e:  # a tracer bug must not become the user's crash
             raise Unsupported(f"internal tracer error: {type(e).__name__}: {e}") from e
-        from guards import build_guard_function, compile_reader
+        from guards import UnguardableValue, build_guard_function, compile_reader
 
-        guard_fn = build_guard_function(capture.guards, capture.frame)
+        try:
+            guard_fn = build_guard_function(capture.guards, capture.frame)
+            read_inputs = compile_reader(capture.input_sources, capture.frame, capture.guards)
+        except UnguardableValue as e:
+            raise Unsupported(f"cannot guard a value the trace relies on: {e}") from e
         if not guard_fn(func, *args):   # the guards must accept the very call they came from
             why = guard_fn.failure_reason(func, *args)
             raise Unsupported(f"guards reject the traced call itself ({why}); refusing to cache")
@@ -123,7 +127,7 @@ class FrameConverter:
             compiled_graph = self.backend(capture.graph_module, capture.example_inputs)
         except Exception as e:
             raise BackendCompilerFailed(self.backend_name, e) from e
-        compiled_fn = make_compiled_fn(capture, compiled_graph, compile_reader(capture.input_sources, capture.frame))
+        compiled_fn = make_compiled_fn(capture, compiled_graph, read_inputs)
         if log_graph.isEnabledFor(10):
             log_graph.debug("%s\n%s", describe(func.__code__), capture.graph_module.print_readable(print_output=False))
         if log_guards.isEnabledFor(10):

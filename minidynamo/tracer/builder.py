@@ -14,6 +14,7 @@ monkeypatched between calls.  Everything the *program* owns is guarded.
 from __future__ import annotations
 
 import collections
+import enum
 import functools
 import types
 
@@ -23,7 +24,8 @@ import guards as G
 from ..exc import Unsupported
 from .variables.base import VariableTracker, describe
 from .variables.constant import ConstantVariable, is_constant_value
-from .variables.containers import is_named_tuple_type, DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable
+from .variables.containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
+                                   is_named_tuple_type)
 
 LIBRARY_PREFIXES = ("torch", "builtins", "math", "operator", "functools", "collections", "typing",
                     "itertools", "numbers", "abc", "enum", "warnings", "timm", "torchvision", "einops")
@@ -50,7 +52,8 @@ def wrap(tx, value, source) -> VariableTracker:
         return tx.output.add_input(source, value)
     if is_constant_value(value):
         if source is not None:
-            singleton = isinstance(value, (type(Ellipsis), type(NotImplemented), torch.layout, torch.memory_format))
+            singleton = isinstance(value, (type(Ellipsis), type(NotImplemented), torch.layout, torch.memory_format,
+                                           enum.Enum))           # singletons: identity is equality
             guard(G.id_match(source, value) if singleton else G.equals_match(source, value))
         return ConstantVariable(value, source)
     if type(value) is tuple and _is_plain_constant_tuple(value):

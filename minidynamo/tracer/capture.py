@@ -67,6 +67,8 @@ def trace_frame(func, args) -> Capture:
 
 
 def _trace(func, args) -> Capture:
+    if torch._C._len_torch_dispatch_stack() != 0:
+        raise Unsupported("a TorchDispatchMode is active")
     code = func.__code__
     names = argument_names(code)
     if len(names) != len(args):
@@ -95,7 +97,7 @@ def _replay_templates(effects, nodes) -> list:
             replays.append(("dict", source, None, [(k, _output_template(v, nodes)) for k, v in vt.items.items()]))
         else:
             replays.append(("list", source, None, [_output_template(v, nodes) for v in vt.items]))
-    for (source, name), vt in effects.attribute_stores.items():
+    for (_, name), (source, vt) in effects.attribute_stores.items():
         replays.append(("attr", source, name, _output_template(vt, nodes)))
     for name, vt in effects.global_stores.items():
         replays.append(("global", None, name, _output_template(vt, nodes)))

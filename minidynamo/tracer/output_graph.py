@@ -8,12 +8,9 @@ graph: ``call_op`` records a node and runs the same op on meta example values.
 from __future__ import annotations
 
 import operator
-from typing import Any
-
 import torch
 import torch.fx
 
-from ..exc import Unsupported
 from .meta import run_on_meta, to_meta
 from .side_effects import SideEffects
 from .variables.base import VariableTracker

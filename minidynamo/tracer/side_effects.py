@@ -25,7 +25,7 @@ class SideEffects:
     def __init__(self):
         self.containers_read: dict = {}    # source -> VT of every list/dict read from the frame
         self.mutated: dict = {}            # source -> VT mutated
-        self.attribute_stores: dict = {}   # (source, name) -> VT assigned
+        self.attribute_stores: dict = {}   # (id(object), name) -> (source, VT assigned)
         self.global_stores: dict = {}      # name -> VT assigned
 
     # -- containers -----------------------------------------------------------------------
@@ -40,14 +40,15 @@ class SideEffects:
 
     # -- attributes and globals ---------------------------------------------------------------
     def store_attribute(self, obj_vt, name: str, value_vt):
+        """Keyed by the object itself (only identity-guarded objects get here): two sources
+        naming one module see the same stored value."""
         if obj_vt.source is None:
             raise Unsupported(f"assignment to attribute {name!r} of an object made during the trace")
-        self.attribute_stores[(obj_vt.source, name)] = value_vt
+        self.attribute_stores[(id(obj_vt.value), name)] = (obj_vt.source, value_vt)
 
     def stored_attribute(self, obj_vt, name: str):
-        if obj_vt.source is None:
-            return None
-        return self.attribute_stores.get((obj_vt.source, name))
+        entry = self.attribute_stores.get((id(obj_vt.value), name))
+        return entry[1] if entry is not None else None
 
     def store_global(self, name: str, value_vt):
         self.global_stores[name] = value_vt

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import sys
 import types
 
 from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
@@ -19,13 +20,11 @@ from .. import config
 from ..exc import Unsupported
 from . import operators
 from .builder import is_library_value, wrap
-from .variables.base import NullVariable, VariableTracker, maybe_constant
-from .variables.builtins import BuiltinVariable
+from .variables.base import NullVariable, VariableTracker
 from .variables.constant import ConstantVariable
-from .variables.containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SetVariable,
+from .variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
                                    SliceVariable, TupleVariable)
-from .variables.functions import (CO_GENERATOR_LIKE, BaseFunctionVariable, CellVariable, NestedFunctionVariable,
-                                  UserFunctionVariable)
+from .variables.functions import CO_GENERATOR_LIKE, BaseFunctionVariable, CellVariable, NestedFunctionVariable
 from .variables.tensor import TensorVariable
 
 log = logging.getLogger("minidynamo.bytecode")
@@ -255,10 +254,11 @@ class InstructionTranslatorBase:
     def LOAD_ATTR(self, inst): self.push(self.pop().var_getattr(self, inst.arg))
 
     def LOAD_METHOD(self, inst):
+        """3.11 pushes (method, self) or (NULL, callable); we always push NULL and the bound
+        attribute, which CALL treats the same way."""
         obj = self.pop()
         self.push(NullVariable())
-        self.push(obj.var_getattr(self, inst.arg) if not isinstance(obj, TensorVariable)
-                  else obj.var_getattr(self, inst.arg))
+        self.push(obj.var_getattr(self, inst.arg))
 
     def STORE_ATTR(self, inst):
         obj, value = self.pop(), self.pop()
@@ -474,7 +474,19 @@ class InstructionTranslatorBase:
         raise Unsupported(f"raise statement reached in {self.code.co_qualname} (line {inst.lineno})")
 
     def IMPORT_NAME(self, inst):
-        raise Unsupported(f"import statement ({inst.arg}) inside the traced code")
+        """``import a.b`` / ``from a import b`` of a module already imported: only a binding.
+        (A first import runs module code: refused.)"""
+        from .variables.objects import PythonModuleVariable
+
+        fromlist, level = self.pop().as_python_constant(), self.pop().as_python_constant()
+        name = inst.arg
+        if level != 0 or name not in sys.modules:
+            raise Unsupported(f"import of {name!r} inside the traced code (not imported yet, or relative)")
+        top = name if fromlist else name.partition(".")[0]
+        self.push(PythonModuleVariable(sys.modules[top]))
+
+    def IMPORT_FROM(self, inst):
+        self.push(self.stack[-1].var_getattr(self, inst.arg))
 
     def BEFORE_WITH(self, inst):
         from .variables.ctx_managers import GradModeVariable

@@ -68,6 +68,8 @@ def test_tiny_model_on_xla_lazy_mode_and_openxla_eval_with_the_breakdown(tiny_mo
     reference = result.runs["openxla_eval"]
     assert reference.ok and reference.accuracy.ok
     assert all(e > 0 for e in result.runs["xla_lazy"].execute_s)  # the runtime metric was read
+    assert result.runs["xla_lazy"].first_call_compile_s > 0  # the baseline compiles first
+    assert "XLA compile" in report.first_call_table([result], options.contenders)
     assert set(result.floor_phases) == {"transfer_in", "execute", "transfer_out"}
     assert result.limit() > 0
     lazy, compiled = result.breakdown["xla_lazy"], result.breakdown["openxla_eval"]

@@ -95,10 +95,19 @@ def test_overhead_is_call_minus_execution_minus_transfers():
     assert result.overhead_s("xla_lazy") * 1e3 == pytest.approx(10.0)
     assert result.overhead_s("torchxla_trace_once") * 1e3 == pytest.approx(0.5)
     table = report.overhead_table([result], ("torchxla_trace_once",))
-    assert "XLA (trace once) overhead ms" in table and "0.50" in table and "10.00" in table
+    assert "torchxla_trace_once overhead ms" in table and "0.50" in table and "10.00" in table
 
 
 def test_first_call_table_lists_the_baseline_then_the_contenders():
     table = report.first_call_table(two_models(), ("torchxla_trace_once", "openxla_eval"))
     header = table.splitlines()[1]
     assert header.index("XLA lazy") < header.index("XLA (trace once)") < header.index("openxla_eval")
+
+
+def test_speedup_spread_comes_from_paired_per_iteration_ratios():
+    result = fake_result("resnet18", {"xla_lazy": [0.040, 0.080, 0.040, 0.040],
+                                      "torchxla_trace_once": [0.020, 0.040, 0.020, 0.040]})
+    # ratios 2, 2, 2, 1: a slow iteration that hit both peers does not widen the spread
+    q1, q3 = result.speedup_spread("torchxla_trace_once")
+    assert q1 == pytest.approx(1.25) and q3 == pytest.approx(2.0)
+    assert "±0.38" in report.speedup_table([result], ("torchxla_trace_once",))

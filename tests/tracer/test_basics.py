@@ -296,3 +296,11 @@ def test_no_grad_decorators():
 
     _, (b, c, d) = run_traced(f, w)
     assert not b.requires_grad and not c.requires_grad and d.requires_grad
+
+
+def test_local_import_of_a_loaded_module():
+    def f(a):
+        import math as m
+        from torch.nn import functional as fn
+        return fn.relu(a) * m.pi
+    check(f, x)

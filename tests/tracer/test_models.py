@@ -112,3 +112,19 @@ def test_no_torch_dynamo_after_tracing_bert():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_training_mode_updates_buffers_like_eager():
+    import copy
+
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).train()
+    twin = copy.deepcopy(model)
+    x = torch.randn(2, 3, 32, 32)
+    _, got = run_traced(model, x)          # the graph runs batch_norm with training=True
+    expected = twin(x)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    for (name, a), b in zip(model.named_buffers(), twin.buffers()):
+        torch.testing.assert_close(a, b, msg=name)

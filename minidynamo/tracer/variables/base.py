@@ -19,7 +19,7 @@ so whatever the trace reads from the outside world is checked on the next call.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from ...exc import Unsupported
 

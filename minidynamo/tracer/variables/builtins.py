@@ -7,7 +7,6 @@ a tensor, ``getattr`` with a default, ``zip`` of two lists, ...).
 
 from __future__ import annotations
 
-import builtins
 import math
 import operator
 
@@ -16,7 +15,7 @@ import torch
 from ...exc import Unsupported
 from .base import AttributeMissing, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
-from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SliceVariable,
+from .containers import (DictVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
 
 _NO = object()
@@ -50,8 +49,6 @@ def _len(tx, obj):
 
 
 def _isinstance(tx, obj, classes):
-    from ..operators import apply  # noqa: F401
-
     kinds = classes.as_python_constant()
     return ConstantVariable(isinstance_of(obj, kinds))
 

@@ -3,6 +3,8 @@ from the frame).  Operations on constants are simply evaluated: the trace specia
 
 from __future__ import annotations
 
+import enum
+
 import torch
 
 from ...exc import Unsupported
@@ -16,7 +18,7 @@ CONSTANT_TYPES = (
 
 
 def is_constant_value(value) -> bool:
-    return isinstance(value, CONSTANT_TYPES)
+    return isinstance(value, CONSTANT_TYPES) or isinstance(value, enum.Enum)
 
 
 class ConstantVariable(VariableTracker):

@@ -192,6 +192,15 @@ class ListVariable(BaseListVariable):
         self.items.reverse()
         return ConstantVariable(None)
 
+    def method_sort(self, tx, key=None, reverse=None):
+        """Sorts by constant keys (the items themselves, or ``key(item)``): stable, like list.sort."""
+        _check_mutable(tx, self, "sort")
+        keys = [(key.call_function(tx, [i], {}) if key is not None else i).as_python_constant() for i in self.items]
+        order = sorted(range(len(self.items)), key=keys.__getitem__,
+                       reverse=bool(reverse.as_python_constant()) if reverse is not None else False)
+        self.items = [self.items[i] for i in order]
+        return ConstantVariable(None)
+
     def method_clear(self, tx):
         _check_mutable(tx, self, "clear")
         self.items.clear()

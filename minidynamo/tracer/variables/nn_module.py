@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import types
 
-import torch
 from torch import nn
 from torch.nn.modules import module as module_impl
 
 import guards as G
 from ...exc import Unsupported
-from .base import AttributeMissing, VariableTracker, describe
+from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
 GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",

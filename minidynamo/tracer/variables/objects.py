@@ -7,12 +7,9 @@ from __future__ import annotations
 import collections
 import types
 
-import torch
-
 import guards as G
 from ...exc import Unsupported
 from .base import AttributeMissing, VariableTracker, describe
-from .constant import ConstantVariable
 
 
 def _wrap(tx, value, source):
@@ -72,7 +69,14 @@ class PythonModuleVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if not hasattr(self.value, name):
             raise AttributeMissing(f"module {self.value.__name__} has no attribute {name!r} (AttributeError)")
-        return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
+        value = getattr(self.value, name)
+        if self.source is None:
+            from ..builder import LIBRARY_PREFIXES, is_library_value
+
+            library_module = self.value.__name__.split(".")[0] in LIBRARY_PREFIXES
+            if not (library_module or is_library_value(value)):
+                raise Unsupported(f"{self.value.__name__}.{name} read through a local import cannot be guarded")
+        return _wrap(tx, value, G.AttrSource(self.source, name) if self.source else None)
 
     def __repr__(self):
         return f"PythonModuleVariable({self.value.__name__})"

@@ -10,11 +10,10 @@ from __future__ import annotations
 import types
 
 import torch
-import torch.nn.functional as F
 
 import guards as G
 from ...exc import Unsupported
-from .base import VariableTracker, describe, maybe_constant
+from .base import VariableTracker, describe
 from .constant import ConstantVariable
 
 # Modules whose functions are tensor operations we may put in the graph.
@@ -40,6 +39,14 @@ _is_compiling = getattr(torch._utils, "is_compiling", None)
 if _is_compiling is not None:
     CONTEXT_QUERIES[_is_compiling] = False
 
+_make_fx_check = getattr(torch.nn.modules.activation, "_is_make_fx_tracing", None)
+if _make_fx_check is not None:
+    CONTEXT_QUERIES[_make_fx_check] = False      # trace_frame refuses to run under dispatch modes
+
+# __torch_function__ dispatch checks: traced tensors are never subclasses (inputs are checked).
+for _fn in (torch._C._has_torch_function, torch._C._has_torch_function_unary, torch._C._has_torch_function_variadic):
+    CONTEXT_QUERIES[_fn] = False
+
 # Telemetry with no effect on results: skipped.
 IGNORED_CALLS = {torch._C._log_api_usage_once}
 
@@ -58,7 +65,7 @@ def is_torch_callable(value) -> bool:
     """Is ``value`` a tensor operation from torch (not a class, not a torch utility)?"""
     if isinstance(value, type) or not callable(value):
         return False
-    if value in CONTEXT_QUERIES or value in IGNORED_CALLS or _hashable_in(value, CONSTANT_FUNCTIONS):
+    if value in CONTEXT_QUERIES or value in IGNORED_CALLS or value is torch._C._len_torch_dispatch_stack or _hashable_in(value, CONSTANT_FUNCTIONS):
         return True
     if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
         return getattr(value, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
@@ -106,13 +113,21 @@ class TorchFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.value
-        if fn in CONTEXT_QUERIES:
+        if fn in CONTEXT_QUERIES:                       # (arguments are irrelevant to the answer)
             return ConstantVariable(CONTEXT_QUERIES[fn])
         if fn in IGNORED_CALLS:
             return ConstantVariable(None)
         if fn is torch.is_grad_enabled:
             tx.output.add_guard(G.grad_mode_match())
             return ConstantVariable(torch.is_grad_enabled())
+        if fn is torch._C._len_torch_dispatch_stack:
+            if fn() != 0:
+                raise Unsupported("a TorchDispatchMode is active")
+            return ConstantVariable(0)
+        if fn is torch.is_autocast_enabled and not args:
+            if torch.is_autocast_enabled():
+                raise Unsupported("autocast is enabled (its state is not guarded)")
+            return ConstantVariable(False)
         if fn is torch.is_tensor:
             from .tensor import TensorVariable
 
@@ -124,6 +139,10 @@ class TorchFunctionVariable(VariableTracker):
             from .tensor import TensorMethodVariable
 
             return TensorMethodVariable(args[0], fn.__name__).call_function(tx, args[1:], kwargs)
+        if not tensors_in and isinstance(fn, types.FunctionType):
+            from .functions import UserFunctionVariable   # Python helper on non-tensors: run its code
+
+            return UserFunctionVariable(fn, self.source).call_function(tx, args, kwargs)
         if not tensors_in and not _hashable_in(fn, FACTORIES):
             raise Unsupported(f"{describe(fn)} called without tensor arguments (may have side effects)")
         if fn is torch.Tensor.item or getattr(fn, "__name__", "") in ("item", "tolist"):

@@ -1,0 +1,107 @@
+"""The dict-tag memo: after a guard passed, the next call skips what no dict change could
+alter, and still fails on every change the full guard would see."""
+
+import pytest
+import torch
+
+from tests.guards.test_codegen import Net, net_guards
+from tests.guards.helpers import guard_fn_for, some_function as f
+
+
+
+def memo_of(guard_fn):
+    memos = [v for k, v in guard_fn.__globals__.items() if k.startswith("___memo")]
+    return memos[0] if memos else None
+
+
+@pytest.fixture
+def guarded_net(tensor_check_mode):
+    """A guarded Net after one passing call (with the C helper: the memo is committed)."""
+    net = Net()
+    guard_fn = guard_fn_for(net_guards(net), "self")
+    assert (memo_of(guard_fn) is not None) is tensor_check_mode, guard_fn.source
+    assert guard_fn(f, net)                     # the full guard runs and commits
+    if tensor_check_mode:
+        assert memo_of(guard_fn).valid()
+    assert guard_fn(f, net)                     # the fast path
+    return net, guard_fn
+
+
+CHANGES = {
+    "eval()": lambda net: net.eval(),
+    "a submodule's eval()": lambda net: net.layers[0].eval(),
+    "a new submodule": lambda net: setattr(net, "layers", torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())),
+    "a replaced item": lambda net: net.layers.__setitem__(0, torch.nn.Linear(2, 2)),
+    "an appended item": lambda net: net.layers.append(torch.nn.Tanh()),
+    "a float attribute": lambda net: setattr(net, "scale", 3.0),
+    "a forward hook": lambda net: net.layers[0].register_forward_hook(lambda *a: None),
+    "a forward pre-hook on the root": lambda net: net.register_forward_pre_hook(lambda *a: None),
+    "a weight of another shape": lambda net: setattr(net.layers[0], "weight", torch.nn.Parameter(torch.ones(3, 2))),
+    "a weight's data replaced": lambda net: setattr(net.layers[0].weight, "data", torch.ones(2, 3)),
+    "a weight no longer requiring grad": lambda net: net.layers[0].weight.requires_grad_(False),
+    "a buffer replaced": lambda net: setattr(net, "offset", torch.zeros(3)),
+    "a deleted weight": lambda net: delattr(net.layers[0], "weight"),
+    "a shadowing instance attribute": lambda net: net.__dict__.__setitem__("layers", torch.nn.ReLU()),
+    "a whole new __dict__": lambda net: setattr(net, "__dict__", {**net.__dict__, "scale": 5.0}),
+    "another class": lambda net: setattr(net, "__class__", type("Other", (Net,), {})),
+    "a _parameters entry written directly": lambda net: net.__dict__["_parameters"].__setitem__("layers", torch.nn.Parameter(torch.ones(1))),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=list(CHANGES))
+def test_the_fast_path_fails_on_every_change(guarded_net, change):
+    net, guard_fn = guarded_net
+    CHANGES[change](net)
+    assert guard_fn(f, net) is False
+    assert guard_fn.failure_reason(f, net) is not None
+
+
+def test_a_global_module_hook_is_seen(guarded_net):
+    net, guard_fn = guarded_net
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda *a: None)
+    try:
+        assert guard_fn(f, net) is False
+    finally:
+        handle.remove()
+    assert guard_fn(f, net) is True
+
+
+def test_in_place_updates_keep_the_fast_path(guarded_net):
+    net, guard_fn = guarded_net
+    with torch.no_grad():
+        net.layers[0].weight.add_(1.0)
+        net.offset.mul_(3.0)
+    assert guard_fn(f, net) is True
+    assert memo_of(guard_fn) is None or memo_of(guard_fn).valid()
+
+
+def test_another_object_of_the_same_kind_is_not_taken_for_the_pinned_one(guarded_net):
+    net, guard_fn = guarded_net
+    assert guard_fn(f, Net()) is False
+
+
+def test_changing_back_passes_again(guarded_net):
+    net, guard_fn = guarded_net
+    net.eval()
+    assert guard_fn(f, net) is False
+    net.train()
+    assert guard_fn(f, net) is True      # full guard again, then a new commit
+    assert guard_fn(f, net) is True
+
+
+def test_a_commit_from_an_interrupted_guard_is_refused():
+    from guards import native
+
+    if native.DictMemo is None:
+        return
+    memo, owner = native.DictMemo(), Net()
+    first = memo.begin()
+    second = memo.begin()              # another thread began meanwhile: first's notes are gone
+    memo.note_owner(owner, owner.__dict__)
+    assert memo.commit((), first) is False and not memo.valid()
+    assert memo.commit((), second) is True and memo.valid()
+    owner.scale = 4.0
+    assert not memo.valid()
+    third = memo.begin()
+    memo.note([], True)                # not a container the memo can vouch for
+    assert memo.commit((), third) is False and not memo.valid()
