@@ -173,21 +173,114 @@ static void set_hook_installed(int on) {
     _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), on ? eval_frame_hook : _PyEval_EvalFrameDefault);
 }
 
+/* Make `callback` (NULL: none) this thread's callback; returns the previous one (a reference
+ * the caller owns, or NULL). Installs the hook when the first thread gets a callback and
+ * removes it when the last one drops it. */
+static PyObject *swap_callback(PyObject *callback) {
+    PyObject *previous = tls_callback;
+    Py_XINCREF(callback);
+    tls_callback = callback;
+    if (!previous && callback && threads_with_callback++ == 0) set_hook_installed(1);
+    if (previous && !callback && --threads_with_callback == 0) set_hook_installed(0);
+    return previous;
+}
+
+/* ---- Watched: fn wrapped so that its call runs with a given callback (optimize's decorator) ---- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn;
+    PyObject *callback;       /* NULL: run unwatched (minidynamo.disable) */
+    PyObject *dict;           /* __name__, __doc__, __wrapped__, ... set by functools.update_wrapper */
+    vectorcallfunc vectorcall;
+} Watched;
+
+static PyObject *watched_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Watched *w = (Watched *)self;
+    PyObject *previous = swap_callback(w->callback);
+    PyObject *result = PyObject_Vectorcall(w->fn, args, nargsf, kwnames);
+    Py_XDECREF(swap_callback(previous));
+    Py_XDECREF(previous);
+    return result;
+}
+
+static PyObject *watched_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *fn, *callback;
+    if (!PyArg_ParseTuple(args, "OO:Watched", &fn, &callback)) return NULL;
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "Watched needs a callable, got %.100s", Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    Watched *w = (Watched *)type->tp_alloc(type, 0);
+    if (w == NULL) return NULL;
+    Py_INCREF(fn);
+    w->fn = fn;
+    w->callback = callback == Py_None ? NULL : (Py_INCREF(callback), callback);
+    w->vectorcall = watched_vectorcall;
+    return (PyObject *)w;
+}
+
+static int watched_traverse(Watched *w, visitproc visit, void *arg) {
+    Py_VISIT(w->fn);
+    Py_VISIT(w->callback);
+    Py_VISIT(w->dict);
+    return 0;
+}
+
+static int watched_clear(Watched *w) {
+    Py_CLEAR(w->fn);
+    Py_CLEAR(w->callback);
+    Py_CLEAR(w->dict);
+    return 0;
+}
+
+static void watched_dealloc(Watched *w) {
+    PyObject_GC_UnTrack(w);
+    watched_clear(w);
+    Py_TYPE(w)->tp_free((PyObject *)w);
+}
+
+/* A Watched in a class body binds like a function: obj.method(...) passes obj first. */
+static PyObject *watched_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *watched_get_fn(Watched *w, void *unused) { return Py_NewRef(w->fn); }
+static PyObject *watched_get_callback(Watched *w, void *unused) {
+    return Py_NewRef(w->callback ? w->callback : Py_None);
+}
+
+static PyGetSetDef watched_getset[] = {
+    {"fn", (getter)watched_get_fn, NULL, "the wrapped callable", NULL},
+    {"callback", (getter)watched_get_callback, NULL, "the callback its calls run with", NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
+};
+
+static PyTypeObject WatchedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "minidynamo._eval_frame.Watched",
+    .tp_doc = "Watched(fn, callback): calling it calls fn with this thread's callback set to callback.",
+    .tp_basicsize = sizeof(Watched),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = watched_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Watched, vectorcall),
+    .tp_dictoffset = offsetof(Watched, dict),
+    .tp_traverse = (traverseproc)watched_traverse,
+    .tp_clear = (inquiry)watched_clear,
+    .tp_dealloc = (destructor)watched_dealloc,
+    .tp_descr_get = watched_descr_get,
+    .tp_getset = watched_getset,
+};
+
 /* ---- the module's Python API ---- */
 
 static PyObject *py_set_callback(PyObject *self, PyObject *callback) {
-    PyObject *previous = tls_callback ? tls_callback : Py_None;   /* we hand our reference over */
-    if (callback == Py_None) {
-        tls_callback = NULL;
-    } else {
-        Py_INCREF(callback);
-        tls_callback = callback;
-    }
-    int had = previous != Py_None, has = tls_callback != NULL;
-    if (!had && has && threads_with_callback++ == 0) set_hook_installed(1);
-    if (had && !has && --threads_with_callback == 0) set_hook_installed(0);
-    if (previous == Py_None) Py_INCREF(Py_None);
-    return previous;
+    PyObject *previous = swap_callback(callback == Py_None ? NULL : callback);
+    if (previous == NULL) Py_RETURN_NONE;
+    return previous;    /* swap_callback handed us the thread's reference */
 }
 
 static PyObject *py_get_callback(PyObject *self, PyObject *unused) {
@@ -262,5 +355,12 @@ PyMODINIT_FUNC PyInit__eval_frame(void) {
         PyErr_SetString(PyExc_RuntimeError, "no free co_extra slot for minidynamo");
         return NULL;
     }
-    return PyModule_Create(&module);
+    if (PyType_Ready(&WatchedType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "Watched", (PyObject *)&WatchedType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

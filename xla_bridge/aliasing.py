@@ -6,9 +6,10 @@ device returns fresh tensors, so the host side rebuilds such outputs as views of
 own tensor (``as_strided`` with the size, stride and offset eager would give), after any
 in-place update has been written back.
 
-``output_views(program, args)`` runs the graph on meta tensors shaped and strided like the
-arguments (no data, no compute) and maps each output leaf sharing an argument's memory to a
-``HostView``. Aliasing the host side cannot rebuild raises ``NotOneGraph`` (the graph then runs
+``analyse_memory(program, args)`` runs the graph on meta tensors shaped and strided like the
+arguments (no data, no compute): it maps each output leaf sharing an argument's memory to a
+``HostView`` and lists the arguments the graph writes in place (their ``_version`` moved), for
+every kind of device program alike. Aliasing the host side cannot rebuild raises ``NotOneGraph`` (the graph then runs
 eagerly, with the reason): an output viewing a device argument, or two different outputs
 sharing memory that no argument owns (``y, y.view(-1)``).
 """
@@ -52,9 +53,16 @@ def _storage(tensor: torch.Tensor) -> int:
     return tensor.untyped_storage()._cdata
 
 
-def output_views(program, args) -> dict:
-    """{output leaf index: HostView} for the outputs of ``program(*args)`` that alias args."""
+@dataclass(frozen=True)
+class MemoryPlan:
+    views: dict        # {output leaf index: HostView}
+    written: tuple     # argument positions the graph updates in place
+
+
+def analyse_memory(program, args) -> MemoryPlan:
+    """How the outputs of ``program(*args)`` and its in-place updates touch the arguments."""
     metas = [_meta_like(a) for a in args]
+    versions = [m._version if isinstance(m, torch.Tensor) else None for m in metas]
     try:
         with torch.no_grad():
             out = program(*metas)
@@ -84,4 +92,6 @@ def output_views(program, args) -> dict:
         views[k] = HostView(position, tuple(leaf.shape), leaf.stride(),
                             leaf.storage_offset() - base.storage_offset(),
                             tuple(base.shape), base.stride())
-    return views
+    written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
+                    if isinstance(m, torch.Tensor) and m._version != v)
+    return MemoryPlan(views, written)

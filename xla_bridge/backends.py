@@ -1,7 +1,7 @@
 """The two XLA backends: ``backend(gm, example_inputs) -> callable(*inputs)``.
 
 ``BridgedCall`` is the host side shared by both: it re-reads the module state the graph uses,
-moves host tensors to the device (each kept while unchanged, see DeviceCopyCache), runs a
+moves host tensors to the device (each kept while unchanged, see HostInputs), runs a
 device program, writes in-place updates back to the caller's host tensors and brings outputs
 back to the device the inputs came from. Graphs it cannot run soundly run eagerly instead,
 with the reason recorded in ``counters``; so do calls that need autograd.
@@ -12,7 +12,9 @@ from torch.utils import _pytree as pytree
 
 from . import device as dev
 from . import timing
+from .aliasing import analyse_memory
 from .counters import counters
+from .host_inputs import HostInputs, picker, signature as signature_of
 from .lazy_graph import NotOneGraph
 from .lifting import FlatProgram
 from .partition import PartitionedProgram, find_eager_nodes
@@ -75,7 +77,13 @@ class EagerGraph:
 
 
 class BridgedCall:
-    """The callable a backend returns: host inputs in, device program, outputs back."""
+    """The callable a backend returns: host inputs in, device program, outputs back.
+
+    Everything that does not change between calls is decided here, once: which arguments live
+    on the host, which outputs are views of arguments, which arguments the graph writes in
+    place. A call then maps its arguments (``HostInputs``: C-level passes, copies only for
+    what changed), runs the program, writes in-place updates back and brings outputs home.
+    """
 
     def __init__(self, gm, example_inputs, make_program):
         self.gm = gm
@@ -87,28 +95,43 @@ class BridgedCall:
         self.check_grad_mode = any(_requires_grad(a) for a in args)
         self.host_positions = tuple(i for i, a in enumerate(args)
                                     if isinstance(a, torch.Tensor) and not dev.is_xla(a))
+        self.host_set = frozenset(self.host_positions)
         self.device_positions = tuple(i for i, a in enumerate(args) if dev.is_xla(a))
+        self.read_device = picker(self.device_positions)
+        self.value_positions = tuple(i for i, a in enumerate(args)
+                                     if not isinstance(a, torch.Tensor))
         user_tensors = [a for a in example_inputs if isinstance(a, torch.Tensor)]
         self.returns_to_host = not dev.is_xla(user_tensors[0]) if user_tensors else \
             not self.device_positions
-        self.copies = dev.DeviceCopyCache(len(args))
+        memory = analyse_memory(self.flat, args)
+        self.views, self.written = memory.views, memory.written
+        self.view_positions = tuple(sorted({v.position for v in self.views.values()}))
+        self.host_inputs = HostInputs(len(args), self.host_positions)
+        self.last_signature = None            # of the device and Python-value arguments
         self.program = make_program(self.flat, self._device_args(args))
         self.sync = getattr(self.program, "sync", None)
-        self.grad_fallback_reported = False
+        self.eager_reasons = set()
 
     def __call__(self, *inputs):
         if self.check_grad_mode and torch.is_grad_enabled():
-            return self._eager_for_autograd(inputs)
+            return self._eager(inputs, "grad mode is on and an input requires grad "
+                                       "(autograd is not supported through XLA)")
         timer = timing.active
         if timer is not None:
             timer.start()
         args = list(inputs)
         if self.has_state:
             args += self.flat.read_state()
+        reason = self._unsound_call(args)
+        if reason is not None:
+            return self._eager(inputs, reason)
         device_args = self._device_args(args)
+        if self.written and self._aliased(args):
+            return self._eager(inputs, "an argument the graph writes in place shares memory "
+                                       "with another argument")
         if timer is not None:
             timer.lap("transfer_in")
-        leaves = self.program.run(device_args)
+        leaves = self.program.run(device_args, self.same_signature)
         if self.sync is not None:       # trivial: the lazy trace ran; now dispatch it
             if timer is not None:
                 timer.lap("trace")
@@ -117,43 +140,64 @@ class BridgedCall:
             timer.lap("hash_lookup_dispatch")
             dev.wait_device()
             timer.lap("execute")
-        for position in self.program.mutated:
-            if position in self.host_positions:
-                self.copies.write_back(position, args[position], device_args[position])
-        out = self._outputs(leaves, args) if self.returns_to_host else leaves
+        written_on_host = [p for p in self.program.mutated if p in self.host_set]
+        if written_on_host:
+            self.host_inputs.write_back(written_on_host, args, device_args)
+        out = self._outputs(leaves, args)
         if timer is not None:
             timer.lap("transfer_out")
         return pytree.tree_unflatten(out, self.program.treespec)
 
     def _device_args(self, args) -> list:
-        device_args = list(args)
-        get = self.copies.get
-        for i in self.host_positions:
-            device_args[i] = get(i, args[i])
-        if self.device_positions:
-            dev.materialize([args[i] for i in self.device_positions])
+        """Host tensors replaced by their device copies; sets ``same_signature`` when every
+        argument provably has the shapes, dtypes and values of the previous call."""
+        device_args = self.host_inputs(args)
+        same = not self.host_inputs.shapes_changed
+        if self.device_positions or self.value_positions:
+            on_device = self.read_device(args)
+            if on_device:
+                dev.materialize(list(on_device))
+            signature = (tuple(map(signature_of, on_device)),
+                         tuple(args[i] for i in self.value_positions))
+            same = same and signature == self.last_signature
+            self.last_signature = signature
+        self.same_signature = same
         return device_args
 
+    def _unsound_call(self, args):
+        """Why this call cannot replay soundly (an output view's base changed layout), or None."""
+        for position in self.view_positions:
+            if not all(view.fits(args[position]) for view in self.views.values()
+                       if view.position == position):
+                return f"argument {position}, which an output views, changed shape or strides"
+        return None
+
+    def _aliased(self, args) -> bool:
+        """Only a changed argument can change who shares memory with whom."""
+        if not (self.host_inputs.refreshed or self.device_positions):
+            return False
+        return self.host_inputs.aliased(self.written, args, self.device_positions)
+
     def _outputs(self, leaves, args) -> list:
-        """Leaves on the host: arguments returned as the caller's own tensors, each distinct
-        device tensor moved once (a repeated output stays one tensor)."""
+        """Leaves for the caller: views of arguments rebuilt on the caller's own tensors (after
+        the write-back), device results moved to the host once each when the inputs came
+        from the host (a repeated output stays one tensor)."""
         out = list(leaves)
-        aliases = self.program.argument_leaves
-        for k, position in aliases.items():
+        for k, position in self.program.argument_leaves.items():
             out[k] = args[position]
-        moving = {}
-        for k, leaf in enumerate(out):
-            if k not in aliases and dev.is_xla(leaf):
-                moving.setdefault(id(leaf), leaf)
-        if moving:
-            moved = dict(zip(moving, dev.to_host(list(moving.values()))))
-            out = [leaf if k in aliases else moved.get(id(leaf), leaf)
-                   for k, leaf in enumerate(out)]
+        for k, view in self.views.items():
+            out[k] = view.of(args[view.position])
+        if self.returns_to_host:
+            moving = {id(leaf): leaf for k, leaf in enumerate(out)
+                      if dev.is_xla(leaf) and k not in self.views}
+            if moving:
+                moved = dict(zip(moving, dev.to_host(list(moving.values()))))
+                out = [moved.get(id(leaf), leaf) for leaf in out]
         return out
 
-    def _eager_for_autograd(self, inputs):
-        if not self.grad_fallback_reported:
-            self.grad_fallback_reported = True
-            counters.record("fallbacks", "call runs eagerly: grad mode is on and an input "
-                                         "requires grad (autograd is not supported through XLA)")
+    def _eager(self, inputs, reason: str):
+        """Run the original graph on the caller's tensors: eager semantics, whatever aliases."""
+        if reason not in self.eager_reasons:
+            self.eager_reasons.add(reason)
+            counters.record("fallbacks", f"call runs eagerly: {reason}")
         return self.gm(*inputs)

@@ -1,5 +1,4 @@
-"""The XLA device seen from the host: torch_xla imported on first use, transfers, and the
-per-input cache that keeps device copies of host tensors (weights) that have not changed.
+"""The XLA device seen from the host: torch_xla imported on first use, transfers, waits.
 
 torch_xla is imported only here and only when a backend first runs: importing it pulls in
 torch._dynamo, which ``import minidynamo`` must not.
@@ -88,34 +87,3 @@ def device_activity() -> tuple:
 
 def executed_fallback_ops() -> list:
     return list(xlac()._get_executed_fallback_ops())
-
-
-class DeviceCopyCache:
-    """Device copies of host tensors, one slot per graph input.
-
-    A slot is reused while the very same tensor object comes back with the same ``_version``:
-    unchanged weights are not copied again, and an in-place update (which bumps ``_version``)
-    is seen. The slot holds the host tensor itself so its id cannot be reused by a new tensor.
-    A tensor changed without bumping its version (through ``.data`` or numpy) is not seen.
-    """
-
-    __slots__ = ("objects", "versions", "copies")
-
-    def __init__(self, size: int):
-        self.objects = [None] * size
-        self.versions = [-1] * size
-        self.copies = [None] * size
-
-    def get(self, slot: int, tensor: torch.Tensor) -> torch.Tensor:
-        if tensor is self.objects[slot] and tensor._version == self.versions[slot]:
-            return self.copies[slot]
-        copy = to_device([tensor])[0]
-        self.objects[slot], self.versions[slot], self.copies[slot] = tensor, tensor._version, copy
-        return copy
-
-    def write_back(self, slot: int, host: torch.Tensor, device_value: torch.Tensor) -> None:
-        """Copy an in-place result to the caller's host tensor; the device copy stays valid."""
-        with torch.no_grad():
-            host.copy_(to_host([device_value])[0])
-        if host is self.objects[slot]:
-            self.versions[slot] = host._version

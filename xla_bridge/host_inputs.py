@@ -43,7 +43,7 @@ def signature(tensor: torch.Tensor) -> tuple:
 
 
 class HostInputs:
-    """``device_args, shapes_changed = host_inputs(args)`` for one graph's argument list.
+    """``device_args = host_inputs(args)`` for one graph's argument list.
 
     Arguments at ``host_positions`` are replaced by their device copies; the others (device
     tensors, Python values) are passed as they are.
@@ -65,14 +65,18 @@ class HostInputs:
         self.signatures = [None] * slots
         self.memory = [None] * slots          # what memory each slot's host tensor lives in
         self.slot_of_id = {}                  # id(host tensor) -> a slot holding its copy
+        self.refreshed = self.shapes_changed = True
 
     def __call__(self, args):
+        """The device arguments; ``refreshed`` / ``shapes_changed`` then say whether some host
+        argument was another tensor (or version) than last call / had another shape or dtype."""
         host = self.read_host(args)
         versions = list(map(_version_of, host))
-        shapes_changed = False
+        self.refreshed = self.shapes_changed = False
         if versions != self.versions or not all(map(operator.is_, host, self.objects)):
-            shapes_changed = self._refresh(host, versions)
-        return list(self.assemble((*args, *self.copies))), shapes_changed
+            self.refreshed = True
+            self.shapes_changed = self._refresh(host, versions)
+        return list(self.assemble((*args, *self.copies)))
 
     def _refresh(self, host, versions) -> bool:
         """Copy the stale slots (one batched transfer); True if a slot's signature changed."""

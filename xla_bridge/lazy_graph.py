@@ -22,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import device as dev
 from .counters import counters
+from .host_inputs import picker
 
 # Where an output leaf comes from on replay.
 RESULT = "result"      # a graph result: ("result", index into _run_cached_graph's list)
@@ -45,7 +46,7 @@ class NotOneGraph(Exception):
 class LazyGraph:
     """A captured graph; ``replay(args)`` returns the flat output leaves."""
 
-    def __init__(self, graph_hash, input_plan, baked, mutated, leaves, treespec):
+    def __init__(self, graph_hash, input_plan, baked, mutated, leaves, treespec, argument_count):
         self.graph_hash = graph_hash          # None when no output needs computing
         self.input_plan = input_plan          # per graph parameter: a position, SEED or BAKED
         self.baked = baked                    # per graph parameter: the BAKED tensor, else None
@@ -53,6 +54,11 @@ class LazyGraph:
         self.leaves = leaves                  # per output leaf: (kind, index or value)
         self.treespec = treespec
         self.seed_index = input_plan.index(SEED) if SEED in input_plan else None
+        # The graph's inputs in one C call: pick them from (*args, *baked tensors, seed slot).
+        self.extra = tuple(c for c in baked if c is not None) + (None,)
+        baked_index = iter(range(argument_count, argument_count + len(self.extra) - 1))
+        self.pick = picker([p if p >= 0 else next(baked_index) if p == BAKED
+                            else argument_count + len(self.extra) - 1 for p in input_plan])
 
     @classmethod
     def capture(cls, fn, args) -> "LazyGraph":
@@ -75,10 +81,10 @@ class LazyGraph:
             plan, baked = _plan_inputs(results, position_of_id)
             graph_hash = _compile(xlac, results)
         counters.compiles += 1
-        return cls(graph_hash, plan, baked, mutated, leaf_plan, treespec)
+        return cls(graph_hash, plan, baked, mutated, leaf_plan, treespec, len(args))
 
     def graph_inputs(self, args) -> list:
-        inputs = [args[p] if p >= 0 else c for p, c in zip(self.input_plan, self.baked)]
+        inputs = list(self.pick((*args, *self.extra)))
         if self.seed_index is not None:
             inputs[self.seed_index] = _fresh_seed()
         return inputs
@@ -90,10 +96,19 @@ class LazyGraph:
             xlac = dev.xlac()
             results = xlac._run_cached_graph(self.graph_hash, self.graph_inputs(args))
             counters.replays += 1
-            replace = xlac._replace_xla_tensor   # the argument now holds the result's device data
             for k, position in enumerate(self.mutated):
-                replace(args[position], results[k])
+                _write(args[position], results[k])
         return [_LEAF_READERS[kind](value, args, results) for kind, value in self.leaves]
+
+
+def _write(target: torch.Tensor, result: torch.Tensor) -> None:
+    """An in-place update of a device argument: a plain tensor takes the result's device data;
+    a view is written through (a lazy ``copy_``) so that its base sees the update too."""
+    if target._is_view():
+        with torch.no_grad():
+            target.copy_(result)
+    else:
+        dev.xlac()._replace_xla_tensor(target, result)
 
 
 def _trace(fn, copies):

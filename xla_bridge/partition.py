@@ -100,7 +100,7 @@ class PartitionedProgram:
         self.argument_leaves = {k: i for k, leaf in enumerate(leaves) for i in tensor_positions
                                 if leaf is copies[i]}
 
-    def run(self, device_args) -> list:
+    def run(self, device_args, same_signature=False) -> list:
         with torch.no_grad():
             out = self.flat.run_with(self.split, device_args)
         leaves, self.treespec = pytree.tree_flatten(out)

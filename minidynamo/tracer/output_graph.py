@@ -80,10 +80,7 @@ class OutputGraph:
         node_kwargs, example_kwargs = {}, {}
         for k, v in kwargs.items():
             node_kwargs[k], example_kwargs[k] = graph_arg(v, devices)
-        if kind == "call_method":
-            fn = example_fn or (lambda self, *a, **kw: getattr(self, target)(*a, **kw))
-        else:
-            fn = example_fn or target
+        fn = example_fn or (_method_caller(target) if kind == "call_method" else target)
         if device is None and example_kwargs.get("device") is not None:
             device = torch.device(example_kwargs["device"])          # an explicit device= wins
         if device is None:
@@ -112,6 +109,14 @@ _DEVICE_FACTORIES = {
     torch.ones_like, torch.empty_like, torch.full_like, torch.rand_like, torch.randn_like,
     torch.logspace, torch.scalar_tensor,
 }
+
+
+def _method_caller(name: str):
+    def call_method(self, *args, **kwargs):
+        return getattr(self, name)(*args, **kwargs)
+
+    call_method.__qualname__ = f"Tensor.{name}"
+    return call_method
 
 
 def _accepts_device(target) -> bool:

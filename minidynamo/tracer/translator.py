@@ -12,6 +12,7 @@ import logging
 import operator
 import sys
 import types
+import weakref
 
 from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 from bytecode.instr import BinaryOp, CellVar, Compare, FreeVar
@@ -64,13 +65,14 @@ def _is_try_statement(instructions, handler: int) -> bool:
     return first == "PUSH_EXC_INFO" and following != "WITH_EXCEPT_START"
 
 
-_decoded: dict = {}
+_decoded: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # code -> decode(code)
 
 
 def decoded(code):
-    if code not in _decoded:
-        _decoded[code] = decode(code)
-    return _decoded[code]
+    entry = _decoded.get(code)
+    if entry is None:
+        entry = _decoded[code] = decode(code)
+    return entry
 
 
 class InstructionTranslatorBase:

@@ -175,8 +175,8 @@ def _device_move(tx, tensor, name, args, kwargs):
             return self.to("meta")
         return getattr(self, name)(*a, **kw)
 
-    out = tx.output.call_op("call_method", name, [tensor, *args], kwargs, device=device, example_fn=example_fn)
-    return out
+    example_fn.__qualname__ = f"Tensor.{name}"
+    return tx.output.call_op("call_method", name, [tensor, *args], kwargs, device=device, example_fn=example_fn)
 
 
 def wrap_op_result(output, node, example, device):
