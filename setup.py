@@ -1,13 +1,33 @@
-"""Builds the C extensions (the frame hook, guard helpers); everything else is in pyproject.toml."""
+"""Builds the C extensions (the frame hook, guard helpers); everything else is in pyproject.toml.
+
+One extension is C++ and optional: ``guards._tensor_match`` reads tensor metadata from
+at::Tensor, so it compiles against the torch installed in the build environment.  It is built
+when ``import torch`` works here (``pip install --no-build-isolation``, or ``setup.py build_ext``
+with the project's venv) and skipped with a note otherwise: guards then uses its C and Python
+paths, with the same answers.
+"""
 from setuptools import Extension, setup
 
 C_FLAGS = ["-O2", "-std=c11", "-Wall", "-Wno-missing-braces"]
 
-setup(
-    ext_modules=[
-        # the PEP 523 frame hook and the per-code caches
-        Extension("minidynamo._eval_frame", sources=["minidynamo/_eval_frame.c"], extra_compile_args=C_FLAGS),
-        # optional fast paths for guard checks (guards/ falls back to Python without it)
-        Extension("guards._guard_helpers", sources=["guards/_guard_helpers.c"], extra_compile_args=C_FLAGS),
-    ]
-)
+ext_modules = [
+    # the PEP 523 frame hook and the per-code caches
+    Extension("minidynamo._eval_frame", sources=["minidynamo/_eval_frame.c"], extra_compile_args=C_FLAGS),
+    # optional fast paths for guard checks (guards/ falls back to Python without it)
+    Extension("guards._guard_helpers", sources=["guards/_guard_helpers.c"], extra_compile_args=C_FLAGS),
+]
+cmdclass = {}
+
+try:
+    import torch  # noqa: F401
+    from torch.utils.cpp_extension import BuildExtension, CppExtension
+except Exception as error:  # no torch at build time (an isolated build): C and Python paths only
+    print(f"note: guards._tensor_match (C++ tensor guards) not built: cannot import torch ({error})")
+else:
+    # optional C++ tensor matching; one translation unit, few headers (the build has 2 cores)
+    ext_modules.append(CppExtension("guards._tensor_match", sources=["guards/_tensor_match.cpp"],
+                                    extra_compile_args=["-O2", "-g0", "-Wall"]))
+    # Without ninja: the C extensions then keep being compiled as C (ninja would use c++).
+    cmdclass["build_ext"] = BuildExtension.with_options(use_ninja=False)
+
+setup(ext_modules=ext_modules, cmdclass=cmdclass)

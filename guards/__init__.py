@@ -13,7 +13,8 @@ factories), ``checks`` (each kind as Python tests), ``module_facts`` (nn.Module 
 rules), ``planner`` (how to read each source once and exactly), ``codegen`` (tree order,
 the generated function), ``slow_path`` (the failure reason), ``reader`` (graph inputs),
 ``memo`` (dict version tags let a hit skip what cannot have changed), ``native`` (the
-optional C helper ``_guard_helpers.c``).
+optional compiled helpers: ``_tensor_match.cpp`` reads tensor metadata from at::Tensor,
+``_guard_helpers.c`` does the rest).
 Layers: this package never imports minidynamo (it sits below it) nor torch._dynamo.
 """
 

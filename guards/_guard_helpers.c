@@ -40,6 +40,7 @@ typedef struct {
     int on_cpu;              /* expected device is the CPU: ask is_cpu (no device object made) */
     PyObject *stride_method; /* the unbound stride() of that type, or is_contiguous() when the
                                 spec says the expected strides are exactly the contiguous ones */
+    PyObject *stride_name;   /* its name: an instance attribute by that name hides the method */
     int by_contiguity;
 } Spec;
 
@@ -80,6 +81,7 @@ static void spec_clear(Spec *spec) {
     Py_CLEAR(spec->strides);
     Py_CLEAR(spec->requires_grad);
     Py_CLEAR(spec->stride_method);
+    Py_CLEAR(spec->stride_name);
 }
 
 static int spec_init(Spec *spec, PyObject *item) {
@@ -114,6 +116,9 @@ static int spec_init(Spec *spec, PyObject *item) {
     spec->sizes = Py_NewRef(sizes);
     spec->strides = Py_NewRef(strides);
     spec->requires_grad = Py_NewRef(requires_grad);
+    spec->stride_name = PyUnicode_InternFromString(stride_name);
+    if (spec->stride_name == NULL)
+        return -1;
     spec->stride_method = Py_NewRef(stride);
     return 0;
 }
@@ -125,6 +130,18 @@ static int equal_int_tuples(PyObject *got, PyObject *expected) {
     int result = PyObject_RichCompareBool(got, expected, Py_EQ);
     Py_DECREF(got);
     return result;
+}
+
+/* x.stride() (or x.is_contiguous()): the method found once, unless an instance attribute
+ * hides it (then it is what Python calls). */
+static PyObject *call_stride_method(Spec *spec, PyObject *tensor) {
+    PyObject **dict = _PyObject_GetDictPtr(tensor);
+    if (dict != NULL && *dict != NULL && PyDict_GET_SIZE(*dict) != 0) {
+        PyObject *shadow = PyDict_GetItemWithError(*dict, spec->stride_name);
+        if (shadow != NULL || PyErr_Occurred())
+            return PyErr_Occurred() ? NULL : PyObject_CallMethodNoArgs(tensor, spec->stride_name);
+    }
+    return PyObject_Vectorcall(spec->stride_method, &tensor, 1, NULL);
 }
 
 static int spec_matches(Spec *spec, PyObject *tensor) {
@@ -146,14 +163,15 @@ static int spec_matches(Spec *spec, PyObject *tensor) {
     if (ok != 1)
         return ok;
     if (spec->by_contiguity) {
-        value = PyObject_Vectorcall(spec->stride_method, &tensor, 1, NULL);
+        value = call_stride_method(spec, tensor);
         if (value == NULL)
             return -1;
+        ok = PyObject_IsTrue(value);
         Py_DECREF(value);
-        if (value != Py_True)
-            return 0;
+        if (ok != 1)
+            return ok;
     } else {
-        ok = equal_int_tuples(PyObject_Vectorcall(spec->stride_method, &tensor, 1, NULL), spec->strides);
+        ok = equal_int_tuples(call_stride_method(spec, tensor), spec->strides);
         if (ok != 1)
             return ok;
     }

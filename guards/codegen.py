@@ -21,8 +21,9 @@ What makes a hit cheap, each kept exact:
   ``_modules`` (never through the slow ``__getattr__``), with the checks that make that read
   the one ``module.attr`` would give (see ``module_facts``);
 - a tuple identical to the constant seen at trace time skips its item checks;
-- tensor checks run in one call of the optional C helper (``_guard_helpers.c``), and a frame
-  guarded only on tensor arguments gets a guard function that is entirely C.
+- tensor checks run in one call of a compiled helper (``native``: C++ reading at::Tensor, or the
+  C helper calling the getters), and a frame guarded only on tensor arguments gets a guard
+  function that is entirely compiled.
 The same plan, interpreted step by step, is the slow path that says which guard failed.
 Assumed, not checked: classes are not given new attributes after tracing.
 """
@@ -173,7 +174,7 @@ def _render_body(planner: Planner, batch_tensors: bool, note, steps: list, lines
     batch: Optional[list] = [] if batch_tensors else None
     _render_steps(steps, lines, batch, indent, note)
     if batch:
-        check = planner.consts.name_for(native.TensorMatch([spec for _, spec in batch]), "tensor_match")
+        check = planner.consts.name_for(native.tensor_match([spec for _, spec in batch]), "tensor_match")
         args = ", ".join(var for var, _ in batch)
         lines.append(f"{indent}if not {check}({args}): return False  "
                      f"# tensors above ({len(batch)}): type, dtype, device, shape, strides, requires_grad")
@@ -219,7 +220,7 @@ def build_guard_function(guards: Iterable[Guard], frame_info: FrameInfo) -> Guar
     text = render_guard(planner, frame_info, memo_plan=memo.plan_memo(planner, ordered))
     guard_fn = native.argument_guard(ordered, frame_info)
     if guard_fn is not None:
-        text = ("# Runs in C (guards._guard_helpers.ArgumentGuard); the same checks in Python:\n"
+        text = (f"# Runs compiled ({type(guard_fn).__module__}.ArgumentGuard); the same checks in Python:\n"
                 + render_guard(planner, frame_info, inline_tensors=True))
     else:
         guard_fn = exec_generated(text, planner.consts.namespace, "___guard", "guards")

@@ -65,7 +65,7 @@ class MemoPlan:
 
 def plan_memo(planner: Planner, guards: list[Guard]) -> Optional[MemoPlan]:
     """Which steps a memo lets the fast path skip, or None when it is not worth it."""
-    if not native.enabled or native.DictMemo is None:
+    if not native.compiled() or native.DictMemo is None:
         return None
     pins = {local_var(g.source.local_name): planner.consts.name_for(g.obj, "pin")
             for g in guards if g.kind == ID_MATCH and isinstance(g.source, LocalSource)}

@@ -1,11 +1,19 @@
-"""The optional C helper (``_guard_helpers.c``) and when generated code may use it.
+"""The optional compiled helpers, and when generated code may use them.
 
-Everything works without it: ``enabled`` is False when it is not built (or set False to
-compare), and codegen then writes the same checks in Python.
+Three ways to check a tensor against its ``TensorSpec``, with the same answers:
+
+- ``"cpp"``: ``_tensor_match.cpp`` compares at::Tensor's own fields (~10 ns a tensor); built only
+  when torch is importable at build time, since it compiles against torch's headers;
+- ``"c"``: ``_guard_helpers.c`` calls the tensor's Python getters from C (~200 ns a tensor);
+- ``"python"``: the generated Python checks (codegen writes them when neither is used).
+
+``mode`` is the fastest one built; tests set it to run every path.  ``ArgumentReader`` and
+``DictMemo`` come from the C helper in both compiled modes.
 """
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, Optional, Sequence
 
 import torch
@@ -15,32 +23,54 @@ from .guard import GRAD_MODE_MATCH, TENSOR_MATCH, Guard, TensorSpec
 from .source import FrameInfo, LocalSource, Source
 
 try:
-    from ._guard_helpers import ArgumentGuard, ArgumentReader, DictMemo, TensorMatch
+    from . import _guard_helpers as c_helpers
 except ImportError:  # pragma: no cover - depends on the build
-    ArgumentGuard = ArgumentReader = DictMemo = TensorMatch = None
+    c_helpers = None
+try:
+    from . import _tensor_match as cpp_helpers
+except ImportError:  # pragma: no cover - not built (no torch at build time) or built for another torch
+    cpp_helpers = None
 
-# Use the helper when built; tests set it False to run the pure-Python checks.
-enabled = TensorMatch is not None
+# The modules that check tensors in each compiled mode (only the built ones).
+TENSOR_CHECKERS: dict[str, ModuleType] = {
+    name: module for name, module in (("cpp", cpp_helpers), ("c", c_helpers)) if module is not None}
+MODES = (*TENSOR_CHECKERS, "python")
+mode = MODES[0]
+
+ArgumentReader = c_helpers.ArgumentReader if c_helpers else None
+DictMemo = c_helpers.DictMemo if c_helpers else None
+# The fastest TensorMatch built (benchmarks time it alone); codegen calls ``tensor_match``.
+TensorMatch = next((module.TensorMatch for module in TENSOR_CHECKERS.values()), None)
+
+
+def compiled() -> bool:
+    """True when generated guards may call compiled helpers (False: pure Python)."""
+    return mode in TENSOR_CHECKERS
+
+
+def tensor_match(specs: Sequence[tuple]) -> Any:
+    """The current mode's ``TensorMatch(specs)``: one call checks every tensor."""
+    return TENSOR_CHECKERS[mode].TensorMatch(specs)
 
 
 def tensor_spec(spec: TensorSpec) -> Optional[tuple]:
-    """The C helper's spec for a TensorSpec, or None (no helper, or a tensor type whose
-    metadata getters are overridden in Python: those stay Python checks)."""
-    if not enabled:
+    """The compiled helper's spec for a TensorSpec, or None (pure-Python mode, or a spec the
+    helper refuses: the C helper refuses types whose metadata getters are Python code)."""
+    if not compiled():
         return None
     c_spec = (spec.type, spec.dtype, spec.device, spec.shape, spec.stride, spec.requires_grad,
               contiguity_pins_strides(spec))
     try:
-        TensorMatch([c_spec])
+        tensor_match([c_spec])
     except TypeError:
         return None
     return c_spec
 
 
 def argument_guard(guards: Sequence[Guard], frame_info: FrameInfo) -> Any:
-    """The whole guard function as one C object, when every guard is a tensor match on an
-    argument or the grad mode (the common case of a function of tensors); else None."""
-    if not enabled:
+    """The whole guard function as one compiled object, when every guard is a tensor match on
+    an argument or the grad mode (the common case of a function of tensors); else None."""
+    if not compiled():
         return None
     checks, grad_mode = [], None
     for guard in guards:
@@ -51,12 +81,13 @@ def argument_guard(guards: Sequence[Guard], frame_info: FrameInfo) -> Any:
             checks.append((frame_info.arg_names.index(guard.source.local_name), tensor_spec(guard.expected)))
         else:
             return None
-    return ArgumentGuard(len(frame_info.arg_names), checks,
-                         None if grad_mode is None else torch.is_grad_enabled, bool(grad_mode))
+    return TENSOR_CHECKERS[mode].ArgumentGuard(
+        len(frame_info.arg_names), checks, None if grad_mode is None else torch.is_grad_enabled, bool(grad_mode))
 
 
 def argument_reader(sources: Sequence[Source], frame_info: FrameInfo) -> Any:
     """A C reader when every graph input is an argument; else None."""
-    if not enabled or not all(isinstance(source, LocalSource) for source in sources):
+    if not compiled() or ArgumentReader is None \
+            or not all(isinstance(source, LocalSource) for source in sources):
         return None
     return ArgumentReader([frame_info.arg_names.index(source.local_name) for source in sources])

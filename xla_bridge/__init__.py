@@ -12,7 +12,15 @@
 
 Host (CPU) inputs are moved to the device and outputs moved back; inputs already on the device
 are used as they are. Weights (graph inputs or module state) keep their device copy while the
-same tensor comes back with the same ``_version``.
+same tensor comes back with the same ``_version``; a call whose arguments all did is mapped in a
+few C-level passes, with no Python work per weight (``host_inputs``).
+
+Memory shared with the caller is kept as eager PyTorch has it (``aliasing``): an output that
+is a view of a host argument is returned as a view of the caller's tensor; the same tensor in
+two positions gets one device copy; an in-place update of a device argument that is a view
+reaches its base. What cannot be replayed soundly runs eagerly, with the reason recorded: a
+call where an argument the graph writes in place shares memory with another argument, an
+output viewing a device argument, two outputs sharing memory.
 
 Seeing what happened:
 
@@ -31,14 +39,14 @@ Importing this package is cheap: torch_xla (which imports torch._dynamo) is impo
 first backend call.
 
 Limits, on purpose: autograd is not carried through the device (a call made with grad mode on
-and a tensor that requires grad runs eagerly); input shapes and dtypes must match the example
-inputs (minidynamo's guards ensure it); a host tensor changed without bumping ``_version``
-(through ``.data`` or numpy) keeps its stale device copy; an output that is a view of an input
-comes back as a new tensor, not a view.
+and a tensor that requires grad runs eagerly); a host tensor changed without bumping
+``_version`` (through ``.data`` or numpy) keeps its stale device copy.
 
-Modules: ``backends`` (the two entry points, host side), ``programs`` (what runs on the
-device), ``lazy_graph`` (capture and replay of one graph), ``partition`` (ops without an XLA
-lowering), ``lifting`` (module state as inputs), ``device`` (torch_xla access, transfers).
+Modules: ``backends`` (the two entry points, host side), ``host_inputs`` (arguments to device
+copies, per call), ``aliasing`` (outputs viewing arguments, in-place writes, found on meta
+tensors), ``programs`` (what runs on the device), ``lazy_graph`` (capture and replay of one
+graph), ``partition`` (ops without an XLA lowering), ``lifting`` (module state as inputs),
+``device`` (torch_xla access, transfers).
 """
 
 from .counters import counters, reset_counters

@@ -109,7 +109,12 @@ class BridgedCall:
         self.host_inputs = HostInputs(len(args), self.host_positions)
         self.last_signature = None            # of the device and Python-value arguments
         self.program = make_program(self.flat, self._device_args(args))
+        self.program_saw_last_args = True     # the program's current graph fits the last args
+        # Meta kernels do not all bump the versions of what they update (batch norm's running
+        # stats): the device trace's own account of in-place writes is added.
+        self.written = tuple(sorted(set(self.written) | set(self.program.mutated)))
         self.sync = getattr(self.program, "sync", None)
+        self.was_aliased = True               # unknown until the first call checks
         self.eager_reasons = set()
 
     def __call__(self, *inputs):
@@ -126,12 +131,15 @@ class BridgedCall:
         if reason is not None:
             return self._eager(inputs, reason)
         device_args = self._device_args(args)
+        same_signature = self.same_signature and self.program_saw_last_args
+        self.program_saw_last_args = False
         if self.written and self._aliased(args):
             return self._eager(inputs, "an argument the graph writes in place shares memory "
                                        "with another argument")
         if timer is not None:
             timer.lap("transfer_in")
-        leaves = self.program.run(device_args, self.same_signature)
+        leaves = self.program.run(device_args, same_signature)
+        self.program_saw_last_args = True
         if self.sync is not None:       # trivial: the lazy trace ran; now dispatch it
             if timer is not None:
                 timer.lap("trace")
@@ -150,7 +158,8 @@ class BridgedCall:
 
     def _device_args(self, args) -> list:
         """Host tensors replaced by their device copies; sets ``same_signature`` when every
-        argument provably has the shapes, dtypes and values of the previous call."""
+        argument provably has the shapes, dtypes and values of the previous call (which counts
+        only if the program ran on that call: ``program_saw_last_args``)."""
         device_args = self.host_inputs(args)
         same = not self.host_inputs.shapes_changed
         if self.device_positions or self.value_positions:
@@ -174,9 +183,9 @@ class BridgedCall:
 
     def _aliased(self, args) -> bool:
         """Only a changed argument can change who shares memory with whom."""
-        if not (self.host_inputs.refreshed or self.device_positions):
-            return False
-        return self.host_inputs.aliased(self.written, args, self.device_positions)
+        if self.host_inputs.refreshed or self.device_positions or self.was_aliased:
+            self.was_aliased = self.host_inputs.aliased(self.written, args, self.device_positions)
+        return self.was_aliased
 
     def _outputs(self, leaves, args) -> list:
         """Leaves for the caller: views of arguments rebuilt on the caller's own tensors (after

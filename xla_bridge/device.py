@@ -32,14 +32,20 @@ def is_xla(value) -> bool:
     return isinstance(value, torch.Tensor) and value.device.type == "xla"
 
 
+_device_name = None
+
+
 def to_device(tensors: list) -> list:
     """Copy host tensors to the device in one batched transfer, each as plain device data.
 
     (``tensor.to(device)`` turns a 0-dim tensor holding 0 or 1 into a constant of the lazy
     graph, which would then be baked into a compiled graph instead of being one of its inputs.)
     """
-    device = str(xla_device())
-    return xlac()._xla_tensors_from_aten([t.detach() for t in tensors], [device] * len(tensors))
+    global _device_name
+    if _device_name is None:
+        _device_name = str(xla_device())
+    return xlac()._xla_tensors_from_aten([t.detach() for t in tensors],
+                                         [_device_name] * len(tensors))
 
 
 def device_copies(values: list) -> list:

@@ -66,6 +66,7 @@ class HostInputs:
         self.memory = [None] * slots          # what memory each slot's host tensor lives in
         self.slot_of_id = {}                  # id(host tensor) -> a slot holding its copy
         self.refreshed = self.shapes_changed = True
+        self.last_stale = []                  # the slots the last refresh copied
 
     def __call__(self, args):
         """The device arguments; ``refreshed`` / ``shapes_changed`` then say whether some host
@@ -79,10 +80,23 @@ class HostInputs:
         return list(self.assemble((*args, *self.copies)))
 
     def _refresh(self, host, versions) -> bool:
-        """Copy the stale slots (one batched transfer); True if a slot's signature changed."""
-        stale = list(itertools.compress(range(len(host)), map(operator.not_, map(
-            operator.and_, map(operator.is_, host, self.objects),
-            map(operator.eq, versions, self.versions)))))
+        """Copy the stale slots; True if a slot's signature changed. The slots that were stale
+        last time (the caller's fresh inputs, usually) are checked first, one by one; the C-level
+        comparison then says whether any other slot (a weight) needs a scan."""
+        objects, known = self.objects, self.versions
+        stale = [s for s in self.last_stale if host[s] is not objects[s] or versions[s] != known[s]]
+        changed = self._copy(stale, host, versions)
+        if versions != known or not all(map(operator.is_, host, objects)):
+            more = list(itertools.compress(range(len(host)), map(
+                operator.or_, map(operator.is_not, host, objects), map(operator.ne, versions, known))))
+            changed = self._copy(more, host, versions) or changed
+            stale += more
+        self.last_stale = stale
+        return changed
+
+    def _copy(self, stale, host, versions) -> bool:
+        """Fill ``stale`` slots (sharing a copy with a slot holding the same tensor, else one
+        batched transfer); True if one of them got another shape or dtype."""
         missing = {}                          # id -> (tensor, its stale slots): one copy each
         for slot in stale:
             tensor = host[slot]

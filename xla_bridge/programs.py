@@ -79,10 +79,11 @@ class ReplayedGraph:
 class TracedEveryCall:
     def __init__(self, fn, device_args):
         self.fn = fn
+        copies = dev.device_copies(device_args)
         with torch.no_grad():     # one trial trace on copies: a graph the device cannot run
-            fn(*dev.device_copies(device_args))      # fails now (-> eager), not on a call
+            fn(*copies)           # fails now (-> eager), not on a call
         self.positions = tuple(i for i, a in enumerate(device_args) if isinstance(a, torch.Tensor))
-        self.mutated = ()
+        self.mutated = self._written(copies)   # as the trial saw it; each run says again
         self.argument_leaves = {}
         self.treespec = None
 
@@ -92,14 +93,19 @@ class TracedEveryCall:
             out = self.fn(*device_args)
         counters.traces += 1
         leaves, self.treespec = pytree.tree_flatten(out)
-        tensors = [device_args[i] for i in self.positions]
-        self.mutated = tuple(p for p, needs in zip(
-            self.positions, dev.xlac()._check_tensor_need_materialization(tensors)) if needs) \
-            if tensors else ()
+        self.mutated = self._written(device_args)
         position_of = {id(device_args[i]): i for i in self.positions}
         self.argument_leaves = {k: position_of[id(leaf)] for k, leaf in enumerate(leaves)
                                 if id(leaf) in position_of}
         return leaves
+
+    def _written(self, device_args) -> tuple:
+        """Positions whose tensor now holds pending lazy computation: written in place."""
+        tensors = [device_args[i] for i in self.positions]
+        if not tensors:
+            return ()
+        pending = dev.xlac()._check_tensor_need_materialization(tensors)
+        return tuple(p for p, needs in zip(self.positions, pending) if needs)
 
     @staticmethod
     def sync() -> None:

@@ -109,12 +109,27 @@ class InstructionTranslatorBase:
                 raise Unsupported(f"{self.code.co_qualname} ran over {MAX_INSTRUCTIONS} instructions")
             if debug:
                 log.debug("%s%s:%s %s %s", "  " * self.depth, self.code.co_name, inst.lineno, inst.name,
-                          "" if inst.arg is None or isinstance(inst.arg, Label) else inst.arg)
+                          self.describe_arg(inst))
             handler = getattr(self, inst.name, None)
             if handler is None:
                 raise Unsupported(f"opcode {inst.name} (in {self.code.co_qualname}, line {inst.lineno})")
             handler(inst)
         return self.return_value
+
+    def describe_arg(self, inst) -> str:
+        """The instruction's argument as the log shows it: jump targets by index, enums by name."""
+        if not inst.require_arg():
+            return ""
+        arg = inst.arg
+        if isinstance(arg, Label):
+            return f"-> {self.targets[arg]}"
+        if isinstance(arg, (BinaryOp, Compare)):
+            return arg.name
+        if isinstance(arg, (CellVar, FreeVar)):
+            return arg.name
+        if isinstance(arg, types.CodeType):
+            return f"<code {arg.co_qualname}>"
+        return repr(arg)
 
     def push(self, vt):
         self.stack.append(vt)
@@ -140,6 +155,9 @@ class InstructionTranslatorBase:
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than inline_depth_limit={config.inline_depth_limit} (recursion?)")
         code = fn.get_code()
+        eval_frame = sys.modules.get("minidynamo.eval_frame")     # looked up lazily: no import cycle
+        if eval_frame is not None and code in getattr(eval_frame, "disabled_codes", ()):
+            raise Unsupported(f"call to {code.co_qualname}, which is marked minidynamo.disable")
         if code.co_flags & CO_GENERATOR_LIKE:
             raise Unsupported(f"call to generator function {code.co_qualname} (generators are not supported)")
         f_locals = fn.bind(self, args, kwargs)

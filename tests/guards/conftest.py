@@ -1,12 +1,13 @@
-"""Every guards test runs twice: tensor checks in the C helper (when built) and in pure Python."""
+"""Every guards test runs once per way of checking tensors that is built: C++ reading at::Tensor
+("cpp"), the C helper calling the getters ("c"), and the generated Python ("python")."""
 
 import pytest
 
 from guards import native
 
 
-@pytest.fixture(autouse=True, params=["c_helpers", "pure_python"])
+@pytest.fixture(autouse=True, params=native.MODES)
 def tensor_check_mode(request, monkeypatch):
-    use_c = request.param == "c_helpers" and native.TensorMatch is not None
-    monkeypatch.setattr(native, "enabled", use_c)
-    return use_c
+    """True when the guards under test may use compiled helpers."""
+    monkeypatch.setattr(native, "mode", request.param)
+    return native.compiled()

@@ -1,12 +1,19 @@
-"""The optional C helper: TensorMatch answers exactly what the Python tensor checks answer."""
+"""The compiled helpers: each TensorMatch built (C++ and C) answers exactly what the Python
+tensor checks answer, and a frame of tensor arguments gets a guard function that is all compiled."""
 
 import pytest
 import torch
 
 from guards import native
 
-TensorMatch = native.TensorMatch
-pytestmark = pytest.mark.skipif(TensorMatch is None, reason="guards/_guard_helpers.c is not built")
+# name -> TensorMatch class, for every compiled helper that is built
+HELPERS = {name: module.TensorMatch for name, module in native.TENSOR_CHECKERS.items()}
+pytestmark = pytest.mark.skipif(not HELPERS, reason="no compiled guard helper is built")
+
+
+@pytest.fixture
+def tensor_check_mode():
+    """These tests name the helper they test: run them once, not once per mode."""
 
 
 def spec_of(t):
@@ -26,6 +33,12 @@ class MyTensor(torch.Tensor):
     pass
 
 
+class Odd(torch.Tensor):
+    @property
+    def dtype(self):
+        return torch.float64
+
+
 CANDIDATES = [
     torch.ones(2, 3), torch.ones(2, 3).half(), torch.ones(3, 2).t(), torch.ones(2, 3, requires_grad=True),
     torch.nn.Parameter(torch.ones(2, 3)), torch.ones(2, 3, device="meta"), torch.ones(()), torch.ones(0, 3),
@@ -33,47 +46,74 @@ CANDIDATES = [
 ]
 
 
+@pytest.mark.parametrize("helper", HELPERS)
 @pytest.mark.parametrize("traced", [t for t in CANDIDATES if isinstance(t, torch.Tensor)], ids=repr)
-def test_agrees_with_the_python_checks(traced):
+def test_agrees_with_the_python_checks(helper, traced):
     spec = spec_of(traced)
-    check = TensorMatch([spec])
+    check = HELPERS[helper]([spec])
     for candidate in CANDIDATES:
         assert check(candidate) is python_check(spec, candidate), (traced, candidate)
 
 
-def test_checks_many_tensors_in_one_call():
+@pytest.mark.parametrize("helper", HELPERS)
+def test_checks_many_tensors_in_one_call(helper):
     x, y = torch.ones(2), torch.zeros(3, 3)
-    check = TensorMatch([spec_of(x), spec_of(y)])
+    check = HELPERS[helper]([spec_of(x), spec_of(y)])
     assert check(x, y) is True
     assert check(x, x) is False
     with pytest.raises(TypeError):
         check(x)
 
 
-def test_refuses_types_whose_metadata_is_computed_in_python():
-    class Odd(torch.Tensor):
-        @property
-        def dtype(self):
-            return torch.float64
-
+@pytest.mark.skipif("c" not in HELPERS, reason="guards/_guard_helpers.c is not built")
+def test_the_c_helper_refuses_types_whose_metadata_is_computed_in_python():
     with pytest.raises(TypeError):
-        TensorMatch([(Odd, torch.float32, torch.device("cpu"), (1,), (1,), False)])
+        HELPERS["c"]([(Odd, torch.float32, torch.device("cpu"), (1,), (1,), False)])
 
 
-def test_a_frame_of_tensor_arguments_gets_a_guard_function_in_c(tensor_check_mode):
+@pytest.mark.skipif("cpp" not in HELPERS, reason="guards/_tensor_match.cpp is not built")
+def test_cpp_reads_the_tensor_itself_only_where_python_would_read_the_same():
+    x = torch.ones(2, 3)
+    types = [torch.Tensor, torch.nn.Parameter, MyTensor, Odd]
+    check = HELPERS["cpp"]([(cls, x.dtype, x.device, (2, 3), (3, 1), False) for cls in types])
+    # MyTensor keeps torch's default __torch_function__, which returns what the getter returns;
+    # Odd's dtype is Python code: asked through Python, as the generated check would ask.
+    assert check.direct() == (True, True, True, False)
+    odd = x.as_subclass(Odd)
+    assert check(x, torch.nn.Parameter(x, requires_grad=False), x.as_subclass(MyTensor), odd) is False
+    odd_spec = (Odd, torch.float64, x.device, (2, 3), (3, 1), False)
+    assert HELPERS["cpp"]([odd_spec])(odd) is python_check(odd_spec, odd) is True
+
+
+@pytest.mark.parametrize("mode", native.TENSOR_CHECKERS)
+def test_a_frame_of_tensor_arguments_gets_a_compiled_guard_function(mode, monkeypatch):
     from guards import LocalSource, compile_reader, grad_mode_match, tensor_match
     from tests.guards.helpers import frame_of, guard_fn_for, some_function as f
 
+    monkeypatch.setattr(native, "mode", mode)
     x, y = torch.ones(2, 3), torch.ones(3)
     guards = [grad_mode_match(), tensor_match(LocalSource("x"), x), tensor_match(LocalSource("y"), y)]
     guard_fn = guard_fn_for(guards, "x", "y")
-    assert isinstance(guard_fn, native.ArgumentGuard) is tensor_check_mode
+    assert type(guard_fn) is native.TENSOR_CHECKERS[mode].ArgumentGuard
     assert guard_fn(f, torch.zeros(2, 3), torch.zeros(3)) is True
     assert guard_fn(f, y, x) is False
     assert guard_fn.failure_reason(f, x, y.double()) == "L['y'].dtype: expected torch.float32, got torch.float64"
     with torch.no_grad():
         assert guard_fn(f, x, y) is False
+    with torch.inference_mode():
+        assert guard_fn(f, x, y) is False           # inference mode turns grad mode off too
     assert "L_x.dtype is" in guard_fn.source            # readable Python, whichever runs
+    assert f"Runs compiled (guards._{'tensor_match' if mode == 'cpp' else 'guard_helpers'}" in guard_fn.source
     reader = compile_reader([LocalSource("y"), LocalSource("x")], frame_of("x", "y"))
     values = reader(f, x, y)
     assert values[0] is y and values[1] is x
+
+
+def test_pure_python_mode_uses_no_compiled_helper(monkeypatch):
+    from guards import LocalSource, tensor_match
+    from tests.guards.helpers import guard_fn_for
+
+    monkeypatch.setattr(native, "mode", "python")
+    guard_fn = guard_fn_for([tensor_match(LocalSource("x"), torch.ones(2))], "x")
+    assert type(guard_fn).__name__ == "function"
+    assert "___tensor_match" not in guard_fn.source and "L_x.dtype is" in guard_fn.source

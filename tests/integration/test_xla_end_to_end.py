@@ -167,3 +167,31 @@ def test_resnet18_at_32x32_replays():
     assert work["cached_graph_runs"] >= 1
     assert xla_bridge.counters.compiles == 1 and xla_bridge.counters.replays == 2
     assert_compiled_not_eager()
+
+
+def transpose_and_shift(x):
+    return x.t(), x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_output_viewing_the_input_shares_its_memory(backend):
+    optimized = minidynamo.optimize(backend)(transpose_and_shift)
+    x = torch.randn(2, 3)
+    transposed, shifted = optimized(x)
+    assert_same((transposed, shifted), transpose_and_shift(x))
+    assert transposed.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    assert_compiled_not_eager()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_tensor_passed_twice_to_a_function_writing_it_in_place(backend):
+    def write_x_read_y(x, y):
+        x.add_(1)
+        return y * 2
+
+    optimized = minidynamo.optimize(backend)(write_x_read_y)
+    optimized(torch.zeros(3), torch.zeros(3))            # compiled for distinct tensors
+    a, expected = torch.ones(3), torch.ones(3)
+    assert_same(optimized(a, a), write_x_read_y(expected, expected))
+    assert_same(a, expected)
+    assert "shares memory" in xla_bridge.counters.reasons[-1]

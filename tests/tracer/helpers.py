@@ -11,7 +11,7 @@ from minidynamo.tracer import trace_frame
 
 def raw_slots(fn, args, kwargs):
     """The frame's argument slots as CPython lays them out (defaults applied)."""
-    sig = inspect.signature(fn)
+    sig = inspect.signature(fn, follow_wrapped=False)   # the code object's own parameters
     bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
     slots = []
@@ -24,16 +24,23 @@ def raw_slots(fn, args, kwargs):
 def assert_same(a, b):
     if isinstance(a, torch.Tensor):
         assert isinstance(b, torch.Tensor), (a, b)
-        assert a.shape == b.shape and a.dtype == b.dtype, (a, b)
+        assert a.shape == b.shape and a.dtype == b.dtype and a.requires_grad == b.requires_grad, (a, b)
         torch.testing.assert_close(a, b, equal_nan=True)
     elif isinstance(a, (tuple, list)):
         assert type(a) is type(b) and len(a) == len(b), (a, b)
         for x, y in zip(a, b):
             assert_same(x, y)
+    elif isinstance(a, torch.nn.Module):
+        assert type(a) is type(b)
+        assert_same(dict(a.state_dict()), dict(b.state_dict()))
+        assert a.training == b.training
     elif isinstance(a, dict):
         assert type(a) is type(b) and list(a) == list(b), (a, b)
         for k in a:
             assert_same(a[k], b[k])
+    elif hasattr(a, "__dict__") and not callable(a):
+        assert type(a) is type(b)
+        assert_same(dict(vars(a)), dict(vars(b)))
     else:
         assert type(a) is type(b) and (a == b or a is b), (a, b)
 

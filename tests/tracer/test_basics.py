@@ -304,3 +304,14 @@ def test_local_import_of_a_loaded_module():
         from torch.nn import functional as fn
         return fn.relu(a) * m.pi
     check(f, x)
+
+
+def test_disabled_functions_are_not_inlined():
+    import minidynamo
+
+    @minidynamo.disable
+    def helper(t):
+        return t + 1
+
+    with pytest.raises(Unsupported, match="helper"):
+        run_traced(lambda a: helper(a) * 2, x)

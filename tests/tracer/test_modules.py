@@ -104,3 +104,43 @@ def test_parameter_type_is_seen():
             return a * self.w + self.plain, flags
 
     check(UsesType(), x)
+
+
+def doubled(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) * 2
+    return wrapper
+
+
+class NoGradForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    @torch.no_grad()
+    def forward(self, a):
+        return self.lin(a)
+
+
+class DecoratedForward(NoGradForward):
+    @doubled
+    def forward(self, a):
+        return self.lin(a)
+
+
+class UsesBoth(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p, self.q = NoGradForward(), DecoratedForward()
+
+    def forward(self, a):
+        return self.p(a) + self.q(a)
+
+
+@pytest.mark.parametrize("make", [NoGradForward, DecoratedForward, UsesBoth])
+def test_decorated_forwards(make):
+    torch.manual_seed(0)
+    check(make(), torch.randn(2, 4, requires_grad=True))

@@ -138,3 +138,23 @@ def test_phase_timer_splits_a_call():
     assert all(seconds >= 0 for seconds in timer.totals.values())
     from xla_bridge import timing
     assert timing.active is None
+
+
+def test_unchanged_arguments_skip_every_check_but_any_change_is_seen():
+    """The replay fast path trusts an argument only while it is the same tensor at the same
+    version: an in-place update, a new tensor, a new shape (even made in place) are all seen."""
+    def project(x, w):
+        return x @ w
+
+    x, w = torch.randn(2, 3), torch.randn(3, 4)
+    compiled = trace_once(project, x, w)
+    assert_same(compiled(x, w), x @ w)
+    w.mul_(-1)
+    assert_same(compiled(x, w), x @ w)
+    other = torch.randn(3, 4)
+    assert_same(compiled(x, other), x @ other)
+    wider = torch.randn(3, 6)
+    assert_same(compiled(x, wider), x @ wider)
+    wider.resize_(3, 5)                                  # a new shape, same tensor object
+    assert_same(compiled(x, wider), x @ wider)
+    assert_same(compiled(x, w), x @ w)

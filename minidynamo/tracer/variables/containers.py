@@ -114,13 +114,8 @@ class SizeVariable(TupleVariable):
         values = [i.as_python_constant() for i in self.items]
         return torch.Size(values), torch.Size(values)
 
-    def call_method(self, tx, name, args, kwargs):
-        if name == "numel":
-            n = 1
-            for i in self.items:
-                n *= i.as_python_constant()
-            return ConstantVariable(n)
-        return super().call_method(tx, name, args, kwargs)
+    def method_numel(self, tx):
+        return ConstantVariable(torch.Size(self.as_python_constant()).numel())
 
 
 class NamedTupleVariable(TupleVariable):

@@ -122,16 +122,20 @@ class NNModuleVariable(VariableTracker):
             from .objects import ClassVariable
 
             return ClassVariable(type(module))
+        # Python's order: data descriptors of the class (properties), the instance __dict__,
+        # other class attributes, and last nn.Module.__getattr__ (parameters, buffers, modules)
+        if any(isinstance(k.__dict__.get(name), property) for k in type(module).__mro__):
+            return self._class_attribute(tx, name)
         if name in instance:
             return self._wrap(tx, instance[name], self._attr_source(name))
-        for store in ("_parameters", "_buffers"):
+        if hasattr(type(module), name):
+            return self._class_attribute(tx, name)
+        if type(module).__getattr__ is not nn.Module.__getattr__:
+            raise Unsupported(f"{type(module).__name__} has a custom __getattr__ (it would run for real)")
+        for store in ("_parameters", "_buffers", "_modules"):
             table = instance.get(store, {})
             if name in table:
-                value = table[name]
-                return self._wrap(tx, value, self._attr_source(name))
-        if name in instance.get("_modules", {}):
-            child = instance["_modules"][name]
-            return self._wrap(tx, child, self._attr_source(name)) if child is not None else ConstantVariable(None)
+                return self._wrap(tx, table[name], self._attr_source(name))   # None too (guarded)
         return self._class_attribute(tx, name)
 
     def _class_attribute(self, tx, name):
@@ -142,7 +146,7 @@ class NNModuleVariable(VariableTracker):
             return found
         if hasattr(type(self.value), name):
             return self._wrap(tx, getattr(self.value, name), self._attr_source(name))
-        if hasattr(self.value, "__getattr__") and type(self.value).__getattr__ is not nn.Module.__getattr__:
+        if type(self.value).__getattr__ is not nn.Module.__getattr__:
             raise Unsupported(f"{type(self.value).__name__} has a custom __getattr__")
         raise AttributeMissing(f"{type(self.value).__name__} has no attribute {name!r} (AttributeError)")
 

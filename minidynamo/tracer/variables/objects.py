@@ -50,8 +50,16 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0):
             return _wrap(tx, attr.__func__, at(name))
         if isinstance(attr, classmethod):
             return UserMethodVariable(UserFunctionVariable(attr.__func__, at(name, "__func__")), ClassVariable(klass))
+        if hasattr(type(attr), "__get__") and not isinstance(attr, HARMLESS_DESCRIPTORS):
+            # e.g. functools.cached_property: reading it would run user code for real
+            raise Unsupported(f"{klass.__name__}.{name} is a {type(attr).__name__} descriptor")
         return None
     return None
+
+
+# Descriptors whose __get__ only reads a field or binds a C function (no user code runs).
+HARMLESS_DESCRIPTORS = (types.MemberDescriptorType, types.GetSetDescriptorType, types.MethodDescriptorType,
+                        types.WrapperDescriptorType, types.BuiltinFunctionType, types.ClassMethodDescriptorType)
 
 
 class PythonModuleVariable(VariableTracker):
@@ -134,6 +142,10 @@ class ClassVariable(VariableTracker):
         return f"ClassVariable({self.value.__name__})"
 
 
+def _custom_getattr(klass) -> bool:
+    return any("__getattr__" in k.__dict__ for k in klass.__mro__ if k is not object)
+
+
 class UserObjectVariable(VariableTracker):
     """Any other real object; attributes are read (and guarded) one by one."""
 
@@ -167,6 +179,8 @@ class UserObjectVariable(VariableTracker):
         found = lookup_class_attribute(tx, klass, name, self, self.source)
         if found is not None:
             return found
+        if not any(name in k.__dict__ for k in klass.__mro__) and _custom_getattr(klass):
+            raise Unsupported(f"{klass.__name__} has a custom __getattr__ (it would run for real)")
         if hasattr(self.value, name):
             return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
         raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)")

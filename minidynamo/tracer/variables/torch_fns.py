@@ -63,6 +63,8 @@ FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, tor
 
 def is_torch_callable(value) -> bool:
     """Is ``value`` a tensor operation from torch (not a class, not a torch utility)?"""
+    if _hashable_in(value, CONSTANT_FUNCTIONS):           # incl. classes like torch.Size
+        return True
     if isinstance(value, type) or not callable(value):
         return False
     if value in CONTEXT_QUERIES or value in IGNORED_CALLS or value is torch._C._len_torch_dispatch_stack or _hashable_in(value, CONSTANT_FUNCTIONS):

@@ -1,0 +1,154 @@
+"""Memory shared between arguments and outputs: views returned, one tensor passed twice, views
+updated in place. Eager PyTorch (or the XLA lazy baseline for device tensors) is the oracle,
+for values and for who shares memory with whom."""
+
+import pytest
+import torch
+
+import xla_bridge
+from xla_bridge import device as dev
+from tests.xla.xla_testing import (BACKENDS, assert_same, compile_with, to_xla,
+                                   xla_metric_samples)
+
+
+def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def views_and_copies(x):
+    return x.t(), x[1], x.view(-1), x.contiguous(), x * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_outputs_that_view_an_input_are_views_of_the_callers_tensor(backend):
+    x = torch.randn(3, 4)
+    compiled = compile_with(backend, views_and_copies, [x])
+    out = compiled(x)
+    assert_same(out, views_and_copies(x))
+    transposed, row, flat, itself, doubled = out
+    assert itself is x
+    assert all(same_memory(view, x) for view in (transposed, row, flat))
+    assert not same_memory(doubled, x)
+    x.add_(1)                                            # a later write is seen through them
+    assert_same((transposed, row, flat), (x.t(), x[1], x.view(-1)))
+
+
+def test_view_of_an_input_updated_in_place_shows_the_update():
+    def bump_and_view(x):
+        x.mul_(2)
+        return x[0]
+
+    x = torch.arange(6.0).reshape(2, 3)
+    compiled = compile_with("torchxla_trace_once", bump_and_view, [x.clone()])
+    row = compiled(x)
+    assert same_memory(row, x)
+    assert_same(row, torch.tensor([0.0, 2.0, 4.0]))
+
+
+def test_view_of_an_input_whose_layout_changed_runs_that_call_eagerly():
+    x = torch.randn(3, 4)
+    compiled = compile_with("torchxla_trace_once", lambda x: x.t(), [x])
+    transposed_input = torch.randn(4, 3).t()             # same shape, other strides
+    out = compiled(transposed_input)
+    assert_same(out, transposed_input.t())
+    assert same_memory(out, transposed_input)
+    assert "changed shape or strides" in xla_bridge.counters.reasons[-1]
+
+
+def test_two_outputs_sharing_memory_run_eagerly_with_a_reason():
+    def output_and_its_view(x):
+        y = x * 2
+        return y, y.view(-1)
+
+    x = torch.randn(2, 3)
+    compiled = compile_with("torchxla_trace_once", output_and_its_view, [x])
+    y, flat = compiled(x)
+    assert_same((y, flat), output_and_its_view(x))
+    assert same_memory(y, flat)
+    assert "two outputs share memory" in xla_bridge.counters.reasons[-1]
+
+
+def test_view_of_a_device_input_runs_eagerly_with_a_reason():
+    x = to_xla(torch.randn(3, 4))
+    compiled = compile_with("torchxla_trace_once", lambda x: x.t(), [x])
+    out = compiled(x)
+    assert out.device.type == "xla"
+    assert_same(out.cpu(), x.cpu().t())
+    assert "view of device argument" in xla_bridge.counters.reasons[-1]
+
+
+def test_one_tensor_in_two_positions_gets_one_device_copy():
+    def add(a, b):
+        return a + b
+
+    w = torch.randn(4)
+    compiled = compile_with("torchxla_trace_once", add, [w, w])
+    w.add_(1)                                            # both slots are stale: one transfer
+    transfers = xla_metric_samples("TransferToDeviceTime")
+    assert_same(compiled(w, w), w + w)
+    assert xla_metric_samples("TransferToDeviceTime") - transfers == 1
+
+
+def write_first_read_second(x, y):
+    x.add_(1)
+    return y * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("alias", [lambda a: a, lambda a: a[:]], ids=["same", "view"])
+def test_argument_written_in_place_and_aliased_by_another_runs_eagerly(backend, alias):
+    compiled = compile_with(backend, write_first_read_second, [torch.zeros(3), torch.zeros(3)])
+    a, expected = torch.ones(3), torch.ones(3)
+    out = compiled(a, alias(a))
+    assert_same(out, write_first_read_second(expected, alias(expected)))
+    assert_same(a, expected)
+    assert "shares memory" in xla_bridge.counters.reasons[-1]
+    b, c = torch.ones(3), torch.ones(3)                  # distinct again: replayed
+    fallbacks = xla_bridge.counters.fallbacks
+    assert_same(compiled(b, c), torch.full((3,), 2.0))
+    assert xla_bridge.counters.fallbacks == fallbacks
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_update_of_a_device_view_reaches_its_base(backend):
+    def bump(x):
+        x.add_(1)
+        return x * 2
+
+    base = to_xla(torch.zeros(3, 4))
+    compiled = compile_with(backend, bump, [to_xla(torch.zeros(4))])
+    for step in (1, 2):
+        out = compiled(base[1])
+        assert_same(base.cpu()[1], torch.full((4,), float(step)))
+        assert_same(out.cpu(), torch.full((4,), 2.0 * step))
+    assert_same(base.cpu()[0], torch.zeros(4))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_update_of_a_host_view_reaches_its_base(backend):
+    def bump(x):
+        x.add_(1)
+        return x.sum()
+
+    base = torch.zeros(3, 4)
+    compiled = compile_with(backend, bump, [torch.zeros(4)])
+    compiled(base[2])
+    assert_same(base, torch.cat([torch.zeros(2, 4), torch.ones(1, 4)]))
+
+
+def test_a_call_run_eagerly_does_not_leave_a_stale_graph_behind():
+    """Call 2 has new shapes but runs eagerly (its arguments alias); call 3 has those shapes
+    too and must pick (or capture) the graph for them, not reuse call 1's."""
+    compiled = compile_with("torchxla_trace_once", write_first_read_second,
+                            [torch.zeros(3), torch.zeros(3)])
+    compiled(torch.ones(3), torch.ones(3))
+    a = torch.ones(5)
+    compiled(a, a)
+    assert_same(compiled(torch.ones(5), torch.ones(5)), torch.full((5,), 2.0))
+
+
+def test_aliased_example_inputs_are_caught_on_the_first_call():
+    a = torch.ones(3)
+    compiled = compile_with("torchxla_trace_once", write_first_read_second, [a, a])
+    expected = torch.ones(3)
+    assert_same(compiled(a, a), write_first_read_second(expected, expected))
