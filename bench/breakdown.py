@@ -10,8 +10,10 @@
                           openxla_eval, dynamo's guards and its bridge's dispatch together
 
 The instrumented calls add barriers between phases (wait for the device), so they run apart from
-the timing loop and their totals are close to, not equal to, the measured medians. Each phase is
-the median over the repeats.
+the timing loop and their totals are close to, not equal to, the measured medians. Execution that
+happens inside another phase (lazy mode runs part of the graph mid-trace when an op falls back to
+the CPU) is counted as execute. Peers take turns, one instrumented call each per round, and each
+phase is the median over the rounds.
 
 The floor of a model is transfer_in + execute + transfer_out: the time left if every framework
 overhead vanished. Execution is the lazy-mode graph's (from the timing loop when the baseline is
@@ -81,14 +83,16 @@ def lazy_execute_seconds(lazy_peer, inputs_at, repeats, first_step=0):
 
 def study(peers, inputs_at, repeats, first_step=0):
     """name -> {phase: seconds, ..., "total": seconds} for every XLA peer in ``peers``."""
+    xla_peers = {name: peer for name, peer in peers.items() if getattr(peer, "uses_xla", False)}
+    samples = {name: [] for name in xla_peers}
+    for i in range(repeats):  # round-robin, so a burst of machine noise hits every peer alike
+        for name, peer in xla_peers.items():
+            samples[name].append(peer.phases(inputs_at(first_step + i))[1])
     table = {}
-    for name, peer in peers.items():
-        if not getattr(peer, "uses_xla", False):
-            continue
-        samples = sample_phases(peer, inputs_at, repeats, first_step)
-        phases = median_phases(samples)
+    for name, peer in xla_peers.items():
+        phases = median_phases(samples[name])
         if "total" not in phases:
-            phases["total"] = statistics.median(sum(s.values()) for s in samples)
+            phases["total"] = statistics.median(sum(s.values()) for s in samples[name])
         if hasattr(peer, "guard_seconds"):
             _attribute_guard(peer, phases, inputs_at(first_step))
         table[name] = {p: phases.get(p, 0.0) for p in peer_kinds.PHASES} | {"total": phases["total"]}

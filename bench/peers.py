@@ -15,6 +15,7 @@ Each peer owns a deep copy of the model, so moving one to the XLA device leaves 
 """
 
 import copy
+import inspect
 import time
 
 from bench import xla_probe
@@ -22,6 +23,25 @@ from bench import xla_probe
 # The phases of one call, in the order they happen. ``other`` is whatever the instruments cannot
 # attribute (the frame hook, Python glue, dynamo's guards and dispatch for openxla_eval).
 PHASES = ("guard", "transfer_in", "trace", "hash_lookup_dispatch", "execute", "transfer_out", "other")
+
+
+class _Laps:
+    """Wall-clock phases of one instrumented call, each with the XLA execution that happened
+    inside it moved to ``execute`` (lazy mode executes mid-trace when an op falls back to the
+    CPU: that time is execution, not tracing). Waits for the device at every boundary."""
+
+    def __init__(self):
+        xla_probe.wait_device()
+        self.phases = {"execute": 0.0}
+        self._clock, self._executed = time.perf_counter(), xla_probe.execute_ns()
+
+    def lap(self, phase):
+        xla_probe.wait_device()
+        clock, executed = time.perf_counter(), xla_probe.execute_ns()
+        execute = (executed - self._executed) / 1e9
+        self.phases[phase] = self.phases.get(phase, 0.0) + max(0.0, clock - self._clock - execute)
+        self.phases["execute"] += execute
+        self._clock, self._executed = clock, executed
 
 
 class EagerCPU:
@@ -57,26 +77,16 @@ class LazyXLA:
         return xla_probe.to_host(outputs)
 
     def phases(self, inputs):
-        clock = time.perf_counter
-        executed = xla_probe.execute_ns()
-        t0 = clock()
+        laps = _Laps()
         on_device = xla_probe.to_device(inputs, self.device)
-        t1 = clock()
+        laps.lap("transfer_in")
         outputs = self.model(*on_device)
-        t2 = clock()
+        laps.lap("trace")
         xla_probe.sync()
-        xla_probe.wait_device()
-        t3 = clock()
+        laps.lap("hash_lookup_dispatch")  # the graph's execution inside it goes to "execute"
         host = xla_probe.to_host(outputs)
-        t4 = clock()
-        execute = (xla_probe.execute_ns() - executed) / 1e9
-        return host, {
-            "transfer_in": t1 - t0,
-            "trace": t2 - t1,
-            "hash_lookup_dispatch": max(0.0, (t3 - t2) - execute),
-            "execute": execute,
-            "transfer_out": t4 - t3,
-        }
+        laps.lap("transfer_out")
+        return host, laps.phases
 
 
 class Minidynamo:
@@ -137,7 +147,7 @@ class Minidynamo:
         if not entries:
             return "no cache entry of this peer (the frame ran eagerly?)"
         func = type(self.model).forward
-        args = (self.model, *inputs)
+        args = frame_arguments(func, (self.model, *inputs))
         for _, guard_fn, _ in entries:
             if guard_fn(func, *args):
                 return _median_seconds(lambda: guard_fn(func, *args), repeats)
@@ -161,37 +171,42 @@ class OpenXLAEval:
         return xla_probe.to_host(self.compiled(*xla_probe.to_device(inputs, self.device)))
 
     def phases(self, inputs):
-        clock = time.perf_counter
-        executed = xla_probe.execute_ns()
-        t0 = clock()
+        laps = _Laps()
         on_device = xla_probe.to_device(inputs, self.device)
-        t1 = clock()
+        laps.lap("transfer_in")
         outputs = self.compiled(*on_device)
-        xla_probe.wait_device()
-        t2 = clock()
+        laps.lap("other")  # dynamo's guards and the bridge's dispatch; ``guard_seconds`` splits guards off
         host = xla_probe.to_host(outputs)
-        t3 = clock()
-        execute = (xla_probe.execute_ns() - executed) / 1e9
-        # dynamo's guards run inside this window too: ``guard_seconds`` times them apart
-        return host, {
-            "transfer_in": t1 - t0,
-            "execute": execute,
-            "other": max(0.0, (t2 - t1) - execute),
-            "transfer_out": t3 - t2,
-        }
+        laps.lap("transfer_out")
+        return host, laps.phases
 
 
     def guard_seconds(self, inputs, repeats=200):
         """Median time of dynamo's guard check (its C++ guard manager) on ``inputs``, or a reason."""
         from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-        code = type(self.model).forward.__code__
-        args = (self.model, *xla_probe.to_device(inputs, self.device))
-        f_locals = dict(zip(code.co_varnames[: code.co_argcount], args))
-        for entry in _debug_get_cache_entry_list(code):
+        forward = type(self.model).forward
+        bound = inspect.signature(forward).bind(self.model, *xla_probe.to_device(inputs, self.device))
+        bound.apply_defaults()
+        f_locals = dict(bound.arguments)
+        for entry in _debug_get_cache_entry_list(forward.__code__):
             if entry.guard_manager.check(f_locals):
                 return _median_seconds(lambda: entry.guard_manager.check(f_locals), repeats)
         return "no dynamo cache entry passes its guards on these inputs"
+
+
+def frame_arguments(func, args):
+    """The raw argument slots of ``func``'s frame for a call with ``args``, as the frame hook
+    passes them to a guard: positionals, keyword-only, then ``*args``, then ``**kwargs``, with
+    defaults applied (timm's ViT forward has defaulted ``attn_mask``, ``is_causal``)."""
+    signature = inspect.signature(func)
+    bound = signature.bind(*args)
+    bound.apply_defaults()
+    kinds = inspect.Parameter
+    order = (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY,
+             kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD)
+    params = sorted(signature.parameters.values(), key=lambda p: order.index(p.kind))
+    return tuple(bound.arguments[p.name] for p in params)
 
 
 def _median_seconds(fn, repeats):

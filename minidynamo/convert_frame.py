@@ -163,17 +163,21 @@ class FrameConverter:
 
 
 def make_compiled_fn(capture, compiled_graph, read_inputs):
-    """The cache entry's body: re-read the graph inputs, run the compiled graph, shape the result."""
-    build_output = capture.build_output
+    """The cache entry's body: re-read the graph inputs, run the compiled graph, shape the result.
 
+    Generated with the frame's exact argument names (no ``*args`` packing): it runs on every hit.
+    """
+    build_output = capture.build_output
+    arg_names = ", ".join(["___func", *(f"a{i}" for i in range(len(capture.frame.arg_names)))])
     if getattr(build_output, "needs_frame", False):
         # the frame changed the caller's Python objects: replay that on the new call's objects
-        def compiled_fn(func, *args):
-            return build_output(compiled_graph(*read_inputs(func, *args)), func, *args)
+        body = f"build_output(compiled_graph(*read_inputs({arg_names})), {arg_names})"
     else:
-        def compiled_fn(func, *args):
-            return build_output(compiled_graph(*read_inputs(func, *args)))
-
+        build_output = getattr(build_output, "specialized", lambda: build_output)()
+        body = f"build_output(compiled_graph(*read_inputs({arg_names})))"
+    namespace = {"build_output": build_output, "compiled_graph": compiled_graph, "read_inputs": read_inputs}
+    exec(f"def compiled_fn({arg_names}):\n    return {body}\n", namespace)
+    compiled_fn = namespace["compiled_fn"]
     compiled_fn.capture = capture
     compiled_fn.compiled_graph = compiled_graph
     compiled_fn.read_inputs = read_inputs

@@ -158,7 +158,10 @@ def memory_key(tensor: torch.Tensor):
         while tensor._base is not None:
             tensor = tensor._base
         return ("xla", id(tensor))
-    storage = tensor.untyped_storage()
+    try:
+        storage = tensor.untyped_storage()
+    except (RuntimeError, NotImplementedError):    # no plain storage (sparse, ...): itself
+        return ("opaque", id(tensor))
     if storage.nbytes() == 0:
         return ("empty", id(tensor))
     return ("host", storage.data_ptr())

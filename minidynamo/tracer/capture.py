@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import operator
 from typing import Any, Callable
 
 import torch
@@ -22,8 +23,8 @@ from .output_graph import OutputGraph
 from .translator import InstructionTranslator
 from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable
-from .variables.containers import (BaseListVariable, DictVariable, NamedTupleVariable, SetVariable, SizeVariable,
-                                   SliceVariable, make_named_tuple)
+from .variables.containers import (BaseListVariable, DictVariable, ListVariable, NamedTupleVariable, SetVariable,
+                                   SizeVariable, SliceVariable, make_named_tuple)
 from .variables.builtins import BuiltinVariable
 from .variables.functions import UserFunctionVariable
 from .variables.nn_module import NNModuleVariable
@@ -80,109 +81,140 @@ def _trace(func, args) -> Capture:
     tx.locals = {name: wrap(tx, value, G.LocalSource(name)) for name, value in zip(names, args)}
     result = tx.run()
     output.side_effects.check_aliasing()
-    output_nodes: list = []
-    template = _output_template(result, output_nodes)
-    replays = _replay_templates(output.side_effects, output_nodes)
-    graph_module = output.finish(output_nodes)
-    reader = G.compile_reader([r[1] for r in replays if r[0] != "global"], frame) if replays else None
+    templates = Templates()
+    template = templates.of(result)
+    replays = templates.replays_of(output.side_effects)
+    graph_module = output.finish(templates.nodes)
+    reader = G.compile_reader(templates.reads, frame) if templates.reads else None
     return Capture(graph_module, list(output.example_inputs), list(output.input_sources), list(output.guards),
                    frame, OutputBuilder(template, replays, reader))
 
 
-def _replay_templates(effects, nodes) -> list:
-    """(kind, source of the real object, key, template of the new value), in program order."""
-    replays = []
-    for source, vt in effects.mutated.items():
-        if isinstance(vt, DictVariable):
-            replays.append(("dict", source, None, [(k, _output_template(v, nodes)) for k, v in vt.items.items()]))
-        else:
-            replays.append(("list", source, None, [_output_template(v, nodes) for v in vt.items]))
-    for (_, name), (source, vt) in effects.attribute_stores.items():
-        replays.append(("attr", source, name, _output_template(vt, nodes)))
-    for name, vt in effects.global_stores.items():
-        replays.append(("global", None, name, _output_template(vt, nodes)))
-    return replays
+# -- the return value and the side effects -----------------------------------------------------
+class Templates:
+    """Turns VariableTrackers into templates ``build_output`` can fill in at call time:
 
+        ("tensor", i)        the i-th graph output          ("const", v)   a constant
+        ("real", k)          the k-th object re-read from the frame (a caller's list/dict:
+                             returned as itself, so identity matches eager)
+        (kind, [children])   a container to rebuild (tuple, list, dict, namedtuple, set)
+    """
 
-# -- the return value ------------------------------------------------------------------------
-# A template mirrors the return value: ("tensor", i) is the i-th graph output, ("const", v) a
-# constant, (kind, [children]) a container to rebuild.
+    def __init__(self):
+        self.nodes: list = []        # graph outputs
+        self.reads: list = []        # sources re-read at call time
 
-def _output_template(vt: VariableTracker, nodes: list):
-    if isinstance(vt, TensorVariable):
-        nodes.append(vt.node)
-        return ("tensor", len(nodes) - 1)
-    if isinstance(vt, SizeVariable):
-        return ("const", torch.Size(vt.as_python_constant()))
-    if isinstance(vt, ConstantVariable):
-        if isinstance(vt.value, slice):
+    def read(self, source) -> int:
+        if source not in self.reads:
+            self.reads.append(source)
+        return self.reads.index(source)
+
+    def of(self, vt: VariableTracker):
+        if isinstance(vt, TensorVariable):
+            self.nodes.append(vt.node)
+            return ("tensor", len(self.nodes) - 1)
+        if isinstance(vt, SizeVariable):
+            return ("const", torch.Size(vt.as_python_constant()))
+        if isinstance(vt, ConstantVariable):
             return ("const", vt.value)
-        return ("const", vt.value)
-    if isinstance(vt, NamedTupleVariable):
-        return ("namedtuple", vt.tuple_type, [_output_template(i, nodes) for i in vt.items])
-    if isinstance(vt, BaseListVariable):
-        return (vt.python_type(), [_output_template(i, nodes) for i in vt.items])
-    if isinstance(vt, DictVariable):
-        return ("dict", vt.dict_type, [(k, _output_template(v, nodes)) for k, v in vt.items.items()])
-    if isinstance(vt, SetVariable):
-        return ("set", list(vt.values))
-    if isinstance(vt, NNModuleVariable) and vt.source is not None:
-        return ("const", vt.value)                       # id-guarded: the very same module
-    if isinstance(vt, (SliceVariable, TorchFunctionVariable, BuiltinVariable, ClassVariable, UserFunctionVariable)):
-        return ("const", vt.as_python_constant())        # immutable, or guarded by identity
-    raise Unsupported(f"returning {vt} from the frame")
+        if isinstance(vt, (ListVariable, DictVariable)) and vt.source is not None:
+            return ("real", self.read(vt.source))
+        if isinstance(vt, NamedTupleVariable):
+            return ("namedtuple", vt.tuple_type, [self.of(i) for i in vt.items])
+        if isinstance(vt, BaseListVariable):
+            return (vt.python_type(), [self.of(i) for i in vt.items])
+        if isinstance(vt, DictVariable):
+            return ("dict", vt.dict_type, [(k, self.of(v)) for k, v in vt.items.items()])
+        if isinstance(vt, SetVariable):
+            return ("set", list(vt.values))
+        if isinstance(vt, NNModuleVariable) and vt.source is not None:
+            return ("const", vt.value)                       # id-guarded: the very same module
+        if isinstance(vt, (SliceVariable, TorchFunctionVariable, BuiltinVariable, ClassVariable, UserFunctionVariable)):
+            return ("const", vt.as_python_constant())        # immutable, or guarded by identity
+        raise Unsupported(f"returning {vt} from the frame")
+
+    def replays_of(self, effects) -> list:
+        """(kind, index of the real object, key, template of the new value)."""
+        replays = []
+        for source, vt in effects.mutated.items():
+            if isinstance(vt, DictVariable):
+                new = [(k, self.of(v)) for k, v in vt.items.items()]
+                replays.append(("dict", self.read(source), None, new))
+            else:
+                replays.append(("list", self.read(source), None, [self.of(v) for v in vt.items]))
+        for (_, name), (source, vt) in effects.attribute_stores.items():
+            replays.append(("attr", self.read(source), name, self.of(vt)))
+        for name, vt in effects.global_stores.items():
+            replays.append(("global", None, name, self.of(vt)))
+        return replays
 
 
 class OutputBuilder:
     """``build_output(graph_outputs)``: the frame's return value from the graph's outputs.
 
-    When the frame changed the caller's Python objects (``needs_frame``), call it as
-    ``build_output(graph_outputs, func, *args)``: it re-reads those objects from the new frame
-    and replays the changes on them (see side_effects.py)."""
+    When the frame changed the caller's Python objects, or returns one of them
+    (``needs_frame``), call it as ``build_output(graph_outputs, func, *args)``: it re-reads
+    those objects from the new frame and replays the changes on them (see side_effects.py)."""
 
     def __init__(self, template, replays=(), reader=None):
         self.template = template
         self.replays = list(replays)
         self.reader = reader
-        self.needs_frame = bool(self.replays)
+        self.needs_frame = reader is not None or bool(self.replays)
+
+    def specialized(self):
+        """An equivalent, faster callable for the common shapes of a return value.
+
+        The hit path runs this on every call: a bare graph output is an ``itemgetter``, a
+        tuple of all graph outputs in order is the outputs themselves."""
+        if self.replays:
+            return self
+        kind = self.template[0]
+        if kind == "tensor":
+            return operator.itemgetter(self.template[1])
+        if kind is tuple and [t for t in self.template[1]] == [("tensor", i) for i in range(len(self.template[1]))]:
+            return tuple
+        return self
 
     def __call__(self, outputs, func=None, *args):
-        result = _build(self.template, outputs)
-        if self.replays:
+        real = []
+        if self.needs_frame:
             if func is None:
-                raise MinidynamoError("this capture replays side effects on the caller's objects: "
+                raise MinidynamoError("this capture reads or changes the caller's objects: "
                                       "call build_output(outputs, func, *args)")
-            self._replay(outputs, func, args)
-        return result
+            real = self.reader(func, *args) if self.reader is not None else []
+            self._replay(outputs, real, func)
+        return _build(self.template, outputs, real)
 
-    def _replay(self, outputs, func, args):
-        real_objects = iter(self.reader(func, *args))
-        for kind, source, key, template in self.replays:
+    def _replay(self, outputs, real, func):
+        for kind, index, key, template in self.replays:
             if kind == "list":
-                next(real_objects)[:] = [_build(t, outputs) for t in template]
+                real[index][:] = [_build(t, outputs, real) for t in template]
             elif kind == "dict":
-                target = next(real_objects)
-                target.clear()
-                target.update((k, _build(t, outputs)) for k, t in template)
+                new = [(k, _build(t, outputs, real)) for k, t in template]
+                real[index].clear()
+                real[index].update(new)
             elif kind == "attr":
-                setattr(next(real_objects), key, _build(template, outputs))
+                setattr(real[index], key, _build(template, outputs, real))
             else:
-                func.__globals__[key] = _build(template, outputs)
+                func.__globals__[key] = _build(template, outputs, real)
 
     def __repr__(self):
         return f"OutputBuilder({self.template!r})"
 
 
-def _build(template, outputs):
+def _build(template, outputs, real=()):
     kind = template[0]
     if kind == "tensor":
         return outputs[template[1]]
     if kind == "const":
         return template[1]
+    if kind == "real":
+        return real[template[1]]
     if kind == "namedtuple":
-        return make_named_tuple(template[1], [_build(t, outputs) for t in template[2]])
+        return make_named_tuple(template[1], [_build(t, outputs, real) for t in template[2]])
     if kind == "set":
         return set(template[1])
     if kind == "dict":
-        return template[1]((k, _build(t, outputs)) for k, t in template[2])
-    return kind(_build(t, outputs) for t in template[1])
+        return template[1]((k, _build(t, outputs, real)) for k, t in template[2])
+    return kind(_build(t, outputs, real) for t in template[1])

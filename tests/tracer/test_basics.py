@@ -315,3 +315,14 @@ def test_disabled_functions_are_not_inlined():
 
     with pytest.raises(Unsupported, match="helper"):
         run_traced(lambda a: helper(a) * 2, x)
+
+
+def test_returning_the_callers_list_returns_that_very_object():
+    def f(a, lst):
+        lst.append(a + 1)
+        return lst, {"same": lst}
+
+    lst = [x]
+    capture, (out, d) = run_traced(f, x, lst)
+    assert out is lst and d["same"] is lst and len(lst) == 2
+    torch.testing.assert_close(lst[1], x + 1)
