@@ -17,6 +17,8 @@ Modules, one job each:
     breakdown  the overhead study: where each call's time goes, phase by phase
     accuracy   output comparison with stated tolerances
     stats      median, geomean
-    report     terminal table, CSV, JSON;  plots: PNG bar charts
-    runner     ties it together (``main``)
+    results    what a run found per model, and what follows (speedup, spread, overhead, limit)
+    report     terminal tables (the seed's grid format), CSV, JSON
+    plots      PNG charts: speedups with limits, the stacked per-call breakdown
+    runner     ties it together (``main``), progress bar, counters of minidynamo and xla_bridge
 """

@@ -86,7 +86,7 @@ def measure(peers, baseline, inputs_at, iterations, warmup, on_iteration=None):
         done = call(name, inputs_at(0))
         if done is not None:
             runs[name].first_call_s = done[1]
-            if clock.reads_xla:
+            if getattr(peers[name], "uses_xla", False):
                 runs[name].first_call_compile_s = (xla_probe.compile_ns() - compiled) / 1e9
     for step in range(warmup):
         for name in [n for n in order if n in live]:

@@ -114,19 +114,13 @@ def resnet18_guard_check(repeats: int) -> None:
         read_inputs = getattr(compiled_fn, "read_inputs", None)
         if read_inputs is not None:
             checks["minidynamo reader"] = lambda: read_inputs(forward, model, x)
-        capture = getattr(compiled_fn, "capture", None)
-        if capture is not None:
-            from guards import compile_reader
-
-            informed = compile_reader(capture.input_sources, capture.frame, capture.guards)
-            checks["reader given the guards"] = lambda: informed(forward, model, x)
         print(f"  minidynamo: {len(guard_fn.guards)} guards, "
               f"{sum(g.kind == 'TENSOR_MATCH' for g in guard_fn.guards)} tensor matches")
     else:
         print(f"  minidynamo did not capture resnet18: {minidynamo.counters['fallback_reasons']}")
     tensor_check = _tensor_batch_check(guard_fn, forward, model, x) if entries else None
     if tensor_check is not None:
-        checks["  of which tensor checks (C)"] = tensor_check
+        checks["  of which tensor checks"] = tensor_check
     medians = interleaved_medians(checks, n=20, repeats=repeats)
     for name, ns in medians.items():
         print(f"  {name:26s} {ns / 1000:8.2f} us")

@@ -83,8 +83,8 @@ def header(options, regime):
     return "\n".join([
         f"Regime {regime}: {r.image_size}x{r.image_size} images (alexnet at least 64), BERT sequence "
         f"{r.seq_len}, batch {options.batch_size}; {runs}; {inputs}.",
-        f"Baseline: {TITLES[options.baseline]}. Every call includes moving CPU inputs to the device, "
-        "the forward, and the results back on the CPU.",
+        f"Baseline: {TITLES[options.baseline]}. Every call takes CPU inputs and returns CPU outputs: on XLA "
+        "it includes moving the inputs to the device, the forward, and the results back.",
         f"Speedup = baseline median / peer median, ± half the interquartile range of the per-iteration "
         f"ratios (the noise); {WRONG} = outputs differ from the baseline "
         f"({accuracy.TOLERANCE_TEXT}): shown, not counted in the geomean.",

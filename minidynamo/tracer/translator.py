@@ -25,7 +25,8 @@ from .variables.base import NullVariable, VariableTracker
 from .variables.constant import ConstantVariable
 from .variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
                                    SliceVariable, TupleVariable)
-from .variables.functions import CO_GENERATOR_LIKE, BaseFunctionVariable, CellVariable, NestedFunctionVariable
+from .variables.functions import CO_GENERATOR, CO_GENERATOR_LIKE, BaseFunctionVariable, CellVariable, NestedFunctionVariable
+from .variables.generators import GeneratorExpressionVariable
 from .variables.tensor import TensorVariable
 
 log = logging.getLogger("minidynamo.bytecode")
@@ -76,9 +77,11 @@ def decoded(code):
 
 
 class InstructionTranslatorBase:
+    runs_generators = False      # GeneratorTranslator: a generator expression's frame
+
     def __init__(self, code, f_locals: dict, f_globals: dict, globals_source, f_builtins: dict, output,
                  freevar_cells: list, depth: int):
-        if code.co_flags & CO_GENERATOR_LIKE:
+        if code.co_flags & CO_GENERATOR_LIKE and not self.runs_generators:
             raise Unsupported(f"generator or coroutine {code.co_qualname}")
         self.code = code
         self.instructions, self.targets, self.in_try = decoded(code)
@@ -97,24 +100,27 @@ class InstructionTranslatorBase:
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> VariableTracker:
-        debug = log.isEnabledFor(logging.DEBUG)
         while self.return_value is None:
-            if self.ip in self.in_try:
-                raise Unsupported(f"try/except/finally block in {self.code.co_qualname} (exception handling "
-                                  "is not supported)")
-            inst = self.instructions[self.ip]
-            self.ip += 1
-            self.instruction_count += 1
-            if self.instruction_count > MAX_INSTRUCTIONS:
-                raise Unsupported(f"{self.code.co_qualname} ran over {MAX_INSTRUCTIONS} instructions")
-            if debug:
-                log.debug("%s%s:%s %s %s", "  " * self.depth, self.code.co_name, inst.lineno, inst.name,
-                          self.describe_arg(inst))
-            handler = getattr(self, inst.name, None)
-            if handler is None:
-                raise Unsupported(f"opcode {inst.name} (in {self.code.co_qualname}, line {inst.lineno})")
-            handler(inst)
+            self.step()
         return self.return_value
+
+    def step(self) -> None:
+        """Execute one instruction."""
+        if self.ip in self.in_try:
+            raise Unsupported(f"try/except/finally block in {self.code.co_qualname} (exception handling "
+                              "is not supported)")
+        inst = self.instructions[self.ip]
+        self.ip += 1
+        self.instruction_count += 1
+        if self.instruction_count > MAX_INSTRUCTIONS:
+            raise Unsupported(f"{self.code.co_qualname} ran over {MAX_INSTRUCTIONS} instructions")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s%s:%s %s %s", "  " * self.depth, self.code.co_name, inst.lineno, inst.name,
+                      self.describe_arg(inst))
+        handler = getattr(self, inst.name, None)
+        if handler is None:
+            raise Unsupported(f"opcode {inst.name} (in {self.code.co_qualname}, line {inst.lineno})")
+        handler(inst)
 
     def describe_arg(self, inst) -> str:
         """The instruction's argument as the log shows it: jump targets by index, enums by name."""
@@ -159,6 +165,10 @@ class InstructionTranslatorBase:
         if eval_frame is not None and code in getattr(eval_frame, "disabled_codes", ()):
             raise Unsupported(f"call to {code.co_qualname}, which is marked minidynamo.disable")
         if code.co_flags & CO_GENERATOR_LIKE:
+            if code.co_flags & CO_GENERATOR and code.co_name == "<genexpr>":
+                return GeneratorExpressionVariable(GeneratorTranslator(
+                    code, fn.bind(self, args, kwargs), fn.globals_(), fn.globals_source, self.f_builtins_of(fn),
+                    self.output, fn.closure_cells(self), self.depth + 1, fn))
             raise Unsupported(f"call to generator function {code.co_qualname} (generators are not supported)")
         f_locals = fn.bind(self, args, kwargs)
         child = InliningTranslator(code, f_locals, fn.globals_(), fn.globals_source, self.f_builtins_of(fn),
@@ -565,3 +575,28 @@ class InliningTranslator(InstructionTranslatorBase):
     def __init__(self, code, f_locals, f_globals, globals_source, f_builtins, output, cells, depth, fn):
         super().__init__(code, f_locals, f_globals, globals_source, f_builtins, output, cells, depth)
         self.fn = fn
+
+
+class GeneratorTranslator(InliningTranslator):
+    """A generator expression's frame, run one ``yield`` at a time by ``resume`` (see
+    variables/generators.py).  ``next()`` sends None, so each ``yield`` evaluates to None."""
+
+    runs_generators = True
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.yielded = None
+
+    def resume(self) -> VariableTracker | None:
+        """Run to the next ``yield``: its value, or None when the generator returned."""
+        self.yielded = None
+        while self.return_value is None and self.yielded is None:
+            self.step()
+        return self.yielded
+
+    def RETURN_GENERATOR(self, inst):
+        self.push(ConstantVariable(None))      # the value the first next() sends in (popped next)
+
+    def YIELD_VALUE(self, inst):
+        self.yielded = self.pop()
+        self.push(ConstantVariable(None))      # what ``yield`` evaluates to under next()

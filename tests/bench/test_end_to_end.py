@@ -78,3 +78,27 @@ def test_tiny_model_on_xla_lazy_mode_and_openxla_eval_with_the_breakdown(tiny_mo
     assert "eager" not in result.breakdown  # CPU peers have no device phases
     paths = report.write_all(str(tmp_path), options, "small", [result])
     assert any(p.endswith("breakdown.png") for p in paths)
+
+
+def test_accuracy_mode_compares_without_timing_tables(tiny_model, tmp_path, capsys, monkeypatch):
+    from bench import options as options_module
+    from bench import runner
+
+    monkeypatch.setattr(options_module, "DEFAULT_MODELS", (tiny_model,))
+    assert runner.main(["--accuracy", "--backend", "eager", "--no-progress", "--output", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "accuracy only" in out and "| pass " in out
+    assert "| geomean " not in out  # no speedup table
+    assert not (tmp_path / "standard" / "speedups.png").exists()
+
+
+def test_randomized_inputs_change_values_not_shapes(tiny_model):
+    from bench.models import REGIMES
+    from bench.runner import input_source
+
+    fresh = input_source(tiny_model, REGIMES["small"], options_for("--randomize-input"))
+    a, b = fresh(0)[0], fresh(1)[0]
+    assert a.shape == b.shape and not a.equal(b)
+    assert fresh(1)[0].equal(b)  # deterministic: step i always draws the same values
+    fixed = input_source(tiny_model, REGIMES["small"], options_for())
+    assert fixed(0) is fixed(5)

@@ -17,6 +17,7 @@ from .base import AttributeMissing, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
 from .containers import (DictVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
+from .generators import GeneratorExpressionVariable
 
 _NO = object()
 
@@ -93,6 +94,14 @@ def _iter_items(tx, vt):
     return vt.unpack(tx)
 
 
+def _consumed_items(tx, vt):
+    """The items of an iterable a builtin consumes whole (``tuple(it)``): a generator
+    expression runs to its end here, in CPython's order (see generators.py)."""
+    if isinstance(vt, GeneratorExpressionVariable):
+        return vt.consume(tx)
+    return vt.unpack(tx)
+
+
 def _range(tx, *args):
     return ConstantVariable(range(*(a.as_python_constant() for a in args)))
 
@@ -130,14 +139,16 @@ def _next(tx, it, default=None):
 
 
 def _tuple(tx, iterable=None):
-    return TupleVariable(_iter_items(tx, iterable) if iterable is not None else [])
+    return TupleVariable(_consumed_items(tx, iterable) if iterable is not None else [])
 
 
 def _list(tx, iterable=None):
-    return ListVariable(_iter_items(tx, iterable) if iterable is not None else [])
+    return ListVariable(_consumed_items(tx, iterable) if iterable is not None else [])
 
 
 def _dict(tx, arg=None, **kwargs):
+    if isinstance(arg, GeneratorExpressionVariable):
+        arg = TupleVariable(arg.consume(tx))
     result = DictVariable({})
     result.method_update(tx, arg, **kwargs)
     return result
@@ -147,7 +158,7 @@ def _minmax(fn):
     def handler(tx, *args, **kwargs):
         from .tensor import TensorVariable
 
-        items = _iter_items(tx, args[0]) if len(args) == 1 else list(args)
+        items = _consumed_items(tx, args[0]) if len(args) == 1 else list(args)
         if any(isinstance(i, TensorVariable) for i in items):
             raise Unsupported(f"{fn.__name__}() over tensors compares their data")
         return _fold(fn, [TupleVariable(items)], kwargs)
@@ -172,7 +183,16 @@ def _sum(tx, iterable, start=None):
 
 
 def _all_any(fn):
+    """``any``/``all``: items are taken one at a time and the walk stops where CPython's does
+    (``any`` at the first true item, ``all`` at the first false one)."""
+    stops_on = fn is any
+
     def handler(tx, iterable):
+        if isinstance(iterable, GeneratorExpressionVariable):
+            while (item := iterable.next_item(tx)) is not None:
+                if bool(item.truth(tx)) is stops_on:
+                    return ConstantVariable(stops_on)
+            return ConstantVariable(not stops_on)
         return ConstantVariable(fn(i.truth(tx) for i in _iter_items(tx, iterable)))
     return handler
 
@@ -243,7 +263,7 @@ def _set(tx, iterable=None):
 
     result = SetVariable()
     if iterable is not None:
-        result.method_update(tx, iterable)
+        result.method_update(tx, TupleVariable(_consumed_items(tx, iterable)))
     return result
 
 
@@ -294,7 +314,7 @@ BUILTIN_HANDLERS = {
     round: _scalar_cast(round), divmod: _scalar_cast(divmod), pow: _operator(operator.pow),
     print: _print, super: _super, setattr: _setattr, operator.getitem: _getitem,
     issubclass: _scalar_cast(issubclass), repr: _scalar_cast(repr), hash: _scalar_cast(hash),
-    sorted: lambda tx, it, **kw: _fold(sorted, [TupleVariable(_iter_items(tx, it))], kw),
+    sorted: lambda tx, it, **kw: _fold(sorted, [TupleVariable(_consumed_items(tx, it))], kw),
     set: _set, map: _map, filter: _filter,
     operator.itemgetter: lambda tx, *keys: GetterVariable("item", list(keys)),
     operator.attrgetter: lambda tx, *names: GetterVariable("attr", list(names)),

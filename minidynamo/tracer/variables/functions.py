@@ -13,6 +13,7 @@ from .constant import ConstantVariable
 from .containers import DictVariable, TupleVariable
 
 CO_VARARGS, CO_VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
+CO_GENERATOR = inspect.CO_GENERATOR
 CO_GENERATOR_LIKE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
