@@ -89,7 +89,10 @@ def wrap(tx, value, source) -> VariableTracker:
         return UserMethodVariable(wrap(tx, value.__func__, attr("__func__")), wrap(tx, value.__self__, attr("__self__")))
     if source is not None and (_is_root(source) or not is_library_value(value)):
         guard(G.id_match(source, value) if _identity_guarded(value) else G.type_match(source, value))
-    return wrap_object(value, source)
+    vt = wrap_object(value, source)
+    if source is not None and type(vt).__name__ == "UserObjectVariable":
+        tx.output.side_effects.note_object(source, vt)     # for the aliasing check of attribute stores
+    return vt
 
 
 def _is_plain_constant_tuple(value) -> bool:

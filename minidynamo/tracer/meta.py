@@ -18,6 +18,8 @@ import contextlib
 import sys
 import types
 
+from torch.utils._pytree import tree_map
+
 import torch
 
 from ..exc import Unsupported
@@ -77,9 +79,69 @@ def run_on_meta(fn, args, kwargs):
     except Unsupported:
         raise
     except NotImplementedError as e:
-        raise Unsupported(f"{_name(fn)} has no meta kernel: {_first_line(e)}") from e
+        overloads = _shape_only_aten_op(fn)
+        if overloads is None:
+            raise Unsupported(f"{_name(fn)} has no meta kernel: {_first_line(e)}") from e
+        return _run_on_dummies(fn, args, kwargs)
     except Exception as e:
         raise Unsupported(f"{_name(fn)} fails on its example values: {type(e).__name__}: {_first_line(e)}") from e
+
+
+# -- ops without a meta kernel ----------------------------------------------------------------
+# Some aten ops (``_native_multi_head_attention``, nn.MultiheadAttention's inference fast path)
+# have no meta kernel.  When PyTorch's own op tags say the output's metadata does not depend on
+# the data, and the op neither mutates nor aliases its inputs, the example value comes from
+# running the real CPU kernel on dummy tensors of the same metadata (zeros, then ones: both
+# runs must agree).  Nothing of the user's is touched; the cost is one small real run.
+DATA_DEPENDENT_TAGS = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output)
+MAX_DUMMY_ELEMENTS = 1 << 22
+
+
+def _shape_only_aten_op(fn):
+    """The aten overloads behind the torch builtin ``fn`` when all are shape-only, else None."""
+    name = getattr(fn, "__name__", None)
+    if not isinstance(fn, types.BuiltinFunctionType) or not name:
+        return None
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return None
+    overloads = [getattr(packet, o) for o in packet.overloads() if o != "out"]
+    for op in overloads:
+        schema = op._schema
+        if any(t in op.tags for t in DATA_DEPENDENT_TAGS) or schema.is_mutable or \
+                any(r.alias_info is not None for r in schema.returns):
+            return None
+    return overloads or None
+
+
+def _run_on_dummies(fn, args, kwargs):
+    metas = [t for t in _leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    if sum(t.numel() for t in metas) > MAX_DUMMY_ELEMENTS:
+        raise Unsupported(f"{_name(fn)} has no meta kernel (inputs too large to run on dummy values)")
+    results = []
+    for fill in (0, 1):
+        def dummy(value):
+            if not isinstance(value, torch.Tensor):
+                return value
+            real = torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device="cpu").fill_(fill)
+            return real.requires_grad_(True) if value.requires_grad else real
+        try:
+            out = fn(*tree_map(dummy, list(args)), **tree_map(dummy, dict(kwargs)))
+        except Exception as e:
+            raise Unsupported(f"{_name(fn)} has no meta kernel and fails on dummy values: {_first_line(e)}") from e
+        results.append(out)
+    signature = [[(t.shape, t.stride(), t.dtype, t.requires_grad) if isinstance(t, torch.Tensor) else t
+                  for t in _leaves(r)] for r in results]
+    if signature[0] != signature[1]:
+        raise Unsupported(f"{_name(fn)} has no meta kernel and its output metadata depends on the data")
+    return tree_map(lambda t: to_meta(t.detach()).requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor)
+                    else t, results[0])
+
+
+def _leaves(value) -> list:
+    from torch.utils._pytree import tree_leaves
+
+    return tree_leaves(value)
 
 
 def _name(fn) -> str:

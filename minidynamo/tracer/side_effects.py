@@ -27,6 +27,8 @@ class SideEffects:
         self.mutated: dict = {}            # source -> VT mutated
         self.attribute_stores: dict = {}   # (id(object), name) -> (source, VT assigned)
         self.global_stores: dict = {}      # name -> VT assigned
+        self.objects_read: dict = {}       # source -> VT of every plain user object read
+        self.objects_assigned: dict = {}   # source -> VT of each plain object an attribute was stored on
 
     # -- containers -----------------------------------------------------------------------
     def cached_container(self, source):
@@ -38,13 +40,18 @@ class SideEffects:
     def note_mutated_container(self, vt, what: str):
         self.mutated[vt.source] = vt
 
+    def note_object(self, source, vt):
+        self.objects_read[source] = vt
+
     # -- attributes and globals ---------------------------------------------------------------
     def store_attribute(self, obj_vt, name: str, value_vt):
-        """Keyed by the object itself (only identity-guarded objects get here): two sources
-        naming one module see the same stored value."""
+        """Keyed by the object itself: two sources naming one module see the same stored value
+        (modules are identity-guarded; plain objects are checked by ``check_aliasing``)."""
         if obj_vt.source is None:
             raise Unsupported(f"assignment to attribute {name!r} of an object made during the trace")
         self.attribute_stores[(id(obj_vt.value), name)] = (obj_vt.source, value_vt)
+        if obj_vt.source in self.objects_read:
+            self.objects_assigned[obj_vt.source] = obj_vt
 
     def stored_attribute(self, obj_vt, name: str):
         entry = self.attribute_stores.get((id(obj_vt.value), name))
@@ -66,6 +73,14 @@ class SideEffects:
             if others:
                 raise Unsupported(f"{source.name()} is mutated while {others[0].name()}, another {kind.__name__} "
                                   "of the caller, is read too (their aliasing cannot be guarded)")
+        # plain objects are guarded by type only: one whose attribute changes must be the only
+        # object of its exact type the trace read (type guards cannot tell two apart)
+        for source, vt in self.objects_assigned.items():
+            kind = type(vt.value)
+            others = [s for s, other in self.objects_read.items() if s != source and type(other.value) is kind]
+            if others:
+                raise Unsupported(f"an attribute of {source.name()} is assigned while {others[0].name()}, another "
+                                  f"{kind.__name__}, is read too (their aliasing cannot be guarded)")
 
     def is_empty(self) -> bool:
         return not (self.mutated or self.attribute_stores or self.global_stores)

@@ -19,7 +19,7 @@ from bytecode.instr import BinaryOp, CellVar, Compare, FreeVar
 
 from .. import config
 from ..exc import Unsupported
-from . import operators
+from . import operators, try_blocks
 from .builder import is_library_value, wrap
 from .variables.base import NullVariable, VariableTracker
 from .variables.constant import ConstantVariable
@@ -35,12 +35,12 @@ MAX_INSTRUCTIONS = 2_000_000   # a trace that runs this long is looping on somet
 
 
 def decode(code: types.CodeType):
-    """(instructions, label -> index, indexes inside try statements), pseudo-instructions removed.
+    """(instructions, label -> index, per instruction the try handlers around it),
+    pseudo-instructions removed.
 
     3.11 has zero-cost exceptions: a try block is only an entry of the exception table
     (``TryBegin``/``TryEnd`` here).  Since anything that would raise is Unsupported, handlers
-    never run while tracing; but a ``try`` statement's body is refused (its handler might be
-    what the program relies on), while a ``with`` block's cleanup handler is harmless."""
+    never run while tracing; try_blocks.py decides when a body may rely on that."""
     instructions, targets, regions = [], {}, []
     active = None
     for item in Bytecode.from_code(code):
@@ -53,17 +53,8 @@ def decode(code: types.CodeType):
         elif isinstance(item, Instr):
             regions.append(active)
             instructions.append(item)
-    in_try = set()
-    for index, region in enumerate(regions):
-        if region is not None and _is_try_statement(instructions, targets[region.target]):
-            in_try.add(index)
-    return instructions, targets, in_try
-
-
-def _is_try_statement(instructions, handler: int) -> bool:
-    first = instructions[handler].name
-    following = instructions[handler + 1].name if handler + 1 < len(instructions) else ""
-    return first == "PUSH_EXC_INFO" and following != "WITH_EXCEPT_START"
+    handler_of = [targets[region.target] if region is not None else None for region in regions]
+    return instructions, targets, try_blocks.handler_chains(instructions, handler_of)
 
 
 _decoded: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # code -> decode(code)
@@ -84,7 +75,7 @@ class InstructionTranslatorBase:
         if code.co_flags & CO_GENERATOR_LIKE and not self.runs_generators:
             raise Unsupported(f"generator or coroutine {code.co_qualname}")
         self.code = code
-        self.instructions, self.targets, self.in_try = decoded(code)
+        self.instructions, self.targets, self.try_handlers = decoded(code)
         self.locals = dict(f_locals)
         self.f_globals = f_globals
         self.globals_source = globals_source
@@ -106,9 +97,7 @@ class InstructionTranslatorBase:
 
     def step(self) -> None:
         """Execute one instruction."""
-        if self.ip in self.in_try:
-            raise Unsupported(f"try/except/finally block in {self.code.co_qualname} (exception handling "
-                              "is not supported)")
+        handlers = self.try_handlers[self.ip]
         inst = self.instructions[self.ip]
         self.ip += 1
         self.instruction_count += 1
@@ -120,7 +109,13 @@ class InstructionTranslatorBase:
         handler = getattr(self, inst.name, None)
         if handler is None:
             raise Unsupported(f"opcode {inst.name} (in {self.code.co_qualname}, line {inst.lineno})")
+        if not handlers:
+            handler(inst)
+            return
+        nodes_before = len(self.output.graph.nodes)     # inside a try body: see try_blocks.py
         handler(inst)
+        if len(self.output.graph.nodes) != nodes_before:
+            try_blocks.check_handlers(self, handlers)
 
     def describe_arg(self, inst) -> str:
         """The instruction's argument as the log shows it: jump targets by index, enums by name."""
@@ -186,10 +181,14 @@ class InstructionTranslatorBase:
         return obj.call_method(self, "__getitem__", [index], {})
 
     def store_attr(self, obj, name, value):
-        """``obj.name = value``: only on modules reached from the frame (their identity is
-        guarded, so no other source can alias them); replayed after the graph runs."""
+        """``obj.name = value`` on a module or a plain object reached from the frame; replayed
+        after the graph runs (side_effects.py: modules are identity-guarded, plain objects
+        must not alias another object of the trace)."""
         from .variables.nn_module import NNModuleVariable
+        from .variables.objects import UserObjectVariable
 
+        if isinstance(obj, UserObjectVariable) and obj.source is not None:
+            return self.store_object_attr(obj, name, value)
         if not isinstance(obj, NNModuleVariable) or obj.source is None:
             raise Unsupported(f"assignment to attribute {name!r} of {obj} (a side effect on a real object)")
         module = obj.value
@@ -199,6 +198,18 @@ class InstructionTranslatorBase:
             raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
         if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable)):
             raise Unsupported(f"assignment of {value} to {type(module).__name__}.{name}")
+        self.output.side_effects.store_attribute(obj, name, value)
+
+    def store_object_attr(self, obj, name, value):
+        """``obj.name = value`` on a plain user object: only a plain instance attribute (no
+        ``__setattr__``, property or slot would run code or refuse it)."""
+        klass = type(obj.value)
+        if klass.__setattr__ is not object.__setattr__ or not isinstance(getattr(obj.value, "__dict__", None), dict):
+            raise Unsupported(f"assignment to attribute {name!r} of a {klass.__name__} (custom __setattr__ or no __dict__)")
+        if name.startswith("__") or any(name in k.__dict__ and hasattr(k.__dict__[name], "__set__") for k in klass.__mro__):
+            raise Unsupported(f"assignment to {klass.__name__}.{name} (a descriptor or special attribute)")
+        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable)):
+            raise Unsupported(f"assignment of {value} to {klass.__name__}.{name}")
         self.output.side_effects.store_attribute(obj, name, value)
 
     def implicit_super(self):

@@ -41,7 +41,21 @@ TIMM_MODELS = {   # name -> (kwargs, image size)
     "swin_tiny_patch4_window7_224": ({"img_size": 112}, 112), "mixer_s16_224": ({"img_size": 64}, 64),
     "regnetx_002": ({}, 64), "regnety_002": ({}, 64), "levit_128s": ({"img_size": 64}, 64),
     "poolformer_s12": ({}, 64), "coat_lite_tiny": ({"img_size": 64}, 64), "mobilevit_xxs": ({}, 64),
-    "ghostnet_100": ({}, 64), "efficientformer_l1": ({"img_size": 64}, 64), "beit_base_patch16_224": ({"img_size": 64}, 64),
+    "ghostnet_100": ({}, 64), "efficientformer_l1": ({}, 224), "beit_base_patch16_224": ({"img_size": 64}, 64),
+    "dla34": ({}, 64), "dpn68": ({}, 64), "hrnet_w18_small": ({}, 64), "inception_v4": ({}, 96),
+    "nf_resnet26": ({}, 64), "res2net50_26w_4s": ({}, 64), "resnest14d": ({}, 64), "rexnet_100": ({}, 64),
+    "selecsls42b": ({}, 64), "cspresnet50": ({}, 64), "cspdarknet53": ({}, 64), "gernet_s": ({}, 64),
+    "lcnet_050": ({}, 64), "mobileone_s0": ({}, 64), "pvt_v2_b0": ({}, 64), "twins_svt_small": ({}, 64),
+    "visformer_tiny": ({}, 224), "convit_tiny": ({"img_size": 64}, 64), "edgenext_xx_small": ({}, 64),
+    "crossvit_tiny_240": ({}, 240), "cait_xxs24_224": ({"img_size": 64}, 64), "xcit_nano_12_p16_224": ({"img_size": 64}, 64),
+    "tnt_s_patch16_224": ({"img_size": 64}, 64), "pit_ti_224": ({"img_size": 64}, 64), "volo_d1_224": ({"img_size": 64}, 64),
+    "sequencer2d_s": ({}, 64), "efficientvit_b0": ({}, 64), "fastvit_t8": ({}, 64), "repvgg_a0": ({}, 64),
+    "densenet121": ({}, 64), "tf_efficientnet_b0": ({}, 64), "mixnet_s": ({}, 64), "fbnetc_100": ({}, 64),
+    "hardcorenas_a": ({}, 64), "gcresnet50t": ({}, 64), "eca_resnet33ts": ({}, 64), "botnet26t_256": ({}, 256),
+    "coatnet_0_rw_224": ({}, 224), "maxvit_tiny_rw_224": ({}, 224), "inception_next_tiny": ({}, 64),
+    "hgnet_tiny": ({}, 64), "ghostnetv2_100": ({}, 64), "nest_tiny": ({"img_size": 64}, 64),
+    "vit_small_patch16_224": ({"img_size": 64}, 64), "eva02_tiny_patch14_224": ({"img_size": 56}, 56),
+    "levit_conv_128s": ({"img_size": 64}, 64), "resmlp_12_224": ({"img_size": 64}, 64), "gmlp_ti16_224": ({"img_size": 64}, 64),
 }
 GRAD_MODELS = {"resnet18", "mobilenet_v2", "vit_b_16", "timm:resnet18", "timm:deit_tiny_patch16_224", "BERT_pytorch"}
 

@@ -175,13 +175,6 @@ def test_recursion_depth_limit():
         run_traced(forever, x)
 
 
-def test_generator_expression_falls_back():
-    def f(a):
-        return tuple(a * i for i in range(3))
-    with pytest.raises(Unsupported, match="generator"):
-        run_traced(f, x)
-
-
 def test_with_no_grad_block():
     w = torch.randn(3, requires_grad=True)
 

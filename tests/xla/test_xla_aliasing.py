@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import xla_bridge
-from xla_bridge import device as dev
 from tests.xla.xla_testing import (BACKENDS, assert_same, compile_with, to_xla,
                                    xla_metric_samples)
 

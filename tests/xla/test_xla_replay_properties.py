@@ -10,7 +10,6 @@ import torch
 import torch.nn as nn
 
 import xla_bridge
-from xla_bridge import device as dev
 from tests.xla.xla_testing import assert_same, compile_with, to_xla, xla_counter, xla_metric_samples
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -48,9 +48,12 @@ def _child_source(parent_source, module, key):
 
 
 class NNModuleVariable(VariableTracker):
-    def __init__(self, module: nn.Module, source=None):
+    def __init__(self, module: nn.Module, source=None, child_sources=None):
         super().__init__(source)
         self.value = module
+        # a slice made during the trace (``seq[1:]``) has no source of its own: its children
+        # are the parent's, re-read through the parent's sources (child key -> source)
+        self.child_sources = child_sources
 
     def python_type(self):
         return type(self.value)
@@ -71,8 +74,13 @@ class NNModuleVariable(VariableTracker):
         module = self.value
         if self.source is not None:
             tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "_modules"), module._modules))
-        return [(k, self._wrap(tx, m, _child_source(self.source, module, k))) for k, m in module._modules.items()
+        return [(k, self._wrap(tx, m, self._child_source(module, k))) for k, m in module._modules.items()
                 if m is not None]
+
+    def _child_source(self, module, key):
+        if self.child_sources is not None:
+            return self.child_sources[key]
+        return _child_source(self.source, module, key)
 
     def unpack(self, tx):
         module = self.value
@@ -87,18 +95,32 @@ class NNModuleVariable(VariableTracker):
     def subscript(self, tx, index):
         module, key = self.value, index.as_python_constant()
         if isinstance(module, nn.ModuleDict):
-            return self._wrap(tx, module[key], _child_source(self.source, module, key))
+            return self._wrap(tx, module[key], self._child_source(module, key))
         if isinstance(module, (nn.Sequential, nn.ModuleList)):
             if isinstance(key, slice):
-                raise Unsupported(f"slicing {type(module).__name__} (makes a new module)")
+                return self._slice(tx, key)
             n = len(module)
             if not -n <= key < n:
                 raise Unsupported("module index out of range (IndexError)")
             self.children(tx)
-            return self._wrap(tx, module[key], _child_source(self.source, module, list(module._modules)[key % n]))
+            return self._wrap(tx, module[key], self._child_source(module, list(module._modules)[key % n]))
         if isinstance(module, nn.ParameterList):
             return self._wrap(tx, module[key], G.ItemSource(self.source, key) if self.source else None)
         raise Unsupported(f"subscript of {type(module).__name__}")
+
+    def _slice(self, tx, key: slice):
+        """``seq[a:b]``: nn.Sequential/ModuleList build a new container of the same children.
+        Built here for real (it only holds references; no child changes), and its children
+        keep the parent's sources, so their parameters stay graph inputs re-read each call."""
+        module = self.value
+        for name in GLOBAL_HOOK_DICTS:         # a registration hook would see the new container
+            if getattr(module_impl, name, None):
+                raise Unsupported(f"slicing {type(module).__name__} while a global module hook is registered")
+        self.children(tx)                      # guards that the parent's children are unchanged
+        picked = list(module._modules)[key]
+        sliced = module[key]
+        sources = {new_key: self._child_source(module, old_key) for new_key, old_key in zip(sliced._modules, picked)}
+        return NNModuleVariable(sliced, None, sources)
 
     def guard_absent(self, tx, name):
         if self.source is not None:            # nn.Module keeps attributes in four dicts

@@ -172,6 +172,10 @@ class UserObjectVariable(VariableTracker):
         klass = type(self.value)
         if klass.__getattribute__ is not object.__getattribute__:
             raise Unsupported(f"{klass.__name__} has a custom __getattribute__")
+        if self.source is not None:
+            stored = tx.output.side_effects.stored_attribute(self, name)
+            if stored is not None:
+                return stored
         instance = getattr(self.value, "__dict__", {})
         data_descriptor = any(name in b.__dict__ and hasattr(b.__dict__[name], "__set__") for b in klass.__mro__)
         if name in instance and not data_descriptor:

@@ -1,0 +1,95 @@
+"""``try`` statements: when a traced body can be trusted to need no handler.
+
+The tracer never raises: anything that would raise in Python is ``Unsupported`` at trace time,
+and on a later call the guards make the same Python code take the same path.  So a ``try``
+body that traced without raising never needs its handler, with one exception: the tensor ops
+the body put in the graph run again at call time, and kernels can raise there for reasons
+the meta example values cannot see (out of memory, an index out of range in the data, ...).
+They raise ``RuntimeError`` (and subclasses), ``IndexError``, ``ValueError``, ``TypeError``,
+``ArithmeticError``, ``MemoryError``; ``KeyboardInterrupt`` can arrive anywhere.
+
+Rule: executing a try body is fine; if an instruction inside it adds graph nodes (directly or
+through an inlined call), every ``try`` handler that would see an exception from that
+instruction must catch only classes disjoint from those (``except KeyError``,
+``except AttributeError``).  A bare ``except``, ``finally``, ``except Exception`` or a class
+we cannot resolve statically makes the trace Unsupported.
+
+In 3.11 bytecode a try statement is an exception-table entry whose handler starts with
+``PUSH_EXC_INFO`` (a ``with`` block's cleanup continues with ``WITH_EXCEPT_START``).  An
+instruction names only its innermost handler; the outer ones are found by following the
+table from handler to handler (the handler's own code is covered by a cleanup entry, whose
+code is covered by the enclosing try's entry).
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from ..exc import Unsupported
+
+KERNEL_ERRORS = (RuntimeError, IndexError, ValueError, TypeError, ArithmeticError, MemoryError, KeyboardInterrupt)
+
+
+def handler_chains(instructions, handler_of: list) -> list:
+    """For each instruction: the indexes of the try-statement handlers that would see an
+    exception it raises, innermost first (empty outside any try statement)."""
+    chains = []
+    for index in range(len(instructions)):
+        chain, seen, at = [], set(), handler_of[index]
+        while at is not None and at not in seen:
+            seen.add(at)
+            if is_try_statement(instructions, at):
+                chain.append(at)
+            at = handler_of[at]
+        chains.append(tuple(chain))
+    return chains
+
+
+def is_try_statement(instructions, handler: int) -> bool:
+    first = instructions[handler].name
+    following = instructions[handler + 1].name if handler + 1 < len(instructions) else ""
+    return first == "PUSH_EXC_INFO" and following != "WITH_EXCEPT_START"
+
+
+def caught_classes(instructions, targets: dict, handler: int, f_globals: dict, f_builtins: dict):
+    """The exception classes the handler's ``except`` clauses test, or None when it catches
+    everything (bare ``except``, ``finally``) or a clause is not a plain builtin class name
+    (or a tuple of them)."""
+    classes = []
+    i = handler + 1
+    while i < len(instructions):
+        names = []
+        while instructions[i].name == "LOAD_GLOBAL":
+            names.append(instructions[i].arg[1] if isinstance(instructions[i].arg, tuple) else instructions[i].arg)
+            i += 1
+        if instructions[i].name == "BUILD_TUPLE" and instructions[i].arg == len(names) and names:
+            i += 1
+        if not names or len(names) > 1 and instructions[i - 1].name != "BUILD_TUPLE":
+            return None              # bare except / finally / an expression we do not read
+        if instructions[i].name != "CHECK_EXC_MATCH" or instructions[i + 1].name != "POP_JUMP_FORWARD_IF_FALSE":
+            return None
+        for name in names:
+            value = f_builtins.get(name) if name not in f_globals else None
+            if not (isinstance(value, type) and issubclass(value, BaseException) and getattr(builtins, name, None) is value):
+                return None          # a user global or a shadowed name: not resolved statically
+            classes.append(value)
+        # the clause's body ends at the jump target: the next clause (or the re-raise)
+        i = targets[instructions[i + 1].arg]
+        if instructions[i].name == "RERAISE":
+            return tuple(classes)
+    return None
+
+
+def may_catch_kernel_errors(classes) -> bool:
+    return classes is None or any(issubclass(k, c) or issubclass(c, k) for c in classes for k in KERNEL_ERRORS)
+
+
+def check_handlers(tx, chain) -> None:
+    """Graph ops were added inside these try bodies: refuse unless no handler could catch
+    what those ops may raise at call time."""
+    for handler in chain:
+        classes = caught_classes(tx.instructions, tx.targets, handler, tx.f_globals, tx.f_builtins)
+        if may_catch_kernel_errors(classes):
+            what = "everything (bare except/finally)" if classes is None else ", ".join(c.__name__ for c in classes)
+            raise Unsupported(f"tensor ops inside a try block in {tx.code.co_qualname} whose handler catches {what}: "
+                              "it could catch an error the compiled ops raise at run time")
