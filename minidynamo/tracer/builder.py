@@ -81,6 +81,12 @@ def wrap(tx, value, source) -> VariableTracker:
         return vt
     if kind in (tuple, list, dict, collections.OrderedDict) or (isinstance(value, tuple) and is_named_tuple_type(kind)):
         return _wrap_container(tx, value, source, guard)
+    if type(value) is functools.partial:
+        from .variables.functions import PartialVariable
+
+        if source is not None:
+            guard(G.id_match(source, value))
+        return PartialVariable.of_real(tx, value, source)
     if isinstance(value, types.MethodType):
         from .variables.functions import UserMethodVariable
 
@@ -179,6 +185,10 @@ def wrap_constant_result(value) -> VariableTracker:
         return ListVariable([wrap_constant_result(v) for v in value])
     if isinstance(value, dict):
         return DictVariable({k: wrap_constant_result(v) for k, v in value.items()}, type(value))
+    if isinstance(value, (set, frozenset)):
+        from .variables.containers import SetVariable
+
+        return SetVariable(value)
     if isinstance(value, (torch.finfo, torch.iinfo)):
         from .variables.objects import UserObjectVariable
 

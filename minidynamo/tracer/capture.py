@@ -67,9 +67,15 @@ def trace_frame(func, args) -> Capture:
         torch._C._set_grad_enabled(grad_enabled)      # a with-block left open by an abort
 
 
+AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
 def _trace(func, args) -> Capture:
     if torch._C._len_torch_dispatch_stack() != 0:
         raise Unsupported("a TorchDispatchMode is active")
+    for device_type in AUTOCAST_DEVICES:           # meta example values know nothing of autocast
+        if torch.is_autocast_enabled(device_type):
+            raise Unsupported(f"autocast is enabled for {device_type} (example values would have the wrong dtypes)")
     code = func.__code__
     names = argument_names(code)
     if len(names) != len(args):
@@ -98,11 +104,16 @@ class Templates:
         ("real", k)          the k-th object re-read from the frame (a caller's list/dict:
                              returned as itself, so identity matches eager)
         (kind, [children])   a container to rebuild (tuple, list, dict, namedtuple, set)
+        ("fresh", k, t)      a list/dict made by the trace: built from t once per call, so
+                             every place that holds it (return value, attributes stored,
+                             other containers) holds the same object, as in eager
     """
 
     def __init__(self):
         self.nodes: list = []        # graph outputs
         self.reads: list = []        # sources re-read at call time
+        self.fresh: dict = {}        # id(VT) -> its "fresh" template
+        self._keep: list = []        # those VTs, alive while ids are compared
 
     def read(self, source) -> int:
         if source not in self.reads:
@@ -119,6 +130,17 @@ class Templates:
             return ("const", vt.value)
         if isinstance(vt, (ListVariable, DictVariable)) and vt.source is not None:
             return ("real", self.read(vt.source))
+        if isinstance(vt, (ListVariable, DictVariable)):
+            if id(vt) not in self.fresh:
+                self._keep.append(vt)
+                self.fresh[id(vt)] = None                  # a list holding itself: refused below
+                self.fresh[id(vt)] = ("fresh", len(self._keep) - 1, self._container(vt))
+            if self.fresh[id(vt)] is None:
+                raise Unsupported("a list or dict that contains itself")
+            return self.fresh[id(vt)]
+        return self._container(vt)
+
+    def _container(self, vt):
         if isinstance(vt, NamedTupleVariable):
             return ("namedtuple", vt.tuple_type, [self.of(i) for i in vt.items])
         if isinstance(vt, BaseListVariable):
@@ -177,33 +199,34 @@ class OutputBuilder:
         return self
 
     def __call__(self, outputs, func=None, *args):
-        real = []
+        real, made = [], {}
         if self.needs_frame:
             if func is None:
                 raise MinidynamoError("this capture reads or changes the caller's objects: "
                                       "call build_output(outputs, func, *args)")
             real = self.reader(func, *args) if self.reader is not None else []
-            self._replay(outputs, real, func)
-        return _build(self.template, outputs, real)
+            self._replay(outputs, real, func, made)
+        return _build(self.template, outputs, real, made)
 
-    def _replay(self, outputs, real, func):
+    def _replay(self, outputs, real, func, made):
         for kind, index, key, template in self.replays:
             if kind == "list":
-                real[index][:] = [_build(t, outputs, real) for t in template]
+                real[index][:] = [_build(t, outputs, real, made) for t in template]
             elif kind == "dict":
-                new = [(k, _build(t, outputs, real)) for k, t in template]
+                new = [(k, _build(t, outputs, real, made)) for k, t in template]
                 real[index].clear()
                 real[index].update(new)
             elif kind == "attr":
-                setattr(real[index], key, _build(template, outputs, real))
+                setattr(real[index], key, _build(template, outputs, real, made))
             else:
-                func.__globals__[key] = _build(template, outputs, real)
+                func.__globals__[key] = _build(template, outputs, real, made)
 
     def __repr__(self):
         return f"OutputBuilder({self.template!r})"
 
 
-def _build(template, outputs, real=()):
+def _build(template, outputs, real=(), made=None):
+    """The value a template stands for; ``made`` holds this call's "fresh" containers."""
     kind = template[0]
     if kind == "tensor":
         return outputs[template[1]]
@@ -211,10 +234,16 @@ def _build(template, outputs, real=()):
         return template[1]
     if kind == "real":
         return real[template[1]]
+    if made is None:
+        made = {}
+    if kind == "fresh":
+        if template[1] not in made:
+            made[template[1]] = _build(template[2], outputs, real, made)
+        return made[template[1]]
     if kind == "namedtuple":
-        return make_named_tuple(template[1], [_build(t, outputs, real) for t in template[2]])
+        return make_named_tuple(template[1], [_build(t, outputs, real, made) for t in template[2]])
     if kind == "set":
         return set(template[1])
     if kind == "dict":
-        return template[1]((k, _build(t, outputs, real)) for k, t in template[2])
-    return kind(_build(t, outputs, real) for t in template[1])
+        return template[1]((k, _build(t, outputs, real, made)) for k, t in template[2])
+    return kind(_build(t, outputs, real, made) for t in template[1])

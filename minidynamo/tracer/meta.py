@@ -93,7 +93,9 @@ def run_on_meta(fn, args, kwargs):
 # the data, and the op neither mutates nor aliases its inputs, the example value comes from
 # running the real CPU kernel on dummy tensors of the same metadata (zeros, then ones: both
 # runs must agree).  Nothing of the user's is touched; the cost is one small real run.
-DATA_DEPENDENT_TAGS = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output)
+# data-dependent outputs cannot come from dummies; seeded random ops would consume the
+# program's random state while tracing
+REFUSED_TAGS = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output, torch.Tag.nondeterministic_seeded)
 MAX_DUMMY_ELEMENTS = 1 << 22
 
 
@@ -108,7 +110,7 @@ def _shape_only_aten_op(fn):
     overloads = [getattr(packet, o) for o in packet.overloads() if o != "out"]
     for op in overloads:
         schema = op._schema
-        if any(t in op.tags for t in DATA_DEPENDENT_TAGS) or schema.is_mutable or \
+        if any(t in op.tags for t in REFUSED_TAGS) or schema.is_mutable or \
                 any(r.alias_info is not None for r in schema.returns):
             return None
     return overloads or None

@@ -36,6 +36,11 @@ def apply(tx, fn, args: list) -> VariableTracker:
     if fn is operator.truth:
         return ConstantVariable(args[0].truth(tx))
     if any(isinstance(a, TensorVariable) for a in args):
+        if fn in IN_PLACE_TO_PLAIN and not isinstance(args[0], TensorVariable):
+            # ``n += t`` with n a number: numbers have no __iadd__, so Python computes n + t
+            if not isinstance(args[0], ConstantVariable):
+                raise Unsupported(f"{fn.__name__} of a {args[0].python_type().__name__} and a tensor")
+            fn = IN_PLACE_TO_PLAIN[fn]
         return tx.output.call_op("call_function", fn, args, {})
     constants = [maybe_constant(a, _NO_CONSTANT) for a in args]
     if all(c is not _NO_CONSTANT for c in constants):

@@ -57,6 +57,9 @@ class SideEffects:
         entry = self.attribute_stores.get((id(obj_vt.value), name))
         return entry[1] if entry is not None else None
 
+    def has_stored_attributes(self, obj_vt) -> bool:
+        return any(key[0] == id(obj_vt.value) for key in self.attribute_stores)
+
     def store_global(self, name: str, value_vt):
         self.global_stores[name] = value_vt
 

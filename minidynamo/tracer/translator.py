@@ -196,7 +196,7 @@ class InstructionTranslatorBase:
             raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
         if isinstance(value, NNModuleVariable) or (name in module._buffers and not isinstance(value, TensorVariable)):
             raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
-        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable)):
+        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)):
             raise Unsupported(f"assignment of {value} to {type(module).__name__}.{name}")
         self.output.side_effects.store_attribute(obj, name, value)
 
@@ -208,7 +208,7 @@ class InstructionTranslatorBase:
             raise Unsupported(f"assignment to attribute {name!r} of a {klass.__name__} (custom __setattr__ or no __dict__)")
         if name.startswith("__") or any(name in k.__dict__ and hasattr(k.__dict__[name], "__set__") for k in klass.__mro__):
             raise Unsupported(f"assignment to {klass.__name__}.{name} (a descriptor or special attribute)")
-        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable)):
+        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)):
             raise Unsupported(f"assignment of {value} to {klass.__name__}.{name}")
         self.output.side_effects.store_attribute(obj, name, value)
 
@@ -277,7 +277,7 @@ class InstructionTranslatorBase:
         value = self.pop()
         if self.f_globals is not self.output.frame_info.f_globals:
             raise Unsupported(f"assignment to global {inst.arg!r} of another module")
-        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable)):
+        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)):
             raise Unsupported(f"assignment of {value} to global {inst.arg!r}")
         self.output.side_effects.store_global(inst.arg, value)
 
@@ -530,11 +530,12 @@ class InstructionTranslatorBase:
         self.push(self.stack[-1].var_getattr(self, inst.arg))
 
     def BEFORE_WITH(self, inst):
-        from .variables.ctx_managers import GradModeVariable
+        from .variables.ctx_managers import ContextManagerVariable
 
         manager = self.pop()
-        if not isinstance(manager, GradModeVariable):
-            raise Unsupported(f"with statement over {manager} (only torch.no_grad/enable_grad are supported)")
+        if not isinstance(manager, ContextManagerVariable):
+            raise Unsupported(f"with statement over {manager} (only torch.no_grad/enable_grad and "
+                              "torch.autocast(enabled=False) are supported)")
         self.push(manager.exit_callable())
         self.push(manager.enter(self))
 

@@ -241,6 +241,28 @@ def sequential_index_and_len(seq, x):
     return seq[len(seq) - 1](seq[1](seq[0](x)))
 
 
+def sequential_slices(seq, x):
+    return seq[1:](seq[:1](x)), seq[::2](x)
+
+
+def module_list_slice_loop(layers, x):
+    for layer in layers[1:]:
+        x = layer(x)
+    return x
+
+
+def try_except_key_error(x, options):
+    try:
+        scale = options["scale"]
+    except KeyError:
+        scale = 1.0
+    try:
+        y = x.relu() * scale
+    except (KeyError, AttributeError):
+        y = x
+    return y
+
+
 MODULE_CONTAINERS = [
     single(iterate_sequential, SEQUENTIAL, tensor(2, 4)),
     single(iterate_global_module_list, tensor(2, 3)),
@@ -250,6 +272,9 @@ MODULE_CONTAINERS = [
     single(module_dict_values_and_keys, MODULE_DICT, tensor(2, 3)),
     single(module_dict_subscript, MODULE_DICT, tensor(2, 3)),
     single(sequential_index_and_len, SEQUENTIAL, tensor(2, 4)),
+    single(sequential_slices, SEQUENTIAL, tensor(2, 4)),
+    single(module_list_slice_loop, MODULE_LIST, tensor(2, 3)),
+    single(try_except_key_error, tensor(3), {"scale": 2.0}),
 ]
 
 

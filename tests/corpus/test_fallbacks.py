@@ -186,11 +186,19 @@ def exception_from_inlined_helper(x):
     return x
 
 
+def catches_errors_tensor_ops_could_raise(x):
+    try:
+        return x @ x
+    except RuntimeError:
+        return x
+
+
 EXCEPTIONS = [
     fallback(raises_value_error, tensor(3)),
     fallback(catches_own_exception, tensor(3)),
     fallback(try_finally, tensor(3)),
     fallback(exception_from_inlined_helper, tensor(3)),
+    fallback(catches_errors_tensor_ops_could_raise, tensor(3), mentions="try"),
 ]
 
 

@@ -147,6 +147,12 @@ def user_object_attribute(x, cfg):
     return x * cfg.scale, cfg.name
 
 
+def user_object_attribute_store(x, cfg):
+    cfg.last = x * cfg.scale
+    cfg.name = "seen"
+    return cfg.last + 1, cfg.name
+
+
 def tensor_index_int(x):
     return x[0] + x[-1]
 
@@ -207,6 +213,7 @@ ATTRIBUTES_SUBSCRIPTS = [
     single(tensor_ndim_and_dtype, tensor(2, 3)),
     single(user_object_attribute, tensor(3), Config(1.5, "cfg"))
     .then(tensor(3), Config(-1.0, "other")),
+    single(user_object_attribute_store, tensor(3), Config(1.5, "cfg")),
     single(tensor_index_int, tensor(4)),
     single(tensor_index_slices, tensor(3, 4)),
     single(tensor_index_ellipsis_none, tensor(2, 3)),
@@ -306,6 +313,13 @@ def scalar_comparisons(x, n):
     return x + n, (n == 3, n != 3, n < 2, n >= 3)
 
 
+def number_plus_equals_tensor(x, n):
+    total = 0
+    for _ in range(n):
+        total += x
+    return total
+
+
 SCALAR_OPERATORS = [
     single(int_arithmetic, tensor(3), 3),
     single(int_floordiv_mod_pow, tensor(3), 5),
@@ -317,6 +331,7 @@ SCALAR_OPERATORS = [
     single(float_arithmetic, tensor(3), 0.25),
     single(bool_short_circuit, tensor(3), True, False),
     single(scalar_comparisons, tensor(3), 3),
+    single(number_plus_equals_tensor, tensor(3), 2),
 ]
 
 
@@ -577,6 +592,12 @@ def builtin_map(xs):
     return list(map(torch.neg, xs))
 
 
+def builtins_consume_generator_expressions(x, xs):
+    wide = any(d > 2 for d in x.shape)
+    same = all(t.shape == x.shape for t in xs)
+    return tuple(t * 2 for t in xs), list(t.sum() for t in xs), wide, same, max(len(t) for t in xs)
+
+
 BUILTINS = [
     single(builtin_len, tensor(4), [1, 2], {"a": 1}),
     single(builtin_isinstance, tensor(3), 3, [1]).then(tensor(3), 3.0, (1,)),
@@ -592,6 +613,7 @@ BUILTINS = [
     single(builtin_any_all_divmod, tensor(3), 5),
     single(builtin_map, [tensor(2), tensor(2)]),
     single(str_methods_on_constants, tensor(2), 7),
+    single(builtins_consume_generator_expressions, tensor(3), [tensor(3), tensor(3)]),
 ]
 
 

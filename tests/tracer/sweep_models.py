@@ -75,6 +75,17 @@ def torchvision_cases(big: bool):
             (lambda: (torch.randn(1, 3, 64, 64),))
 
 
+def other_torchvision_cases():
+    """Video and optical-flow models: other input ranks, lists stored on modules."""
+    from torchvision.models import optical_flow, video
+
+    for name, shape in (("r3d_18", (1, 3, 4, 32, 32)), ("r2plus1d_18", (1, 3, 4, 32, 32)),
+                        ("swin3d_t", (1, 3, 4, 64, 64))):
+        yield f"video:{name}", getattr(video, name), (lambda s=shape: (torch.randn(*s),))
+    yield "flow:raft_small", optical_flow.raft_small, \
+        (lambda: (torch.randn(1, 3, 128, 128), torch.randn(1, 3, 128, 128), 2))
+
+
 def timm_cases():
     import timm
 
@@ -134,6 +145,7 @@ def main():
     cases = []
     if "torchvision" in families:
         cases += torchvision_cases(options.big)
+        cases += other_torchvision_cases()
     if "timm" in families:
         cases += timm_cases()
     if "bert" in families:

@@ -204,3 +204,140 @@ def test_attribute_store_through_a_property_is_refused():
         return a
     with pytest.raises(Unsupported, match="descriptor"):
         run_traced(f, x, WithProperty())
+
+
+# ---------------------------------------------------------------- ops without a meta kernel
+
+def test_multihead_attention_fast_path_runs_on_dummy_values():
+    torch.manual_seed(0)
+    attention = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    q = torch.randn(2, 5, 8)
+
+    def f(a):
+        return attention(a, a, a, need_weights=False)
+    with torch.no_grad():
+        capture = check(f, q)
+    targets = [n.target for n in capture.graph_module.graph.nodes if n.op == "call_function"]
+    assert torch._native_multi_head_attention in targets        # the fast path, as in eager
+
+
+def test_ops_with_data_dependent_outputs_never_run_on_dummies():
+    from minidynamo.tracer.meta import _shape_only_aten_op
+
+    assert _shape_only_aten_op(torch.nonzero) is None            # tagged dynamic_output_shape
+    assert _shape_only_aten_op(torch._native_multi_head_attention) is not None
+
+
+# ---------------------------------------------------------------- small Python rules
+
+def test_number_plus_equals_tensor_is_an_addition():
+    def f(a):
+        total = 0
+        total += a                   # int has no __iadd__: Python computes 0 + a
+        total += a
+        return total
+    check(f, x)
+
+
+def test_typing_subscripts_are_built_at_trace_time():
+    from typing import List
+
+    def f(a):
+        parts = torch.jit.annotate(List[torch.Tensor], [])
+        parts.append(a)
+        return torch.cat(parts)
+    check(f, x)
+
+
+def test_autocast_switched_off_inside_the_trace():
+    def f(a):
+        with torch.autocast("cpu", enabled=False):
+            b = a @ a.T
+        return b + 1
+    capture = check(f, x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):   # the graph switches a caller's autocast off too
+        expected = f(x)
+        (got,) = capture.graph_module(*capture.example_inputs)
+    assert got.dtype == expected.dtype == torch.float32 and torch.equal(got, expected)
+    with pytest.raises(Unsupported, match="autocast"):
+        run_traced(lambda a: _autocast_on(a), x)
+
+
+def _autocast_on(a):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return a @ a.T
+
+
+def test_tracing_under_autocast_is_refused():
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with pytest.raises(Unsupported, match="autocast"):
+            run_traced(lambda a: a @ a.T, x)
+
+
+# ---------------------------------------------------------------- lists made by the trace
+
+class KeepsPyramid(nn.Module):
+    def forward(self, a):
+        self.levels = [a]
+        self.levels.append(a * 2)      # mutated after the store: the module sees the final list
+        return self.levels
+
+
+def test_a_list_stored_on_a_module_is_the_list_returned():
+    module = KeepsPyramid()
+    got = run_traced(module, x)[1]
+    assert got is module.levels and len(got) == 2
+    torch.testing.assert_close(got[1], x * 2)
+
+
+def test_one_list_returned_twice_is_one_object():
+    def f(a):
+        parts = [a + 1]
+        return parts, {"parts": parts}
+    _, (first, table) = run_traced(f, x)
+    assert first is table["parts"]
+
+
+# ---------------------------------------------------------------- partial, sorted, sets, str.join
+
+SCALED_GELU = __import__("functools").partial(torch.nn.functional.gelu, approximate="tanh")
+
+
+def test_functools_partial_made_in_the_trace_or_read_from_a_global():
+    import functools
+
+    def f(a):
+        act = functools.partial(torch.nn.functional.leaky_relu, negative_slope=0.2)
+        first = act(a)
+        act.keywords["negative_slope"] = 0.5       # the partial sees its own dict change
+        return first, act(a), SCALED_GELU(a), act.keywords["negative_slope"]
+    check(f, x)
+
+
+def test_sorted_with_a_key_over_tensors_set_operators_and_join():
+    def f(a, b):
+        ordered = sorted([a, b], key=lambda t: t.shape[0], reverse=True)
+        kinds = {1, 2} | {3}
+        label = ",".join(str(d) for d in a.shape)
+        return ordered, len(kinds - {1}), label, sorted({3, 1, 2})
+    check(f, torch.randn(2, 3), torch.randn(4, 3))
+
+
+def test_a_real_partials_keywords_are_guarded():
+    import functools
+
+    from guards import build_guard_function
+
+    act = functools.partial(torch.nn.functional.leaky_relu, negative_slope=0.2)
+
+    def f(a, fn):
+        return fn(a)
+    capture, got = run_traced(f, x, act)
+    torch.testing.assert_close(got, f(x, act))
+    guard_fn = build_guard_function(capture.guards, capture.frame)
+    assert guard_fn(f, x, act)
+    act.keywords["inplace"] = False            # same object, new keyword: must not pass
+    assert not guard_fn(f, x, act)
+    act.keywords.pop("inplace")
+    act.keywords["negative_slope"] = 0.3       # same keys, new value: must not pass
+    assert not guard_fn(f, x, act)

@@ -6,7 +6,9 @@
      ├── BaseListVariable            TupleVariable, ListVariable, SizeVariable, NamedTupleVariable
      ├── DictVariable, SliceVariable, RangeVariable, IteratorVariable
      ├── UserFunctionVariable        Python functions we inline (NestedFunctionVariable: made in
-     │                               the trace), UserMethodVariable (bound), CellVariable
+     │                               the trace), UserMethodVariable (bound), CellVariable,
+     │                               PartialVariable (functools.partial)
+     ├── GeneratorExpressionVariable a paused generator expression, pulled by builtins
      ├── NNModuleVariable            an nn.Module instance (forward inlined)
      ├── TorchFunctionVariable       torch.*, torch.nn.functional.*, Tensor methods: graph ops
      ├── BuiltinVariable             len, isinstance, range, ... (one handler each)

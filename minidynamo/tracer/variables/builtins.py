@@ -201,6 +201,14 @@ def _all_any(fn):
     return handler
 
 
+def _sorted(tx, iterable, key=None, reverse=None):
+    """``sorted(it, key=..., reverse=...)``: list.sort's rule (constant keys, stable)."""
+    result = ListVariable(_consumed_items(tx, iterable))
+    key = None if key is None or maybe_constant(key, _NO) is None else key
+    result.method_sort(tx, key, reverse)
+    return result
+
+
 def _callable(tx, obj):
     from .functions import BaseFunctionVariable, UserMethodVariable
     from .nn_module import NNModuleVariable
@@ -318,7 +326,7 @@ BUILTIN_HANDLERS = {
     round: _scalar_cast(round), divmod: _scalar_cast(divmod), pow: _operator(operator.pow),
     print: _print, super: _super, setattr: _setattr, operator.getitem: _getitem,
     issubclass: _scalar_cast(issubclass), repr: _scalar_cast(repr), hash: _scalar_cast(hash),
-    sorted: lambda tx, it, **kw: _fold(sorted, [TupleVariable(_consumed_items(tx, it))], kw),
+    sorted: lambda tx, it, key=None, reverse=None: _sorted(tx, it, key, reverse),
     set: _set, map: _map, filter: _filter,
     operator.itemgetter: lambda tx, *keys: GetterVariable("item", list(keys)),
     operator.attrgetter: lambda tx, *names: GetterVariable("attr", list(names)),

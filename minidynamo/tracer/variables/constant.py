@@ -42,7 +42,7 @@ class ConstantVariable(VariableTracker):
         return super().as_graph_arg(devices)
 
     def unpack(self, tx):
-        if isinstance(self.value, (range, str, bytes)):
+        if isinstance(self.value, (range, str, bytes, frozenset)):      # frozenset: a {1, 2, 3} display
             return [ConstantVariable(v) for v in self.value]
         return super().unpack(tx)
 
@@ -71,6 +71,12 @@ class ConstantMethodVariable(VariableTracker):
         self.name = name
 
     def call_function(self, tx, args, kwargs):
+        from .generators import GeneratorExpressionVariable
+
+        # ``",".join(str(d) for d in shape)``: these C methods consume an iterable whole (others,
+        # like str.format, would only see the generator object: those stay refused)
+        if type(self.owner.value) in (str, bytes) and self.name == "join" or isinstance(self.owner.value, frozenset):
+            args = [_tuple_of(tx, a) if isinstance(a, GeneratorExpressionVariable) else a for a in args]
         values = [a.as_python_constant() for a in args]
         kw = {k: v.as_python_constant() for k, v in kwargs.items()}
         try:
@@ -80,3 +86,10 @@ class ConstantMethodVariable(VariableTracker):
         from ..builder import wrap_constant_result
 
         return wrap_constant_result(result)
+
+
+def _tuple_of(tx, generator):
+    """A generator expression's items, as a tuple."""
+    from .containers import TupleVariable
+
+    return TupleVariable(generator.consume(tx))

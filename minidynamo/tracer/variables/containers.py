@@ -384,6 +384,9 @@ class SetVariable(VariableTracker):
     def python_type(self):
         return set
 
+    def as_python_constant(self):
+        return set(self.values)        # a copy: for pure functions and operators (s | t)
+
     def truth(self, tx):
         return bool(self.values)
 

@@ -1,8 +1,16 @@
-"""Context managers the trace can enter: ``torch.no_grad()`` and ``torch.enable_grad()``.
+"""Context managers the trace can enter: ``torch.no_grad()``, ``torch.enable_grad()`` and
+``torch.autocast(..., enabled=False)``.
 
-Entering one flips grad mode twice over: for real while tracing (so meta example values get
-the right ``requires_grad``), and in the graph (a ``torch._C._set_grad_enabled`` node), so the
-compiled code switches mode at the same point the program did.  Leaving restores both.
+Entering a grad-mode block flips grad mode twice over: for real while tracing (so meta example
+values get the right ``requires_grad``), and in the graph (a ``torch._C._set_grad_enabled``
+node), so the compiled code switches mode at the same point the program did.  Leaving
+restores both.
+
+``torch.autocast(device, enabled=False)`` (timm turns autocast off around attention) is
+entered and left by graph nodes that run the real ``autocast`` object at call time, so a
+caller's outer autocast region is switched off exactly where eager switches it off.  The
+trace itself needs nothing: it is only accepted while autocast is off for that device (the
+meta example values know nothing of autocast), and ``enabled=True`` is refused.
 """
 
 from __future__ import annotations
@@ -15,7 +23,17 @@ from .constant import ConstantVariable
 GRAD_MODE_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
 
 
-class GradModeVariable(VariableTracker):
+class ContextManagerVariable(VariableTracker):
+    """What BEFORE_WITH accepts: ``enter(tx)`` and the ``__exit__`` it leaves on the stack."""
+
+    def enter(self, tx):
+        raise NotImplementedError
+
+    def exit_callable(self):
+        raise NotImplementedError
+
+
+class GradModeVariable(ContextManagerVariable):
     def __init__(self, enabled: bool):
         super().__init__()
         self.enabled = enabled
@@ -66,6 +84,59 @@ class _ExitVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         _switch(tx, self.manager.previous)
         return ConstantVariable(None)
+
+
+class AutocastOffVariable(ContextManagerVariable):
+    """``torch.autocast(device_type, enabled=False, ...)`` (see the module docstring)."""
+
+    def __init__(self, arguments: dict):
+        super().__init__()
+        self.arguments = arguments
+        self.node = None
+
+    @staticmethod
+    def create(args, kwargs):
+        from ...exc import Unsupported
+
+        arguments = {k: v.as_python_constant() for k, v in kwargs.items()}
+        names = ("device_type", "dtype", "enabled", "cache_enabled")
+        arguments.update({names[i]: a.as_python_constant() for i, a in enumerate(args)})
+        if arguments.get("enabled", True) is not False:
+            raise Unsupported("torch.autocast(enabled=True) inside the traced code (example values ignore autocast)")
+        if torch.is_autocast_enabled(arguments.get("device_type")):
+            raise Unsupported("torch.autocast(enabled=False) traced while autocast is on (its state is not guarded)")
+        return AutocastOffVariable(arguments)
+
+    def python_type(self):
+        return torch.autocast
+
+    def enter(self, tx):
+        self.node = tx.output.graph.call_function(enter_autocast, (), dict(self.arguments))
+        return ConstantVariable(None)
+
+    def exit_callable(self):
+        return _AutocastExitVariable(self)
+
+
+class _AutocastExitVariable(VariableTracker):
+    def __init__(self, manager: AutocastOffVariable):
+        super().__init__()
+        self.manager = manager
+
+    def call_function(self, tx, args, kwargs):
+        tx.output.graph.call_function(exit_autocast, (self.manager.node,))
+        return ConstantVariable(None)
+
+
+def enter_autocast(**arguments):
+    """Run by the compiled graph: enter a real autocast block, return it for ``exit_autocast``."""
+    manager = torch.autocast(**arguments)
+    manager.__enter__()
+    return manager
+
+
+def exit_autocast(manager):
+    manager.__exit__(None, None, None)
 
 
 def _switch(tx, enabled: bool):

@@ -207,6 +207,48 @@ class UserMethodVariable(VariableTracker):
         return f"UserMethodVariable({self.fn!r})"
 
 
+class PartialVariable(VariableTracker):
+    """``functools.partial(fn, *args, **kwargs)``: made in the trace, or a real one read from
+    the frame (identity-guarded; ``func``, ``args`` and the ``keywords`` dict are wrapped from
+    their sources, so they are guarded, and a change the program makes to ``keywords`` is
+    seen by later calls of the partial and replayed on the real dict)."""
+
+    def __init__(self, fn: VariableTracker, args: list, keywords: DictVariable, source=None):
+        super().__init__(source)
+        self.fn, self.args, self.keywords = fn, list(args), keywords
+
+    @staticmethod
+    def of_real(tx, value, source):
+        from ..builder import wrap
+
+        def attr(name):
+            return G.AttrSource(source, name) if source is not None else None
+
+        fn = wrap(tx, value.func, attr("func"))
+        args = wrap(tx, value.args, attr("args")).unpack(tx)
+        return PartialVariable(fn, args, wrap(tx, value.keywords, attr("keywords")), source)
+
+    def python_type(self):
+        import functools
+
+        return functools.partial
+
+    def call_function(self, tx, args, kwargs):
+        return self.fn.call_function(tx, [*self.args, *args], {**self.keywords.items, **kwargs})
+
+    def var_getattr(self, tx, name):
+        if name == "func":
+            return self.fn
+        if name == "args":
+            return TupleVariable(self.args)
+        if name == "keywords":
+            return self.keywords
+        return super().var_getattr(tx, name)
+
+    def __repr__(self):
+        return f"PartialVariable({self.fn!r})"
+
+
 def bind_arguments(code, name, args, kwargs, defaults, kwdefaults) -> dict:
     """Map a call's arguments onto the code's parameters, as CPython does (TypeError ->
     Unsupported: the program would raise)."""

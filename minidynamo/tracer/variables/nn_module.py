@@ -113,6 +113,8 @@ class NNModuleVariable(VariableTracker):
         Built here for real (it only holds references; no child changes), and its children
         keep the parent's sources, so their parameters stay graph inputs re-read each call."""
         module = self.value
+        if type(module) not in (nn.Sequential, nn.ModuleList):
+            raise Unsupported(f"slicing a {type(module).__name__} (a subclass: its __getitem__/__init__ would run)")
         for name in GLOBAL_HOOK_DICTS:         # a registration hook would see the new container
             if getattr(module_impl, name, None):
                 raise Unsupported(f"slicing {type(module).__name__} while a global module hook is registered")

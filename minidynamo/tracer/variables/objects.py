@@ -5,7 +5,10 @@ Reading their attributes goes through ``wrap``, so every attribute the trace use
 from __future__ import annotations
 
 import collections
+import functools
 import types
+
+import torch
 
 import guards as G
 from ...exc import Unsupported
@@ -124,11 +127,19 @@ class ClassVariable(VariableTracker):
 
         if klass in GRAD_MODE_CLASSES and not args and not kwargs:
             return GradModeVariable(GRAD_MODE_CLASSES[klass])
+        if isinstance(klass, type) and issubclass(klass, torch.autocast):
+            from .ctx_managers import AutocastOffVariable
+
+            return AutocastOffVariable.create(args, kwargs)
         if issubclass(klass, tuple) and hasattr(klass, "_fields"):
             fields = list(args) + [kwargs[f] for f in klass._fields[len(args):] if f in kwargs]
             if len(fields) != len(klass._fields):
                 raise Unsupported(f"{klass.__name__}(...) with defaulted fields")
             return NamedTupleVariable(fields, klass)
+        if klass is functools.partial and args:
+            from .functions import PartialVariable
+
+            return PartialVariable(args[0], args[1:], DictVariable(kwargs))
         if klass in (collections.OrderedDict,):
             result = DictVariable({}, klass)
             if args or kwargs:
@@ -140,6 +151,9 @@ class ClassVariable(VariableTracker):
 
     def __repr__(self):
         return f"ClassVariable({self.value.__name__})"
+
+
+_NOT_CONSTANT = object()
 
 
 def _custom_getattr(klass) -> bool:
@@ -176,6 +190,8 @@ class UserObjectVariable(VariableTracker):
             stored = tx.output.side_effects.stored_attribute(self, name)
             if stored is not None:
                 return stored
+            if name == "__dict__" and tx.output.side_effects.has_stored_attributes(self):
+                raise Unsupported(f"reading {klass.__name__}.__dict__ after assigning its attributes")
         instance = getattr(self.value, "__dict__", {})
         data_descriptor = any(name in b.__dict__ and hasattr(b.__dict__[name], "__set__") for b in klass.__mro__)
         if name in instance and not data_descriptor:
@@ -188,6 +204,19 @@ class UserObjectVariable(VariableTracker):
         if hasattr(self.value, name):
             return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
         raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)")
+
+    def subscript(self, tx, index):
+        """``List[torch.Tensor]``: typing constructs are pure library values, built now."""
+        if type(self.value).__module__ == "typing":
+            from .base import maybe_constant
+
+            key = maybe_constant(index, _NOT_CONSTANT)
+            if key is not _NOT_CONSTANT:
+                try:
+                    return UserObjectVariable(self.value[key], None)
+                except Exception as e:
+                    raise Unsupported(f"typing subscript raised {type(e).__name__}: {e}") from e
+        return self.call_method(tx, "__getitem__", [index], {})
 
     def call_function(self, tx, args, kwargs):
         call = getattr(type(self.value), "__call__", None)
