@@ -20,17 +20,17 @@ Layers: this package never imports minidynamo (it sits below it) nor torch._dyna
 
 from .codegen import GuardFunction, build_guard_function
 from .guard import (
-    Guard, TensorSpec, UnguardableValue, dict_keys_match, equals_match, global_hooks_empty,
+    Guard, TensorSpec, UnguardableValue, autocast_match, dict_keys_match, equals_match, global_hooks_empty,
     grad_mode_match, id_match, length_match, module_state_match, tensor_match, type_match,
 )
 from .source import (
-    AttrSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
+    AttrSource, AutocastSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
     GlobalSource, GradModeSource, ItemSource, LocalSource, Source,
 )
 from .reader import compile_reader
 
 __all__ = [
-    "AttrSource", "BuiltinSource", "ClosureSource", "FrameInfo", "GlobalModuleHooksSource",
+    "AttrSource", "AutocastSource", "autocast_match", "BuiltinSource", "ClosureSource", "FrameInfo", "GlobalModuleHooksSource",
     "GlobalSource", "GradModeSource", "Guard", "GuardFunction", "ItemSource", "LocalSource",
     "Source", "TensorSpec", "UnguardableValue", "build_guard_function", "compile_reader",
     "dict_keys_match", "equals_match", "global_hooks_empty", "grad_mode_match", "id_match",

@@ -17,7 +17,7 @@ import torch
 
 from . import module_facts
 from .guard import (
-    DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
+    AUTOCAST_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
     LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, TensorSpec,
     UnguardableValue,
 )
@@ -203,6 +203,12 @@ def grad_mode_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
                   repr(guard.expected), f"{enabled}()")]
 
 
+def autocast_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    enabled = consts.name_for(torch._C._is_any_autocast_enabled, "is_any_autocast_enabled")
+    return [Check(f"{enabled}() is {guard.expected!r}", "torch autocast enabled (any device)",
+                  repr(guard.expected), f"{enabled}()")]
+
+
 CHECK_BUILDERS: dict[str, Callable[[Guard, str, Consts], list[Check]]] = {
     TYPE_MATCH: type_checks,
     ID_MATCH: id_checks,
@@ -213,6 +219,7 @@ CHECK_BUILDERS: dict[str, Callable[[Guard, str, Consts], list[Check]]] = {
     MODULE_STATE_MATCH: module_state_checks,
     GLOBAL_HOOKS_EMPTY: global_hooks_checks,
     GRAD_MODE_MATCH: grad_mode_checks,
+    AUTOCAST_MATCH: autocast_checks,
 }
 
 
@@ -243,4 +250,6 @@ def describe_guard(guard: Guard) -> str:
         return "no global nn.Module hooks"
     if kind == GRAD_MODE_MATCH:
         return f"torch.is_grad_enabled() == {expected}"
+    if kind == AUTOCAST_MATCH:
+        return f"torch autocast enabled (any device) == {expected}"
     return f"{name} {kind} {expected!r}"

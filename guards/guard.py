@@ -19,7 +19,7 @@ from typing import Any, Hashable
 import torch
 
 from . import module_facts
-from .source import GlobalModuleHooksSource, GradModeSource, Source
+from .source import AutocastSource, GlobalModuleHooksSource, GradModeSource, Source
 
 
 class UnguardableValue(ValueError):
@@ -41,12 +41,13 @@ DICT_KEYS_MATCH = "DICT_KEYS_MATCH"
 MODULE_STATE_MATCH = "MODULE_STATE_MATCH"
 GLOBAL_HOOKS_EMPTY = "GLOBAL_HOOKS_EMPTY"
 GRAD_MODE_MATCH = "GRAD_MODE_MATCH"
+AUTOCAST_MATCH = "AUTOCAST_MATCH"
 
 KIND_ORDER = {
     kind: rank
     for rank, kind in enumerate(
         (ID_MATCH, TYPE_MATCH, EQUALS_MATCH, TENSOR_MATCH, LENGTH_MATCH, DICT_KEYS_MATCH,
-         MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH)
+         MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, AUTOCAST_MATCH)
     )
 }
 
@@ -188,6 +189,13 @@ def grad_mode_match(enabled: bool | None = None) -> Guard:
     if enabled is None:
         enabled = torch.is_grad_enabled()
     return Guard(GradModeSource(), GRAD_MODE_MATCH, bool(enabled))
+
+
+def autocast_match(enabled: bool | None = None) -> Guard:
+    """Autocast on for some device, or on for none, as at trace time (or as given)."""
+    if enabled is None:
+        enabled = torch._C._is_any_autocast_enabled()
+    return Guard(AutocastSource(), AUTOCAST_MATCH, bool(enabled))
 
 
 # ----------------------------------------------------------------------------- constants

@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from .checks import contiguity_pins_strides
-from .guard import GRAD_MODE_MATCH, TENSOR_MATCH, Guard, TensorSpec
+from .guard import AUTOCAST_MATCH, GRAD_MODE_MATCH, TENSOR_MATCH, Guard, TensorSpec
 from .source import FrameInfo, LocalSource, Source
 
 try:
@@ -72,17 +72,25 @@ def argument_guard(guards: Sequence[Guard], frame_info: FrameInfo) -> Any:
     an argument or the grad mode (the common case of a function of tensors); else None."""
     if not compiled():
         return None
-    checks, grad_mode = [], None
+    checks, grad_mode, autocast = [], None, None
     for guard in guards:
         if guard.kind == GRAD_MODE_MATCH:
             grad_mode = guard.expected
+        elif guard.kind == AUTOCAST_MATCH:
+            autocast = guard.expected
         elif guard.kind == TENSOR_MATCH and isinstance(guard.source, LocalSource) \
                 and tensor_spec(guard.expected) is not None:
             checks.append((frame_info.arg_names.index(guard.source.local_name), tensor_spec(guard.expected)))
         else:
             return None
-    return TENSOR_CHECKERS[mode].ArgumentGuard(
+    guard_fn = TENSOR_CHECKERS[mode].ArgumentGuard(
         len(frame_info.arg_names), checks, None if grad_mode is None else torch.is_grad_enabled, bool(grad_mode))
+    if autocast is None:
+        return guard_fn
+    # the autocast state first (one C call), then the compiled checks
+    namespace = {"any_autocast": torch._C._is_any_autocast_enabled, "checks": guard_fn}
+    exec(f"def ___guard(*args):\n    return any_autocast() is {bool(autocast)!r} and checks(*args)\n", namespace)
+    return namespace["___guard"]
 
 
 def argument_reader(sources: Sequence[Source], frame_info: FrameInfo) -> Any:

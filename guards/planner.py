@@ -21,7 +21,7 @@ from .guard import (
 )
 from .source import (
     AttrSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
-    GlobalSource, GradModeSource, ItemSource, LocalSource, Source,
+    AutocastSource, GlobalSource, GradModeSource, ItemSource, LocalSource, Source,
 )
 
 # Generated code resolves builtins in a private snapshot: a user rebinding builtins.len
@@ -124,7 +124,7 @@ class Planner:
                 raise UnguardableValue(f"{source.name()} is not an argument of the frame "
                                        f"(arguments: {self.frame_info.arg_names})")
             var = local_var(source.local_name)
-        elif isinstance(source, (GradModeSource, GlobalModuleHooksSource)):
+        elif isinstance(source, (GradModeSource, AutocastSource, GlobalModuleHooksSource)):
             var = "None"  # global state: its checks call torch directly
         else:
             var = self._cached(self._read_expr(source), source.name())

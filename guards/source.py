@@ -114,6 +114,20 @@ class GradModeSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class AutocastSource(Source):
+    """Global autocast state: whether autocast is on for any device (a graph traced without
+    autocast computes in other dtypes than the same ops run under it)."""
+
+    def name(self) -> str:
+        return "torch autocast"
+
+    def read(self, frame: FrameValues) -> Any:
+        import torch
+
+        return torch._C._is_any_autocast_enabled()
+
+
+@dataclasses.dataclass(frozen=True)
 class GlobalModuleHooksSource(Source):
     """The global nn.Module hook dicts (``register_module_forward_hook`` and friends)."""
 

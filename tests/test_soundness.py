@@ -326,6 +326,17 @@ def test_grad_mode_change_is_guarded():
     c.check(x, compiled=2)
 
 
+def test_autocast_is_guarded():
+    c = Checker(lambda x, w: (x @ w).dtype)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    c.check(x, w, compiled=1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):   # the entry traced without autocast must not run
+        assert c.optimized(x, w) == torch.bfloat16
+    assert "autocast" in last_recompile_reason()
+    assert "autocast" in minidynamo.counters["fallback_reasons"][0]   # under autocast: eager
+    assert c.optimized(x, w) == torch.float32 and c.backend.compiles == 1   # outside: the entry again
+
+
 def test_after_cache_size_limit_the_code_runs_eagerly_and_stays_right(monkeypatch):
     monkeypatch.setattr(minidynamo.config, "cache_size_limit", 2)
     backend = CountingBackend()

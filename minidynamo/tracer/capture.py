@@ -83,6 +83,7 @@ def _trace(func, args) -> Capture:
     frame = G.FrameInfo(names, func.__globals__, func.__builtins__)
     output = OutputGraph(frame)
     output.add_guard(G.grad_mode_match())
+    output.add_guard(G.autocast_match())
     tx = InstructionTranslator(func, {}, output, G.GlobalSource)
     tx.locals = {name: wrap(tx, value, G.LocalSource(name)) for name, value in zip(names, args)}
     result = tx.run()
