@@ -592,6 +592,10 @@ def builtin_map(xs):
     return list(map(torch.neg, xs))
 
 
+def builtin_sum_of_generator_expression(xs):
+    return sum(t * 2 for t in xs)
+
+
 def builtins_consume_generator_expressions(x, xs):
     wide = any(d > 2 for d in x.shape)
     same = all(t.shape == x.shape for t in xs)
@@ -614,6 +618,7 @@ BUILTINS = [
     single(builtin_map, [tensor(2), tensor(2)]),
     single(str_methods_on_constants, tensor(2), 7),
     single(builtins_consume_generator_expressions, tensor(3), [tensor(3), tensor(3)]),
+    single(builtin_sum_of_generator_expression, [tensor(3), tensor(3)]),
 ]
 
 

@@ -176,12 +176,8 @@ def _abs(tx, x):
 def _sum(tx, iterable, start=None):
     from ..operators import apply
 
-    if isinstance(iterable, GeneratorExpressionVariable):
-        # mechanically like tuple(gen); kept a fallback because tests/corpus/test_fallbacks.py
-        # (generator_expression) requires it: add sum to the consumers when the corpus changes
-        raise Unsupported("sum() of a generator expression (generators are not supported here)")
     total = start if start is not None else ConstantVariable(0)
-    for item in _iter_items(tx, iterable):
+    for item in _consumed_items(tx, iterable):
         total = apply(tx, operator.add, [total, item])
     return total
 
