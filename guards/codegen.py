@@ -42,7 +42,7 @@ from .checks import describe_guard, show
 from .guard import EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, hinted_value, is_immutable_constant
 from .planner import FUNC, Block, ConstPool, Planner, Read, local_var
 from .slow_path import Explainer
-from .source import FrameInfo, ItemSource, Source
+from .source import FrameInfo, ItemSource, Source, chain_of
 
 
 @runtime_checkable
@@ -65,22 +65,13 @@ def source_tree(guards: Sequence[Guard]) -> nx.DiGraph:
     root = "<frame>"
     tree.add_node(root)
     for guard in guards:
-        chain = [root] + _chain(guard.source)
+        chain = [root] + chain_of(guard.source)
         for parent, child in zip(chain, chain[1:]):
             if child not in tree:
                 tree.add_node(child, guards=[])
                 tree.add_edge(parent, child)
         tree.nodes[guard.source]["guards"].append(guard)
     return tree
-
-
-def _chain(source: Source) -> list[Source]:
-    chain = []
-    node: Optional[Source] = source
-    while node is not None:
-        chain.append(node)
-        node = node.base
-    return chain[::-1]
 
 
 # Guard kinds that hold for every value identical to an immutable constant seen at trace time.

@@ -84,6 +84,21 @@ class VariableTracker:
         return f"{type(self).__name__}()"
 
 
+class KnownObjectVariable(VariableTracker):
+    """A real object the trace uses as itself (a builtin, a torch function, a class): its
+    identity is what matters, so it is its own Python constant."""
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+
 class NullVariable(VariableTracker):
     """The NULL that PUSH_NULL / LOAD_GLOBAL / LOAD_METHOD put below a callable in 3.11."""
 

@@ -13,7 +13,7 @@ import operator
 import torch
 
 from ...exc import Unsupported
-from .base import AttributeMissing, VariableTracker, describe, maybe_constant
+from .base import AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
 from .containers import (DictVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
@@ -342,17 +342,7 @@ for _name in dir(math):
         BUILTIN_HANDLERS[_fn] = _scalar_cast(_fn)
 
 
-class BuiltinVariable(VariableTracker):
-    def __init__(self, fn, source=None):
-        super().__init__(source)
-        self.value = fn
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
-
+class BuiltinVariable(KnownObjectVariable):
     def call_function(self, tx, args, kwargs):
         handler = BUILTIN_HANDLERS.get(self.value)
         if handler is None:

@@ -12,7 +12,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
-from .base import AttributeMissing, VariableTracker, describe
+from .base import AttributeMissing, KnownObjectVariable, VariableTracker, describe
 
 
 def _wrap(tx, value, source):
@@ -93,17 +93,7 @@ class PythonModuleVariable(VariableTracker):
         return f"PythonModuleVariable({self.value.__name__})"
 
 
-class ClassVariable(VariableTracker):
-    def __init__(self, klass: type, source=None):
-        super().__init__(source)
-        self.value = klass
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
-
+class ClassVariable(KnownObjectVariable):
     def var_getattr(self, tx, name):
         from .functions import UserFunctionVariable
 

@@ -13,7 +13,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
-from .base import VariableTracker, describe
+from .base import KnownObjectVariable, VariableTracker, describe
 from .constant import ConstantVariable
 
 # Modules whose functions are tensor operations we may put in the graph.
@@ -97,17 +97,7 @@ def _contains_tensor(vt) -> bool:
     return False
 
 
-class TorchFunctionVariable(VariableTracker):
-    def __init__(self, fn, source=None):
-        super().__init__(source)
-        self.value = fn
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
-
+class TorchFunctionVariable(KnownObjectVariable):
     def var_getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__"):
             return ConstantVariable(getattr(self.value, name))
