@@ -284,9 +284,10 @@ static PyTypeObject TensorMatchType = {
 };
 
 /* ---------------------------------------------------------------------------------------
- * ArgumentGuard(nargs, [(arg_index, spec), ...], is_grad_enabled, grad_enabled): a whole guard
- * function in C for the common frame whose guards are only tensor matches on its arguments and
- * the grad mode.  Called like a generated guard function, guard(func, *args) -> bool, it saves
+ * ArgumentGuard(nargs, [(arg_index, spec), ...], is_grad_enabled, grad_enabled[, state_checks]):
+ * a whole guard function in C for the common frame whose guards are only tensor matches on its
+ * arguments and global torch state: the grad mode, and `state_checks`, a tuple of
+ * (fn, expected) pairs that hold when `fn() is expected` (the autocast state, say).  Called like a generated guard function, guard(func, *args) -> bool, it saves
  * the Python frame of the generated function.  Instances carry a __dict__ (for .source etc.).
  */
 typedef struct {
@@ -299,7 +300,39 @@ typedef struct {
     Spec *specs;
     PyObject *is_grad_enabled; /* torch.is_grad_enabled, or NULL when grad mode is not guarded */
     PyObject *grad_enabled;    /* Py_True / Py_False expected */
+    PyObject *state_checks;    /* tuple of (fn, expected), or NULL */
 } ArgumentGuard;
+
+/* 1 when every (fn, expected) of the tuple has fn() is expected; an error counts as not. */
+static int state_matches(PyObject *checks) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++) {
+        PyObject *pair = PyTuple_GET_ITEM(checks, i);
+        PyObject *got = PyObject_Vectorcall(PyTuple_GET_ITEM(pair, 0), NULL, 0, NULL);
+        if (got == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        Py_DECREF(got);
+        if (got != PyTuple_GET_ITEM(pair, 1))
+            return 0;
+    }
+    return 1;
+}
+
+/* state_checks must be a tuple of (callable, expected) pairs. */
+static int valid_state_checks(PyObject *checks) {
+    if (!PyTuple_Check(checks))
+        goto bad;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++) {
+        PyObject *pair = PyTuple_GET_ITEM(checks, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyCallable_Check(PyTuple_GET_ITEM(pair, 0)))
+            goto bad;
+    }
+    return 1;
+bad:
+    PyErr_SetString(PyExc_TypeError, "state_checks must be a tuple of (callable, expected) pairs");
+    return 0;
+}
 
 static PyObject *ArgumentGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
                                           PyObject *kwnames) {
@@ -320,6 +353,8 @@ static PyObject *ArgumentGuard_vectorcall(PyObject *self_obj, PyObject *const *a
         if (enabled != self->grad_enabled)
             Py_RETURN_FALSE;
     }
+    if (self->state_checks != NULL && !state_matches(self->state_checks))
+        Py_RETURN_FALSE;
     for (Py_ssize_t i = 0; i < self->count; i++) {
         int ok = spec_matches(&self->specs[i], args[1 + self->arg_index[i]]);
         if (ok < 0) {
@@ -334,8 +369,11 @@ static PyObject *ArgumentGuard_vectorcall(PyObject *self_obj, PyObject *const *a
 
 static PyObject *ArgumentGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     Py_ssize_t nargs;
-    PyObject *checks, *is_grad_enabled, *grad_enabled;
-    if (!PyArg_ParseTuple(args, "nOOO:ArgumentGuard", &nargs, &checks, &is_grad_enabled, &grad_enabled))
+    PyObject *checks, *is_grad_enabled, *grad_enabled, *state_checks = NULL;
+    if (!PyArg_ParseTuple(args, "nOOO|O:ArgumentGuard", &nargs, &checks, &is_grad_enabled, &grad_enabled,
+                          &state_checks))
+        return NULL;
+    if (state_checks != NULL && !valid_state_checks(state_checks))
         return NULL;
     PyObject *seq = PySequence_Fast(checks, "ArgumentGuard expects a sequence of (arg_index, spec)");
     if (seq == NULL)
@@ -359,6 +397,7 @@ static PyObject *ArgumentGuard_new(PyTypeObject *type, PyObject *args, PyObject 
         self->is_grad_enabled = Py_NewRef(is_grad_enabled);
         self->grad_enabled = Py_NewRef(PyObject_IsTrue(grad_enabled) ? Py_True : Py_False);
     }
+    self->state_checks = Py_XNewRef(state_checks);
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t index;
         PyObject *spec;
@@ -385,6 +424,7 @@ static PyObject *ArgumentGuard_new(PyTypeObject *type, PyObject *args, PyObject 
 static int ArgumentGuard_traverse(ArgumentGuard *self, visitproc visit, void *arg) {
     Py_VISIT(self->dict);
     Py_VISIT(self->is_grad_enabled);
+    Py_VISIT(self->state_checks);
     for (Py_ssize_t i = 0; i < self->count; i++) {
         Py_VISIT(self->specs[i].type);
         Py_VISIT(self->specs[i].device);
@@ -397,6 +437,7 @@ static int ArgumentGuard_clear(ArgumentGuard *self) {
     Py_CLEAR(self->dict);
     Py_CLEAR(self->is_grad_enabled);
     Py_CLEAR(self->grad_enabled);
+    Py_CLEAR(self->state_checks);
     for (Py_ssize_t i = 0; i < self->count; i++)
         spec_clear(&self->specs[i]);
     self->count = 0;
@@ -414,7 +455,7 @@ static void ArgumentGuard_dealloc(ArgumentGuard *self) {
 static PyTypeObject ArgumentGuardType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "guards._guard_helpers.ArgumentGuard",
-    .tp_doc = "ArgumentGuard(nargs, [(arg_index, spec)], is_grad_enabled, grad_enabled)"
+    .tp_doc = "ArgumentGuard(nargs, [(arg_index, spec)], is_grad_enabled, grad_enabled[, state_checks])"
               "(func, *args) -> bool: a guard function made only of argument tensor matches",
     .tp_basicsize = sizeof(ArgumentGuard),
     .tp_dictoffset = offsetof(ArgumentGuard, dict),

@@ -411,7 +411,8 @@ PyType_Spec TensorMatch_spec = {
 
 // ---------------------------------------------------------------------------------- ArgumentGuard
 
-/* A whole guard function for frames guarded only on tensor arguments and the grad mode,
+/* A whole guard function for frames guarded only on tensor arguments and global torch state
+ * (the grad mode, and `state_checks`: (fn, expected) pairs holding when fn() is expected),
  * called like the generated one: guard(func, *args) -> bool.  Instances carry a __dict__. */
 struct ArgumentGuard {
     PyObject_HEAD
@@ -421,6 +422,7 @@ struct ArgumentGuard {
     PyObject *is_grad_enabled;   // the function to ask, or NULL when grad mode is not guarded
     bool read_grad_mode;         // it is torch._C.is_grad_enabled: read GradMode itself
     bool grad_enabled;           // expected grad mode
+    PyObject *state_checks;      // tuple of (fn, expected), or NULL
     std::vector<Spec> *specs;
     std::vector<Py_ssize_t> *arg_slot;   // per spec: its index in (func, *args)
 };
@@ -440,6 +442,33 @@ int grad_mode_matches(ArgumentGuard *self) {
     return enabled == (self->grad_enabled ? Py_True : Py_False);
 }
 
+/* 1 when every (fn, expected) of the tuple has fn() is expected; an error counts as not. */
+int state_matches(PyObject *checks) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++) {
+        PyObject *pair = PyTuple_GET_ITEM(checks, i);
+        PyObject *got = PyObject_Vectorcall(PyTuple_GET_ITEM(pair, 0), nullptr, 0, nullptr);
+        if (got == nullptr) {
+            PyErr_Clear();
+            return 0;
+        }
+        Py_DECREF(got);
+        if (got != PyTuple_GET_ITEM(pair, 1))
+            return 0;
+    }
+    return 1;
+}
+
+bool valid_state_checks(PyObject *checks) {
+    bool ok = PyTuple_Check(checks);
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(checks); i++) {
+        PyObject *pair = PyTuple_GET_ITEM(checks, i);
+        ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 && PyCallable_Check(PyTuple_GET_ITEM(pair, 0));
+    }
+    if (!ok)
+        PyErr_SetString(PyExc_TypeError, "state_checks must be a tuple of (callable, expected) pairs");
+    return ok;
+}
+
 PyObject *ArgumentGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     auto *self = reinterpret_cast<ArgumentGuard *>(self_obj);
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -450,13 +479,18 @@ PyObject *ArgumentGuard_vectorcall(PyObject *self_obj, PyObject *const *args, si
     }
     if (!grad_mode_matches(self))
         Py_RETURN_FALSE;
+    if (self->state_checks != nullptr && !state_matches(self->state_checks))
+        Py_RETURN_FALSE;
     return PyBool_FromLong(all_match(*self->specs, args, self->arg_slot->data()));
 }
 
 PyObject *ArgumentGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     Py_ssize_t nargs;
-    PyObject *checks, *is_grad_enabled, *grad_enabled;
-    if (!PyArg_ParseTuple(args, "nOOO:ArgumentGuard", &nargs, &checks, &is_grad_enabled, &grad_enabled))
+    PyObject *checks, *is_grad_enabled, *grad_enabled, *state_checks = nullptr;
+    if (!PyArg_ParseTuple(args, "nOOO|O:ArgumentGuard", &nargs, &checks, &is_grad_enabled, &grad_enabled,
+                          &state_checks))
+        return nullptr;
+    if (state_checks != nullptr && !valid_state_checks(state_checks))
         return nullptr;
     int expected_mode = PyObject_IsTrue(grad_enabled);
     if (expected_mode < 0)
@@ -468,6 +502,7 @@ PyObject *ArgumentGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->nargs = nargs;
     self->specs = new std::vector<Spec>();
     self->arg_slot = new std::vector<Py_ssize_t>();
+    self->state_checks = Py_XNewRef(state_checks);
     if (is_grad_enabled != Py_None) {
         self->is_grad_enabled = Py_NewRef(is_grad_enabled);
         self->read_grad_mode = is_grad_enabled == builtin_is_grad_enabled;
@@ -498,6 +533,7 @@ int ArgumentGuard_traverse(PyObject *self_obj, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self_obj));
     Py_VISIT(self->dict);
     Py_VISIT(self->is_grad_enabled);
+    Py_VISIT(self->state_checks);
     if (self->specs != nullptr) {
         for (Spec &spec : *self->specs)
             if (int found = spec.traverse(visit, arg))
@@ -510,6 +546,7 @@ int ArgumentGuard_clear(PyObject *self_obj) {
     auto *self = reinterpret_cast<ArgumentGuard *>(self_obj);
     Py_CLEAR(self->dict);
     Py_CLEAR(self->is_grad_enabled);
+    Py_CLEAR(self->state_checks);
     if (self->specs != nullptr)
         for (Spec &spec : *self->specs)
             spec.clear();
@@ -536,7 +573,7 @@ PyMemberDef ArgumentGuard_members[] = {
 };
 
 PyType_Slot ArgumentGuard_slots[] = {
-    {Py_tp_doc, const_cast<char *>("ArgumentGuard(nargs, [(arg_index, spec)], is_grad_enabled, grad_enabled)"
+    {Py_tp_doc, const_cast<char *>("ArgumentGuard(nargs, [(arg_index, spec)], is_grad_enabled, grad_enabled[, state_checks])"
                                     "(func, *args) -> bool: a guard function made only of argument tensor "
                                     "matches, read in C++")},
     {Py_tp_new, reinterpret_cast<void *>(ArgumentGuard_new)},

@@ -83,14 +83,10 @@ def argument_guard(guards: Sequence[Guard], frame_info: FrameInfo) -> Any:
             checks.append((frame_info.arg_names.index(guard.source.local_name), tensor_spec(guard.expected)))
         else:
             return None
-    guard_fn = TENSOR_CHECKERS[mode].ArgumentGuard(
-        len(frame_info.arg_names), checks, None if grad_mode is None else torch.is_grad_enabled, bool(grad_mode))
-    if autocast is None:
-        return guard_fn
-    # the autocast state first (one C call), then the compiled checks
-    namespace = {"any_autocast": torch._C._is_any_autocast_enabled, "checks": guard_fn}
-    exec(f"def ___guard(*args):\n    return any_autocast() is {bool(autocast)!r} and checks(*args)\n", namespace)
-    return namespace["___guard"]
+    state_checks = () if autocast is None else ((torch._C._is_any_autocast_enabled, bool(autocast)),)
+    return TENSOR_CHECKERS[mode].ArgumentGuard(
+        len(frame_info.arg_names), checks, None if grad_mode is None else torch.is_grad_enabled, bool(grad_mode),
+        state_checks)
 
 
 def argument_reader(sources: Sequence[Source], frame_info: FrameInfo) -> Any:

@@ -109,6 +109,24 @@ def test_a_frame_of_tensor_arguments_gets_a_compiled_guard_function(mode, monkey
     assert values[0] is y and values[1] is x
 
 
+@pytest.mark.parametrize("mode", native.TENSOR_CHECKERS)
+def test_the_compiled_guard_function_checks_the_autocast_state(mode, monkeypatch):
+    from guards import LocalSource, autocast_match, grad_mode_match, tensor_match
+    from tests.guards.helpers import guard_fn_for, some_function as f
+
+    monkeypatch.setattr(native, "mode", mode)
+    x = torch.ones(2, 3)
+    guard_fn = guard_fn_for([grad_mode_match(), autocast_match(), tensor_match(LocalSource("x"), x)], "x")
+    assert type(guard_fn) is native.TENSOR_CHECKERS[mode].ArgumentGuard
+    assert guard_fn(f, x) is True
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert guard_fn(f, x) is False
+        assert "autocast" in guard_fn.failure_reason(f, x)
+    assert guard_fn(f, x) is True
+    with pytest.raises(TypeError, match="state_checks"):
+        native.TENSOR_CHECKERS[mode].ArgumentGuard(1, [], None, False, ((42, True),))
+
+
 def test_pure_python_mode_uses_no_compiled_helper(monkeypatch):
     from guards import LocalSource, tensor_match
     from tests.guards.helpers import guard_fn_for
