@@ -117,8 +117,10 @@ static int spec_init(Spec *spec, PyObject *item) {
     spec->strides = Py_NewRef(strides);
     spec->requires_grad = Py_NewRef(requires_grad);
     spec->stride_name = PyUnicode_InternFromString(stride_name);
-    if (spec->stride_name == NULL)
+    if (spec->stride_name == NULL) {
+        spec_clear(spec);
         return -1;
+    }
     spec->stride_method = Py_NewRef(stride);
     return 0;
 }

@@ -12,7 +12,7 @@
  * (_guard_helpers.c), so guards/native.py can pick either:
  *
  *     TensorMatch([(type, dtype, device, sizes, strides, requires_grad[, by_contiguity]), ...])(*tensors)
- *     ArgumentGuard(nargs, [(arg_index, spec), ...], is_grad_enabled | None, grad_enabled)(func, *args)
+ *     ArgumentGuard(nargs, [(arg_index, spec), ...], is_grad_enabled | None, grad_enabled[, state_checks])(func, *args)
  *
  * Same answers as the Python check, always.  Reading the TensorImpl gives what the getters give
  * only when nothing in Python stands between them (the "direct" read); whenever something might,

@@ -144,8 +144,10 @@ class Planner:
     def _read_expr(self, source: Source) -> str:
         if isinstance(source, GlobalSource):
             return f"{self._cached(f'{FUNC}.__globals__', 'G')}[{source.global_name!r}]"
-        if isinstance(source, BuiltinSource):
-            return f"{self._cached(f'{FUNC}.__builtins__', 'B')}[{source.builtin_name!r}]"
+        if isinstance(source, BuiltinSource):   # as the frame sees it: a global shadows a builtin
+            g, b, key = self._cached(f'{FUNC}.__globals__', 'G'), self._cached(f'{FUNC}.__builtins__', 'B'), \
+                repr(source.builtin_name)
+            return f"({g}[{key}] if {key} in {g} else {b}[{key}])"
         if isinstance(source, ClosureSource):
             return f"{FUNC}.__closure__[{source.index}].cell_contents"
         if isinstance(source, AttrSource):

@@ -75,7 +75,8 @@ class GlobalSource(Source):
 
 @dataclasses.dataclass(frozen=True)
 class BuiltinSource(Source):
-    """A name in the frame's builtins, ``B['len']``."""
+    """A name in the frame's builtins, ``B['len']``, as the frame sees it: a global of the same
+    name shadows it (so a guard on it also fails when such a global appears)."""
 
     builtin_name: str
 
@@ -83,7 +84,8 @@ class BuiltinSource(Source):
         return f"B[{self.builtin_name!r}]"
 
     def read(self, frame: FrameValues) -> Any:
-        return frame.f_builtins[self.builtin_name]
+        shadow = frame.func.__globals__
+        return shadow[self.builtin_name] if self.builtin_name in shadow else frame.f_builtins[self.builtin_name]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -131,6 +131,7 @@ static PyObject *eval_frame_hook(PyThreadState *ts, _PyInterpreterFrame *frame, 
 
     PyObject *result = NULL;
     Py_INCREF(callback);
+    Py_XINCREF(entries);      /* a guard may run reset() (another thread, a finalizer): keep it alive */
     tls_paused = 1;
     PyObject *entry = entries ? find_entry(entries, callback, argv, argc) : NULL;
     if (entry != NULL) {
@@ -164,6 +165,7 @@ static PyObject *eval_frame_hook(PyThreadState *ts, _PyInterpreterFrame *frame, 
     }
 done:
     tls_paused = 0;
+    Py_XDECREF(entries);
     Py_DECREF(callback);
     if (argv != small) PyMem_Free(argv);
     return result;

@@ -178,7 +178,7 @@ def make_compiled_fn(capture, compiled_graph, read_inputs):
     namespace = {"build_output": build_output, "compiled_graph": compiled_graph, "read_inputs": read_inputs}
     exec(f"def compiled_fn({arg_names}):\n    return {body}\n", namespace)
     compiled_fn = namespace["compiled_fn"]
-    compiled_fn.capture = capture
+    # (not the capture: its example inputs are the first call's real tensors, kept alive by it)
     compiled_fn.compiled_graph = compiled_graph
     compiled_fn.read_inputs = read_inputs
     return compiled_fn

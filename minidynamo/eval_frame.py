@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import weakref
 
 import torch
@@ -22,14 +23,14 @@ class OptimizeContext:
 
     def __init__(self, backend="eager", *, nopython: bool = False, recorder=None):
         self.converter = FrameConverter(backend, nopython=nopython, recorder=recorder)
-        self._previous = []
+        self._restore = _CallbackStack()
 
     def __enter__(self):
-        self._previous.append(_eval_frame.set_callback(self.converter))
+        self._restore.push(self.converter)
         return self
 
     def __exit__(self, *exc):
-        _eval_frame.set_callback(self._previous.pop())
+        self._restore.pop()
         return False
 
     def __call__(self, fn):
@@ -109,12 +110,29 @@ def _mark_disabled(code) -> None:
     codes_with_cache.add(code)
 
 
+class _CallbackStack(threading.local):
+    """The callbacks a ``with`` block replaced, per thread: the same context object may be
+    entered by several threads (or re-entered), and each must restore its own."""
+
+    def __init__(self):
+        self.previous = []
+
+    def push(self, callback) -> None:
+        self.previous.append(_eval_frame.set_callback(callback))
+
+    def pop(self) -> None:
+        _eval_frame.set_callback(self.previous.pop())
+
+
 class _Disabled:
+    def __init__(self):
+        self._restore = _CallbackStack()
+
     def __enter__(self):
-        self._previous = _eval_frame.set_callback(None)
+        self._restore.push(None)
 
     def __exit__(self, *exc):
-        _eval_frame.set_callback(self._previous)
+        self._restore.pop()
         return False
 
 

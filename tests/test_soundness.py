@@ -349,3 +349,107 @@ def test_after_cache_size_limit_the_code_runs_eagerly_and_stays_right(monkeypatc
     reasons = minidynamo.counters["fallback_reasons"]
     assert len(reasons) == 1 and "cache_size_limit" in reasons[0]
     assert "L['n']: expected" in last_recompile_reason()
+
+
+# -- code the trace inlined is replaced after the first call -------------------------------
+
+class Greeter:
+    def m(self, x):
+        return x + 1
+
+    @property
+    def p(self):
+        return 2
+
+    @classmethod
+    def c(cls, x):
+        return x + 3
+
+
+class Loud(Greeter):
+    def m(self, x):
+        return super().m(x) * 10
+
+
+def test_replacing_a_method_on_the_class_recompiles():
+    class Local(Greeter):
+        pass
+
+    c = Checker(lambda o, x: o.m(x) + o.p + o.c(x))
+    o, x = Local(), torch.ones(2)
+    c.check(o, x, compiled=1)
+    Local.m = lambda self, x: x * 100
+    c.check(o, x, compiled=2)
+    Local.p = property(lambda self: 41)
+    c.check(o, x, compiled=3)
+    Local.c = classmethod(lambda cls, x: x - 5)
+    c.check(o, x, compiled=4)
+
+
+def test_shadowing_a_method_on_the_instance_recompiles():
+    c = Checker(lambda o, x: o.m(x))
+    o, x = Greeter(), torch.ones(2)
+    c.check(o, x, compiled=1)
+    o.m = lambda x: x - 7
+    c.check(o, x, compiled=2)
+
+
+def test_replacing_the_method_super_reaches_recompiles():
+    class Base(Greeter):
+        pass
+
+    class Child(Base):
+        def m(self, x):
+            return super().m(x) * 10
+
+    c = Checker(lambda o, x: o.m(x))
+    o, x = Child(), torch.ones(2)
+    c.check(o, x, compiled=1)
+    Base.m = lambda self, x: x - 20
+    c.check(o, x, compiled=2)
+
+
+def test_replacing_a_submodule_forward_on_the_instance_recompiles():
+    class Sub(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    class Top(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.sub = Sub()
+
+        def forward(self, x):
+            return self.sub(x) * 2
+
+    model, x = Top(), torch.ones(2)
+    c = Checker(model)
+    c.check(x, compiled=1)
+    model.sub.forward = lambda x: x * 33
+    c.check(x, compiled=2)
+
+
+def _helper(x):
+    return x + 1
+
+
+def test_swapping_an_inlined_function_code_recompiles():
+    saved = _helper.__code__
+    try:
+        c = Checker(lambda x: _helper(x))
+        x = torch.ones(2)
+        c.check(x, compiled=1)
+        _helper.__code__ = (lambda x: x * 50).__code__
+        c.check(x, compiled=2)
+    finally:
+        _helper.__code__ = saved
+
+
+def test_a_global_shadowing_a_builtin_recompiles():
+    namespace = {"torch": torch}
+    exec("def f(x, items):\n    return x + len(items)\n", namespace)
+    c = Checker(namespace["f"])
+    x = torch.ones(2)
+    c.check(x, [1, 2], compiled=1)
+    namespace["len"] = lambda items: 100
+    c.check(x, [1, 2], compiled=2)

@@ -17,7 +17,10 @@ import weakref
 from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 from bytecode.instr import BinaryOp, CellVar, Compare, FreeVar
 
+import guards as G
+
 from .. import config
+from ..convert_frame import disabled_codes
 from ..exc import Unsupported
 from . import operators, try_blocks
 from .builder import is_library_value, wrap
@@ -156,8 +159,9 @@ class InstructionTranslatorBase:
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than inline_depth_limit={config.inline_depth_limit} (recursion?)")
         code = fn.get_code()
-        eval_frame = sys.modules.get("minidynamo.eval_frame")     # looked up lazily: no import cycle
-        if eval_frame is not None and code in getattr(eval_frame, "disabled_codes", ()):
+        if getattr(fn, "source", None) is not None and not is_library_value(getattr(fn, "value", None)):
+            self.output.add_guard(G.id_match(G.AttrSource(fn.source, "__code__"), code))   # f.__code__ = ...
+        if code in disabled_codes:
             raise Unsupported(f"call to {code.co_qualname}, which is marked minidynamo.disable")
         if code.co_flags & CO_GENERATOR_LIKE:
             if code.co_flags & CO_GENERATOR and code.co_name == "<genexpr>":
@@ -270,7 +274,8 @@ class InstructionTranslatorBase:
                                   "without a source: it could not be guarded")
             return wrap(self, value, source)
         if name in self.f_builtins:
-            return wrap(self, self.f_builtins[name], G.BuiltinSource(name) if self.depth == 0 else None)
+            same_module = self.f_globals is self.output.frame_info.f_globals
+            return wrap(self, self.f_builtins[name], G.BuiltinSource(name) if same_module else None)
         raise Unsupported(f"global name {name!r} is not defined (NameError)")
 
     def STORE_GLOBAL(self, inst):

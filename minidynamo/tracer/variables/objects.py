@@ -21,6 +21,12 @@ def _wrap(tx, value, source):
     return wrap(tx, value, source)
 
 
+def is_library_value(value) -> bool:
+    from ..builder import is_library_value as check
+
+    return check(value)
+
+
 def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0):
     """``obj.name`` resolved through ``klass.__mro__`` (from ``mro_start``): methods come back
     bound to ``self_vt``, properties are run.  ``source`` is the object's; each function gets a
@@ -39,20 +45,46 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0):
             result = G.AttrSource(result, part)
         return result
 
-    for base in klass.__mro__[mro_start:]:
+    def via_super(index, *path):
+        """``type(obj).__mro__[mro_start].name...``: what super() finds, read so that a later
+        definition of ``name`` in any class it passes over is seen.  Only sound when that class's
+        own MRO walks the same classes (no diamond in between)."""
+        if source is None:
+            return None
+        if klass.__mro__[mro_start].__mro__[:index - mro_start + 1] != klass.__mro__[mro_start:index + 1]:
+            raise Unsupported(f"super().{name} through a diamond of classes (its lookup cannot be guarded)")
+        result = G.AttrSource(G.AttrSource(source, "__class__"), "__mro__")
+        result = G.AttrSource(G.ItemSource(result, mro_start), name)
+        for part in path:
+            result = G.AttrSource(result, part)
+        return result
+
+    def guarded(fn, fn_source):
+        """A user function the trace inlines is guarded by identity where it is read from, so
+        replacing the method (on the class, or shadowing it on the instance) recompiles."""
+        if fn_source is not None and not is_library_value(fn):
+            tx.output.add_guard(G.id_match(fn_source, fn))
+        return UserFunctionVariable(fn, fn_source)
+
+    for index in range(mro_start, len(klass.__mro__)):
+        base = klass.__mro__[index]
         if name not in base.__dict__:
             continue
         attr = base.__dict__[name]
         if isinstance(attr, types.FunctionType):
-            return UserMethodVariable(UserFunctionVariable(attr, at(name, "__func__")), self_vt)
+            fn_source = at(name, "__func__") if function_source is not None else via_super(index)
+            return UserMethodVariable(guarded(attr, fn_source), self_vt)
         if isinstance(attr, property):
             if not isinstance(attr.fget, types.FunctionType):
                 raise Unsupported(f"C property {klass.__name__}.{name}")
-            return UserFunctionVariable(attr.fget, at("__class__", name, "fget")).call_function(tx, [self_vt], {})
+            fget_source = at("__class__", name, "fget") if function_source is not None \
+                else via_super(index, "fget")
+            return guarded(attr.fget, fget_source).call_function(tx, [self_vt], {})
         if isinstance(attr, staticmethod):
             return _wrap(tx, attr.__func__, at(name))
         if isinstance(attr, classmethod):
-            return UserMethodVariable(UserFunctionVariable(attr.__func__, at(name, "__func__")), ClassVariable(klass))
+            fn_source = at(name, "__func__") if function_source is not None else via_super(index, "__func__")
+            return UserMethodVariable(guarded(attr.__func__, fn_source), ClassVariable(klass))
         if hasattr(type(attr), "__get__") and not isinstance(attr, HARMLESS_DESCRIPTORS):
             # e.g. functools.cached_property: reading it would run user code for real
             raise Unsupported(f"{klass.__name__}.{name} is a {type(attr).__name__} descriptor")
