@@ -178,13 +178,6 @@ class ItemSource(Source):
         return self.base_source.read(frame)[self.key]
 
 
-def root_of(source: Source) -> Source:
-    """The root a chain of attribute/item reads starts from."""
-    while source.base is not None:
-        source = source.base
-    return source
-
-
 def chain_of(source: Source) -> list[Source]:
     """``[root, ..., source]``: every prefix of the chain, root first."""
     chain = []

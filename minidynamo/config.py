@@ -1,4 +1,6 @@
-"""Settings a user may change at run time: ``minidynamo.config.cache_size_limit = 4``."""
+"""Settings: ``minidynamo.config.cache_size_limit = 4`` takes effect on the next compile.
+``log`` is read once, at import (set ``MINIDYNAMO_LOG`` before importing, or call
+``minidynamo.logs.enable("graph,guards")``)."""
 
 import os
 

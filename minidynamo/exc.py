@@ -27,11 +27,3 @@ class BackendCompilerFailed(MinidynamoError):
 
 class UnknownBackend(MinidynamoError, ValueError):
     """``optimize("name")`` with a name no backend was registered under."""
-
-
-class GuardFailure(MinidynamoError):
-    """A guard did not hold; ``reason`` names the first failing guard in words."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason

@@ -36,10 +36,6 @@ class FlatProgram:
         self._readers = tuple(operator.attrgetter(name) for name in lifted_names)
         self._slots = tuple(_state_slot(source, name) for name in self.module_state_names)
 
-    @property
-    def input_count(self) -> int:
-        return self.user_input_count + len(self.state_names)
-
     def read_state(self) -> list:
         """The module tensors the graph reads, as they are now (a reassigned parameter too).
 

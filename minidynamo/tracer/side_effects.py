@@ -84,6 +84,3 @@ class SideEffects:
             if others:
                 raise Unsupported(f"an attribute of {source.name()} is assigned while {others[0].name()}, another "
                                   f"{kind.__name__}, is read too (their aliasing cannot be guarded)")
-
-    def is_empty(self) -> bool:
-        return not (self.mutated or self.attribute_stores or self.global_stores)

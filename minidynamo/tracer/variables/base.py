@@ -41,13 +41,6 @@ class VariableTracker:
     def python_type(self) -> type:
         raise Unsupported(f"type of {self} is not known while tracing")
 
-    def is_python_constant(self) -> bool:
-        try:
-            self.as_python_constant()
-            return True
-        except Unsupported:
-            return False
-
     def as_python_constant(self) -> Any:
         """The plain Python value, when it is fully known at trace time."""
         raise Unsupported(f"{self} is not a Python constant")
