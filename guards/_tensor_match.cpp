@@ -442,7 +442,8 @@ int grad_mode_matches(ArgumentGuard *self) {
     return enabled == (self->grad_enabled ? Py_True : Py_False);
 }
 
-/* 1 when every (fn, expected) of the tuple has fn() is expected; an error counts as not. */
+/* 1 when every (fn, expected) of the tuple has fn() is expected; an error counts as not.
+ * (The twin of _guard_helpers.c's: either extension may be the one built.) */
 int state_matches(PyObject *checks) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++) {
         PyObject *pair = PyTuple_GET_ITEM(checks, i);
