@@ -15,7 +15,7 @@ from . import _eval_frame, config, counting
 from .backends import lookup_backend
 from .exc import BackendCompilerFailed, MinidynamoError, Unsupported
 from .logs import get_logger
-from .skipfiles import skip_reason
+from .skipfiles import disabled_codes, skip_reason
 
 log_recompiles = get_logger("recompiles")
 log_fallbacks = get_logger("fallbacks")
@@ -27,8 +27,6 @@ codes_with_cache: "weakref.WeakSet" = weakref.WeakSet()
 # Code that some optimize(...) named explicitly: traced whatever file it lives in, so it is
 # never given the global "never watch" mark (torch.nn.Sequential.forward, say).
 root_codes: "weakref.WeakSet" = weakref.WeakSet()
-# Code passed to minidynamo.disable: never watched, even after reset().
-disabled_codes: "weakref.WeakSet" = weakref.WeakSet()
 
 
 def cache_of(code) -> list:

@@ -15,7 +15,8 @@ import weakref
 import torch
 
 from . import _eval_frame, counting
-from .convert_frame import FrameConverter, codes_with_cache, disabled_codes
+from .convert_frame import FrameConverter, codes_with_cache
+from .skipfiles import disabled_codes
 
 
 class OptimizeContext:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sysconfig
 import types
+import weakref
 
 import torch
 
@@ -49,3 +50,7 @@ def skip_reason(code: types.CodeType) -> str | None:
         if package in SKIP_PACKAGES:
             return f"code of the {package} package is never traced"
     return None
+
+
+# Code passed to minidynamo.disable: never watched (even after reset()), never inlined.
+disabled_codes: "weakref.WeakSet" = weakref.WeakSet()

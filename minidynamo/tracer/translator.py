@@ -20,7 +20,7 @@ from bytecode.instr import BinaryOp, CellVar, Compare, FreeVar
 import guards as G
 
 from .. import config
-from ..convert_frame import disabled_codes
+from ..skipfiles import disabled_codes
 from ..exc import Unsupported
 from . import operators, try_blocks
 from .builder import is_library_value, wrap
