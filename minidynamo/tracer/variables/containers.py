@@ -21,7 +21,23 @@ def _check_mutable(tx, vt, what: str):
         tx.output.side_effects.note_mutated_container(vt, what)
 
 
-class BaseListVariable(VariableTracker):
+class MethodTable:
+    """Containers implement their Python methods as ``method_<name>`` (``list.append`` ->
+    ``method_append``, ``__len__`` -> ``method_len``): calls and bound-method reads dispatch here."""
+
+    def call_method(self, tx, name, args, kwargs):
+        handler = getattr(self, f"method_{name.strip('_')}", None)
+        if handler is None:
+            raise Unsupported(f"{self.python_type().__name__}.{name}")
+        return handler(tx, *args, **kwargs)
+
+    def var_getattr(self, tx, name):
+        if hasattr(self, f"method_{name.strip('_')}"):
+            return BoundMethodVariable(self, name)
+        raise AttributeMissing(f"{self.python_type().__name__} has no attribute {name!r} (AttributeError)")
+
+
+class BaseListVariable(MethodTable, VariableTracker):
     """A sequence of VariableTrackers; subclasses fix the Python type."""
 
     def __init__(self, items, source=None):
@@ -60,17 +76,6 @@ class BaseListVariable(VariableTracker):
             return self.items[key]
         except IndexError as e:
             raise Unsupported(f"{self.python_type().__name__} index out of range (an exception)") from e
-
-    def call_method(self, tx, name, args, kwargs):
-        handler = getattr(self, f"method_{name.strip('_')}", None)
-        if handler is None:
-            raise Unsupported(f"{self.python_type().__name__}.{name}")
-        return handler(tx, *args, **kwargs)
-
-    def var_getattr(self, tx, name):
-        if hasattr(self, f"method_{name.strip('_')}"):
-            return BoundMethodVariable(self, name)
-        raise AttributeMissing(f"{self.python_type().__name__} has no attribute {name!r} (AttributeError)")
 
     def method_getitem(self, tx, index):
         return self.subscript(tx, index)
@@ -218,7 +223,7 @@ class ListVariable(BaseListVariable):
         return self
 
 
-class DictVariable(VariableTracker):
+class DictVariable(MethodTable, VariableTracker):
     """A dict with constant keys (str, int, ...) and VariableTracker values, in order."""
 
     def __init__(self, items: dict, dict_type=dict, source=None):
@@ -246,17 +251,6 @@ class DictVariable(VariableTracker):
         if key not in self.items:
             raise Unsupported(f"dict has no key {key!r} (KeyError)")
         return self.items[key]
-
-    def call_method(self, tx, name, args, kwargs):
-        handler = getattr(self, f"method_{name.strip('_')}", None)
-        if handler is None:
-            raise Unsupported(f"dict.{name}")
-        return handler(tx, *args, **kwargs)
-
-    def var_getattr(self, tx, name):
-        if hasattr(self, f"method_{name.strip('_')}"):
-            return BoundMethodVariable(self, name)
-        raise AttributeMissing(f"dict has no attribute {name!r} (AttributeError)")
 
     def method_getitem(self, tx, key):
         return self.subscript(tx, key)
@@ -373,7 +367,7 @@ class IteratorVariable(VariableTracker):
         return f"IteratorVariable({len(self.items) - self.index} left)"
 
 
-class SetVariable(VariableTracker):
+class SetVariable(MethodTable, VariableTracker):
     """A set of constants made during the trace (set displays, set comprehensions, ``set()``).
     A real Python set holds them, so iteration order is the program's own."""
 
@@ -392,17 +386,6 @@ class SetVariable(VariableTracker):
 
     def unpack(self, tx):
         return [ConstantVariable(v) for v in self.values]
-
-    def call_method(self, tx, name, args, kwargs):
-        handler = getattr(self, f"method_{name.strip('_')}", None)
-        if handler is None:
-            raise Unsupported(f"set.{name}")
-        return handler(tx, *args, **kwargs)
-
-    def var_getattr(self, tx, name):
-        if hasattr(self, f"method_{name.strip('_')}"):
-            return BoundMethodVariable(self, name)
-        raise AttributeMissing(f"set has no attribute {name!r} (AttributeError)")
 
     def method_add(self, tx, value):
         self.values.add(_key(value))
