@@ -11,9 +11,11 @@ torch._dynamo) are imported only when a model or peer needs them, so ``--help`` 
 Modules, one job each:
     options    command line -> Options
     models     the model zoo: random weights, deterministic inputs, two regimes
-    peers      how each contender is prepared and called (CPU inputs in, CPU outputs back)
+    peers      how each contender is prepared and called (model on the XLA device, CPU inputs
+               in, CPU outputs back, the same copies for every XLA peer)
     xla_probe  readings of torch_xla's own runtime metrics (XLA execution time per call)
-    measure    the interleaved timing loop, first-call latency, accuracy per iteration
+    measure    the interleaved timing loop (fresh input tensors every call), first-call
+               latency, accuracy per iteration
     breakdown  the overhead study: where each call's time goes, phase by phase
     accuracy   output comparison with stated tolerances
     stats      median, geomean
@@ -21,4 +23,7 @@ Modules, one job each:
     report     terminal tables (the seed's grid format), CSV, JSON
     plots      PNG charts: speedups with limits, the stacked per-call breakdown
     runner     ties it together (``main``), progress bar, counters of minidynamo and xla_bridge
+
+Apart: ``host_data_cost`` (what xla_bridge's host-data policy costs trace_once, per set-up),
+``xla_resnet18``, ``overhead``, ``hook_overhead``.
 """

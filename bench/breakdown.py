@@ -9,6 +9,7 @@
     other                 what no instrument attributes: the frame hook, Python glue; for
                           openxla_eval, dynamo's guards and its bridge's dispatch together
 
+Each instrumented call gets fresh input tensors, as in the timing loop (``measure.fresh_copy``).
 The instrumented calls add barriers between phases (wait for the device), so they run apart from
 the timing loop and their totals are close to, not equal to, the measured medians. Execution that
 happens inside another phase (lazy mode runs part of the graph mid-trace when an op falls back to
@@ -16,8 +17,11 @@ the CPU) is counted as execute. Peers take turns, one instrumented call each per
 phase is the median over the rounds.
 
 The floor of a model is transfer_in + execute + transfer_out: the time left if every framework
-overhead vanished. Execution is the lazy-mode graph's (from the timing loop when the baseline is
-lazy mode), transfers are the data movement alone (``TransferSampler``). It bounds systems
+overhead vanished. Execution is the lazy-mode graph's: the smallest median execution of the
+peers that run it (lazy mode, torchxla_trivial, torchxla_trace_once, from the timing loop; lazy
+mode timed apart when the baseline is eager), so execution-time noise cannot lift one of them
+over the limit; transfers are the data movement alone (``TransferSampler``), the same calls
+every XLA peer makes on fresh inputs. It bounds systems
 that replay the lazy-mode graph (trace_once); openxla_eval compiles its own graph (from aten
 ops via dynamo), whose execution can be faster or slower. ``limit = baseline /
 floor`` is the best speedup any capture system could show on that model.
@@ -26,6 +30,7 @@ floor`` is the best speedup any capture system could show on that model.
 import statistics
 
 from bench import peers as peer_kinds
+from bench.measure import fresh_copy
 
 
 
@@ -36,7 +41,7 @@ def median_phases(samples):
 
 
 def sample_phases(peer, inputs_at, repeats, first_step=0):
-    return [peer.phases(inputs_at(first_step + i))[1] for i in range(repeats)]
+    return [peer.phases(fresh_copy(inputs_at(first_step + i)))[1] for i in range(repeats)]
 
 
 class TransferSampler:
@@ -87,7 +92,7 @@ def study(peers, inputs_at, repeats, first_step=0):
     samples = {name: [] for name in xla_peers}
     for i in range(repeats):  # round-robin, so a burst of machine noise hits every peer alike
         for name, peer in xla_peers.items():
-            samples[name].append(peer.phases(inputs_at(first_step + i))[1])
+            samples[name].append(peer.phases(fresh_copy(inputs_at(first_step + i)))[1])
     table = {}
     for name, peer in xla_peers.items():
         phases = median_phases(samples[name])

@@ -6,6 +6,11 @@ warmth). Each timed call's XLA execution time is read from the runtime metrics o
 timed window, so per-call overhead (call minus execution and transfer) is known for every peer.
 Every output is compared with the baseline's output for the same inputs, so a peer that serves
 a stale or wrong result is caught, not just timed.
+
+Every call gets freshly allocated input tensors (``fresh_copy``, made before the clock starts,
+for every peer alike): the same values when inputs are not randomized, but never a tensor the
+peer has seen before, so no peer can skip the input copy by recognising its input (a cache keyed
+by tensor identity, ``_version`` or data pointer), and every peer pays the same copies.
 """
 
 import dataclasses
@@ -37,6 +42,11 @@ def describe(error):
     """One readable line for an exception."""
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+
+
+def fresh_copy(inputs):
+    """The same values in newly allocated tensors (a nested tuple/list/dict of them)."""
+    return xla_probe.map_tensors(inputs, lambda t: t.clone())
 
 
 class _Clock:
@@ -71,6 +81,7 @@ def measure(peers, baseline, inputs_at, iterations, warmup, on_iteration=None):
     live = dict(peers)
 
     def call(name, inputs):
+        inputs = fresh_copy(inputs)  # outside the timed window, for every peer alike
         try:
             return clock.call(live[name], inputs)
         except Exception as error:  # a peer failing is a result, not a crash of the harness

@@ -2,6 +2,10 @@
 
 Every peer takes CPU inputs and returns CPU outputs, so all are measured alike: a call includes
 moving the inputs to the XLA device, the forward, and bringing the results back to the host.
+Every XLA peer holds its model on the XLA device (the canonical PyTorch/XLA set-up) and moves
+the inputs in with the same call (``xla_probe.to_device``) and the results out with the same
+call (``xla_probe.to_host``); the harness hands each call freshly allocated input tensors
+(``measure.fresh_copy``), so no peer can skip an input copy that the others make.
 
     eager_cpu          the model itself, eager PyTorch on the CPU (the default baseline)
     xla_lazy           PyTorch/XLA lazy mode: trace the forward anew, sync, fetch (--use-xla-baseline)
@@ -92,8 +96,10 @@ class LazyXLA:
 class Minidynamo:
     """``minidynamo.optimize(backend)(model)``: guards pick a cache entry, its compiled graph runs.
 
-    The XLA backends move CPU inputs in and results back themselves (parameters once, at compile
-    time), so the model stays on the CPU here.
+    For the XLA backends the model lives on the XLA device and the peer moves the inputs in and
+    the results out, exactly as lazy mode and openxla_eval do: the same placement and the same
+    copies for every XLA peer. (A model left on the host would have the bridge copy every
+    weight to the device on every call: see ``xla_bridge``'s "Host data and the device".)
     """
 
     def __init__(self, model, backend):
@@ -102,38 +108,53 @@ class Minidynamo:
         self.backend = backend
         self.uses_xla = backend != "eager"
         self.model = copy.deepcopy(model)
+        if self.uses_xla:
+            self.device = xla_probe.device()
+            self.model = self.model.to(self.device)
         self.optimized = minidynamo.optimize(backend)(self.model)
 
     def __call__(self, inputs):
-        return xla_probe.to_host(self.optimized(*inputs)) if self.uses_xla else self.optimized(*inputs)
+        if not self.uses_xla:
+            return self.optimized(*inputs)
+        return xla_probe.to_host(self.optimized(*xla_probe.to_device(inputs, self.device)))
 
     def phases(self, inputs):
-        """The backend's own phase timer (``xla_bridge.phase_timer``) for transfers and tracing;
-        XLA execution from the runtime metric, as for every peer, the rest of the device time
-        being the lookup and dispatch. Without the timer, execution alone is attributed.
-        Guard time is measured apart (``guard_seconds``)."""
-        timer = _xla_bridge_phase_timer() if self.uses_xla else None
-        executed = xla_probe.execute_ns() if self.uses_xla else 0
-        start = time.perf_counter()
-        if timer is None:
+        """Transfers timed around the call, as for lazy mode; inside it the backend's own phase
+        timer (``xla_bridge.phase_timer``) for tracing, XLA execution from the runtime metric
+        as for every peer, the rest of the device time being the lookup and dispatch. Without
+        the timer, execution alone is attributed. Guard time is measured apart
+        (``guard_seconds``)."""
+        if not self.uses_xla:
+            start = time.perf_counter()
             outputs = self(inputs)
+            total = time.perf_counter() - start
+            return outputs, {"execute": total, "total": total}
+        timer = _xla_bridge_phase_timer()
+        start = time.perf_counter()
+        laps = _Laps()
+        on_device = xla_probe.to_device(inputs, self.device)
+        laps.lap("transfer_in")
+        executed = xla_probe.execute_ns()
+        if timer is None:
+            outputs = self.optimized(*on_device)
             split = {}
         else:
             with timer() as recorded:
-                outputs = self(inputs)
+                outputs = self.optimized(*on_device)
             split = {phase: float(seconds) for phase, seconds in dict(recorded.totals).items()}
-        total = time.perf_counter() - start
-        if self.uses_xla:
-            xla_probe.wait_device()
-            execute = (xla_probe.execute_ns() - executed) / 1e9
-            on_device = split.get("hash_lookup_dispatch", 0.0) + split.get("execute", 0.0)
-            if on_device:
-                split["hash_lookup_dispatch"] = max(0.0, on_device - execute)
-            split["execute"] = execute
-        else:
-            split["execute"] = total
-        split["total"] = total
-        return outputs, split
+        laps.lap("call")
+        execute = (xla_probe.execute_ns() - executed) / 1e9
+        host = xla_probe.to_host(outputs)
+        laps.lap("transfer_out")
+        phases = laps.phases
+        phases.pop("call", None)           # split below; what no phase explains becomes other
+        for phase in ("transfer_in", "transfer_out", "trace"):   # the bridge's own (device
+            phases[phase] = phases.get(phase, 0.0) + split.get(phase, 0.0)  # inputs: ~0)
+        on_device_s = split.get("hash_lookup_dispatch", 0.0) + split.get("execute", 0.0)
+        if on_device_s:
+            phases["hash_lookup_dispatch"] = max(0.0, on_device_s - execute)
+        phases["total"] = time.perf_counter() - start
+        return host, phases
 
     def guard_seconds(self, inputs, repeats=200):
         """Median time of one guard check of the entry that serves ``inputs``, or a reason string.
@@ -147,6 +168,8 @@ class Minidynamo:
         if not entries:
             return "no cache entry of this peer (the frame ran eagerly?)"
         func = type(self.model).forward
+        if self.uses_xla:
+            inputs = xla_probe.to_device(inputs, self.device)
         args = frame_arguments(func, (self.model, *inputs))
         for _, guard_fn, _ in entries:
             if guard_fn(func, *args):

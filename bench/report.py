@@ -83,13 +83,15 @@ def header(options, regime):
     return "\n".join([
         f"Regime {regime}: {r.image_size}x{r.image_size} images (alexnet at least 64), BERT sequence "
         f"{r.seq_len}, batch {options.batch_size}; {runs}; {inputs}.",
-        f"Baseline: {TITLES[options.baseline]}. Every call takes CPU inputs and returns CPU outputs: on XLA "
-        "it includes moving the inputs to the device, the forward, and the results back.",
+        f"Baseline: {TITLES[options.baseline]}. Every call takes CPU inputs (freshly allocated for each call) "
+        "and returns CPU outputs: on XLA it includes moving the inputs to the device, the forward, and the "
+        "results back; every XLA peer keeps its model on the device.",
         f"Speedup = baseline median / peer median, ± half the interquartile range of the per-iteration "
         f"ratios (the noise); {WRONG} = outputs differ from the baseline "
         f"({accuracy.TOLERANCE_TEXT}): shown, not counted in the geomean.",
-        "limit = baseline / (transfer in + XLA execution + transfer out of the lazy-mode graph): the bound "
-        "for replaying that graph (openxla_eval compiles its own graph, whose execution may differ).",
+        "limit = baseline / (transfer in + XLA execution + transfer out of the lazy-mode graph; execution: the "
+        "smallest median of the peers running that graph): the bound for replaying that graph (openxla_eval "
+        "compiles its own graph, whose execution may differ).",
     ])
 
 

@@ -16,7 +16,7 @@ class ModelResult:
     regime: str
     baseline: str
     runs: dict  # peer name -> measure.PeerRun
-    floor_s: float = None  # transfer_in + execute + transfer_out of the lazy-mode graph
+    floor_s: float = None  # transfer_in + execute + transfer_out of the lazy-mode graph (runner)
     floor_phases: dict = None
     breakdown: dict = None  # peer name -> {phase: seconds}
     diagnostics: dict = None  # counters of minidynamo and xla_bridge during the timing loop

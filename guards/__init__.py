@@ -15,17 +15,23 @@ the generated function), ``slow_path`` (the failure reason), ``reader`` (graph i
 ``memo`` (dict version tags let a hit skip what cannot have changed), ``native`` (the
 optional compiled helpers: ``_tensor_match.cpp`` reads tensor metadata from at::Tensor,
 ``_guard_helpers.c`` does the rest).
+Besides values at sources, guards cover global torch state (``torch_state_match``: the default
+dtype on every entry, the default device, inference mode, ...), attributes that must stay
+absent on an object and its class's MRO (``absent_match``), and which sources hold one object
+(``alias_match``, ``distinct_match``).  Attribute shortcuts through module dicts stay exact
+while no class defines the names read past it (``native.class_lacks``, one check per entry).
 Layers: this package never imports minidynamo (it sits below it) nor torch._dynamo.
 """
 
 from .codegen import GuardFunction, build_guard_function
 from .guard import (
-    Guard, TensorSpec, UnguardableValue, autocast_match, dict_keys_match, equals_match, global_hooks_empty,
+    Guard, TensorSpec, UnguardableValue, absent_match, alias_match, autocast_match, distinct_match, default_dtype_match,
+    torch_state_match, dict_keys_match, equals_match, global_hooks_empty,
     grad_mode_match, id_match, length_match, module_state_match, tensor_match, type_match,
 )
 from .source import (
     AttrSource, AutocastSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
-    GlobalSource, GradModeSource, ItemSource, LocalSource, Source,
+    GlobalSource, GradModeSource, ItemSource, LocalSource, Source, CallSource, NamespaceSource, TorchStateSource,
 )
 from .reader import compile_reader
 
@@ -34,5 +40,6 @@ __all__ = [
     "GlobalSource", "GradModeSource", "Guard", "GuardFunction", "ItemSource", "LocalSource",
     "Source", "TensorSpec", "UnguardableValue", "build_guard_function", "compile_reader",
     "dict_keys_match", "equals_match", "global_hooks_empty", "grad_mode_match", "id_match",
-    "length_match", "module_state_match", "tensor_match", "type_match",
+    "length_match", "module_state_match", "tensor_match", "type_match", "absent_match", "alias_match", "distinct_match",
+    "default_dtype_match", "torch_state_match", "CallSource", "NamespaceSource", "TorchStateSource",
 ]

@@ -36,7 +36,7 @@ typedef struct {
     PyObject *sizes;         /* tuple of ints */
     PyObject *strides;       /* tuple of ints */
     PyObject *requires_grad; /* Py_True or Py_False */
-    Getter dtype_of, shape_of, device_of, requires_grad_of;
+    Getter dtype_of, shape_of, device_of, requires_grad_of, layout_of;
     int on_cpu;              /* expected device is the CPU: ask is_cpu (no device object made) */
     PyObject *stride_method; /* the unbound stride() of that type, or is_contiguous() when the
                                 spec says the expected strides are exactly the contiguous ones */
@@ -84,6 +84,8 @@ static void spec_clear(Spec *spec) {
     Py_CLEAR(spec->stride_name);
 }
 
+static PyObject *torch_strided = NULL;   /* torch.strided, kept for the process */
+
 static int spec_init(Spec *spec, PyObject *item) {
     PyObject *type, *dtype, *device, *sizes, *strides, *requires_grad;
     int by_contiguity = 0;
@@ -103,6 +105,17 @@ static int spec_init(Spec *spec, PyObject *item) {
     Py_DECREF(device_type);
     if (spec->on_cpu && find_getter(t, "is_cpu", &spec->device_of) < 0)
         return -1;
+    if (by_contiguity && find_getter(t, "layout", &spec->layout_of) < 0)
+        return -1;
+    if (by_contiguity && torch_strided == NULL) {   /* is_contiguous() is also True for mkldnn */
+        PyObject *torch = PyImport_ImportModule("torch");
+        if (torch == NULL)
+            return -1;
+        torch_strided = PyObject_GetAttrString(torch, "strided");
+        Py_DECREF(torch);
+        if (torch_strided == NULL)
+            return -1;
+    }
     const char *stride_name = by_contiguity ? "is_contiguous" : "stride";
     PyObject *stride = lookup(t, stride_name);
     if (stride == NULL || !Py_IS_TYPE(stride, &PyMethodDescr_Type)) {
@@ -172,6 +185,12 @@ static int spec_matches(Spec *spec, PyObject *tensor) {
         Py_DECREF(value);
         if (ok != 1)
             return ok;
+        value = spec->layout_of.get(tensor, spec->layout_of.closure);
+        if (value == NULL)
+            return -1;
+        Py_DECREF(value);
+        if (value != torch_strided)
+            return 0;
     } else {
         ok = equal_int_tuples(call_stride_method(spec, tensor), spec->strides);
         if (ok != 1)
@@ -848,6 +867,182 @@ static PyTypeObject DictMemoType = {
     .tp_members = DictMemo_members,
 };
 
+/* ClassLacks(((cls, names, found), ...))() -> bool: for every triple, no class in cls.__mro__
+ * defines any of `names` (in its own __dict__), and each (name, obj) of `found` is what the MRO
+ * lookup of name gives (the very object): the facts that make a guard's read of an nn.Module
+ * attribute straight from the instance's dicts the read `module.attr` would give.  Exactly the
+ * Python of native.PyClassLacks;
+ * once a pair held, later calls answer it from cls's type version tag, which CPython clears
+ * whenever cls or any base changes (an attribute set or deleted, __bases__ assigned), so a
+ * change re-runs the full check.  One call checks every class a guard relies on. */
+typedef struct {
+    PyTypeObject *cls;
+    PyObject *names;        /* tuple of str: defined by no class of the MRO */
+    PyObject *found;        /* tuple of (str, object): the MRO lookup of str gives that object */
+    unsigned int tag;       /* cls's version tag when the full check last held */
+    int have_tag;
+} LacksEntry;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *pairs;        /* the tuple given (keeps classes and names alive) */
+    Py_ssize_t count;
+    LacksEntry *entries;
+} ClassLacks;
+
+/* The first definition of `name` along `mro` (borrowed), or NULL. */
+static PyObject *mro_lookup(PyObject *mro, PyObject *name) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *klass = PyTuple_GET_ITEM(mro, i);
+        PyObject *dict = PyType_Check(klass) ? ((PyTypeObject *)klass)->tp_dict : NULL;
+        if (dict == NULL || !PyDict_Check(dict))
+            return NULL;
+        PyObject *value = PyDict_GetItemWithError(dict, name);
+        if (value != NULL)
+            return value;
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static int class_lacks_full(LacksEntry *entry) {
+    PyObject *mro = entry->cls->tp_mro;
+    if (mro == NULL || !PyTuple_Check(mro))
+        return 0;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(entry->found); j++) {
+        PyObject *pair = PyTuple_GET_ITEM(entry->found, j);
+        if (mro_lookup(mro, PyTuple_GET_ITEM(pair, 0)) != PyTuple_GET_ITEM(pair, 1))
+            return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *klass = PyTuple_GET_ITEM(mro, i);
+        PyObject *dict = PyType_Check(klass) ? ((PyTypeObject *)klass)->tp_dict : NULL;
+        if (dict == NULL || !PyDict_Check(dict))
+            return 0;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(entry->names); j++) {
+            int found = PyDict_Contains(dict, PyTuple_GET_ITEM(entry->names, j));
+            if (found != 0) {
+                if (found < 0)
+                    PyErr_Clear();
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static int entry_holds(LacksEntry *entry) {
+    PyTypeObject *cls = entry->cls;
+    if (entry->have_tag && PyType_HasFeature(cls, Py_TPFLAGS_VALID_VERSION_TAG) && cls->tp_version_tag == entry->tag)
+        return 1;
+    entry->have_tag = 0;
+    if (!class_lacks_full(entry))
+        return 0;
+    PyObject *probe = PyTuple_GET_SIZE(entry->names) > 0 ? PyTuple_GET_ITEM(entry->names, 0)
+                    : PyTuple_GET_SIZE(entry->found) > 0 ? PyTuple_GET_ITEM(PyTuple_GET_ITEM(entry->found, 0), 0) : NULL;
+    if (probe != NULL) {
+        (void)_PyType_Lookup(cls, probe);   /* assigns a tag if it can */
+        if (PyType_HasFeature(cls, Py_TPFLAGS_VALID_VERSION_TAG)) {
+            entry->tag = cls->tp_version_tag;
+            entry->have_tag = 1;
+        }
+    }
+    return 1;
+}
+
+static PyObject *ClassLacks_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
+                                       PyObject *kwnames) {
+    ClassLacks *self = (ClassLacks *)self_obj;
+    for (Py_ssize_t i = 0; i < self->count; i++)
+        if (!entry_holds(&self->entries[i]))
+            Py_RETURN_FALSE;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *ClassLacks_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *pairs;
+    if (!PyArg_ParseTuple(args, "O!:ClassLacks", &PyTuple_Type, &pairs))
+        return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(pairs);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(pairs, i);
+        int ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 3 && PyType_Check(PyTuple_GET_ITEM(pair, 0))
+                 && PyTuple_Check(PyTuple_GET_ITEM(pair, 1)) && PyTuple_Check(PyTuple_GET_ITEM(pair, 2));
+        for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(PyTuple_GET_ITEM(pair, 1)); j++)
+            ok = PyUnicode_CheckExact(PyTuple_GET_ITEM(PyTuple_GET_ITEM(pair, 1), j));
+        for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(PyTuple_GET_ITEM(pair, 2)); j++) {
+            PyObject *item = PyTuple_GET_ITEM(PyTuple_GET_ITEM(pair, 2), j);
+            ok = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2 && PyUnicode_CheckExact(PyTuple_GET_ITEM(item, 0));
+        }
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError,
+                            "ClassLacks: expected a tuple of (class, (name, ...), ((name, object), ...)) triples");
+            return NULL;
+        }
+    }
+    ClassLacks *self = (ClassLacks *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = ClassLacks_vectorcall;
+    self->entries = PyMem_Calloc(count ? count : 1, sizeof(LacksEntry));
+    if (self->entries == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(pairs, i);
+        self->entries[i].cls = (PyTypeObject *)PyTuple_GET_ITEM(pair, 0);
+        self->entries[i].names = PyTuple_GET_ITEM(pair, 1);
+        self->entries[i].found = PyTuple_GET_ITEM(pair, 2);
+    }
+    self->count = count;
+    self->pairs = Py_NewRef(pairs);
+    return (PyObject *)self;
+}
+
+static int ClassLacks_traverse(ClassLacks *self, visitproc visit, void *arg) {
+    Py_VISIT(self->pairs);
+    return 0;
+}
+
+static int ClassLacks_clear(ClassLacks *self) {
+    Py_CLEAR(self->pairs);
+    self->count = 0;
+    return 0;
+}
+
+static void ClassLacks_dealloc(ClassLacks *self) {
+    PyObject_GC_UnTrack(self);
+    ClassLacks_clear(self);
+    PyMem_Free(self->entries);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef ClassLacks_members[] = {
+    {"pairs", T_OBJECT, offsetof(ClassLacks, pairs), READONLY, "the (class, names, found) triples checked"},
+    {NULL},
+};
+
+static PyTypeObject ClassLacksType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "guards._guard_helpers.ClassLacks",
+    .tp_doc = "ClassLacks(((cls, names, found), ...))(): True when no class in each cls.__mro__ defines any of names "
+              "and each (name, obj) in found is what the MRO lookup of name gives",
+    .tp_basicsize = sizeof(ClassLacks),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(ClassLacks, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = ClassLacks_new,
+    .tp_traverse = (traverseproc)ClassLacks_traverse,
+    .tp_clear = (inquiry)ClassLacks_clear,
+    .tp_dealloc = (destructor)ClassLacks_dealloc,
+    .tp_members = ClassLacks_members,
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "guards._guard_helpers",
@@ -857,7 +1052,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__guard_helpers(void) {
     if (PyType_Ready(&TensorMatchType) < 0 || PyType_Ready(&ArgumentGuardType) < 0 ||
-        PyType_Ready(&ArgumentReaderType) < 0 || PyType_Ready(&DictMemoType) < 0)
+        PyType_Ready(&ArgumentReaderType) < 0 || PyType_Ready(&DictMemoType) < 0 ||
+        PyType_Ready(&ClassLacksType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
@@ -865,7 +1061,8 @@ PyMODINIT_FUNC PyInit__guard_helpers(void) {
     if (PyModule_AddObjectRef(m, "TensorMatch", (PyObject *)&TensorMatchType) < 0 ||
         PyModule_AddObjectRef(m, "ArgumentGuard", (PyObject *)&ArgumentGuardType) < 0 ||
         PyModule_AddObjectRef(m, "ArgumentReader", (PyObject *)&ArgumentReaderType) < 0 ||
-        PyModule_AddObjectRef(m, "DictMemo", (PyObject *)&DictMemoType) < 0) {
+        PyModule_AddObjectRef(m, "DictMemo", (PyObject *)&DictMemoType) < 0 ||
+        PyModule_AddObjectRef(m, "ClassLacks", (PyObject *)&ClassLacksType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -47,11 +47,12 @@ PyObject *default_torch_function;          // torch.Tensor.__dict__["__torch_fun
 PyObject *disabled_torch_function;         // torch._C._disabled_torch_function_impl
 PyObject *builtin_is_grad_enabled;         // torch._C.is_grad_enabled
 PyObject *str_dtype, *str_device, *str_shape, *str_stride, *str_is_contiguous, *str_requires_grad,
-    *str_torch_function;
+    *str_torch_function, *str_layout;
+PyObject *torch_strided;                   // torch.strided (is_contiguous() is True for mkldnn too)
 
 // The attributes the Python check reads: data descriptors first (an instance attribute cannot
 // hide them), then the two methods (an instance attribute can).
-PyObject **metadata_names[] = {&str_dtype, &str_device, &str_shape, &str_requires_grad,
+PyObject **metadata_names[] = {&str_dtype, &str_device, &str_shape, &str_requires_grad, &str_layout,
                                &str_stride, &str_is_contiguous};
 
 enum Outcome { NO = 0, YES = 1, ASK_PYTHON = 2 };
@@ -197,7 +198,7 @@ Outcome match_direct(const Spec &spec, PyObject *tensor) {
     if (method_shadowed(tensor, spec.by_contiguity ? str_is_contiguous : str_stride))
         return ASK_PYTHON;
     if (spec.by_contiguity) {
-        if (!impl->is_contiguous())
+        if (!impl->is_contiguous() || impl->layout() != c10::kStrided)   // mkldnn says contiguous too
             return NO;
     } else {
         bool same_strides = same_ints(impl->sym_strides(), spec.strides_value, symbolic);
@@ -240,6 +241,8 @@ int match_python(const Spec &spec, PyObject *tensor) {
         PyObject *contiguous = PyObject_CallMethodNoArgs(tensor, str_is_contiguous);
         ok = contiguous == nullptr ? -1 : PyObject_IsTrue(contiguous);
         Py_XDECREF(contiguous);
+        if (ok == 1)
+            ok = is_same(PyObject_GetAttr(tensor, str_layout), torch_strided);
     } else if (ok == 1) {
         ok = equal(PyObject_CallMethodNoArgs(tensor, str_stride), spec.strides);
     }
@@ -617,14 +620,21 @@ bool find_torch_objects() {
     }
     tensor_base_type = reinterpret_cast<PyTypeObject *>(base);   // kept for the process's life
     const char *spellings[] = {"dtype", "device", "shape", "requires_grad", "stride", "is_contiguous",
-                               "__torch_function__"};
+                               "__torch_function__", "layout"};
     PyObject **names[] = {&str_dtype, &str_device, &str_shape, &str_requires_grad, &str_stride,
-                          &str_is_contiguous, &str_torch_function};
+                          &str_is_contiguous, &str_torch_function, &str_layout};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i] = PyUnicode_InternFromString(spellings[i]);
         if (*names[i] == nullptr)
             return false;
     }
+    PyObject *torch_module = PyImport_ImportModule("torch");
+    if (torch_module == nullptr)
+        return false;
+    torch_strided = PyObject_GetAttrString(torch_module, "strided");   // kept for the process's life
+    Py_DECREF(torch_module);
+    if (torch_strided == nullptr)
+        return false;
     default_torch_function = _PyType_Lookup(reinterpret_cast<PyTypeObject *>(THPVariableClass), str_torch_function);
     Py_XINCREF(default_torch_function);
     return true;

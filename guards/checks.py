@@ -16,8 +16,9 @@ from typing import Any, Callable, NamedTuple, Protocol
 import torch
 
 from . import module_facts
+from .source import torch_state_function
 from .guard import (
-    AUTOCAST_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
+    ABSENT_MATCH, ALIAS_MATCH, DISTINCT_MATCH, TORCH_STATE_MATCH, AUTOCAST_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
     LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, TensorSpec,
     UnguardableValue,
 )
@@ -137,8 +138,9 @@ def contiguity_pins_strides(spec: TensorSpec) -> bool:
 def tensor_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     spec: TensorSpec = guard.expected
     label = guard.source.name()
-    stride_test = (f"{v}.is_contiguous()" if contiguity_pins_strides(spec)
-                   else f"{v}.stride() == {spec.stride!r}")
+    # is_contiguous() also answers True for an mkldnn tensor: the layout is checked with it
+    stride_test = (f"{v}.is_contiguous() and {v}.layout is {consts.name_for(torch.strided, 'strided')}"
+                   if contiguity_pins_strides(spec) else f"{v}.stride() == {spec.stride!r}")
     return [
         _type_check(v, label, spec.type, consts),
         Check(f"{v}.dtype is {consts.name_for(spec.dtype, 'dtype')}", f"{label}.dtype",
@@ -209,7 +211,71 @@ def autocast_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
                   repr(guard.expected), f"{enabled}()")]
 
 
+def torch_state_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    function = guard.source.function
+    fn = consts.name_for(torch_state_function(function), function)
+    value = guard.obj
+    if isinstance(value, (bool, torch.dtype)):          # singletons: identity is equality
+        test = f"{fn}() is {value!r}" if isinstance(value, bool) else f"{fn}() is {consts.name_for(value, 'dtype')}"
+    else:
+        test = f"{fn}() == {consts.name_for(value, type(value).__name__)}"
+    return [Check(test, f"torch.{function}()", show(value), f"{fn}()")]
+
+
+class _Missing:
+    """The default ``getattr`` returns in absence checks (no object has it as an attribute)."""
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING = _Missing()
+
+
+def absent_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    """``attr`` is still absent: not found through the class's MRO (``getattr`` on the class
+    goes through CPython's type attribute cache), and not in the instance ``__dict__``."""
+    attr, mode, descriptor = guard.expected
+    label = guard.source.name()
+    missing = consts.name_for(MISSING, "missing")
+    holder = v if mode == "class" else f"type({v})"
+    if mode == "slot":    # the class still has the slot (nothing else), and it is unset
+        slot = consts.name_for(descriptor, "slot")
+        return [Check(f"getattr({holder}, {attr!r}, {missing}) is {slot}", f"{label}.{attr} (class attribute)",
+                      f"the slot {attr!r}", f"getattr({holder}, {attr!r}, {missing})"),
+                Check(f"getattr({v}, {attr!r}, {missing}) is {missing}", f"{label}.{attr}", "unset",
+                      f"getattr({v}, {attr!r}, {missing})")]
+    checks = [Check(f"getattr({holder}, {attr!r}, {missing}) is {missing}",
+                    f"{label}.{attr} ({'on the class' if mode == 'class' else 'class attribute'})",
+                    "absent", f"getattr({holder}, {attr!r}, {missing})")]
+    if mode == "object":
+        checks.append(Check(f"{attr!r} not in {v}.__dict__", f"{label}.__dict__[{attr!r}]", "absent",
+                            f"{v}.__dict__.get({attr!r}, {missing})"))
+    return checks
+
+
+def alias_checks(guard: Guard, v: str, other_vars: list[str]) -> list[Check]:
+    """``v is other`` / ``v is not other`` for each related source (their variables given)."""
+    label = guard.source.name()
+    checks = []
+    for (other, same), w in zip(guard.expected, other_vars):
+        op = "is" if same else "is not"
+        checks.append(Check(f"{v} {op} {w}", f"{label} {op} {other.name()}", "True", f"{v} {op} {w}"))
+    return checks
+
+
+def distinct_checks(guard: Guard, v: str, other_vars: list[str]) -> list[Check]:
+    """All the sources hold different objects: one set of ids, its size compared."""
+    names = [*other_vars, v]
+    ids = ", ".join(f"id({w})" for w in names)
+    return [Check(f"len({{{ids}}}) == {len(names)}",
+                  f"{', '.join(s.name() for s in guard.expected)} and {guard.source.name()} distinct",
+                  "True", f"len({{{ids}}}) == {len(names)}")]
+
+
 CHECK_BUILDERS: dict[str, Callable[[Guard, str, Consts], list[Check]]] = {
+    TORCH_STATE_MATCH: torch_state_checks,
+    ABSENT_MATCH: absent_checks,
     TYPE_MATCH: type_checks,
     ID_MATCH: id_checks,
     EQUALS_MATCH: equals_checks,
@@ -252,4 +318,13 @@ def describe_guard(guard: Guard) -> str:
         return f"torch.is_grad_enabled() == {expected}"
     if kind == AUTOCAST_MATCH:
         return f"torch autocast enabled (any device) == {expected}"
+    if kind == TORCH_STATE_MATCH:
+        return f"{name} == {show(guard.obj)}"
+    if kind == ABSENT_MATCH:
+        where = {"class": "", "object": " (instance and class)", "slot": " (unset slot)"}.get(expected[1], " (class)")
+        return f"{name} has no attribute {expected[0]!r}{where}"
+    if kind == DISTINCT_MATCH:
+        return f"{', '.join(s.name() for s in expected)} and {name} are distinct objects"
+    if kind == ALIAS_MATCH:
+        return " and ".join(f"{name} {'is' if same else 'is not'} {other.name()}" for other, same in expected)
     return f"{name} {kind} {expected!r}"

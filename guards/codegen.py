@@ -25,13 +25,15 @@ What makes a hit cheap, each kept exact:
   C helper calling the getters), and a frame guarded only on tensor arguments gets a guard
   function that is entirely compiled.
 The same plan, interpreted step by step, is the slow path that says which guard failed.
-Assumed, not checked: classes are not given new attributes after tracing.
+Classes may change after tracing: one check per module class (``native.class_lacks``, a type
+version tag in C) verifies that no class of its MRO defines an attribute read past it.
 """
 
 from __future__ import annotations
 
 import itertools
 import linecache
+import weakref
 from functools import partial
 from typing import Any, Iterable, Optional, Protocol, Sequence, runtime_checkable
 
@@ -39,7 +41,7 @@ import networkx as nx
 
 from . import memo, native
 from .checks import describe_guard, show
-from .guard import EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, hinted_value, is_immutable_constant
+from .guard import ALIAS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, hinted_value, is_immutable_constant
 from .planner import FUNC, Block, ConstPool, Planner, Read, local_var
 from .slow_path import Explainer
 from .source import FrameInfo, ItemSource, Source, chain_of
@@ -97,6 +99,9 @@ def plan_guards(guards: Iterable[Guard], frame_info: FrameInfo) -> tuple[Planner
     unique = list(dict.fromkeys(guards))
     planner = Planner(frame_info, ConstPool(), mode="guard")
     planner.learn(unique)
+    # Identity relations between sources run last, once every source they relate is checked.
+    relations = [g for g in unique if g.kind in (ALIAS_MATCH, DISTINCT_MATCH)]
+    unique = [g for g in unique if g.kind not in (ALIAS_MATCH, DISTINCT_MATCH)]
     tree = source_tree(unique)
     ordered: list[Guard] = []
     done: set[Source] = set()
@@ -127,6 +132,10 @@ def plan_guards(guards: Iterable[Guard], frame_info: FrameInfo) -> tuple[Planner
     planner.before_read = lambda source: emit(source) if source in tree else None
     for root in list(tree.successors("<frame>")):
         visit(root)
+    for guard in relations:
+        planner.add_guards(guard.source, [guard])
+        ordered.append(guard)
+    planner.finish()
     return planner, ordered
 
 
@@ -196,11 +205,23 @@ def _render_steps(steps: list, lines: list[str], batch: Optional[list], indent: 
 
 
 def exec_generated(text: str, namespace: dict, name: str, kind: str) -> Any:
-    """Compile generated text under a unique filename that tracebacks can show."""
+    """Compile generated text under a unique filename that tracebacks can show.
+
+    The text is registered in ``linecache`` for exactly as long as the function lives (a
+    finalizer removes it), so compiling and dropping entries over and over (``reset()``, a
+    recompile) does not grow ``linecache``.  The function is taken out of ``namespace`` (its
+    ``__globals__``), so no cycle keeps it alive: it dies with the last cache entry holding it.
+    """
     filename = f"<minidynamo {kind} {next(_counter)}>"
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    exec(compile(text, filename, "exec"), namespace)
-    return namespace[name]
+    try:
+        exec(compile(text, filename, "exec"), namespace)
+        fn = namespace.pop(name)
+    except BaseException:
+        linecache.cache.pop(filename, None)
+        raise
+    weakref.finalize(fn, linecache.cache.pop, filename, None).atexit = False
+    return fn
 
 
 def build_guard_function(guards: Iterable[Guard], frame_info: FrameInfo) -> GuardFunction:

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 import weakref
 from typing import Any, Hashable
 
 import torch
 
 from . import module_facts
-from .source import AutocastSource, GlobalModuleHooksSource, GradModeSource, Source
+from .source import (AutocastSource, GlobalModuleHooksSource, GradModeSource, Source, TorchStateSource,
+                     torch_state_function)
 
 
 class UnguardableValue(ValueError):
@@ -42,12 +44,17 @@ MODULE_STATE_MATCH = "MODULE_STATE_MATCH"
 GLOBAL_HOOKS_EMPTY = "GLOBAL_HOOKS_EMPTY"
 GRAD_MODE_MATCH = "GRAD_MODE_MATCH"
 AUTOCAST_MATCH = "AUTOCAST_MATCH"
+TORCH_STATE_MATCH = "TORCH_STATE_MATCH"
+ABSENT_MATCH = "ABSENT_MATCH"
+ALIAS_MATCH = "ALIAS_MATCH"
+DISTINCT_MATCH = "DISTINCT_MATCH"
 
 KIND_ORDER = {
     kind: rank
     for rank, kind in enumerate(
         (ID_MATCH, TYPE_MATCH, EQUALS_MATCH, TENSOR_MATCH, LENGTH_MATCH, DICT_KEYS_MATCH,
-         MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, AUTOCAST_MATCH)
+         MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, AUTOCAST_MATCH, TORCH_STATE_MATCH,
+         ABSENT_MATCH, ALIAS_MATCH, DISTINCT_MATCH)
     )
 }
 
@@ -196,6 +203,50 @@ def autocast_match(enabled: bool | None = None) -> Guard:
     if enabled is None:
         enabled = torch._C._is_any_autocast_enabled()
     return Guard(AutocastSource(), AUTOCAST_MATCH, bool(enabled))
+
+
+def torch_state_match(function: str, value: Any = None) -> Guard:
+    """``torch.<function>()`` as at trace time (or ``value``): global torch state the trace relied
+    on, e.g. ``get_default_dtype`` (factories and int -> float promotion use it)."""
+    if value is None:
+        value = torch_state_function(function)()
+    if not isinstance(value, (bool, torch.dtype, torch.device)):
+        raise UnguardableValue(f"torch.{function}() returned a {type(value).__name__}")
+    return Guard(TorchStateSource(function), TORCH_STATE_MATCH, value, value)
+
+
+def default_dtype_match(dtype: torch.dtype | None = None) -> Guard:
+    """``torch.get_default_dtype()`` as at trace time."""
+    return torch_state_match("get_default_dtype", dtype)
+
+
+def absent_match(source: Source, value: Any, attr: str) -> Guard:
+    """``source`` has no attribute ``attr``: neither its class (through the MRO) nor, for an
+    object with an instance ``__dict__``, the instance defines it.  For a class, ``attr`` is not
+    found on it (``getattr(cls, attr)`` would fail)."""
+    descriptor = None
+    if isinstance(value, type):
+        mode = "class"
+    else:
+        mode = "object" if isinstance(getattr(value, "__dict__", None), dict) else "slots"
+        found = next((k.__dict__[attr] for k in type(value).__mro__ if attr in k.__dict__), None)
+        if isinstance(found, types.MemberDescriptorType):    # an unset __slots__ entry
+            mode, descriptor = "slot", found
+    return Guard(source, ABSENT_MATCH, (attr, mode, descriptor), value_hint(value))
+
+
+def alias_match(source: Source, relations: tuple) -> Guard:
+    """Which objects ``source`` is and is not: ``relations`` is ``((other_source, same), ...)``
+    with ``same`` True for ``source is other`` and False for ``source is not other``."""
+    return Guard(source, ALIAS_MATCH, tuple((other, bool(same)) for other, same in relations))
+
+
+def distinct_match(sources: tuple) -> Guard:
+    """The sources hold pairwise distinct objects (one set of ids, for many of them)."""
+    sources = tuple(sources)
+    if len(sources) < 2:
+        raise UnguardableValue("distinct_match needs two sources or more")
+    return Guard(sources[-1], DISTINCT_MATCH, sources[:-1])
 
 
 # ----------------------------------------------------------------------------- constants

@@ -19,7 +19,8 @@ from typing import Any, Optional, Sequence
 import torch
 
 from .checks import contiguity_pins_strides
-from .guard import AUTOCAST_MATCH, GRAD_MODE_MATCH, TENSOR_MATCH, Guard, TensorSpec
+from .guard import AUTOCAST_MATCH, GRAD_MODE_MATCH, TENSOR_MATCH, TORCH_STATE_MATCH, Guard, TensorSpec
+from .source import torch_state_function
 from .source import FrameInfo, LocalSource, Source
 
 try:
@@ -41,6 +42,43 @@ ArgumentReader = c_helpers.ArgumentReader if c_helpers else None
 DictMemo = c_helpers.DictMemo if c_helpers else None
 # The fastest TensorMatch built (benchmarks time it alone); codegen calls ``tensor_match``.
 TensorMatch = next((module.TensorMatch for module in TENSOR_CHECKERS.values()), None)
+
+
+class PyClassLacks:
+    """``ClassLacks(((cls, names, found), ...))()`` in Python: for each triple, no class in
+    ``cls.__mro__`` defines any of ``names``, and each ``(name, obj)`` of ``found`` is what the
+    MRO lookup of ``name`` gives (the C helper answers the same, and skips a class's walk while
+    its type version tag stands)."""
+
+    def __init__(self, pairs: tuple):
+        self.pairs = tuple(pairs)
+
+    @staticmethod
+    def _lookup(mro, name):
+        return next((vars(klass)[name] for klass in mro if name in vars(klass)), _NOT_FOUND)
+
+    def __call__(self) -> bool:
+        for cls, names, found in self.pairs:
+            mro = cls.__mro__
+            if any(name in vars(klass) for klass in mro for name in names):
+                return False
+            if any(self._lookup(mro, name) is not obj for name, obj in found):
+                return False
+        return True
+
+
+_NOT_FOUND = object()
+
+
+def class_lacks(pairs: Sequence[tuple]) -> Any:
+    """The current mode's checker that, for each ``(cls, names, found)``, no class of ``cls``'s MRO
+    defines any of ``names`` and each ``(name, obj)`` of ``found`` still resolves to ``obj``: one
+    call for every class a guard relies on."""
+    pairs = tuple((cls, tuple(sorted(names)), tuple(sorted(found.items()) if isinstance(found, dict) else found))
+                  for cls, names, found in pairs)
+    if compiled() and c_helpers is not None and hasattr(c_helpers, "ClassLacks"):
+        return c_helpers.ClassLacks(pairs)
+    return PyClassLacks(pairs)
 
 
 def compiled() -> bool:
@@ -72,18 +110,21 @@ def argument_guard(guards: Sequence[Guard], frame_info: FrameInfo) -> Any:
     an argument or the grad mode (the common case of a function of tensors); else None."""
     if not compiled():
         return None
-    checks, grad_mode, autocast = [], None, None
+    checks, grad_mode, autocast, states = [], None, None, []
     for guard in guards:
         if guard.kind == GRAD_MODE_MATCH:
             grad_mode = guard.expected
         elif guard.kind == AUTOCAST_MATCH:
             autocast = guard.expected
+        elif guard.kind == TORCH_STATE_MATCH and isinstance(guard.obj, (bool, torch.dtype)):
+            states.append((torch_state_function(guard.source.function), guard.obj))   # fn() is value
         elif guard.kind == TENSOR_MATCH and isinstance(guard.source, LocalSource) \
                 and tensor_spec(guard.expected) is not None:
             checks.append((frame_info.arg_names.index(guard.source.local_name), tensor_spec(guard.expected)))
         else:
             return None
     state_checks = () if autocast is None else ((torch._C._is_any_autocast_enabled, bool(autocast)),)
+    state_checks = (*state_checks, *states)
     return TENSOR_CHECKERS[mode].ArgumentGuard(
         len(frame_info.arg_names), checks, None if grad_mode is None else torch.is_grad_enabled, bool(grad_mode),
         state_checks)

@@ -14,14 +14,15 @@ import re
 from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
 from . import module_facts, native
-from .checks import CHECK_BUILDERS, Check, describe_guard, module_state_checks
+from .checks import CHECK_BUILDERS, Check, alias_checks, describe_guard, distinct_checks, module_state_checks
 from .guard import (
-    DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, KIND_ORDER, LENGTH_MATCH,
+    ALIAS_MATCH, DISTINCT_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, KIND_ORDER, LENGTH_MATCH,
     MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, UnguardableValue, hinted_value,
 )
 from .source import (
     AttrSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
-    AutocastSource, GlobalSource, GradModeSource, ItemSource, LocalSource, Source,
+    AutocastSource, CallSource, GlobalSource, GradModeSource, ItemSource, LocalSource, NamespaceSource,
+    Source, TorchStateSource,
 )
 
 # Generated code resolves builtins in a private snapshot: a user rebinding builtins.len
@@ -29,6 +30,7 @@ from .source import (
 _BUILTINS_SNAPSHOT = dict(builtins.__dict__)
 FUNC = "___func"
 STRUCTURE = "STRUCTURE"   # the kind of the checks that make a module attribute shortcut exact
+CLASS_LACKS = "CLASS_LACKS"   # no class of a module's MRO defines an attribute read past it (runs every call)
 
 
 class Read(NamedTuple):
@@ -98,6 +100,10 @@ class Planner:
         self.known: dict[Source, tuple[type, Any]] = {}
         # Per source: the dict keys a DICT_KEYS_MATCH guard verifies.
         self.dict_keys: dict[Source, tuple] = {}
+        # Per module class read past (attribute shortcuts): (its check's name, the names read).
+        self.class_lacks: dict[type, tuple[set, dict]] = {}
+        self._lacks_name: Optional[str] = None
+        self._lacks_placeholder = object()   # kept alive: its id names the check until finish()
         # Called with a source whose guards must be emitted before a read relies on them.
         self.before_read = lambda source: None
 
@@ -124,8 +130,10 @@ class Planner:
                 raise UnguardableValue(f"{source.name()} is not an argument of the frame "
                                        f"(arguments: {self.frame_info.arg_names})")
             var = local_var(source.local_name)
-        elif isinstance(source, (GradModeSource, AutocastSource, GlobalModuleHooksSource)):
+        elif isinstance(source, (GradModeSource, AutocastSource, GlobalModuleHooksSource, TorchStateSource)):
             var = "None"  # global state: its checks call torch directly
+        elif isinstance(source, NamespaceSource):
+            var = self.consts.name_for(source.namespace, "globals")   # the dict itself, read each call
         else:
             var = self._cached(self._read_expr(source), source.name())
         self.var_of[source] = var
@@ -154,6 +162,8 @@ class Planner:
             return self._attr_expr(source, self.value_of(source.base_source))
         if isinstance(source, ItemSource):
             return self._item_expr(source, self.value_of(source.base_source))
+        if isinstance(source, CallSource):
+            return f"{self.value_of(source.base_source)}.{source.method}()"
         raise UnguardableValue(f"no way to read a {type(source).__name__}")
 
     def _key_literal(self, key: Any) -> str:
@@ -171,9 +181,13 @@ class Planner:
         attr, base_name = source.attr, source.base_source.name()
         instance_dict = self._cached(f"{base}.__dict__", f"{base_name}.__dict__")
         if holder_name == "__dict__":   # no class attribute by that name: the instance dict wins
+            if self.mode == "guard":
+                self._class_lacks(traced, source.attr)
             if self.mode == "reader":
                 return f"{instance_dict}[{attr!r}] if {attr!r} in {instance_dict} else {plain}"
             return f"{instance_dict}[{attr!r}]"
+        if self.mode == "guard":
+            self._class_lacks(traced, attr)
         holder = self._module_dict(source.base_source, base, holder_name)
         earlier = module_facts.MODULE_ATTR_DICTS[:module_facts.MODULE_ATTR_DICTS.index(holder_name)]
         # nn.Module.__getattr__ runs only if the instance dict lacks attr, then looks in
@@ -190,6 +204,38 @@ class Planner:
             kind=STRUCTURE))
         return f"{holder}[{attr!r}]"
 
+    def _class_lacks(self, module: Any, attr: str) -> None:
+        """The shortcut read of ``module.attr`` holds only while no class of the module's MRO
+        defines ``attr`` (a class attribute, or a property, would win).  One check covers every
+        class and name the plan relies on (filled in by ``finish``), emitted where the first
+        shortcut is taken; it runs on every call (a class can change behind any dict's back)."""
+        if self._lacks_name is None:
+            self._lacks_name = self.consts.name_for(self._lacks_placeholder, "classes_lack")
+        if self._lacks_name not in self._tests_done:
+            name = self._lacks_name
+            self._emit_test(Test((Check(f"{name}()", "module classes (and their bases)",
+                                        "define none of the attributes read from instance dicts",
+                                        f"[(c.__qualname__, n) for c, n, _ in {name}.pairs]"),),
+                                 "no module class defines an attribute read past it", kind=CLASS_LACKS))
+        names, found = self.class_lacks.setdefault(type(module), (set(), {}))
+        if attr is not None:
+            names.add(attr)
+        cls = type(module)   # and it still finds attributes the nn.Module way
+        found.setdefault("__getattr__", cls.__getattr__)
+        found.setdefault("__getattribute__", cls.__getattribute__)
+
+    def _class_finds(self, module: Any, name: str) -> None:
+        """``type(module).name`` must stay the object it is now (``__getitem__`` of a container
+        whose items a guard reads from ``_modules``)."""
+        self._class_lacks(module, None)
+        self.class_lacks[type(module)][1].setdefault(name, getattr(type(module), name))
+
+    def finish(self) -> None:
+        """Build the class check with every class and name the plan relied on."""
+        if self._lacks_name is not None:
+            self.consts.namespace[self._lacks_name] = native.class_lacks(
+                [(cls, names, found) for cls, (names, found) in self.class_lacks.items()])
+
     def _item_expr(self, source: ItemSource, base: str) -> str:
         plain = f"{base}[{self._key_literal(source.key)}]"
         traced = self._traced_module(source.base_source)
@@ -200,6 +246,8 @@ class Planner:
         key = module_facts.submodule_key(traced, source.key, keys)
         if key is None:
             return plain
+        if self.mode == "guard":
+            self._class_finds(traced, "__getitem__")   # the container's own indexing, still
         if keys is not None and self.mode == "guard":
             self.before_read(modules_source)   # its keys guard must hold before we rely on it
         holder = self._module_dict(source.base_source, base, "_modules")
@@ -226,7 +274,11 @@ class Planner:
     def add_guards(self, source: Source, guards: Sequence[Guard]) -> None:
         var = self.value_of(source)
         for guard in sorted(guards, key=lambda g: KIND_ORDER[g.kind]):
-            if guard.kind == MODULE_STATE_MATCH and self._state_in_instance_dict(source):
+            if guard.kind == ALIAS_MATCH:
+                checks = alias_checks(guard, var, [self.value_of(other) for other, _ in guard.expected])
+            elif guard.kind == DISTINCT_MATCH:
+                checks = distinct_checks(guard, var, [self.value_of(other) for other in guard.expected])
+            elif guard.kind == MODULE_STATE_MATCH and self._state_in_instance_dict(source):
                 checks = module_state_checks(guard, var, self.consts, self._instance_reader(source, var))
             else:
                 checks = list(CHECK_BUILDERS[guard.kind](guard, var, self.consts))
@@ -244,6 +296,10 @@ class Planner:
     def _instance_reader(self, source: Source, var: str):
         """``read(attr)`` for module state: the flag inline, each hook dict read once."""
         instance_dict = self._cached(f"{var}.__dict__", f"{source.name()}.__dict__")
+        traced = self._traced_module(source)
+        if self.mode == "guard" and traced is not None:
+            for attr in ("training",) + module_facts.MODULE_HOOK_DICTS:
+                self._class_lacks(traced, attr)      # no class attribute hides the instance's
 
         def read(attr: str) -> str:
             if attr == "training":
@@ -283,7 +339,8 @@ class Planner:
 def decided_by_identity(guard: Guard) -> bool:
     """True when the guard's outcome cannot change while the objects it looks at (and the
     contents of the dicts among them) stay the same: what dict version tags can vouch for."""
-    if guard.kind in (ID_MATCH, EQUALS_MATCH, MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY):
+    if guard.kind in (ID_MATCH, EQUALS_MATCH, MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, ALIAS_MATCH,
+                      DISTINCT_MATCH):
         return True
     if guard.kind == TYPE_MATCH:   # only a heap type's instance can change class
         return not guard.expected.__flags__ & _HEAPTYPE

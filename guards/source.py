@@ -103,6 +103,27 @@ class ClosureSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class NamespaceSource(Source):
+    """The globals dict of a function the trace inlined, as the object itself: a function's
+    ``__globals__`` cannot be rebound, so every function of one module shares this source
+    (its entries are still read, and guarded, on every call)."""
+
+    module: str
+    ident: int
+    namespace: dict = dataclasses.field(compare=False, hash=False, repr=False)
+
+    @staticmethod
+    def of(namespace: dict) -> "NamespaceSource":
+        return NamespaceSource(str(namespace.get("__name__", "?")), id(namespace), namespace)
+
+    def name(self) -> str:
+        return f"globals of {self.module}"
+
+    def read(self, frame: FrameValues) -> Any:
+        return self.namespace
+
+
+@dataclasses.dataclass(frozen=True)
 class GradModeSource(Source):
     """Global autograd state, ``torch.is_grad_enabled()`` (not a frame value, but guarded)."""
 
@@ -127,6 +148,78 @@ class AutocastSource(Source):
         import torch
 
         return torch._C._is_any_autocast_enabled()
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchStateSource(Source):
+    """Global torch state the trace read or relied on, by the name of the torch function that
+    reports it: ``torch.get_default_dtype()``, ``torch.is_inference_mode_enabled()``, ..."""
+
+    function: str
+
+    def name(self) -> str:
+        return f"torch.{self.function}()"
+
+    def read(self, frame: FrameValues) -> Any:
+        return torch_state_function(self.function)()
+
+
+def torch_state_function(name: str):
+    """The torch function a ``TorchStateSource`` calls (only these: they take no argument)."""
+    import torch
+
+    if name not in TORCH_STATE_FUNCTIONS:
+        raise ValueError(f"not a guarded torch state: {name}")
+    if name == "get_default_device":
+        if _CPU is None:
+            _bind_default_device_readers()
+        return default_device
+    return getattr(torch, name)
+
+
+def default_device():
+    """``torch.get_default_device()``, answered without its Python walk (~µs) in the common
+    case: no torch function mode active (a ``DeviceContext`` is one) and no global device
+    context set by ``torch.set_default_device`` means the CPU, as torch itself decides."""
+    if _function_stack_length() == 0 and _device_context.__dict__.get("device_context") is None:
+        return _CPU
+    import torch
+
+    return torch.get_default_device()
+
+
+def _bind_default_device_readers():
+    global _function_stack_length, _device_context, _CPU
+    import torch
+
+    _function_stack_length = torch._C._len_torch_function_stack
+    _device_context = torch._GLOBAL_DEVICE_CONTEXT
+    _CPU = torch.device("cpu")
+
+
+_function_stack_length = _device_context = _CPU = None
+
+
+TORCH_STATE_FUNCTIONS = ("get_default_dtype", "is_inference_mode_enabled", "get_default_device",
+                         "are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled")
+
+
+@dataclasses.dataclass(frozen=True)
+class CallSource(Source):
+    """``base.method()``: a metadata method of a tensor (``x.storage_offset()``), no arguments."""
+
+    base_source: Source
+    method: str
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def name(self) -> str:
+        return f"{self.base_source.name()}.{self.method}()"
+
+    def read(self, frame: FrameValues) -> Any:
+        return getattr(self.base_source.read(frame), self.method)()
 
 
 @dataclasses.dataclass(frozen=True)

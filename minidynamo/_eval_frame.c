@@ -21,9 +21,24 @@
  * argument slots, exactly as CPython laid them out (positionals, keyword-only, *args, **kwargs).
  * The callback is called as callback(func, args_tuple) and returns an entry to run now, or None.
  * While any of them runs, the hook is paused on this thread.
+ *
+ * C stack depth.  While a custom eval function is installed, CPython 3.11 no longer inlines
+ * Python-to-Python calls: every Python frame costs C stack (our hook + a fresh
+ * `_PyEval_EvalFrameDefault`), where eager costs none.  A recursion that is fine eagerly
+ * (20000 deep under `sys.setrecursionlimit(60000)`) would overflow the C stack and crash.  So
+ * the hook measures how much of the thread's C stack is in use (its bounds come from
+ * `pthread_getattr_np`, once per thread), and past `SUSPEND_FRACTION` of it, it *suspends*
+ * itself: the eval function is set back to CPython's for the whole interpreter until that
+ * frame returns.  Deeper frames then run exactly as eager (inlined, watched by nobody: every
+ * frame may run eagerly, so this is always sound), Python's own recursion limit applies as
+ * usual, and other threads merely run unwatched meanwhile.  If the hook is nevertheless
+ * entered with the stack nearly exhausted, it raises RecursionError instead of crashing.
  */
+#define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
 
 #if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
 #error "minidynamo's frame hook supports CPython 3.11 only"
@@ -40,6 +55,44 @@ static Py_ssize_t extra_index = -1;           /* our slot in every code object's
 static Py_ssize_t threads_with_callback = 0;  /* the hook is installed while this is > 0 */
 static _Thread_local PyObject *tls_callback = NULL;
 static _Thread_local int tls_paused = 0;
+
+/* ---- C stack budget (see the top comment) ---- */
+#define SUSPEND_FRACTION 8               /* suspend once 1/8 of the thread's stack is in use */
+#define HARD_FRACTION 16                 /* RecursionError with less than 1/16 left */
+#define FALLBACK_STACK (128 * 1024)      /* hooked depth allowed when the bounds are unknown */
+static Py_ssize_t n_suspended = 0;       /* frames (any thread) running with the hook suspended */
+static unsigned long long n_suspensions;
+static _Thread_local uintptr_t tls_suspend_below = 0;   /* stack addresses: it grows down */
+static _Thread_local uintptr_t tls_error_below = 0;
+
+static void init_stack_bounds(void) {
+    char here;
+    uintptr_t sp = (uintptr_t)&here, low = 0, size = 0;
+#ifdef __linux__
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void *addr = NULL;
+        size_t sz = 0;
+        if (pthread_attr_getstack(&attr, &addr, &sz) == 0 && addr != NULL && sz > 0 &&
+            sp > (uintptr_t)addr && sp <= (uintptr_t)addr + sz) {
+            low = (uintptr_t)addr;
+            size = sz;
+        }
+        pthread_attr_destroy(&attr);
+    }
+#endif
+    if (size == 0) {    /* unknown bounds: suspend FALLBACK_STACK below this first call */
+        tls_suspend_below = sp > FALLBACK_STACK ? sp - FALLBACK_STACK : 1;
+        tls_error_below = sp > 2 * FALLBACK_STACK ? sp - 2 * FALLBACK_STACK : 0;
+        return;
+    }
+    uintptr_t high = low + size;
+    tls_suspend_below = high - size / SUSPEND_FRACTION;
+    tls_error_below = low + size / HARD_FRACTION;
+    if (tls_suspend_below > sp) tls_suspend_below = sp;   /* started deep already: suspend now */
+}
+
+static void update_hook(void);
 
 /* Counters, read by minidynamo.counters: cheap enough for the hot path. */
 static unsigned long long n_frames_seen, n_cache_hits, n_cache_misses;
@@ -107,7 +160,27 @@ static PyObject *run_entry(PyObject *entry, PyThreadState *ts, _PyInterpreterFra
     return PyObject_Vectorcall(compiled_fn, argv, argc, NULL);
 }
 
+/* Evaluate the frame with the hook suspended for the whole interpreter (see the top comment). */
+static PyObject *run_suspended(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag) {
+    char here;
+    if ((uintptr_t)&here < tls_error_below && !throwflag && frame->owner == FRAME_OWNED_BY_THREAD) {
+        PyErr_SetString(PyExc_RecursionError,
+                        "maximum recursion depth exceeded (C stack nearly exhausted under the minidynamo frame hook)");
+        return NULL;
+    }
+    n_suspended++;
+    n_suspensions++;
+    update_hook();
+    PyObject *result = _PyEval_EvalFrameDefault(ts, frame, throwflag);
+    n_suspended--;
+    update_hook();
+    return result;
+}
+
 static PyObject *eval_frame_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag) {
+    char here;
+    if (tls_suspend_below == 0) init_stack_bounds();
+    if ((uintptr_t)&here < tls_suspend_below) return run_suspended(ts, frame, throwflag);
     PyObject *callback = tls_callback;
     PyCodeObject *code = frame->f_code;
     if (callback == NULL || tls_paused || throwflag || frame->owner != FRAME_OWNED_BY_THREAD ||
@@ -171,8 +244,12 @@ done:
     return result;
 }
 
-static void set_hook_installed(int on) {
-    _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), on ? eval_frame_hook : _PyEval_EvalFrameDefault);
+/* The hook is installed while some thread has a callback and no frame runs suspended. */
+static void update_hook(void) {
+    int on = threads_with_callback > 0 && n_suspended == 0;
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    _PyFrameEvalFunction want = on ? eval_frame_hook : _PyEval_EvalFrameDefault;
+    if (_PyInterpreterState_GetEvalFrameFunc(interp) != want) _PyInterpreterState_SetEvalFrameFunc(interp, want);
 }
 
 /* Make `callback` (NULL: none) this thread's callback; returns the previous one (a reference
@@ -182,8 +259,8 @@ static PyObject *swap_callback(PyObject *callback) {
     PyObject *previous = tls_callback;
     Py_XINCREF(callback);
     tls_callback = callback;
-    if (!previous && callback && threads_with_callback++ == 0) set_hook_installed(1);
-    if (previous && !callback && --threads_with_callback == 0) set_hook_installed(0);
+    if (!previous && callback && threads_with_callback++ == 0) update_hook();
+    if (previous && !callback && --threads_with_callback == 0) update_hook();
     return previous;
 }
 
@@ -324,12 +401,13 @@ static PyObject *py_set_cache(PyObject *self, PyObject *const *args, Py_ssize_t 
 }
 
 static PyObject *py_stats(PyObject *self, PyObject *unused) {
-    return Py_BuildValue("{sKsKsKsn}", "frames_seen", n_frames_seen, "cache_hits", n_cache_hits,
-                         "cache_misses", n_cache_misses, "threads_with_callback", threads_with_callback);
+    return Py_BuildValue("{sKsKsKsnsK}", "frames_seen", n_frames_seen, "cache_hits", n_cache_hits,
+                         "cache_misses", n_cache_misses, "threads_with_callback", threads_with_callback,
+                         "stack_suspensions", n_suspensions);
 }
 
 static PyObject *py_reset_stats(PyObject *self, PyObject *unused) {
-    n_frames_seen = n_cache_hits = n_cache_misses = 0;
+    n_frames_seen = n_cache_hits = n_cache_misses = n_suspensions = 0;
     Py_RETURN_NONE;
 }
 

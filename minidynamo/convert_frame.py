@@ -9,7 +9,12 @@ owner of the entries it makes, so two contexts never share compiled code.
 
 from __future__ import annotations
 
+import inspect
+import linecache
 import weakref
+
+import torch
+import torch.fx.graph_module
 
 from . import _eval_frame, config, counting
 from .backends import lookup_backend
@@ -103,6 +108,14 @@ class FrameConverter:
     def _compile(self, func, args):
         from .tracer import trace_frame   # the tracer is heavy: import it on the first miss
 
+        fx_mark = _fx_mark()
+        try:
+            return self._compile_traced(func, args, trace_frame, fx_mark)
+        except BaseException:
+            _forget_fx_sources(fx_sources_since(fx_mark))    # nothing of this compile survives
+            raise
+
+    def _compile_traced(self, func, args, trace_frame, fx_mark):
         try:
             capture = trace_frame(func, args)
         except Unsupported:
@@ -126,6 +139,7 @@ class FrameConverter:
         except Exception as e:
             raise BackendCompilerFailed(self.backend_name, e) from e
         compiled_fn = make_compiled_fn(capture, compiled_graph, read_inputs)
+        forget_fx_sources_with(compiled_fn, fx_sources_since(fx_mark))
         if log_graph.isEnabledFor(10):
             log_graph.debug("%s\n%s", describe(func.__code__), capture.graph_module.print_readable(print_output=False))
         if log_guards.isEnabledFor(10):
@@ -164,19 +178,107 @@ def make_compiled_fn(capture, compiled_graph, read_inputs):
     """The cache entry's body: re-read the graph inputs, run the compiled graph, shape the result.
 
     Generated with the frame's exact argument names (no ``*args`` packing): it runs on every hit.
+
+    If the graph raises, ``graph_raised`` puts back the state it switched (autocast blocks,
+    grad mode) and either answers "re-run the frame" (the graph is free to run twice: the
+    original function is then called eagerly, still unwatched because the hook is paused while
+    an entry runs, so Python raises the exception with exactly eager's side effects) or lets
+    the graph's exception through (see the comment above ``capture.graph_effects``).  The
+    ``try`` costs nothing on the hit path.
     """
     build_output = capture.build_output
     arg_names = ", ".join(["___func", *(f"a{i}" for i in range(len(capture.frame.arg_names)))])
     if getattr(build_output, "needs_frame", False):
         # the frame changed the caller's Python objects: replay that on the new call's objects
-        body = f"build_output(compiled_graph(*read_inputs({arg_names})), {arg_names})"
+        result = f"build_output(___outputs, {arg_names})"
     else:
         build_output = getattr(build_output, "specialized", lambda: build_output)()
-        body = f"build_output(compiled_graph(*read_inputs({arg_names})))"
-    namespace = {"build_output": build_output, "compiled_graph": compiled_graph, "read_inputs": read_inputs}
-    exec(f"def compiled_fn({arg_names}):\n    return {body}\n", namespace)
-    compiled_fn = namespace["compiled_fn"]
+        result = "build_output(___outputs)"
+    namespace = {"build_output": build_output, "compiled_graph": compiled_graph, "read_inputs": read_inputs,
+                 "graph_raised": _graph_raised_handler(capture), "rerun": rerun_frame}
+    exec(f"def compiled_fn({arg_names}):\n"
+         f"    try:\n"
+         f"        ___outputs = compiled_graph(*read_inputs({arg_names}))\n"
+         f"    except BaseException as ___error:\n"
+         f"        if not graph_raised(___error):\n"
+         f"            raise\n"
+         f"    else:\n"
+         f"        return {result}\n"
+         f"    return rerun({arg_names})\n", namespace)
+    compiled_fn = namespace.pop("compiled_fn")     # no cycle through its globals: dies with its entry
     # (not the capture: its example inputs are the first call's real tensors, kept alive by it)
     compiled_fn.compiled_graph = compiled_graph
     compiled_fn.read_inputs = read_inputs
     return compiled_fn
+
+
+def _graph_raised_handler(capture):
+    """``graph_raised(error) -> bool``: restore what the graph switched; True: re-run the frame."""
+    from .tracer.variables.ctx_managers import unwind_open_blocks
+
+    grad_enabled = capture.grad_enabled
+    rerun = capture.graph_effects is None
+    set_grad_enabled = torch._C._set_grad_enabled
+
+    def graph_raised(error):
+        try:
+            unwind_open_blocks(error)
+        finally:
+            set_grad_enabled(grad_enabled)
+        if rerun and isinstance(error, Exception):
+            counting.bump("graph_errors_rerun")
+            return True
+        return False
+
+    return graph_raised
+
+
+def rerun_frame(func, *slots):
+    """Call the original function with the frame's argument slots (positionals, keyword-only,
+    ``*args``, ``**kwargs``, as the hook passes them).  Called from an entry, so the hook is
+    paused: the frame and everything it calls run eagerly."""
+    code = func.__code__
+    n = code.co_argcount
+    n_kw = code.co_kwonlyargcount
+    args = slots[:n]
+    kwargs = dict(zip(code.co_varnames[n:n + n_kw], slots[n:n + n_kw]))
+    i = n + n_kw
+    if code.co_flags & inspect.CO_VARARGS:
+        args += tuple(slots[i])
+        i += 1
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        kwargs.update(slots[i])
+    return func(*args, **kwargs)
+
+
+# -- sources torch.fx registers for the graph modules a compile makes -----------------------------
+# torch.fx compiles each GraphModule's code under a key "<eval_with_key>.N" kept forever in its
+# loader's ``eval_cache`` and in ``linecache``.  Those a compile created die with its entry.
+_fx_loader = getattr(torch.fx.graph_module, "_loader", None)   # torch's private registry
+
+
+def _fx_mark() -> int:
+    return getattr(_fx_loader, "next_id", 0)
+
+
+def fx_sources_since(mark: int) -> list:
+    if _fx_loader is None or _fx_mark() == mark:
+        return []
+    made = range(mark, _fx_loader.next_id)
+    keys = []
+    for key in list(_fx_loader.eval_cache):
+        number = key[len("<eval_with_key>."):].split(" ", 1)[0]
+        if key.startswith("<eval_with_key>.") and number.isdigit() and int(number) in made:
+            keys.append(key)
+    return keys
+
+
+def forget_fx_sources_with(owner, keys) -> None:
+    if keys:
+        weakref.finalize(owner, _forget_fx_sources, keys).atexit = False
+
+
+def _forget_fx_sources(keys) -> None:
+    for key in keys:
+        getattr(_fx_loader, "eval_cache", {}).pop(key, None)
+        linecache.cache.pop(key, None)

@@ -10,10 +10,19 @@
   graph by its hash (``_run_cached_graph``): later calls do no tracing at all. Graphs with an
   op XLA cannot lower are split around it (or run eagerly, with the reason recorded).
 
-Host (CPU) inputs are moved to the device and outputs moved back; inputs already on the device
-are used as they are. Weights (graph inputs or module state) keep their device copy while the
-same tensor comes back with the same ``_version``; a call whose arguments all did is mapped in a
-few C-level passes, with no Python work per weight (``host_inputs``).
+Host data and the device: every host (CPU) tensor the graph reads, data input or weight
+(parameter, buffer, tensor attribute), is copied to the device on every call, in one batched
+transfer. A host tensor can change without its ``_version`` moving (a loader refilling its
+buffer through numpy, ``m.weight.data.fill_(...)``, a numpy view of a weight), so no device
+copy of host data is trusted across calls. Tensors already on the device are used as they are:
+keep the model on the XLA device (``model.to(xla_device)``) and only the data inputs move, as
+in plain PyTorch/XLA; that is the fast path. Outputs go back to the device the inputs came from.
+Cost of a host-resident model: one host->device copy of all its weights per call (resnet18,
+~45 MB: see ``bench/README.md`` for the measured numbers). The opt-in
+``xla_bridge.config.cache_host_weights = True`` (or ``cache_host_weights=True`` per backend
+call) keeps host weights' device copies while the same tensor comes back with the same
+``_version``; its risk, stated in ``config``: a weight changed without bumping the version is
+served stale. Data inputs are never cached.
 
 Memory shared with the caller is kept as eager PyTorch has it (``aliasing``): an output that
 is a view of a host argument is returned as a view of the caller's tensor; the same tensor in
@@ -39,28 +48,31 @@ Importing this package is cheap: torch_xla (which imports torch._dynamo) is impo
 first backend call.
 
 Limits, on purpose: autograd is not carried through the device (a call made with grad mode on
-and a tensor that requires grad runs eagerly); a host tensor changed without bumping
-``_version`` (through ``.data`` or numpy) keeps its stale device copy.
+and a tensor that requires grad runs eagerly).
 
-Modules: ``backends`` (the two entry points, host side), ``host_inputs`` (arguments to device
-copies, per call), ``aliasing`` (outputs viewing arguments, in-place writes, found on meta
+Modules: ``backends`` (the two entry points, host side), ``config`` (``cache_host_weights``),
+``host_inputs`` (arguments to device copies, per call), ``aliasing`` (outputs viewing arguments, in-place writes, found on meta
 tensors), ``programs`` (what runs on the device), ``lazy_graph`` (capture and replay of one
 graph), ``partition`` (ops without an XLA lowering), ``lifting`` (module state as inputs),
 ``device`` (torch_xla access, transfers).
 """
 
+from . import config
 from .counters import counters, reset_counters
 from .timing import phase_timer
 
 
-def torchxla_trivial(gm, example_inputs):
+def torchxla_trivial(gm, example_inputs, **options):
+    """``options``: ``cache_host_weights`` (see ``xla_bridge.config``)."""
     from .backends import torchxla_trivial as backend
-    return backend(gm, example_inputs)
+    return backend(gm, example_inputs, **options)
 
 
-def torchxla_trace_once(gm, example_inputs):
+def torchxla_trace_once(gm, example_inputs, **options):
+    """``options``: ``cache_host_weights`` (see ``xla_bridge.config``)."""
     from .backends import torchxla_trace_once as backend
-    return backend(gm, example_inputs)
+    return backend(gm, example_inputs, **options)
 
 
-__all__ = ["torchxla_trivial", "torchxla_trace_once", "counters", "reset_counters", "phase_timer"]
+__all__ = ["torchxla_trivial", "torchxla_trace_once", "config", "counters", "reset_counters",
+           "phase_timer"]

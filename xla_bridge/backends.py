@@ -1,34 +1,40 @@
 """The two XLA backends: ``backend(gm, example_inputs) -> callable(*inputs)``.
 
 ``BridgedCall`` is the host side shared by both: it re-reads the module state the graph uses,
-moves host tensors to the device (each kept while unchanged, see HostInputs), runs a
-device program, writes in-place updates back to the caller's host tensors and brings outputs
-back to the device the inputs came from. Graphs it cannot run soundly run eagerly instead,
-with the reason recorded in ``counters``; so do calls that need autograd.
+moves host tensors to the device (on every call, see HostInputs; tensors already on the device
+are used as they are), runs a device program, writes in-place updates back to the caller's
+host tensors and brings outputs back to the device the inputs came from. Graphs it cannot run
+soundly run eagerly instead, with the reason recorded in ``counters``; so do calls that need
+autograd.
 """
 
 import torch
 from torch.utils import _pytree as pytree
 
+from . import config
 from . import device as dev
 from . import timing
 from .aliasing import analyse_memory
 from .counters import counters
-from .host_inputs import HostInputs, picker, signature as signature_of
+from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .lazy_graph import NotOneGraph
 from .lifting import FlatProgram
 from .partition import PartitionedProgram, find_eager_nodes
 from .programs import ReplayedGraph, TracedEveryCall
 
 
-def torchxla_trivial(gm: torch.fx.GraphModule, example_inputs):
-    """Run ``gm`` lazily on the XLA device on every call, then sync: it traces every call."""
-    return _build(gm, example_inputs, TracedEveryCall)
+def torchxla_trivial(gm: torch.fx.GraphModule, example_inputs, *, cache_host_weights=None):
+    """Run ``gm`` lazily on the XLA device on every call, then sync: it traces every call.
+
+    ``cache_host_weights``: see ``xla_bridge.config`` (None: the config's value, default off)."""
+    return _build(gm, example_inputs, TracedEveryCall, cache_host_weights)
 
 
-def torchxla_trace_once(gm: torch.fx.GraphModule, example_inputs):
-    """Trace ``gm`` on the XLA device once, compile it, then replay it by hash on every call."""
-    return _build(gm, example_inputs, _trace_once_program)
+def torchxla_trace_once(gm: torch.fx.GraphModule, example_inputs, *, cache_host_weights=None):
+    """Trace ``gm`` on the XLA device once, compile it, then replay it by hash on every call.
+
+    ``cache_host_weights``: see ``xla_bridge.config`` (None: the config's value, default off)."""
+    return _build(gm, example_inputs, _trace_once_program, cache_host_weights)
 
 
 def _trace_once_program(flat, device_args):
@@ -49,9 +55,11 @@ def _trace_once_program(flat, device_args):
         return program
 
 
-def _build(gm, example_inputs, make_program):
+def _build(gm, example_inputs, make_program, cache_host_weights=None):
+    if cache_host_weights is None:
+        cache_host_weights = config.cache_host_weights
     try:
-        return BridgedCall(gm, list(example_inputs), make_program)
+        return BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights))
     except NotOneGraph as error:
         reason = error.reason
     except Exception as error:   # a graph the device cannot run: eager is still right
@@ -81,11 +89,11 @@ class BridgedCall:
 
     Everything that does not change between calls is decided here, once: which arguments live
     on the host, which outputs are views of arguments, which arguments the graph writes in
-    place. A call then maps its arguments (``HostInputs``: C-level passes, copies only for
-    what changed), runs the program, writes in-place updates back and brings outputs home.
+    place. A call then maps its arguments (``HostInputs``: one batched copy of every host
+    tensor), runs the program, writes in-place updates back and brings outputs home.
     """
 
-    def __init__(self, gm, example_inputs, make_program):
+    def __init__(self, gm, example_inputs, make_program, cache_host_weights=False):
         self.gm = gm
         self.flat = FlatProgram(gm)
         self.has_state = bool(self.flat.state_names)
@@ -106,7 +114,13 @@ class BridgedCall:
         memory = analyse_memory(self.flat, args)
         self.views, self.written = memory.views, memory.written
         self.view_positions = tuple(sorted({v.position for v in self.views.values()}))
-        self.host_inputs = HostInputs(len(args), self.host_positions)
+        cached = ()
+        if cache_host_weights:                # opt-in: parameters, and module weights read here
+            weight_state = [len(example_inputs) + k
+                            for k, weight in enumerate(self.flat.state_is_weight) if weight]
+            cached = tuple(i for i, a in enumerate(args) if isinstance(a, torch.nn.Parameter)) \
+                + tuple(weight_state)
+        self.host_inputs = HostInputs(len(args), self.host_positions, cached)
         self.last_signature = None            # of the device and Python-value arguments
         self.program = make_program(self.flat, self._device_args(args))
         self.program_saw_last_args = True     # the program's current graph fits the last args
@@ -114,7 +128,6 @@ class BridgedCall:
         # stats): the device trace's own account of in-place writes is added.
         self.written = tuple(sorted(set(self.written) | set(self.program.mutated)))
         self.sync = getattr(self.program, "sync", None)
-        self.was_aliased = True               # unknown until the first call checks
         self.eager_reasons = set()
 
     def __call__(self, *inputs):
@@ -133,7 +146,7 @@ class BridgedCall:
         device_args = self._device_args(args)
         same_signature = self.same_signature and self.program_saw_last_args
         self.program_saw_last_args = False
-        if self.written and self._aliased(args):
+        if self.written and self.host_inputs.aliased(self.written, args, self.device_positions):
             return self._eager(inputs, "an argument the graph writes in place shares memory "
                                        "with another argument")
         if timer is not None:
@@ -158,15 +171,15 @@ class BridgedCall:
 
     def _device_args(self, args) -> list:
         """Host tensors replaced by their device copies; sets ``same_signature`` when every
-        argument provably has the shapes, dtypes and values of the previous call (which counts
-        only if the program ran on that call: ``program_saw_last_args``)."""
+        argument has the shape and dtype (a Python value: the value) it had on the previous call
+        (which counts only if the program ran on that call: ``program_saw_last_args``)."""
         device_args = self.host_inputs(args)
         same = not self.host_inputs.shapes_changed
         if self.device_positions or self.value_positions:
             on_device = self.read_device(args)
             if on_device:
                 dev.materialize(list(on_device))
-            signature = (tuple(map(signature_of, on_device)),
+            signature = (tuple(map(_shape_of, on_device)), tuple(map(_dtype_of, on_device)),
                          tuple(args[i] for i in self.value_positions))
             same = same and signature == self.last_signature
             self.last_signature = signature
@@ -180,12 +193,6 @@ class BridgedCall:
                        if view.position == position):
                 return f"argument {position}, which an output views, changed shape or strides"
         return None
-
-    def _aliased(self, args) -> bool:
-        """Only a changed argument can change who shares memory with whom."""
-        if self.host_inputs.refreshed or self.device_positions or self.was_aliased:
-            self.was_aliased = self.host_inputs.aliased(self.written, args, self.device_positions)
-        return self.was_aliased
 
     def _outputs(self, leaves, args) -> list:
         """Leaves for the caller: views of arguments rebuilt on the caller's own tensors (after

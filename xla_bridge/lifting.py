@@ -34,6 +34,10 @@ class FlatProgram:
         self.module_state_names = tuple(_leaf_module_state(source, graph))
         self.state_names = tuple(lifted_names) + self.module_state_names
         self._readers = tuple(operator.attrgetter(name) for name in lifted_names)
+        # Which state entries are weights (parameters, registered buffers), which the opt-in
+        # ``cache_host_weights`` may keep on the device; a plain tensor attribute is not one.
+        self.state_is_weight = tuple(_is_weight(source, name) for name in lifted_names) + \
+            (True,) * len(self.module_state_names)
         self._slots = tuple(_state_slot(source, name) for name in self.module_state_names)
 
     def read_state(self) -> list:
@@ -85,6 +89,16 @@ def _leaf_module_state(source, graph: fx.Graph):
             yield f"{node.target}.{name}"
         for name, _ in module.named_buffers(remove_duplicate=False):
             yield f"{node.target}.{name}"
+
+
+def _is_weight(source, dotted: str) -> bool:
+    """Is the attribute at ``dotted`` a parameter or a registered buffer of its module?"""
+    owner_path, _, leaf = dotted.rpartition(".")
+    try:
+        owner = source.get_submodule(owner_path)
+    except AttributeError:
+        return False
+    return leaf in owner._parameters or leaf in owner._buffers
 
 
 def _state_slot(source, dotted: str):

@@ -6,9 +6,16 @@ that make relying on it sound on a later call.
     nn.Module         -> id + module state (training, hooks)
     function/module   -> id                                 other    -> type (attributes guarded on read)
 
-Values from libraries (Python modules, classes and functions of torch or the standard library)
-reached through a long attribute chain are not guarded: we assume libraries are not
-monkeypatched between calls.  Everything the *program* owns is guarded.
+Library values (Python modules, classes and functions of torch or the standard library) read
+as attributes of a library module or class (``G['torch'].nn.functional.relu``) or as globals of
+a library function are not guarded: we assume libraries are not monkeypatched between calls.
+The same value read from anything the *program* owns (an object's attribute, a module's
+``__dict__``, a container, a default argument, a closure cell, a root) is guarded, since the
+program may put another value there (``net.act = torch.tanh``).
+
+Objects guarded only by type (plain user objects) are recorded per type; ``aliasing_guards``
+then guards which of them are the same object, since the trace may have relied on it
+(``a is b``, ``a == b``, a store through one seen by a read through the other).
 """
 
 from __future__ import annotations
@@ -43,9 +50,26 @@ def _is_root(source) -> bool:
     return isinstance(source, (G.LocalSource, G.GlobalSource, G.BuiltinSource, G.ClosureSource))
 
 
+def _read_from_library(tx, source) -> bool:
+    """True when ``source`` reads an attribute of a library module or class, or a global of a
+    library function's module: the places the no-monkeypatching assumption covers."""
+    if isinstance(source, G.AttrSource):
+        owner = tx.output.wrapped_values.get(source.base_source, _MISSING)
+        return owner is not _MISSING and isinstance(owner, (type, types.ModuleType)) and is_library_value(owner)
+    if isinstance(source, G.ItemSource) and isinstance(source.base_source, G.NamespaceSource):
+        module = source.base_source.namespace.get("__name__")     # a global of a library module
+        return isinstance(module, str) and module.split(".")[0] in LIBRARY_PREFIXES
+    return False
+
+
+_MISSING = object()
+
+
 def wrap(tx, value, source) -> VariableTracker:
     """The VariableTracker for ``value`` read from ``source`` (None: made up, no guard)."""
     guard = tx.output.add_guard if source is not None else (lambda g: None)
+    if source is not None:
+        tx.output.wrapped_values.setdefault(source, value)
     if isinstance(value, torch.Tensor):
         if source is None:
             raise Unsupported("a tensor reached the trace without a way to re-read it (no source)")
@@ -93,12 +117,26 @@ def wrap(tx, value, source) -> VariableTracker:
         raise_if_unsupported_method(value)
         attr = (lambda name: G.AttrSource(source, name)) if source is not None else (lambda name: None)
         return UserMethodVariable(wrap(tx, value.__func__, attr("__func__")), wrap(tx, value.__self__, attr("__self__")))
-    if source is not None and (_is_root(source) or not is_library_value(value)):
+    if source is not None and (_is_root(source) or not is_library_value(value)
+                               or not _read_from_library(tx, source)):
         guard(G.id_match(source, value) if _identity_guarded(value) else G.type_match(source, value))
     vt = wrap_object(value, source)
     if source is not None and type(vt).__name__ == "UserObjectVariable":
         tx.output.side_effects.note_object(source, vt)     # for the aliasing check of attribute stores
+        tx.output.note_object_identity(source, value)      # which of them are one object: guarded
     return vt
+
+
+def class_of(tx, vt) -> VariableTracker:
+    """``type(obj)`` / ``obj.__class__``: read from the object (``obj.__class__``) when it is a
+    real object with a source, so reading the class's attributes is guarded."""
+    from .variables.objects import ClassVariable
+
+    value, source = getattr(vt, "value", _MISSING), getattr(vt, "source", None)
+    heap_type = value is not _MISSING and bool(type(value).__flags__ & (1 << 9))   # builtin types are immutable
+    if source is not None and heap_type and type(value) is vt.python_type():
+        return wrap(tx, type(value), G.AttrSource(source, "__class__"))
+    return ClassVariable(vt.python_type())
 
 
 def _is_plain_constant_tuple(value) -> bool:
@@ -185,6 +223,8 @@ def wrap_constant_result(value) -> VariableTracker:
         return ListVariable([wrap_constant_result(v) for v in value])
     if isinstance(value, dict):
         return DictVariable({k: wrap_constant_result(v) for k, v in value.items()}, type(value))
+    if type(value) is frozenset:
+        return ConstantVariable(value)               # immutable: stays a frozenset (fs | s is one)
     if isinstance(value, (set, frozenset)):
         from .variables.containers import SetVariable
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import operator
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 import torch.fx
@@ -23,8 +23,8 @@ from .output_graph import OutputGraph
 from .translator import InstructionTranslator
 from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable
-from .variables.containers import (BaseListVariable, DictVariable, ListVariable, NamedTupleVariable, SetVariable,
-                                   SizeVariable, SliceVariable, make_named_tuple)
+from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable,
+                                   NamedTupleVariable, SetVariable, SizeVariable, SliceVariable, make_named_tuple)
 from .variables.builtins import BuiltinVariable
 from .variables.functions import UserFunctionVariable
 from .variables.nn_module import NNModuleVariable
@@ -41,6 +41,10 @@ class Capture:
     guards: list
     frame: Any
     build_output: Callable
+    # Why the graph is not free to run twice: it changes a graph input in place or draws
+    # random numbers (None: only grad mode / autocast switches, restored on error).
+    graph_effects: Optional[str] = None
+    grad_enabled: bool = True          # grad mode at the frame's entry (guarded)
 
 
 def argument_names(code) -> tuple:
@@ -84,6 +88,8 @@ def _trace(func, args) -> Capture:
     output = OutputGraph(frame)
     output.add_guard(G.grad_mode_match())
     output.add_guard(G.autocast_match())
+    grad_enabled = torch.is_grad_enabled()
+    output.side_effects.position = lambda: len(output.graph.nodes)
     tx = InstructionTranslator(func, {}, output, G.GlobalSource)
     tx.locals = {name: wrap(tx, value, G.LocalSource(name)) for name, value in zip(names, args)}
     result = tx.run()
@@ -92,9 +98,86 @@ def _trace(func, args) -> Capture:
     template = templates.of(result)
     replays = templates.replays_of(output.side_effects)
     graph_module = output.finish(templates.nodes)
+    effects = graph_effects(graph_module.graph)
+    if effects is not None and replays:
+        _check_effect_order(graph_module.graph, output.side_effects.first_at, effects)
     reader = G.compile_reader(templates.reads, frame) if templates.reads else None
     return Capture(graph_module, list(output.example_inputs), list(output.input_sources), list(output.guards),
-                   frame, OutputBuilder(template, replays, reader))
+                   frame, OutputBuilder(template, replays, reader), effects, grad_enabled)
+
+
+# -- when the graph raises at run time ----------------------------------------------------------
+# The compiled code runs the whole graph first and replays the Python side effects after it.
+# If an op of the graph raises (an index out of range, a failing linalg op), eager Python would
+# have made exactly the effects that precede that op, and none after it.  The compiled code
+# (convert_frame.make_compiled_fn) then:
+#   - always puts back what the graph switched: autocast blocks it entered are left (innermost
+#     first) and grad mode is set to its value at the frame's entry, which is what the
+#     program's with-statements would restore (grad mode is only switched by with-blocks and
+#     decorators, which are balanced within the frame);
+#   - if the graph is free to run twice (``graph_effects`` is None: it changes no graph input
+#     in place and draws no random numbers), runs the original frame again, eagerly: Python
+#     itself raises the exception, with exactly its side effects and its message;
+#   - otherwise re-raises the graph's exception.  The graph's own in-place changes ran in
+#     program order up to the failing op, as eager's would; that is exact only if no Python side
+#     effect precedes an op of the graph, which ``_check_effect_order`` makes a condition of
+#     capturing such a frame.
+RANDOM_OPS = frozenset({
+    "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "bernoulli", "bernoulli_",
+    "multinomial", "normal", "normal_", "poisson", "uniform_", "random_", "exponential_", "geometric_", "cauchy_",
+    "log_normal_", "dropout", "dropout_", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "alpha_dropout_",
+    "feature_alpha_dropout", "feature_alpha_dropout_", "feature_dropout", "feature_dropout_", "native_dropout",
+    "rrelu", "rrelu_", "gumbel_softmax", "fractional_max_pool2d", "fractional_max_pool3d",
+})
+# kernels that update buffers passed to them (running statistics) when training
+STATS_UPDATING_OPS = ("batch_norm", "instance_norm")
+
+
+def _target_name(node) -> str:
+    if node.op == "call_method":
+        return str(node.target)
+    return getattr(node.target, "__name__", "") or str(node.target)
+
+
+def _switches_state(node) -> bool:
+    from .variables.ctx_managers import enter_autocast, exit_autocast
+
+    return node.op == "call_function" and node.target in (torch._C._set_grad_enabled, enter_autocast, exit_autocast)
+
+
+def graph_effects(graph: torch.fx.Graph) -> Optional[str]:
+    """None when running the graph changes nothing but its outputs (and grad mode / autocast,
+    which the compiled code restores); otherwise why it does."""
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            example = node.meta.get("example_value")
+            # the meta examples of inputs start at version 0; an in-place op on one (or on a
+            # view of it) bumps the shared version counter
+            if isinstance(example, torch.Tensor) and example._version != 0:
+                return f"it changes the graph input {node.name} in place"
+        elif node.op == "call_module":
+            return f"it calls the module {node.target}"
+        elif node.op in ("call_function", "call_method") and not _switches_state(node):
+            name = _target_name(node)
+            if name in RANDOM_OPS:
+                training = node.kwargs.get("training", node.args[2] if "dropout" in name and len(node.args) > 2 else True)
+                if not ("dropout" in name and training is False):
+                    return f"{name} draws random numbers"
+            if any(op in name for op in STATS_UPDATING_OPS) and (True in node.args or True in node.kwargs.values()):
+                return f"{name} updates running statistics in place"
+    return None
+
+
+def _check_effect_order(graph: torch.fx.Graph, first_at: Optional[int], effects: str) -> None:
+    """Refuse a frame whose graph cannot be run twice when a Python side effect precedes one of
+    its ops: if that op raised, the effects before it could not be reproduced."""
+    if first_at is None:
+        return
+    for node in list(graph.nodes)[first_at:]:
+        if node.op in ("call_function", "call_method", "call_module") and not _switches_state(node):
+            raise Unsupported(f"the frame changes Python state before the tensor op {_target_name(node)}, and its "
+                              f"graph cannot be re-run ({effects}): if that op raised at run time, eager's partial "
+                              "effects could not be reproduced")
 
 
 # -- the return value and the side effects -----------------------------------------------------
@@ -150,6 +233,8 @@ class Templates:
             return ("dict", vt.dict_type, [(k, self.of(v)) for k, v in vt.items.items()])
         if isinstance(vt, SetVariable):
             return ("set", list(vt.values))
+        if isinstance(vt, DictViewVariable):                 # d.keys(): a view of the real/rebuilt dict
+            return ("view", vt.kind, self.of(vt.dict_vt))
         if isinstance(vt, NNModuleVariable) and vt.source is not None:
             return ("const", vt.value)                       # id-guarded: the very same module
         if isinstance(vt, (SliceVariable, TorchFunctionVariable, BuiltinVariable, ClassVariable, UserFunctionVariable)):
@@ -245,6 +330,8 @@ def _build(template, outputs, real=(), made=None):
         return make_named_tuple(template[1], [_build(t, outputs, real, made) for t in template[2]])
     if kind == "set":
         return set(template[1])
+    if kind == "view":
+        return getattr(_build(template[2], outputs, real, made), template[1])()
     if kind == "dict":
         return template[1]((k, _build(t, outputs, real, made)) for k, t in template[2])
     return kind(_build(t, outputs, real, made) for t in template[1])

@@ -7,12 +7,17 @@
 
 from __future__ import annotations
 
+import functools
 import operator
+import types
 
 from ..exc import Unsupported
 from .variables.base import VariableTracker, maybe_constant
 from .variables.constant import ConstantVariable
-from .variables.containers import BaseListVariable, ListVariable, TupleVariable
+from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable, SetVariable,
+                                   TupleVariable, _real_operand)
+from .variables.nn_module import NNModuleVariable
+from .variables.objects import UserObjectVariable
 from .variables.tensor import TensorVariable
 
 _NO_CONSTANT = object()
@@ -35,6 +40,8 @@ def apply(tx, fn, args: list) -> VariableTracker:
         return ConstantVariable(not args[0].truth(tx))
     if fn is operator.truth:
         return ConstantVariable(args[0].truth(tx))
+    if any(isinstance(a, UserObjectVariable) for a in args):
+        return _user_op(tx, fn, args)        # the user's own dunders, as CPython would call them
     if any(isinstance(a, TensorVariable) for a in args):
         if fn in IN_PLACE_TO_PLAIN and not isinstance(args[0], TensorVariable):
             # ``n += t`` with n a number: numbers have no __iadd__, so Python computes n + t
@@ -42,8 +49,15 @@ def apply(tx, fn, args: list) -> VariableTracker:
                 raise Unsupported(f"{fn.__name__} of a {args[0].python_type().__name__} and a tensor")
             fn = IN_PLACE_TO_PLAIN[fn]
         return tx.output.call_op("call_function", fn, args, {})
+    if len(args) == 2:
+        result = _container_op(tx, fn, *args)     # before folding: lists, dicts, sets are mutable
+        if result is not None:
+            return result
+    if any(isinstance(a, NNModuleVariable) and _module_overrides(a, fn) for a in args):
+        raise Unsupported(f"{fn.__name__} on a module whose class defines it in Python")
     constants = [maybe_constant(a, _NO_CONSTANT) for a in args]
     if all(c is not _NO_CONSTANT for c in constants):
+        refuse_user_dunders(constants, fn.__name__)
         try:
             value = fn(*constants)
         except Exception as e:
@@ -58,8 +72,6 @@ def _sequence_op(tx, fn, args):
     plain = IN_PLACE_TO_PLAIN.get(fn, fn)
     if len(args) == 2:
         a, b = args
-        if isinstance(a, ListVariable) and fn is operator.iadd:
-            return a.method_iadd(tx, b)
         if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable) and plain is operator.add:
             if a.python_type() is not b.python_type() and not issubclass(a.python_type(), tuple) == issubclass(b.python_type(), tuple):
                 raise Unsupported(f"{a.python_type().__name__} + {b.python_type().__name__} (TypeError)")
@@ -68,6 +80,11 @@ def _sequence_op(tx, fn, args):
             return (ListVariable if isinstance(a, ListVariable) else TupleVariable)(a.items * b.as_python_constant())
         if plain is operator.mul and isinstance(b, BaseListVariable) and isinstance(maybe_constant(a), int):
             return _sequence_op(tx, fn, [b, a])
+        if plain in COMPARISONS and isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
+            return _compare_sequences(tx, plain, a, b)
+        if plain in (operator.eq, operator.ne) and isinstance(a, DictVariable) and isinstance(b, DictVariable):
+            same = _dicts_equal(tx, a, b)
+            return ConstantVariable(same if plain is operator.eq else not same)
         if plain in (operator.eq, operator.ne) and not _comparable(a, b):
             same = is_same(tx, a, b)
             return ConstantVariable(same if plain is operator.eq else not same)
@@ -105,7 +122,13 @@ def _identity(vt):
 
 
 def identical_or_equal(tx, a, b) -> bool:
-    """What ``list.index`` / ``in`` compare: identity first, then ``==`` of constants."""
+    """What ``list.index`` / ``in`` compare (PyObject_RichCompareBool): identity first, then
+    ``a == b`` (a user ``__eq__`` is inlined)."""
+    if isinstance(a, (UserObjectVariable, BaseListVariable, DictVariable)) or \
+            isinstance(b, (UserObjectVariable, BaseListVariable, DictVariable)):
+        if a is b or (_identity(a) is not _NO_CONSTANT and _identity(a) is _identity(b)):
+            return True
+        return apply(tx, operator.eq, [a, b]).truth(tx)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         if isinstance(a, TensorVariable) and isinstance(b, TensorVariable) and a.example is b.example:
             return True
@@ -114,12 +137,301 @@ def identical_or_equal(tx, a, b) -> bool:
         return False
     ca, cb = maybe_constant(a, _NO_CONSTANT), maybe_constant(b, _NO_CONSTANT)
     if ca is not _NO_CONSTANT and cb is not _NO_CONSTANT:
+        refuse_user_dunders([ca, cb], "==")
         return ca == cb
     return is_same(tx, a, b)
 
 
 def contains(tx, container, item) -> VariableTracker:
-    """``item in container`` (CONTAINS_OP, operator.contains)."""
+    """``item in container`` (CONTAINS_OP, operator.contains): always a bool, as in CPython."""
     if isinstance(container, TensorVariable):
         raise Unsupported("`in` on a tensor (data dependent)")
-    return container.call_method(tx, "__contains__", [item], {})
+    if isinstance(container, UserObjectVariable):
+        kind, method = special_method(tx, container, "__contains__")
+        if kind != "python":
+            raise Unsupported(f"`in` on a {container.python_type().__name__} without a Python __contains__")
+        return ConstantVariable(method.call_function(tx, [item], {}).truth(tx))
+    return ConstantVariable(container.call_method(tx, "__contains__", [item], {}).truth(tx))
+
+
+# -- mutable containers: in-place operators, dict | dict, views, comparisons -----------------
+COMPARISONS = (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge)
+SET_OPS = (operator.and_, operator.or_, operator.sub, operator.xor)
+
+
+def _container_op(tx, fn, a, b):
+    """Operators whose meaning depends on a container being mutable (``xs += ys`` changes xs
+    itself: every name for it, and the caller's list, see the change), and dict views.
+    None: not one of these (constant folding and the sequence rules apply)."""
+    if type(a) is ListVariable and fn is operator.iadd:
+        return a.method_iadd(tx, b)
+    if type(a) is ListVariable and fn is operator.imul:
+        return a.method_imul(tx, b)
+    if isinstance(a, DictVariable) and fn is operator.ior:
+        return a.method_ior(tx, b)
+    if isinstance(a, SetVariable) and fn in (operator.ior, operator.iand, operator.isub, operator.ixor):
+        result = a.inplace(tx, fn, b)
+        if result is not None:
+            return result
+        fn = IN_PLACE_TO_PLAIN[fn]
+    plain = IN_PLACE_TO_PLAIN.get(fn, fn)
+    if isinstance(a, DictVariable) and isinstance(b, DictVariable) and plain is operator.or_:
+        return a.method_or(tx, b)
+    if isinstance(a, DictViewVariable) or isinstance(b, DictViewVariable):
+        return _view_op(tx, plain, a, b)
+    return None
+
+
+def _view_op(tx, fn, a, b):
+    """A dict view in an operator: values views compare by identity only; keys/items views
+    are set-like and computed on real views with the same contents (CPython's own result)."""
+    values_view = [v for v in (a, b) if isinstance(v, DictViewVariable) and v.kind == "values"]
+    if values_view and fn in (operator.eq, operator.ne):
+        return ConstantVariable((a is b) == (fn is operator.eq))
+    if values_view:
+        raise Unsupported(f"{fn.__name__} on a dict values view (TypeError)")
+    if fn not in COMPARISONS + SET_OPS:
+        raise Unsupported(f"{fn.__name__} on a dict view")
+    if any(isinstance(v, TensorVariable) for v in (a, b)):
+        raise Unsupported("a dict view compared with a tensor")
+    try:
+        value = fn(_real_operand(tx, a), _real_operand(tx, b))
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise Unsupported(f"{fn.__name__} on a dict view raised {type(e).__name__}: {e}") from e
+    from .builder import wrap_constant_result
+
+    return wrap_constant_result(value)
+
+
+def _compare_sequences(tx, fn, a, b):
+    """list/tuple comparison item by item (items need not be constants), as CPython does."""
+    list_a, list_b = a.python_type() is list, b.python_type() is list
+    if list_a != list_b:
+        if fn in (operator.eq, operator.ne):
+            return ConstantVariable(fn is operator.ne)
+        raise Unsupported(f"{fn.__name__} between a list and a tuple (TypeError)")
+    xs, ys = list(a.items), list(b.items)
+    if fn in (operator.eq, operator.ne) and len(xs) != len(ys):
+        return ConstantVariable(fn is operator.ne)
+    for x, y in zip(xs, ys):
+        if not identical_or_equal(tx, x, y):
+            if fn in (operator.eq, operator.ne):
+                return ConstantVariable(fn is operator.ne)
+            return apply(tx, fn, [x, y])
+    return ConstantVariable(fn(len(xs), len(ys)))
+
+
+def _dicts_equal(tx, a, b) -> bool:
+    if len(a.items) != len(b.items):
+        return False
+    for key, value in list(a.items.items()):
+        if key not in b.items or not identical_or_equal(tx, value, b.items[key]):
+            return False
+    return True
+
+
+# -- user objects: their Python dunders, in CPython's order ----------------------------------
+NOT_OPERATOR_DUNDERS = {"__new__", "__init__", "__init_subclass__", "__class_getitem__", "__set_name__",
+                        "__getstate__", "__setstate__", "__reduce__", "__reduce_ex__", "__copy__", "__deepcopy__",
+                        "__dir__", "__post_init__", "__del__", "__getattr__", "__getattribute__", "__setattr__",
+                        "__delattr__", "__get__", "__set__", "__delete__", "__call__", "__subclasshook__"}
+
+
+@functools.lru_cache(maxsize=4096)
+def has_user_dunders(klass) -> bool:
+    """Whether ``klass`` (or a base outside the libraries) defines a special method in Python
+    that operators and builtins could run: ``__eq__``, ``__str__``, ``__hash__``, ...  A value of
+    such a type folded at trace time would run the user's code on real values: refused."""
+    from .builder import is_library_value
+
+    for base in klass.__mro__:
+        if base is object or is_library_value(base):
+            continue
+        for name, attr in base.__dict__.items():
+            if name.startswith("__") and name.endswith("__") and name not in NOT_OPERATOR_DUNDERS \
+                    and isinstance(attr, (types.FunctionType, classmethod, staticmethod)) \
+                    and not is_library_value(getattr(attr, "__func__", attr)):   # enum's own, copied in
+                return True
+    return False
+
+
+def refuse_user_dunders(values, what: str) -> None:
+    """Constants (an enum member, a class with a user metaclass) whose type runs Python code
+    for operators or builtins are not folded."""
+    for value in values:
+        if isinstance(value, (tuple, list, set, frozenset)):
+            refuse_user_dunders(value, what)
+        elif isinstance(value, dict):
+            refuse_user_dunders(value.values(), what)
+        if has_user_dunders(type(value)):
+            raise Unsupported(f"{what} of a {type(value).__name__}, whose class defines special methods in Python")
+
+
+def _module_overrides(vt, fn) -> bool:
+    names = [f"__{BINARY_DUNDERS[IN_PLACE_TO_PLAIN.get(fn, fn)]}__"] if IN_PLACE_TO_PLAIN.get(fn, fn) in BINARY_DUNDERS \
+        else list(REFLECTED_COMPARISON.get(fn, ())) + ([UNARY_DUNDERS[fn]] if fn in UNARY_DUNDERS else [])
+    klass = type(vt.value)
+    for name in names + [n.replace("__", "__r", 1) for n in names] + [n.replace("__", "__i", 1) for n in names]:
+        for base in klass.__mro__:
+            if name in base.__dict__:
+                if isinstance(base.__dict__[name], types.FunctionType):
+                    return True
+                break
+    return False
+
+BINARY_DUNDERS = {
+    operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "truediv",
+    operator.floordiv: "floordiv", operator.mod: "mod", operator.pow: "pow", operator.matmul: "matmul",
+    operator.and_: "and", operator.or_: "or", operator.xor: "xor", operator.lshift: "lshift",
+    operator.rshift: "rshift",
+}
+REFLECTED_COMPARISON = {operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__"),
+                        operator.lt: ("__lt__", "__gt__"), operator.le: ("__le__", "__ge__"),
+                        operator.gt: ("__gt__", "__lt__"), operator.ge: ("__ge__", "__le__")}
+UNARY_DUNDERS = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__",
+                 operator.abs: "__abs__"}
+_NOT_IMPLEMENTED = object()
+
+
+def special_method(tx, vt, name):
+    """How ``type(obj).name`` resolves for a user object: ("python", bound method tracker),
+    ("object", None) for object's own default, ("absent", None), or ("c", None) for any other
+    C implementation (which we cannot run symbolically)."""
+    import types
+
+    from .variables.objects import lookup_class_attribute
+
+    import guards as G
+
+    klass = type(vt.value)
+    for base in klass.__mro__:
+        if name in base.__dict__:
+            attr = base.__dict__[name]
+            if isinstance(attr, types.FunctionType):      # guarded by identity where it is read
+                return "python", lookup_class_attribute(tx, klass, name, vt, vt.source)
+            if base is object:                            # a later class-level definition recompiles
+                if vt.source is not None:
+                    tx.output.add_guard(G.id_match(G.AttrSource(G.AttrSource(vt.source, "__class__"), name), attr))
+                return "object", None
+            return "c", None
+    if vt.source is not None:
+        tx.output.add_guard(G.absent_match(vt.source, vt.value, name))
+    return "absent", None
+
+
+def user_truth(tx, vt) -> bool:
+    """``bool(obj)``: a Python ``__bool__``, else a Python ``__len__``, else True."""
+    for name in ("__bool__", "__len__"):
+        kind, method = special_method(tx, vt, name)
+        if kind == "python":
+            result = maybe_constant(method.call_function(tx, [], {}), _NO_CONSTANT)
+            if name == "__bool__" and type(result) is bool:
+                return result
+            if name == "__len__" and type(result) is int and result >= 0:
+                return result != 0
+            raise Unsupported(f"{name} of a {type(vt.value).__name__} returned {result!r}")
+        if kind == "c":
+            raise Unsupported(f"truth value of a {type(vt.value).__name__} object ({name} in C)")
+    return True
+
+
+def _is_not_implemented(vt) -> bool:
+    return isinstance(vt, ConstantVariable) and vt.value is NotImplemented
+
+
+def _same_object(a, b) -> bool:
+    if a is b:
+        return True
+    va, vb = _identity(a), _identity(b)
+    return va is not _NO_CONSTANT and va is vb
+
+
+def _other_side(tx, x, name, y):
+    """``x.name(y)`` where x is not a user object: what a builtin type does with a user
+    object on the other side.  Only cases known to be NotImplemented are answered."""
+    if isinstance(x, TensorVariable):
+        raise Unsupported(f"a tensor and a user object in {name}")
+    value = getattr(x, "value", None) if isinstance(x, ConstantVariable) else None
+    import types
+
+    if value is not None and isinstance(getattr(type(value), name, None), types.FunctionType):
+        raise Unsupported(f"{type(value).__name__}.{name} is Python code on a constant")
+    if name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
+        return _NOT_IMPLEMENTED
+    sequence = isinstance(x, BaseListVariable) or isinstance(value, (str, bytes))
+    if sequence and name.strip("_").lstrip("ri") in ("mul", "mod"):      # repetition (__index__), formatting
+        raise Unsupported(f"{name} of a {x.python_type().__name__} with a user object")
+    if isinstance(x, (ConstantVariable, BaseListVariable, DictVariable, SetVariable)):
+        return _NOT_IMPLEMENTED
+    raise Unsupported(f"{name} of {x} with a user object")
+
+
+def _call_side(tx, x, name, y):
+    """``type(x).name(x, y)``: a tracker, or _NOT_IMPLEMENTED."""
+    if not isinstance(x, UserObjectVariable):
+        return _other_side(tx, x, name, y)
+    kind, method = special_method(tx, x, name)
+    if kind == "python":
+        result = method.call_function(tx, [y], {})
+        return _NOT_IMPLEMENTED if _is_not_implemented(result) else result
+    if kind == "absent":
+        return _NOT_IMPLEMENTED
+    if kind == "object":
+        if name == "__eq__":
+            return ConstantVariable(True) if _same_object(x, y) else _NOT_IMPLEMENTED
+        if name == "__ne__":                       # object.__ne__ inverts type(x).__eq__
+            eq = _call_side(tx, x, "__eq__", y)
+            return eq if eq is _NOT_IMPLEMENTED else ConstantVariable(not eq.truth(tx))
+        return _NOT_IMPLEMENTED
+    raise Unsupported(f"{type(x.value).__name__}.{name} is implemented in C")
+
+
+def _user_op(tx, fn, args):
+    """An operator with a user object among its operands: the user's Python dunders are
+    inlined in CPython's dispatch order; anything else is refused, never defaulted."""
+    if len(args) == 1:
+        (a,) = args
+        name = UNARY_DUNDERS.get(fn)
+        kind, method = special_method(tx, a, name) if name else ("c", None)
+        if kind != "python":
+            raise Unsupported(f"{fn.__name__} of a {type(a.value).__name__} object")
+        return method.call_function(tx, [], {})
+    a, b = args
+    ta, tb = a.python_type(), b.python_type()
+    if fn in REFLECTED_COMPARISON:
+        name, reflected = REFLECTED_COMPARISON[fn]
+        order = [(a, name, b), (b, reflected, a)]
+        if tb is not ta and issubclass(tb, ta):
+            order.reverse()
+        for x, method_name, y in order:
+            result = _call_side(tx, x, method_name, y)
+            if result is not _NOT_IMPLEMENTED:
+                return result
+        if fn in (operator.eq, operator.ne):
+            return ConstantVariable(_same_object(a, b) == (fn is operator.eq))
+        raise Unsupported(f"{fn.__name__} not supported between {ta.__name__} and {tb.__name__} (TypeError)")
+    if fn in IN_PLACE_TO_PLAIN:
+        plain = IN_PLACE_TO_PLAIN[fn]
+        if isinstance(a, UserObjectVariable):
+            result = _call_side(tx, a, f"__i{BINARY_DUNDERS[plain]}__", b)
+            if result is not _NOT_IMPLEMENTED:
+                return result
+        elif not isinstance(a, (ConstantVariable, TupleVariable)):
+            raise Unsupported(f"{fn.__name__} of a {ta.__name__} with a user object")
+        fn = plain
+    if fn not in BINARY_DUNDERS:
+        raise Unsupported(f"{fn.__name__} with a user object")
+    base = BINARY_DUNDERS[fn]
+    order = [(a, f"__{base}__", b)]
+    if tb is not ta:
+        order.append((b, f"__r{base}__", a))
+        if issubclass(tb, ta) and isinstance(b, UserObjectVariable) and \
+                special_method(tx, b, f"__r{base}__")[0] == "python":
+            order.reverse()
+    for x, method_name, y in order:
+        result = _call_side(tx, x, method_name, y)
+        if result is not _NOT_IMPLEMENTED:
+            return result
+    raise Unsupported(f"unsupported operand types for {fn.__name__}: {ta.__name__} and {tb.__name__} (TypeError)")

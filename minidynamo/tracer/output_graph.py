@@ -26,10 +26,59 @@ class OutputGraph:
         self.input_variables: dict = {}     # source -> TensorVariable (one placeholder per source)
         self._names: set = set()
         self.side_effects = SideEffects()
+        self.wrapped_values: dict = {}      # source -> the real value wrapped from it (first read)
+        self.real_inputs: dict = {}         # source -> the real tensor behind each graph input
+        self._objects_by_type: dict = {}    # type -> {source: object} of type-guarded objects read
+        self.metadata_mutated: set = set()  # input sources whose metadata an in-place op changes
+        self.reads_storage_offset = False   # the trace read some tensor's storage_offset()
+        import guards
+
+        # Factories without dtype=, int -> float promotion and meta example values all use the
+        # default dtype: every entry checks it (one C call, next to the grad mode).
+        self.add_guard(guards.default_dtype_match())
 
     # -- guards --------------------------------------------------------------------------
     def add_guard(self, guard) -> None:
         self.guards.append(guard)
+
+    def note_object_identity(self, source, value) -> None:
+        """A plain object guarded only by its type: which objects of that type are one object
+        is guarded at the end (``identity_guards``)."""
+        self._objects_by_type.setdefault(type(value), {}).setdefault(source, value)
+
+    def note_metadata_mutation(self, source) -> None:
+        """An in-place op changes the metadata (shape, strides, requires_grad) of the input read
+        from ``source``: every other tensor input must be another tensor, or the trace read stale
+        metadata from its own example.  Guarded at the end; refused when it is the same now."""
+        from ..exc import Unsupported
+
+        tensor = self.real_inputs[source]
+        for other, real in self.real_inputs.items():
+            if other != source and real is tensor:
+                raise Unsupported(f"{source.name()} changes its metadata in place and is also read as "
+                                  f"{other.name()} (the same tensor)")
+        self.metadata_mutated.add(source)
+
+    def identity_guards(self) -> list:
+        """``a is b`` / ``a is not b`` between the sources of type-guarded objects of one type
+        (the trace may have compared them, or stored through one and read through another),
+        and between a tensor input whose metadata the graph changes in place and every other
+        tensor input (the trace read the others' metadata from their own examples)."""
+        import guards
+
+        result = []
+        for objects in self._objects_by_type.values():
+            result += _partition_guards(list(objects.items()))
+        for source in self.input_sources:
+            if source in self.metadata_mutated:
+                others = [(other, False) for other in self.input_sources if other != source]
+                if others:
+                    result.append(guards.alias_match(source, tuple(others)))
+        if self.reads_storage_offset:
+            for source in self.input_sources:
+                offset_source = guards.CallSource(source, "storage_offset")
+                result.append(guards.equals_match(offset_source, self.real_inputs[source].storage_offset()))
+        return result
 
     # -- inputs --------------------------------------------------------------------------
     def add_input(self, source, tensor: torch.Tensor):
@@ -40,13 +89,14 @@ class OutputGraph:
         existing = self.input_variables.get(source)
         if existing is not None:
             return existing
+        self.real_inputs[source] = tensor
         self.add_guard(guards.tensor_match(source, tensor))
         node = self.graph.placeholder(self._fresh_name(source.name()))
         # placeholders must come first: move the new one after the last placeholder
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder" and n is not node]
         if placeholders:
             placeholders[-1].append(node)
-        example = to_meta(tensor)
+        example = _meta_like(tensor)
         variable = TensorVariable(node, example, tensor.device, source=source, python_class=type(tensor))
         node.meta["example_value"] = example
         self.input_variables[source] = variable
@@ -88,7 +138,12 @@ class OutputGraph:
         if "device" in example_kwargs or (not devices and _accepts_device(target)):
             example_kwargs["device"] = "meta"                       # examples always live on meta
         if not devices:
-            device = device or torch.get_default_device()
+            if device is None:            # a factory without device=: the default device decides
+                import guards
+
+                guard = guards.torch_state_match("get_default_device")
+                self.add_guard(guard)
+                device = guard.obj
         example = run_on_meta(fn, example_args, example_kwargs)
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
         return wrap_op_result(self, node, example, device)
@@ -98,9 +153,46 @@ class OutputGraph:
 
     # -- the end -------------------------------------------------------------------------
     def finish(self, output_nodes: list) -> torch.fx.GraphModule:
+        for guard in self.identity_guards():
+            self.add_guard(guard)
         self.graph.output(tuple(output_nodes))
         self.graph.lint()
         return torch.fx.GraphModule(torch.nn.Module(), self.graph)
+
+
+def _partition_guards(items: list) -> list:
+    """Guards that ``items`` ((source, object) pairs) split into the same groups of identical
+    objects: each source is the first of its group, or is that first one."""
+    import guards
+
+    result, firsts = [], []
+    for source, value in items:
+        first = next((s for s, v in firsts if v is value), None)
+        if first is not None:
+            result.append(guards.alias_match(source, ((first, True),)))
+        else:
+            firsts.append((source, value))
+    if len(firsts) == 2:
+        result.append(guards.alias_match(firsts[1][0], ((firsts[0][0], False),)))
+    elif len(firsts) > 2:
+        result.append(guards.distinct_match(tuple(s for s, _ in firsts)))
+    return result
+
+
+def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
+    """The meta example of an input: its metadata, including a view's storage offset (views of
+    it then report the offsets the real ones have)."""
+    example = to_meta(tensor)
+    offset = tensor.storage_offset()
+    if offset == 0:
+        return example
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride())) \
+        if all(size > 0 for size in tensor.shape) else 0
+    base = torch.empty(offset + extent, dtype=tensor.dtype, device="meta")
+    example = base.as_strided(tensor.size(), tensor.stride(), offset)
+    if tensor.requires_grad:
+        example = example.detach().requires_grad_(True)
+    return example
 
 
 _DEVICE_FACTORIES = {

@@ -14,6 +14,11 @@ Aliasing: two sources naming the same list would make the trace wrong if only on
 known to change.  The guards cannot express "these two are distinct objects", so a trace that
 mutates a caller's container while it also reads another one of the caller's lists or dicts
 is refused.
+
+Program order.  The replay happens after the whole graph ran.  If the graph raises at run time
+(an index out of range), eager Python would have made exactly the side effects that precede
+the raising op.  ``first_at`` (graph nodes recorded before the first side effect) lets the
+capture decide whether that can be reproduced (see ``capture.graph_effects``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,12 @@ class SideEffects:
         self.global_stores: dict = {}      # name -> VT assigned
         self.objects_read: dict = {}       # source -> VT of every plain user object read
         self.objects_assigned: dict = {}   # source -> VT of each plain object an attribute was stored on
+        self.position = None               # () -> graph nodes so far (set by the capture)
+        self.first_at = None               # position of the first side effect, if any
+
+    def _note_position(self):
+        if self.first_at is None and self.position is not None:
+            self.first_at = self.position()
 
     # -- containers -----------------------------------------------------------------------
     def cached_container(self, source):
@@ -38,6 +49,7 @@ class SideEffects:
         self.containers_read[source] = vt
 
     def note_mutated_container(self, vt, what: str):
+        self._note_position()
         self.mutated[vt.source] = vt
 
     def note_object(self, source, vt):
@@ -49,6 +61,7 @@ class SideEffects:
         (modules are identity-guarded; plain objects are checked by ``check_aliasing``)."""
         if obj_vt.source is None:
             raise Unsupported(f"assignment to attribute {name!r} of an object made during the trace")
+        self._note_position()
         self.attribute_stores[(id(obj_vt.value), name)] = (obj_vt.source, value_vt)
         if obj_vt.source in self.objects_read:
             self.objects_assigned[obj_vt.source] = obj_vt
@@ -61,6 +74,7 @@ class SideEffects:
         return any(key[0] == id(obj_vt.value) for key in self.attribute_stores)
 
     def store_global(self, name: str, value_vt):
+        self._note_position()
         self.global_stores[name] = value_vt
 
     def stored_global(self, name: str):

@@ -26,8 +26,7 @@ from . import operators, try_blocks
 from .builder import is_library_value, wrap
 from .variables.base import NullVariable, VariableTracker
 from .variables.constant import ConstantVariable
-from .variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
-                                   SliceVariable, TupleVariable)
+from .variables.containers import DictVariable, ListVariable, SetVariable, SliceVariable, TupleVariable
 from .variables.functions import CO_GENERATOR, CO_GENERATOR_LIKE, BaseFunctionVariable, CellVariable, NestedFunctionVariable
 from .variables.generators import GeneratorExpressionVariable
 from .variables.tensor import TensorVariable
@@ -415,6 +414,7 @@ class InstructionTranslatorBase:
         if isinstance(value, TensorVariable):
             raise Unsupported("formatting a tensor into a string needs its data")
         value = value.as_python_constant()
+        operators.refuse_user_dunders([value], "formatting")     # a Python __str__/__format__
         value = {0: value, 1: str(value), 2: repr(value), 3: ascii(value)}[inst.arg & 0x03]
         self.push(ConstantVariable(format(value, spec)))
 
@@ -460,11 +460,14 @@ class InstructionTranslatorBase:
             self.pop()
 
     def GET_ITER(self, inst):
-        obj = self.pop()
-        self.push(obj if isinstance(obj, IteratorVariable) else IteratorVariable(obj.unpack(self)))
+        from .variables.iterators import make_iterator
+
+        self.push(make_iterator(self, self.pop()))      # lazy and live: see variables/iterators.py
 
     def FOR_ITER(self, inst):
-        item = self.stack[-1].next_item()
+        if not hasattr(self.stack[-1], "next_item"):
+            raise Unsupported(f"a for loop over {self.stack[-1]}")
+        item = self.stack[-1].next_item(self)
         if item is None:
             self.pop()
             self.jump(inst)

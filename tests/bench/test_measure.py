@@ -71,3 +71,26 @@ def test_progress_ticks_once_per_warmup_and_timed_iteration():
     measure({"base": Recorder("base", [])}, "base", steps, iterations=3, warmup=2,
             on_iteration=lambda: ticks.append(1))
     assert len(ticks) == 5
+
+
+def test_every_call_gets_fresh_input_tensors_with_the_same_values():
+    """No peer may recognise an input it has copied before: each call gets new tensors."""
+    seen = []
+
+    def record(inputs):
+        seen.append((id(inputs[0]), inputs[0].untyped_storage().data_ptr(), inputs[0].clone()))
+        return inputs[0] * 2
+
+    fixed = (torch.arange(4.0),)
+    keep = []  # keep every input alive, so ids and addresses cannot be reused
+
+    def remember(inputs):
+        keep.append(inputs)
+        return record(inputs)
+
+    measure({"base": Recorder("base", [], remember), "other": Recorder("other", [], remember)},
+            "base", lambda step: fixed, iterations=3, warmup=1)
+    assert len(seen) == 2 * (1 + 1 + 3)
+    assert len({s[0] for s in seen}) == len(seen) and len({s[1] for s in seen}) == len(seen)
+    assert all(torch.equal(s[2], fixed[0]) for s in seen)
+    assert all(t is not fixed[0] for (t,) in keep)

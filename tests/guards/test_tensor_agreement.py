@@ -97,6 +97,8 @@ TENSORS = {
 # Only ever candidates: tensor_match refuses to describe them, or they are not tensors.
 OTHERS = {
     "sparse": lambda: torch.ones(2, 3).to_sparse(),
+    "mkldnn (is_contiguous() says True)": lambda: torch.ones(2, 3).to_mkldnn(),
+    "mkldnn [3, 2]": lambda: torch.ones(3, 2).to_mkldnn(),
     "None": lambda: None,
     "int": lambda: 3,
     "list": lambda: [2, 3],

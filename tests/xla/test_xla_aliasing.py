@@ -82,7 +82,7 @@ def test_one_tensor_in_two_positions_gets_one_device_copy():
 
     w = torch.randn(4)
     compiled = compile_with("torchxla_trace_once", add, [w, w])
-    w.add_(1)                                            # both slots are stale: one transfer
+    w.add_(1)                                            # one copy for both positions
     transfers = xla_metric_samples("TransferToDeviceTime")
     assert_same(compiled(w, w), w + w)
     assert xla_metric_samples("TransferToDeviceTime") - transfers == 1

@@ -15,9 +15,11 @@ import torch
 from ...exc import Unsupported
 from .base import AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
-from .containers import (DictVariable, IteratorVariable, ListVariable, SliceVariable,
+from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
 from .generators import GeneratorExpressionVariable
+from .iterators import (EnumerateVariable, FilterVariable, MapVariable, ZipVariable, make_iterator,
+                        make_reversed)
 
 _NO = object()
 
@@ -36,6 +38,9 @@ def _fold(fn, args, kwargs):
     constants = _constants(args, kwargs)
     if constants is None:
         raise Unsupported(f"{describe(fn)} on non-constant arguments {args}")
+    from ..operators import refuse_user_dunders
+
+    refuse_user_dunders([*constants[0], *constants[1].values()], describe(fn))   # str(enum with a __str__)
     try:
         return wrap_constant_result(fn(*constants[0], **constants[1]))
     except Unsupported:
@@ -46,12 +51,59 @@ def _fold(fn, args, kwargs):
 
 # -- handlers: (tx, *args, **kwargs) -> VariableTracker ------------------------------------
 def _len(tx, obj):
+    from .objects import UserObjectVariable
+
+    if isinstance(obj, UserObjectVariable):
+        from ..operators import special_method
+
+        kind, method = special_method(tx, obj, "__len__")
+        if kind != "python":
+            raise Unsupported(f"len() of a {type(obj.value).__name__} without a Python __len__")
+        result = maybe_constant(method.call_function(tx, [], {}), _NO)
+        if type(result) is not int or result < 0:
+            raise Unsupported(f"__len__ returned {result!r} (TypeError/ValueError)")
+        return ConstantVariable(result)
     return obj.call_method(tx, "__len__", [], {})
+
+
+def _user_class_check(kinds, name: str):
+    """isinstance/issubclass consult ``type(cls).__instancecheck__``/``__subclasscheck__``: one
+    written in Python (a user metaclass) would run user code on real values: refused.  ABCMeta
+    (C, library) and type's own are answered by the real check."""
+    import types
+
+    for k in kinds if isinstance(kinds, tuple) else (kinds,):
+        if isinstance(k, tuple):
+            _user_class_check(k, name)
+            continue
+        for base in type(k).__mro__:
+            if name in base.__dict__:
+                if isinstance(base.__dict__[name], types.FunctionType) and not _is_library_class(base):
+                    raise Unsupported(f"{name} of metaclass {type(k).__name__} (user code)")
+                break
+        hook = getattr(k, "__subclasshook__", None)     # ABCMeta consults it
+        hook = getattr(hook, "__func__", None)
+        if isinstance(k, type) and isinstance(hook, types.FunctionType) and not _is_library_class(
+                next((b for b in k.__mro__ if "__subclasshook__" in b.__dict__), object)):
+            raise Unsupported(f"{name} through {k.__name__}.__subclasshook__ (user code)")
+
+
+def _is_library_class(klass) -> bool:
+    from ..builder import is_library_value
+
+    return is_library_value(klass)
 
 
 def _isinstance(tx, obj, classes):
     kinds = classes.as_python_constant()
+    _user_class_check(kinds, "__instancecheck__")
     return ConstantVariable(isinstance_of(obj, kinds))
+
+
+def _issubclass(tx, cls, classes):
+    kinds = classes.as_python_constant()
+    _user_class_check(kinds, "__subclasscheck__")
+    return _fold(issubclass, [cls, classes], {})
 
 
 def isinstance_of(obj, kinds) -> bool:
@@ -90,16 +142,21 @@ def _hasattr(tx, obj, name):
         return ConstantVariable(False)
 
 
-def _iter_items(tx, vt):
-    return vt.unpack(tx)
+def _iterator(tx, vt):
+    """``iter(vt)`` for a builtin that pulls items one at a time (generator expressions too)."""
+    if isinstance(vt, GeneratorExpressionVariable):
+        return vt
+    return make_iterator(tx, vt)
 
 
 def _consumed_items(tx, vt):
-    """The items of an iterable a builtin consumes whole (``tuple(it)``): a generator
-    expression runs to its end here, in CPython's order (see generators.py)."""
+    """The items of an iterable a builtin consumes whole (``tuple(it)``), pulled one by one:
+    a generator expression or a ``map`` runs to its end here, in CPython's order."""
     if isinstance(vt, GeneratorExpressionVariable):
         return vt.consume(tx)
-    return vt.unpack(tx)
+    if isinstance(vt, BaseListVariable):
+        return list(vt.items)
+    return make_iterator(tx, vt).unpack(tx)
 
 
 def _range(tx, *args):
@@ -108,29 +165,32 @@ def _range(tx, *args):
 
 def _enumerate(tx, iterable, start=None):
     first = start.as_python_constant() if start is not None else 0
-    return IteratorVariable([TupleVariable([ConstantVariable(first + i), v])
-                             for i, v in enumerate(_iter_items(tx, iterable))])
+    if type(first) is not int:
+        raise Unsupported(f"enumerate() start {first!r}")
+    return EnumerateVariable(make_iterator(tx, iterable), first)
 
 
 def _zip(tx, *iterables, strict=None):
-    columns = [_iter_items(tx, it) for it in iterables]
-    return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
+    strict_value = maybe_constant(strict, _NO) if strict is not None else False
+    if strict_value is _NO:
+        raise Unsupported("zip(strict=...) not a constant")
+    return ZipVariable([make_iterator(tx, it) for it in iterables], bool(strict_value))
 
 
 def _reversed(tx, seq):
-    return IteratorVariable(list(reversed(_iter_items(tx, seq))))
+    return make_reversed(tx, seq)
 
 
-def _iter(tx, obj):
-    if isinstance(obj, IteratorVariable):
-        return obj
-    return IteratorVariable(_iter_items(tx, obj))
+def _iter(tx, obj, *sentinel):
+    if sentinel:
+        raise Unsupported("iter(callable, sentinel)")
+    return make_iterator(tx, obj)
 
 
 def _next(tx, it, default=None):
     if not isinstance(it, IteratorVariable):
         raise Unsupported(f"next() of {it}")
-    item = it.next_item()
+    item = it.next_item(tx)
     if item is None:
         if default is None:
             raise Unsupported("next() of an exhausted iterator (StopIteration)")
@@ -155,13 +215,34 @@ def _dict(tx, arg=None, **kwargs):
 
 
 def _minmax(fn):
-    def handler(tx, *args, **kwargs):
+    """``min``/``max``: CPython's loop, symbolically.  ``key`` is a tracker called (inlined)
+    once per item in order -- never the real function on real values -- and each candidate is
+    compared with the best so far by ``<`` (min) / ``>`` (max), like builtin_min_max."""
+    compare = operator.lt if fn is min else operator.gt
+
+    def handler(tx, *args, key=None, default=_NO):
+        from ..operators import apply
         from .tensor import TensorVariable
 
+        if not args:
+            raise Unsupported(f"{fn.__name__}() with no arguments (TypeError)")
+        if len(args) > 1 and default is not _NO:
+            raise Unsupported(f"{fn.__name__}() with several arguments and a default (TypeError)")
         items = _consumed_items(tx, args[0]) if len(args) == 1 else list(args)
-        if any(isinstance(i, TensorVariable) for i in items):
-            raise Unsupported(f"{fn.__name__}() over tensors compares their data")
-        return _fold(fn, [TupleVariable(items)], kwargs)
+        if key is not None and maybe_constant(key, _NO) is None:
+            key = None
+        best = best_key = None
+        for item in items:
+            value = key.call_function(tx, [item], {}) if key is not None else item
+            if isinstance(value, TensorVariable):
+                raise Unsupported(f"{fn.__name__}() over tensors compares their data")
+            if best is None or apply(tx, compare, [value, best_key]).truth(tx):
+                best, best_key = item, value
+        if best is None:
+            if default is _NO:
+                raise Unsupported(f"{fn.__name__}() of an empty iterable (ValueError)")
+            return default
+        return best
     return handler
 
 
@@ -188,12 +269,11 @@ def _all_any(fn):
     stops_on = fn is any
 
     def handler(tx, iterable):
-        if isinstance(iterable, GeneratorExpressionVariable):
-            while (item := iterable.next_item(tx)) is not None:
-                if bool(item.truth(tx)) is stops_on:
-                    return ConstantVariable(stops_on)
-            return ConstantVariable(not stops_on)
-        return ConstantVariable(fn(i.truth(tx) for i in _iter_items(tx, iterable)))
+        iterator = _iterator(tx, iterable)
+        while (item := iterator.next_item(tx)) is not None:
+            if bool(item.truth(tx)) is stops_on:
+                return ConstantVariable(stops_on)
+        return ConstantVariable(not stops_on)
     return handler
 
 
@@ -227,9 +307,9 @@ def _slice(tx, *args):
 
 
 def _type(tx, obj):
-    from .objects import ClassVariable
+    from ..builder import class_of
 
-    return ClassVariable(obj.python_type())
+    return class_of(tx, obj)      # read as obj.__class__ when obj is real: its attributes are guarded
 
 
 def _scalar_cast(fn):
@@ -240,6 +320,13 @@ def _scalar_cast(fn):
             raise Unsupported(f"{fn.__name__}() of a tensor needs its data")
         return _fold(fn, args, kwargs)
     return handler
+
+
+def _bool(tx, *args, **kwargs):
+    """``bool(x)``: the truth of x (a user ``__bool__``/``__len__`` is inlined)."""
+    if kwargs or len(args) > 1:
+        raise Unsupported("bool() with several arguments (TypeError)")
+    return ConstantVariable(args[0].truth(tx) if args else False)
 
 
 def _print(tx, *args, **kwargs):
@@ -276,16 +363,14 @@ def _set(tx, iterable=None):
 
 
 def _map(tx, fn, *iterables):
-    """``map(fn, xs)``: applied now, item by item (fn runs symbolically, so order is kept)."""
-    columns = [_iter_items(tx, it) for it in iterables]
-    return IteratorVariable([fn.call_function(tx, list(row), {}) for row in zip(*columns)])
+    """``map(fn, xs)``: lazy; fn runs symbolically (inlined) when an item is pulled."""
+    if not iterables:
+        raise Unsupported("map() must have at least two arguments (TypeError)")
+    return MapVariable(fn, [make_iterator(tx, it) for it in iterables])
 
 
 def _filter(tx, fn, iterable):
-    items = _iter_items(tx, iterable)
-    if maybe_constant(fn, _NO) is None:
-        return IteratorVariable([i for i in items if i.truth(tx)])
-    return IteratorVariable([i for i in items if fn.call_function(tx, [i], {}).truth(tx)])
+    return FilterVariable(fn, make_iterator(tx, iterable))
 
 
 class GetterVariable(VariableTracker):
@@ -318,10 +403,10 @@ BUILTIN_HANDLERS = {
     enumerate: _enumerate, zip: _zip, reversed: _reversed, iter: _iter, next: _next, tuple: _tuple,
     list: _list, dict: _dict, min: _minmax(min), max: _minmax(max), abs: _abs, sum: _sum,
     all: _all_any(all), any: _all_any(any), callable: _callable, slice: _slice, type: _type,
-    int: _scalar_cast(int), float: _scalar_cast(float), bool: _scalar_cast(bool), str: _scalar_cast(str),
+    int: _scalar_cast(int), float: _scalar_cast(float), bool: _bool, str: _scalar_cast(str),
     round: _scalar_cast(round), divmod: _scalar_cast(divmod), pow: _operator(operator.pow),
     print: _print, super: _super, setattr: _setattr, operator.getitem: _getitem,
-    issubclass: _scalar_cast(issubclass), repr: _scalar_cast(repr), hash: _scalar_cast(hash),
+    issubclass: _issubclass, repr: _scalar_cast(repr), hash: _scalar_cast(hash),
     sorted: lambda tx, it, key=None, reverse=None: _sorted(tx, it, key, reverse),
     set: _set, map: _map, filter: _filter,
     operator.itemgetter: lambda tx, *keys: GetterVariable("item", list(keys)),

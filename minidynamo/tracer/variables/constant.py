@@ -76,9 +76,15 @@ class ConstantMethodVariable(VariableTracker):
         # ``",".join(str(d) for d in shape)``: these C methods consume an iterable whole (others,
         # like str.format, would only see the generator object: those stay refused)
         if type(self.owner.value) in (str, bytes) and self.name == "join" or isinstance(self.owner.value, frozenset):
-            args = [_tuple_of(tx, a) if isinstance(a, GeneratorExpressionVariable) else a for a in args]
+            from .containers import DictViewVariable, IteratorVariable
+
+            args = [_tuple_of(tx, a) if isinstance(a, (GeneratorExpressionVariable, IteratorVariable, DictViewVariable))
+                    else a for a in args]
         values = [a.as_python_constant() for a in args]
         kw = {k: v.as_python_constant() for k, v in kwargs.items()}
+        from ..operators import refuse_user_dunders
+
+        refuse_user_dunders([*values, *kw.values()], f"{type(self.owner.value).__name__}.{self.name}")
         try:
             result = getattr(self.owner.value, self.name)(*values, **kw)
         except Exception as e:
@@ -89,7 +95,9 @@ class ConstantMethodVariable(VariableTracker):
 
 
 def _tuple_of(tx, generator):
-    """A generator expression's items, as a tuple."""
+    """A generator expression's (or an iterator's, a view's) items, as a tuple."""
     from .containers import TupleVariable
 
-    return TupleVariable(generator.consume(tx))
+    if hasattr(generator, "consume"):
+        return TupleVariable(generator.consume(tx))
+    return TupleVariable(generator.unpack(tx))

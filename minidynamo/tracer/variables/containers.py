@@ -14,6 +14,9 @@ from .base import AttributeMissing, BoundMethodVariable, VariableTracker, maybe_
 from .constant import ConstantVariable
 
 
+MAX_ITEMS = 100_000     # a container or iterator this long is growing without end: give up
+
+
 def _check_mutable(tx, vt, what: str):
     """A container from the caller is about to change: record it, so the change is replayed
     on the real object after the graph runs (see side_effects.py)."""
@@ -34,6 +37,8 @@ class MethodTable:
     def var_getattr(self, tx, name):
         if hasattr(self, f"method_{name.strip('_')}"):
             return BoundMethodVariable(self, name)
+        if hasattr(self.python_type(), name):      # real but not modelled: hasattr() must not say False
+            raise Unsupported(f"{self.python_type().__name__}.{name} is not supported")
         raise AttributeMissing(f"{self.python_type().__name__} has no attribute {name!r} (AttributeError)")
 
 
@@ -82,6 +87,11 @@ class BaseListVariable(MethodTable, VariableTracker):
 
     def method_len(self, tx):
         return ConstantVariable(len(self.items))
+
+    def method_iter(self, tx):
+        from .iterators import make_iterator
+
+        return make_iterator(tx, self)
 
     def method_index(self, tx, value):
         from .. import operators
@@ -172,8 +182,20 @@ class ListVariable(BaseListVariable):
         return ConstantVariable(None)
 
     def method_extend(self, tx, values):
+        """list.extend: a list/tuple is copied first (``xs.extend(xs)``); any other iterable is
+        pulled one item at a time, each appended before the next is pulled, as CPython does."""
         _check_mutable(tx, self, "extend")
-        self.items.extend(values.unpack(tx))
+        if isinstance(values, BaseListVariable):
+            self.items.extend(list(values.items))
+            return ConstantVariable(None)
+        from .generators import GeneratorExpressionVariable
+        from .iterators import make_iterator
+
+        it = values if isinstance(values, GeneratorExpressionVariable) else make_iterator(tx, values)
+        while (item := it.next_item(tx)) is not None:
+            self.items.append(item)
+            if len(self.items) > MAX_ITEMS:          # xs.extend(iter(xs)): MemoryError in CPython
+                raise Unsupported(f"a list grew past {MAX_ITEMS} items while extended")
         return ConstantVariable(None)
 
     def method_insert(self, tx, index, value):
@@ -187,6 +209,17 @@ class ListVariable(BaseListVariable):
             raise Unsupported("pop from an empty list (an exception)")
         return self.items.pop(-1 if index is None else index.as_python_constant())
 
+    def method_remove(self, tx, value):
+        """list.remove: the first item ``== value`` (a user ``__eq__`` is inlined)."""
+        from .. import operators
+
+        for i, item in enumerate(self.items):
+            if operators.identical_or_equal(tx, item, value):
+                _check_mutable(tx, self, "remove")
+                del self.items[i]
+                return ConstantVariable(None)
+        raise Unsupported("list.remove(x): x not in list (ValueError)")
+
     def method_reverse(self, tx):
         _check_mutable(tx, self, "reverse")
         self.items.reverse()
@@ -195,7 +228,10 @@ class ListVariable(BaseListVariable):
     def method_sort(self, tx, key=None, reverse=None):
         """Sorts by constant keys (the items themselves, or ``key(item)``): stable, like list.sort."""
         _check_mutable(tx, self, "sort")
+        from ..operators import refuse_user_dunders
+
         keys = [(key.call_function(tx, [i], {}) if key is not None else i).as_python_constant() for i in self.items]
+        refuse_user_dunders(keys, "sorting")            # their __lt__ would run for real
         order = sorted(range(len(self.items)), key=keys.__getitem__,
                        reverse=bool(reverse.as_python_constant()) if reverse is not None else False)
         self.items = [self.items[i] for i in order]
@@ -219,8 +255,25 @@ class ListVariable(BaseListVariable):
         return ConstantVariable(None)
 
     def method_iadd(self, tx, other):
+        """``xs += other``: list.__iadd__ extends in place (any iterable) and returns xs."""
         self.method_extend(tx, other)
         return self
+
+    def method_imul(self, tx, count):
+        """``xs *= n``: repeated in place."""
+        n = maybe_constant(count, _NO)
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise Unsupported(f"list *= {count}")
+        if len(self.items) * n > MAX_ITEMS:
+            raise Unsupported(f"list *= {n} makes more than {MAX_ITEMS} items")
+        _check_mutable(tx, self, "*=")
+        self.items[:] = self.items * n
+        return self
+
+    def method_iter(self, tx):
+        from .iterators import make_iterator
+
+        return make_iterator(tx, self)
 
 
 class DictVariable(MethodTable, VariableTracker):
@@ -265,13 +318,34 @@ class DictVariable(MethodTable, VariableTracker):
         return self.items.get(_key(key), default if default is not None else ConstantVariable(None))
 
     def method_keys(self, tx):
-        return TupleVariable([ConstantVariable(k) for k in self.items])
+        return DictViewVariable(self, "keys")
 
     def method_values(self, tx):
-        return TupleVariable(list(self.items.values()))
+        return DictViewVariable(self, "values")
 
     def method_items(self, tx):
-        return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in self.items.items()])
+        return DictViewVariable(self, "items")
+
+    def method_iter(self, tx):
+        from .iterators import make_iterator
+
+        return make_iterator(tx, self)
+
+    def method_ior(self, tx, other):
+        """``d |= other``: dict.update in place (a mapping or an iterable of pairs)."""
+        self.method_update(tx, other)
+        return self
+
+    def method_or(self, tx, other):
+        """``d | other``: a new dict (an OrderedDict when either side is one)."""
+        if not isinstance(other, DictVariable):
+            raise Unsupported(f"dict | {other} (TypeError)")
+        import collections
+
+        kind = collections.OrderedDict if collections.OrderedDict in (self.dict_type, other.dict_type) else dict
+        result = DictVariable(self.items, kind)
+        result.items.update(other.items)
+        return result
 
     def method_copy(self, tx):
         return DictVariable(self.items, self.dict_type)
@@ -292,7 +366,9 @@ class DictVariable(MethodTable, VariableTracker):
             if isinstance(other, DictVariable):
                 self.items.update(other.items)
             else:
-                for pair in other.unpack(tx):
+                from .iterators import make_iterator
+
+                for pair in make_iterator(tx, other).unpack(tx):
                     k, v = pair.unpack(tx)
                     self.items[_key(k)] = v
         self.items.update(kwargs)
@@ -322,6 +398,9 @@ def _key(vt):
     key = maybe_constant(vt, _key)
     if key is _key:
         raise Unsupported(f"dict key {vt} is not a constant")
+    from ..operators import refuse_user_dunders
+
+    refuse_user_dunders([key], "hashing")           # an enum with a Python __hash__/__eq__
     return key
 
 
@@ -343,15 +422,24 @@ class SliceVariable(VariableTracker):
         return slice(*(p[0] for p in pairs)), slice(*(p[1] for p in pairs))
 
 
-class IteratorVariable(VariableTracker):
-    """``iter(x)`` over items known at trace time; FOR_ITER takes them one by one."""
+class IteratorVariable(MethodTable, VariableTracker):
+    """The iterator protocol every iterator tracker follows (``next_item(tx)``: the next item,
+    or None once exhausted); this class itself walks a fixed list of items (tuples, ranges,
+    strings: things that cannot change).  The lazy, live ones are in iterators.py."""
 
-    def __init__(self, items):
+    def __init__(self, items=(), python_type=None):
         super().__init__()
         self.items = list(items)
         self.index = 0
+        self.kind = python_type if python_type is not None else type(iter(()))
 
-    def next_item(self):
+    def python_type(self):
+        return self.kind
+
+    def truth(self, tx):
+        return True
+
+    def next_item(self, tx=None):
         if self.index >= len(self.items):
             return None
         item = self.items[self.index]
@@ -359,12 +447,111 @@ class IteratorVariable(VariableTracker):
         return item
 
     def unpack(self, tx):
-        rest = self.items[self.index:]
-        self.index = len(self.items)
+        """All remaining items, pulled one by one (``list(it)``)."""
+        rest = []
+        while (item := self.next_item(tx)) is not None:
+            rest.append(item)
+            if len(rest) > MAX_ITEMS:
+                raise Unsupported(f"an iterator gave more than {MAX_ITEMS} items (endless?)")
         return rest
 
+    def method_iter(self, tx):
+        return self
+
+    def method_next(self, tx):
+        item = self.next_item(tx)
+        if item is None:
+            raise Unsupported("next() of an exhausted iterator (StopIteration)")
+        return item
+
     def __repr__(self):
-        return f"IteratorVariable({len(self.items) - self.index} left)"
+        return f"{type(self).__name__}({self.kind.__name__})"
+
+
+class DictViewVariable(MethodTable, VariableTracker):
+    """``d.keys()`` / ``d.values()`` / ``d.items()``: a live view over the DictVariable.
+
+    Set operations and comparisons of keys/items views are computed on a real view of a real
+    dict with the same keys (and, for items, the same constant values), so results and their
+    order are CPython's own (operators.py).  A view cannot leave the frame (refused)."""
+
+    TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+    def __init__(self, dict_vt, kind: str):
+        super().__init__()
+        self.dict_vt = dict_vt
+        self.kind = kind
+
+    def python_type(self):
+        if self.dict_vt.dict_type is dict:
+            return self.TYPES[self.kind]
+        return type(getattr(self.dict_vt.dict_type(), self.kind)())       # odict_keys, ...
+
+    def truth(self, tx):
+        return bool(self.dict_vt.items)
+
+    def unpack(self, tx):
+        from .iterators import make_iterator
+
+        return make_iterator(tx, self).unpack(tx)
+
+    def real_view(self):
+        """A real view with the same contents (keys; items need constant values), or Unsupported."""
+        if self.kind == "keys":
+            return dict.fromkeys(self.dict_vt.items).keys()
+        if self.kind == "items":
+            return {k: v.as_python_constant() for k, v in self.dict_vt.items.items()}.items()
+        raise Unsupported("a dict values view used as a set")
+
+    def method_len(self, tx):
+        return ConstantVariable(len(self.dict_vt.items))
+
+    def method_contains(self, tx, value):
+        from .. import operators
+
+        if self.kind == "keys":
+            return self.dict_vt.method_contains(tx, value)
+        if self.kind == "values":
+            return ConstantVariable(any(operators.identical_or_equal(tx, v, value)
+                                        for v in list(self.dict_vt.items.values())))
+        if not isinstance(value, TupleVariable) or len(value.items) != 2:   # only 2-tuples can be in it
+            if type(value).__name__ == "UserObjectVariable" and isinstance(value.value, tuple):
+                raise Unsupported(f"{value} in a dict items view")
+            return ConstantVariable(False)
+        key, item = value.items
+        k = _key(key)
+        if k not in self.dict_vt.items:
+            return ConstantVariable(False)
+        return ConstantVariable(operators.identical_or_equal(tx, self.dict_vt.items[k], item))
+
+    def method_iter(self, tx):
+        from .iterators import make_iterator
+
+        return make_iterator(tx, self)
+
+    def method_reversed(self, tx):
+        from .iterators import make_reversed
+
+        return make_reversed(tx, self)
+
+    def method_isdisjoint(self, tx, other):
+        return ConstantVariable(self.real_view().isdisjoint(_real_operand(tx, other)))
+
+    def __repr__(self):
+        return f"DictViewVariable({self.kind})"
+
+
+_NO = object()
+
+
+def _real_operand(tx, vt):
+    """The real value of an operand of a view's set operation."""
+    if isinstance(vt, DictViewVariable):
+        return vt.real_view()
+    if isinstance(vt, (BaseListVariable, IteratorVariable, DictVariable)) and maybe_constant(vt, _NO) is _NO:
+        return [_real_operand(tx, i) if isinstance(i, DictViewVariable) else i.as_python_constant()
+                for i in vt.unpack(tx)]
+    return vt.as_python_constant()
 
 
 class SetVariable(MethodTable, VariableTracker):
@@ -413,6 +600,30 @@ class SetVariable(MethodTable, VariableTracker):
         result = SetVariable(self.values)
         result.method_update(tx, *others)
         return result
+
+    def method_remove(self, tx, value):
+        if _key(value) not in self.values:
+            raise Unsupported("set.remove of a missing element (KeyError)")
+        self.values.remove(_key(value))
+        return ConstantVariable(None)
+
+    def method_clear(self, tx):
+        self.values.clear()
+        return ConstantVariable(None)
+
+    def method_iter(self, tx):
+        from .iterators import make_iterator
+
+        return make_iterator(tx, self)
+
+    def inplace(self, tx, fn, other):
+        """``s |= t`` (``&=``, ``-=``, ``^=``): in place on this very set when ``t`` is a set,
+        as set.__ior__ does; None otherwise (CPython then falls back to ``s | t``)."""
+        value = other.values if isinstance(other, SetVariable) else maybe_constant(other, _NO)
+        if not isinstance(value, (set, frozenset)):
+            return None
+        fn(self.values, value)             # operator.ior & co. mutate the real set in place
+        return self
 
     def __repr__(self):
         return f"SetVariable({self.values!r})"

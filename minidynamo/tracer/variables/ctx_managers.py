@@ -11,9 +11,17 @@ entered and left by graph nodes that run the real ``autocast`` object at call ti
 caller's outer autocast region is switched off exactly where eager switches it off.  The
 trace itself needs nothing: it is only accepted while autocast is off for that device (the
 meta example values know nothing of autocast), and ``enabled=True`` is refused.
+
+If the graph raises at run time, the compiled code leaves the autocast blocks it entered
+(``unwind_open_blocks``, innermost first) and sets grad mode back to its value at the frame's
+entry, which is what the with-statements would have restored on the way out: these blocks are
+balanced within the frame.  A node switching any other global state must come as such a pair,
+and be unwound there too.
 """
 
 from __future__ import annotations
+
+import threading
 
 import torch
 
@@ -128,15 +136,36 @@ class _AutocastExitVariable(VariableTracker):
         return ConstantVariable(None)
 
 
+class _OpenBlocks(threading.local):
+    def __init__(self):
+        self.managers = []
+
+
+_open = _OpenBlocks()     # autocast blocks a running graph entered and has not left yet (per thread)
+
+
 def enter_autocast(**arguments):
     """Run by the compiled graph: enter a real autocast block, return it for ``exit_autocast``."""
     manager = torch.autocast(**arguments)
     manager.__enter__()
+    _open.managers.append(manager)
     return manager
 
 
 def exit_autocast(manager):
+    if _open.managers and _open.managers[-1] is manager:
+        _open.managers.pop()
     manager.__exit__(None, None, None)
+
+
+def unwind_open_blocks(exc=None) -> None:
+    """The graph raised: leave the autocast blocks it entered, innermost first, as the
+    with-statements of the program would have on the way out of the exception.  (Only a
+    graph runs enter/exit nodes, and no compiled frame runs inside another's graph, so every
+    block still open on this thread belongs to the graph that raised.)"""
+    while _open.managers:
+        manager = _open.managers.pop()
+        manager.__exit__(type(exc) if exc is not None else None, exc, getattr(exc, "__traceback__", None))
 
 
 def _switch(tx, enabled: bool):

@@ -124,9 +124,9 @@ class UserFunctionVariable(BaseFunctionVariable):
         return self.value.__globals__
 
     def globals_source(self, name):
-        if self.source is None:
-            return None
-        return G.ItemSource(G.AttrSource(self.source, "__globals__"), name)
+        # fn.__globals__ cannot be rebound: every function of one module reads the same dict,
+        # named by itself (so its entries are guarded even for a function reached without a source)
+        return G.ItemSource(G.NamespaceSource.of(self.value.__globals__), name)
 
     def var_getattr(self, tx, name):
         from ..builder import wrap

@@ -47,6 +47,11 @@ def _child_source(parent_source, module, key):
     return G.AttrSource(parent_source, key)
 
 
+# ``len(m)`` answered here (the torch containers' own __len__); any other __len__ is inlined.
+CONTAINER_LENS = {nn.Sequential.__len__, nn.ModuleList.__len__, nn.ModuleDict.__len__, nn.ParameterList.__len__,
+                  nn.ParameterDict.__len__}
+
+
 class NNModuleVariable(VariableTracker):
     def __init__(self, module: nn.Module, source=None, child_sources=None):
         super().__init__(source)
@@ -88,9 +93,19 @@ class NNModuleVariable(VariableTracker):
             return [ConstantVariable(k) for k, _ in self.children(tx)]
         if isinstance(module, (nn.Sequential, nn.ModuleList)):
             return [child for _, child in self.children(tx)]
-        if isinstance(module, (nn.ParameterList,)):
+        if type(module) is nn.ParameterList:
+            self._guard_parameter_list(tx)
             return [self.subscript(tx, ConstantVariable(i)) for i in range(len(module))]
         raise Unsupported(f"iteration over {type(module).__name__}")
+
+    def _guard_parameter_list(self, tx):
+        """nn.ParameterList keeps item i as ``_parameters[str(i)]`` (its length is the number of
+        keys): guarding the keys guards its length and what each index names."""
+        module = self.value
+        if list(module._parameters) != [str(i) for i in range(len(module))]:
+            raise Unsupported("a ParameterList whose items are not its registered parameters")
+        if self.source is not None:
+            tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "_parameters"), module._parameters))
 
     def subscript(self, tx, index):
         module, key = self.value, index.as_python_constant()
@@ -104,7 +119,10 @@ class NNModuleVariable(VariableTracker):
                 raise Unsupported("module index out of range (IndexError)")
             self.children(tx)
             return self._wrap(tx, module[key], self._child_source(module, list(module._modules)[key % n]))
-        if isinstance(module, nn.ParameterList):
+        if type(module) is nn.ParameterList and type(key) is int:
+            self._guard_parameter_list(tx)
+            if not -len(module) <= key < len(module):
+                raise Unsupported("ParameterList index out of range (IndexError)")
             return self._wrap(tx, module[key], G.ItemSource(self.source, key) if self.source else None)
         raise Unsupported(f"subscript of {type(module).__name__}")
 
@@ -129,6 +147,7 @@ class NNModuleVariable(VariableTracker):
             for where in ("__dict__", "_parameters", "_buffers", "_modules"):
                 table = self.value.__dict__ if where == "__dict__" else getattr(self.value, where)
                 tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, where), table))
+            tx.output.add_guard(G.absent_match(self.source, self.value, name))   # and the class's MRO
 
     def var_getattr(self, tx, name):
         module = self.value
@@ -143,9 +162,9 @@ class NNModuleVariable(VariableTracker):
         if name == "training":
             return ConstantVariable(module.training)     # guarded by module_state_match
         if name == "__class__":
-            from .objects import ClassVariable
+            from ..builder import class_of
 
-            return ClassVariable(type(module))
+            return class_of(tx, self)
         # Python's order: data descriptors of the class (properties), the instance __dict__,
         # other class attributes, and last nn.Module.__getattr__ (parameters, buffers, modules)
         if any(isinstance(k.__dict__.get(name), property) for k in type(module).__mro__):
@@ -186,8 +205,13 @@ class NNModuleVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         module = self.value
-        if name == "__len__" and hasattr(module, "__len__"):
-            self.children(tx) if isinstance(module, (nn.Sequential, nn.ModuleList, nn.ModuleDict)) else None
+        if name == "__len__" and getattr(type(module), "__len__", None) in CONTAINER_LENS:
+            if type(module) is nn.ParameterList:
+                self._guard_parameter_list(tx)
+            elif type(module).__len__ is nn.ParameterDict.__len__:
+                raise Unsupported("len() of a ParameterDict")
+            else:
+                self.children(tx)              # the length is the number of children
             return ConstantVariable(len(module))
         if name == "__getitem__":
             return self.subscript(tx, args[0])
@@ -226,16 +250,52 @@ class NNModuleVariable(VariableTracker):
                 return TupleVariable([v for _, v in pairs])
             return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in pairs])
         if name in ("parameters", "named_parameters", "buffers", "named_buffers"):
-            getter = getattr(self.value, "named_parameters" if "parameters" in name else "named_buffers")
-            items = []
-            for qualified, tensor in getter():
-                source = self.source
-                for part in qualified.split("."):
-                    source = G.AttrSource(source, part) if source is not None else None
-                vt = self._wrap(tx, tensor, source)
-                items.append(TupleVariable([ConstantVariable(qualified), vt]) if name.startswith("named") else vt)
-            return TupleVariable(items)
+            return TupleVariable([TupleVariable([ConstantVariable(k), v]) if name.startswith("named") else v
+                                  for k, v in self._members(tx, "_parameters" if "parameters" in name else "_buffers")])
         raise Unsupported(f"nn.Module.{name}()")
+
+    def _members(self, tx, table):
+        """``named_parameters()`` / ``named_buffers()`` as nn.Module computes them (submodules in
+        ``_modules`` order, each module once, each tensor once, None skipped), guarding all it
+        depends on: the keys of every ``_modules`` / ``table`` dict walked, each submodule (by
+        identity), the entries (tensors, or None), and which tensors are one object."""
+        if self.source is None:
+            raise Unsupported(f"nn.Module.{table.strip('_')}() of a module made during the trace")
+        seen_modules, found, kept, repeated = set(), [], [], []
+        first_source = {}
+
+        def walk(module, source, prefix):
+            if id(module) in seen_modules:
+                return
+            seen_modules.add(id(module))
+            for store in (table, "_modules"):      # (plain instance attributes: no __getattr__)
+                tx.output.add_guard(G.dict_keys_match(G.AttrSource(source, store), module.__dict__[store]))
+            for key, tensor in module.__dict__[table].items():
+                tensor_source = G.ItemSource(G.AttrSource(source, table), key)
+                if tensor is None:
+                    self._wrap(tx, None, tensor_source)       # guarded: still None
+                    continue
+                if id(tensor) in first_source:                # nn.Module yields it once
+                    repeated.append((tensor_source, first_source[id(tensor)]))
+                    continue
+                first_source[id(tensor)] = tensor_source
+                kept.append(tensor_source)
+                found.append((prefix + key, self._wrap(tx, tensor, tensor_source)))
+            for key, child in module.__dict__["_modules"].items():
+                if child is None:
+                    continue
+                child_source = G.ItemSource(G.AttrSource(source, "_modules"), key)
+                self._wrap(tx, child, child_source)           # identity-guarded
+                walk(child, child_source, prefix + key + ".")
+
+        walk(self.value, self.source, "")
+        for source, first in repeated:
+            tx.output.add_guard(G.alias_match(source, ((first, True),)))
+        if len(kept) == 2:
+            tx.output.add_guard(G.alias_match(kept[1], ((kept[0], False),)))
+        elif len(kept) > 2:
+            tx.output.add_guard(G.distinct_match(tuple(kept)))
+        return found
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.value).__name__})"

@@ -84,7 +84,8 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0):
             return _wrap(tx, attr.__func__, at(name))
         if isinstance(attr, classmethod):
             fn_source = at(name, "__func__") if function_source is not None else via_super(index, "__func__")
-            return UserMethodVariable(guarded(attr.__func__, fn_source), ClassVariable(klass))
+            cls_vt = ClassVariable(klass) if source is None else _wrap(tx, klass, G.AttrSource(source, "__class__"))
+            return UserMethodVariable(guarded(attr.__func__, fn_source), cls_vt)
         if hasattr(type(attr), "__get__") and not isinstance(attr, HARMLESS_DESCRIPTORS):
             # e.g. functools.cached_property: reading it would run user code for real
             raise Unsupported(f"{klass.__name__}.{name} is a {type(attr).__name__} descriptor")
@@ -132,14 +133,22 @@ class ClassVariable(KnownObjectVariable):
         for base in self.value.__mro__:
             if name in base.__dict__:
                 attr = base.__dict__[name]
-                if isinstance(attr, types.FunctionType):
-                    return UserFunctionVariable(attr, G.AttrSource(self.source, name) if self.source else None)
+                if isinstance(attr, types.FunctionType):   # read through the class: replacing it is seen
+                    if self.source is None:
+                        return UserFunctionVariable(attr, None)
+                    return _wrap(tx, attr, G.AttrSource(self.source, name))
                 if isinstance(attr, staticmethod):
-                    return _wrap(tx, attr.__func__, None)
+                    return _wrap(tx, attr.__func__, G.AttrSource(self.source, name) if self.source else None)
                 break
         if not hasattr(self.value, name):
             raise AttributeMissing(f"class {self.value.__name__} has no attribute {name!r} (AttributeError)")
         return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
+
+    def guard_absent(self, tx, name):
+        if self.source is not None:             # not on the class nor any base (MRO)
+            tx.output.add_guard(G.absent_match(self.source, self.value, name))
+            return
+        super().guard_absent(tx, name)
 
     def call_function(self, tx, args, kwargs):
         from .containers import DictVariable, NamedTupleVariable
@@ -193,14 +202,13 @@ class UserObjectVariable(VariableTracker):
         return type(self.value)
 
     def truth(self, tx):
-        klass = type(self.value)
-        if hasattr(klass, "__bool__") or hasattr(klass, "__len__"):
-            raise Unsupported(f"truth value of a {klass.__name__} object")
-        return True
+        from ..operators import user_truth        # a Python __bool__/__len__ is inlined
+
+        return user_truth(tx, self)
 
     def guard_absent(self, tx, name):
-        if self.source is not None and isinstance(getattr(self.value, "__dict__", None), dict):
-            tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "__dict__"), self.value.__dict__))
+        if self.source is not None:             # neither in the instance __dict__ nor the class's MRO
+            tx.output.add_guard(G.absent_match(self.source, self.value, name))
             return
         super().guard_absent(tx, name)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+import guards as G
 from ...exc import Unsupported
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
@@ -17,6 +18,13 @@ from .constant import ConstantVariable
 # Attributes answered from the example value as constants.
 CONSTANT_ATTRIBUTES = {"dtype", "ndim", "requires_grad", "layout", "is_sparse", "is_quantized",
                        "is_leaf", "is_nested", "is_mkldnn", "is_complex", "itemsize", "names"}
+# Of those, the ones an input's example cannot know (it is a fresh leaf without names): read
+# from the real input and guarded.
+INPUT_ATTRIBUTES = {"is_leaf", "names"}
+# In-place methods that change a tensor's metadata (not only its data): a tensor read from two
+# places must then be one graph input, or the trace reads stale metadata through the other.
+METADATA_MUTATORS = {"unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "resize_",
+                     "resize_as_", "as_strided_", "set_", "detach_", "requires_grad_", "rename_"}
 # Attributes that are tensors themselves: a getattr node.
 TENSOR_ATTRIBUTES = {"T", "mT", "H", "mH", "real", "imag"}
 # Methods whose answer is metadata, hence a constant (static shapes).
@@ -75,6 +83,11 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(self.device.type == "cpu")
         if name == "is_meta":
             return ConstantVariable(self.device.type == "meta")
+        if name in INPUT_ATTRIBUTES and self.input_source(tx) is not None:
+            from ..builder import wrap
+
+            source = self.input_source(tx)
+            return wrap(tx, getattr(tx.output.real_inputs[source], name), G.AttrSource(source, name))
         if name in CONSTANT_ATTRIBUTES:
             return ConstantVariable(getattr(example, name))
         if name in TENSOR_ATTRIBUTES:
@@ -86,8 +99,39 @@ class TensorVariable(VariableTracker):
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodVariable(self, name)
         if not hasattr(torch.Tensor, name):
-            raise AttributeMissing(f"Tensor has no attribute {name!r} (AttributeError)")
+            return self._instance_attribute(tx, name)
         raise Unsupported(f"tensor attribute .{name}")
+
+    def input_source(self, tx):
+        """The source of the graph input this tensor IS (the very object), or None."""
+        if self.is_input and self.source is not None and self.source in tx.output.real_inputs:
+            return self.source
+        for source, variable in tx.output.input_variables.items():   # an in-place op returns its input
+            if variable.example is self.example and source in tx.output.real_inputs:
+                return source
+        return None
+
+    def _instance_attribute(self, tx, name):
+        """``x.name`` for a name torch.Tensor lacks: a Python attribute set on the tensor object."""
+        source = self.input_source(tx)
+        if source is not None:
+            real = tx.output.real_inputs[source]
+            instance = getattr(real, "__dict__", {})
+            if name in instance:
+                from ..builder import wrap
+
+                return wrap(tx, instance[name], G.AttrSource(source, name))
+        elif any(name in getattr(t, "__dict__", {}) for t in tx.output.real_inputs.values()):
+            raise Unsupported(f"attribute {name!r} of a tensor computed in the trace (an input has one)")
+        raise AttributeMissing(f"Tensor has no attribute {name!r} (AttributeError)")
+
+    def guard_absent(self, tx, name):
+        """A tensor made in the trace has no Python attributes, unless it is an input returned by
+        an in-place op: guard the absence on the input it is (or on every input)."""
+        source = self.input_source(tx)
+        sources = [source] if source is not None else list(tx.output.real_inputs)
+        for source in sources:
+            tx.output.add_guard(G.absent_match(source, tx.output.real_inputs[source], name))
 
     def call_method(self, tx, name, args, kwargs):
         return TensorMethodVariable(self, name).call_function(tx, args, kwargs)
@@ -108,6 +152,17 @@ class TensorMethodVariable(VariableTracker):
         name, tensor = self.name, self.tensor
         if name in DATA_METHODS:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data")
+        if name == "storage_offset":                 # examples carry the inputs' offsets:
+            tx.output.reads_storage_offset = True      # the inputs' offsets are guarded
+        if name in METADATA_MUTATORS:
+            source = tensor.input_source(tx)
+            if source is not None:
+                tx.output.note_metadata_mutation(source)
+        if name == "has_names" and not args and not kwargs and tensor.input_source(tx) is not None:
+            from ..builder import wrap
+
+            source = tensor.input_source(tx)        # the example has no names: ask the input
+            return wrap(tx, tx.output.real_inputs[source].has_names(), G.CallSource(source, "has_names"))
         if name in METADATA_METHODS:
             values = [a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}

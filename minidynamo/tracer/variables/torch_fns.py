@@ -51,9 +51,12 @@ for _fn in (torch._C._has_torch_function, torch._C._has_torch_function_unary, to
 IGNORED_CALLS = {torch._C._log_api_usage_once}
 
 # Pure functions of constants (no tensors): evaluated at trace time.
-CONSTANT_FUNCTIONS = {torch.device, torch.Size, torch.finfo, torch.iinfo, torch.get_default_dtype,
+CONSTANT_FUNCTIONS = {torch.device, torch.Size, torch.finfo, torch.iinfo,
                       torch.is_floating_point, torch.is_complex, torch.numel, torch.result_type,
                       torch.promote_types, torch.can_cast, torch.broadcast_shapes, torch._assert}
+
+# Readers of global torch state: answered now, as constants, with a guard on the state.
+STATE_QUERIES = {getattr(torch, name): name for name in G.source.TORCH_STATE_FUNCTIONS}
 
 # Factories: no tensor argument, yet they make a tensor (their example is built on meta).
 FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.tensor, torch.rand,
@@ -67,7 +70,7 @@ def is_torch_callable(value) -> bool:
         return True
     if isinstance(value, type) or not callable(value):
         return False
-    if value in CONTEXT_QUERIES or value in IGNORED_CALLS or value is torch._C._len_torch_dispatch_stack or _hashable_in(value, CONSTANT_FUNCTIONS):
+    if value in CONTEXT_QUERIES or value in IGNORED_CALLS or _hashable_in(value, STATE_QUERIES) or value is torch._C._len_torch_dispatch_stack or _hashable_in(value, CONSTANT_FUNCTIONS):
         return True
     if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
         return getattr(value, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
@@ -109,6 +112,12 @@ class TorchFunctionVariable(KnownObjectVariable):
             return ConstantVariable(CONTEXT_QUERIES[fn])
         if fn in IGNORED_CALLS:
             return ConstantVariable(None)
+        if _hashable_in(fn, STATE_QUERIES):
+            if args or kwargs:
+                raise Unsupported(f"{describe(fn)} with arguments")
+            guard = G.torch_state_match(STATE_QUERIES[fn])
+            tx.output.add_guard(guard)
+            return ConstantVariable(guard.obj)
         if fn is torch.is_grad_enabled:
             tx.output.add_guard(G.grad_mode_match())
             return ConstantVariable(torch.is_grad_enabled())

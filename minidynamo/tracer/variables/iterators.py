@@ -1,0 +1,236 @@
+"""Lazy iterators: ``iter(xs)``, ``zip``, ``map``, ``filter``, ``enumerate``, ``reversed`` and
+the iterators a ``for`` loop walks, with CPython's semantics.
+
+One protocol (``IteratorVariable`` in containers.py): ``next_item(tx)`` is one ``__next__``
+call -- the next item, or None once exhausted.  Every iterator here pulls from the iterators
+below it one step at a time, in CPython's order, so user functions run by ``map``/``filter``
+interleave with the loop body exactly as they would in CPython, ``zip(it, it)`` pairs
+consecutive items, and ``zip(..., strict=True)`` checks lengths where CPython checks them.
+
+Iterators over containers read the container live:
+
+    list       index < len(list) at each step (appends during the loop are seen)
+    reversed   CPython's list_reverseiterator rule
+    dict/set   keys fixed at creation; any change of the keys before a later step is what
+               CPython reports as RuntimeError (changed size / keys changed): refused
+    tuple, range, str, tensors, module lists: immutable, a snapshot is exact
+
+None of these can leave the frame: returning or storing one is refused by the output
+templates (capture.py) and the store checks, so the frame falls back to eager.
+"""
+
+from __future__ import annotations
+
+from ...exc import Unsupported
+from .base import VariableTracker, maybe_constant
+from .constant import ConstantVariable
+from .containers import (BaseListVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable,
+                         SetVariable, TupleVariable)
+
+_LIST_ITER = type(iter([]))
+_LIST_REVITER = type(reversed([]))
+_TUPLE_ITER = type(iter(()))
+_DICT_KEYITER = type(iter({}))
+_DICT_VALUEITER = type(iter({}.values()))
+_DICT_ITEMITER = type(iter({}.items()))
+_DICT_REVKEYITER = type(reversed({}))
+_SET_ITER = type(iter(set()))
+_NO = object()
+
+
+def make_iterator(tx, obj) -> VariableTracker:
+    """``iter(obj)`` (GET_ITER, ``iter()``, and every builtin that walks an iterable)."""
+    from .generators import GeneratorExpressionVariable
+
+    if isinstance(obj, IteratorVariable):
+        return obj
+    if isinstance(obj, GeneratorExpressionVariable):
+        obj.unpack(tx)                      # refused: see generators.py
+    if type(obj) is ListVariable:
+        return ListIteratorVariable(obj)
+    if isinstance(obj, DictViewVariable):
+        return DictIteratorVariable(obj.dict_vt, obj.kind)
+    if isinstance(obj, DictVariable):
+        return DictIteratorVariable(obj, "keys")
+    if isinstance(obj, SetVariable):
+        return SetIteratorVariable(obj)
+    if isinstance(obj, BaseListVariable):
+        return IteratorVariable(obj.items, _TUPLE_ITER)
+    if isinstance(obj, ConstantVariable) and isinstance(obj.value, (range, str, bytes, frozenset)):
+        return IteratorVariable(obj.unpack(tx), type(iter(obj.value)))
+    return IteratorVariable(obj.unpack(tx))
+
+
+class ListIteratorVariable(IteratorVariable):
+    """``iter(list)``: reads the live list by index at each step."""
+
+    def __init__(self, list_vt):
+        super().__init__((), _LIST_ITER)
+        self.list_vt = list_vt
+        self.done = False
+
+    def next_item(self, tx=None):
+        if self.done:
+            return None
+        if self.index < len(self.list_vt.items):
+            item = self.list_vt.items[self.index]
+            self.index += 1
+            return item
+        self.done = True
+        return None
+
+    def __repr__(self):
+        return f"ListIteratorVariable(at {self.index})"
+
+
+class ListReverseIteratorVariable(IteratorVariable):
+    """``reversed(list)``: CPython's list_reverseiterator (stops when the index is past the end)."""
+
+    def __init__(self, list_vt):
+        super().__init__((), _LIST_REVITER)
+        self.list_vt = list_vt
+        self.index = len(list_vt.items) - 1
+
+    def next_item(self, tx=None):
+        if 0 <= self.index < len(self.list_vt.items):
+            item = self.list_vt.items[self.index]
+            self.index -= 1
+            return item
+        self.index = -1
+        return None
+
+
+class DictIteratorVariable(IteratorVariable):
+    """Iteration over a dict (or one of its views): keys fixed at creation, values read live.
+    A change of the keys before a later step would raise RuntimeError in CPython: refused."""
+
+    KINDS = {"keys": _DICT_KEYITER, "values": _DICT_VALUEITER, "items": _DICT_ITEMITER}
+
+    def __init__(self, dict_vt, kind: str, reverse: bool = False):
+        super().__init__((), _DICT_REVKEYITER if reverse else self.KINDS[kind])
+        self.dict_vt = dict_vt
+        self.kind = kind
+        self.keys = list(dict_vt.items)
+        if reverse:
+            self.keys.reverse()
+        self.reverse = reverse
+
+    def next_item(self, tx=None):
+        current = list(self.dict_vt.items)
+        if (list(reversed(current)) if self.reverse else current) != self.keys:
+            raise Unsupported("a dict changed size or keys while iterated (RuntimeError)")
+        if self.index >= len(self.keys):
+            return None
+        key = self.keys[self.index]
+        self.index += 1
+        if self.kind == "keys":
+            return ConstantVariable(key)
+        if self.kind == "values":
+            return self.dict_vt.items[key]
+        return TupleVariable([ConstantVariable(key), self.dict_vt.items[key]])
+
+
+class SetIteratorVariable(IteratorVariable):
+    """Iteration over a set made in the trace: its order is the real set's; a change of the
+    set before a later step would raise RuntimeError in CPython: refused."""
+
+    def __init__(self, set_vt):
+        super().__init__([ConstantVariable(v) for v in set_vt.values], _SET_ITER)
+        self.set_vt = set_vt
+        self.snapshot = set(set_vt.values)
+
+    def next_item(self, tx=None):
+        if self.set_vt.values != self.snapshot:
+            raise Unsupported("a set changed while iterated (RuntimeError)")
+        return super().next_item(tx)
+
+
+class ZipVariable(IteratorVariable):
+    """``zip(*its, strict=...)``: each step pulls one item from each iterator, left to right."""
+
+    def __init__(self, iterators, strict: bool):
+        super().__init__((), zip)
+        self.iterators = iterators
+        self.strict = strict
+
+    def next_item(self, tx=None):
+        if not self.iterators:
+            return None
+        row = []
+        for i, it in enumerate(self.iterators):
+            item = it.next_item(tx)
+            if item is None:
+                if self.strict:
+                    if i > 0:
+                        raise Unsupported(f"zip() argument {i + 1} is shorter than argument 1 (ValueError)")
+                    for j, other in enumerate(self.iterators[1:], start=2):
+                        if other.next_item(tx) is not None:
+                            raise Unsupported(f"zip() argument {j} is longer than argument 1 (ValueError)")
+                return None
+            row.append(item)
+        return TupleVariable(row)
+
+
+class MapVariable(IteratorVariable):
+    """``map(fn, *its)``: fn runs symbolically (inlined) when an item is pulled."""
+
+    def __init__(self, fn, iterators):
+        super().__init__((), map)
+        self.fn = fn
+        self.iterators = iterators
+
+    def next_item(self, tx=None):
+        args = []
+        for it in self.iterators:
+            item = it.next_item(tx)
+            if item is None:
+                return None
+            args.append(item)
+        return self.fn.call_function(tx, args, {})
+
+
+class FilterVariable(IteratorVariable):
+    """``filter(fn, it)``: fn (or truth when fn is None / bool) runs when an item is pulled."""
+
+    def __init__(self, fn, iterator):
+        super().__init__((), filter)
+        self.fn = fn
+        self.iterator = iterator
+
+    def next_item(self, tx=None):
+        plain = maybe_constant(self.fn, _NO) in (None, bool)
+        while (item := self.iterator.next_item(tx)) is not None:
+            keep = item.truth(tx) if plain else self.fn.call_function(tx, [item], {}).truth(tx)
+            if keep:
+                return item
+        return None
+
+
+class EnumerateVariable(IteratorVariable):
+    def __init__(self, iterator, start):
+        super().__init__((), enumerate)
+        self.iterator = iterator
+        self.count = start
+
+    def next_item(self, tx=None):
+        item = self.iterator.next_item(tx)
+        if item is None:
+            return None
+        index = ConstantVariable(self.count)
+        self.count += 1
+        return TupleVariable([index, item])
+
+
+def make_reversed(tx, seq) -> VariableTracker:
+    """``reversed(seq)``."""
+    if type(seq) is ListVariable:
+        return ListReverseIteratorVariable(seq)
+    if isinstance(seq, DictViewVariable) and seq.kind == "keys":
+        return DictIteratorVariable(seq.dict_vt, "keys", reverse=True)
+    if isinstance(seq, DictVariable):
+        return DictIteratorVariable(seq, "keys", reverse=True)
+    if isinstance(seq, BaseListVariable):
+        return IteratorVariable(list(reversed(seq.items)), type(reversed(())))
+    if isinstance(seq, ConstantVariable) and isinstance(seq.value, (range, str, bytes)):
+        return IteratorVariable(list(reversed(seq.unpack(tx))), type(reversed(seq.value)))
+    raise Unsupported(f"reversed() of {seq}")

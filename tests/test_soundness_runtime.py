@@ -1,0 +1,468 @@
+"""Soundness at run time, beyond the guards:
+
+- deep recursion through the frame hook never crashes (it behaves as eager, or raises
+  RecursionError where Python would);
+- ``reset()`` + compile, repeated, does not grow ``linecache`` or torch.fx's source registry;
+- when the compiled graph raises, the program's state is exactly eager's: the Python side
+  effects that precede the raising op are visible, later ones are not, grad mode / autocast
+  blocks are left as the with-statements would leave them, and the exception is eager's.
+
+Crash-prone cases run in a subprocess, so a segfault is a failing test, not a dead pytest.
+"""
+
+import gc
+import linecache
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import minidynamo
+from minidynamo.tracer.variables import ctx_managers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    minidynamo.reset()
+    yield
+    minidynamo.reset()
+
+
+# -- (1) deep recursion through the hook -------------------------------------------------------
+PRELUDE = """
+import sys, threading
+import torch, minidynamo
+from minidynamo import _eval_frame as hook
+sys.setrecursionlimit(60000)
+
+def deep(n):
+    return 0 if n == 0 else 1 + deep(n - 1)
+
+def forever(n):
+    return forever(n + 1)
+"""
+
+
+def run_script(body: str, timeout: int = 300) -> str:
+    script = PRELUDE + textwrap.dedent(body)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, env=env)
+    assert proc.returncode == 0, f"exit code {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+def test_deep_recursion_with_the_hook_merely_installed():
+    out = run_script("""
+        previous = hook.set_callback(lambda func, args: None)
+        try:
+            print(deep(20000))
+        finally:
+            hook.set_callback(previous)
+        print("installed", hook.hook_installed())
+    """)
+    assert out.split() == ["20000", "installed", "False"]
+
+
+def test_deep_recursion_under_an_optimized_function():
+    out = run_script("""
+        @minidynamo.optimize("eager")
+        def f(x):
+            return x + deep(20000)
+        print(int(f(torch.zeros(())).item()), int(f(torch.ones(())).item()))
+    """)
+    assert out.split() == ["20000", "20001"]
+
+
+def test_optimized_recursive_function_recursing_deeply():
+    out = run_script("""
+        opt = minidynamo.optimize("eager")(deep)
+        print(opt(20000))
+    """)
+    assert out.split() == ["20000"]
+
+
+def test_unbounded_recursion_under_the_hook_raises_recursion_error():
+    out = run_script("""
+        @minidynamo.optimize("eager")
+        def f(x):
+            return x + forever(0)
+        try:
+            f(torch.ones(()))
+        except RecursionError:
+            print("RecursionError")
+        print(deep(10))           # and the program goes on
+    """)
+    assert out.split() == ["RecursionError", "10"]
+
+
+def test_deep_recursion_in_threads_with_small_and_large_stacks():
+    out = run_script("""
+        results = []
+        def work():
+            try:
+                results.append(deep(20000))
+            except RecursionError:
+                results.append("RecursionError")
+        previous = hook.set_callback(lambda func, args: None)
+        for size in (256 * 1024, 1 << 20, 64 << 20):
+            threading.stack_size(size)
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+        hook.set_callback(previous)
+        print(*results)
+    """)
+    assert out.split() == ["20000", "20000", "20000"]
+
+
+# -- (2) registries do not grow with reset() + compile ---------------------------------------------
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) + 1
+
+
+def _compile_some(net, x):
+    minidynamo.reset()
+    opt = minidynamo.optimize("eager")(net)
+    opt(x)
+    opt(x)
+
+    def g(a, b):
+        return a * b + 1
+    minidynamo.optimize("eager")(g)(x, x)
+
+
+def _registry_sizes():
+    from torch.fx.graph_module import _loader
+
+    gc.collect()
+    minidynamo_lines = [k for k in linecache.cache if isinstance(k, str) and k.startswith("<minidynamo")]
+    return len(linecache.cache), len(minidynamo_lines), len(_loader.eval_cache)
+
+
+def test_reset_then_compile_repeatedly_keeps_linecache_and_fx_sources_bounded():
+    net, x = Net(), torch.randn(2, 4)
+    for _ in range(3):
+        _compile_some(net, x)
+    before = _registry_sizes()
+    for _ in range(20):
+        _compile_some(net, x)
+    after = _registry_sizes()
+    assert after[0] <= before[0], (before, after)
+    assert after[1] <= before[1], (before, after)
+    assert after[2] <= before[2], (before, after)
+    minidynamo.reset()
+    gc.collect()
+    assert _registry_sizes()[1] == 0       # nothing of ours stays registered once the entries died
+
+
+def test_dropped_entry_unregisters_its_sources():
+    from torch.fx.graph_module import _loader
+
+    def h(a):
+        return a.sin() + 2
+
+    existing = set(_loader.eval_cache)
+    opt = minidynamo.optimize("eager")(h)
+    opt(torch.randn(3))
+    (entry,) = minidynamo.cache_entries(h)
+    guard_file = getattr(entry[1], "__code__", None)
+    graph_keys = [k for k in _loader.eval_cache if k not in existing]
+    assert graph_keys, "the entry's graph module registered its source"
+    del entry
+    minidynamo.reset()
+    gc.collect()
+    assert not set(graph_keys) & set(_loader.eval_cache)
+    assert not set(graph_keys) & set(linecache.cache)
+    if guard_file is not None:
+        assert guard_file.co_filename not in linecache.cache
+
+
+def test_reset_then_compile_keeps_rss_bounded():
+    resource = pytest.importorskip("resource")
+    net, x = Net(), torch.randn(2, 4)
+    for _ in range(10):
+        _compile_some(net, x)
+    gc.collect()
+    start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(60):
+        _compile_some(net, x)
+    gc.collect()
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start
+    assert grown_kib < 20 * 1024, grown_kib
+
+
+# -- (3) the graph raises at run time --------------------------------------------------------------
+class Box:
+    pass
+
+
+BOX = Box()
+COUNT = 0
+
+
+def outcome(fn, *args):
+    """What a call did: its result or exception, and the program state it left."""
+    global COUNT
+    BOX.value = 0
+    COUNT = 0
+    items = []
+    try:
+        result = ("ok", fn(*args, items))
+    except Exception as e:
+        result = (type(e), str(e))
+    return result, items, BOX.value, COUNT, torch.is_grad_enabled()
+
+
+def assert_same_outcome(fn, *args):
+    expected = outcome(fn, *args)
+    got = outcome(minidynamo.optimize("eager")(fn), *args)
+    if expected[0][0] == "ok":
+        torch.testing.assert_close(got[0][1], expected[0][1])
+        assert got[1:] == expected[1:]
+    else:
+        assert got == expected
+    return got
+
+
+def effects_then_index(x, idx, items):
+    global COUNT
+    y = x * 2
+    items.append(1)
+    BOX.value = 5
+    COUNT = 7
+    z = y[idx] + 1
+    items.append(2)          # after the raising op: must not happen
+    BOX.value = 6
+    COUNT = 8
+    return z
+
+
+def test_effects_before_a_raising_index_are_kept_and_those_after_are_not():
+    x = torch.randn(3)
+    assert_same_outcome(effects_then_index, x, torch.tensor([0, 1]))        # compiles
+    got = assert_same_outcome(effects_then_index, x, torch.tensor([0, 10]))  # guards pass, graph raises
+    assert got[0][0] is IndexError and got[1:4] == ([1], 5, 7)
+    assert minidynamo.counters["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("effect", ["append", "attribute", "global"])
+def test_each_kind_of_side_effect_before_a_raising_gather(effect):
+    def f(x, idx, items):
+        global COUNT
+        y = x + 1
+        if effect == "append":
+            items.append(y.shape[0])
+        elif effect == "attribute":
+            BOX.value = 3
+        else:
+            COUNT = 4
+        return torch.gather(y, 0, idx)
+
+    x = torch.randn(4)
+    assert_same_outcome(f, x, torch.tensor([1, 2]))
+    got = assert_same_outcome(f, x, torch.tensor([1, 9]))
+    assert got[0][0] is RuntimeError
+
+
+def test_no_grad_block_is_left_when_the_graph_raises():
+    def f(x, idx, items):
+        with torch.no_grad():
+            items.append(0)
+            y = x[idx] * 2
+        return y
+
+    x = torch.randn(3, requires_grad=True)
+    assert_same_outcome(f, x, torch.tensor([1]))
+    got = assert_same_outcome(f, x, torch.tensor([7]))
+    assert got[0][0] is IndexError and got[-1] is True
+
+
+def test_enable_grad_under_an_outer_no_grad_is_left_when_the_graph_raises():
+    def f(x, idx, items):
+        with torch.enable_grad():
+            y = (x * 3)[idx]
+        return y
+
+    x = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        assert_same_outcome(f, x, torch.tensor([1]))
+        got = assert_same_outcome(f, x, torch.tensor([3]))
+        assert got[0][0] is IndexError and got[-1] is False
+    assert torch.is_grad_enabled()
+
+
+def test_no_grad_decorated_function_raising_leaves_grad_mode_on():
+    @torch.no_grad()
+    def inner(x, idx):
+        return x[idx]
+
+    def f(x, idx, items):
+        return inner(x * 2, idx) + 1
+
+    x = torch.randn(3, requires_grad=True)
+    assert_same_outcome(f, x, torch.tensor([0]))
+    got = assert_same_outcome(f, x, torch.tensor([4]))
+    assert got[0][0] is IndexError and got[-1] is True
+
+
+def _autocast_nesting() -> int:
+    level = torch.autocast_increment_nesting()
+    torch.autocast_decrement_nesting()
+    return level
+
+
+def test_autocast_block_is_left_when_the_graph_raises():
+    def f(x, idx, items):
+        with torch.autocast("cpu", enabled=False):
+            y = (x + 1)[idx]
+        return y
+
+    x = torch.randn(3)
+    level = _autocast_nesting()
+    assert_same_outcome(f, x, torch.tensor([2]))
+    got = assert_same_outcome(f, x, torch.tensor([5]))
+    assert got[0][0] is IndexError
+    assert _autocast_nesting() == level
+    assert not torch.is_autocast_enabled("cpu")
+    assert ctx_managers._open.managers == []
+
+
+def test_in_place_change_before_a_raising_op_happens_exactly_once():
+    def f(x, idx, items):
+        x.add_(1)
+        return x[idx] * 2
+
+    def run(fn, idx):
+        x = torch.zeros(3)
+        try:
+            fn(x, idx, [])
+            return x, None
+        except IndexError as e:
+            return x, str(e)
+
+    opt = minidynamo.optimize("eager")(f)
+    for idx in (torch.tensor([0]), torch.tensor([9])):
+        expected, got = run(f, idx), run(opt, idx)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+    assert minidynamo.counters["fallbacks"] == 0
+
+
+def test_in_place_change_with_python_effects_before_an_op_is_refused():
+    def f(x, idx, items):
+        x.mul_(2)
+        items.append(1)
+        return x[idx]
+
+    optimized = minidynamo.optimize("eager")(f)
+    for idx in (torch.tensor([0]), torch.tensor([9])):
+        x1, x2 = torch.ones(3), torch.ones(3)
+        items1, items2 = [], []
+        try:
+            expected = f(x1, idx, items1)
+        except IndexError as e:
+            expected = str(e)
+        try:
+            got = optimized(x2, idx, items2)
+        except IndexError as e:
+            got = str(e)
+        assert type(got) is type(expected)
+        torch.testing.assert_close(x2, x1)
+        assert items2 == items1
+    assert any("cannot be re-run" in r for r in minidynamo.counters["fallback_reasons"])
+
+
+def test_random_op_with_python_effects_before_an_op_is_refused():
+    def f(x, items):
+        items.append(1)
+        return torch.nn.functional.dropout(x, 0.5, training=True) + 1
+
+    minidynamo.optimize("eager")(f)(torch.ones(4), [])
+    assert any("draws random numbers" in r for r in minidynamo.counters["fallback_reasons"])
+
+
+def test_python_effects_after_all_ops_of_an_in_place_graph_are_captured():
+    def f(x, items):
+        y = x.add_(1) * 2
+        items.append(3)
+        return y
+
+    x1, x2 = torch.zeros(2), torch.zeros(2)
+    i1, i2 = [], []
+    expected = f(x1, i1)
+    got = minidynamo.optimize("eager")(f)(x2, i2)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(x2, x1)
+    assert i1 == i2 and minidynamo.counters["fallbacks"] == 0
+
+
+def test_shape_mismatch_on_a_later_call_raises_eagers_error():
+    def f(x, y, items):
+        items.append(0)
+        return x @ y
+
+    assert_same_outcome(f, torch.randn(2, 3), torch.randn(3, 4))
+    got = assert_same_outcome(f, torch.randn(2, 3), torch.randn(5, 4))
+    assert got[0][0] is RuntimeError and got[1] == [0]
+
+
+def test_embedding_index_out_of_range_inside_a_module():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(5, 3)
+            self.calls = 0
+
+        def forward(self, ids):
+            self.calls = self.calls + 1
+            return self.emb(ids).sum()
+
+    m = M()
+    opt = minidynamo.optimize("eager")(m)
+    opt(torch.tensor([1, 2]))
+    with pytest.raises(IndexError) as info:
+        opt(torch.tensor([1, 50]))
+    with pytest.raises(IndexError) as eager_info:
+        m(torch.tensor([1, 50]))
+    assert str(info.value) == str(eager_info.value)
+    assert m.calls == 3        # each call counted once, the failing one included
+    assert torch.is_grad_enabled()
+
+
+def test_the_compiling_call_itself_raising_behaves_as_eager():
+    got = assert_same_outcome(effects_then_index, torch.randn(3), torch.tensor([4]))
+    assert got[0][0] is IndexError and got[1:4] == ([1], 5, 7)
+    assert minidynamo.counters["compiles"] == 1 and minidynamo.counters["fallbacks"] == 0
+
+
+def test_keyword_only_and_star_arguments_survive_the_eager_rerun():
+    def f(x, *rest, idx, items, **extra):
+        items.append(len(rest) + len(extra))
+        return x[idx] + rest[0] + extra["k"]
+
+    def call(fn, idx):
+        items = []
+        try:
+            return fn(torch.ones(3), 1.0, 2.0, idx=idx, items=items, k=3.0), items
+        except IndexError as e:
+            return str(e), items
+
+    opt = minidynamo.optimize("eager")(f)
+    for idx in (torch.tensor([0]), torch.tensor([8])):
+        expected, got = call(f, idx), call(opt, idx)
+        if isinstance(expected[0], str):
+            assert got == expected
+        else:
+            torch.testing.assert_close(got[0], expected[0])
+            assert got[1] == expected[1]

@@ -1,0 +1,229 @@
+"""Host data that changes without bumping ``_version`` must never be served from a stale copy.
+
+A data loader refills its input buffer through numpy; ``.data`` writes and numpy views of a
+weight change values without touching ``_version``. The bridge copies every host tensor to the
+device on every call (data inputs, parameters, buffers, tensor attributes), so each of these
+is seen, on both backends. Each test compares with eager PyTorch on the same (changed) tensors.
+The opt-in weight cache (``cache_host_weights``) and the fast path (weights kept on the device)
+are checked for what they promise, including the cache's documented risk.
+"""
+
+import pytest
+import torch
+import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+import xla_bridge
+from xla_bridge import device as dev
+from tests.xla.xla_testing import BACKENDS, assert_same, compile_with
+
+
+class Affine(nn.Module):
+    """A parameter, a buffer and a plain tensor attribute (neither parameter nor buffer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.register_buffer("shift", torch.arange(3.0))
+        self.scale = torch.full((3,), 2.0)
+
+    def forward(self, x):
+        return self.lin(x) * self.scale + self.shift
+
+
+def linear(x, w, b):
+    """Weights as graph arguments, as minidynamo passes them."""
+    return F.linear(x, w, b).relu()
+
+
+@pytest.fixture(autouse=True)
+def fresh_counters():
+    xla_bridge.reset_counters()
+
+
+@pytest.fixture
+def affine():
+    torch.manual_seed(0)
+    model = Affine().eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+@pytest.fixture
+def moved(monkeypatch):
+    """The number of tensors in each host->device transfer the bridge makes."""
+    counts = []
+    real = dev.to_device
+
+    def counting(tensors):
+        counts.append(len(tensors))
+        return real(tensors)
+
+    monkeypatch.setattr(dev, "to_device", counting)
+    return counts
+
+
+def check(compiled, model, *inputs):
+    with torch.no_grad():
+        assert_same(compiled(*inputs), model(*inputs))
+
+
+def changes(model, x):
+    """Each way of changing host data without bumping ``_version``: (name, change)."""
+    return {
+        "input via numpy": lambda: x.numpy().__setitem__(slice(None), torch.randn(2, 4).numpy()),
+        "input via .data.copy_": lambda: x.data.copy_(torch.randn(2, 4)),
+        "weight via .data.fill_": lambda: model.lin.weight.data.fill_(0.5),
+        "weight via numpy": lambda: model.lin.weight.detach().numpy().__setitem__(
+            slice(None), -model.lin.weight.detach().numpy()),
+        "bias via .data.copy_": lambda: model.lin.bias.data.copy_(torch.randn(3)),
+        "buffer via numpy": lambda: model.shift.numpy().__setitem__(slice(None), 7.0),
+        "buffer via .data.mul_": lambda: model.shift.data.mul_(-3),
+        "tensor attribute via numpy": lambda: model.scale.numpy().__setitem__(slice(None), -1.5),
+    }
+
+
+CHANGES = list(changes(Affine(), torch.zeros(2, 4)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_change_without_a_version_bump_is_seen(backend, change, affine):
+    x = torch.randn(2, 4)
+    compiled = compile_with(backend, affine, [x])
+    check(compiled, affine, x)
+    check(compiled, affine, x)                  # a replay, before anything changed
+    versions = [t._version for t in (x, affine.lin.weight, affine.lin.bias, affine.shift,
+                                     affine.scale)]
+    changes(affine, x)[change]()
+    assert versions == [t._version for t in (x, affine.lin.weight, affine.lin.bias,
+                                             affine.shift, affine.scale)]  # the point of the test
+    check(compiled, affine, x)
+    changes(affine, x)[change]()                # and again: no copy is trusted on later calls
+    check(compiled, affine, x)
+    assert xla_bridge.counters.fallbacks == 0, xla_bridge.counters.reasons
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_change_at_once_then_none(backend, affine):
+    x = torch.randn(2, 4)
+    compiled = compile_with(backend, affine, [x])
+    check(compiled, affine, x)
+    for change in changes(affine, x).values():
+        change()
+    check(compiled, affine, x)
+    check(compiled, affine, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_weights_as_arguments_refilled_through_numpy(backend):
+    """minidynamo's graphs take weights as arguments: the same tensors, refilled in place."""
+    x, w, b = torch.randn(2, 4), torch.randn(3, 4), torch.randn(3)
+    compiled = compile_with(backend, linear, [x, w, b])
+    assert_same(compiled(x, w, b), linear(x, w, b))
+    x.numpy()[:] = torch.randn(2, 4).numpy()
+    w.numpy()[:] = torch.randn(3, 4).numpy()
+    b.data.fill_(3.0)
+    assert_same(compiled(x, w, b), linear(x, w, b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_reused_input_buffer_like_a_data_loader(backend):
+    """One buffer, refilled each step through numpy (how loaders reuse pinned buffers)."""
+    buffer, w, b = torch.empty(2, 4), torch.randn(3, 4), torch.randn(3)
+    buffer.numpy()[:] = 0.0
+    compiled = compile_with(backend, linear, [buffer, w, b])
+    for step in range(3):
+        buffer.numpy()[:] = torch.randn(2, 4, generator=torch.Generator().manual_seed(step)).numpy()
+        assert_same(compiled(buffer, w, b), linear(buffer, w, b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_updates_that_bump_the_version_are_still_seen(backend, affine):
+    x = torch.randn(2, 4)
+    compiled = compile_with(backend, affine, [x])
+    check(compiled, affine, x)
+    with torch.no_grad():
+        x.add_(1)
+        affine.lin.weight.mul_(-1)
+        affine.shift.add_(5)
+        affine.scale.mul_(0.5)
+    check(compiled, affine, x)
+    with torch.no_grad():
+        affine.lin.bias = nn.Parameter(torch.randn(3), requires_grad=False)   # a new object
+    check(compiled, affine, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_host_tensor_moves_every_call_in_one_transfer(backend, moved):
+    x, w, b = torch.randn(2, 4), torch.randn(3, 4), torch.randn(3)
+    compiled = compile_with(backend, linear, [x, w, b])
+    compiled(x, w, b)
+    moved.clear()
+    compiled(x, w, b)
+    compiled(x, w, b)
+    assert moved == [3, 3]                            # x, w and b, one batch per call
+    u, v = torch.randn(3), torch.randn(3)
+    add = compile_with(backend, lambda a, b: a + b, [u, v])
+    add(u, v)
+    moved.clear()
+    assert_same(add(u, u), u + u)                     # a tensor in two positions: copied once
+    assert moved == [1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_weights_on_the_device_are_the_fast_path(backend, affine, moved):
+    """The canonical set-up: the module lives on the device, only the input moves in."""
+    reference = Affine().eval()
+    reference.load_state_dict(affine.state_dict())
+    model = affine.to(dev.xla_device())
+    model.scale = model.scale.to(dev.xla_device())  # a plain attribute: .to() leaves it
+    x = torch.randn(2, 4)
+    compiled = compile_with(backend, model, [x])
+    compiled(x)
+    moved.clear()
+    out = compiled(x)
+    assert moved == [1]                               # only x
+    with torch.no_grad():
+        assert_same(out, reference(x))
+        model.lin.weight.mul_(-1)                     # a device weight updated in place
+        reference.lin.weight.mul_(-1)
+        x.numpy()[:] = 1.0
+        assert_same(compiled(x), reference(x))
+
+
+def test_the_opt_in_weight_cache_copies_only_the_input_and_follows_versions(moved):
+    x = torch.randn(2, 4)
+    w = nn.Parameter(torch.randn(3, 4), requires_grad=False)
+    b = nn.Parameter(torch.randn(3), requires_grad=False)
+    compiled = xla_bridge.torchxla_trace_once(fx.symbolic_trace(linear), [x, w, b],
+                                              cache_host_weights=True)
+    assert_same(compiled(x, w, b), linear(x, w, b))
+    moved.clear()
+    x.numpy()[:] = 1.0                                # a data input: never cached
+    assert_same(compiled(x, w, b), linear(x, w, b))
+    assert moved == [1]
+    with torch.no_grad():
+        w.mul_(-1)                                    # bumps the version: seen
+    assert_same(compiled(x, w, b), linear(x, w, b))
+    assert moved == [1, 2]
+    # The documented risk of the opt-in: a write that skips the version is not seen.
+    stale = linear(x, w, b)
+    w.data.fill_(0.25)
+    assert_same(compiled(x, w, b), stale)
+
+
+def test_the_opt_in_cache_through_the_config_flag(monkeypatch, affine):
+    """Module parameters and buffers are cached (a plain tensor attribute too: ``symbolic_trace``
+    registers it as a buffer of the GraphModule); data inputs are not."""
+    monkeypatch.setattr(xla_bridge.config, "cache_host_weights", True)
+    x = torch.randn(2, 4)
+    compiled = compile_with("torchxla_trace_once", affine, [x])
+    check(compiled, affine, x)
+    old_shift = affine.shift.clone()
+    x.numpy()[:] = 3.0                               # fresh: a data input
+    affine.shift.numpy()[:] = 9.0                    # stale: a cached buffer (the stated risk)
+    with torch.no_grad():
+        assert_same(compiled(x), affine.lin(x) * affine.scale + old_shift)
