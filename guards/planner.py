@@ -22,6 +22,7 @@ from .guard import (
 from .source import (
     AttrSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
     AutocastSource, CallSource, GlobalSource, GradModeSource, ItemSource, LocalSource, NamespaceSource,
+    namespace_builtins,
     Source, TorchStateSource,
 )
 
@@ -152,9 +153,13 @@ class Planner:
     def _read_expr(self, source: Source) -> str:
         if isinstance(source, GlobalSource):
             return f"{self._cached(f'{FUNC}.__globals__', 'G')}[{source.global_name!r}]"
-        if isinstance(source, BuiltinSource):   # as the frame sees it: a global shadows a builtin
-            g, b, key = self._cached(f'{FUNC}.__globals__', 'G'), self._cached(f'{FUNC}.__builtins__', 'B'), \
-                repr(source.builtin_name)
+        if isinstance(source, BuiltinSource):   # as the function sees it: a global shadows a builtin
+            key = repr(source.builtin_name)
+            if source.namespace is None:
+                g, b = self._cached(f'{FUNC}.__globals__', 'G'), self._cached(f'{FUNC}.__builtins__', 'B')
+            else:
+                g = self.value_of(source.namespace)
+                b = self.consts.name_for(namespace_builtins(source.namespace.namespace), "builtins")
             return f"({g}[{key}] if {key} in {g} else {b}[{key}])"
         if isinstance(source, ClosureSource):
             return f"{FUNC}.__closure__[{source.index}].cell_contents"

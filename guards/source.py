@@ -13,7 +13,9 @@ Sources know nothing about guards; ``codegen`` decides how each one is read fast
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import types
 from typing import Any, Hashable, Optional
 
 
@@ -79,13 +81,23 @@ class BuiltinSource(Source):
     name shadows it (so a guard on it also fails when such a global appears)."""
 
     builtin_name: str
+    # the globals of the (inlined) function that reads the name, when it is not the frame's
+    namespace: Optional["NamespaceSource"] = None
 
     def name(self) -> str:
-        return f"B[{self.builtin_name!r}]"
+        where = f" in {self.namespace.name()}" if self.namespace is not None else ""
+        return f"B[{self.builtin_name!r}]{where}"
 
     def read(self, frame: FrameValues) -> Any:
-        shadow = frame.func.__globals__
-        return shadow[self.builtin_name] if self.builtin_name in shadow else frame.f_builtins[self.builtin_name]
+        shadow = self.namespace.namespace if self.namespace is not None else frame.func.__globals__
+        builtins = namespace_builtins(shadow) if self.namespace is not None else frame.f_builtins
+        return shadow[self.builtin_name] if self.builtin_name in shadow else builtins[self.builtin_name]
+
+
+def namespace_builtins(namespace: dict) -> dict:
+    """The builtins a function whose globals are ``namespace`` sees (as CPython picks them)."""
+    found = namespace.get("__builtins__", builtins)
+    return found.__dict__ if isinstance(found, types.ModuleType) else found
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,5 +10,11 @@ cache_size_limit = 8
 # Deepest chain of inlined calls before the tracer gives up on a frame.
 inline_depth_limit = 64
 
+# Library values (torch functions, classes, modules, and those of the standard library, timm,
+# torchvision, einops) read as attributes of a library module or class are not guarded: we
+# assume nobody monkeypatches a library between calls (docs/guard-assumptions.md).  False
+# guards each of them by identity too (a few more guards per entry).
+assume_libraries_unpatched = True
+
 # Comma-separated log topics: graph, guards, bytecode, recompiles, fallbacks (or "all").
 log = os.environ.get("MINIDYNAMO_LOG", "")

@@ -37,6 +37,20 @@ def test_library_function_in_module_attribute():
     c.check(x, compiled=2)
 
 
+def test_monkeypatching_a_library_is_seen_once_the_assumption_is_switched_off(monkeypatch):
+    import torch.nn.functional as F
+
+    def f(x):
+        return F.relu(x)
+
+    monkeypatch.setattr(minidynamo.config, "assume_libraries_unpatched", False)
+    c = Checker(f)
+    x = torch.randn(5)
+    c.check(x, compiled=1)
+    monkeypatch.setattr(F, "relu", torch.tanh)
+    c.check(x, compiled=2)
+
+
 class Holder:
     pass
 
@@ -645,3 +659,19 @@ def test_container_class_indexing_replaced_after_trace():
             assert c.backend.compiles >= 2 or minidynamo.counters["fallbacks"] > 0
         finally:
             del MySeq.__getitem__
+
+
+def test_a_global_that_shadows_a_builtin_in_a_helpers_own_module():
+    import types
+
+    helpers = types.ModuleType("helpers_elsewhere")
+    exec("def count(xs):\n    return len(xs)\n", helpers.__dict__)
+
+    def f(x, xs):
+        return x + helpers.count(xs)
+
+    c = Checker(f)
+    x = torch.randn(3)
+    c.check(x, [1, 2], compiled=1)
+    helpers.len = lambda xs: 10            # the helper's module now shadows the builtin
+    c.check(x, [1, 2], compiled=2)

@@ -392,6 +392,29 @@ def test_random_op_with_python_effects_before_an_op_is_refused():
     assert any("draws random numbers" in r for r in minidynamo.counters["fallback_reasons"])
 
 
+@pytest.mark.parametrize("op", [
+    lambda q: torch.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=0.5),   # random inside
+    lambda q: torch.empty_like(q).bernoulli_(0.5) * q,
+    lambda q: torch.multinomial(q.flatten().softmax(0), 2).float().sum() + q,
+])
+def test_any_op_that_draws_random_numbers_is_known_by_its_aten_tags(op):
+    def f(x, items):
+        items.append(1)
+        return op(x) + 1
+
+    minidynamo.optimize("eager")(f)(torch.ones(1, 2, 4), [])
+    assert any("draws random numbers" in r for r in minidynamo.counters["fallback_reasons"])
+
+
+def test_a_kernel_writing_a_running_statistic_buffer_is_an_effect():
+    def f(x, mean, var, items):
+        items.append(1)
+        return torch.nn.functional.batch_norm(x, mean, var, training=True) + 1
+
+    minidynamo.optimize("eager")(f)(torch.randn(4, 3), torch.zeros(3), torch.ones(3), [])
+    assert any("writes the graph input" in r or "in place" in r for r in minidynamo.counters["fallback_reasons"])
+
+
 def test_python_effects_after_all_ops_of_an_in_place_graph_are_captured():
     def f(x, items):
         y = x.add_(1) * 2

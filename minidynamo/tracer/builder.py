@@ -28,6 +28,7 @@ import types
 import torch
 
 import guards as G
+from .. import config
 from ..exc import Unsupported
 from .variables.base import VariableTracker, describe
 from .variables.constant import ConstantVariable, is_constant_value
@@ -118,7 +119,7 @@ def wrap(tx, value, source) -> VariableTracker:
         attr = (lambda name: G.AttrSource(source, name)) if source is not None else (lambda name: None)
         return UserMethodVariable(wrap(tx, value.__func__, attr("__func__")), wrap(tx, value.__self__, attr("__self__")))
     if source is not None and (_is_root(source) or not is_library_value(value)
-                               or not _read_from_library(tx, source)):
+                               or not _read_from_library(tx, source) or not config.assume_libraries_unpatched):
         guard(G.id_match(source, value) if _identity_guarded(value) else G.type_match(source, value))
     vt = wrap_object(value, source)
     if source is not None and type(vt).__name__ == "UserObjectVariable":

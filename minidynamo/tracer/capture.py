@@ -122,17 +122,6 @@ def _trace(func, args) -> Capture:
 #     program order up to the failing op, as eager's would; that is exact only if no Python side
 #     effect precedes an op of the graph, which ``_check_effect_order`` makes a condition of
 #     capturing such a frame.
-RANDOM_OPS = frozenset({
-    "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "bernoulli", "bernoulli_",
-    "multinomial", "normal", "normal_", "poisson", "uniform_", "random_", "exponential_", "geometric_", "cauchy_",
-    "log_normal_", "dropout", "dropout_", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "alpha_dropout_",
-    "feature_alpha_dropout", "feature_alpha_dropout_", "feature_dropout", "feature_dropout_", "native_dropout",
-    "rrelu", "rrelu_", "gumbel_softmax", "fractional_max_pool2d", "fractional_max_pool3d",
-})
-# kernels that update buffers passed to them (running statistics) when training
-STATS_UPDATING_OPS = ("batch_norm", "instance_norm")
-
-
 def _target_name(node) -> str:
     if node.op == "call_method":
         return str(node.target)
@@ -145,26 +134,35 @@ def _switches_state(node) -> bool:
     return node.op == "call_function" and node.target in (torch._C._set_grad_enabled, enter_autocast, exit_autocast)
 
 
+def _storage_root(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor._base if tensor._base is not None else tensor
+
+
 def graph_effects(graph: torch.fx.Graph) -> Optional[str]:
     """None when running the graph changes nothing but its outputs (and grad mode / autocast,
-    which the compiled code restores); otherwise why it does."""
+    which the compiled code restores); otherwise why it does.  The facts come from the aten
+    ops each node dispatched on its meta example (``meta.EffectProbe``): PyTorch's own schemas
+    say what an op writes and its tags say whether it draws random numbers, so no list of op
+    names has to be kept in step with PyTorch."""
+    inputs = {}
     for node in graph.nodes:
         if node.op == "placeholder":
             example = node.meta.get("example_value")
-            # the meta examples of inputs start at version 0; an in-place op on one (or on a
-            # view of it) bumps the shared version counter
-            if isinstance(example, torch.Tensor) and example._version != 0:
-                return f"it changes the graph input {node.name} in place"
+            if isinstance(example, torch.Tensor):
+                # a meta example starts at version 0; an in-place op on it (or on a view of
+                # it) bumps the shared version counter
+                if example._version != 0:
+                    return f"it changes the graph input {node.name} in place"
+                inputs[id(_storage_root(example))] = node.name
         elif node.op == "call_module":
             return f"it calls the module {node.target}"
         elif node.op in ("call_function", "call_method") and not _switches_state(node):
-            name = _target_name(node)
-            if name in RANDOM_OPS:
-                training = node.kwargs.get("training", node.args[2] if "dropout" in name and len(node.args) > 2 else True)
-                if not ("dropout" in name and training is False):
-                    return f"{name} draws random numbers"
-            if any(op in name for op in STATS_UPDATING_OPS) and (True in node.args or True in node.kwargs.values()):
-                return f"{name} updates running statistics in place"
+            if node.meta.get("draws_random"):
+                return f"{_target_name(node)} draws random numbers"
+            for written in node.meta.get("writes", ()):
+                name = inputs.get(id(_storage_root(written)))
+                if name is not None:
+                    return f"{_target_name(node)} writes the graph input {name} in place"
     return None
 
 

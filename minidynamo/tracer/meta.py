@@ -19,6 +19,7 @@ import sys
 import types
 
 from torch.utils._pytree import tree_map
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch
 
@@ -71,10 +72,50 @@ def to_meta(tensor: torch.Tensor) -> torch.Tensor:
     return meta
 
 
-def run_on_meta(fn, args, kwargs):
+def _batch_norm_statistics(input, weight, bias, running_mean, running_var, training, *rest):
+    return (running_mean, running_var) if training else ()
+
+
+# The few kernels whose schema does not declare a write they make: the batch norms update
+# their running statistics in training mode although the schema marks them read-only.
+_SCHEMA_SILENT_WRITES = {
+    op: _batch_norm_statistics
+    for op in (torch.ops.aten.native_batch_norm.default, torch.ops.aten.cudnn_batch_norm.default,
+               torch.ops.aten.miopen_batch_norm.default)
+}
+
+
+class EffectProbe(TorchDispatchMode):
+    """Watches the aten ops a meta run dispatches, so the tracer learns from PyTorch's own op
+    schemas and tags (not from a list of names) whether an op draws random numbers
+    (``Tag.nondeterministic_seeded``) and which tensors it writes (``Tensor(a!)`` arguments:
+    ``add_``, ``bernoulli_``, batch norm's running statistics)."""
+
+    def __init__(self):
+        super().__init__()
+        self.draws_random = False
+        self.written: list = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            self.draws_random = True
+        silent = _SCHEMA_SILENT_WRITES.get(func)
+        if silent is not None:
+            self.written.extend(a for a in silent(*args) if isinstance(a, torch.Tensor))
+        for i, arg in enumerate(func._schema.arguments):
+            info = arg.alias_info
+            if info is not None and info.is_write:
+                value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+                if isinstance(value, torch.Tensor):
+                    self.written.append(value)
+        return func(*args, **kwargs)
+
+
+def run_on_meta(fn, args, kwargs, probe: EffectProbe | None = None):
     """``fn(*args, **kwargs)`` on meta example values; a failure becomes ``Unsupported``."""
     try:
-        with no_dynamo_import():
+        with no_dynamo_import(), (probe if probe is not None else contextlib.nullcontext()):
             return fn(*args, **kwargs)
     except Unsupported:
         raise

@@ -11,7 +11,7 @@ import operator
 import torch
 import torch.fx
 
-from .meta import run_on_meta, to_meta
+from .meta import EffectProbe, run_on_meta, to_meta
 from .side_effects import SideEffects
 from .variables.base import VariableTracker
 
@@ -144,8 +144,11 @@ class OutputGraph:
                 guard = guards.torch_state_match("get_default_device")
                 self.add_guard(guard)
                 device = guard.obj
-        example = run_on_meta(fn, example_args, example_kwargs)
+        probe = EffectProbe()
+        example = run_on_meta(fn, example_args, example_kwargs, probe)
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
+        node.meta["draws_random"] = probe.draws_random
+        node.meta["writes"] = probe.written
         return wrap_op_result(self, node, example, device)
 
     def getitem_node(self, node, index):

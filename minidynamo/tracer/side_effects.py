@@ -11,9 +11,9 @@ the new frame:
     global of the frame           ->  func.__globals__[name] = value
 
 Aliasing: two sources naming the same list would make the trace wrong if only one of them is
-known to change.  The guards cannot express "these two are distinct objects", so a trace that
-mutates a caller's container while it also reads another one of the caller's lists or dicts
-is refused.
+known to change.  A trace that mutates a caller's container while it also reads another one
+of the caller's lists or dicts is refused (the simple rule; the identity guards of
+``output_graph.identity_guards`` could let it through, guarded, one day).
 
 Program order.  The replay happens after the whole graph ran.  If the graph raises at run time
 (an index out of range), eager Python would have made exactly the side effects that precede

@@ -274,7 +274,8 @@ class InstructionTranslatorBase:
             return wrap(self, value, source)
         if name in self.f_builtins:
             same_module = self.f_globals is self.output.frame_info.f_globals
-            return wrap(self, self.f_builtins[name], G.BuiltinSource(name) if same_module else None)
+            source = G.BuiltinSource(name) if same_module else G.BuiltinSource(name, G.NamespaceSource.of(self.f_globals))
+            return wrap(self, self.f_builtins[name], source)
         raise Unsupported(f"global name {name!r} is not defined (NameError)")
 
     def STORE_GLOBAL(self, inst):
