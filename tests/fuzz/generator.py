@@ -1,0 +1,1156 @@
+"""Random small Python programs over tensors and Python values, as source text.
+
+``generate(seed, index, features)`` returns a :class:`Program`: a module prelude (globals, a
+helper or two, a plain class, an ``nn.Module``), the function under test ``f(x, y, n, xs, ts)``
+as a tree of statements, and a script of steps (calls with input specs, and state mutations run
+in the program's namespace between calls).  Everything is drawn from ``random.Random(program_seed(seed,
+index))``, so one program is regenerated from ``(seed, index)`` alone.
+
+A typed environment (variable -> kind, tensors with a symbolic shape such as ``("B", "C")``)
+keeps programs mostly valid: operands broadcast, indices exist, loops end.  Programs that do
+raise are fine: the exception is part of what eager and optimized runs must agree on.
+
+Every statement kind, expression family and step kind belongs to a named feature in
+:data:`FEATURES`; ``known_bug`` features are switched off in the in-suite run (``SAFE_FEATURES``)
+until the bugs they expose are fixed, and are on in ``python -m bench.fuzz`` by default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Optional
+
+# name: (weight, known_bug, what it generates)
+FEATURES: dict[str, tuple[float, bool, str]] = {
+    "tensor_ops":      (6.0, False, "t = <elementwise/binary/reduction/shape op over tensors>"),
+    "int_arith":       (3.0, False, "python int/float arithmetic, shape reads, len, min/max/abs"),
+    "if_python":       (2.5, False, "if/else on python values, x.shape[0], x.dim(), len(list), isinstance, in"),
+    "for_range":       (1.5, False, "for i in range(k) with an accumulator"),
+    "for_list":        (1.5, False, "for over a list / enumerate / zip / dict.items()"),
+    "while_loop":      (0.8, False, "while with a counter"),
+    "list_build":      (1.5, False, "list literals, list(range()), list of tensors"),
+    "list_mutation":   (2.0, False, "append, extend, insert, pop, item store, del, sort, reverse on locals"),
+    "arg_list_mutation": (1.5, False, "append/pop/item store on the caller's list xs"),
+    "arg_list_iadd":   (0.7, False, "xs += [..] / xs *= 2 on the caller's list"),
+    "dict_ops":        (1.5, False, "dict literals, item store/pop, get, update, 'k' in d"),
+    "dict_views":      (0.6, False, "d.keys()/values()/items() kept as values (live views)"),
+    "unpacking":       (1.2, False, "tuple unpacking, swaps, star-unpacking"),
+    "comprehension":   (1.2, False, "list/dict comprehensions and generator expressions in sum/any/all"),
+    "helper_calls":    (1.5, False, "calls of module-level helpers with defaults/kwargs/*args"),
+    "object_methods":  (1.2, False, "method calls, attribute reads and property reads on a plain object"),
+    "object_stores":   (1.0, False, "attribute stores on the plain object"),
+    "module_calls":    (1.2, False, "calling an nn.Module (parameter, buffer, sub-layer), its attributes"),
+    "module_stores":   (0.8, False, "attribute stores on the nn.Module"),
+    "global_stores":   (0.8, False, "global scalar rebinding, global list/dict mutation"),
+    "inplace_local":   (1.2, False, "in-place ops (add_, mul_, +=, setitem) on local tensors"),
+    "inplace_arg":     (1.0, False, "in-place ops on the input tensors and on views of them"),
+    "slicing":         (1.2, False, "x[:, 1:], x[0], x[..., :1], x[::2], list slices"),
+    "early_return":    (0.6, False, "if <cond>: return ..."),
+    "print":           (0.15, False, "print of python values"),
+    "is_compare":      (0.5, False, "`is` / `is not` between containers, None checks"),
+    "min_max_sorted":  (0.6, False, "min/max/sorted over python lists (no key)"),
+    "minmax_key":      (0.4, False, "min/max/sorted with a key function"),
+    "lazy_iterators":  (0.4, False, "zip/map/enumerate objects kept and consumed later, zip(strict=True)"),
+    "loop_mutation":   (0.3, False, "for-loop over a list that the loop body appends to"),
+    "dataclass":       (0.1, False, "dataclass instances built and compared with =="),
+    "library_state":   (0.4, False, "a torch function held in object state (obj.act = torch.relu) then swapped"),
+    "class_attr":      (0.4, False, "class attributes read via type(obj) / the class, changed between calls"),
+    "default_dtype":   (0.2, False, "torch.set_default_dtype changed between calls; factories without dtype"),
+    "data_dependent":  (0.15, False, ".item(), bool(tensor), if on tensor values (should fall back)"),
+    "graph_raises":    (0.2, False, "a side effect followed by a kernel that raises at run time"),
+    "factories":       (0.8, False, "torch.tensor(xs), arange(n), full_like(x, n), new_ones, zeros(B) from python values"),
+    "tensor_iter":     (0.5, False, "unbind/split/chunk, for row in x, list(x)"),
+    "attr_probe":      (0.5, False, "hasattr/getattr(default)/setattr/delattr on the object"),
+    "random_ops":      (0.3, False, "rand_like, randn, dropout (the RNG is reseeded before each call)"),
+    "metadata_inplace": (0.3, False, "x.t_(), x.unsqueeze_(0), requires_grad_ on inputs"),
+    "try_except":      (0.8, False, "try/except KeyError/IndexError/ZeroDivisionError around code that may raise"),
+    "grad_mode":       (0.6, False, "with torch.no_grad()/enable_grad() blocks; grad mode flipped between calls"),
+    "closures":        (0.6, False, "nested functions and lambdas closing over locals, called in f"),
+    "sets_strings":    (0.5, False, "set(), len(set()), f-strings, str methods, tuple(t.shape)"),
+    # input-set variations (not statements)
+    "vary_shape":      (1.0, False, "calls with another B or C"),
+    "vary_dtype":      (1.0, False, "calls with float64 inputs"),
+    "vary_python":     (1.0, False, "calls with another n, another xs (values and length)"),
+    "reuse_args":      (1.0, False, "calls with the very same argument objects again"),
+    "state_mutation":  (1.0, False, "mutations of globals/object/module/helpers between calls"),
+    "arg_aliasing":    (0.3, False, "y is x / ts holds x in one call"),
+    "tensor_views":    (0.3, False, "x an offset view / requires_grad leaf in one call"),
+}
+
+ALL_FEATURES = frozenset(FEATURES)
+SAFE_FEATURES = frozenset(name for name, (_, bug, _) in FEATURES.items() if not bug)
+
+
+def program_seed(seed: int, index: int) -> int:
+    return seed * 1_000_003 + index
+
+
+# ----------------------------------------------------------------------------- program tree
+
+
+@dataclasses.dataclass
+class Stmt:
+    """One statement: ``lines`` (its header or the whole simple statement), and for compound
+    statements ``body`` (and ``orelse`` for if/else)."""
+    lines: list[str]
+    body: Optional[list["Stmt"]] = None
+    orelse: Optional[list["Stmt"]] = None
+    orelse_header: str = "else:"
+
+    def render(self, indent: str, out: list[str]) -> None:
+        for line in self.lines:
+            out.append(indent + line)
+        if self.body is not None:
+            render_block(self.body, indent + "    ", out)
+        if self.orelse is not None:
+            out.append(indent + self.orelse_header)
+            render_block(self.orelse, indent + "    ", out)
+
+
+def render_block(stmts: list[Stmt], indent: str, out: list[str]) -> None:
+    if not stmts:
+        out.append(indent + "pass")
+    for s in stmts:
+        s.render(indent, out)
+
+
+@dataclasses.dataclass
+class Program:
+    seed: int
+    index: int
+    prelude: list[tuple[str, str]]      # (name, module-level source block)
+    body: list[Stmt]
+    ret: str
+    steps: list[tuple]                  # ("call", spec dict) | ("exec", source)
+    features: set[str]
+    globals_declared: set[str] = dataclasses.field(default_factory=set)
+    params: tuple = ("x", "y", "n", "xs", "ts")
+
+    def source(self) -> str:
+        out = [block for _, block in self.prelude]
+        lines = [f"def f({', '.join(self.params)}):"]
+        if self.globals_declared:
+            lines.append("    global " + ", ".join(sorted(self.globals_declared)))
+        render_block(self.body, "    ", lines)
+        lines.append(f"    return {self.ret}")
+        out.append("\n".join(lines))
+        return "\n\n".join(out) + "\n"
+
+
+PRELUDE = [
+    ("imports", "import torch\nimport dataclasses"),
+    ("globals", "G_SCALE = 2\nG_W = 0.5\nG_LIST = [1, 2]\nG_DICT = {'a': 1, 'b': 2}"),
+    ("helpers", '''def helper_add(a, b=1, *, scale=1):
+    return a * scale + b
+
+def helper_tensor(t, k=2):
+    return t.relu() * k
+
+def helper_pair(t, s=1.0):
+    return t + s, t - s
+
+def helper_var(*args, **kwargs):
+    return len(args) + len(kwargs)
+
+def helper_append(lst, v=0):
+    lst.append(v)
+    return len(lst)'''),
+    ("Obj", '''class Obj:
+    K = 3
+
+    def __init__(self):
+        self.k = 2
+        self.w = 1.5
+        self.flag = True
+        self.items = [1, 2]
+        self.act = torch.relu
+
+    def scale(self, t):
+        return t * self.k
+
+    def bump(self, by=1):
+        self.k = self.k + by
+        return self.k
+
+    def apply(self, t):
+        return self.act(t)
+
+    @property
+    def double_k(self):
+        return self.k * 2
+
+OBJ = Obj()'''),
+    ("Mod", '''class Mod(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(1.5))
+        self.register_buffer("shift", torch.tensor(0.25))
+        self.act = torch.nn.ReLU()
+        self.count = 0
+        self.enabled = True
+
+    def forward(self, t):
+        out = self.act(t) * self.scale + self.shift
+        if self.enabled:
+            out = out + 1
+        return out
+
+MOD = Mod()'''),
+    ("Pt", '''@dataclasses.dataclass
+class Pt:
+    a: int
+    b: int'''),
+]
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+def broadcast(a: tuple, b: tuple) -> Optional[tuple]:
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        da = a[-i] if i <= len(a) else "1"
+        db = b[-i] if i <= len(b) else "1"
+        if da == db or db == "1":
+            out.append(da)
+        elif da == "1":
+            out.append(db)
+        else:
+            return None
+    return tuple(reversed(out))
+
+
+class Gen:
+    def __init__(self, rng: random.Random, features: frozenset):
+        self.rng = rng
+        self.features = features
+        self.used: set[str] = set()
+        self.env: dict[str, tuple] = {
+            "x": ("T", ("B", "C")), "y": ("T", ("B", "C")), "n": ("int",),
+            "xs": ("list_int",), "ts": ("list_T", ("B", "C")),
+        }
+        self.with_ts = rng.random() < 0.4    # a second caller list makes any list mutation fall back
+        if not self.with_ts:
+            del self.env["ts"]
+        self.with_xs = rng.random() < 0.7    # without it, xs is a local list and G_LIST can be mutated
+
+        self.counter = 0
+        self.depth = 0
+        self.globals_declared: set[str] = set()
+        self.in_loop = 0
+        self.frozen: set[str] = set()   # lists a loop iterates over (or is bounded by): not mutated
+
+    # -- helpers
+    def on(self, feature: str) -> bool:
+        return feature in self.features
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def vars_of(self, kind: str) -> list[str]:
+        return [v for v, t in self.env.items() if t[0] == kind]
+
+    def tensors(self, pred=None) -> list[str]:
+        return [v for v, t in self.env.items() if t[0] == "T" and (pred is None or pred(t[1]))]
+
+    def pick(self, seq):
+        return self.rng.choice(list(seq))
+
+    def shape(self, v):
+        return self.env[v][1]
+
+    # -- expressions
+    def int_expr(self, depth: int = 0) -> str:
+        r = self.rng
+        options = [lambda: str(r.randint(0, 4)), lambda: "n"]
+        ints = self.vars_of("int")
+        if ints:
+            options += [lambda: self.pick(ints)] * 2
+        options.append(lambda: f"len({self.pick(self.vars_of('list_int') + self.vars_of('list_T'))})")
+        tens = self.tensors(lambda s: len(s) >= 1)
+        if tens:
+            options.append(lambda: f"{self.pick(tens)}.shape[0]")
+            options.append(lambda: f"{self.pick(tens)}.dim()")
+            options.append(lambda: f"{self.pick(tens)}.size(-1)")
+            options.append(lambda: f"{self.pick(tens)}.numel() % 5")
+        if self.on("global_stores") or self.on("int_arith"):
+            options.append(lambda: "G_SCALE")
+            if r.random() < 0.2:
+                options.append(lambda: "len(G_LIST)")
+        if self.on("object_methods"):
+            options.append(lambda: "OBJ.k")
+            options.append(lambda: "OBJ.double_k")
+        if self.on("module_calls"):
+            options.append(lambda: "MOD.count")
+        if self.on("helper_calls"):
+            options.append(lambda: f"helper_add({self.int_expr(depth + 1)}, b={r.randint(0, 3)})")
+            options.append(lambda: f"helper_var({self.int_expr(depth + 1)}, 1, z=2)")
+        if self.on("class_attr"):
+            self_opts = ["type(OBJ).K", "Obj.K", "OBJ.K"]
+            options.append(lambda: self.pick(self_opts))
+        if self.on("dict_ops"):
+            dicts = self.vars_of("dict_int")
+            if dicts:
+                options.append(lambda: f"{self.pick(dicts)}.get('a', {r.randint(0, 3)})")
+                options.append(lambda: f"len({self.pick(dicts)})")
+        if self.on("min_max_sorted"):
+            lists = self.vars_of("list_int")
+            options.append(lambda: f"max({self.pick(lists)} + [{r.randint(0, 3)}])")
+            options.append(lambda: f"sum({self.pick(lists)})")
+        if self.on("minmax_key"):
+            lists = self.vars_of("list_int")
+            options.append(lambda: f"max({self.pick(lists)} + [0], key=lambda v: -v)")
+            options.append(lambda: f"min({self.pick(lists)} + [1], key=lambda v: v % 3)")
+        if self.on("data_dependent") and r.random() < 0.1:
+            tens2 = self.tensors()
+            options.append(lambda: f"int({self.pick(tens2)}.sum().item() > 0)")
+        if self.on("dataclass") and r.random() < 0.1:
+            options.append(lambda: f"Pt({self.int_expr(depth + 1)}, 2).a")
+        if depth < 2:
+            options += [
+                lambda: f"({self.int_expr(depth + 1)} + {self.int_expr(depth + 1)})",
+                lambda: f"({self.int_expr(depth + 1)} - {self.int_expr(depth + 1)})",
+                lambda: f"({self.int_expr(depth + 1)} * {self.int_expr(depth + 1)}) % 7",
+                lambda: f"({self.int_expr(depth + 1)} // 2)",
+                lambda: f"abs({self.int_expr(depth + 1)})",
+                lambda: f"min({self.int_expr(depth + 1)}, {self.int_expr(depth + 1)})",
+                lambda: f"max({self.int_expr(depth + 1)}, {r.randint(0, 3)})",
+            ]
+        return r.choice(options)()
+
+    def float_expr(self) -> str:
+        r = self.rng
+        options = [lambda: r.choice(["0.5", "1.5", "-2.0", "0.25"]),
+                   lambda: f"{self.int_expr(1)} * 0.5", lambda: "G_W"]
+        floats = self.vars_of("float")
+        if floats:
+            options.append(lambda: self.pick(floats))
+            options.append(lambda: f"{self.pick(floats)} / 2")
+        if self.on("object_methods"):
+            options.append(lambda: "OBJ.w")
+        return r.choice(options)()
+
+    def bool_expr(self) -> str:
+        r = self.rng
+        cmp = lambda: r.choice(["<", "<=", "==", "!=", ">", ">="])  # noqa: E731
+        options = [
+            lambda: f"{self.int_expr(1)} {cmp()} {self.int_expr(1)}",
+            lambda: f"n {cmp()} {r.randint(0, 4)}",
+            lambda: f"len(xs) {cmp()} {r.randint(0, 3)}",
+            lambda: f"{self.pick(self.tensors(lambda s: len(s) >= 1))}.shape[0] {cmp()} {r.randint(1, 4)}",
+            lambda: f"{self.pick(self.tensors())}.dim() == {r.randint(0, 2)}",
+            lambda: f"{self.pick(self.tensors())}.dtype == torch.float64",
+            lambda: f"{self.int_expr(1)} in {self.pick(self.vars_of('list_int'))}",
+            lambda: f"isinstance({self.pick(self.env)}, {r.choice(['int', 'list', 'torch.Tensor', 'float'])})",
+            lambda: f"not {self.pick(self.vars_of('list_int'))}",
+        ]
+        bools = self.vars_of("bool")
+        if bools:
+            options.append(lambda: self.pick(bools))
+            options.append(lambda: f"not {self.pick(bools)}")
+        if self.on("object_methods"):
+            options.append(lambda: "OBJ.flag")
+        if self.on("module_calls"):
+            options.append(lambda: "MOD.enabled")
+            options.append(lambda: "MOD.training")
+        if self.on("dict_ops") and self.vars_of("dict_int"):
+            options.append(lambda: f"'{r.choice('abc')}' in {self.pick(self.vars_of('dict_int'))}")
+        if self.on("global_stores"):
+            options.append(lambda: f"'{r.choice('abc')}' in G_DICT")
+        if self.on("is_compare"):
+            lists = self.vars_of("list_int")
+            options.append(lambda: f"{self.pick(lists)} is {self.pick(lists + ['G_LIST'])}")
+            options.append(lambda: f"{self.pick(self.tensors())} is {self.pick(self.tensors())}")
+            options.append(lambda: f"{self.pick(self.env)} is None")
+        if self.on("data_dependent") and r.random() < 0.1:
+            options.append(lambda: f"bool({self.pick(self.tensors())}.sum() > 0)")
+            options.append(lambda: f"{self.pick(self.tensors())}.max() > 0.5")
+        if self.on("dataclass") and r.random() < 0.1:
+            options.append(lambda: f"Pt(n, 1) == Pt({self.int_expr(1)}, 1)")
+        return r.choice(options)()
+
+    def tensor_expr(self) -> tuple[str, tuple]:
+        """A tensor expression and its symbolic shape."""
+        r = self.rng
+        t = self.pick(self.tensors())
+        s = self.shape(t)
+        kind = r.random()
+        if kind < 0.3:
+            op = r.choice(["{t}.relu()", "torch.sigmoid({t})", "{t}.abs()", "-{t}", "{t} * 2",
+                           "{t} + 1.5", "torch.tanh({t})", "{t}.clamp(min=-0.5)",
+                           "torch.where({t} > 0, {t}, {t} * 0.1)", "{t}.clone()", "{t} ** 2",
+                           "({t} > 0).float()", "{t}.double()", "{t}.float()", "{t} * {i}",
+                           "{t} - {f}", "{t}.sin()", "{t}.exp().clamp(max=10)"])
+            return op.format(t=t, i=self.int_expr(1), f=self.float_expr()), s
+        if kind < 0.6:
+            partners = self.tensors(lambda s2: broadcast(s, s2) is not None)
+            u = self.pick(partners)
+            op = r.choice(["{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})",
+                           "{a} / ({b}.abs() + 1)", "torch.where({b} > 0, {a}, {b})"])
+            return op.format(a=t, b=u), broadcast(s, self.shape(u))
+        if kind < 0.68 and self.on("helper_calls"):
+            return r.choice([f"helper_tensor({t})", f"helper_tensor({t}, k={r.randint(0, 3)})",
+                             f"helper_tensor(t={t}, k=n)"]), s
+        if kind < 0.72 and self.on("object_methods"):
+            return r.choice([f"OBJ.scale({t})", f"OBJ.apply({t})"]), s
+        if kind < 0.76 and self.on("module_calls"):
+            return r.choice([f"MOD({t})", f"MOD.act({t})", f"{t} * MOD.scale", f"{t} + MOD.shift"]), s
+        if kind < 0.78 and self.on("library_state"):
+            return f"OBJ.act({t})", s
+        # shape-changing
+        options = []
+        if len(s) >= 1:
+            d = r.randrange(len(s))
+            options.append((f"{t}.sum(dim={d})", s[:d] + s[d + 1:]))
+            options.append((f"{t}.mean(dim={d}, keepdim=True)", s[:d] + ("1",) + s[d + 1:]))
+            options.append((f"{t}.sum()", ()))
+            options.append((f"{t}.unsqueeze(0)", ("1",) + s))
+            options.append((f"{t}.reshape(-1)", ("*".join(s),)))
+            options.append((f"torch.cat([{t}, {t}], dim={d})",
+                            s[:d] + (f"2{s[d]}",) + s[d + 1:]))
+            options.append((f"torch.stack([{t}, {t} + 1])", ("2",) + s))
+            if self.on("slicing"):
+                options.append((f"{t}[0]", s[1:]))
+                options.append((f"{t}[1:]", (f"{s[0]}-1",) + s[1:]))
+                options.append((f"{t}[::2]", (f"{s[0]}/2",) + s[1:]))
+                options.append((f"{t}[..., :1]", s[:-1] + ("1",)))
+        if len(s) == 2:
+            options.append((f"{t}.t()", (s[1], s[0])))
+            options.append((f"{t}.transpose(0, 1).contiguous()", (s[1], s[0])))
+            options.append((f"{t}.view(-1)", (f"{s[0]}*{s[1]}",)))
+            mm = self.tensors(lambda s2: len(s2) == 2 and s2[1] == s[1])
+            if mm:
+                u = self.pick(mm)
+                options.append((f"{t} @ {u}.t()", (s[0], self.shape(u)[0])))
+            if self.on("slicing"):
+                options.append((f"{t}[:, 1:]", (s[0], f"{s[1]}-1")))
+                options.append((f"{t}[:, 0]", (s[0],)))
+        if not options:
+            return f"{t} + 1", s
+        return r.choice(options)
+
+    # -- statements
+    def gen_block(self, n: int) -> list[Stmt]:
+        out = []
+        for _ in range(n):
+            s = self.gen_stmt()
+            if s is not None:
+                out.append(s)
+        return out
+
+    def scoped_block(self, n: int, setup=None) -> list[Stmt]:
+        """A nested block: names first bound inside it are forgotten afterwards (it may run 0
+        times); names rebound inside keep their kind (rebinding to another kind is refused)."""
+        saved = dict(self.env)
+        self.depth += 1
+        if setup:
+            setup()
+        body = self.gen_block(n)
+        self.depth -= 1
+        self.env = {k: v for k, v in saved.items() if self.env.get(k) == v}
+        return body
+
+    def gen_stmt(self) -> Optional[Stmt]:
+        kinds = [(name, FEATURES[name][0]) for name in STMT_KINDS if self.on(name)]
+        if self.depth >= 2:
+            kinds = [(k, w) for k, w in kinds if k not in COMPOUND]
+        names, weights = zip(*kinds)
+        for _ in range(10):
+            kind = self.rng.choices(names, weights)[0]
+            saved = dict(self.env)
+            try:
+                s = getattr(self, "s_" + kind)()
+            except IndexError:      # nothing of the needed kind in scope: draw again
+                self.env = saved
+                continue
+            if s is not None:
+                self.used.add(kind)
+                return s
+        return None
+
+    def assign(self, name: Optional[str], kind: tuple, expr: str, prefix: str) -> Stmt:
+        """Bind a new variable, or rebind an old one of the same kind (in nested blocks)."""
+        if name is None:
+            same = [v for v, t in self.env.items() if t == kind and v not in ARGS and v not in self.frozen]
+            if same and self.rng.random() < 0.3:
+                name = self.pick(same)
+            else:
+                name = self.fresh(prefix)
+        self.env[name] = kind
+        return Stmt([f"{name} = {expr}"])
+
+    def s_tensor_ops(self):
+        expr, shape = self.tensor_expr()
+        if len(shape) > 3:
+            return None
+        return self.assign(None, ("T", shape), expr, "t")
+
+    def s_int_arith(self):
+        r = self.rng
+        c = r.random()
+        if c < 0.6:
+            return self.assign(None, ("int",), self.int_expr(), "i")
+        if c < 0.8:
+            return self.assign(None, ("float",), self.float_expr(), "f")
+        ints = [v for v in self.vars_of("int") if v not in ARGS and v not in self.frozen]
+        if ints:
+            v = self.pick(ints)
+            return Stmt([f"{v} {r.choice(['+=', '-=', '*='])} {r.randint(1, 3)}"])
+        return self.assign(None, ("bool",), self.bool_expr(), "b")
+
+    def s_if_python(self):
+        cond = self.bool_expr()
+        r = self.rng
+        body = self.scoped_block(r.randint(1, 3))
+        orelse = self.scoped_block(r.randint(1, 2)) if r.random() < 0.5 else None
+        if orelse is not None and r.random() < 0.3:
+            s = Stmt([f"if {cond}:"], body, orelse, orelse_header=f"elif {self.bool_expr()}:")
+            return s
+        return Stmt([f"if {cond}:"], body, orelse)
+
+    def s_for_range(self):
+        r = self.rng
+        i = self.fresh("k")
+        self.frozen = set(self.frozen)
+        bound = r.choice([str(r.randint(0, 3)), "n", "len(xs)", f"{self.pick(self.tensors(lambda s: len(s) >= 1))}.shape[0]",
+                          f"min(n, 3)"])
+        if r.random() < 0.3:
+            header = f"for {i} in range(1, {bound}):"
+        else:
+            header = f"for {i} in range({bound}):"
+        self.in_loop += 1
+        body = self.scoped_block(r.randint(1, 3), lambda: self.env.__setitem__(i, ("int",)))
+        self.in_loop -= 1
+        return Stmt([header], body)
+
+    def s_for_list(self):
+        r = self.rng
+        v = self.fresh("v")
+        c = r.random()
+        lists = self.vars_of("list_int")
+        tlists = self.vars_of("list_T")
+        if c < 0.3:
+            lst = self.pick(lists)
+            header, bind = f"for {v} in {lst}:", {v: ("int",)}
+        elif c < 0.5:
+            j = self.fresh("j")
+            lst = self.pick(lists)
+            header, bind = f"for {j}, {v} in enumerate({lst}):", {v: ("int",), j: ("int",)}
+        elif c < 0.65 and tlists:
+            tl = self.pick(tlists)
+            header, bind = f"for {v} in {tl}:", {v: ("T", self.env[tl][1])}
+        elif c < 0.8:
+            a, b = self.pick(lists), self.pick(lists + ["G_LIST"])
+            w = self.fresh("w")
+            header, bind = f"for {v}, {w} in zip({a}, {b}):", {v: ("int",), w: ("int",)}
+        else:
+            dicts = self.vars_of("dict_int") + (["G_DICT"] if self.on("global_stores") else [])
+            if not dicts:
+                return None
+            kk = self.fresh("key")
+            header, bind = f"for {kk}, {v} in {self.pick(dicts)}.items():", {v: ("int",), kk: ("str",)}
+        frozen = set(self.frozen)
+        self.frozen |= {w for w in self.env if w in header} | {"G_LIST", "G_DICT", "OBJ", "xs", "ts"}
+        self.in_loop += 1
+        body = self.scoped_block(r.randint(1, 3), lambda: self.env.update(bind))
+        self.in_loop -= 1
+        self.frozen = frozen
+        return Stmt([header], body)
+
+    def s_while_loop(self):
+        r = self.rng
+        c = self.fresh("c")
+        self.env[c] = ("int",)   # bound before the loop: stays
+        limit = r.choice(["3", "n", "min(n, 4)", "len(xs) + 1"])
+        frozen = set(self.frozen)
+        self.frozen |= {"xs", c}
+        self.in_loop += 1
+        body = self.scoped_block(r.randint(1, 2))
+        self.in_loop -= 1
+        self.frozen = frozen
+        body.append(Stmt([f"{c} += 1"]))
+        return Stmt([f"{c} = 0", f"while {c} < {limit}:"], body)
+
+    def s_list_build(self):
+        r = self.rng
+        c = r.random()
+        if c < 0.35:
+            items = ", ".join(self.int_expr(1) for _ in range(r.randint(0, 3)))
+            return self.assign(None, ("list_int",), f"[{items}]", "l")
+        if c < 0.55:
+            return self.assign(None, ("list_int",), f"list(range({r.randint(0, 4)}))", "l")
+        if c < 0.7:
+            return self.assign(None, ("list_int",), f"{self.pick(self.vars_of('list_int'))}[:]", "l")
+        s = ("B", "C")
+        ts_ = self.tensors(lambda s2: s2 == s)
+        items = ", ".join(self.pick(ts_) for _ in range(r.randint(1, 3)))
+        return self.assign(None, ("list_T", s), f"[{items}]", "tl")
+
+    def s_list_mutation(self):
+        r = self.rng
+        lists = [v for v in self.vars_of("list_int") if v not in ARGS and v not in self.frozen]
+        if not lists:
+            return None
+        lst = self.pick(lists)
+        return Stmt([self._list_mut(lst)])
+
+    def _list_mut(self, lst: str) -> str:
+        r = self.rng
+        text = r.choice([
+            f"{lst}.append({self.int_expr(1)})",
+            f"{lst}.extend([{self.int_expr(1)}, {r.randint(0, 3)}])",
+            f"{lst}.insert(0, {self.int_expr(1)})",
+            f"{lst}.pop() if {lst} else None",
+            f"{lst}.pop(0) if {lst} else None",
+            f"if {lst}: {lst}[0] = {self.int_expr(1)}",
+            f"if {lst}: {lst}[-1] += 1",
+            f"if {lst}: del {lst}[0]",
+            f"{lst}.sort()",
+            f"{lst}.reverse()",
+            f"{lst}[1:] = [{self.int_expr(1)}]",
+            f"{lst} += [{self.int_expr(1)}]",
+            f"{lst} = {lst} * 2" if not self.in_loop else f"{lst}.append(1)",
+        ])
+        if self.in_loop and lst in ARGS and " * 2" in text:
+            text = f"{lst}.append(1)"
+        return text
+
+    def s_arg_list_mutation(self):
+        r = self.rng
+        if "xs" in self.frozen or "ts" in self.frozen:
+            return None
+        c = r.random()
+        if c < 0.7:
+            m = self._list_mut("xs")
+            if "+=" in m or "= xs *" in m:
+                m = "xs.append(n)"
+            return Stmt([m])
+        if c < 0.85 and self.with_ts:
+            return Stmt([r.choice(["ts.append(x * 2)", "ts.pop() if ts else None",
+                                   "if ts: ts[0] = y"])])
+        return Stmt([f"helper_append(xs, {self.int_expr(1)})"]) if self.on("helper_calls") else None
+
+    def s_arg_list_iadd(self):
+        r = self.rng
+        if "xs" in self.frozen or "ts" in self.frozen:
+            return None
+        text = r.choice([f"xs += [{self.int_expr(1)}]", "xs *= 2", "ts += [x]" if self.with_ts else "xs += [1]",
+                         f"xs += {self.pick(self.vars_of('list_int'))}"])
+        if self.in_loop and ("*=" in text or not text.endswith("]")):
+            text = "xs += [1]"       # doubling in a loop grows exponentially over reused calls
+        return Stmt([text])
+
+    def s_dict_ops(self):
+        r = self.rng
+        dicts = self.vars_of("dict_int")
+        if not dicts or r.random() < 0.35:
+            c = r.random()
+            if c < 0.6:
+                items = ", ".join(f"'{k}': {self.int_expr(1)}" for k in r.sample("abc", r.randint(0, 3)))
+                return self.assign(None, ("dict_int",), "{" + items + "}", "d")
+            return self.assign(None, ("dict_int",), "dict(G_DICT)", "d")
+        d = self.pick(dicts)
+        k = r.choice("abc")
+        return Stmt([r.choice([
+            f"{d}['{k}'] = {self.int_expr(1)}",
+            f"{d}.pop('{k}', None)",
+            f"if '{k}' in {d}: del {d}['{k}']",
+            f"{d}.update({{'{k}': {self.int_expr(1)}}})",
+            f"{d}.setdefault('{k}', {r.randint(0, 3)})",
+            f"{d}['{k}'] = {d}.get('{k}', 0) + 1",
+        ])])
+
+    def s_dict_views(self):
+        r = self.rng
+        dicts = self.vars_of("dict_int") or ["G_DICT"]
+        d = self.pick(dicts)
+        name = self.fresh("dv")
+        self.env[name] = ("view",)
+        return Stmt([f"{name} = {d}.{r.choice(['keys', 'values', 'items'])}()"])
+
+    def s_unpacking(self):
+        r = self.rng
+        c = r.random()
+        if c < 0.3:
+            t = self.pick(self.tensors())
+            a, b = self.fresh("t"), self.fresh("t")
+            self.env[a] = self.env[b] = ("T", self.shape(t))
+            call = f"helper_pair({t})" if self.on("helper_calls") else f"({t} + 1, {t} - 1)"
+            return Stmt([f"{a}, {b} = {call}"])
+        if c < 0.5:
+            ints = [v for v in self.vars_of("int") if v not in ARGS and v not in self.frozen]
+            if len(ints) >= 2:
+                a, b = r.sample(ints, 2)
+                return Stmt([f"{a}, {b} = {b}, {a}"])
+            return None
+        if c < 0.75:
+            rhs = f"[{self.int_expr(1)}, *{self.pick(self.vars_of('list_int'))}]"
+            a, rest = self.fresh("i"), self.fresh("l")
+            self.env[a] = ("int",)
+            self.env[rest] = ("list_int",)
+            return Stmt([f"{a}, *{rest} = {rhs}"])
+        rhs = f"({self.int_expr(1)}, {self.int_expr(1)})"
+        a, b = self.fresh("i"), self.fresh("i")
+        self.env[a] = self.env[b] = ("int",)
+        return Stmt([f"({a}, {b}) = {rhs}"])
+
+    def s_comprehension(self):
+        r = self.rng
+        c = r.random()
+        lst = self.pick(self.vars_of("list_int"))
+        if c < 0.3:
+            return self.assign(None, ("list_int",), f"[v * 2 for v in {lst} if v {r.choice(['>', '<', '!='])} {r.randint(0, 3)}]", "l")
+        if c < 0.45:
+            return self.assign(None, ("dict_int",), f"{{k: v for k, v in zip('abc', {lst})}}", "d")
+        if c < 0.6:
+            return self.assign(None, ("int",), f"sum(v for v in {lst} if v % 2 == 0)", "i")
+        if c < 0.7:
+            return self.assign(None, ("bool",), f"{r.choice(['any', 'all'])}(v > {r.randint(0, 3)} for v in {lst})", "b")
+        t = self.pick(self.tensors(lambda s: s == ("B", "C")))
+        if c < 0.85:
+            return self.assign(None, ("list_T", ("B", "C")), f"[{t} * k for k in range({r.randint(1, 3)})]", "tl")
+        tl = self.pick(self.vars_of("list_T"))
+        s = self.env[tl][1]
+        return self.assign(None, ("T", s), f"sum([u.relu() for u in {tl}], torch.zeros_like({t}))"
+                           if s == ("B", "C") else f"{t} + 0", "t")
+
+    def s_helper_calls(self):
+        r = self.rng
+        c = r.random()
+        if c < 0.4:
+            return self.assign(None, ("int",), r.choice([
+                f"helper_add({self.int_expr(1)})", f"helper_add({self.int_expr(1)}, {self.int_expr(1)}, scale=2)",
+                f"helper_add(b=2, a={self.int_expr(1)})", f"helper_var(*{self.pick(self.vars_of('list_int'))})",
+                f"helper_var(**{{'a': 1}}, b=n)"]), "i")
+        if c < 0.6 and self.vars_of("float"):
+            return self.assign(None, ("float",), f"helper_add({self.pick(self.vars_of('float'))}, b=0.5)", "f")
+        t = self.pick(self.tensors())
+        return self.assign(None, ("T", self.shape(t)), r.choice([
+            f"helper_tensor({t})", f"helper_add({t}, b={self.float_expr()}, scale=n)",
+            f"helper_add({t}, {self.pick(self.tensors(lambda s: broadcast(s, self.shape(t)) == self.shape(t)))})"]), "t")
+
+    def s_object_methods(self):
+        r = self.rng
+        c = r.random()
+        if c < 0.3:
+            return self.assign(None, ("int",), r.choice(["OBJ.bump()", "OBJ.bump(by=n)", "OBJ.double_k",
+                                                          "len(OBJ.items)"]), "i")
+        if c < 0.5:
+            return Stmt([r.choice([f"OBJ.items.append({self.int_expr(1)})", "OBJ.bump(2)",
+                                   "OBJ.items.pop() if OBJ.items else None"])])
+        t = self.pick(self.tensors())
+        return self.assign(None, ("T", self.shape(t)), r.choice([f"OBJ.scale({t})", f"OBJ.apply({t})",
+                                                                  f"{t} * OBJ.w"]), "t")
+
+    def s_object_stores(self):
+        r = self.rng
+        return Stmt([r.choice([f"OBJ.k = {self.int_expr(1)}", f"OBJ.w = {self.float_expr()}",
+                               "OBJ.flag = not OBJ.flag", f"OBJ.items = [{self.int_expr(1)}]",
+                               f"OBJ.k += 1", f"OBJ.extra = {self.int_expr(1)}",
+                               f"OBJ.last = {self.pick(self.tensors())}"])])
+
+    def s_module_calls(self):
+        r = self.rng
+        t = self.pick(self.tensors())
+        return self.assign(None, ("T", self.shape(t)), r.choice([
+            f"MOD({t})", f"MOD.act({t})", f"{t} * MOD.scale + MOD.shift",
+            f"MOD({t}) if MOD.enabled else {t}"]), "t")
+
+    def s_module_stores(self):
+        r = self.rng
+        return Stmt([r.choice(["MOD.count += 1", f"MOD.count = {self.int_expr(1)}",
+                               "MOD.enabled = not MOD.enabled", f"MOD.note = {self.int_expr(1)}"])])
+
+    def s_global_stores(self):
+        r = self.rng
+        c = r.random()
+        if c < 0.4:
+            self.globals_declared.add("G_SCALE")
+            return Stmt([r.choice([f"G_SCALE = {self.int_expr(1)}", "G_SCALE += 1"])])
+        if c < 0.5:
+            self.globals_declared.add("G_W")
+            return Stmt([f"G_W = {self.float_expr()}"])
+        if c < 0.8 and "G_LIST" not in self.frozen:
+            return Stmt([r.choice([f"G_LIST.append({self.int_expr(1)})", "G_LIST.pop() if G_LIST else None",
+                                   f"if G_LIST: G_LIST[0] = {self.int_expr(1)}"])])
+        if "G_DICT" in self.frozen:
+            return None
+        return Stmt([r.choice([f"G_DICT['{r.choice('abc')}'] = {self.int_expr(1)}",
+                               f"G_DICT.pop('{r.choice('abc')}', None)"])])
+
+    def s_inplace_local(self):
+        locals_ = [v for v in self.tensors() if v not in ARGS]
+        if not locals_:
+            return None
+        return self._inplace(self.pick(locals_))
+
+    def s_inplace_arg(self):
+        r = self.rng
+        if r.random() < 0.3:
+            v = self.fresh("t")
+            base = r.choice(["x", "y"])
+            src, shape = r.choice([(f"{base}[0]", ("C",)), (f"{base}[:, 1:]", ("B", "C-1")),
+                                   (f"{base}.t()", ("C", "B")), (base, ("B", "C"))])
+            self.env[v] = ("T", shape)
+            return Stmt([f"{v} = {src}", self._inplace(v).lines[0]])
+        return self._inplace(r.choice(["x", "y", "ts[0] if ts else x" if self.with_ts else "x"]) if r.random() < 0.9 else "x")
+
+    def _inplace(self, t: str) -> Stmt:
+        r = self.rng
+        name = t.split(" ")[0] if " " not in t else "x"
+        shape = self.shape(name) if name in self.env else ("B", "C")
+        partners = self.tensors(lambda s: broadcast(shape, s) == shape)
+        u = self.pick(partners) if partners else "1.0"
+        if " if " in t:
+            t = f"({t})"
+        ops = [f"{t}.add_({u})", f"{t}.mul_({self.float_expr()})", f"{t}.relu_()", f"{t}.sub_(1)",
+               f"{t}.clamp_(-1, 1)"]
+        if " " not in t:
+            ops += [f"{t} += {u}", f"{t} *= 2"]
+            if len(shape) >= 1:
+                ops += [f"{t}[0] = {self.float_expr()}"]
+            if len(shape) == 2:
+                ops += [f"{t}[:, 0] = 0.0"]
+        return Stmt([r.choice(ops)])
+
+    def s_slicing(self):
+        r = self.rng
+        if r.random() < 0.5:
+            lst = self.pick(self.vars_of("list_int"))
+            return self.assign(None, ("list_int",), f"{lst}[{r.choice(['1:', ':-1', '::2', '::-1', ':n'])}]", "l")
+        return self.s_tensor_ops()
+
+    def s_early_return(self):
+        return Stmt([f"if {self.bool_expr()}:"], [Stmt([f"return {self.ret_expr()}"])])
+
+    def s_print(self):
+        items = []
+        for _ in range(self.rng.randint(1, 3)):
+            c = self.rng.random()
+            if c < 0.4:
+                items.append(self.int_expr(1))
+            elif c < 0.6:
+                items.append(self.pick(self.vars_of("list_int")))
+            elif c < 0.7:
+                items.append(f"{self.pick(self.tensors())}.shape")
+            else:
+                items.append(repr(self.rng.choice(["a", "step", "x"])))
+        if self.on("data_dependent") and self.rng.random() < 0.2:
+            items.append(self.pick(self.tensors()))
+        return Stmt([f"print({', '.join(items)})"])
+
+    def s_is_compare(self):
+        return self.assign(None, ("bool",), self.bool_expr() if self.rng.random() < 0.3 else
+                           f"{self.pick(self.vars_of('list_int'))} is {self.pick(self.vars_of('list_int') + ['G_LIST'])}", "b")
+
+    def s_min_max_sorted(self):
+        r = self.rng
+        lst = self.pick(self.vars_of("list_int"))
+        return self.assign(None, ("list_int",), r.choice([f"sorted({lst})", f"sorted({lst}, reverse=True)",
+                                                          f"list(reversed({lst}))"]), "l") \
+            if r.random() < 0.5 else self.assign(None, ("int",), f"{r.choice(['min', 'max'])}({lst} + [n])", "i")
+
+    def s_minmax_key(self):
+        r = self.rng
+        lst = self.pick(self.vars_of("list_int"))
+        if r.random() < 0.5:
+            return self.assign(None, ("list_int",), f"sorted({lst}, key=lambda v: (v % 3, -v))", "l")
+        return self.assign(None, ("int",), f"{r.choice(['min', 'max'])}({lst} + [n], key=lambda v: -v)", "i")
+
+    def s_lazy_iterators(self):
+        r = self.rng
+        a = self.pick(self.vars_of("list_int"))
+        b = self.pick(self.vars_of("list_int"))
+        z = self.fresh("z")
+        c = r.random()
+        if c < 0.4:
+            return Stmt([f"{z} = zip({a}, {b})", f"{a}.append(9)" if a not in ARGS and a not in self.frozen else "pass",
+                         f"{self.fresh('l')} = list({z})"])
+        if c < 0.7:
+            name = self.fresh("l")
+            self.env[name] = ("list_int",)
+            return Stmt([f"{z} = map(lambda v: v + 1, {a})", f"{name} = list({z})"])
+        name = self.fresh("l")
+        self.env[name] = ("view",)
+        return Stmt([f"{name} = list(zip({a}, {b}, strict=True))"])
+
+    def s_loop_mutation(self):
+        lists = [v for v in self.vars_of("list_int") if v not in ARGS] or ["xs"]
+        lst = self.pick(lists)
+        v = self.fresh("v")
+        return Stmt([f"for {v} in {lst}:"],
+                    [Stmt([f"if len({lst}) < 6:"], [Stmt([f"{lst}.append({v} + 1)"])])])
+
+    def s_dataclass(self):
+        r = self.rng
+        p = self.fresh("p")
+        self.env[p] = ("obj",)
+        return Stmt([f"{p} = Pt({self.int_expr(1)}, {self.int_expr(1)})",
+                     f"{self.fresh('b')} = {p} == Pt(1, 2)"])
+
+    def s_library_state(self):
+        t = self.pick(self.tensors())
+        return self.assign(None, ("T", self.shape(t)), f"OBJ.act({t})", "t")
+
+    def s_class_attr(self):
+        return self.assign(None, ("int",), self.rng.choice(["type(OBJ).K", "Obj.K + 1", "OBJ.K * 2"]), "i")
+
+    def s_default_dtype(self):
+        t = self.pick(self.tensors())
+        return self.assign(None, ("T", self.shape(t)), self.rng.choice(
+            [f"{t} + torch.ones({t}.shape)", f"{t} * torch.tensor(2.0)", f"{t} + torch.zeros(1)"]), "t")
+
+    def s_data_dependent(self):
+        r = self.rng
+        t = self.pick(self.tensors())
+        if r.random() < 0.5:
+            return self.assign(None, ("float",), f"{t}.sum().item()", "f")
+        return Stmt([f"if {t}.sum() > 0:"], self.scoped_block(1))
+
+    def s_graph_raises(self):
+        t = self.pick(self.tensors(lambda s: len(s) >= 1))
+        return Stmt(["G_LIST.append(n)", f"{self.fresh('t')} = {t}[torch.tensor([7])]"])
+
+    def s_try_except(self):
+        r = self.rng
+        risky = r.choice([f"{self.fresh('i')} = {self.pick(self.vars_of('list_int'))}[{r.randint(0, 3)}]",
+                          f"{self.fresh('i')} = {{'a': 1}}['{r.choice('ab')}']",
+                          f"{self.fresh('i')} = 10 // {self.int_expr(1)}",
+                          f"{self.fresh('i')} = G_DICT['{r.choice('abc')}']"])
+        body = [Stmt([risky])] + self.scoped_block(r.randint(0, 2))
+        exc = r.choice(["KeyError", "IndexError", "ZeroDivisionError", "(KeyError, IndexError, ZeroDivisionError)",
+                        "LookupError", "Exception"])
+        handler = self.scoped_block(r.randint(1, 2))
+        s = Stmt(["try:"], body, handler, orelse_header=f"except {exc}:")
+        if r.random() < 0.3:
+            s = Stmt(["try:"], [s], [Stmt([f"G_LIST.append({r.randint(0, 9)})" if "G_LIST" not in self.frozen else "pass"])],
+                     orelse_header="finally:")
+        return s
+
+    def s_grad_mode(self):
+        r = self.rng
+        cm = r.choice(["torch.no_grad()", "torch.enable_grad()", "torch.set_grad_enabled(n > 1)"])
+        return Stmt([f"with {cm}:"], self.scoped_block(r.randint(1, 3)))
+
+    def s_closures(self):
+        r = self.rng
+        name = self.fresh("fn")
+        c = r.random()
+        if c < 0.5:
+            k = self.int_expr(1)
+            t = self.pick(self.tensors())
+            out = self.fresh("t")
+            lines = [f"{name} = lambda v, k={r.randint(0, 3)}: v * {k} + k"]
+            self.env[out] = ("T", self.shape(t))
+            return Stmt(lines + [f"{out} = {name}({t})"])
+        lst = self.pick(self.vars_of("list_int"))
+        inner = Stmt([f"def {name}(v):"], [Stmt([f"return v + len({lst}) + n"])])
+        out = self.fresh("i")
+        self.env[out] = ("int",)
+        return Stmt([], None) if False else Stmt(["if True:"], [inner, Stmt([f"{out} = {name}({self.int_expr(1)})"])])
+
+    def s_sets_strings(self):
+        r = self.rng
+        lst = self.pick(self.vars_of("list_int"))
+        c = r.random()
+        if c < 0.3:
+            return self.assign(None, ("int",), r.choice([f"len(set({lst}))", f"len(set({lst}) | {{1, 2}})",
+                                                         f"sum(set({lst}) & {{0, 1, 2}})"]), "i")
+        if c < 0.6:
+            return self.assign(None, ("str",), r.choice([f"f'{{n}}-{{len({lst})}}'", f"'-'.join(str(v) for v in {lst})",
+                                                         f"str({lst}).upper()", f"'{{}}:{{}}'.format(n, {lst})"]), "s")
+        t = self.pick(self.tensors())
+        return self.assign(None, ("tuple",), r.choice([f"tuple({t}.shape)", f"{t}.size()", f"({t}.dim(), {t}.dtype)",
+                                                       f"str({t}.dtype)"]), "tu")
+
+    def s_factories(self):
+        r = self.rng
+        t = self.pick(self.tensors(lambda s: s == ("B", "C")))
+        c = r.random()
+        if c < 0.25:
+            return self.assign(None, ("T", ("L",)), r.choice([
+                f"torch.tensor({self.pick(self.vars_of('list_int'))} + [n], dtype=torch.float32)",
+                f"torch.tensor([n, {self.int_expr(1)}, 1.5])",
+                f"torch.as_tensor(xs + [0], dtype={t}.dtype)"]), "tf")
+        if c < 0.45:
+            return self.assign(None, ("T", ("N",)), r.choice([f"torch.arange(max(n, 0) + 1)",
+                                                             f"torch.arange(n, n + 3) * 0.5",
+                                                             f"torch.linspace(0, n, 4)"]), "tf")
+        if c < 0.75:
+            return self.assign(None, ("T", ("B", "C")), r.choice([
+                f"torch.full_like({t}, n)", f"{t}.new_ones({t}.shape) * {self.int_expr(1)}",
+                f"torch.zeros({t}.shape[0], {t}.shape[1], dtype={t}.dtype) + n",
+                f"{t} + torch.tensor(n)", f"{t} * torch.tensor({self.float_expr()}, dtype=torch.float64)",
+                f"torch.ones_like({t}) * len(xs)"]), "t")
+        return self.assign(None, ("T", ("C",)), f"torch.zeros({t}.shape[1]) + {t}[0]", "t")
+
+    def s_tensor_iter(self):
+        r = self.rng
+        t = self.pick(self.tensors(lambda s: s == ("B", "C")))
+        c = r.random()
+        if c < 0.3:
+            return self.assign(None, ("list_T", ("C",)), r.choice([f"list({t})", f"list({t}.unbind(0))",
+                                                                    f"[row * 2 for row in {t}]"]), "tl")
+        if c < 0.6:
+            acc = self.fresh("t")
+            row = self.fresh("row")
+            self.env[acc] = ("T", ("C",))
+            return Stmt([f"{acc} = torch.zeros({t}.shape[1], dtype={t}.dtype)", f"for {row} in {t}:",
+                         f"    {acc} = {acc} + {row}.relu()"])
+        a, b = self.fresh("t"), self.fresh("t")
+        self.env[a] = ("T", ("?1",))
+        self.env[b] = ("T", ("?2",))
+        return Stmt([f"{a}, *{b} = {t}.{r.choice(['split(1)', 'chunk(2)', 'unbind(1)'])}",
+                     f"{b} = {b}[0] if {b} else {a}"])
+
+    def s_attr_probe(self):
+        r = self.rng
+        c = r.random()
+        if c < 0.4:
+            return self.assign(None, ("bool",), r.choice(["hasattr(OBJ, 'extra')", "hasattr(MOD, 'note')",
+                                                          "hasattr(OBJ, 'k')", "hasattr(Obj, 'K')"]), "b")
+        if c < 0.7:
+            return self.assign(None, ("int",), r.choice(["getattr(OBJ, 'extra', -1)", "getattr(MOD, 'note', 7)",
+                                                         "getattr(OBJ, 'k')"]), "i")
+        return Stmt([r.choice([f"setattr(OBJ, 'extra', {self.int_expr(1)})", "OBJ.extra = n",
+                               "if hasattr(OBJ, 'extra'): del OBJ.extra", "if hasattr(OBJ, 'extra'): delattr(OBJ, 'extra')"])])
+
+    def s_random_ops(self):
+        r = self.rng
+        t = self.pick(self.tensors())
+        return self.assign(None, ("T", self.shape(t)), r.choice([
+            f"{t} + torch.rand_like({t})", f"torch.nn.functional.dropout({t}, p=0.5, training=True)",
+            f"{t} * torch.randn({t}.shape, dtype={t}.dtype)", f"torch.nn.functional.dropout({t}, 0.3, MOD.training)"]), "t")
+
+    def s_metadata_inplace(self):
+        r = self.rng
+        if self.depth or self.in_loop:
+            return None
+        c = r.random()
+        if c < 0.4:
+            v = r.choice(["x", "y"])
+            sh = self.shape(v)
+            if len(sh) != 2:
+                return None
+            self.env[v] = ("T", (sh[1], sh[0]))
+            return Stmt([f"{v}.t_()"])
+        if c < 0.7:
+            v = r.choice(["x", "y"])
+            self.env[v] = ("T", ("1",) + self.shape(v))
+            return Stmt([f"{v}.unsqueeze_(0)"])
+        return Stmt(["x.requires_grad_(not x.requires_grad) if x.is_leaf else None"])
+
+    def ret_expr(self) -> str:
+        r = self.rng
+        live = [v for v, t in self.env.items() if t[0] in ("T", "int", "float", "bool", "list_int", "dict_int",
+                                                          "list_T", "view", "str", "obj", "tuple")]
+        c = r.random()
+        pick = r.sample(live, min(len(live), r.randint(1, 4)))
+        if c < 0.15:
+            return pick[0]
+        if c < 0.25:
+            return "{" + ", ".join(f"'{v}': {v}" for v in pick) + "}"
+        if c < 0.3:
+            return "[" + ", ".join(pick) + "]"
+        return "(" + ", ".join(pick) + ",)"
+
+
+ARGS = ("x", "y", "n", "xs", "ts")
+STMT_KINDS = [name for name in FEATURES if not name.startswith(("vary_", "reuse_", "state_mutation", "arg_aliasing",
+                                                                 "tensor_views"))]
+COMPOUND = {"try_except", "grad_mode", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
+
+
+# ----------------------------------------------------------------------------- steps
+
+MUTATIONS: dict[str, list[str]] = {
+    "grad_mode": ["torch.set_grad_enabled(False)", "torch.set_grad_enabled(True)"],
+    "state_mutation": [
+        "OBJ.k = 5", "OBJ.k = 0", "OBJ.w = -1.0", "OBJ.flag = not OBJ.flag", "OBJ.items.append(4)",
+        "MOD.count = 3", "MOD.enabled = not MOD.enabled", "MOD.eval()", "MOD.train()",
+        "G_SCALE = 7", "G_SCALE = 2.5", "G_W = 3.0", "G_LIST.append(5)", "G_LIST.clear()", "G_LIST[:] = [3, 1, 2]",
+        "G_DICT['c'] = 3", "G_DICT.pop('a', None)",
+        "Obj.scale = lambda self, t: t - self.k",
+        "helper_tensor = lambda t, k=2: t.sigmoid() * k",
+        "helper_add = lambda a, b=1, *, scale=1: a - b * scale",
+        "MOD.act = torch.nn.Tanh()",
+        "with torch.no_grad():\n    MOD.scale.mul_(2)",
+        "MOD.shift = torch.tensor(1.0, dtype=torch.float64)",
+        "OBJ = Obj()",
+        "Obj.double_k = property(lambda self: self.k * 3)",
+        "MOD.register_forward_pre_hook(lambda m, a: (a[0] * 2,))",
+        "MOD.register_forward_hook(lambda m, a, out: out - 1)",
+        "OBJ.extra = 4", "MOD.note = 9", "Obj.extra = 11",
+        "MOD.act = torch.nn.Identity()",
+    ],
+    "library_state": ["OBJ.act = torch.tanh", "OBJ.act = torch.sigmoid", "OBJ.act = torch.neg"],
+    "class_attr": ["Obj.K = 7", "Obj.K = -1"],
+    "default_dtype": ["torch.set_default_dtype(torch.float64)", "torch.set_default_dtype(torch.float32)"],
+}
+
+
+def gen_steps(rng: random.Random, features: frozenset) -> list[tuple]:
+    base = {"B": rng.choice([2, 3]), "C": rng.choice([3, 4]), "dtype": "float32", "n": rng.randint(0, 3),
+            "xs": [rng.randint(0, 4) for _ in range(rng.randint(0, 3))], "nts": rng.randint(0, 2),
+            "seed": rng.randrange(1000), "reuse": False, "alias": False, "view": False, "grad": False}
+    steps: list[tuple] = [("call", dict(base))]
+    variations = ["values"]
+    if "vary_shape" in features:
+        variations += ["shape"] * 2
+    if "vary_dtype" in features:
+        variations += ["dtype"] * 2
+    if "vary_python" in features:
+        variations += ["n", "n", "xs", "nts"]
+    if "reuse_args" in features:
+        variations += ["reuse"]
+    if "arg_aliasing" in features:
+        variations += ["alias"]
+    if "tensor_views" in features:
+        variations += ["view", "grad"]
+    mutations = [m for feat, ms in MUTATIONS.items() if feat in features for m in ms]
+    prev = base
+    for _ in range(rng.randint(2, 6)):
+        if mutations and rng.random() < 0.3:
+            steps.append(("exec", rng.choice(mutations)))
+            if rng.random() < 0.7:
+                steps.append(("call", dict(prev, reuse=False, seed=rng.randrange(1000))))
+            continue
+        spec = dict(base if rng.random() < 0.3 else prev)
+        spec["reuse"] = False
+        spec["seed"] = rng.randrange(1000)
+        v = rng.choice(variations)
+        if v == "shape":
+            spec["B"], spec["C"] = rng.choice([1, 2, 3, 4]), rng.choice([2, 3, 5])
+        elif v == "dtype":
+            spec["dtype"] = "float64" if spec["dtype"] == "float32" else "float32"
+        elif v == "n":
+            spec["n"] = rng.choice([0, 1, 2, 3, 4, -1])
+        elif v == "xs":
+            spec["xs"] = [rng.randint(0, 4) for _ in range(rng.randint(0, 4))]
+        elif v == "nts":
+            spec["nts"] = rng.randint(0, 3)
+        elif v == "reuse":
+            spec = dict(prev, reuse=True)
+        elif v in ("alias", "view", "grad"):
+            spec[v] = True
+        steps.append(("call", spec))
+        prev = spec
+    return steps
+
+
+def generate(seed: int, index: int, features: frozenset = ALL_FEATURES) -> Program:
+    rng = random.Random(program_seed(seed, index))
+    g = Gen(rng, frozenset(features))
+    body = g.gen_block(rng.randint(4, 16))
+    if not g.with_xs:
+        body.insert(0, Stmt(["xs = [n, 1, 2]"]))
+    ret = g.ret_expr()
+    steps = gen_steps(rng, g.features)
+    used = set(g.used)
+    for kind, step in steps:
+        if kind == "exec":
+            used.update(f for f, ms in MUTATIONS.items() if step in ms)
+    params = ("x", "y", "n") + (("xs",) if g.with_xs else ()) + (("ts",) if g.with_ts else ())
+    return Program(seed, index, list(PRELUDE), body, ret, steps, used, set(g.globals_declared), params)

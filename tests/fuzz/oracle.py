@@ -1,0 +1,354 @@
+"""Run one program eagerly and optimized, side by side, and say where they differ.
+
+The source is executed twice into two fresh module namespaces (one eager, one optimized), so
+both start from identical state.  Then the same script of steps runs on both: a call builds
+fresh arguments from its spec (or reuses the previous call's objects) and calls ``f``; an exec
+step runs a snippet (a state mutation) in the namespace.  After every call the two sides are
+compared: the return value (or the exception), the arguments after the call, the program's
+globals (including the plain object's and the module's state and the class attributes) and what
+was printed.  Aliasing is compared too: if eager returns the caller's list, optimized must
+return the caller's list, not a copy.
+
+``run_program(source, steps, backend)`` -> :class:`Outcome` (``mismatch`` is None when all
+agree).  ``run_script`` is the entry point of the written repro files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import math
+import sys
+import types
+from typing import Any, Optional
+
+import torch
+
+import minidynamo
+
+FILENAME = "<fuzz>"
+
+
+@dataclasses.dataclass
+class Outcome:
+    mismatch: Optional[str] = None       # "category: detail"
+    step: int = -1
+    calls: int = 0
+    eager_errors: int = 0                # calls where eager raised (the same on both sides)
+    fallbacks: list = dataclasses.field(default_factory=list)
+    f_fallbacks: int = 0                 # fallbacks of f itself (not of helpers)
+    compiles: int = 0
+    setup_error: Optional[str] = None
+
+    @property
+    def category(self) -> Optional[str]:
+        return self.mismatch.split(":", 1)[0] if self.mismatch else None
+
+
+class CountingBackend:
+    def __init__(self):
+        self.compiles = 0
+
+    def __call__(self, gm, example_inputs):
+        self.compiles += 1
+        return gm.forward
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def make_args(spec: dict) -> tuple:
+    g = torch.Generator().manual_seed(spec["seed"])
+    dtype = getattr(torch, spec["dtype"])
+    B, C = spec["B"], spec["C"]
+    if spec.get("view"):
+        base = torch.randn(B + 1, C, generator=g, dtype=dtype)
+        x = base[1:]
+    else:
+        x = torch.randn(B, C, generator=g, dtype=dtype)
+    y = x if spec.get("alias") else torch.randn(B, C, generator=g, dtype=dtype)
+    if spec.get("grad"):
+        x = x.detach().clone().requires_grad_(True)
+    ts = [torch.randn(B, C, generator=g, dtype=dtype) for _ in range(spec["nts"])]
+    if spec.get("alias") and ts:
+        ts[0] = x
+    return (x, y, spec["n"], list(spec["xs"]), ts)
+
+
+def pick_args(args: tuple, names) -> tuple:
+    full = dict(zip(("x", "y", "n", "xs", "ts"), args))
+    return tuple(full[name] for name in names)
+
+
+def build_namespace(source: str) -> dict:
+    # dataclasses looks the defining module up in sys.modules; a stand-in is enough
+    sys.modules.setdefault("fuzzprog", types.ModuleType("fuzzprog"))
+    ns: dict = {"__name__": "fuzzprog"}
+    exec(compile(source, FILENAME, "exec"), ns)
+    return ns
+
+
+# ----------------------------------------------------------------------------- comparison
+
+
+class Diff(Exception):
+    pass
+
+
+def autograd_state(t: torch.Tensor):
+    """``t.is_leaf``, or the error reading it raises (a view made in no_grad mode whose base
+    was changed in place): both sides must agree on either."""
+    try:
+        return t.is_leaf
+    except RuntimeError as e:
+        return f"raises {str(e).splitlines()[0][:60]}"
+
+
+class Comparer:
+    """Structural equality of two object graphs (eager's and optimized's), aliasing included:
+    each mutable object (and tensor storage) on one side must pair with exactly one on the other."""
+
+    def __init__(self):
+        self.fwd: dict = {}
+        self.bwd: dict = {}
+        self.keep: list = []   # keep compared objects alive so ids stay unique
+
+    def pair(self, a, b, path: str) -> bool:
+        """Record that ``a`` corresponds to ``b``; True if seen before (stop recursing)."""
+        ka, kb = id(a), id(b)
+        self.keep += [a, b]
+        if ka in self.fwd or kb in self.bwd:
+            if self.fwd.get(ka) != kb or self.bwd.get(kb) != ka:
+                raise Diff(f"aliasing: {path}: eager and optimized disagree on which objects are the same")
+            return True
+        self.fwd[ka], self.bwd[kb] = kb, ka
+        return False
+
+    def storage(self, a: torch.Tensor, b: torch.Tensor, path: str) -> None:
+        if a.numel() == 0 or b.numel() == 0 or a.is_meta or b.is_meta:
+            return
+        try:
+            sa, sb = a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()
+        except Exception:
+            return
+        ka, kb = ("s", sa), ("s", sb)
+        if ka in self.fwd or kb in self.bwd:
+            if self.fwd.get(ka) != kb or self.bwd.get(kb) != ka:
+                raise Diff(f"aliasing: {path}: tensor storage shared on one side only")
+            return
+        self.fwd[ka], self.bwd[kb] = kb, ka
+
+    def compare(self, a: Any, b: Any, path: str) -> None:
+        ta, tb = type(a), type(b)
+        if type_key(ta) != type_key(tb):
+            raise Diff(f"type: {path}: eager {type_key(ta)}, optimized {type_key(tb)}")
+        if isinstance(a, torch.Tensor):
+            if self.pair(a, b, path):
+                return
+            self.storage(a, b, path)
+            for attr in ("dtype", "shape", "requires_grad", "device"):
+                if getattr(a, attr) != getattr(b, attr):
+                    raise Diff(f"tensor: {path}.{attr}: eager {getattr(a, attr)}, optimized {getattr(b, attr)}")
+            if a.stride() != b.stride() and a.numel() > 1:
+                raise Diff(f"tensor: {path}.stride(): eager {a.stride()}, optimized {b.stride()}")
+            if a.storage_offset() != b.storage_offset():
+                raise Diff(f"tensor: {path}.storage_offset(): eager {a.storage_offset()}, optimized {b.storage_offset()}")
+            leaf_a, leaf_b = autograd_state(a), autograd_state(b)
+            if leaf_a != leaf_b:
+                raise Diff(f"tensor: {path}.is_leaf: eager {leaf_a}, optimized {leaf_b}")
+            da, db = a.detach(), b.detach()
+            if da.is_floating_point() or da.is_complex():
+                same = torch.allclose(da, db, rtol=1e-5, atol=1e-6, equal_nan=True)
+            else:
+                same = torch.equal(da, db)
+            if not same:
+                raise Diff(f"value: {path}: tensor values differ: eager {short(da)}, optimized {short(db)}")
+            return
+        if isinstance(a, (list, dict, set)) or is_user_object(a) or isinstance(a, torch.nn.Module):
+            if self.pair(a, b, path):
+                return
+        if isinstance(a, (type({}.keys()), type({}.values()), type({}.items()))):
+            a, b = list(a), list(b)
+        if isinstance(a, (list, tuple)):
+            if len(a) != len(b):
+                raise Diff(f"value: {path}: length eager {len(a)}, optimized {len(b)}: {short(a)} vs {short(b)}")
+            for i, (x, y) in enumerate(zip(a, b)):
+                self.compare(x, y, f"{path}[{i}]")
+            return
+        if isinstance(a, dict):
+            if list(a.keys()) != list(b.keys()):
+                raise Diff(f"value: {path}: keys eager {list(a)}, optimized {list(b)}")
+            for k in a:
+                self.compare(a[k], b[k], f"{path}[{k!r}]")
+            return
+        if isinstance(a, (types.FunctionType, types.MethodType)):
+            ca = getattr(a, "__code__", None) or a.__func__.__code__
+            cb = getattr(b, "__code__", None) or b.__func__.__code__
+            if (ca.co_name, ca.co_firstlineno, ca.co_code) != (cb.co_name, cb.co_firstlineno, cb.co_code):
+                raise Diff(f"value: {path}: functions differ: {ca.co_name} vs {cb.co_name}")
+            return
+        if isinstance(a, torch.nn.Module):
+            self.compare(module_state(a), module_state(b), path)
+            return
+        if isinstance(a, property):
+            self.compare(a.fget, b.fget, path + ".fget")
+            return
+        if is_user_object(a):
+            self.compare(dict(vars(a)), dict(vars(b)), path + ".__dict__")
+            return
+        if isinstance(a, type):
+            if type_key(a) != type_key(b):
+                raise Diff(f"value: {path}: classes differ: {type_key(a)} vs {type_key(b)}")
+            return
+        if isinstance(a, float) and isinstance(b, float):
+            if not (a == b or (math.isnan(a) and math.isnan(b))) or math.copysign(1, a) != math.copysign(1, b):
+                raise Diff(f"value: {path}: eager {a!r}, optimized {b!r}")
+            return
+        if isinstance(a, (types.ModuleType, types.BuiltinFunctionType)) or callable(a) and not hasattr(a, "__dict__"):
+            if a is not b:
+                raise Diff(f"value: {path}: eager {a!r}, optimized {b!r}")
+            return
+        try:
+            same = a == b
+            same = bool(same)
+        except Exception:
+            same = repr(a) == repr(b)
+        if not same:
+            raise Diff(f"value: {path}: eager {short(a)}, optimized {short(b)}")
+
+
+def type_key(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def is_user_object(a) -> bool:
+    return type(a).__module__ == "fuzzprog" and hasattr(a, "__dict__") and not isinstance(a, type)
+
+
+def module_state(m: torch.nn.Module) -> dict:
+    out = {}
+    for k, v in vars(m).items():
+        if k in ("_parameters", "_buffers", "_modules"):
+            out.update({f"{k}.{n}": val for n, val in v.items()})
+        elif not k.startswith("_") or k == "_non_persistent_buffers_set":
+            out[k] = v
+    return out
+
+
+def short(v, limit: int = 120) -> str:
+    text = repr(v).replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def state_of(ns: dict) -> dict:
+    """The program's watched state: globals (minus imports and f), class attributes."""
+    out = {}
+    for k, v in ns.items():
+        if k.startswith("__") or isinstance(v, types.ModuleType) or k == "f":
+            continue
+        if isinstance(v, type):
+            out[k] = {a: val for a, val in vars(v).items() if not a.startswith("__")}
+        else:
+            out[k] = v
+    return out
+
+
+def result_of(fn, args) -> tuple:
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            value = fn(*args)
+        return ("ok", value, out.getvalue())
+    except Exception as e:   # noqa: BLE001  (the exception is the result)
+        return ("raise", e, out.getvalue())
+
+
+def exc_key(e: BaseException) -> str:
+    msg = str(e).split("\n")[0]
+    return f"{type(e).__name__}: {msg}"
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def params_of(ns: dict) -> int:
+    return ns["f"].__code__.co_argcount
+
+
+def run_program(source: str, steps: list, backend="eager", compare_messages: bool = True) -> Outcome:
+    outcome = Outcome()
+    minidynamo.reset()
+    dtype_before = torch.get_default_dtype()
+    grad_before = torch.is_grad_enabled()
+    try:
+        try:
+            ns_e = build_namespace(source)
+            ns_o = build_namespace(source)
+        except Exception as e:   # noqa: BLE001
+            outcome.setup_error = exc_key(e)
+            return outcome
+        args_e = args_o = None
+        f_o = minidynamo.optimize(backend)(ns_o["f"])
+        for index, step in enumerate(steps):
+            kind, what = step
+            if kind == "exec":
+                for ns in (ns_e, ns_o):
+                    try:
+                        exec(compile(what, "<fuzz-step>", "exec"), ns)
+                    except Exception:   # noqa: BLE001 (both sides alike)
+                        pass
+                continue
+            if not (what.get("reuse") and args_e is not None):
+                names = ns_e["f"].__code__.co_varnames[:params_of(ns_e)]
+                args_e, args_o = pick_args(make_args(what), names), pick_args(make_args(what), names)
+            outcome.calls += 1
+            torch.manual_seed(index)
+            r_e = result_of(ns_e["f"], args_e)
+            torch.manual_seed(index)
+            r_o = result_of(f_o, args_o)
+            why = compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages)
+            if r_e[0] == "raise":
+                outcome.eager_errors += 1
+            if why:
+                outcome.mismatch, outcome.step = why, index
+                break
+    finally:
+        torch.set_default_dtype(dtype_before)
+        torch.set_grad_enabled(grad_before)
+        snap = minidynamo.counters.snapshot()
+        outcome.fallbacks = list(snap.get("fallback_reasons", []))
+        outcome.f_fallbacks = sum(1 for r in outcome.fallbacks if r.startswith("f ("))
+        outcome.compiles = snap.get("cache_misses", 0) - snap.get("fallbacks", 0)
+        minidynamo.reset()
+    return outcome
+
+
+def compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages=True) -> Optional[str]:
+    if r_e[0] != r_o[0]:
+        detail = exc_key(r_e[1]) if r_e[0] == "raise" else exc_key(r_o[1])
+        return f"exception: eager {r_e[0]}, optimized {r_o[0]} ({detail})"
+    if r_e[0] == "raise":
+        ke, ko = exc_key(r_e[1]), exc_key(r_o[1])
+        if type(r_e[1]) is not type(r_o[1]) or (compare_messages and ke != ko):
+            return f"exception: eager {ke[:150]} / optimized {ko[:150]}"
+    c = Comparer()
+    try:
+        # one comparer for all: identity between the return value, the arguments and the state
+        c.compare(args_e, args_o, "args")
+        c.compare(state_of(ns_e), state_of(ns_o), "G")
+        if r_e[0] == "ok":
+            c.compare(r_e[1], r_o[1], "return")
+    except Diff as d:
+        return str(d)
+    if r_e[2] != r_o[2]:
+        return f"stdout: eager {r_e[2]!r}, optimized {r_o[2]!r}"
+    return None
+
+
+def run_script(source: str, steps: list, backend="eager") -> str:
+    """The repro entry point: 'MISMATCH <what>' or 'OK'."""
+    out = run_program(source, steps, backend)
+    if out.setup_error:
+        return f"SETUP ERROR {out.setup_error}"
+    return f"MISMATCH at step {out.step}: {out.mismatch}" if out.mismatch else "OK"
