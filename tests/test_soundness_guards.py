@@ -675,3 +675,42 @@ def test_a_global_that_shadows_a_builtin_in_a_helpers_own_module():
     c.check(x, [1, 2], compiled=1)
     helpers.len = lambda xs: 10            # the helper's module now shadows the builtin
     c.check(x, [1, 2], compiled=2)
+
+
+def test_a_mutated_list_next_to_another_list_is_captured_and_guarded_distinct():
+    def f(x, p, q):
+        p.append(len(q))
+        return x + len(p) + len(q)
+
+    backend = CountingBackend()
+    optimized = minidynamo.optimize(backend)(f)
+    x = torch.randn(3)
+    p, q = [1], [2, 3]
+    assert_same(optimized(x, p, q), f(x, [1], [2, 3]))
+    assert (p, q, backend.compiles, minidynamo.counters["fallbacks"]) == ([1, 2], [2, 3], 1, 0)
+    shared, expected_list = [4], [4]     # the same list twice: the distinctness guard fails
+    assert_same(optimized(x, shared, shared), f(x, expected_list, expected_list))
+    assert shared == expected_list
+    assert minidynamo.counters["fallbacks"] == 1      # refused: one list under two names
+
+
+def test_an_attribute_store_next_to_another_object_of_its_type_is_guarded():
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    def f(x, a, b):
+        a.v = a.v + 1
+        return x * b.v
+
+    c = Checker(f)
+    x = torch.randn(3)
+    a1, b1 = Box(1), Box(5)
+    c.check(x, a1, b1, compiled=1)
+    same = Box(2)
+    e = Box(2)
+    expected = f(x, e, e)
+    got = c.optimized(x, same, same)
+    assert_same(got, expected)
+    assert same.v == e.v
+    assert c.backend.compiles == 2

@@ -123,7 +123,6 @@ def wrap(tx, value, source) -> VariableTracker:
         guard(G.id_match(source, value) if _identity_guarded(value) else G.type_match(source, value))
     vt = wrap_object(value, source)
     if source is not None and type(vt).__name__ == "UserObjectVariable":
-        tx.output.side_effects.note_object(source, vt)     # for the aliasing check of attribute stores
         tx.output.note_object_identity(source, value)      # which of them are one object: guarded
     return vt
 

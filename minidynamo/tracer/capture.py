@@ -93,7 +93,8 @@ def _trace(func, args) -> Capture:
     tx = InstructionTranslator(func, {}, output, G.GlobalSource)
     tx.locals = {name: wrap(tx, value, G.LocalSource(name)) for name, value in zip(names, args)}
     result = tx.run()
-    output.side_effects.check_aliasing()
+    for guard in output.side_effects.aliasing_guards(output.wrapped_values):
+        output.add_guard(guard)
     templates = Templates()
     template = templates.of(result)
     replays = templates.replays_of(output.side_effects)

@@ -11,9 +11,9 @@ the new frame:
     global of the frame           ->  func.__globals__[name] = value
 
 Aliasing: two sources naming the same list would make the trace wrong if only one of them is
-known to change.  A trace that mutates a caller's container while it also reads another one
-of the caller's lists or dicts is refused (the simple rule; the identity guards of
-``output_graph.identity_guards`` could let it through, guarded, one day).
+known to change.  A caller's container the trace mutates is guarded to be a different object
+from every other list (dict) of the caller it read, and refused if it is the same one now
+(``aliasing_guards``).
 
 Program order.  The replay happens after the whole graph ran.  If the graph raises at run time
 (an index out of range), eager Python would have made exactly the side effects that precede
@@ -32,8 +32,6 @@ class SideEffects:
         self.mutated: dict = {}            # source -> VT mutated
         self.attribute_stores: dict = {}   # (id(object), name) -> (source, VT assigned)
         self.global_stores: dict = {}      # name -> VT assigned
-        self.objects_read: dict = {}       # source -> VT of every plain user object read
-        self.objects_assigned: dict = {}   # source -> VT of each plain object an attribute was stored on
         self.position = None               # () -> graph nodes so far (set by the capture)
         self.first_at = None               # position of the first side effect, if any
 
@@ -52,19 +50,14 @@ class SideEffects:
         self._note_position()
         self.mutated[vt.source] = vt
 
-    def note_object(self, source, vt):
-        self.objects_read[source] = vt
-
     # -- attributes and globals ---------------------------------------------------------------
     def store_attribute(self, obj_vt, name: str, value_vt):
         """Keyed by the object itself: two sources naming one module see the same stored value
-        (modules are identity-guarded; plain objects are checked by ``check_aliasing``)."""
+        (modules are identity-guarded; which plain objects are one is guarded too)."""
         if obj_vt.source is None:
             raise Unsupported(f"assignment to attribute {name!r} of an object made during the trace")
         self._note_position()
         self.attribute_stores[(id(obj_vt.value), name)] = (obj_vt.source, value_vt)
-        if obj_vt.source in self.objects_read:
-            self.objects_assigned[obj_vt.source] = obj_vt
 
     def stored_attribute(self, obj_vt, name: str):
         entry = self.attribute_stores.get((id(obj_vt.value), name))
@@ -81,20 +74,23 @@ class SideEffects:
         return self.global_stores.get(name)
 
     # -- the replay plan --------------------------------------------------------------------------
-    def check_aliasing(self):
-        """Only objects of the same type can be one object: refuse a mutated list next to
-        another list of the caller (likewise dicts)."""
+    def aliasing_guards(self, real_values: dict) -> list:
+        """A mutated caller's list (or dict) and every other list (dict) of the caller the trace
+        read: the trace keeps one tracker per source, so a change through one must not be
+        visible through another.  Distinct now: guarded distinct (``alias_match``), so a later
+        call that passes one list twice misses.  The same object now: refused.  (Plain objects
+        need nothing here: their attribute stores are keyed by the object itself, and which of
+        them are one object is guarded by ``OutputGraph.identity_guards``.)"""
+        import guards
+
+        result = []
         for source, vt in self.mutated.items():
             kind = vt.python_type()
             others = [s for s, other in self.containers_read.items() if s != source and other.python_type() is kind]
+            for other in others:
+                if real_values.get(source) is real_values.get(other):
+                    raise Unsupported(f"{source.name()} is mutated and is also read as {other.name()} (the same "
+                                      f"{kind.__name__} under two names)")
             if others:
-                raise Unsupported(f"{source.name()} is mutated while {others[0].name()}, another {kind.__name__} "
-                                  "of the caller, is read too (their aliasing cannot be guarded)")
-        # plain objects are guarded by type only: one whose attribute changes must be the only
-        # object of its exact type the trace read (type guards cannot tell two apart)
-        for source, vt in self.objects_assigned.items():
-            kind = type(vt.value)
-            others = [s for s, other in self.objects_read.items() if s != source and type(other.value) is kind]
-            if others:
-                raise Unsupported(f"an attribute of {source.name()} is assigned while {others[0].name()}, another "
-                                  f"{kind.__name__}, is read too (their aliasing cannot be guarded)")
+                result.append(guards.alias_match(source, tuple((other, False) for other in others)))
+        return result

@@ -230,7 +230,7 @@ class Gen:
             "x": ("T", ("B", "C")), "y": ("T", ("B", "C")), "n": ("int",),
             "xs": ("list_int",), "ts": ("list_T", ("B", "C")),
         }
-        self.with_ts = rng.random() < 0.4    # a second caller list makes any list mutation fall back
+        self.with_ts = rng.random() < 0.4    # a second caller list: list mutations are then guarded distinct from it
         if not self.with_ts:
             del self.env["ts"]
         self.with_xs = rng.random() < 0.7    # without it, xs is a local list and G_LIST can be mutated
