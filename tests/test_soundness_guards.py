@@ -714,3 +714,34 @@ def test_an_attribute_store_next_to_another_object_of_its_type_is_guarded():
     assert_same(got, expected)
     assert same.v == e.v
     assert c.backend.compiles == 2
+
+
+@pytest.mark.parametrize("make_pair", [
+    lambda: (lambda t: (t, t))(torch.ones(3)),
+    lambda: (torch.ones(3), torch.ones(3)),
+])
+def test_is_between_two_input_tensors_is_answered_and_guarded(make_pair):
+    def f(x, a, b):
+        return x + 1 if a is b else x - 1
+
+    backend = CountingBackend()
+    optimized = minidynamo.optimize(backend)(f)
+    x = torch.randn(3)
+    a, b = make_pair()
+    assert_same(optimized(x, a, b), f(x, a, b))
+    t = torch.zeros(3)
+    for pair in [(t, t), (torch.zeros(3), torch.zeros(3)), make_pair()]:
+        assert_same(optimized(x, *pair), f(x, *pair))
+    assert backend.compiles == 2 and minidynamo.counters["fallbacks"] == 0
+
+
+def test_is_between_two_caller_lists_is_answered_and_guarded():
+    def f(x, p, q):
+        return x + 1 if p is q else x - 1
+
+    backend = CountingBackend()
+    optimized = minidynamo.optimize(backend)(f)
+    x, shared = torch.randn(3), [1]
+    for p, q in [([1], [1]), (shared, shared), ([1], [1]), (shared, shared)]:
+        assert_same(optimized(x, p, q), f(x, p, q))
+    assert backend.compiles == 2 and minidynamo.counters["fallbacks"] == 0

@@ -489,3 +489,25 @@ def test_keyword_only_and_star_arguments_survive_the_eager_rerun():
         else:
             torch.testing.assert_close(got[0], expected[0])
             assert got[1] == expected[1]
+
+
+@pytest.mark.parametrize("change", [
+    lambda t: t.requires_grad_(not t.requires_grad),
+    lambda t: t.unsqueeze_(0),
+    lambda t: t.t_(),
+])
+def test_a_graph_that_changes_input_metadata_is_not_re_run_after_it_raises(change):
+    def f(x, items):
+        change(x) if x.is_leaf else None
+        items.append(1)
+        return x[torch.tensor([7])]
+
+    def run(fn):
+        x, items = torch.ones(3, 2), []
+        try:
+            fn(x, items)
+        except IndexError as e:
+            return str(e).splitlines()[0], x.shape, x.stride(), x.requires_grad, items
+        raise AssertionError("no IndexError")
+
+    assert run(minidynamo.optimize("eager")(f)) == run(f)

@@ -19,7 +19,7 @@ import guards as G
 from ..exc import MinidynamoError, Unsupported
 from .builder import wrap
 from .meta import no_dynamo_import
-from .output_graph import OutputGraph
+from .output_graph import OutputGraph, tensor_metadata
 from .translator import InstructionTranslator
 from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable
@@ -154,6 +154,8 @@ def graph_effects(graph: torch.fx.Graph) -> Optional[str]:
                 # it) bumps the shared version counter
                 if example._version != 0:
                     return f"it changes the graph input {node.name} in place"
+                if tensor_metadata(example) != node.meta.get("entry_metadata", tensor_metadata(example)):
+                    return f"it changes the metadata of the graph input {node.name} in place"
                 inputs[id(_storage_root(example))] = node.name
         elif node.op == "call_module":
             return f"it calls the module {node.target}"

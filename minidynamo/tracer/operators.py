@@ -101,7 +101,7 @@ def is_same(tx, a: VariableTracker, b: VariableTracker) -> bool:
         if a.example is b.example:
             return True
         if a.is_input and b.is_input:
-            raise Unsupported("identity test between two input tensors")
+            return _guarded_identity(tx, a.source, b.source, tx.output.real_inputs)
         return False
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return False
@@ -111,8 +111,21 @@ def is_same(tx, a: VariableTracker, b: VariableTracker) -> bool:
             return True
         if type(a) is not type(b):
             return False
-        raise Unsupported(f"identity test between {a} and {b}")
+        if getattr(a, "source", None) is None or getattr(b, "source", None) is None:
+            return False            # one was made by the trace: no caller's object is it
+        return _guarded_identity(tx, a.source, b.source, tx.output.wrapped_values)
     return va is vb
+
+
+def _guarded_identity(tx, source_a, source_b, real_values: dict) -> bool:
+    """``a is b`` for two values read from the frame: the answer now, guarded for later calls."""
+    import guards
+
+    if source_a not in real_values or source_b not in real_values:
+        raise Unsupported(f"identity test between {source_a.name()} and {source_b.name()} (values not recorded)")
+    same = real_values[source_a] is real_values[source_b]
+    tx.output.add_guard(guards.alias_match(source_a, ((source_b, same),)))
+    return same
 
 
 def _identity(vt):

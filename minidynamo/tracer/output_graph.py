@@ -99,6 +99,7 @@ class OutputGraph:
         example = _meta_like(tensor)
         variable = TensorVariable(node, example, tensor.device, source=source, python_class=type(tensor))
         node.meta["example_value"] = example
+        node.meta["entry_metadata"] = tensor_metadata(example)   # what in-place metadata ops may change
         self.input_variables[source] = variable
         self.input_sources.append(source)
         self.example_inputs.append(tensor)
@@ -161,6 +162,10 @@ class OutputGraph:
         self.graph.output(tuple(output_nodes))
         self.graph.lint()
         return torch.fx.GraphModule(torch.nn.Module(), self.graph)
+
+
+def tensor_metadata(tensor: torch.Tensor) -> tuple:
+    return tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.requires_grad, tensor.dtype
 
 
 def _partition_guards(items: list) -> list:
