@@ -24,6 +24,7 @@ Modules, one job each:
     plots      PNG charts: speedups with limits, the stacked per-call breakdown
     runner     ties it together (``main``), progress bar, counters of minidynamo and xla_bridge
 
-Apart: ``host_data_cost`` (what xla_bridge's host-data policy costs trace_once, per set-up),
+Apart: ``training`` (``python -m bench --training``: one training step per peer, gradients
+checked against lazy mode), ``host_data_cost`` (what xla_bridge's host-data policy costs trace_once, per set-up),
 ``xla_resnet18``, ``overhead``, ``hook_overhead``.
 """

@@ -93,6 +93,10 @@ def build_parser():
                         help="overhead study: split each call into guard, trace, lookup, execute, transfer")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--seed", type=int, default=1337)
+    parser.add_argument("--training", action="store_true",
+                        help="time one training step instead (bench/training.py; its own flags: "
+                        "--only, --peer, --small, --batch-size, --iterations, --warmup, "
+                        "--breakdown, --output, --seed)")
     return parser
 
 

@@ -31,6 +31,21 @@ reaches its base. What cannot be replayed soundly runs eagerly, with the reason 
 call where an argument the graph writes in place shares memory with another argument, an
 output viewing a device argument, two outputs sharing memory.
 
+Where XLA and eager differ (plain PyTorch/XLA behaves the same; not corrected here): an
+out-of-range index tensor (``x[torch.tensor([7])]`` on 3 rows, ``gather``, ``index_select``,
+``take``) is clamped by XLA's gather instead of raising ``IndexError``, so the call returns
+normally and whatever the caller did before it (Python side effects) is not undone; and ops
+compute in XLA's promoted type (f32[2,3] + f64[] adds in f64, so a value that would overflow
+or wrap in the PyTorch dtype may not), though every result, replayed or not, has PyTorch's
+dtype; random ops on the device draw from XLA's generator (seeded by torch_xla's
+``xm.set_rng_state``, not by ``torch.manual_seed``): the same distributions, other numbers than
+eager. A graph that changes an argument's metadata in place (shape, strides, storage offset,
+storage, ``requires_grad``: ``x.t_()``, ``x.unsqueeze_(0)``, ``x.resize_(n)``, ``x.set_(y)``,
+``x.requires_grad_()``) runs eagerly with the reason (``aliasing.InputMetadataMutated``): the
+device hands back data only. An output that eager lays out non-compactly (a view of a tensor
+made in the graph, ``(x * 2).t()``, ``y.relu()[1:]``; an elementwise result of a permuted input)
+is laid out the same way on the host (``aliasing.EagerLayout``: one host copy).
+
 Seeing what happened:
 
 - ``xla_bridge.counters``: ``compiles``, ``replays``, ``traces``, ``retraces``, ``fallbacks``,
@@ -47,14 +62,23 @@ Seeing what happened:
 Importing this package is cheap: torch_xla (which imports torch._dynamo) is imported on the
 first backend call.
 
-Limits, on purpose: autograd is not carried through the device (a call made with grad mode on
-and a tensor that requires grad runs eagerly).
+Training: a call in grad mode with a tensor that requires grad. ``torchxla_trace_once`` records
+the graph's forward and backward once as one aten graph on meta tensors (``joint_graph``; no
+``torch._dynamo``, no AOT autograd), splits it (save what backward reads), and replays the
+forward graph and the backward graph by hash inside one ``autograd.Function`` (``training``):
+``.grad`` accumulates on leaves, frozen parameters get none, non-leaf inputs pass grads
+upstream, batch norm's running stats are written back, dropout draws fresh masks per step and
+the backward uses the forward's. ``create_graph=True`` raises ``DoubleBackwardUnsupported``.
+``torchxla_trivial`` runs the graph lazily with autograd on (traced every step). Import
+torch_xla (or make the first backend call) before the process runs its first backward: the
+autograd engine sizes its per-device queues then, once.
 
 Modules: ``backends`` (the two entry points, host side), ``config`` (``cache_host_weights``),
 ``host_inputs`` (arguments to device copies, per call), ``aliasing`` (outputs viewing arguments, in-place writes, found on meta
 tensors), ``programs`` (what runs on the device), ``lazy_graph`` (capture and replay of one
 graph), ``partition`` (ops without an XLA lowering), ``lifting`` (module state as inputs),
-``device`` (torch_xla access, transfers).
+``device`` (torch_xla access, transfers), ``aten_recorder`` (aten ops on meta tensors into an
+fx graph), ``joint_graph`` (forward + backward, partitioned), ``training`` (the grad-mode paths).
 """
 
 from . import config

@@ -9,9 +9,14 @@ in-place update has been written back.
 ``analyse_memory(program, args)`` runs the graph on meta tensors shaped and strided like the
 arguments (no data, no compute): it maps each output leaf sharing an argument's memory to a
 ``HostView`` and lists the arguments the graph writes in place (their ``_version`` moved), for
-every kind of device program alike. Aliasing the host side cannot rebuild raises ``NotOneGraph`` (the graph then runs
-eagerly, with the reason): an output viewing a device argument, or two different outputs
-sharing memory that no argument owns (``y, y.view(-1)``).
+every kind of device program alike. Aliasing the host side cannot rebuild raises
+``NotOneGraph`` (the graph then runs eagerly, with the reason): an output viewing a device
+argument, or two different outputs sharing memory that no argument owns (``y, y.view(-1)``).
+So does a graph that changes an argument's metadata in place (shape, strides, storage offset,
+dtype, ``requires_grad`` or its storage: ``x.t_()``, ``x.set_(y)``, ``x.unsqueeze_(0)``,
+``x.resize_(n)``, ``x.requires_grad_()``; ``InputMetadataMutated``): the device hands back
+data only. An output eager lays out non-compactly (a view of a tensor made inside the graph,
+``(x * 2).t()``) gets eager's strides and storage offset on the host (``EagerLayout``).
 """
 
 from dataclasses import dataclass
@@ -46,7 +51,37 @@ class HostView:
 def _meta_like(value):
     if not isinstance(value, torch.Tensor):
         return value
-    return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    meta = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    return meta.requires_grad_(value.requires_grad)
+
+
+class InputMetadataMutated(NotOneGraph):
+    """The graph changes an argument's metadata in place (``x.t_()``, ``x.unsqueeze_(0)``,
+    ``x.resize_(...)``, ``x.as_strided_(...)``, ``x.requires_grad_()``, ...). The device
+    returns updated *data* only, written back into the caller's tensor as it is, so such a
+    graph runs eagerly (with this reason) instead of losing the change."""
+
+
+def metadata(tensor: torch.Tensor) -> tuple:
+    """What an in-place op can change about a tensor besides its data."""
+    return (tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
+            tensor.requires_grad, _storage(tensor))
+
+
+_FIELDS = ("shape", "stride", "storage offset", "dtype", "requires_grad", "storage")
+
+
+def check_metadata_kept(before: list, after: list) -> None:
+    """Raise InputMetadataMutated if an argument's ``metadata`` differs after the graph ran
+    (``before``/``after``: per argument, its metadata or None for a non-tensor)."""
+    for position, (old, new) in enumerate(zip(before, after)):
+        if old is None or old == new:
+            continue
+        changes = ", ".join("storage replaced (set_)" if name == "storage" else
+                            f"{name} {a!r} -> {b!r}"
+                            for name, a, b in zip(_FIELDS, old, new) if a != b)
+        raise InputMetadataMutated(f"the graph changes the metadata of argument {position} in "
+                                   f"place ({changes}): the device writes back data only")
 
 
 def _storage(tensor: torch.Tensor) -> int:
@@ -54,24 +89,72 @@ def _storage(tensor: torch.Tensor) -> int:
 
 
 @dataclass(frozen=True)
+class EagerLayout:
+    """Where eager puts an output that is not a compact contiguous tensor: a view of a tensor
+    made inside the graph (``(x * 2).t()``, ``y.relu().chunk(2)[1]``, ``t.expand(...)``) or an
+    elementwise result that kept a permuted input's strides (``x.t() * 2``): ``size``/``stride``
+    at ``offset`` in a storage of ``storage_numel`` elements. The device hands back a compact tensor; ``of`` lays its values
+    out as eager would (one host copy), so strides, storage offset and ``view``-ability match."""
+    size: tuple
+    stride: tuple
+    offset: int
+    storage_numel: int
+
+    def of(self, value: torch.Tensor) -> torch.Tensor:
+        if tuple(value.shape) != self.size or dev.is_xla(value):
+            return value
+        out = value.new_empty(self.storage_numel).as_strided(self.size, self.stride, self.offset)
+        target, source = out, value
+        for dim, (size, stride) in enumerate(zip(self.size, self.stride)):
+            if stride == 0 and size > 1:      # broadcast dims: write one slice (equal values)
+                target, source = target.narrow(dim, 0, 1), source.narrow(dim, 0, 1)
+        with torch.no_grad():
+            target.copy_(source)
+        return out
+
+    @staticmethod
+    def of_output(leaf: torch.Tensor):
+        """The layout to rebuild for an output ``leaf`` (a meta tensor), or None when a compact
+        contiguous tensor is what eager gives too, or the layout cannot be written safely."""
+        storage_numel = leaf.untyped_storage().nbytes() // leaf.element_size()
+        if leaf.numel() == 0 or (leaf.is_contiguous() and leaf.storage_offset() == 0
+                                 and storage_numel == leaf.numel()):
+            return None
+        # Written through the dims that are not broadcast (stride 0): those must not overlap.
+        dims = sorted((stride, size) for size, stride in zip(leaf.shape, leaf.stride())
+                      if size > 1 and stride != 0)
+        reach = 0                             # the farthest element the smaller dims reach
+        for stride, size in dims:
+            if stride <= reach:
+                return None
+            reach += (size - 1) * stride
+        return EagerLayout(tuple(leaf.shape), leaf.stride(), leaf.storage_offset(),
+                           storage_numel)
+
+
+@dataclass(frozen=True)
 class MemoryPlan:
     views: dict        # {output leaf index: HostView}
     written: tuple     # argument positions the graph updates in place
+    layouts: dict = None   # {output leaf index: EagerLayout}: outputs laid out non-compactly
 
 
 def analyse_memory(program, args) -> MemoryPlan:
     """How the outputs of ``program(*args)`` and its in-place updates touch the arguments."""
     metas = [_meta_like(a) for a in args]
     versions = [m._version if isinstance(m, torch.Tensor) else None for m in metas]
+    before = [metadata(m) if isinstance(m, torch.Tensor) else None for m in metas]
     try:
         with torch.no_grad():
             out = program(*metas)
     except Exception as error:
         raise NotOneGraph(f"cannot tell whether outputs alias inputs: the graph does not run on "
                           f"meta tensors ({type(error).__name__}: {str(error)[:120]})") from None
+    check_metadata_kept(before, [metadata(m) if isinstance(m, torch.Tensor) else None
+                                 for m in metas])
     position_of_storage = {_storage(m): i for i, m in enumerate(metas)
                            if isinstance(m, torch.Tensor)}
-    views, owner_of_storage = {}, {}
+    views, owner_of_storage, layouts = {}, {}, {}
     for k, leaf in enumerate(pytree.tree_leaves(out)):
         if not isinstance(leaf, torch.Tensor):
             continue
@@ -82,6 +165,9 @@ def analyse_memory(program, args) -> MemoryPlan:
             if other is not leaf:
                 raise NotOneGraph("two outputs share memory (one is a view of the other): "
                                   "the device would return them as separate tensors")
+            layout = EagerLayout.of_output(leaf)
+            if layout is not None:
+                layouts[k] = layout
             continue
         base = metas[position]
         if dev.is_xla(args[position]):
@@ -94,4 +180,4 @@ def analyse_memory(program, args) -> MemoryPlan:
                             tuple(base.shape), base.stride())
     written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
                     if isinstance(m, torch.Tensor) and m._version != v)
-    return MemoryPlan(views, written)
+    return MemoryPlan(views, written, layouts)

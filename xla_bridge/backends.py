@@ -4,8 +4,12 @@
 moves host tensors to the device (on every call, see HostInputs; tensors already on the device
 are used as they are), runs a device program, writes in-place updates back to the caller's
 host tensors and brings outputs back to the device the inputs came from. Graphs it cannot run
-soundly run eagerly instead, with the reason recorded in ``counters``; so do calls that need
-autograd.
+soundly run eagerly instead, with the reason recorded in ``counters``.
+
+A call in grad mode with a tensor that requires grad takes the backend's training path
+(``training``): trace_once replays a forward and a backward graph by hash inside one
+``autograd.Function``; trivial runs the graph lazily with autograd on. A call the training path
+cannot take runs eagerly, with the reason recorded.
 """
 
 import torch
@@ -21,20 +25,22 @@ from .lazy_graph import NotOneGraph
 from .lifting import FlatProgram
 from .partition import PartitionedProgram, find_eager_nodes
 from .programs import ReplayedGraph, TracedEveryCall
+from .joint_graph import NotDifferentiable
+from .training import NO_GRAD_NEEDED, LazyTraining, ReplayedTraining
 
 
 def torchxla_trivial(gm: torch.fx.GraphModule, example_inputs, *, cache_host_weights=None):
     """Run ``gm`` lazily on the XLA device on every call, then sync: it traces every call.
 
     ``cache_host_weights``: see ``xla_bridge.config`` (None: the config's value, default off)."""
-    return _build(gm, example_inputs, TracedEveryCall, cache_host_weights)
+    return _build(gm, example_inputs, TracedEveryCall, cache_host_weights, LazyTraining)
 
 
 def torchxla_trace_once(gm: torch.fx.GraphModule, example_inputs, *, cache_host_weights=None):
     """Trace ``gm`` on the XLA device once, compile it, then replay it by hash on every call.
 
     ``cache_host_weights``: see ``xla_bridge.config`` (None: the config's value, default off)."""
-    return _build(gm, example_inputs, _trace_once_program, cache_host_weights)
+    return _build(gm, example_inputs, _trace_once_program, cache_host_weights, ReplayedTraining)
 
 
 def _trace_once_program(flat, device_args):
@@ -55,11 +61,12 @@ def _trace_once_program(flat, device_args):
         return program
 
 
-def _build(gm, example_inputs, make_program, cache_host_weights=None):
+def _build(gm, example_inputs, make_program, cache_host_weights=None, make_training=None):
     if cache_host_weights is None:
         cache_host_weights = config.cache_host_weights
     try:
-        return BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights))
+        return BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
+                           make_training)
     except NotOneGraph as error:
         reason = error.reason
     except Exception as error:   # a graph the device cannot run: eager is still right
@@ -93,13 +100,14 @@ class BridgedCall:
     tensor), runs the program, writes in-place updates back and brings outputs home.
     """
 
-    def __init__(self, gm, example_inputs, make_program, cache_host_weights=False):
+    def __init__(self, gm, example_inputs, make_program, cache_host_weights=False,
+                 make_training=None):
         self.gm = gm
         self.flat = FlatProgram(gm)
         self.has_state = bool(self.flat.state_names)
         args = example_inputs + self.flat.read_state()
-        # The device program computes no gradients: with grad mode on and a tensor that
-        # requires grad, a call runs eagerly instead (checked per call: grad mode can change).
+        # The inference program computes no gradients: with grad mode on and a tensor that
+        # requires grad, a call takes the training path (checked per call: grad mode can change).
         self.check_grad_mode = any(_requires_grad(a) for a in args)
         self.host_positions = tuple(i for i, a in enumerate(args)
                                     if isinstance(a, torch.Tensor) and not dev.is_xla(a))
@@ -113,6 +121,7 @@ class BridgedCall:
             not self.device_positions
         memory = analyse_memory(self.flat, args)
         self.views, self.written = memory.views, memory.written
+        self.layouts = memory.layouts or {}   # outputs eager lays out non-compactly
         self.view_positions = tuple(sorted({v.position for v in self.views.values()}))
         cached = ()
         if cache_host_weights:                # opt-in: parameters, and module weights read here
@@ -122,18 +131,41 @@ class BridgedCall:
                 + tuple(weight_state)
         self.host_inputs = HostInputs(len(args), self.host_positions, cached)
         self.last_signature = None            # of the device and Python-value arguments
-        self.program = make_program(self.flat, self._device_args(args))
+        self.make_program = make_program
+        self.training = make_training(self) if make_training and self.check_grad_mode else None
+        self.program = None
+        self.sync = None
+        self.eager_reasons = set()
+        # Built in grad mode for a training path: the inference program waits for a call that
+        # needs it (a training step never compiles a graph it does not run).
+        if self.training is None or not torch.is_grad_enabled():
+            self._make_program(args)
+
+    def _make_program(self, args) -> None:
+        self.program = self.make_program(self.flat, self._device_args(args))
         self.program_saw_last_args = True     # the program's current graph fits the last args
         # Meta kernels do not all bump the versions of what they update (batch norm's running
         # stats): the device trace's own account of in-place writes is added.
         self.written = tuple(sorted(set(self.written) | set(self.program.mutated)))
         self.sync = getattr(self.program, "sync", None)
-        self.eager_reasons = set()
 
     def __call__(self, *inputs):
         if self.check_grad_mode and torch.is_grad_enabled():
-            return self._eager(inputs, "grad mode is on and an input requires grad "
-                                       "(autograd is not supported through XLA)")
+            if self.training is None:
+                return self._eager(inputs, "grad mode is on and an input requires grad "
+                                           "(this backend has no training path)")
+            try:
+                out = self.training(inputs)
+            except (NotDifferentiable, NotOneGraph) as error:
+                return self._eager(inputs, f"training path: {error.reason}")
+            if out is not NO_GRAD_NEEDED:
+                return out
+        if self.program is None:
+            try:
+                self._make_program(list(inputs) + (self.flat.read_state() if self.has_state
+                                                    else []))
+            except NotOneGraph as error:
+                return self._eager(inputs, error.reason)
         timer = timing.active
         if timer is not None:
             timer.start()
@@ -209,6 +241,12 @@ class BridgedCall:
             if moving:
                 moved = dict(zip(moving, dev.to_host(list(moving.values()))))
                 out = [moved.get(id(leaf), leaf) for leaf in out]
+            if self.layouts:                  # eager's strides and offset (a repeated leaf once)
+                laid_out = {}
+                for k, layout in self.layouts.items():
+                    if id(out[k]) not in laid_out:
+                        laid_out[id(out[k])] = layout.of(out[k])
+                out = [laid_out.get(id(leaf), leaf) for leaf in out]
         return out
 
     def _eager(self, inputs, reason: str):

@@ -15,6 +15,9 @@ class BridgeCounters:
     fallbacks: int = 0    # graphs, segments or calls run eagerly instead of replayed
     partitions: int = 0   # graphs split into XLA segments and eager fallback ops
     reasons: list = field(default_factory=list)   # one readable line per retrace/fallback/partition
+    # one dict per training plan made (trace_once in grad mode): saved_bytes, saved_count,
+    # forward_ops, backward_ops, decomposed (ops recorded as their decomposition)
+    training_plans: list = field(default_factory=list)
 
     def record(self, kind: str, reason: str) -> None:
         """Count one retrace/fallback/partition and keep its reason."""

@@ -46,13 +46,15 @@ class NotOneGraph(Exception):
 class LazyGraph:
     """A captured graph; ``replay(args)`` returns the flat output leaves."""
 
-    def __init__(self, graph_hash, input_plan, baked, mutated, leaves, treespec, argument_count):
+    def __init__(self, graph_hash, input_plan, baked, mutated, leaves, treespec, argument_count,
+                 casts=()):
         self.graph_hash = graph_hash          # None when no output needs computing
         self.input_plan = input_plan          # per graph parameter: a position, SEED or BAKED
         self.baked = baked                    # per graph parameter: the BAKED tensor, else None
         self.mutated = mutated                # positions written in place: the first results
         self.leaves = leaves                  # per output leaf: (kind, index or value)
         self.treespec = treespec
+        self.casts = casts                    # (result index, PyTorch dtype): see _logical_casts
         self.seed_index = input_plan.index(SEED) if SEED in input_plan else None
         # The graph's inputs in one C call: pick them from (*args, *baked tensors, seed slot).
         self.extra = tuple(c for c in baked if c is not None) + (None,)
@@ -75,13 +77,14 @@ class LazyGraph:
         results = [copies[i] for i in mutated]
         leaf_plan = _plan_leaves(leaves, copies, positions, position_of_id, results)
 
-        graph_hash, plan, baked = None, (), ()
+        graph_hash, plan, baked, casts = None, (), (), ()
         if results:
             dev.wait_device()
+            casts = _logical_casts(results)
             plan, baked = _plan_inputs(results, position_of_id)
             graph_hash = _compile(xlac, results)
         counters.compiles += 1
-        return cls(graph_hash, plan, baked, mutated, leaf_plan, treespec, len(args))
+        return cls(graph_hash, plan, baked, mutated, leaf_plan, treespec, len(args), casts)
 
     def graph_inputs(self, args) -> list:
         inputs = list(self.pick((*args, *self.extra)))
@@ -96,6 +99,10 @@ class LazyGraph:
             xlac = dev.xlac()
             results = xlac._run_cached_graph(self.graph_hash, self.graph_inputs(args))
             counters.replays += 1
+            if self.casts:
+                results = list(results)
+                for k, dtype in self.casts:
+                    results[k] = results[k].to(dtype)
             for k, position in enumerate(self.mutated):
                 _write(args[position], results[k])
         return [_LEAF_READERS[kind](value, args, results) for kind, value in self.leaves]
@@ -154,6 +161,41 @@ def _plan_leaves(leaves, copies, positions, position_of_id, results) -> tuple:
                 results.append(leaf)
             plan.append((RESULT, index_of_result[id(leaf)]))
     return tuple(plan)
+
+
+def _logical_casts(results) -> tuple:
+    """(index, dtype) for each result whose HLO element type is not its PyTorch dtype.
+
+    torch_xla computes an op's dtype the PyTorch way (``at::result_type``: a 0-dim tensor does
+    not promote a dimensioned one of the same category, so f32[2,3] + f64[] is f32) and keeps it
+    as the tensor's logical type, but lowers the op with XLA's own promotion, which treats the
+    0-dim operand as any other (the HLO computes f64[2,3]). The lazy runtime reconciles the two
+    only when it hands a tensor over (to the host, or as data after a sync), while
+    ``_run_cached_graph`` returns the HLO's buffers as they are: such a result is converted on
+    replay (a lazy convert of the device data, what the runtime would hand over). Not inside the
+    compiled graph: torch_xla's own cast lowers wrongly from some logical types (uint8)."""
+    xlac = dev.xlac()
+    casts = []
+    for k, result in enumerate(results):
+        expected = _hlo_type_of(result.dtype)
+        if expected is not None and xlac._get_xla_tensor_shape_type(result) != expected:
+            casts.append((k, result.dtype))
+    return tuple(casts)
+
+
+_hlo_types = {}
+
+
+def _hlo_type_of(dtype: torch.dtype):
+    """The HLO element type the device gives a tensor of ``dtype`` (read off a fresh device
+    tensor once per dtype, so the runtime's own mapping, e.g. a downcast setting, is kept)."""
+    if dtype not in _hlo_types:
+        try:
+            probe = torch.empty((), dtype=dtype, device=dev.xla_device())
+            _hlo_types[dtype] = dev.xlac()._get_xla_tensor_shape_type(probe)
+        except Exception:           # a dtype the device has no type for: leave results as is
+            _hlo_types[dtype] = None
+    return _hlo_types[dtype]
 
 
 def _plan_inputs(results, position_of_id):

@@ -1,0 +1,360 @@
+"""Training through the XLA backends, each semantic checked against eager or lazy PyTorch.
+
+trace_once replays a forward graph and a backward graph by hash (xla_bridge/training.py); the
+joint graph they come from is recorded on meta tensors (xla_bridge/joint_graph.py).
+"""
+
+import copy
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.fx as fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+import minidynamo
+import xla_bridge
+from xla_bridge import device as dev
+from xla_bridge.joint_graph import joint_partition
+from xla_bridge.lifting import FlatProgram
+from xla_bridge.training import DoubleBackwardUnsupported
+from tests.xla.models import SmallCNN, TransformerBlock
+from tests.xla.xla_testing import xla_metric_samples
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    # torch_xla before any backward in this process: the autograd engine sizes its per-device
+    # queues on the first backward, and a device registered later has none.
+    dev.xla_device()
+    minidynamo.reset()
+    xla_bridge.reset_counters()
+
+
+class TinyBert(nn.Module):
+    """Embeddings, two pre-norm blocks, a token classifier: BERT's shape in miniature."""
+
+    def __init__(self, vocab=32, width=16, length=6):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, width)
+        self.positions = nn.Parameter(torch.randn(length, width) * 0.02)
+        self.blocks = nn.Sequential(TransformerBlock(width), TransformerBlock(width))
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, ids):
+        return self.head(self.norm(self.blocks(self.tokens(ids) + self.positions)))
+
+
+class Mlp(nn.Module):
+    def __init__(self, dropout=0.0, bn=False):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(6, 8), nn.Linear(8, 3)
+        self.bn = nn.BatchNorm1d(8) if bn else nn.Identity()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.fc2(self.dropout(F.relu(self.bn(self.fc1(x)))))
+
+
+def grads(model):
+    return [None if p.grad is None else p.grad.detach().cpu().clone() for p in model.parameters()]
+
+
+def assert_close_all(actual, expected, atol=1e-5, rtol=1e-4):
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        if e is None:
+            assert a is None
+        else:
+            torch.testing.assert_close(a.cpu(), e.cpu(), atol=atol, rtol=rtol)
+
+
+# -- the joint graph, on meta tensors only ---------------------------------------------------
+
+def test_joint_graph_partition_saves_what_backward_reads():
+    model = SmallCNN()
+    flat = FlatProgram(fx.symbolic_trace(model))
+    args = [torch.randn(2, 3, 8, 8)] + flat.read_state()
+    needs_grad = [isinstance(a, nn.Parameter) for a in args]
+    part = joint_partition(flat, args, needs_grad)
+    assert part.grad_positions == tuple(i for i, n in enumerate(needs_grad) if n)
+    assert part.differentiable == (0,)
+    assert 0 in part.saved_args                 # the input, for conv1's weight grad
+    assert 0 < part.saved_bytes < 64 * 1024 and part.saved_count >= 5
+    ops = {str(n.target) for n in part.backward.graph.nodes if n.op == "call_function"}
+    assert "aten.native_batch_norm_backward.default" in ops
+    assert "aten.convolution_backward.default" in ops
+    # no view is saved: a weight's transpose is recomputed in the backward graph
+    forward_out = next(n for n in part.forward.graph.nodes if n.op == "output").args[0]
+    assert not any(getattr(n, "target", None) is torch.ops.aten.t.default for n in forward_out)
+
+
+def test_joint_graph_loads_no_dynamo():
+    code = textwrap.dedent("""
+        import sys, torch, torch.fx as fx
+        from xla_bridge.joint_graph import joint_partition
+        from xla_bridge.lifting import FlatProgram
+        from tests.xla.models import SmallCNN
+        flat = FlatProgram(fx.symbolic_trace(SmallCNN()))
+        args = [torch.randn(2, 3, 8, 8)] + flat.read_state()
+        joint_partition(flat, args, [a.requires_grad for a in args])
+        print(sorted(m for m in sys.modules if m.startswith(("torch._dynamo", "torch._inductor",
+              "torch._functorch.aot_autograd", "torch_xla"))))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_training_step_imports_nothing_beyond_what_torch_xla_imports():
+    """torch_xla itself imports torch._dynamo; a training step through trace_once adds no
+    dynamo, inductor or AOT-autograd module to what importing torch_xla loaded."""
+    code = textwrap.dedent("""
+        import sys, torch, minidynamo
+        from xla_bridge import device as dev
+        dev.torch_xla()
+        watched = ("torch._dynamo", "torch._inductor", "torch._functorch")
+        before = {m for m in sys.modules if m.startswith(watched)}
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+        f = minidynamo.optimize("torchxla_trace_once")(model)
+        for _ in range(2):
+            f(torch.randn(3, 4)).sum().backward()
+        import xla_bridge
+        assert xla_bridge.counters.compiles == 2 and xla_bridge.counters.fallbacks == 0
+        print(sorted({m for m in sys.modules if m.startswith(watched)} - before))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={"PJRT_DEVICE": "CPU",
+                                                       "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+# -- the done-when loops: 20 steps, equal to the XLA lazy loop, no retrace after step 1 -----
+
+def xla_compiles() -> int:
+    return xla_metric_samples("CompileTime")
+
+
+def train(model, step_fn, batches):
+    device = dev.xla_device()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses, compiles = [], []
+    for x, y in batches:
+        optimizer.zero_grad()
+        out = step_fn(x.to(device))
+        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.to(device).reshape(-1))
+        loss.backward()
+        optimizer.step()
+        dev.torch_xla().sync()
+        losses.append(loss.item())
+        compiles.append((xla_compiles(), xla_bridge.counters.compiles))
+    return losses, compiles
+
+
+@pytest.mark.parametrize("make, batch", [
+    (SmallCNN, lambda: (torch.randn(4, 3, 8, 8), torch.randint(0, 4, (4,)))),
+    (TinyBert, lambda: (torch.randint(0, 32, (2, 6)), torch.randint(0, 32, (2, 6)))),
+], ids=["cnn_bn", "tiny_bert"])
+def test_twenty_steps_equal_the_lazy_loop_with_no_retrace(make, batch):
+    torch.manual_seed(0)
+    host = make().train()
+    batches = [batch() for _ in range(20)]
+    device = dev.xla_device()
+    ours, lazy = copy.deepcopy(host).to(device), copy.deepcopy(host).to(device)
+    dev.torch_xla().sync()
+    step = minidynamo.optimize("torchxla_trace_once")(ours)
+    losses, compiles = train(ours, step, batches)
+    assert compiles[-1] == compiles[0], "a graph was traced or compiled after step 1"
+    assert xla_bridge.counters.replays == 40 and xla_bridge.counters.retraces == 0
+    assert xla_bridge.counters.fallbacks == 0 and minidynamo.counters["compiles"] == 1
+    lazy_losses, _ = train(lazy, lazy, batches)
+    torch.testing.assert_close(losses, lazy_losses, atol=1e-5, rtol=1e-4)
+    for (name, a), (_, b) in zip(ours.state_dict().items(), lazy.state_dict().items()):
+        torch.testing.assert_close(a.cpu(), b.cpu(), atol=1e-5, rtol=1e-4, msg=name)
+
+
+# -- semantics against eager PyTorch (host models, trace_once through minidynamo) ----------
+
+def eager_and_ours(model):
+    ours = copy.deepcopy(model)
+    return model, ours, minidynamo.optimize("torchxla_trace_once")(ours)
+
+
+def lazy_twin(model):
+    """The model on the XLA device, run lazily: XLA's batch norm updates running_var with the
+    biased batch variance (eager CPU uses the unbiased one), so running stats are compared
+    with XLA's own lazy mode, everything else with eager."""
+    return copy.deepcopy(model).to(dev.xla_device())
+
+
+def test_bn_running_stats_once_per_step_and_grads_accumulate():
+    torch.manual_seed(0)
+    eager, ours, step = eager_and_ours(Mlp(bn=True).train())
+    lazy = lazy_twin(eager)
+    for _ in range(3):                     # no zero_grad: .grad accumulates
+        x = torch.randn(5, 6)
+        eager(x).square().mean().backward()
+        step(x).square().mean().backward()
+        with torch.no_grad():
+            lazy(x.to(dev.xla_device()))
+    assert_close_all(grads(ours), grads(eager))
+    assert ours.bn.num_batches_tracked.item() == 3
+    assert_close_all(list(ours.buffers()), list(lazy.buffers()))
+    assert xla_bridge.counters.compiles == 2 and xla_bridge.counters.replays == 6
+
+
+def test_frozen_parameters_get_no_grad_and_nonleaf_inputs_pass_grads_upstream():
+    torch.manual_seed(0)
+    eager, ours, step = eager_and_ours(Mlp())
+    for model in (eager, ours):
+        model.fc1.weight.requires_grad_(False)
+    a = torch.randn(4, 6, requires_grad=True)
+    b = a.detach().clone().requires_grad_(True)
+    eager(a * 2).sum().backward()
+    step(b * 2).sum().backward()                # the input is not a leaf
+    assert ours.fc1.weight.grad is None
+    assert_close_all(grads(ours), grads(eager))
+    torch.testing.assert_close(b.grad, a.grad)
+
+
+def test_retain_graph_then_second_backward_errors_like_eager():
+    torch.manual_seed(0)
+    eager, ours, step = eager_and_ours(Mlp())
+    x = torch.randn(4, 6)
+    errors = []
+    for model in (eager, step):
+        loss = model(x).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()                          # twice: grads doubled
+        with pytest.raises(RuntimeError) as error:
+            loss.backward()                      # the graph is freed now
+        errors.append(str(error.value).split(".")[0])
+    assert errors[0] == errors[1] and "second time" in errors[0]
+    assert_close_all(grads(ours), grads(eager))
+
+
+def test_double_backward_is_a_clear_error():
+    torch.manual_seed(0)
+    _, _, step = eager_and_ours(Mlp())
+    x = torch.randn(4, 6, requires_grad=True)
+    out = step(x).sum()
+    with pytest.raises(DoubleBackwardUnsupported, match="create_graph"):
+        torch.autograd.grad(out, x, create_graph=True)
+
+
+def test_optimizer_steps_between_calls_are_seen_without_retrace_then_no_grad_inference():
+    torch.manual_seed(0)
+    eager, ours, step = eager_and_ours(Mlp(dropout=0.0).train())
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (eager, ours)]
+    for _ in range(3):
+        x = torch.randn(5, 6)
+        losses = []
+        for model, optimizer in zip((eager, step), optimizers):
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), torch.zeros(5, 3))   # the loss outside the graph
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        assert losses[0] == pytest.approx(losses[1], rel=1e-4, abs=1e-6)
+    assert xla_bridge.counters.compiles == 2
+    assert_close_all(list(ours.parameters()), list(eager.parameters()))
+    eager.eval(), ours.eval()
+    x = torch.randn(5, 6)
+    with torch.no_grad():
+        out = step(x)
+        assert not out.requires_grad
+        torch.testing.assert_close(out, eager(x), atol=1e-5, rtol=1e-4)
+
+
+def test_inference_in_grad_mode_replays_instead_of_retracing():
+    """An eval-mode model called without no_grad (parameters require grad)."""
+    torch.manual_seed(0)
+    eager, ours, step = eager_and_ours(SmallCNN().eval())
+    for _ in range(3):
+        x = torch.randn(2, 3, 8, 8)
+        out = step(x)
+        assert out.requires_grad
+        torch.testing.assert_close(out, eager(x), atol=1e-5, rtol=1e-4)
+    assert xla_bridge.counters.compiles == 2          # forward and backward, on the first call
+    assert xla_bridge.counters.replays == 3 and xla_bridge.counters.fallbacks == 0   # forward
+
+
+def test_dropout_fresh_masks_each_step_same_mask_forward_and_backward():
+    torch.manual_seed(0)
+
+    def dropped(x):
+        return F.dropout(x, 0.5, training=True)
+
+    x = torch.ones(64, requires_grad=True)
+    step = minidynamo.optimize("torchxla_trace_once")(dropped)
+    masks = []
+    for _ in range(3):
+        x.grad = None
+        out = step(x)
+        out.sum().backward()
+        kept = out.detach() != 0
+        torch.testing.assert_close(x.grad, kept.float() * 2)   # backward used the same mask
+        masks.append(kept)
+    assert not torch.equal(masks[0], masks[1]) and not torch.equal(masks[1], masks[2])
+    assert xla_bridge.counters.compiles == 2
+
+
+def test_trivial_trains_by_tracing_every_call_and_eager_backend_unchanged():
+    torch.manual_seed(0)
+    eager = Mlp(bn=True).train()
+    for backend in ("torchxla_trivial", "eager"):
+        minidynamo.reset()
+        xla_bridge.reset_counters()
+        ours = copy.deepcopy(eager)
+        step = minidynamo.optimize(backend)(ours)
+        reference = copy.deepcopy(eager)
+        buffers = lazy_twin(eager) if backend == "torchxla_trivial" else reference
+        for _ in range(2):
+            x = torch.randn(5, 6)
+            step(x).square().sum().backward()
+            reference(x).square().sum().backward()
+            if buffers is not reference:
+                with torch.no_grad():
+                    buffers(x.to(dev.xla_device()))
+        assert_close_all(grads(ours), grads(reference))
+        assert_close_all(list(ours.buffers()), list(buffers.buffers()))
+        if backend == "torchxla_trivial":
+            assert xla_bridge.counters.traces == 2 and xla_bridge.counters.fallbacks == 0
+
+
+def test_what_cannot_train_on_the_device_runs_eagerly_with_the_reason():
+    def returns_its_input(x):
+        return x, x * 2
+
+    def index_only(x):
+        return (x * 2).argmax()
+
+    x = torch.randn(3, requires_grad=True)
+    first, second = minidynamo.optimize("torchxla_trace_once")(returns_its_input)(x)
+    (first.sum() + second.sum()).backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 3.0))
+    assert any("training path" in r for r in xla_bridge.counters.reasons)
+    xla_bridge.reset_counters()
+    assert minidynamo.optimize("torchxla_trace_once")(index_only)(x) == x.argmax()
+    assert xla_bridge.counters.fallbacks == 0         # no output needs grad: the inference graph
+
+
+def test_training_outputs_keep_eager_strides():
+    def transposed(x, w):
+        return (x @ w).t()
+
+    x, w = torch.randn(3, 4), torch.randn(4, 5, requires_grad=True)
+    out = minidynamo.optimize("torchxla_trace_once")(transposed)(x, w)
+    assert out.stride() == transposed(x, w).stride() and out.requires_grad
+    out.sum().backward()
+    torch.testing.assert_close(w.grad, x.sum(0)[:, None].expand(4, 5))
+    assert xla_bridge.counters.fallbacks == 0

@@ -1,0 +1,285 @@
+"""Forward + backward as one aten graph, split into a forward graph and a backward graph.
+
+``build_joint(fn, args, needs_grad)`` runs ``fn`` (any callable over flat positional
+arguments, here a captured ``fx.GraphModule`` with its module state lifted) once on meta
+tensors shaped like ``args``, with the arguments flagged in ``needs_grad`` requiring grad, and
+then ``torch.autograd.grad`` from the outputs back to those arguments, all under an
+``AtenRecorder``. The result is one *joint* aten graph over (arguments, output grads): the
+forward's ops, then the ops autograd ran for the backward. No data is touched and nothing is
+computed; ``torch._dynamo`` is not imported (see ``aten_recorder``).
+
+``partition(joint)`` splits it with one rule, **save what backward reads**:
+
+- forward graph: ``(*args) -> (*user output leaves, *saved)``: every op recorded in the forward
+  phase; ``saved`` = each forward *result* that some backward op reads. A view (``t`` of a
+  weight, ``detach`` of an activation, a ``view``) is not saved: its base is, and the view op
+  is repeated in the backward graph (free on every device; saving it would make the device
+  materialise a copy, a transposed copy of every weight for instance).
+- backward graph: ``(*saved, *saved args, *output grads) -> (grad per argument needing grad)``:
+  every op recorded in the backward phase; an *argument* it reads (a weight for
+  ``convolution_backward``) is passed in again rather than saved, as the caller holds it anyway.
+
+In-place ops stay in the forward graph as recorded (``add_`` on ``num_batches_tracked``,
+``native_batch_norm`` updating the running stats): run lazily on the device they leave their
+argument with pending computation, which the replay machinery (``lazy_graph``) turns into
+explicit graph outputs written back to the caller's tensors, exactly as for inference graphs.
+
+The trade-off. Saving every tensor backward reads costs memory between the two passes
+(``Partition.saved_bytes``, activations proportional to batch size and depth) and costs nothing
+in compute. The alternative is recomputation (rematerialisation): save fewer tensors (say, the
+inputs of each block, or only the outputs of expensive ops such as convolutions and matmuls)
+and recompute the cheap ones (relu, batch-norm normalisation, dropout from its saved seed,
+attention softmax) inside the backward graph. AOT autograd's min-cut partitioner picks that cut
+automatically, and on memory-bound accelerators recomputing a pointwise op is often cheaper
+than writing it to memory and reading it back. Here we take the simple rule first: it is
+obviously correct (backward reads exactly what eager autograd would have saved, the same
+values), its memory is measured, and the graphs it produces are the ones eager autograd runs.
+Because every partition is a pair of ordinary graphs, a recomputing partition can replace this
+function without touching the replay side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+
+from .aten_recorder import AtenRecorder, RecordingError, meta_like, no_dynamo_import, \
+    retarget, tensor_bytes
+
+FORWARD, BACKWARD = "forward", "backward"
+
+
+class NotDifferentiable(Exception):
+    """This program cannot be trained through a joint graph; ``reason`` says why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class JointGraph:
+    """One aten graph: placeholders ``arg{i}`` (every argument) and ``tangent{k}``; it returns
+    ``(*user leaves, *grads)``; nodes carry ``meta["phase"]``."""
+    graph: fx.Graph
+    constants: dict
+    arg_count: int
+    needs_grad: tuple          # per argument
+    leaf_count: int            # user output leaves (tensors and Python values)
+    treespec: pytree.TreeSpec
+    differentiable: tuple      # leaf indices that require grad: one tangent each, in order
+
+
+@dataclass
+class Partition:
+    forward: fx.GraphModule    # (*args) -> (*user leaves, *saved)
+    backward: fx.GraphModule   # (*saved, *args at saved_args, *tangents) -> grads (None if unused)
+    leaf_count: int
+    treespec: pytree.TreeSpec
+    differentiable: tuple      # leaf indices that take a tangent, in the backward's order
+    saved_args: tuple          # argument positions the backward reads
+    grad_positions: tuple      # argument positions the backward returns grads for, in order
+    saved_bytes: int           # memory of the saved tensors (each counted at its own size)
+    saved_shapes: tuple        # ((shape, dtype), ...) of the saved tensors
+    tangent_shapes: tuple      # ((shape, dtype), ...) of the output grads the backward takes
+
+    @property
+    def saved_count(self) -> int:
+        return len(self.saved_shapes)
+
+    def to(self, device: torch.device) -> "Partition":
+        """Both graphs with factory ops and constants moved to ``device`` (graphs copied)."""
+        return Partition(_on_device(self.forward, device), _on_device(self.backward, device),
+                         self.leaf_count, self.treespec, self.differentiable, self.saved_args,
+                         self.grad_positions, self.saved_bytes, self.saved_shapes,
+                         self.tangent_shapes)
+
+
+def decompositions_for(op_names) -> dict:
+    """{OpOverload: decomposition} for every overload of the named ops (``"aten::foo"`` or
+    ``"foo"``) that ``torch._decomp`` can decompose; names without one are skipped."""
+    from torch._decomp import decomposition_table
+    table = {}
+    for name in op_names:
+        packet = getattr(torch.ops.aten, name.split("::")[-1], None)
+        if packet is None:
+            continue
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            if op in decomposition_table:
+                table[op] = decomposition_table[op]
+    return table
+
+
+def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
+                decompositions=None) -> JointGraph:
+    """Record ``fn(*args)`` and its backward (w.r.t. args flagged in ``needs_grad``) on meta;
+    ops in ``decompositions`` are recorded as the ops they decompose into."""
+    needs_grad = tuple(bool(n) for n in needs_grad)
+    recorder = AtenRecorder(decompositions)
+    metas = []
+    for i, (value, grad) in enumerate(zip(args, needs_grad)):
+        if isinstance(value, torch.Tensor):
+            meta = meta_like(value, requires_grad=grad)
+            recorder.placeholder(meta, f"arg{i}")
+        else:
+            meta = value
+            recorder.graph.placeholder(f"arg{i}").meta["phase"] = FORWARD
+        metas.append(meta)
+    grad_inputs = [m for m, grad in zip(metas, needs_grad) if grad]
+    with no_dynamo_import():
+        try:
+            with torch.enable_grad(), recorder:
+                out = fn(*metas)
+                leaves, treespec = pytree.tree_flatten(out)
+                differentiable = tuple(k for k, leaf in enumerate(leaves)
+                                       if isinstance(leaf, torch.Tensor) and leaf.requires_grad)
+                recorder.phase = BACKWARD
+                tangents = []
+                with recorder.paused():
+                    for k in differentiable:
+                        tangents.append(torch.empty(leaves[k].shape, dtype=leaves[k].dtype,
+                                                    device="meta"))
+                for k, tangent in zip(differentiable, tangents):
+                    with recorder.graph.inserting_before(_first_op(recorder.graph)):
+                        recorder.placeholder(tangent, f"tangent{k}")
+                grads = [None] * len(grad_inputs)
+                if differentiable and grad_inputs:
+                    grads = torch.autograd.grad([leaves[k] for k in differentiable], grad_inputs,
+                                                tangents, allow_unused=True)
+        except RecordingError as error:
+            raise NotDifferentiable(error.reason) from None
+        except (RuntimeError, NotImplementedError, TypeError) as error:
+            first = (str(error).splitlines() or [""])[0][:200]
+            raise NotDifferentiable(f"recording forward+backward on meta tensors failed: "
+                                    f"{type(error).__name__}: {first}") from None
+        recorder.graph.output((tuple(recorder.node_of(leaf) for leaf in leaves),
+                               tuple(recorder.node_of(g) for g in grads)))
+    return JointGraph(recorder.graph, recorder.constants, len(args), needs_grad, len(leaves),
+                      treespec, differentiable)
+
+
+def partition(joint: JointGraph) -> Partition:
+    """Split the joint graph: save what backward reads (see the module docstring)."""
+    graph = joint.graph
+    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    leaf_nodes, grad_nodes = output.args[0]
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    arg_nodes = [n for n in placeholders if n.name.startswith("arg")]
+    tangent_nodes = [n for n in placeholders if n.name.startswith("tangent")]
+    position_of = {node: i for i, node in enumerate(arg_nodes)}
+
+    backward_ops = [n for n in graph.nodes
+                    if n.op in ("call_function", "get_attr") and n.meta.get("phase") == BACKWARD]
+    backward_set = set(backward_ops)
+    saved, saved_args, recomputed = [], [], set()
+
+    def read_from_forward(node):
+        """Backward reads forward ``node``: save its view root, recompute the view chain."""
+        if node.op == "get_attr":                # a constant: read again, not saved
+            recomputed.add(node)
+            return
+        root, chain = _view_root(node)
+        recomputed.update(chain)
+        if root in position_of:
+            if position_of[root] not in saved_args:
+                saved_args.append(position_of[root])
+        elif root not in saved:
+            saved.append(root)
+
+    for node in backward_ops:
+        for read in node.all_input_nodes:
+            if read not in backward_set and read not in tangent_nodes:
+                read_from_forward(read)
+    # A grad that no backward op made: an argument, a tangent or a forward result.
+    for node in grad_nodes:
+        if isinstance(node, fx.Node) and node not in backward_set and node not in tangent_nodes:
+            read_from_forward(node)
+    saved_args.sort()
+
+    forward = fx.Graph()
+    env = {}
+    for node in arg_nodes:
+        env[node] = forward.placeholder(node.name)
+    for node in graph.nodes:
+        if node.op in ("call_function", "get_attr") and node not in backward_set:
+            env[node] = forward.node_copy(node, env.__getitem__)
+    forward.output(tuple(_lookup(env, leaf) for leaf in leaf_nodes) +
+                   tuple(env[node] for node in saved))
+    forward.eliminate_dead_code()
+
+    backward = fx.Graph()
+    env = {}
+    for k, node in enumerate(saved):
+        env[node] = backward.placeholder(f"saved{k}")
+    for position in saved_args:
+        env[arg_nodes[position]] = backward.placeholder(arg_nodes[position].name)
+    for node in tangent_nodes:
+        env[node] = backward.placeholder(node.name)
+    for node in graph.nodes:                     # views of saved tensors, constants: in order
+        if node in recomputed:
+            env[node] = backward.node_copy(node, env.__getitem__)
+    for node in backward_ops:
+        env[node] = backward.node_copy(node, env.__getitem__)
+    grad_positions = tuple(i for i, grad in enumerate(joint.needs_grad) if grad)
+    backward.output(tuple(_lookup(env, node) for node in grad_nodes))
+    backward.eliminate_dead_code()
+
+    root = _constants_module(joint.constants)
+    return Partition(
+        forward=fx.GraphModule(root, forward), backward=fx.GraphModule(root, backward),
+        leaf_count=joint.leaf_count, treespec=joint.treespec,
+        differentiable=joint.differentiable, saved_args=tuple(saved_args),
+        grad_positions=grad_positions, saved_bytes=sum(map(tensor_bytes, saved)),
+        saved_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in saved),
+        tangent_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in tangent_nodes))
+
+
+def joint_partition(fn, args, needs_grad, decompositions=None) -> Partition:
+    """``partition(build_joint(fn, args, needs_grad, decompositions))``."""
+    return partition(build_joint(fn, args, needs_grad, decompositions))
+
+
+def _view_root(node: fx.Node):
+    """(the tensor ``node`` is a chain of views of, the view nodes from it to ``node``)."""
+    chain = []
+    while (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+           and node.target.is_view and isinstance(node.args[0], fx.Node)
+           and len(node.all_input_nodes) == 1):
+        chain.append(node)
+        node = node.args[0]
+    return node, chain
+
+
+def _lookup(env, value):
+    return env[value] if isinstance(value, fx.Node) else value
+
+
+def _first_op(graph: fx.Graph):
+    for node in graph.nodes:
+        if node.op != "placeholder":
+            return node
+    return None
+
+
+def _constants_module(constants: dict) -> torch.nn.Module:
+    root = torch.nn.Module()
+    for name, value in constants.items():
+        root.register_buffer(name, value)
+    return root
+
+
+def _on_device(gm: fx.GraphModule, device: torch.device) -> fx.GraphModule:
+    graph = fx.Graph()
+    output = graph.graph_copy(gm.graph, {}, return_output_node=True)
+    graph.output(output[0] if isinstance(output, tuple) else output)
+    retarget(graph, device)
+    root = torch.nn.Module()
+    for name, value in gm.named_buffers():
+        # 0-dim constants stay on the host (they act as scalars); others move to the device.
+        root.register_buffer(name, value if value.dim() == 0 else value.to(device))
+    return fx.GraphModule(root, graph)

@@ -1,0 +1,296 @@
+"""Training through the device: a call made in grad mode with a tensor that requires grad.
+
+``ReplayedTraining`` (``torchxla_trace_once``): the first such call records the captured graph's
+forward and backward as one aten graph on meta tensors and splits it (``joint_graph``: save
+what backward reads). The forward graph and the backward graph then each become a
+``ReplayedGraph``: traced on the device once, compiled once, replayed by hash on every later
+call. The call itself is one ``autograd.Function`` (``_DeviceStep``):
+
+- ``forward`` replays the forward graph: the user's outputs plus the saved tensors, which stay
+  on the device, held by ``ctx.save_for_backward`` (so ``retain_graph`` and the "backward
+  through the graph a second time" error are autograd's own), with the arguments the backward
+  reads (weights, for instance; device copies of host ones);
+- ``backward`` replays the backward graph on (saved tensors, output grads) and returns one grad
+  per argument that requires grad, on that argument's device. Autograd does the rest, exactly
+  as in eager mode: ``.grad`` accumulates on leaves, arguments that do not require grad get
+  nothing, non-leaf arguments pass their grad upstream.
+
+One plan (joint graph, two compiled graphs) per set of arguments requiring grad and argument
+shapes, which the guards of the cache entry already pin. Both graphs are compiled on the first
+call, the backward too even if no backward ever runs (a model called for inference without
+``torch.no_grad()``): the price of finding a backward the device cannot run before any call
+depends on it; under ``torch.no_grad()`` the inference graph alone is used. An op the device
+cannot lower (XLA has no ``native_layer_norm_backward``) would run on the CPU and split the
+graph: the joint graph is then recorded again with that op decomposed (``torch._decomp``) into
+ops the device has. In-place updates the forward graph makes (batch norm's running stats) are
+written back to the caller's tensors as for inference. Random ops draw from the device seed,
+fresh on every replay; a dropout mask is a forward result saved for the backward, so forward
+and backward see the same mask.
+
+Not supported, with the reason (the call runs eagerly, or for double backward, an error):
+an output that is an argument or a view of one, two outputs that are one tensor, a graph
+writing in place to an argument that requires grad, graphs that do not stay one lazy XLA graph,
+and ``create_graph=True`` (the backward graph is replayed by hash and has no autograd of its
+own: ``DoubleBackwardUnsupported``).
+
+``LazyTraining`` (``torchxla_trivial``): the graph runs lazily on the device with autograd on,
+so PyTorch/XLA's lazy tensors carry the backward: traced again on every call, the contrast.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch.utils import _pytree as pytree
+
+from . import device as dev
+from .counters import counters
+from .joint_graph import NotDifferentiable, Partition, decompositions_for, joint_partition
+from .lazy_graph import RESULT, NotOneGraph
+from .programs import ReplayedGraph
+
+NO_GRAD_NEEDED = object()   # returned by a training path when no argument requires grad
+_INFERENCE = "no output requires grad"   # a plan's place when the inference graph is the answer
+
+
+class DoubleBackwardUnsupported(RuntimeError):
+    """``create_graph=True`` through a replayed backward graph (which has no autograd)."""
+
+
+_shape_of = operator.attrgetter("shape")
+_dtype_of = operator.attrgetter("dtype")
+
+
+def _requires_grad(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.requires_grad
+
+
+class TrainingPlan:
+    """The joint graph's two halves for one key, traced and compiled on the device now (the
+    backward on example values: zeros shaped like the saved tensors and output grads), so a
+    graph the device cannot run is found before any call depends on it."""
+
+    def __init__(self, partition: Partition, device_args, tensor_positions):
+        self.partition = partition
+        self.forward = ReplayedGraph(partition.forward, device_args)
+        written = set(self.forward.mutated).intersection(partition.grad_positions)
+        if written:
+            raise NotDifferentiable(f"the graph writes in place to arguments that require grad "
+                                    f"(positions {sorted(written)})")
+        leaf_count = partition.leaf_count
+        if any(k < leaf_count for k in self.forward.argument_leaves):
+            raise NotDifferentiable("an output is an argument itself")
+        user = [leaf for leaf in self.forward.graph.leaves[:leaf_count] if leaf[0] == RESULT]
+        if len(set(user)) != len(user):
+            raise NotDifferentiable("two outputs are one tensor")
+        examples = dev.to_device([torch.zeros(shape, dtype=dtype) for shape, dtype in
+                                  partition.saved_shapes + partition.tangent_shapes])
+        saved_count = len(partition.saved_shapes)
+        self.backward = ReplayedGraph(partition.backward, [
+            *examples[:saved_count], *[device_args[p] for p in partition.saved_args],
+            *examples[saved_count:]])
+        self.tensor_positions = tensor_positions
+        # Which of the Function's tensor inputs get a grad, and from which backward output.
+        grad_index = {p: k for k, p in enumerate(partition.grad_positions)}
+        self.grad_of_input = tuple(grad_index.get(p) for p in tensor_positions)
+        self.saved_bytes = partition.saved_bytes
+
+
+class ReplayedTraining:
+    """The grad-mode path of a ``BridgedCall`` built by ``torchxla_trace_once``."""
+
+    def __init__(self, bridged):
+        self.bridged = bridged
+        self.plans = {}
+        self.device = None
+
+    def __call__(self, inputs):
+        bridged = self.bridged
+        args = list(inputs)
+        if bridged.has_state:
+            args += bridged.flat.read_state()
+        needs_grad = tuple(map(_requires_grad, args))
+        if not any(needs_grad):
+            return NO_GRAD_NEEDED
+        if bridged.views:
+            raise NotDifferentiable("an output is a view of an argument")
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        values = tuple(a for a in args if not isinstance(a, torch.Tensor))
+        try:
+            hash(values)
+        except TypeError:                         # a list argument, say: keyed by its text
+            values = tuple(map(repr, values))
+        key = (needs_grad, tuple(map(_shape_of, tensors)), tuple(map(_dtype_of, tensors)), values)
+        device_args = bridged._device_args(args)
+        bridged.program_saw_last_args = False     # the inference program did not run
+        plan = self.plans.get(key)
+        if plan is None:
+            try:
+                plan = self._plan(args, device_args, needs_grad)
+            except (NotDifferentiable, NotOneGraph) as error:
+                plan = error                     # remembered: not recorded again every call
+            except Exception as error:           # a graph the device cannot run: eager is right
+                first = (str(error).splitlines() or [""])[0][:200]
+                plan = NotDifferentiable(f"{type(error).__name__}: {first}")
+            self.plans[key] = plan
+        if isinstance(plan, Exception):
+            raise plan
+        if plan is _INFERENCE:
+            return NO_GRAD_NEEDED
+        written = plan.forward.mutated
+        if written and bridged.host_inputs.aliased(written, args, bridged.device_positions):
+            raise NotDifferentiable("an argument the graph writes in place shares memory with "
+                                    "another argument")
+        step = _Step(self, plan, args, device_args)
+        outputs = _DeviceStep.apply(step, *[args[p] for p in plan.tensor_positions])
+        leaves = list(step.leaves)
+        for k, tensor in zip(step.tensor_leaves, outputs):
+            leaves[k] = tensor
+        return pytree.tree_unflatten(leaves, plan.partition.treespec)
+
+    def _plan(self, args, device_args, needs_grad) -> TrainingPlan:
+        if self.device is None:
+            # torch_xla is loaded before the first backward (the joint graph's, on meta): the
+            # autograd engine sizes its per-device queues once, on the first backward, and an
+            # XLA device registered after that would have none.
+            self.device = dev.xla_device()
+        positions = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
+        decompositions = {}
+        while True:
+            partition = joint_partition(self.bridged.flat, args, needs_grad, decompositions)
+            if not partition.differentiable:     # argmax, or outputs independent of the grads
+                return _INFERENCE
+            try:
+                plan = TrainingPlan(partition.to(self.device), device_args, positions)
+            except NotOneGraph:
+                # An op the device cannot lower ran on the CPU: record it decomposed, if it can be.
+                more = {op: fn for op, fn in decompositions_for(dev.executed_fallback_ops()).items()
+                        if op not in decompositions}
+                if not more:
+                    raise
+                decompositions.update(more)
+                continue
+            counters.training_plans.append(dict(
+                saved_bytes=partition.saved_bytes, saved_count=partition.saved_count,
+                forward_ops=_op_count(partition.forward),
+                backward_ops=_op_count(partition.backward),
+                decomposed=sorted({str(op.overloadpacket) for op in decompositions})))
+            return plan
+
+
+def _op_count(gm) -> int:
+    return sum(1 for node in gm.graph.nodes if node.op == "call_function")
+
+
+class _Step:
+    """One training call: what ``_DeviceStep.forward`` needs, and what it leaves for backward."""
+
+    def __init__(self, training: ReplayedTraining, plan: TrainingPlan, args, device_args):
+        self.training, self.plan, self.args, self.device_args = training, plan, args, device_args
+        self.leaves = ()
+        self.tensor_leaves = ()
+
+    def forward(self, ctx):
+        plan, bridged = self.plan, self.training.bridged
+        partition = plan.partition
+        results = plan.forward.run(self.device_args)
+        written_on_host = [p for p in plan.forward.mutated if p in bridged.host_set]
+        if written_on_host:
+            bridged.host_inputs.write_back(written_on_host, self.args, self.device_args)
+        leaves = list(results[:partition.leaf_count])
+        saved = results[partition.leaf_count:]
+        self.tensor_leaves = tuple(k for k, leaf in enumerate(leaves)
+                                   if isinstance(leaf, torch.Tensor))
+        outputs = [leaves[k] for k in self.tensor_leaves]
+        if bridged.returns_to_host:
+            on_device = [k for k, t in enumerate(outputs) if dev.is_xla(t)]
+            for k, moved in zip(on_device, dev.to_host([outputs[k] for k in on_device])):
+                outputs[k] = moved
+            layouts = getattr(bridged, "layouts", None)   # eager's strides, as for inference
+            if layouts:
+                for j, k in enumerate(self.tensor_leaves):
+                    if k in layouts:
+                        outputs[j] = layouts[k].of(outputs[j])
+        self.leaves = leaves
+        differentiable = set(partition.differentiable)
+        ctx.mark_non_differentiable(*[t for k, t in zip(self.tensor_leaves, outputs)
+                                      if k not in differentiable])
+        ctx.save_for_backward(*saved, *[self.device_args[p] for p in partition.saved_args])
+        ctx.step_plan = plan
+        ctx.tangent_outputs = tuple(self.tensor_leaves.index(k) for k in partition.differentiable)
+        ctx.input_devices = tuple(a.device for a in (self.args[p] for p in plan.tensor_positions))
+        self.args = self.device_args = None        # the call's tensors are not kept past forward
+        return tuple(outputs)
+
+
+class _DeviceStep(torch.autograd.Function):
+    """Forward: replay the forward graph. Backward: replay the backward graph."""
+
+    @staticmethod
+    def forward(ctx, step: _Step, *tensors):
+        return step.forward(ctx)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        saved = ctx.saved_tensors    # raises autograd's own error after the graph was freed
+        if torch.is_grad_enabled():
+            raise DoubleBackwardUnsupported(
+                "create_graph=True (double backward) through torchxla_trace_once: the backward "
+                "graph is replayed by hash and has no autograd of its own; compute higher-order "
+                "gradients with the eager backend")
+        plan = ctx.step_plan
+        tangents = [grads[k] for k in ctx.tangent_outputs]
+        host = [k for k, t in enumerate(tangents) if not dev.is_xla(t)]
+        dev.materialize([t for t in tangents if dev.is_xla(t)])   # a lazy loss's backward
+        for k, copy in zip(host, dev.to_device([tangents[k] for k in host])):
+            tangents[k] = copy
+        backward_args = [*saved, *tangents]
+        grads_out = plan.backward.run(backward_args)
+        result = [None if index is None else grads_out[index] for index in plan.grad_of_input]
+        to_host = [k for k, (g, device) in enumerate(zip(result, ctx.input_devices))
+                   if g is not None and device.type != "xla"]
+        for k, moved in zip(to_host, dev.to_host([result[k] for k in to_host])):
+            result[k] = moved
+        return (None, *result)
+
+
+class LazyTraining:
+    """The grad-mode path of ``torchxla_trivial``: the graph runs lazily on the device with
+    autograd on (host tensors that require grad move with a differentiable ``.to``), synced
+    after the forward; the backward is traced lazily by PyTorch/XLA on every call."""
+
+    def __init__(self, bridged):
+        self.bridged = bridged
+
+    def __call__(self, inputs):
+        bridged = self.bridged
+        args = list(inputs)
+        if bridged.has_state:
+            args += bridged.flat.read_state()
+        needs_grad = tuple(map(_requires_grad, args))
+        if not any(needs_grad):
+            return NO_GRAD_NEEDED
+        device_args = bridged.host_inputs(args)
+        device = dev.xla_device()
+        for position in bridged.host_positions:
+            if needs_grad[position]:
+                device_args[position] = args[position].to(device)
+        with torch.enable_grad():
+            out = bridged.flat(*device_args)
+        counters.traces += 1
+        host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
+        pending = dev.xlac()._check_tensor_need_materialization(
+            [device_args[p] for p in host_tensors]) if host_tensors else []
+        written = [p for p, needs in zip(host_tensors, pending) if needs]
+        leaves, treespec = pytree.tree_flatten(out)
+        dev.torch_xla().sync()
+        if written:
+            bridged.host_inputs.write_back(written, args, device_args)
+        if bridged.returns_to_host:
+            leaves = [leaf.to("cpu") if dev.is_xla(leaf) else leaf for leaf in leaves]
+        return pytree.tree_unflatten(leaves, treespec)
+
+
+__all__ = ["ReplayedTraining", "LazyTraining", "NO_GRAD_NEEDED", "DoubleBackwardUnsupported",
+           "NotDifferentiable"]
