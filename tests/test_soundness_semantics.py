@@ -16,15 +16,7 @@ import pytest
 import torch
 
 import minidynamo
-
-
-class CountingBackend:
-    def __init__(self):
-        self.compiles = 0
-
-    def __call__(self, gm, example_inputs):
-        self.compiles += 1
-        return gm.forward
+from tests.test_soundness import CountingBackend
 
 
 @pytest.fixture(autouse=True)

@@ -26,6 +26,7 @@ from typing import Any, Optional
 import torch
 
 import minidynamo
+from tests.test_soundness import CountingBackend
 
 FILENAME = "<fuzz>"
 
@@ -44,15 +45,6 @@ class Outcome:
     @property
     def category(self) -> Optional[str]:
         return self.mismatch.split(":", 1)[0] if self.mismatch else None
-
-
-class CountingBackend:
-    def __init__(self):
-        self.compiles = 0
-
-    def __call__(self, gm, example_inputs):
-        self.compiles += 1
-        return gm.forward
 
 
 # ----------------------------------------------------------------------------- inputs
