@@ -287,6 +287,9 @@ class LazyTraining:
         dev.torch_xla().sync()
         if written:
             bridged.host_inputs.write_back(written, args, device_args)
+        # an output that is an argument itself is that argument, as in eager (not a copy of it)
+        moved = {id(device_args[p]): args[p] for p in bridged.host_positions}
+        leaves = [moved.get(id(leaf), leaf) for leaf in leaves]
         if bridged.returns_to_host:
             leaves = [leaf.to("cpu") if dev.is_xla(leaf) else leaf for leaf in leaves]
         return pytree.tree_unflatten(leaves, treespec)

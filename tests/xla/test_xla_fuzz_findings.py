@@ -306,3 +306,20 @@ def test_out_of_range_index_follows_xla_not_eager(backend):
         program(x, index)
     compiled = compile_with(backend, program, [x, index])
     assert_same(compiled(x, index), xla_lazy_baseline(program, [x, index]))
+
+
+# -- X7: an argument returned as itself from a call that trains --------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_argument_returned_from_a_grad_mode_call_is_the_argument_itself(backend):
+    layer = torch.nn.Linear(2, 2)
+
+    def f(x, y):
+        return y, layer(x), x
+
+    optimized = minidynamo.optimize(backend)(f)
+    x, y = torch.randn(2), torch.randn(2, requires_grad=True)
+    for _ in range(2):
+        got = optimized(x, y)
+        assert got[0] is y and got[2] is x
+    got[1].sum().backward()
+    assert layer.weight.grad is not None
