@@ -511,3 +511,46 @@ def test_a_graph_that_changes_input_metadata_is_not_re_run_after_it_raises(chang
         raise AssertionError("no IndexError")
 
     assert run(minidynamo.optimize("eager")(f)) == run(f)
+
+
+def test_set_grad_enabled_as_a_with_block_is_captured_and_restored():
+    def f(x, mode):
+        with torch.set_grad_enabled(mode):
+            y = x * 2
+        return y, y.requires_grad, torch.is_grad_enabled()
+
+    backend_calls = []
+    optimized = minidynamo.optimize(lambda gm, ex: backend_calls.append(1) or gm.forward)(f)
+    x = torch.ones(2, requires_grad=True)
+    for mode in (False, True, False):
+        got, expected = optimized(x, mode), f(x, mode)
+        assert got[1:] == expected[1:] and torch.equal(got[0], expected[0])
+        assert torch.is_grad_enabled()
+    assert minidynamo.counters["fallbacks"] == 0 and len(backend_calls) == 2
+
+
+def test_set_grad_enabled_left_open_is_refused_and_runs_as_eager():
+    def f(x):
+        torch.set_grad_enabled(False)
+        return x * 2
+
+    x = torch.ones(2, requires_grad=True)
+    try:
+        y = minidynamo.optimize("eager")(f)(x)
+        assert not torch.is_grad_enabled() and not y.requires_grad       # as eager leaves it
+    finally:
+        torch.set_grad_enabled(True)
+    assert any("outside a with-statement" in r for r in minidynamo.counters["fallback_reasons"])
+
+
+def test_set_grad_enabled_block_left_when_the_graph_raises():
+    def f(x, i):
+        with torch.set_grad_enabled(False):
+            return x[i]
+
+    optimized = minidynamo.optimize("eager")(f)
+    x = torch.ones(3)
+    optimized(x, torch.tensor([0]))
+    with pytest.raises(IndexError):
+        optimized(x, torch.tensor([7]))
+    assert torch.is_grad_enabled()

@@ -93,6 +93,9 @@ def _trace(func, args) -> Capture:
     tx = InstructionTranslator(func, {}, output, G.GlobalSource)
     tx.locals = {name: wrap(tx, value, G.LocalSource(name)) for name, value in zip(names, args)}
     result = tx.run()
+    if output.open_grad_switches:
+        raise Unsupported("torch.set_grad_enabled(...) outside a with-statement: grad mode stays switched "
+                          "after the frame, which the compiled code cannot reproduce if the graph raises")
     for guard in output.side_effects.aliasing_guards(output.wrapped_values):
         output.add_guard(guard)
     templates = Templates()

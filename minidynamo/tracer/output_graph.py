@@ -27,6 +27,7 @@ class OutputGraph:
         self._names: set = set()
         self.side_effects = SideEffects()
         self.wrapped_values: dict = {}      # source -> the real value wrapped from it (first read)
+        self.open_grad_switches: list = []  # torch.set_grad_enabled(...) not left yet
         self.real_inputs: dict = {}         # source -> the real tensor behind each graph input
         self._objects_by_type: dict = {}    # type -> {source: object} of type-guarded objects read
         self.metadata_mutated: set = set()  # input sources whose metadata an in-place op changes

@@ -1,5 +1,5 @@
-"""Context managers the trace can enter: ``torch.no_grad()``, ``torch.enable_grad()`` and
-``torch.autocast(..., enabled=False)``.
+"""Context managers the trace can enter: ``torch.no_grad()``, ``torch.enable_grad()``,
+``torch.set_grad_enabled(mode)`` and ``torch.autocast(..., enabled=False)``.
 
 Entering a grad-mode block flips grad mode twice over: for real while tracing (so meta example
 values get the right ``requires_grad``), and in the graph (a ``torch._C._set_grad_enabled``
@@ -65,6 +65,30 @@ class GradModeVariable(ContextManagerVariable):
         return GradModeFunctionVariable(self.enabled, args[0])
 
 
+class SetGradEnabledVariable(ContextManagerVariable):
+    """``torch.set_grad_enabled(mode)``: unlike ``no_grad()``, constructing it already switches
+    grad mode; ``__enter__`` does nothing and ``__exit__`` restores the mode seen at
+    construction.  Accepted only when the trace also leaves it (a with-statement): a bare call
+    leaves grad mode switched after the frame, and if the graph raised, the compiled code could
+    not tell which mode eager would have left behind."""
+
+    def __init__(self, tx, enabled: bool):
+        super().__init__()
+        self.enabled = enabled
+        self.previous = torch.is_grad_enabled()
+        _switch(tx, enabled)
+        tx.output.open_grad_switches.append(self)
+
+    def python_type(self):
+        return torch.set_grad_enabled
+
+    def enter(self, tx):
+        return ConstantVariable(None)
+
+    def exit_callable(self):
+        return _ExitVariable(self)
+
+
 class GradModeFunctionVariable(VariableTracker):
     """A function decorated with ``torch.no_grad()`` / ``torch.enable_grad()``: each call
     runs it inside a fresh grad-mode block."""
@@ -91,6 +115,8 @@ class _ExitVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         _switch(tx, self.manager.previous)
+        if self.manager in tx.output.open_grad_switches:
+            tx.output.open_grad_switches.remove(self.manager)
         return ConstantVariable(None)
 
 

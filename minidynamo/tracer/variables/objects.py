@@ -12,7 +12,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
-from .base import AttributeMissing, KnownObjectVariable, VariableTracker, describe
+from .base import AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
 
 
 def _wrap(tx, value, source):
@@ -158,6 +158,14 @@ class ClassVariable(KnownObjectVariable):
 
         if klass in GRAD_MODE_CLASSES and not args and not kwargs:
             return GradModeVariable(GRAD_MODE_CLASSES[klass])
+        if klass is torch.set_grad_enabled:
+            from .ctx_managers import SetGradEnabledVariable
+
+            mode = args[0] if len(args) == 1 and not kwargs else kwargs.get("mode") if not args else None
+            mode = maybe_constant(mode) if mode is not None else None
+            if type(mode) is not bool:
+                raise Unsupported("torch.set_grad_enabled(...) without one constant bool")
+            return SetGradEnabledVariable(tx, mode)
         if isinstance(klass, type) and issubclass(klass, torch.autocast):
             from .ctx_managers import AutocastOffVariable
 
