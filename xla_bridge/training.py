@@ -97,6 +97,14 @@ class TrainingPlan:
         self.saved_bytes = partition.saved_bytes
 
 
+def _arguments(bridged, inputs) -> tuple:
+    """The graph's arguments (inputs, then the module state it reads) and which require grad."""
+    args = list(inputs)
+    if bridged.has_state:
+        args += bridged.flat.read_state()
+    return args, tuple(map(_requires_grad, args))
+
+
 class ReplayedTraining:
     """The grad-mode path of a ``BridgedCall`` built by ``torchxla_trace_once``."""
 
@@ -107,10 +115,7 @@ class ReplayedTraining:
 
     def __call__(self, inputs):
         bridged = self.bridged
-        args = list(inputs)
-        if bridged.has_state:
-            args += bridged.flat.read_state()
-        needs_grad = tuple(map(_requires_grad, args))
+        args, needs_grad = _arguments(bridged, inputs)
         if not any(needs_grad):
             return NO_GRAD_NEEDED
         if bridged.views:
@@ -265,10 +270,7 @@ class LazyTraining:
 
     def __call__(self, inputs):
         bridged = self.bridged
-        args = list(inputs)
-        if bridged.has_state:
-            args += bridged.flat.read_state()
-        needs_grad = tuple(map(_requires_grad, args))
+        args, needs_grad = _arguments(bridged, inputs)
         if not any(needs_grad):
             return NO_GRAD_NEEDED
         device_args = bridged.host_inputs(args)

@@ -101,7 +101,7 @@ def is_same(tx, a: VariableTracker, b: VariableTracker) -> bool:
         if a.example is b.example:
             return True
         if a.is_input and b.is_input:
-            return _guarded_identity(tx, a.source, b.source, tx.output.real_inputs)
+            return _guarded_identity(tx, a.source, b.source)
         return False
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return False
@@ -113,14 +113,15 @@ def is_same(tx, a: VariableTracker, b: VariableTracker) -> bool:
             return False
         if getattr(a, "source", None) is None or getattr(b, "source", None) is None:
             return False            # one was made by the trace: no caller's object is it
-        return _guarded_identity(tx, a.source, b.source, tx.output.wrapped_values)
+        return _guarded_identity(tx, a.source, b.source)
     return va is vb
 
 
-def _guarded_identity(tx, source_a, source_b, real_values: dict) -> bool:
+def _guarded_identity(tx, source_a, source_b) -> bool:
     """``a is b`` for two values read from the frame: the answer now, guarded for later calls."""
     import guards
 
+    real_values = tx.output.wrapped_values       # every value wrap() read, tensors included
     if source_a not in real_values or source_b not in real_values:
         raise Unsupported(f"identity test between {source_a.name()} and {source_b.name()} (values not recorded)")
     same = real_values[source_a] is real_values[source_b]
