@@ -65,13 +65,15 @@ class Guard:
 
     ``obj`` is the object itself when identity matters (kept alive so its ``id`` cannot be
     reused by another object), or a weak reference to the traced value (a hint for
-    codegen); it takes no part in equality or hashing.
+    codegen); ``origin`` says which line of user code needed the guard.  Neither takes part
+    in equality or hashing.
     """
 
     source: Source
     kind: str
     expected: Hashable
     obj: Any = dataclasses.field(default=None, compare=False, repr=False)
+    origin: str = dataclasses.field(default="", compare=False, repr=False)   # the line that needed it ("f.py:4 in f")
 
     def __str__(self) -> str:
         from .checks import describe_guard

@@ -290,7 +290,7 @@ class Planner:
             batched = None
             if guard.kind == TENSOR_MATCH and native.tensor_spec(guard.expected) is not None:
                 batched = (var, native.tensor_spec(guard.expected))
-            self._emit_test(Test(tuple(checks), describe_guard(guard), batched,
+            self._emit_test(Test(tuple(checks), describe_guard(guard) + (f"  (from {guard.origin})" if guard.origin else ""), batched,
                                  decided_by_identity(guard), guard.kind))
             if guard.kind == ID_MATCH and _wants_type_check(guard):
                 exact_type = Guard(source, TYPE_MATCH, type(guard.obj))

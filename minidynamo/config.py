@@ -16,5 +16,5 @@ inline_depth_limit = 64
 # guards each of them by identity too (a few more guards per entry).
 assume_libraries_unpatched = True
 
-# Comma-separated log topics: graph, guards, bytecode, recompiles, fallbacks (or "all").
+# Comma-separated log topics (or "all"): trace, graph, guards, output_code, xla, recompiles, fallbacks.
 log = os.environ.get("MINIDYNAMO_LOG", "")

@@ -26,6 +26,7 @@ log_recompiles = get_logger("recompiles")
 log_fallbacks = get_logger("fallbacks")
 log_graph = get_logger("graph")
 log_guards = get_logger("guards")
+log_output_code = get_logger("output_code")
 
 # Every code object that has a cache, so that reset() can drop them all.
 codes_with_cache: "weakref.WeakSet" = weakref.WeakSet()
@@ -144,8 +145,10 @@ class FrameConverter:
             log_graph.debug("%s\n%s", describe(func.__code__), capture.graph_module.print_readable(print_output=False))
         if log_guards.isEnabledFor(10):
             log_guards.debug("%s\n%s", describe(func.__code__), guard_fn.source)
+        if log_output_code.isEnabledFor(10):
+            log_output_code.debug("%s\n%s\n%s", describe(func.__code__), read_inputs.source, compiled_fn.source)
         if self.recorder is not None:
-            self.recorder.on_compile(capture, guard_fn)
+            self.recorder.on_compile(capture, guard_fn, compiled_fn)
         return (self.ref, guard_fn, compiled_fn)
 
     # -- the slow paths --------------------------------------------------------------------
@@ -196,19 +199,21 @@ def make_compiled_fn(capture, compiled_graph, read_inputs):
         result = "build_output(___outputs)"
     namespace = {"build_output": build_output, "compiled_graph": compiled_graph, "read_inputs": read_inputs,
                  "graph_raised": _graph_raised_handler(capture), "rerun": rerun_frame}
-    exec(f"def compiled_fn({arg_names}):\n"
-         f"    try:\n"
-         f"        ___outputs = compiled_graph(*read_inputs({arg_names}))\n"
-         f"    except BaseException as ___error:\n"
-         f"        if not graph_raised(___error):\n"
-         f"            raise\n"
-         f"    else:\n"
-         f"        return {result}\n"
-         f"    return rerun({arg_names})\n", namespace)
+    source = (f"def compiled_fn({arg_names}):\n"
+              f"    try:\n"
+              f"        ___outputs = compiled_graph(*read_inputs({arg_names}))\n"
+              f"    except BaseException as ___error:\n"
+              f"        if not graph_raised(___error):\n"
+              f"            raise\n"
+              f"    else:\n"
+              f"        return {result}\n"
+              f"    return rerun({arg_names})\n")
+    exec(source, namespace)
     compiled_fn = namespace.pop("compiled_fn")     # no cycle through its globals: dies with its entry
     # (not the capture: its example inputs are the first call's real tensors, kept alive by it)
     compiled_fn.compiled_graph = compiled_graph
     compiled_fn.read_inputs = read_inputs
+    compiled_fn.source = source         # MINIDYNAMO_LOG=output_code, explain().compiled_fn_sources
     return compiled_fn
 
 

@@ -2,21 +2,36 @@
 
     e = minidynamo.explain(model)(x)
     e.graph_count, e.graph_break_count, e.reasons, e.guards, e.graphs
+
+Every artifact ``MINIDYNAMO_LOG`` can print is also a field, one entry per compiled frame:
+``graph_codes`` (each node with the user line that made it), ``guard_sources`` (each check
+with the line that needed it; ``guard_origins`` lines up with ``guards``), ``reader_sources``
+and ``compiled_fn_sources`` (what runs on a hit), ``trace`` (the ``trace`` topic's lines: each
+instruction with the symbolic stack after it) and ``xla`` (the ``xla`` topic's lines).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 from typing import Any, List
 
 from .backends import lookup_backend
+from .logs import get_logger
 
 
 @dataclasses.dataclass
 class ExplainOutput:
     graphs: List[Any] = dataclasses.field(default_factory=list)        # fx.GraphModules
     guards: List[str] = dataclasses.field(default_factory=list)        # readable guard strings
+    guard_origins: List[str] = dataclasses.field(default_factory=list) # per guard: "f.py:4 in f"
     guard_sources: List[str] = dataclasses.field(default_factory=list) # generated guard code
+    graph_codes: List[str] = dataclasses.field(default_factory=list)   # print_readable, with "# File: ..."
+    reader_sources: List[str] = dataclasses.field(default_factory=list)       # graph-input readers
+    compiled_fn_sources: List[str] = dataclasses.field(default_factory=list)  # the hit path
+    trace: List[str] = dataclasses.field(default_factory=list)         # MINIDYNAMO_LOG=trace lines
+    xla: List[str] = dataclasses.field(default_factory=list)           # MINIDYNAMO_LOG=xla lines
     reasons: List[str] = dataclasses.field(default_factory=list)       # fallbacks, then recompiles
     graph_break_count: int = 0           # frames that fell back to eager (no graph breaks yet)
     output: Any = None                   # what the call returned
@@ -26,10 +41,15 @@ class ExplainOutput:
         return len(self.graphs)
 
     # -- the FrameConverter's recorder protocol --
-    def on_compile(self, capture, guard_fn):
+    def on_compile(self, capture, guard_fn, compiled_fn=None):
         self.graphs.append(capture.graph_module)
+        self.graph_codes.append(capture.graph_module.print_readable(print_output=False))
         self.guards.extend(guard_fn.guard_strings)
+        self.guard_origins.extend(getattr(g, "origin", "") for g in guard_fn.guards)
         self.guard_sources.append(guard_fn.source)
+        if compiled_fn is not None:
+            self.reader_sources.append(getattr(compiled_fn.read_inputs, "source", ""))
+            self.compiled_fn_sources.append(compiled_fn.source)
 
     def on_fallback(self, reason: str):
         self.graph_break_count += 1
@@ -45,6 +65,29 @@ class ExplainOutput:
         return "\n".join(lines)
 
 
+class _Lines(logging.Handler):
+    def __init__(self, lines: list):
+        super().__init__(logging.DEBUG)
+        self.lines = lines
+
+    def emit(self, record):
+        self.lines.extend(record.getMessage().splitlines())
+
+
+@contextlib.contextmanager
+def _collect(topic: str, lines: list):
+    """Copy one log topic's messages into ``lines`` while the block runs."""
+    logger = get_logger(topic)
+    handler, level = _Lines(lines), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def explain(fn, backend="eager"):
     """Return a function that runs ``fn`` under a new capture and returns an ``ExplainOutput``."""
     from .eval_frame import OptimizeContext
@@ -53,7 +96,8 @@ def explain(fn, backend="eager"):
 
     def run(*args, **kwargs) -> ExplainOutput:
         report = ExplainOutput()
-        report.output = OptimizeContext(backend, recorder=report)(fn)(*args, **kwargs)
+        with _collect("trace", report.trace), _collect("xla", report.xla):
+            report.output = OptimizeContext(backend, recorder=report)(fn)(*args, **kwargs)
         return report
 
     return run

@@ -1,7 +1,19 @@
-"""One switch to see everything: ``MINIDYNAMO_LOG=graph,guards,bytecode,recompiles,fallbacks``.
+"""One switch to see everything: ``MINIDYNAMO_LOG=trace,graph,guards,output_code`` (or ``all``).
 
 Each topic is a logger ``minidynamo.<topic>``; a topic named in the variable (or ``all``) is
-printed to stderr at DEBUG level.
+printed to stderr at DEBUG level.  What each topic shows, in pipeline order:
+
+    trace        every interpreted instruction, with the symbolic stack after it (an inlined
+                 call's instructions come first, indented, then the CALL that ran them)
+    graph        the captured fx graph; each node says which line of user code made it
+    guards       the generated guard function; each check says which line needed it
+    output_code  what replaces the frame on a hit: the input reader and ``compiled_fn``
+    xla          the XLA bridge (logger ``minidynamo.xla``, used by ``xla_bridge`` without
+                 importing minidynamo): graph hash, lazy IR, input plan, replays and retraces
+    recompiles   which guard failed, in words, when a code object is compiled again
+    fallbacks    why a frame runs eagerly
+
+``bytecode`` is the old name of ``trace``.
 """
 
 from __future__ import annotations
@@ -11,19 +23,23 @@ import sys
 
 from . import config
 
-TOPICS = ("graph", "guards", "bytecode", "recompiles", "fallbacks")
+TOPICS = ("trace", "graph", "guards", "output_code", "xla", "recompiles", "fallbacks")
+ALIASES = {"bytecode": "trace"}
 
 
 def get_logger(topic: str) -> logging.Logger:
     return logging.getLogger(f"minidynamo.{topic}")
 
 
+def topics_in(spec: str) -> set:
+    """The topics a comma-separated spec names (``"all"``: every topic; unknown names ignored)."""
+    wanted = {ALIASES.get(t.strip(), t.strip()) for t in spec.split(",") if t.strip()}
+    return set(TOPICS) if "all" in wanted else wanted & set(TOPICS)
+
+
 def enable(spec: str) -> None:
     """Turn on the topics in a comma-separated spec (``"all"`` turns on every topic)."""
-    wanted = {t.strip() for t in spec.split(",") if t.strip()}
-    if "all" in wanted:
-        wanted = set(TOPICS)
-    for topic in wanted & set(TOPICS):
+    for topic in topics_in(spec):
         logger = get_logger(topic)
         logger.setLevel(logging.DEBUG)
         if not logger.handlers:

@@ -85,7 +85,7 @@ def _trace(func, args) -> Capture:
     if len(names) != len(args):
         raise Unsupported(f"{code.co_name} expects {len(names)} argument slots, got {len(args)}")
     frame = G.FrameInfo(names, func.__globals__, func.__builtins__)
-    output = OutputGraph(frame)
+    output = OutputGraph(frame, code)
     output.add_guard(G.grad_mode_match())
     output.add_guard(G.autocast_match())
     grad_enabled = torch.is_grad_enabled()

@@ -3,11 +3,19 @@
 It owns the fx graph, the graph inputs (one placeholder per input Source, with the REAL value
 that feeds it now), the guards collected so far, and the one way tensor operations enter the
 graph: ``call_op`` records a node and runs the same op on meta example values.
+
+Provenance: ``running`` is the stack of instructions being executed (the frame's, then those of
+the calls inlined into it), so every node gets ``meta["stack_trace"]`` (``print_readable``
+shows ``# File: f.py:4 in f, code: ...``) and every guard an ``origin`` (``f.py:4 in f``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import linecache
 import operator
+import os
+
 import torch
 import torch.fx
 
@@ -17,8 +25,10 @@ from .variables.base import VariableTracker
 
 
 class OutputGraph:
-    def __init__(self, frame_info):
-        self.graph = torch.fx.Graph()
+    def __init__(self, frame_info, code=None):
+        self.code = code                    # the frame's code: provenance before its first instruction
+        self.running: list = []             # (code, instruction) per translator inside step(), outermost first
+        self.graph = StampedGraph(self.stack_trace)
         self.frame_info = frame_info
         self.guards: list = []
         self.input_sources: list = []
@@ -40,7 +50,29 @@ class OutputGraph:
 
     # -- guards --------------------------------------------------------------------------
     def add_guard(self, guard) -> None:
+        if not guard.origin:
+            guard = dataclasses.replace(guard, origin=self.origin())
         self.guards.append(guard)
+
+    # -- provenance ----------------------------------------------------------------------
+    def user_frames(self) -> list:
+        """(filename, line, function) per frame now running, outermost first."""
+        if not self.running:
+            code = self.code
+            return [(code.co_filename, code.co_firstlineno, code.co_name)] if code is not None else []
+        return [(code.co_filename, inst.lineno, code.co_name) for code, inst in self.running]
+
+    def stack_trace(self) -> str:
+        """The running frames in traceback form (what fx's ``print_readable`` parses)."""
+        return "".join(_frame_text(*frame) for frame in self.user_frames())
+
+    def origin(self) -> str:
+        """Where the trace is now, for a guard: ``f.py:4 in f`` (the innermost frame)."""
+        frames = self.user_frames()
+        if not frames:
+            return ""
+        filename, line, name = frames[-1]
+        return f"{os.path.basename(filename)}:{line} in {name}" + ("" if self.running else ", on entry")
 
     def note_object_identity(self, source, value) -> None:
         """A plain object guarded only by its type: which objects of that type are one object
@@ -161,8 +193,28 @@ class OutputGraph:
         for guard in self.identity_guards():
             self.add_guard(guard)
         self.graph.output(tuple(output_nodes))
+        self.graph.stamp = None             # the graph outlives the trace: keep nothing of it
         self.graph.lint()
         return torch.fx.GraphModule(torch.nn.Module(), self.graph)
+
+
+class StampedGraph(torch.fx.Graph):
+    """An fx graph whose new nodes carry ``meta["stack_trace"]``: the user code that made them."""
+
+    def __init__(self, stamp):
+        super().__init__()
+        self.stamp = stamp
+
+    def create_node(self, *args, **kwargs):
+        node = super().create_node(*args, **kwargs)
+        if self.stamp is not None:
+            node.meta["stack_trace"] = self.stamp()
+        return node
+
+
+def _frame_text(filename: str, line: int, name: str) -> str:
+    code = linecache.getline(filename, line).strip() if line else ""
+    return f'  File "{filename}", line {line}, in {name}\n    {code or "<source not available>"}\n'
 
 
 def tensor_metadata(tensor: torch.Tensor) -> tuple:

@@ -31,7 +31,7 @@ from .variables.functions import CO_GENERATOR, CO_GENERATOR_LIKE, BaseFunctionVa
 from .variables.generators import GeneratorExpressionVariable
 from .variables.tensor import TensorVariable
 
-log = logging.getLogger("minidynamo.bytecode")
+log = logging.getLogger("minidynamo.trace")   # MINIDYNAMO_LOG=trace
 
 MAX_INSTRUCTIONS = 2_000_000   # a trace that runs this long is looping on something: give up
 
@@ -105,19 +105,24 @@ class InstructionTranslatorBase:
         self.instruction_count += 1
         if self.instruction_count > MAX_INSTRUCTIONS:
             raise Unsupported(f"{self.code.co_qualname} ran over {MAX_INSTRUCTIONS} instructions")
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("%s%s:%s %s %s", "  " * self.depth, self.code.co_name, inst.lineno, inst.name,
-                      self.describe_arg(inst))
         handler = getattr(self, inst.name, None)
         if handler is None:
             raise Unsupported(f"opcode {inst.name} (in {self.code.co_qualname}, line {inst.lineno})")
-        if not handlers:
-            handler(inst)
-            return
-        nodes_before = len(self.output.graph.nodes)     # inside a try body: see try_blocks.py
-        handler(inst)
-        if len(self.output.graph.nodes) != nodes_before:
-            try_blocks.check_handlers(self, handlers)
+        running = self.output.running          # where each node and guard comes from
+        running.append((self.code, inst))
+        try:
+            if not handlers:
+                handler(inst)
+            else:
+                nodes_before = len(self.output.graph.nodes)     # inside a try body: see try_blocks.py
+                handler(inst)
+                if len(self.output.graph.nodes) != nodes_before:
+                    try_blocks.check_handlers(self, handlers)
+        finally:
+            running.pop()
+            if log.isEnabledFor(logging.DEBUG):     # the stack after it (an inlined call's lines come first)
+                log.debug("%s%s:%s %s %s -> [%s]", "  " * self.depth, self.code.co_name, inst.lineno, inst.name,
+                          self.describe_arg(inst), ", ".join(map(show_value, self.stack)))
 
     def describe_arg(self, inst) -> str:
         """The instruction's argument as the log shows it: jump targets by index, enums by name."""
@@ -550,6 +555,15 @@ class InstructionTranslatorBase:
 
     def LOAD_BUILD_CLASS(self, inst):
         raise Unsupported("class definition inside the traced code")
+
+
+def show_value(vt) -> str:
+    """A stack slot as the ``trace`` log shows it: tensors by graph node and meta shape."""
+    if isinstance(vt, TensorVariable):
+        example = vt.example
+        return f"Tensor({vt.node.name}: {str(example.dtype).replace('torch.', '')}{list(example.shape)})"
+    text = repr(vt)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _is_none(vt) -> bool:

@@ -84,8 +84,8 @@ def test_custom_call_and_unknown_object_fall_back():
         run_traced(Outer(), x)
 
 
-def test_bytecode_log(caplog):
-    with caplog.at_level(logging.DEBUG, logger="minidynamo.bytecode"):
+def test_trace_log(caplog):
+    with caplog.at_level(logging.DEBUG, logger="minidynamo.trace"):
         run_traced(lambda a: a + 1, x)
     assert any("BINARY_OP" in r.getMessage() for r in caplog.records)
     assert any("RETURN_VALUE" in r.getMessage() for r in caplog.records)
