@@ -1,18 +1,55 @@
 """``VariableTracker``: what the symbolic interpreter holds on its stack and in its locals.
 
-    VariableTracker
-     ├── ConstantVariable            Python scalars, strings, None, dtypes, devices, ...
-     ├── TensorVariable              an fx node plus a meta example value
-     ├── BaseListVariable            TupleVariable, ListVariable, SizeVariable, NamedTupleVariable
-     ├── DictVariable, SliceVariable, RangeVariable, IteratorVariable
-     ├── UserFunctionVariable        Python functions we inline (NestedFunctionVariable: made in
-     │                               the trace), UserMethodVariable (bound), CellVariable,
-     │                               PartialVariable (functools.partial)
-     ├── GeneratorExpressionVariable a paused generator expression, pulled by builtins
-     ├── NNModuleVariable            an nn.Module instance (forward inlined)
-     ├── TorchFunctionVariable       torch.*, torch.nn.functional.*, Tensor methods: graph ops
-     ├── BuiltinVariable             len, isinstance, range, ... (one handler each)
-     └── PythonObjectVariable        modules, classes, user objects, other real objects
+The map (tests/test_docs.py checks it against the code: every class named exists in the file
+named, every tracker is listed, and each sits under its base class):
+
+    VariableTracker                   base.py          the interface: python_type, var_getattr, call_function, ...
+     ├── NullVariable                 base.py          the NULL below a callable (PUSH_NULL, LOAD_METHOD)
+     ├── BoundMethodVariable          base.py          obj.name for a method a tracker implements itself
+     ├── KnownObjectVariable          base.py          a real object used as itself (identity matters)
+     │    ├── BuiltinVariable         builtins.py      len, isinstance, range, ... (one handler each)
+     │    ├── TorchFunctionVariable   torch_fns.py     torch.*, torch.nn.functional.*: graph ops
+     │    └── ClassVariable           objects.py       a class (calling it: a namedtuple, a known type)
+     ├── GetterVariable               builtins.py      operator.itemgetter / attrgetter
+     ├── ConstantVariable             constant.py      Python scalars, strings, None, dtypes, devices, ...
+     ├── ConstantMethodVariable       constant.py      "a{}".format, (3).bit_length: run when all known
+     ├── TensorVariable               tensor.py        an fx node plus a meta example value
+     ├── TensorMethodVariable         tensor.py        tensor.name before it is called
+     ├── BaseListVariable             containers.py    a sequence of trackers
+     │    ├── ListVariable            containers.py
+     │    └── TupleVariable           containers.py
+     │         ├── NamedTupleVariable containers.py    namedtuples, torch.return_types.*
+     │         └── SizeVariable       containers.py    tensor.shape (static shapes)
+     ├── DictVariable                 containers.py    constant keys, tracker values, in order
+     ├── DictViewVariable             containers.py    d.keys() / d.values() / d.items()
+     ├── SetVariable                  containers.py    a set of constants made in the trace
+     ├── SliceVariable                containers.py
+     ├── IteratorVariable             containers.py    the protocol: next_item(tx), lazy and live
+     │    ├── ListIteratorVariable    iterators.py     iter(list): reads the live list by index
+     │    ├── ListReverseIteratorVariable iterators.py
+     │    ├── DictIteratorVariable    iterators.py
+     │    ├── SetIteratorVariable     iterators.py
+     │    ├── ZipVariable             iterators.py
+     │    ├── MapVariable             iterators.py     map(fn, ...): fn inlined as items are pulled
+     │    ├── FilterVariable          iterators.py
+     │    └── EnumerateVariable       iterators.py
+     ├── GeneratorExpressionVariable  generators.py    a paused generator expression, pulled by builtins
+     ├── BaseFunctionVariable         functions.py     has a code object we inline
+     │    ├── UserFunctionVariable    functions.py     a real Python function
+     │    └── NestedFunctionVariable  functions.py     made by MAKE_FUNCTION in the trace
+     ├── UserMethodVariable           functions.py     a function bound to self
+     ├── PartialVariable              functions.py     functools.partial
+     ├── CellVariable                 functions.py     a cell made in the trace
+     ├── RealCellVariable             functions.py     a cell of a real closure
+     ├── NNModuleVariable             nn_module.py     an nn.Module instance (forward inlined)
+     ├── PythonModuleVariable         objects.py       a Python module (import, attribute reads)
+     ├── UserObjectVariable           objects.py       any other real object, attributes guarded one by one
+     ├── SuperVariable                objects.py       super(klass, obj)
+     ├── ContextManagerVariable       ctx_managers.py  what BEFORE_WITH accepts
+     │    ├── GradModeVariable        ctx_managers.py  torch.no_grad() / enable_grad()
+     │    ├── SetGradEnabledVariable  ctx_managers.py  torch.set_grad_enabled(mode)
+     │    └── AutocastOffVariable     ctx_managers.py  torch.autocast(..., enabled=False)
+     └── GradModeFunctionVariable     ctx_managers.py  a function decorated with no_grad()/enable_grad()
 
 Each knows its ``source`` (how to re-read it from a later frame), or None when the value was
 made during the trace.  Guards are installed when a real value is wrapped (see builder.py),

@@ -3,9 +3,10 @@
 
 Calling a ``<genexpr>`` function does not run it: it makes a ``GeneratorExpressionVariable``
 that holds the paused generator frame (a ``GeneratorTranslator``).  A builtin that consumes
-iterables (``tuple``, ``list``, ``any``, ``all``, ``min``, ...; table ``GENERATOR_CONSUMERS`` in
-builtins.py) pulls items one by one, so the generator's body runs symbolically in exactly the
-order CPython would run it, and ``any``/``all`` stop where CPython stops.
+iterables pulls items one by one (in builtins.py: ``_consumed_items`` for ``tuple``, ``list``,
+``min``, ``max``, ``sum``, ...; ``_iterator`` for ``any``/``all``), so the generator's body runs
+symbolically in exactly the order CPython would run it, and ``any``/``all`` stop where CPython
+stops.
 
 Anything else the program could do with the generator object (``for`` over it, ``next``,
 returning or storing it) keeps it alive past the builtin call: refused, like user generator

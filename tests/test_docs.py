@@ -1,0 +1,127 @@
+"""Docs that cannot rot: generated text is regenerated and compared, maps are checked against
+the code they describe.
+
+- ``docs/walkthrough.md`` is what ``docs/walkthrough.py`` prints (regenerate:
+  ``python docs/walkthrough.py --write``); the README's "Watching it work" sample is a section
+  of it.
+- The tracker map in ``minidynamo/tracer/variables/base.py`` names every VariableTracker, each
+  under its base class and in its file.
+- Code names a docstring of minidynamo quotes (````ListVariable````, ````_consumed_items````)
+  exist.
+"""
+
+import ast
+import builtins
+import dis
+import glob
+import importlib
+import os
+import pkgutil
+import re
+import subprocess
+import sys
+
+import bytecode
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# -- the walkthrough and the README ------------------------------------------------------------
+def test_walkthrough_is_up_to_date():
+    """Re-runs the walkthrough (its XLA part in a subprocess of its own) and compares."""
+    env = dict(os.environ, PJRT_DEVICE="CPU", PYTHONPATH=ROOT)
+    env.pop("MINIDYNAMO_LOG", None)
+    done = subprocess.run([sys.executable, os.path.join("docs", "walkthrough.py"), "--check"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+# -- the tracker map ---------------------------------------------------------------------------
+MAP_LINE = re.compile(r"^    (?P<tree>[ │├└─]*)(?P<name>\w+Variable|VariableTracker)\s+(?P<file>\w+\.py)\b")
+
+
+def tracker_classes() -> dict:
+    import minidynamo.tracer.variables as package
+    from minidynamo.tracer.variables.base import VariableTracker
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+    found, todo = {}, [VariableTracker]
+    while todo:
+        klass = todo.pop()
+        found[klass.__name__] = klass
+        todo += klass.__subclasses__()
+    return {name: klass for name, klass in found.items() if not name.startswith("_")}
+
+
+def map_entries() -> list:
+    """(depth, class name, file) per line of the map, in order."""
+    from minidynamo.tracer.variables import base
+
+    entries = []
+    for line in base.__doc__.splitlines():
+        match = MAP_LINE.match(line)
+        if match:
+            depth = len(match["tree"]) // 5          # " ├── " is the first level, "│    ├── " the next
+            entries.append((depth, match["name"], match["file"]))
+    return entries
+
+
+def test_tracker_map_matches_the_code():
+    classes = tracker_classes()
+    entries = map_entries()
+    named = [name for _, name, _ in entries]
+    assert len(named) == len(set(named)), "a tracker is listed twice"
+    missing = sorted(set(classes) - set(named))
+    assert not missing, f"trackers missing from the map in variables/base.py: {missing}"
+    gone = sorted(set(named) - set(classes))
+    assert not gone, f"the map in variables/base.py lists classes that do not exist: {gone}"
+    parents = []
+    for depth, name, filename in entries:
+        klass = classes[name]
+        assert klass.__module__.rsplit(".", 1)[-1] + ".py" == filename, f"{name} lives in {klass.__module__}"
+        parents[depth:] = [klass]
+        if depth:
+            assert parents[depth - 1] in klass.__bases__, f"{name} is drawn under {parents[depth - 1].__name__}"
+
+
+def defined_names(paths) -> set:
+    names = set()
+    for path in paths:
+        with open(path) as source:
+            tree = ast.parse(source.read())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+    return names
+
+
+def looks_like_our_symbol(name: str) -> bool:
+    """CamelCase classes, _private helpers and CONSTANT tables: names a reader would look up."""
+    return bool(re.fullmatch(r"[A-Z][a-z0-9]+[A-Z]\w*", name) or re.fullmatch(r"_[a-z]\w*", name)
+                or re.fullmatch(r"[A-Z][A-Z0-9]*_[A-Z0-9_]+", name))
+
+
+def is_external(name: str) -> bool:
+    return (name in dir(builtins) or name in dis.opmap or hasattr(bytecode, name) or name.startswith("MINIDYNAMO_")
+            or hasattr(torch.nn.Module(), name) or hasattr(torch.Tensor, name) or name == "FakeTensorMode")
+
+
+def test_names_quoted_in_docstrings_exist():
+    paths = [p for p in glob.glob(os.path.join(ROOT, "minidynamo", "**", "*.py"), recursive=True)]
+    known = defined_names(paths + glob.glob(os.path.join(ROOT, "guards", "*.py")))
+    stale = []
+    for path in paths:
+        with open(path) as source:
+            tree = ast.parse(source.read())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)):
+                for name in re.findall(r"``([A-Za-z_]\w*)``", ast.get_docstring(node) or ""):
+                    if looks_like_our_symbol(name) and name not in known and not is_external(name):
+                        stale.append(f"{os.path.relpath(path, ROOT)}: {name}")
+    assert not stale, "docstrings name code that does not exist:\n" + "\n".join(stale)
