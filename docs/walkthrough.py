@@ -215,8 +215,8 @@ def capture_part(md: Markdown) -> str:
 
     (owner, guard_fn, compiled_fn), = minidynamo.cache_entries(f)
     md.section("The cache entry", f"""
-        The code object's cache is a list of entries ``(owner, guard_fn, compiled_fn)``, most
-        recently added first; ``owner`` is a weak reference to the ``FrameConverter`` that made it
+        The code object's cache is a list of entries ``(owner, guard_fn, compiled_fn)``: a new
+        entry goes first and a hit moves its entry to the front; ``owner`` is a weak reference to the ``FrameConverter`` that made it
         (two ``optimize`` contexts never share compiled code).  For ``f`` now:
         """)
     md.code(f"entries: {len(minidynamo.cache_entries(f))}\n"

@@ -125,3 +125,47 @@ def test_names_quoted_in_docstrings_exist():
                     if looks_like_our_symbol(name) and name not in known and not is_external(name):
                         stale.append(f"{os.path.relpath(path, ROOT)}: {name}")
     assert not stale, "docstrings name code that does not exist:\n" + "\n".join(stale)
+
+
+# -- docs/dynamo-map.md ------------------------------------------------------------------------
+def map_rows():
+    """(line number, cell text) of every "here" cell of docs/dynamo-map.md's tables."""
+    column = None
+    with open(os.path.join(ROOT, "docs", "dynamo-map.md")) as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.startswith("|"):
+                column = None
+                continue
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if column is None:
+                column = cells.index("here") if "here" in cells else -1
+            elif column >= 0 and not set(cells[0]) <= set("-"):
+                yield number, cells[column]
+
+
+def test_dynamo_map_names_real_files_and_symbols():
+    every_file = [p for package in ("minidynamo", "guards", "xla_bridge")
+                  for p in glob.glob(os.path.join(ROOT, package, "**", "*.*"), recursive=True)
+                  if p.endswith((".py", ".c", ".cpp"))]
+    text_of = {}
+
+    def text(path):
+        if path not in text_of:
+            with open(path) as handle:
+                text_of[path] = handle.read()
+        return text_of[path]
+
+    rows, problems = 0, []
+    for number, cell in map_rows():
+        rows += 1
+        quoted = re.findall(r"`([^`]+)`", cell)
+        paths = [q for q in quoted if q.endswith((".py", ".c", ".cpp"))]
+        for path in paths:
+            if not os.path.exists(os.path.join(ROOT, path)):
+                problems.append(f"line {number}: no file {path}")
+        files = [os.path.join(ROOT, p) for p in paths] or every_file
+        for name in (q for q in quoted if re.fullmatch(r"[A-Za-z_]\w*", q)):
+            if not any(re.search(rf"\b{name}\b", text(path)) for path in files if os.path.exists(path)):
+                problems.append(f"line {number}: {name} not found in {', '.join(paths) or 'the packages'}")
+    assert rows > 40
+    assert not problems, "\n".join(problems)
