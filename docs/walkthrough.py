@@ -152,8 +152,9 @@ def capture_part(md: Markdown) -> str:
         ``optimize("eager")(f)`` returns a ``Watched`` wrapper (C, ``_eval_frame.c``): it sets
         this thread's callback, a ``FrameConverter`` (``convert_frame.py``), for the duration of
         the call.  The PEP 523 hook sees the frame of ``f`` about to run, looks for its cache in the
-        code object's ``co_extra`` slot and finds none (``{minidynamo.cache_entries(f)!r}``
-        entries), so it calls the callback with the function and its argument slots.  The callback
+        code object's ``co_extra`` slot and finds no entry (``minidynamo.cache_entries(f)`` is
+        ``{minidynamo.cache_entries(f)!r}``), so it calls the callback with the function and its
+        argument slots.  The callback
         traces the frame, builds the guards, compiles the graph with the backend, adds a cache
         entry and runs it.  Counters after the first call:
         """)
@@ -275,7 +276,7 @@ def capture_part(md: Markdown) -> str:
                  "fallback reasons; `explain` returns the same artifacts as fields. `minidynamo.counters` counts\n"
                  "frames seen, cache hits and misses, compiles, recompiles and fallbacks; `xla_bridge.counters`\n"
                  "counts compiles, replays and retraces. `docs/walkthrough.md` follows the example above through\n"
-                 "every stage. For the example above, `explain` prints:\n\n")
+                 "every stage. For the example above (as `docs/walkthrough.py` runs it), `explain` prints:\n\n")
     readme.write(f"```\n{normalise(str(report))}\n```\n\n")
     readme.write("and the generated guard (`explain(...).guard_sources`, or `MINIDYNAMO_LOG=guards`):\n\n")
     readme.write(f"```python\n{normalise(report.guard_sources[0]).rstrip()}\n```\n")

@@ -562,7 +562,10 @@ def show_value(vt) -> str:
     if isinstance(vt, TensorVariable):
         example = vt.example
         return f"Tensor({vt.node.name}: {str(example.dtype).replace('torch.', '')}{list(example.shape)})"
-    text = repr(vt)
+    try:
+        text = repr(vt)
+    except Exception:                  # a log line must never change what the trace does
+        text = f"{type(vt).__name__}(?)"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
