@@ -564,8 +564,8 @@ def show_value(vt) -> str:
         return f"Tensor({vt.node.name}: {str(example.dtype).replace('torch.', '')}{list(example.shape)})"
     try:
         text = repr(vt)
-    except Exception:                  # a log line must never change what the trace does
-        text = f"{type(vt).__name__}(?)"
+    except Exception as e:       # a log line must never end a trace
+        text = f"<{type(vt).__name__}: repr failed: {type(e).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
