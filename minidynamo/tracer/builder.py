@@ -181,10 +181,10 @@ def wrap_object(value, source) -> VariableTracker:
     from .variables.objects import ClassVariable, PythonModuleVariable, UserObjectVariable
     from .variables.torch_fns import TorchFunctionVariable, is_torch_callable
 
+    if _hashable(value) and value in BUILTIN_HANDLERS:      # modelled C and stdlib callables
+        return BuiltinVariable(value, source)
     if isinstance(value, types.FunctionType) and not is_torch_callable(value):
         return UserFunctionVariable(value, source)
-    if _hashable(value) and value in BUILTIN_HANDLERS:
-        return BuiltinVariable(value, source)
     if is_torch_callable(value):
         return TorchFunctionVariable(value, source)
     if isinstance(value, types.ModuleType):
