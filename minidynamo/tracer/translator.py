@@ -564,7 +564,10 @@ def show_value(vt) -> str:
     if isinstance(vt, TensorVariable):
         example = vt.example
         return f"Tensor({vt.node.name}: {str(example.dtype).replace('torch.', '')}{list(example.shape)})"
-    text = repr(vt)
+    try:
+        text = repr(vt)
+    except Exception as e:       # a log line must never end a trace
+        text = f"<{type(vt).__name__}: repr failed: {type(e).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

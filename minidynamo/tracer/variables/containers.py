@@ -627,7 +627,7 @@ class IteratorVariable(MethodTable, VariableTracker):
         return item
 
     def __repr__(self):
-        return f"{type(self).__name__}({self.kind.__name__})"
+        return f"{type(self).__name__}({getattr(self.kind, '__name__', self.kind)})"
 
 
 class DictViewVariable(MethodTable, VariableTracker):
