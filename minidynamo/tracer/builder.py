@@ -132,6 +132,8 @@ def class_of(tx, vt) -> VariableTracker:
     real object with a source, so reading the class's attributes is guarded."""
     from .variables.objects import ClassVariable
 
+    if getattr(vt, "class_vt", None) is not None:           # an object made in the trace
+        return vt.class_vt
     value, source = getattr(vt, "value", _MISSING), getattr(vt, "source", None)
     heap_type = value is not _MISSING and bool(type(value).__flags__ & (1 << 9))   # builtin types are immutable
     if source is not None and heap_type and type(value) is vt.python_type():
@@ -177,14 +179,17 @@ def _identity_guarded(value) -> bool:
 def wrap_object(value, source) -> VariableTracker:
     """Callables, modules, classes and plain objects (guards already installed)."""
     from .variables.builtins import BUILTIN_HANDLERS, BuiltinVariable
-    from .variables.functions import UserFunctionVariable
+    from .variables.functions import TraceTimeAnswerVariable, UserFunctionVariable, trace_time_answers
     from .variables.objects import ClassVariable, PythonModuleVariable, UserObjectVariable
     from .variables.torch_fns import TorchFunctionVariable, is_torch_callable
 
+    if _hashable(value) and value in BUILTIN_HANDLERS:      # modelled C and stdlib callables
+        return BuiltinVariable(value, source)
+    answers = trace_time_answers() if isinstance(value, types.FunctionType) else {}
+    if answers and value in answers:                     # torch.compiler.is_compiling(): True while tracing
+        return TraceTimeAnswerVariable(value, answers[value], source)
     if isinstance(value, types.FunctionType) and not is_torch_callable(value):
         return UserFunctionVariable(value, source)
-    if _hashable(value) and value in BUILTIN_HANDLERS:
-        return BuiltinVariable(value, source)
     if is_torch_callable(value):
         return TorchFunctionVariable(value, source)
     if isinstance(value, types.ModuleType):

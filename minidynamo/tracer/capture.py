@@ -218,7 +218,7 @@ class Templates:
             return ("const", vt.value)
         if isinstance(vt, (ListVariable, DictVariable)) and vt.source is not None:
             return ("real", self.read(vt.source))
-        if isinstance(vt, (ListVariable, DictVariable)):
+        if isinstance(vt, (ListVariable, DictVariable)) or getattr(vt, "is_new_object", False):
             if id(vt) not in self.fresh:
                 self._keep.append(vt)
                 self.fresh[id(vt)] = None                  # a list holding itself: refused below
@@ -229,6 +229,9 @@ class Templates:
         return self._container(vt)
 
     def _container(self, vt):
+        if getattr(vt, "is_new_object", False):              # a user object made in the trace
+            items = None if vt.dict_part is None else [(k, self.of(v)) for k, v in vt.dict_part.items.items()]
+            return ("object", vt.klass, items, [(k, self.of(v)) for k, v in vt.attrs.items()])
         if isinstance(vt, NamedTupleVariable):
             return ("namedtuple", vt.tuple_type, [self.of(i) for i in vt.items])
         if isinstance(vt, BaseListVariable):
@@ -330,6 +333,11 @@ def _build(template, outputs, real=(), made=None):
         if template[1] not in made:
             made[template[1]] = _build(template[2], outputs, real, made)
         return made[template[1]]
+    if kind == "object":
+        from .variables.new_objects import rebuild
+
+        items = None if template[2] is None else [(k, _build(t, outputs, real, made)) for k, t in template[2]]
+        return rebuild(template[1], items, [(k, _build(t, outputs, real, made)) for k, t in template[3]])
     if kind == "namedtuple":
         return make_named_tuple(template[1], [_build(t, outputs, real, made) for t in template[2]])
     if kind == "set":

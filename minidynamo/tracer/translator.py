@@ -195,6 +195,8 @@ class InstructionTranslatorBase:
         from .variables.nn_module import NNModuleVariable
         from .variables.objects import UserObjectVariable
 
+        if hasattr(obj, "store_attribute"):           # an object made in the trace (new_objects.py)
+            return obj.store_attribute(self, name, value)
         if isinstance(obj, UserObjectVariable) and obj.source is not None:
             return self.store_object_attr(obj, name, value)
         if not isinstance(obj, NNModuleVariable) or obj.source is None:

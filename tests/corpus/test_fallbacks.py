@@ -4,6 +4,7 @@ recompile on the second call, and raise ``MinidynamoError`` under ``nopython=Tru
 
 import collections
 import os
+import queue
 import random
 import threading
 import zlib
@@ -223,10 +224,10 @@ def unknown_c_method_on_object(x):
     return x * rng.random()
 
 
-def unknown_object_deque(x):
-    d = collections.deque([x])
-    d.appendleft(x + 1)
-    return list(d)
+def unknown_object_simple_queue(x):      # (collections.deque is modelled: tests/tracer/test_stdlib_tables.py)
+    q = queue.SimpleQueue()
+    q.put(x + 1)
+    return q.get()
 
 
 def unknown_context_manager(x):
@@ -242,7 +243,7 @@ UNKNOWN_C = [
     fallback(unknown_c_function, tensor(3)),
     fallback(unknown_os_function, tensor(3)),
     fallback(unknown_c_method_on_object, tensor(3)),
-    fallback(unknown_object_deque, tensor(3)),
+    fallback(unknown_object_simple_queue, tensor(3)),
     fallback(unknown_context_manager, tensor(3)),
     fallback(numpy_round_trip, tensor(3)),
 ]

@@ -18,6 +18,7 @@ from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
 from .generators import GeneratorExpressionVariable
+from .stdlib import CLASS_METHODS, STDLIB_CALLS, HandlerVariable
 from .iterators import (EnumerateVariable, FilterVariable, MapVariable, ZipVariable, make_iterator,
                         make_reversed)
 
@@ -206,7 +207,7 @@ def _list(tx, iterable=None):
     return ListVariable(_consumed_items(tx, iterable) if iterable is not None else [])
 
 
-def _dict(tx, arg=None, **kwargs):
+def _dict(tx, arg=None, /, **kwargs):
     if isinstance(arg, GeneratorExpressionVariable):
         arg = TupleVariable(arg.consume(tx))
     result = DictVariable({})
@@ -420,11 +421,21 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul"
     BUILTIN_HANDLERS.setdefault(getattr(operator, _name), _operator(getattr(operator, _name)))
 BUILTIN_HANDLERS[operator.abs] = _abs
 BUILTIN_HANDLERS[operator.index] = _scalar_cast(operator.index)
+# itertools, functools.reduce, collections: their own table (stdlib.py).
+BUILTIN_HANDLERS.update(STDLIB_CALLS)
 # math.*: pure functions of numbers.
 for _name in dir(math):
     _fn = getattr(math, _name)
     if callable(_fn):
         BUILTIN_HANDLERS[_fn] = _scalar_cast(_fn)
+
+
+def _hashable_pair(value, name) -> bool:
+    try:
+        hash(value)
+        return True
+    except TypeError:
+        return False
 
 
 class BuiltinVariable(KnownObjectVariable):
@@ -440,8 +451,8 @@ class BuiltinVariable(KnownObjectVariable):
     def var_getattr(self, tx, name):
         if name in ("__name__", "__qualname__"):
             return ConstantVariable(getattr(self.value, name))
-        if self.value is dict and name == "fromkeys":
-            raise Unsupported("dict.fromkeys")
+        if _hashable_pair(self.value, name) and (self.value, name) in CLASS_METHODS:
+            return HandlerVariable(self.value, name, CLASS_METHODS[(self.value, name)])
         raise Unsupported(f"attribute {name!r} of builtin {describe(self.value)}")
 
     def __repr__(self):

@@ -7,6 +7,8 @@ belongs to the caller: mutating it would have to be replayed, so that is Unsuppo
 
 from __future__ import annotations
 
+import collections
+
 import torch
 
 from ...exc import Unsupported
@@ -150,10 +152,43 @@ class NamedTupleVariable(TupleVariable):
         return TupleVariable(items)
 
     def var_getattr(self, tx, name):
+        """Fields by name, ``_fields``, ``_asdict``/``_replace``, and the methods the class
+        defines in Python (read through the class, bound to this tuple, inlined)."""
+        import types
+
         fields = named_tuple_fields(self.tuple_type)
         if name in fields:
             return self.items[fields.index(name)]
-        raise Unsupported(f"attribute {name!r} of namedtuple {self.tuple_type.__name__}")
+        if name == "_fields" and hasattr(self.tuple_type, "_fields"):
+            return ConstantVariable(tuple(fields))
+        if name in self.NAMEDTUPLE_METHODS and hasattr(self.tuple_type, name):
+            return BoundMethodVariable(self, name)
+        owner = next((k for k in self.tuple_type.__mro__ if name in k.__dict__), None)
+        if owner is not None and owner not in (tuple, object):
+            from ..builder import class_of
+            from .functions import UserMethodVariable
+
+            attr = class_of(tx, self).var_getattr(tx, name)
+            if isinstance(owner.__dict__[name], types.FunctionType):
+                return UserMethodVariable(attr, self)
+            return attr
+        if hasattr(self.tuple_type, name) and not hasattr(tuple, name):
+            raise Unsupported(f"attribute {name!r} of namedtuple {self.tuple_type.__name__}")
+        return super().var_getattr(tx, name)
+
+    NAMEDTUPLE_METHODS = ("_asdict", "_replace")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "_asdict" and not args and not kwargs:
+            return DictVariable(dict(zip(named_tuple_fields(self.tuple_type), self.items)))
+        if name == "_replace" and not args:
+            fields = named_tuple_fields(self.tuple_type)
+            if not set(kwargs) <= set(fields):
+                raise Unsupported(f"_replace() of unknown fields {sorted(set(kwargs) - set(fields))} (ValueError)")
+            return NamedTupleVariable([kwargs.get(f, item) for f, item in zip(fields, self.items)], self.tuple_type)
+        if name in self.NAMEDTUPLE_METHODS:
+            raise Unsupported(f"{self.tuple_type.__name__}.{name} with arguments {args} {kwargs}")
+        return super().call_method(tx, name, args, kwargs)
 
 
 def named_tuple_fields(kind) -> tuple:
@@ -276,6 +311,95 @@ class ListVariable(BaseListVariable):
         return make_iterator(tx, self)
 
 
+class DequeVariable(ListVariable):
+    """A ``collections.deque`` made in the trace (no ``maxlen``): a list's storage, and only the
+    methods deque has (no slicing, no sort)."""
+
+    def python_type(self):
+        return collections.deque
+
+    def as_python_constant(self):
+        return collections.deque(i.as_python_constant() for i in self.items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if not hasattr(collections.deque, name):
+            raise Unsupported(f"deque has no method {name!r} (AttributeError)")
+        return super().call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if not hasattr(collections.deque, name):
+            raise AttributeMissing(f"deque has no attribute {name!r} (AttributeError)")
+        return super().var_getattr(tx, name)
+
+    def subscript(self, tx, index):
+        if type(maybe_constant(index, _NO)) is not int:
+            raise Unsupported(f"deque index {index} (TypeError)")
+        return super().subscript(tx, index)
+
+    def method_setitem(self, tx, index, value):
+        if type(maybe_constant(index, _NO)) is not int:
+            raise Unsupported(f"deque index {index} (TypeError)")
+        return super().method_setitem(tx, index, value)
+
+    def method_pop(self, tx):
+        return super().method_pop(tx)
+
+    def method_appendleft(self, tx, value):
+        self.items.insert(0, value)
+        return ConstantVariable(None)
+
+    def method_extendleft(self, tx, values):
+        """Each item goes to the left in turn (the order ends up reversed), as CPython does."""
+        pulled = DequeVariable([])
+        pulled.method_extend(tx, values)
+        for item in pulled.items:
+            self.items.insert(0, item)
+        return ConstantVariable(None)
+
+    def method_popleft(self, tx):
+        if not self.items:
+            raise Unsupported("pop from an empty deque (IndexError)")
+        return self.items.pop(0)
+
+    def method_rotate(self, tx, n=None):
+        steps = 1 if n is None else maybe_constant(n, _NO)
+        if type(steps) is not int:
+            raise Unsupported(f"deque.rotate({n})")
+        if self.items:
+            steps %= len(self.items)
+            self.items[:] = self.items[-steps:] + self.items[:-steps]
+        return ConstantVariable(None)
+
+    def method_copy(self, tx):
+        return DequeVariable(self.items)
+
+    def method_iter(self, tx):
+        from .iterators import make_iterator
+
+        return make_iterator(tx, self)
+
+
+def constant_factory(factory):
+    """The ``default_factory`` of a defaultdict made in the trace, as a tracker whose real
+    value rebuilds the dict after the graph: None, or a value the trace holds by identity (a
+    builtin such as ``list``, a guarded function); one made in the frame is refused."""
+    if factory is None or maybe_constant(factory, _NO) is None:
+        return None
+    try:
+        value = factory.as_python_constant()
+    except Exception:  # noqa: BLE001 - a tracker with no single real value
+        value = _NO
+    if value is _NO or not callable(value) or (factory.source is None and not _is_builtin_value(value)):
+        raise Unsupported(f"defaultdict with the factory {factory} (made in the frame)")
+    return factory
+
+
+def _is_builtin_value(value) -> bool:
+    import types
+
+    return isinstance(value, (type, types.BuiltinFunctionType)) and getattr(value, "__module__", "") == "builtins"
+
+
 class DictVariable(MethodTable, VariableTracker):
     """A dict with constant keys (str, int, ...) and VariableTracker values, in order."""
 
@@ -360,7 +484,7 @@ class DictVariable(MethodTable, VariableTracker):
         self.items.pop(_key(key))
         return ConstantVariable(None)
 
-    def method_update(self, tx, other=None, **kwargs):
+    def method_update(self, tx, other=None, /, **kwargs):
         _check_mutable(tx, self, "update")
         if other is not None:
             if isinstance(other, DictVariable):
@@ -392,6 +516,44 @@ class DictVariable(MethodTable, VariableTracker):
 
     def __repr__(self):
         return f"DictVariable({self.items!r})"
+
+
+class _DefaultDictOf:
+    """``dict_type`` of a DefaultDictVariable: rebuilds ``defaultdict(factory, pairs)``."""
+
+    def __init__(self, factory):
+        self.factory = factory
+
+    def __call__(self, pairs=()):
+        return collections.defaultdict(self.factory, pairs)
+
+
+class DefaultDictVariable(DictVariable):
+    """A ``collections.defaultdict`` made in the trace: a missing key read by ``d[k]`` calls
+    the factory (inlined) and stores its result, as ``__missing__`` does."""
+
+    def __init__(self, items, factory, source=None):
+        real = factory.as_python_constant() if factory is not None else None
+        super().__init__(items, _DefaultDictOf(real), source)
+        self.factory = factory
+
+    def python_type(self):
+        return collections.defaultdict
+
+    def subscript(self, tx, index):
+        key = _key(index)
+        if key not in self.items:
+            if self.factory is None:
+                raise Unsupported(f"defaultdict without a factory has no key {key!r} (KeyError)")
+            _check_mutable(tx, self, "__missing__")
+            self.items[key] = self.factory.call_function(tx, [], {})
+        return self.items[key]
+
+    def method_copy(self, tx):
+        return DefaultDictVariable(self.items, self.factory)
+
+    def __repr__(self):
+        return f"DefaultDictVariable({self.items!r})"
 
 
 def _key(vt):
@@ -465,7 +627,7 @@ class IteratorVariable(MethodTable, VariableTracker):
         return item
 
     def __repr__(self):
-        return f"{type(self).__name__}({self.kind.__name__})"
+        return f"{type(self).__name__}({getattr(self.kind, '__name__', self.kind)})"
 
 
 class DictViewVariable(MethodTable, VariableTracker):
@@ -601,6 +763,26 @@ class SetVariable(MethodTable, VariableTracker):
         result.method_update(tx, *others)
         return result
 
+    # set algebra: one table, each computed on the real sets of constants
+    def call_method(self, tx, name, args, kwargs):
+        if name in SET_ALGEBRA and not kwargs:
+            others = [_constant_set(tx, a) for a in args]
+            result = getattr(self.values, name)(*others)
+            if name.endswith("_update"):
+                return ConstantVariable(None)
+            return SetVariable(result) if isinstance(result, set) else ConstantVariable(result)
+        return super().call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if name in SET_ALGEBRA:
+            return BoundMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def method_pop(self, tx):
+        if not self.values:
+            raise Unsupported("pop from an empty set (KeyError)")
+        return ConstantVariable(self.values.pop())
+
     def method_remove(self, tx, value):
         if _key(value) not in self.values:
             raise Unsupported("set.remove of a missing element (KeyError)")
@@ -627,3 +809,20 @@ class SetVariable(MethodTable, VariableTracker):
 
     def __repr__(self):
         return f"SetVariable({self.values!r})"
+
+
+SET_ALGEBRA = frozenset({"intersection", "difference", "symmetric_difference", "issubset", "issuperset",
+                         "isdisjoint", "intersection_update", "difference_update",
+                         "symmetric_difference_update"})
+
+
+def _constant_set(tx, vt):
+    """An argument of a set method: any iterable of constants (set, list, dict keys, ...)."""
+    if isinstance(vt, SetVariable):
+        return vt.values
+    value = maybe_constant(vt, _NO)
+    if isinstance(value, (set, frozenset)):
+        return value
+    from .iterators import make_iterator
+
+    return [_key(item) for item in make_iterator(tx, vt).unpack(tx)]

@@ -79,8 +79,8 @@ class BaseFunctionVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if name == "__name__":
             return ConstantVariable(self.fn_name())
-        if name == "__code__":
-            raise Unsupported("reading a function's __code__")
+        if name == "__code__":                  # decorators read co_varnames, co_argcount, ...
+            return CodeVariable(self.get_code())
         raise Unsupported(f"attribute {name!r} of function {self.fn_name()}")
 
 
@@ -139,10 +139,43 @@ class UserFunctionVariable(BaseFunctionVariable):
             return ClassVariable(types.FunctionType)
         if name in self.value.__dict__:
             return wrap(tx, self.value.__dict__[name], G.AttrSource(self.source, name) if self.source else None)
+        if name == "__code__" and self.source is not None and not _is_library(self.value):
+            tx.output.add_guard(G.id_match(G.AttrSource(self.source, "__code__"), self.value.__code__))
         return super().var_getattr(tx, name)
 
     def __repr__(self):
         return f"UserFunctionVariable({self.fn_name()})"
+
+
+def _is_library(value) -> bool:
+    from ..builder import is_library_value
+
+    return is_library_value(value)
+
+
+class CodeVariable(VariableTracker):
+    """A function's code object: its ``co_*`` fields are constants (the code is guarded by
+    identity where it was read from, or is a constant of the code that made the function)."""
+
+    def __init__(self, code):
+        super().__init__()
+        self.value = code
+
+    def python_type(self):
+        return types.CodeType
+
+    def as_python_constant(self):
+        return self.value
+
+    def var_getattr(self, tx, name):
+        from ..builder import wrap_constant_result
+
+        if not name.startswith("co_") or not hasattr(self.value, name):
+            raise Unsupported(f"code attribute {name!r}")
+        return wrap_constant_result(getattr(self.value, name))
+
+    def __repr__(self):
+        return f"CodeVariable({self.value.co_qualname})"
 
 
 class NestedFunctionVariable(BaseFunctionVariable):
@@ -290,3 +323,92 @@ def bind_arguments(code, name, args, kwargs, defaults, kwdefaults) -> dict:
     if varkw is not None:
         bound[varkw] = DictVariable(extra_kw)
     return bound
+
+
+def trace_time_answers() -> dict:
+    """Library functions whose answer differs while the tracer runs, and that answer.
+
+    ``torch.compiler.is_compiling()`` is True while a frame is traced (as under torch.compile):
+    libraries then take their compile-friendly paths (transformers skips the data-dependent
+    ``torch.all(mask == 1)`` shortcut and eager-only ContextVar and stream checks).  The graph
+    keeps that choice on every later call, which is what compiling means.  Outside the trace
+    (eager code, a frame that fell back) the real function answers False."""
+    import sys
+
+    import torch
+
+    answers = {torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
+               torch.compiler.is_exporting: False}
+    legacy = getattr(sys.modules.get("torch._utils"), "is_compiling", None)
+    if legacy is not None:
+        answers[legacy] = True
+    for name in ("torch._dynamo", "torch._dynamo.external_utils"):   # only if already imported
+        fn = getattr(sys.modules.get(name), "is_compiling", None)
+        if fn is not None:
+            answers[fn] = True
+    answers[inspect.signature] = signature_of
+    return answers
+
+
+def signature_of(tx, args, kwargs):
+    """``inspect.signature(fn)`` of a real Python function (guarded by identity where it was
+    read): computed now from the real function, its ``parameters`` a dict of names."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("inspect.signature(...) with options")
+    fn, bound = args[0], False
+    if isinstance(fn, UserMethodVariable):
+        fn, bound = fn.fn, True
+    if not isinstance(fn, UserFunctionVariable):
+        raise Unsupported(f"inspect.signature of {fn}")
+    real = fn.value
+    if "__wrapped__" in real.__dict__ or "__signature__" in real.__dict__:
+        raise Unsupported("inspect.signature of a wrapped function (it follows __wrapped__)")
+    if fn.source is not None:             # a later __wrapped__ / __signature__ would change the answer
+        tx.output.add_guard(G.dict_keys_match(G.AttrSource(fn.source, "__dict__"), real.__dict__))
+    signature = inspect.signature(real)
+    if bound:
+        signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+    return SignatureVariable(signature)
+
+
+class SignatureVariable(VariableTracker):
+    """An ``inspect.Signature`` computed at trace time: its ``parameters`` by name."""
+
+    def __init__(self, signature):
+        super().__init__()
+        self.value = signature
+
+    def python_type(self):
+        return inspect.Signature
+
+    def var_getattr(self, tx, name):
+        from .objects import UserObjectVariable
+
+        if name == "parameters":
+            return DictVariable({k: UserObjectVariable(p, None) for k, p in self.value.parameters.items()})
+        raise Unsupported(f"Signature.{name}")
+
+
+class TraceTimeAnswerVariable(VariableTracker):
+    """One of ``trace_time_answers``: calling it gives its constant answer (or, for a
+    function answered at trace time, what its handler computes)."""
+
+    def __init__(self, fn, answer, source=None):
+        super().__init__(source)
+        self.value, self.answer = fn, answer
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def call_function(self, tx, args, kwargs):
+        if callable(self.answer):
+            return self.answer(tx, args, kwargs)
+        if args or kwargs:
+            raise Unsupported(f"{self.value.__qualname__}() takes no arguments (TypeError)")
+        return ConstantVariable(self.answer)
+
+    def __repr__(self):
+        return f"TraceTimeAnswerVariable({self.value.__qualname__} -> {self.answer})"

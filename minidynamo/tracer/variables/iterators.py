@@ -15,16 +15,23 @@ Iterators over containers read the container live:
                CPython reports as RuntimeError (changed size / keys changed): refused
     tuple, range, str, tensors, module lists: immutable, a snapshot is exact
 
+``itertools`` (chain, zip_longest, islice, product & co., accumulate, ...) follow the same
+protocol, at the end of this module; their table is ``stdlib.py``.
+
 None of these can leave the frame: returning or storing one is refused by the output
 templates (capture.py) and the store checks, so the frame falls back to eager.
 """
 
 from __future__ import annotations
 
+import collections
+import itertools
+import operator
+
 from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
 from .constant import ConstantVariable
-from .containers import (BaseListVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable,
+from .containers import (BaseListVariable, DequeVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable,
                          SetVariable, TupleVariable)
 
 _LIST_ITER = type(iter([]))
@@ -35,6 +42,7 @@ _DICT_VALUEITER = type(iter({}.values()))
 _DICT_ITEMITER = type(iter({}.items()))
 _DICT_REVKEYITER = type(reversed({}))
 _SET_ITER = type(iter(set()))
+_DEQUE_ITER = type(iter(collections.deque()))
 _NO = object()
 
 
@@ -48,6 +56,8 @@ def make_iterator(tx, obj) -> VariableTracker:
         obj.unpack(tx)                      # refused: see generators.py
     if type(obj) is ListVariable:
         return ListIteratorVariable(obj)
+    if isinstance(obj, DequeVariable):
+        return DequeIteratorVariable(obj)
     if isinstance(obj, DictViewVariable):
         return DictIteratorVariable(obj.dict_vt, obj.kind)
     if isinstance(obj, DictVariable):
@@ -81,6 +91,20 @@ class ListIteratorVariable(IteratorVariable):
 
     def __repr__(self):
         return f"ListIteratorVariable(at {self.index})"
+
+
+class DequeIteratorVariable(IteratorVariable):
+    """``iter(deque)``: a deque changed while iterated raises RuntimeError in CPython: refused."""
+
+    def __init__(self, deque_vt):
+        super().__init__(list(deque_vt.items), _DEQUE_ITER)
+        self.deque_vt = deque_vt
+
+    def next_item(self, tx=None):
+        if len(self.deque_vt.items) != len(self.items) or any(
+                a is not b for a, b in zip(self.deque_vt.items, self.items)):
+            raise Unsupported("a deque changed while iterated (RuntimeError)")
+        return super().next_item(tx)
 
 
 class ListReverseIteratorVariable(IteratorVariable):
@@ -234,3 +258,139 @@ def make_reversed(tx, seq) -> VariableTracker:
     if isinstance(seq, ConstantVariable) and isinstance(seq.value, (range, str, bytes)):
         return IteratorVariable(list(reversed(seq.unpack(tx))), type(reversed(seq.value)))
     raise Unsupported(f"reversed() of {seq}")
+
+
+# -- itertools: each one pulls from its inputs exactly when CPython's does ------------------------
+
+class ChainVariable(IteratorVariable):
+    """``itertools.chain(*its)`` / ``chain.from_iterable(its)``: ``iter()`` of each input is
+    taken only when the previous one is exhausted, as CPython's chain does."""
+
+    def __init__(self, sources):
+        super().__init__((), itertools.chain)
+        self.sources = sources              # an iterator whose items are iterables
+        self.current = None
+
+    def next_item(self, tx=None):
+        while True:
+            if self.current is None:
+                source = self.sources.next_item(tx)
+                if source is None:
+                    return None
+                self.current = make_iterator(tx, source)
+            item = self.current.next_item(tx)
+            if item is not None:
+                return item
+            self.current = None
+
+
+class ZipLongestVariable(IteratorVariable):
+    """``itertools.zip_longest(*its, fillvalue=None)``: an exhausted input is not pulled again."""
+
+    def __init__(self, iterators, fillvalue):
+        super().__init__((), itertools.zip_longest)
+        self.iterators = list(iterators)
+        self.active = [True] * len(self.iterators)
+        self.fillvalue = fillvalue
+
+    def next_item(self, tx=None):
+        if not any(self.active):
+            return None
+        row = []
+        for i, it in enumerate(self.iterators):
+            item = it.next_item(tx) if self.active[i] else None
+            if item is None:
+                self.active[i] = False
+                if not any(self.active):
+                    return None
+                item = self.fillvalue
+            row.append(item)
+        return TupleVariable(row)
+
+
+class IsliceVariable(IteratorVariable):
+    """``itertools.islice(it, [start,] stop [, step])``: CPython's counting rule (it never pulls
+    an item past ``stop``)."""
+
+    def __init__(self, iterator, start: int, stop, step: int):
+        super().__init__((), itertools.islice)
+        self.iterator, self.stop, self.step = iterator, stop, step
+        self.next_index, self.count = start, 0
+
+    def next_item(self, tx=None):
+        stop = self.stop
+        if stop is not None and self.count >= stop:
+            return None
+        while self.count < self.next_index:
+            if self.iterator.next_item(tx) is None:
+                self.stop = self.count = 0
+                return None
+            self.count += 1
+        if stop is not None and self.count >= stop:
+            return None
+        item = self.iterator.next_item(tx)
+        if item is None:
+            self.stop = self.count = 0
+            return None
+        self.count += 1
+        self.next_index += self.step
+        if stop is not None and self.next_index > stop:
+            self.next_index = stop
+        return item
+
+
+class IndexedCombinatoricVariable(IteratorVariable):
+    """``product``, ``combinations``, ``permutations``, ``combinations_with_replacement``: CPython
+    copies the inputs into tuples at creation; the real itertools function then runs over their
+    *indices* (plain ints) and each index tuple picks the symbolic items."""
+
+    def __init__(self, kind, pools, index_iterator):
+        super().__init__((), kind)
+        self.pools = pools
+        self.indices = index_iterator
+
+    def next_item(self, tx=None):
+        picked = next(self.indices, None)
+        if picked is None:
+            return None
+        return TupleVariable([self.pools[k if len(self.pools) > 1 else 0][i] for k, i in enumerate(picked)])
+
+
+class AccumulateVariable(IteratorVariable):
+    """``itertools.accumulate(it, func=operator.add, initial=None)``; ``func`` is inlined."""
+
+    def __init__(self, iterator, func, initial):
+        super().__init__((), itertools.accumulate)
+        self.iterator, self.func = iterator, func
+        self.total = initial
+
+    def next_item(self, tx=None):
+        from ..operators import apply
+
+        if self.total is not None and self.index == 0:
+            self.index = 1
+            return self.total
+        item = self.iterator.next_item(tx)
+        if item is None:
+            return None
+        self.index = 1
+        if self.total is None:
+            self.total = item
+        elif self.func is None:
+            self.total = apply(tx, operator.add, [self.total, item])
+        else:
+            self.total = self.func.call_function(tx, [self.total, item], {})
+        return self.total
+
+
+class PullVariable(IteratorVariable):
+    """The small lazy itertools (``pairwise``, ``starmap``, ``compress``, ``takewhile``,
+    ``dropwhile``, ``repeat``, ``count``): ``step(tx, self)`` gives the next item or None."""
+
+    def __init__(self, kind, step):
+        super().__init__((), kind)
+        self.step = step
+        self.state = {}
+
+    def next_item(self, tx=None):
+        return self.step(tx, self.state)

@@ -195,9 +195,18 @@ class NNModuleVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         module = self.value
-        check_no_hooks(module)
         if type(module).__call__ is not nn.Module.__call__:
-            raise Unsupported(f"{type(module).__name__} overrides __call__")
+            if not isinstance(type(module).__call__, types.FunctionType):
+                raise Unsupported(f"{type(module).__name__} overrides __call__ in C")
+            # a Python override (transformers' GradientCheckpointingLayer): inlined, and its
+            # super().__call__ comes back here through ModuleCallVariable
+            return self._class_attribute(tx, "__call__").call_function(tx, args, kwargs)
+        return self.call_forward(tx, args, kwargs)
+
+    def call_forward(self, tx, args, kwargs):
+        """What ``nn.Module.__call__`` does when no hook is registered: ``forward``."""
+        module = self.value
+        check_no_hooks(module)
         forward = type(module).forward
         if forward is nn.Module.forward or not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(module).__name__} has no Python forward")
@@ -299,3 +308,28 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.value).__name__})"
+
+
+# nn.Module's own call path: reached from an override's super().__call__, it is the module call.
+MODULE_CALL_FUNCTIONS = (nn.Module.__call__, nn.Module._call_impl, nn.Module._wrapped_call_impl)
+
+
+def module_call_of(owner, name, mro_start, module_vt):
+    """``super().name`` on a module, when it reaches ``nn.Module.__call__``: the module call
+    (hooks checked, ``forward`` inlined), never nn.Module's dispatch code.  None otherwise."""
+    for base in owner.__mro__[mro_start:]:
+        if name in base.__dict__:
+            return ModuleCallVariable(module_vt) if base.__dict__[name] in MODULE_CALL_FUNCTIONS else None
+    return None
+
+
+class ModuleCallVariable(VariableTracker):
+    """``nn.Module.__call__`` bound to a module: calling it runs the module's forward."""
+
+    def __init__(self, module_vt: NNModuleVariable):
+        super().__init__()
+        self.module_vt = module_vt
+
+    def call_function(self, tx, args, kwargs):
+        return self.module_vt.call_forward(tx, args, kwargs)
+

@@ -13,6 +13,7 @@ import torch
 import guards as G
 from ...exc import Unsupported
 from .base import AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
+from .constant import ConstantVariable
 
 
 def _wrap(tx, value, source):
@@ -27,20 +28,26 @@ def is_library_value(value) -> bool:
     return check(value)
 
 
-def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0):
+def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_source=None):
     """``obj.name`` resolved through ``klass.__mro__`` (from ``mro_start``): methods come back
     bound to ``self_vt``, properties are run.  ``source`` is the object's; each function gets a
-    source too, so the globals and closure cells it reads can be guarded.  None: not a
-    function-like class attribute."""
+    source too, so the globals and closure cells it reads can be guarded.  An object made during
+    the trace has no source: ``class_source`` (its class's) names the functions instead
+    (``cls.name``).  None: not a function-like class attribute."""
     from .functions import UserFunctionVariable, UserMethodVariable
 
     # super() finds an override's base version: ``obj.name`` would not reach it, so no source
     function_source = source if not mro_start else None
+    by_class = source is None and class_source is not None and not mro_start
 
     def at(*path):
-        if function_source is None:
+        if by_class:           # read through the class: obj.__class__.x -> cls.x
+            path = path[1:] if path[0] == "__class__" else path
+            result = class_source
+        elif function_source is None:
             return None
-        result = function_source
+        else:
+            result = function_source
         for part in path:
             result = G.AttrSource(result, part)
         return result
@@ -49,11 +56,12 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0):
         """``type(obj).__mro__[mro_start].name...``: what super() finds, read so that a later
         definition of ``name`` in any class it passes over is seen.  Only sound when that class's
         own MRO walks the same classes (no diamond in between)."""
-        if source is None:
+        if source is None and class_source is None:
             return None
         if klass.__mro__[mro_start].__mro__[:index - mro_start + 1] != klass.__mro__[mro_start:index + 1]:
             raise Unsupported(f"super().{name} through a diamond of classes (its lookup cannot be guarded)")
-        result = G.AttrSource(G.AttrSource(source, "__class__"), "__mro__")
+        owner = G.AttrSource(source, "__class__") if source is not None else class_source
+        result = G.AttrSource(owner, "__mro__")
         result = G.AttrSource(G.ItemSource(result, mro_start), name)
         for part in path:
             result = G.AttrSource(result, part)
@@ -72,19 +80,22 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0):
             continue
         attr = base.__dict__[name]
         if isinstance(attr, types.FunctionType):
-            fn_source = at(name, "__func__") if function_source is not None else via_super(index)
+            fn_source = G.AttrSource(class_source, name) if by_class else \
+                at(name, "__func__") if function_source is not None else via_super(index)
             return UserMethodVariable(guarded(attr, fn_source), self_vt)
         if isinstance(attr, property):
             if not isinstance(attr.fget, types.FunctionType):
                 raise Unsupported(f"C property {klass.__name__}.{name}")
-            fget_source = at("__class__", name, "fget") if function_source is not None \
+            fget_source = at("__class__", name, "fget") if function_source is not None or by_class \
                 else via_super(index, "fget")
             return guarded(attr.fget, fget_source).call_function(tx, [self_vt], {})
         if isinstance(attr, staticmethod):
             return _wrap(tx, attr.__func__, at(name))
         if isinstance(attr, classmethod):
-            fn_source = at(name, "__func__") if function_source is not None else via_super(index, "__func__")
-            cls_vt = ClassVariable(klass) if source is None else _wrap(tx, klass, G.AttrSource(source, "__class__"))
+            fn_source = at(name, "__func__") if function_source is not None or by_class \
+                else via_super(index, "__func__")
+            cls_vt = _wrap(tx, klass, class_source) if source is None and class_source is not None else \
+                ClassVariable(klass) if source is None else _wrap(tx, klass, G.AttrSource(source, "__class__"))
             return UserMethodVariable(guarded(attr.__func__, fn_source), cls_vt)
         if hasattr(type(attr), "__get__") and not isinstance(attr, HARMLESS_DESCRIPTORS):
             # e.g. functools.cached_property: reading it would run user code for real
@@ -129,7 +140,13 @@ class PythonModuleVariable(VariableTracker):
 class ClassVariable(KnownObjectVariable):
     def var_getattr(self, tx, name):
         from .functions import UserFunctionVariable
+        from .new_objects import BUILTIN_BASES, BuiltinBaseMethod, builtin_owner
 
+        owner = builtin_owner(self.value, name) if isinstance(self.value, type) else None
+        if owner is not None and isinstance(owner.__dict__[name], (types.WrapperDescriptorType,
+                                                                    types.MethodDescriptorType)) \
+                and (self.value in BUILTIN_BASES or name in ("__getattribute__", "__setattr__", "__init__")):
+            return BuiltinBaseMethod(owner, name, None)   # object.__setattr__(self, name, value)
         for base in self.value.__mro__:
             if name in base.__dict__:
                 attr = base.__dict__[name]
@@ -186,6 +203,10 @@ class ClassVariable(KnownObjectVariable):
             return result
         if issubclass(klass, BaseException):
             raise Unsupported(f"exception {klass.__name__} created (raising exceptions is not supported)")
+        if klass.__flags__ & (1 << 9) and not issubclass(klass, torch.nn.Module):   # a Python class
+            from .new_objects import create
+
+            return create(tx, self, args, kwargs)
         raise Unsupported(f"creating an instance of {describe(klass)}")
 
     def __repr__(self):
@@ -221,9 +242,22 @@ class UserObjectVariable(VariableTracker):
         super().guard_absent(tx, name)
 
     def var_getattr(self, tx, name):
+        from .new_objects import python_slot
+
         klass = type(self.value)
+        if python_slot(klass, "__getattribute__") is not None:     # the user's: inlined (guarded by identity)
+            hook = lookup_class_attribute(tx, klass, "__getattribute__", self, self.source)
+            return hook.call_function(tx, [ConstantVariable(name)], {})
         if klass.__getattribute__ is not object.__getattribute__:
-            raise Unsupported(f"{klass.__name__} has a custom __getattribute__")
+            raise Unsupported(f"{klass.__name__} has a __getattribute__ implemented in C")
+        return self.generic_getattr(tx, name)
+
+    def generic_getattr(self, tx, name):
+        """``object.__getattribute__(obj, name)``, then a Python ``__getattr__`` (inlined).
+        Values are re-read by guards as ``obj.name``, through the class's own protocol."""
+        from .new_objects import BuiltinBaseMethod, builtin_owner, python_slot
+
+        klass = type(self.value)
         if self.source is not None:
             stored = tx.output.side_effects.stored_attribute(self, name)
             if stored is not None:
@@ -234,14 +268,26 @@ class UserObjectVariable(VariableTracker):
         data_descriptor = any(name in b.__dict__ and hasattr(b.__dict__[name], "__set__") for b in klass.__mro__)
         if name in instance and not data_descriptor:
             return _wrap(tx, instance[name], G.AttrSource(self.source, name) if self.source else None)
+        owner = builtin_owner(klass, name) if klass.__flags__ & (1 << 9) else None
+        if owner is not None and name in ("__getattribute__", "__setattr__") and name not in instance:
+            return BuiltinBaseMethod(owner, name, self)
         found = lookup_class_attribute(tx, klass, name, self, self.source)
         if found is not None:
             return found
-        if not any(name in k.__dict__ for k in klass.__mro__) and _custom_getattr(klass):
-            raise Unsupported(f"{klass.__name__} has a custom __getattr__ (it would run for real)")
-        if hasattr(self.value, name):
-            return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
-        raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)")
+        defined = any(name in k.__dict__ for k in klass.__mro__)
+        if not defined and python_slot(klass, "__getattr__") is not None:
+            if self.source is None:
+                raise Unsupported(f"{klass.__name__}.__getattr__ on an object without a source")
+            self.guard_absent(tx, name)             # __getattr__ runs only while name is absent
+            hook = lookup_class_attribute(tx, klass, "__getattr__", self, self.source)
+            return hook.call_function(tx, [ConstantVariable(name)], {})
+        if not defined and _custom_getattr(klass):
+            raise Unsupported(f"{klass.__name__} has a custom __getattr__ in C (it would run for real)")
+        try:
+            value = object.__getattribute__(self.value, name)
+        except AttributeError:
+            raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)") from None
+        return _wrap(tx, value, G.AttrSource(self.source, name) if self.source else None)
 
     def subscript(self, tx, index):
         """``List[torch.Tensor]``: typing constructs are pure library values, built now."""
@@ -281,7 +327,22 @@ class SuperVariable(VariableTracker):
         mro = owner.__mro__
         if self.klass not in mro:
             raise Unsupported("super() outside the object's class hierarchy")
-        found = lookup_class_attribute(tx, owner, name, self.obj, self.obj.source, mro.index(self.klass) + 1)
+        start = mro.index(self.klass) + 1
+        from .new_objects import BuiltinBaseMethod, builtin_owner
+
+        base_owner = builtin_owner(owner, name, start)
+        if base_owner is not None:             # super().__setitem__ / __getattribute__ / __init__
+            return BuiltinBaseMethod(base_owner, name, self.obj)
+        from .nn_module import NNModuleVariable, module_call_of
+
+        if isinstance(self.obj, NNModuleVariable):
+            special = module_call_of(owner, name, start, self.obj)
+            if special is not None:            # super().__call__ reaching nn.Module.__call__
+                return special
+        if hasattr(self.obj, "class_lookup"):
+            found = self.obj.class_lookup(tx, name, start)
+        else:
+            found = lookup_class_attribute(tx, owner, name, self.obj, self.obj.source, start)
         if found is None:
             raise Unsupported(f"super().{name}")
         return found

@@ -17,7 +17,7 @@ from .constant import ConstantVariable
 
 # Attributes answered from the example value as constants.
 CONSTANT_ATTRIBUTES = {"dtype", "ndim", "requires_grad", "layout", "is_sparse", "is_quantized",
-                       "is_leaf", "is_nested", "is_mkldnn", "is_complex", "itemsize", "names"}
+                       "is_leaf", "is_nested", "is_mkldnn", "itemsize", "names"}   # (is_complex: a method)
 # Of those, the ones an input's example cannot know (it is a fresh leaf without names): read
 # from the real input and guarded.
 INPUT_ATTRIBUTES = {"is_leaf", "names"}
@@ -94,6 +94,10 @@ class TensorVariable(VariableTracker):
             return tx.output.call_op("call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "data":
             return tx.output.call_op("call_method", "detach", [self], {})
+        if name == "__class__":                      # exact class: tensor_match guards it
+            from .objects import ClassVariable
+
+            return ClassVariable(self.python_class)
         if name in ("grad", "grad_fn", "_base", "_version"):
             raise Unsupported(f"tensor attribute .{name} (autograd state)")
         if callable(getattr(torch.Tensor, name, None)):
@@ -212,8 +216,11 @@ def _device_move(tx, tensor, name, args, kwargs):
         target = maybe_constant(args[0]) if args else maybe_constant(kwargs.get("device"), None)
         device = torch.device("cuda", target) if isinstance(target, int) else torch.device(target or "cuda")
     elif name == "type":
-        if not args and not kwargs:
-            raise Unsupported("Tensor.type() returning a type string")
+        if not args and not kwargs:                  # "torch.FloatTensor": from dtype and device
+            meta_name = torch.empty(0, dtype=tensor.example.dtype, device="meta").type()
+            prefix = "" if device.type == "cpu" else f"{device.type}."
+            return ConstantVariable(meta_name.replace("meta.", prefix, 1))
+        return _type_to(tx, tensor, args, kwargs)
     else:
         for a in [*args, kwargs.get("device")]:
             if isinstance(a, TensorVariable):
@@ -232,6 +239,35 @@ def _device_move(tx, tensor, name, args, kwargs):
 
     example_fn.__qualname__ = f"Tensor.{name}"
     return tx.output.call_op("call_method", name, [tensor, *args], kwargs, device=device, example_fn=example_fn)
+
+
+def _tensor_type_dtype(target):
+    """``t.type(X)``'s dtype for X a dtype, a tensor type (``torch.HalfTensor``) or its name;
+    a type of another device than the tensor's is refused (it would move the tensor)."""
+    if isinstance(target, torch.dtype):
+        return target, None
+    if isinstance(target, str):
+        parts = target.split(".")
+        owner = torch.cuda if parts[:2] == ["torch", "cuda"] else torch if parts[:1] == ["torch"] else None
+        target = getattr(owner, parts[-1], None) if owner is not None and len(parts) in (2, 3) else None
+    dtype = getattr(target, "dtype", None)
+    if not isinstance(target, type) or not isinstance(dtype, torch.dtype):
+        raise Unsupported(f"Tensor.type({target!r})")
+    return dtype, "cuda" if target.is_cuda else "cpu"
+
+
+def _type_to(tx, tensor, args, kwargs):
+    """``t.type(X)`` is ``t.to(dtype)`` on the tensor's own device (returns ``t`` itself when
+    the dtype is already X, as both do)."""
+    from .base import maybe_constant
+
+    if len(args) != 1 or set(kwargs) - {"non_blocking"}:
+        raise Unsupported("Tensor.type() with several arguments")
+    target = args[0].value if hasattr(args[0], "value") else maybe_constant(args[0])
+    dtype, device_type = _tensor_type_dtype(target)
+    if device_type is not None and device_type != tensor.device.type:
+        raise Unsupported(f"Tensor.type({target}) moves the tensor to {device_type}")
+    return tx.output.call_op("call_method", "to", [tensor, ConstantVariable(dtype)], {}, device=tensor.device)
 
 
 def wrap_op_result(output, node, example, device):

@@ -47,6 +47,10 @@ if _make_fx_check is not None:
 for _fn in (torch._C._has_torch_function, torch._C._has_torch_function_unary, torch._C._has_torch_function_variadic):
     CONTEXT_QUERIES[_fn] = False
 
+# Autocast queries: a trace under an enabled autocast is refused and every entry guards the
+# autocast state, so the answer while tracing is False.
+AUTOCAST_QUERIES = {torch.is_autocast_enabled, torch._C._is_any_autocast_enabled}
+
 # Telemetry with no effect on results: skipped.
 IGNORED_CALLS = {torch._C._log_api_usage_once}
 
@@ -70,7 +74,7 @@ def is_torch_callable(value) -> bool:
         return True
     if isinstance(value, type) or not callable(value):
         return False
-    if value in CONTEXT_QUERIES or value in IGNORED_CALLS or _hashable_in(value, STATE_QUERIES) or value is torch._C._len_torch_dispatch_stack or _hashable_in(value, CONSTANT_FUNCTIONS):
+    if value in CONTEXT_QUERIES or value in IGNORED_CALLS or _hashable_in(value, AUTOCAST_QUERIES) or _hashable_in(value, STATE_QUERIES) or value is torch._C._len_torch_dispatch_stack or _hashable_in(value, CONSTANT_FUNCTIONS):
         return True
     if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
         return getattr(value, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
@@ -125,8 +129,8 @@ class TorchFunctionVariable(KnownObjectVariable):
             if fn() != 0:
                 raise Unsupported("a TorchDispatchMode is active")
             return ConstantVariable(0)
-        if fn is torch.is_autocast_enabled and not args:
-            if torch.is_autocast_enabled():
+        if fn in AUTOCAST_QUERIES and not args:
+            if fn():
                 raise Unsupported("autocast is enabled (its state is not guarded)")
             return ConstantVariable(False)
         if fn is torch.is_tensor:
@@ -139,6 +143,9 @@ class TorchFunctionVariable(KnownObjectVariable):
         if fn in (torch.is_floating_point, torch.is_complex, torch.numel) and tensors_in:
             from .tensor import TensorMethodVariable
 
+            if not args and "input" in kwargs:          # torch.is_floating_point(input=t)
+                kwargs = dict(kwargs)
+                args = [kwargs.pop("input")]
             return TensorMethodVariable(args[0], fn.__name__).call_function(tx, args[1:], kwargs)
         if not tensors_in and isinstance(fn, types.FunctionType):
             from .functions import UserFunctionVariable   # Python helper on non-tensors: run its code

@@ -1,0 +1,314 @@
+"""Hugging Face transformers, tried as a new user would: small random-init configs of two dozen
+architectures, called through ``minidynamo.optimize`` beside ``torch.compile`` (with a backend
+that only counts graphs), and compared with eager on every call.
+
+    python -m bench.hf_sweep                       # every model, return_dict True and False
+    python -m bench.hf_sweep --only bert,gpt2 --backend torchxla_trace_once
+
+Per model and return_dict: graphs made on the first call, fallbacks (with reasons), graphs
+compiled after the first call (recompiles over ``--calls`` calls), whether every call equalled
+eager, first-call time, and steady-state time relative to eager.  "one graph" means: one graph,
+no fallback, nothing compiled after the first call.  No downloads (``HF_HUB_OFFLINE=1``); the
+inputs carry an attention mask with padding.  Not a test: it takes minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+import torch  # noqa: E402
+
+SEQ, BATCH, VOCAB = 8, 2, 99
+TEXT = dict(vocab_size=VOCAB, max_position_embeddings=64)
+
+
+def _bert_like(config_cls, model_cls, **extra):
+    def build():
+        config = config_cls(**TEXT, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                            intermediate_size=37, **extra)
+        return model_cls(config), _text_inputs
+    return build
+
+
+def _decoder(config_cls, model_cls, **fields):
+    def build():
+        return model_cls(config_cls(**fields)), _text_inputs
+    return build
+
+
+def _vision(config_cls, model_cls, **fields):
+    def build():
+        return model_cls(config_cls(**fields)), _image_inputs
+    return build
+
+
+def _text_inputs(generator):
+    ids = torch.randint(3, VOCAB, (BATCH, SEQ), generator=generator)
+    mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+    mask[1, -3:] = 0                                  # the second sequence is padded
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def _image_inputs(generator):
+    return {"pixel_values": torch.randn(BATCH, 3, 32, 32, generator=generator)}
+
+
+def _seq2seq_inputs(generator):
+    inputs = _text_inputs(generator)
+    inputs["decoder_input_ids"] = torch.randint(3, VOCAB, (BATCH, 5), generator=generator)
+    return inputs
+
+
+def _models():
+    import transformers as T
+
+    llama_like = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+
+    def t5():
+        config = T.T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4)
+        return T.T5Model(config), _seq2seq_inputs
+
+    def bart():
+        config = T.BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+                              encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37,
+                              decoder_ffn_dim=37, max_position_embeddings=64)
+        return T.BartModel(config), _seq2seq_inputs
+
+    def clip():
+        config = T.CLIPConfig(
+            text_config=dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                             num_attention_heads=4, max_position_embeddings=64),
+            vision_config=dict(image_size=32, patch_size=8, hidden_size=32, intermediate_size=37,
+                               num_hidden_layers=2, num_attention_heads=4),
+            projection_dim=16)
+
+        def inputs(generator):
+            return {**_text_inputs(generator), **_image_inputs(generator)}
+        return T.CLIPModel(config), inputs
+
+    def whisper_encoder():
+        config = T.WhisperConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+                                 encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37,
+                                 decoder_ffn_dim=37, num_mel_bins=16, max_source_positions=16,
+                                 max_target_positions=32)
+
+        def inputs(generator):
+            return {"input_features": torch.randn(BATCH, 16, 32, generator=generator)}
+        return T.WhisperModel(config).get_encoder(), inputs
+
+    return {
+        "bert": _bert_like(T.BertConfig, T.BertModel),
+        "roberta": _bert_like(T.RobertaConfig, T.RobertaModel),
+        "electra": _bert_like(T.ElectraConfig, T.ElectraModel, embedding_size=16),
+        "albert": _bert_like(T.AlbertConfig, T.AlbertModel, embedding_size=16),
+        "mobilebert": _bert_like(T.MobileBertConfig, T.MobileBertModel, embedding_size=16,
+                                 intra_bottleneck_size=16, true_hidden_size=16, num_feedforward_networks=1),
+        "distilbert": _decoder(T.DistilBertConfig, T.DistilBertModel, **TEXT, dim=32, n_layers=2, n_heads=4,
+                               hidden_dim=37),
+        "gpt2": _decoder(T.GPT2Config, T.GPT2Model, vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4,
+                         n_positions=64),
+        "gpt_neo": _decoder(T.GPTNeoConfig, T.GPTNeoModel, **TEXT, hidden_size=32, num_layers=2, num_heads=4,
+                            attention_types=[[["global", "local"], 1]], window_size=4),
+        "opt": _decoder(T.OPTConfig, T.OPTModel, **TEXT, hidden_size=32, num_hidden_layers=2, ffn_dim=37,
+                        num_attention_heads=4, word_embed_proj_dim=32),
+        "llama": _decoder(T.LlamaConfig, T.LlamaModel, **llama_like),
+        "mistral": _decoder(T.MistralConfig, T.MistralModel, **llama_like),
+        "qwen2": _decoder(T.Qwen2Config, T.Qwen2Model, **llama_like),
+        "phi": _decoder(T.PhiConfig, T.PhiModel, **llama_like),
+        "gemma": _decoder(T.GemmaConfig, T.GemmaModel, **llama_like, head_dim=8),
+        "t5": t5,
+        "bart": bart,
+        "whisper_encoder": whisper_encoder,
+        "vit": _vision(T.ViTConfig, T.ViTModel, image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
+                       num_attention_heads=4, intermediate_size=37),
+        "deit": _vision(T.DeiTConfig, T.DeiTModel, image_size=32, patch_size=8, hidden_size=32,
+                        num_hidden_layers=2, num_attention_heads=4, intermediate_size=37),
+        "swin": _vision(T.SwinConfig, T.SwinModel, image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
+                        num_heads=[2, 2], window_size=4),
+        "convnext": _vision(T.ConvNextConfig, T.ConvNextModel, hidden_sizes=[8, 16], depths=[1, 1]),
+        "resnet": _vision(T.ResNetConfig, T.ResNetModel, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1]),
+        "clip": clip,
+    }
+
+
+def build(name, return_dict):
+    """(model in eval mode, inputs(generator) -> kwargs) for one architecture."""
+    torch.manual_seed(0)
+    model, inputs = _models()[name]()
+    model.config.return_dict = return_dict
+    return model.eval(), inputs
+
+
+# -- comparing outputs ------------------------------------------------------------------------------
+def flatten(value, depth=0) -> list:
+    """Every tensor and plain value of an output, in order (ModelOutput, tuples, caches)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth > 6:
+        return [type(value).__name__]
+    if isinstance(value, dict):
+        return [type(value).__name__, *[x for k, v in value.items() for x in (k, *flatten(v, depth + 1))]]
+    if isinstance(value, (list, tuple)):
+        return [type(value).__name__, *[x for v in value for x in flatten(v, depth + 1)]]
+    if isinstance(value, (int, float, bool, str, type(None))):
+        return [value]
+    if hasattr(value, "__dict__"):
+        return [type(value).__name__, *flatten(dict(vars(value)), depth + 1)]
+    return [type(value).__name__]
+
+
+def same(a, b) -> bool:
+    fa, fb = flatten(a), flatten(b)
+    if len(fa) != len(fb):
+        return False
+    for x, y in zip(fa, fb):
+        if isinstance(x, torch.Tensor):
+            if not (isinstance(y, torch.Tensor) and x.shape == y.shape and x.dtype == y.dtype
+                    and torch.allclose(x, y.to(x.device), atol=1e-5, rtol=1e-4)):
+                return False
+        elif x != y and not (isinstance(x, torch.nn.Module) or callable(x)):
+            return False
+    return True
+
+
+# -- one contender ----------------------------------------------------------------------------------
+def _time(fn, repeat) -> float:
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def run_minidynamo(model, calls_inputs, expected, backend, repeat):
+    import minidynamo
+    from minidynamo.eval_frame import OptimizeContext
+    from minidynamo.explain import ExplainOutput
+
+    minidynamo.reset()
+    minidynamo.counters.reset()
+    report = ExplainOutput()
+    compiled = OptimizeContext(backend, recorder=report)(model)
+    graphs_per_call, correct = [], True
+    start = time.perf_counter()
+    for i, kwargs in enumerate(calls_inputs):
+        out = compiled(**kwargs)
+        if i == 0:
+            first = time.perf_counter() - start
+        graphs_per_call.append(report.graph_count)
+        correct &= same(expected[i], out)
+    steady = _time(lambda: compiled(**calls_inputs[-1]), repeat)
+    counts = minidynamo.counters.snapshot()
+    return {"graphs": graphs_per_call[0], "later": graphs_per_call[-1] - graphs_per_call[0],
+            "fallbacks": counts.get("fallbacks", 0), "correct": correct, "first": first, "steady": steady,
+            "reasons": list(counts["fallback_reasons"]), "recompile_reasons": list(counts["recompile_reasons"])}
+
+
+def run_torch_compile(model, calls_inputs, expected, repeat):
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(model, backend=counting)
+    per_call, correct = [], True
+    start = time.perf_counter()
+    for i, kwargs in enumerate(calls_inputs):
+        out = compiled(**kwargs)
+        if i == 0:
+            first = time.perf_counter() - start
+        per_call.append(len(graphs))
+        correct &= same(expected[i], out)
+    steady = _time(lambda: compiled(**calls_inputs[-1]), repeat)
+    from torch._dynamo.utils import counters
+    breaks = sum(counters["graph_break"].values())
+    return {"graphs": per_call[0], "later": per_call[-1] - per_call[0], "breaks": breaks, "correct": correct,
+            "first": first, "steady": steady}
+
+
+def sweep_one(name, return_dict, backend, calls, repeat, peer):
+    model, make_inputs = build(name, return_dict)
+    generator = torch.Generator().manual_seed(1)
+    calls_inputs = [make_inputs(generator) for _ in range(calls)]
+    with torch.no_grad():
+        expected = [model(**kwargs) for kwargs in calls_inputs]
+        eager = _time(lambda: model(**calls_inputs[-1]), repeat)
+        row = {"model": name, "return_dict": return_dict, "eager": eager,
+               "mini": run_minidynamo(model, calls_inputs, expected, backend, repeat)}
+        if peer:
+            row["tc"] = run_torch_compile(model, calls_inputs, expected, repeat)
+    return row
+
+
+def one_graph(result) -> bool:
+    return result["graphs"] == 1 and result["later"] == 0 and not result.get("fallbacks") \
+        and not result.get("breaks")
+
+
+def print_table(rows, out=sys.stdout):
+    head = (f"{'model':<16} {'rd':<2} | {'graphs':>6} {'fallbk':>6} {'later':>5} {'ok':>3} {'first s':>7} "
+            f"{'x eager':>7} | {'tc gr':>5} {'tc brk':>6} {'tc later':>8} {'tc x eager':>10}")
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for row in rows:
+        m = row["mini"]
+        line = (f"{row['model']:<16} {'T' if row['return_dict'] else 'F':<2} | {m['graphs']:>6} {m['fallbacks']:>6} "
+                f"{m['later']:>5} {'yes' if m['correct'] else 'NO':>3} {m['first']:>7.2f} "
+                f"{m['steady'] / row['eager']:>7.2f}")
+        if "tc" in row:
+            t = row["tc"]
+            line += (f" | {t['graphs']:>5} {t['breaks']:>6} {t['later']:>8} {t['steady'] / row['eager']:>10.2f}"
+                     + ("" if t["correct"] else " (tc WRONG)"))
+        print(line, file=out)
+    minis = [r["mini"] for r in rows]
+    print(f"\nminidynamo: {sum(map(one_graph, minis))}/{len(rows)} captured as one graph, "
+          f"{sum(m['correct'] for m in minis)}/{len(rows)} equal to eager on every call, "
+          f"{sum(r['mini']['steady'] <= r['eager'] * 1.05 for r in rows)}/{len(rows)} within 5% of eager or faster "
+          f"(median x eager {statistics.median(m['steady'] / r['eager'] for m, r in zip(minis, rows)):.2f})",
+          file=out)
+    if all("tc" in r for r in rows):
+        tcs = [r["tc"] for r in rows]
+        print(f"torch.compile: {sum(map(one_graph, tcs))}/{len(rows)} captured as one graph "
+              f"(median x eager {statistics.median(t['steady'] / r['eager'] for t, r in zip(tcs, rows)):.2f})",
+              file=out)
+    reasons = [(r["model"], why) for r in rows for why in r["mini"]["reasons"] + r["mini"]["recompile_reasons"]]
+    if reasons:
+        print("\nreasons (fallbacks, then recompiles):", file=out)
+        for model, why in reasons:
+            print(f"  {model}: {why}", file=out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="", help="comma-separated model names")
+    parser.add_argument("--backend", default="eager", choices=["eager", "torchxla_trivial", "torchxla_trace_once"])
+    parser.add_argument("--return-dict", default="both", choices=["both", "true", "false"])
+    parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=20, help="calls timed for the steady state")
+    parser.add_argument("--no-peer", action="store_true", help="skip torch.compile")
+    args = parser.parse_args(argv)
+    names = [n for n in args.only.split(",") if n] or list(_models())
+    flags = {"both": [True, False], "true": [True], "false": [False]}[args.return_dict]
+    rows = []
+    for name in names:
+        for return_dict in flags:
+            rows.append(sweep_one(name, return_dict, args.backend, args.calls, args.repeat, not args.no_peer))
+            print_table(rows[-1:], out=sys.stderr)
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()

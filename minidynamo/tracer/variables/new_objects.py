@@ -1,0 +1,251 @@
+"""Objects of user classes created during the trace (``Output(x, y)``, a dataclass, an
+``OrderedDict`` subclass such as transformers' ``ModelOutput``, a cache object).
+
+    cls(*args)  ->  NewObjectVariable: the instance ``__dict__`` (name -> tracker) and, for a
+                    dict subclass, its items (a DictVariable); ``__init__`` / ``__post_init__``
+                    and every other Python method are inlined on it
+    returned / stored  ->  rebuilt after the graph ran (``rebuild``): ``cls.__new__(cls)``,
+                    the items put in with the builtin base's own ``__setitem__``, the attributes
+                    written into ``__dict__``; no user code runs
+
+Only classes whose instances Python makes without user code are modelled: ``type`` (or a
+metaclass that leaves ``__call__`` alone) calls the builtin ``__new__`` of ``object`` /
+``dict`` / ``OrderedDict``, then ``__init__``.  Which slots are the user's is told by the
+function found in the MRO: a Python function is the user's (inlined), a slot wrapper of one of
+those builtin bases is the builtin behaviour (modelled here: ``BuiltinBaseMethod``).
+
+The object is new, so changing it is no side effect; its methods are read through its class
+(``cls.name``, guarded by identity), since it has no source of its own.
+"""
+
+from __future__ import annotations
+
+import collections
+import types
+
+import guards as G
+from ...exc import Unsupported
+from .base import AttributeMissing, VariableTracker, describe
+from .constant import ConstantVariable
+
+# The builtin classes a modelled class may inherit from, and the state each gives it.
+BUILTIN_BASES = (object, dict, collections.OrderedDict)
+
+
+def python_slot(klass, name):
+    """The Python function ``klass`` resolves ``name`` to, or None when a builtin base's slot
+    wrapper (or nothing) answers it: the user's override, told from the builtin default."""
+    for base in klass.__mro__:
+        if name in base.__dict__:
+            attr = base.__dict__[name]
+            return attr if isinstance(attr, types.FunctionType) else None
+    return None
+
+
+def builtin_owner(klass, name, mro_start=0):
+    """The builtin base (object, dict, OrderedDict) whose C attribute ``name`` answers, if the
+    lookup from ``mro_start`` reaches one before any Python definition."""
+    for base in klass.__mro__[mro_start:]:
+        if name in base.__dict__:
+            return base if base in BUILTIN_BASES else None
+    return None
+
+
+def modelled_class(klass) -> str | None:
+    """Why instances of ``klass`` cannot be created in the trace (None: they can)."""
+    if type(klass).__call__ is not type.__call__:
+        return f"its metaclass {type(klass).__name__} defines __call__"
+    for base in klass.__mro__:
+        if base not in BUILTIN_BASES and not base.__flags__ & (1 << 9):   # a builtin type: not heap
+            return f"it inherits from the builtin {base.__name__}"
+        if "__slots__" in base.__dict__:
+            return "it declares __slots__"
+    if klass.__new__ not in (object.__new__, dict.__new__):
+        return "it defines __new__"
+    if python_slot(klass, "__del__") is not None:
+        return "it defines __del__"
+    return None
+
+
+class NewObjectVariable(VariableTracker):
+    """An instance made during the trace: its attributes and (dict subclasses) items."""
+
+    is_new_object = True
+
+    def __init__(self, klass: type, class_vt: VariableTracker):
+        super().__init__()
+        from .containers import DictVariable
+
+        self.klass = klass
+        self.class_vt = class_vt                      # the class as read (with its source)
+        self.attrs: dict = {}
+        base = next((b for b in klass.__mro__ if b in (dict, collections.OrderedDict)), None)
+        self.dict_part = DictVariable({}, base) if base is not None else None
+
+    def python_type(self):
+        return self.klass
+
+    @property
+    def class_source(self):
+        return self.class_vt.source
+
+    # -- reading attributes ---------------------------------------------------------------
+    def class_lookup(self, tx, name, mro_start=0):
+        from .objects import lookup_class_attribute
+
+        return lookup_class_attribute(tx, self.klass, name, self, None, mro_start, self.class_source)
+
+    def var_getattr(self, tx, name):
+        hook = python_slot(self.klass, "__getattribute__")
+        if hook is not None:
+            return self.class_lookup(tx, "__getattribute__").call_function(tx, [ConstantVariable(name)], {})
+        return self.generic_getattr(tx, name)
+
+    def generic_getattr(self, tx, name):
+        """``object.__getattribute__``: data descriptors, the instance dict, the class; then a
+        Python ``__getattr__``."""
+        from .objects import ClassVariable
+
+        if name == "__class__":
+            return self.class_vt
+        if name == "__dict__":
+            raise Unsupported(f"reading __dict__ of a {self.klass.__name__} made in the trace")
+        data_descriptor = any(name in b.__dict__ and hasattr(b.__dict__[name], "__set__") for b in self.klass.__mro__)
+        if name in self.attrs and not data_descriptor:
+            return self.attrs[name]
+        owner = builtin_owner(self.klass, name)
+        if owner is not None:
+            return BuiltinBaseMethod(owner, name, self)
+        found = self.class_lookup(tx, name)
+        if found is not None:
+            return found
+        if any(name in b.__dict__ for b in self.klass.__mro__):
+            source = G.AttrSource(self.class_source, name) if self.class_source is not None else None
+            return ClassVariable(self.klass, self.class_source).var_getattr(tx, name) if source is not None \
+                else _refuse(f"class attribute {name!r} of {self.klass.__name__} read without a source")
+        if python_slot(self.klass, "__getattr__") is not None:
+            return self.class_lookup(tx, "__getattr__").call_function(tx, [ConstantVariable(name)], {})
+        raise AttributeMissing(f"{self.klass.__name__} object has no attribute {name!r} (AttributeError)")
+
+    def guard_absent(self, tx, name):
+        if self.class_source is not None:       # the instance dict is ours; the class is real
+            tx.output.add_guard(G.absent_match(self.class_source, self.klass, name))
+
+    # -- writing attributes -------------------------------------------------------------------
+    def store_attribute(self, tx, name, value):
+        """``obj.name = value``: a Python ``__setattr__`` is inlined, else the plain store."""
+        if python_slot(self.klass, "__setattr__") is not None:
+            self.class_lookup(tx, "__setattr__").call_function(tx, [ConstantVariable(name), value], {})
+            return
+        self.generic_setattr(tx, name, value)
+
+    def generic_setattr(self, tx, name, value):
+        for base in self.klass.__mro__:
+            attr = base.__dict__.get(name)
+            if attr is not None and hasattr(attr, "__set__"):
+                raise Unsupported(f"assignment to {self.klass.__name__}.{name} (a descriptor)")
+        if name.startswith("__") and name.endswith("__"):
+            raise Unsupported(f"assignment to special attribute {name!r}")
+        self.attrs[name] = value
+
+    # -- the protocols the interpreter asks for ------------------------------------------------
+    def call_method(self, tx, name, args, kwargs):
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def subscript(self, tx, index):
+        return self.call_method(tx, "__getitem__", [index], {})
+
+    def truth(self, tx):
+        for name in ("__bool__", "__len__"):
+            if python_slot(self.klass, name) is not None:
+                result = self.call_method(tx, name, [], {}).as_python_constant()
+                return bool(result)
+        return self.dict_part.truth(tx) if self.dict_part is not None else True
+
+    def unpack(self, tx):
+        if python_slot(self.klass, "__iter__") is not None:
+            raise Unsupported(f"iteration over a {self.klass.__name__} with a Python __iter__")
+        if self.dict_part is None:
+            raise Unsupported(f"iteration over a {self.klass.__name__} object")
+        return self.dict_part.unpack(tx)
+
+    def call_function(self, tx, args, kwargs):
+        if python_slot(self.klass, "__call__") is None:
+            raise Unsupported(f"call to a {self.klass.__name__} object")
+        return self.call_method(tx, "__call__", args, kwargs)
+
+    def __repr__(self):
+        return f"NewObjectVariable({self.klass.__name__})"
+
+
+def _refuse(reason):
+    raise Unsupported(reason)
+
+
+class BuiltinBaseMethod(VariableTracker):
+    """A C method of ``object`` / ``dict`` / ``OrderedDict`` bound to an object the trace
+    models (``super().__setitem__``, ``object.__setattr__(self, ...)``, ``self.keys()``)."""
+
+    def __init__(self, owner: type, name: str, self_vt: VariableTracker | None):
+        super().__init__()
+        self.owner, self.name, self.self_vt = owner, name, self_vt
+
+    def python_type(self):
+        return types.MethodWrapperType if self.self_vt is not None else types.WrapperDescriptorType
+
+    def call_function(self, tx, args, kwargs):
+        if self.self_vt is None:                       # unbound: object.__setattr__(obj, ...)
+            if not args:
+                raise Unsupported(f"{self.owner.__name__}.{self.name}() without an object")
+            return BuiltinBaseMethod(self.owner, self.name, args[0]).call_function(tx, args[1:], kwargs)
+        obj, name = self.self_vt, self.name
+        if not issubclass(obj.python_type(), self.owner):
+            raise Unsupported(f"{self.owner.__name__}.{name} on a {obj.python_type().__name__} (TypeError)")
+        if name == "__getattribute__" and len(args) == 1 and not kwargs and hasattr(obj, "generic_getattr"):
+            return obj.generic_getattr(tx, args[0].as_python_constant())
+        if name == "__setattr__" and len(args) == 2 and not kwargs and hasattr(obj, "generic_setattr"):
+            obj.generic_setattr(tx, args[0].as_python_constant(), args[1])
+            return ConstantVariable(None)
+        if name == "__init__" and self.owner is object:
+            if args or kwargs:
+                raise Unsupported("object.__init__() takes exactly one argument (TypeError)")
+            return ConstantVariable(None)
+        if name == "__init__" and getattr(obj, "dict_part", None) is not None:
+            if args or kwargs:
+                obj.dict_part.method_update(tx, *args, **kwargs)
+            return ConstantVariable(None)
+        if self.owner is not object and getattr(obj, "dict_part", None) is not None:
+            if name in ("update", "__ior__") and python_slot(obj.python_type(), "__setitem__") is not None:
+                pass                                    # dict.update ignores an overriding __setitem__, as here
+            return obj.dict_part.call_method(tx, name, args, kwargs)
+        raise Unsupported(f"{describe(self.owner)}.{name} on {obj}")
+
+    def __repr__(self):
+        return f"BuiltinBaseMethod({self.owner.__name__}.{self.name})"
+
+
+def create(tx, class_vt, args, kwargs) -> NewObjectVariable:
+    """``cls(*args, **kwargs)`` for a modelled class: the builtin ``__new__``, then ``__init__``."""
+    klass = class_vt.value
+    why = modelled_class(klass)
+    if why is not None:
+        raise Unsupported(f"creating an instance of {describe(klass)}: {why}")
+    obj = NewObjectVariable(klass, class_vt)
+    init = obj.generic_getattr(tx, "__init__") if python_slot(klass, "__init__") is not None \
+        else BuiltinBaseMethod(builtin_owner(klass, "__init__"), "__init__", obj)
+    result = init.call_function(tx, list(args), dict(kwargs))
+    if not (isinstance(result, ConstantVariable) and result.value is None):
+        raise Unsupported("__init__ returned something other than None (TypeError)")
+    return obj
+
+
+# -- after the graph: the real object ----------------------------------------------------------------
+def rebuild(klass, items, attrs):
+    """The object the trace made, built without running user code."""
+    obj = klass.__new__(klass)
+    if items is not None:
+        setitem = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) else dict.__setitem__
+        for key, value in items:
+            setitem(obj, key, value)
+    obj.__dict__.update(attrs)
+    return obj

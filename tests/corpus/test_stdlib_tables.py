@@ -1,0 +1,167 @@
+"""The stdlib tables (variables/stdlib.py, the set/deque/defaultdict/namedtuple containers and
+tensor metadata): each case one graph with eager's answer, or a fallback where CPython would
+raise or where the value cannot be rebuilt. Small representatives of PyTorch's own
+test/dynamo/test_functions.py cases (bench/dynamo_cases.py runs those)."""
+
+import collections
+import functools
+import itertools
+import operator
+
+import pytest
+import torch
+
+from .helpers import check, fallback, params, single, tensor
+
+
+def itertools_product_and_chain(a, b):
+    v = a
+    for x, i in itertools.product([a, b], [1, 2]):
+        v = v + x * i
+    for x in itertools.chain([a, b], (3,)):
+        v = v + x
+    for x in itertools.chain.from_iterable([[a], [1, 2]]):
+        v = v + x
+    return v
+
+
+def itertools_combinatorics(a):
+    sizes = [a.sum(0) + sum(c) for c in itertools.combinations((1, 2, 3, 4), 2)]
+    return sizes, list(itertools.permutations("abc", 2)), list(itertools.combinations_with_replacement([1, 2], 2))
+
+
+def itertools_lazy(a, b):
+    t1, t2 = [a + 1, a + 2], [b + 3, b + 4]
+    x, y = list(itertools.islice(itertools.chain(t1, t2), 1, 3))
+    return (x - y, list(itertools.zip_longest([1, 2, 3], "ab", [True], fillvalue=None)),
+            list(itertools.accumulate([a, b, a])), list(itertools.accumulate([1, 2, 3], operator.mul, initial=5)),
+            list(itertools.pairwise([1, 2, 3])), list(itertools.takewhile(lambda v: v < 3, [1, 2, 5, 1])),
+            list(itertools.dropwhile(lambda v: v < 3, [1, 2, 5, 1])), list(itertools.starmap(operator.add, [(a, 1)])),
+            list(itertools.compress("abcd", [1, 0, 1])), list(itertools.islice(itertools.count(2, 3), 4)))
+
+
+def functools_reduce(a, b):
+    return (functools.reduce(operator.add, [a, b, a]), functools.reduce(lambda x, y: x * y, [b], a),
+            functools.reduce(lambda p, q: (p, q), [a]))
+
+
+def reduce_of_nothing(a):
+    return functools.reduce(operator.add, [], ) + a       # TypeError, as in CPython
+
+
+def deque_methods(a, b):
+    d = collections.deque([a, b])
+    d.append(a + 1)
+    d.extend([a, b])
+    d.insert(0, "foo")
+    tmp = d.pop()
+    d.extendleft(collections.deque([tmp, 7]))
+    d[2] = "setitem"
+    d = d.copy()
+    d.append(d.popleft())
+    d.rotate(2)
+    return list(d), type(d).__name__
+
+
+def deque_changed_while_iterated(a):
+    d = collections.deque([1, 2])
+    for v in d:
+        if v == 1:
+            d.append(3)
+    return a + len(d)
+
+
+def defaultdict_and_fromkeys(x, y):
+    d = collections.defaultdict.fromkeys("a", "b")
+    d["a"] = 1
+    d.setdefault("c", 10)
+    e = collections.defaultdict(list)
+    e["k"].append(x)
+    d1 = dict.fromkeys(["a", "b"], x + 1)
+    d3 = collections.OrderedDict.fromkeys(("a", "b"), value=y)
+    return (x + d["c"], e, d, d1, d3)
+
+
+def defaultdict_with_a_lambda_made_here(x):
+    e = collections.defaultdict(lambda: 0)
+    e["k"] += 1
+    return x + e["k"], e          # the factory cannot be rebuilt after the graph
+
+
+def dict_of_keywords(x):
+    return dict(text_embed=x + 1, other=x + 2), collections.OrderedDict(sample=x)
+
+
+def set_algebra(a):
+    s1, s2 = {"apple", "banana", "cherry"}, {"google", "apple"}
+    both, only = s1.intersection(s2), s1.difference(s2)
+    s1.difference_update(["cherry"])
+    flag = "apple" in both and "banana" in only
+    return (a + 1 if flag else a - 1, sorted(s1.symmetric_difference(["x", "apple"])),
+            s1.issubset({"apple", "banana", "z"}), s1.isdisjoint(s2))
+
+
+Pair = collections.namedtuple("Pair", ["first", "second"])
+
+
+class Summed(Pair):
+    def add(self):
+        return self.first + self.second
+
+    @staticmethod
+    def one():
+        return 1
+
+    @classmethod
+    def name(cls):
+        return cls.__name__
+
+
+def namedtuple_methods(a, b):
+    p = Summed(a, b)
+    q = p._replace(first=a * 2)
+    return (p.add(), p.one(), p.name(), q, p._asdict(), p._fields,
+            hasattr(p, "_asdict"), hasattr(p, "asdict"))
+
+
+def namedtuple_class_made_in_the_frame(a, b):
+    mytuple = collections.namedtuple("mytuple", ["x", "y", "xy"])
+    tmp = mytuple(a, b, a + b)
+    return mytuple(tmp.x, tmp[1], tmp.xy + b).xy
+
+
+def tensor_type_and_class(a, b):
+    m = a.type(torch.HalfTensor)
+    name = f"{a.__class__.__name__} foo"
+    return (b.type(m.type()), b.type("torch.DoubleTensor"), a.type(), name,
+            a.is_complex(), torch.is_floating_point(input=a))
+
+
+def tensor_type_to_another_device(a):
+    return a.type("torch.cuda.HalfTensor")
+
+
+X, Y = tensor(3, 4), tensor(3, 4)
+
+CASES = [
+    single(itertools_product_and_chain, X, Y),
+    single(itertools_combinatorics, X),
+    single(itertools_lazy, X, Y),
+    single(functools_reduce, X, Y),
+    fallback(reduce_of_nothing, X),
+    single(deque_methods, X, Y),
+    fallback(deque_changed_while_iterated, X, mentions="deque"),
+    single(defaultdict_and_fromkeys, X, Y),
+    fallback(defaultdict_with_a_lambda_made_here, X, mentions="factory"),
+    single(dict_of_keywords, X),
+    single(set_algebra, X),
+    single(namedtuple_methods, X, Y),
+    single(namedtuple_class_made_in_the_frame, X, Y),
+    single(tensor_type_and_class, X, Y),
+    fallback(tensor_type_to_another_device, X),
+]
+
+
+@pytest.mark.parametrize("case", params(CASES))
+def test_stdlib_tables(case):
+    check(case)
