@@ -12,14 +12,21 @@ the code they describe.
 
 import ast
 import builtins
+import collections
 import dis
+import functools
 import glob
 import importlib
+import inspect
+import itertools
+import operator
 import os
 import pkgutil
 import re
 import subprocess
 import sys
+import types
+import typing
 
 import bytecode
 import torch
@@ -38,7 +45,7 @@ def test_walkthrough_is_up_to_date():
 
 
 # -- the tracker map ---------------------------------------------------------------------------
-MAP_LINE = re.compile(r"^    (?P<tree>[ │├└─]*)(?P<name>\w+Variable|VariableTracker)\s+(?P<file>\w+\.py)\b")
+MAP_LINE = re.compile(r"^    (?P<tree>[ │├└─]*)(?P<name>[A-Z]\w+)\s+(?P<file>\w+\.py)\b")
 
 
 def tracker_classes() -> dict:
@@ -107,9 +114,15 @@ def looks_like_our_symbol(name: str) -> bool:
                 or re.fullmatch(r"[A-Z][A-Z0-9]*_[A-Z0-9_]+", name))
 
 
+# Where a quoted name that is not ours may come from: Python, the bytecode package, torch objects.
+EXTERNAL_NAMESPACES = (builtins, dis.opmap, bytecode, collections, itertools, functools, operator, inspect, types,
+                       typing, collections.namedtuple("Point", "x"), torch.nn.Module(), torch.Tensor)
+THIRD_PARTY = {"FakeTensorMode", "ModelOutput"}    # torch._subclasses, transformers
+
+
 def is_external(name: str) -> bool:
-    return (name in dir(builtins) or name in dis.opmap or hasattr(bytecode, name) or name.startswith("MINIDYNAMO_")
-            or hasattr(torch.nn.Module(), name) or hasattr(torch.Tensor, name) or name == "FakeTensorMode")
+    return name in THIRD_PARTY or name.startswith("MINIDYNAMO_") or any(
+        name in space if isinstance(space, dict) else hasattr(space, name) for space in EXTERNAL_NAMESPACES)
 
 
 def test_names_quoted_in_docstrings_exist():

@@ -17,10 +17,12 @@ named, every tracker is listed, and each sits under its base class):
      ├── TensorMethodVariable         tensor.py        tensor.name before it is called
      ├── BaseListVariable             containers.py    a sequence of trackers
      │    ├── ListVariable            containers.py
+     │    │    └── DequeVariable      containers.py    collections.deque made in the trace (no maxlen)
      │    └── TupleVariable           containers.py
      │         ├── NamedTupleVariable containers.py    namedtuples, torch.return_types.*
      │         └── SizeVariable       containers.py    tensor.shape (static shapes)
      ├── DictVariable                 containers.py    constant keys, tracker values, in order
+     │    └── DefaultDictVariable     containers.py    collections.defaultdict made in the trace
      ├── DictViewVariable             containers.py    d.keys() / d.values() / d.items()
      ├── SetVariable                  containers.py    a set of constants made in the trace
      ├── SliceVariable                containers.py
@@ -32,7 +34,14 @@ named, every tracker is listed, and each sits under its base class):
      │    ├── ZipVariable             iterators.py
      │    ├── MapVariable             iterators.py     map(fn, ...): fn inlined as items are pulled
      │    ├── FilterVariable          iterators.py
-     │    └── EnumerateVariable       iterators.py
+     │    ├── EnumerateVariable       iterators.py
+     │    ├── DequeIteratorVariable   iterators.py
+     │    ├── ChainVariable           iterators.py     itertools.chain / chain.from_iterable
+     │    ├── IsliceVariable          iterators.py     itertools.islice
+     │    ├── AccumulateVariable      iterators.py     itertools.accumulate (func inlined)
+     │    ├── ZipLongestVariable      iterators.py     itertools.zip_longest
+     │    ├── IndexedCombinatoricVariable iterators.py product, combinations, permutations, ...
+     │    └── PullVariable            iterators.py     pairwise, starmap, compress, takewhile, ...
      ├── GeneratorExpressionVariable  generators.py    a paused generator expression, pulled by builtins
      ├── BaseFunctionVariable         functions.py     has a code object we inline
      │    ├── UserFunctionVariable    functions.py     a real Python function
@@ -41,7 +50,14 @@ named, every tracker is listed, and each sits under its base class):
      ├── PartialVariable              functions.py     functools.partial
      ├── CellVariable                 functions.py     a cell made in the trace
      ├── RealCellVariable             functions.py     a cell of a real closure
+     ├── CodeVariable                 functions.py     a function's code object (co_* fields are constants)
+     ├── SignatureVariable            functions.py     an inspect.Signature computed at trace time
+     ├── TraceTimeAnswerVariable      functions.py     a call answered by a constant at trace time
+     ├── HandlerVariable              stdlib.py        a class method such as dict.fromkeys
      ├── NNModuleVariable             nn_module.py     an nn.Module instance (forward inlined)
+     ├── ModuleCallVariable           nn_module.py     nn.Module.__call__ bound to a module
+     ├── NewObjectVariable            new_objects.py   an instance made during the trace
+     ├── BuiltinBaseMethod            new_objects.py   a C method of object / dict bound to such an instance
      ├── PythonModuleVariable         objects.py       a Python module (import, attribute reads)
      ├── UserObjectVariable           objects.py       any other real object, attributes guarded one by one
      ├── SuperVariable                objects.py       super(klass, obj)
