@@ -6,7 +6,6 @@ import pytest
 import torch
 from torch import nn
 
-from minidynamo.exc import Unsupported
 
 from .helpers import check, run_traced
 
@@ -67,9 +66,13 @@ def test_parameters_and_buffers_are_inputs():
     assert "L['self'].offset" in names and "L['self'].lin.weight" in names
 
 
-def test_custom_call_and_unknown_object_fall_back():
+def test_custom_call_is_inlined():
+    """A module class overriding ``__call__`` runs its own ``__call__`` (inlined), not forward."""
     class Weird(nn.Module):
         def __call__(self, a):
+            return a * 3
+
+        def forward(self, a):
             return a
 
     class Outer(nn.Module):
@@ -80,8 +83,7 @@ def test_custom_call_and_unknown_object_fall_back():
         def forward(self, a):
             return self.w(a)
 
-    with pytest.raises(Unsupported, match="__call__"):
-        run_traced(Outer(), x)
+    check(Outer(), x)
 
 
 def test_trace_log(caplog):
