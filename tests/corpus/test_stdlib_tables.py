@@ -141,6 +141,24 @@ def tensor_type_to_another_device(a):
     return a.type("torch.cuda.HalfTensor")
 
 
+def hasattr_of_a_partial(t):
+    p = functools.partial(lambda x, y: torch.sin(x) + torch.cos(y), y=t)
+    found = [name for name in ("args", "keywords", "func", "__dict__", "__call__", "__name__", "__code__")
+             if hasattr(p, name)]
+    return p(t), found
+
+
+def tensors_as_dict_keys(x, y):
+    d = {x: 1, "s": 3}
+    d[y] = 2                       # one key or two: whether y is x (guarded)
+    z = x.add_(1)                  # the same tensor object as x
+    return x * d[x] + d[z] + d["s"], len(d), (y + 1) in d, [k is x for k in d]
+
+
+def callable_of_values(x):
+    return x + 1, [callable(v) for v in (x, x.add, len, torch.relu, 3, [x], callable_of_values)]
+
+
 X, Y = tensor(3, 4), tensor(3, 4)
 
 CASES = [
@@ -159,9 +177,34 @@ CASES = [
     single(namedtuple_class_made_in_the_frame, X, Y),
     single(tensor_type_and_class, X, Y),
     fallback(tensor_type_to_another_device, X),
+    single(hasattr_of_a_partial, X),
+    single(tensors_as_dict_keys, X, Y).then(X, X),
+    single(callable_of_values, X),
 ]
 
 
 @pytest.mark.parametrize("case", params(CASES))
 def test_stdlib_tables(case):
     check(case)
+
+
+def test_a_dict_keyed_by_tensors_leaves_the_frame_only_eagerly():
+    """Such a dict cannot be rebuilt after the graph (its keys are the call's tensors): the
+    frame falls back, and the caller gets eager's dict, keyed by the very tensors."""
+    import minidynamo
+
+    def returned(x):
+        return {x: 1}
+
+    def stored(x, d):
+        d[x] = 1
+        return x + 1
+
+    x = tensor(3)
+    explanation = minidynamo.explain(returned)(x)
+    assert explanation.graph_break_count == 1 and "keyed by tensors" in explanation.reasons[0]
+    assert list(explanation.output)[0] is x
+    d = {}
+    explanation = minidynamo.explain(stored)(x, d)
+    assert explanation.graph_break_count == 1 and "caller's dict" in explanation.reasons[0]
+    assert list(d)[0] is x and d[x] == 1

@@ -415,16 +415,29 @@ class DictVariable(MethodTable, VariableTracker):
         return bool(self.items)
 
     def unpack(self, tx):
-        return [ConstantVariable(k) for k in self.items]
+        return [key_variable(k) for k in self.items]
+
+    def _store(self, tx, key_vt, value):
+        key = dict_key(tx, key_vt)
+        if isinstance(key, TensorKey) and self.source is not None:
+            raise Unsupported("a tensor stored as a key of the caller's dict")
+        self.items[key] = value
+
+    @property
+    def has_tensor_keys(self) -> bool:
+        """Keyed by tensors of the trace: cannot be rebuilt after the graph (capture refuses)."""
+        return any(isinstance(k, TensorKey) for k in self.items)
 
     def as_graph_arg(self, devices):
         from ..output_graph import graph_arg
 
+        if self.has_tensor_keys:
+            raise Unsupported("a dict keyed by tensors given to a tensor operation")
         pairs = {k: graph_arg(v, devices) for k, v in self.items.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
 
     def subscript(self, tx, index):
-        key = _key(index)
+        key = dict_key(tx, index)
         if key not in self.items:
             raise Unsupported(f"dict has no key {key!r} (KeyError)")
         return self.items[key]
@@ -436,10 +449,10 @@ class DictVariable(MethodTable, VariableTracker):
         return ConstantVariable(len(self.items))
 
     def method_contains(self, tx, key):
-        return ConstantVariable(_key(key) in self.items)
+        return ConstantVariable(dict_key(tx, key) in self.items)
 
     def method_get(self, tx, key, default=None):
-        return self.items.get(_key(key), default if default is not None else ConstantVariable(None))
+        return self.items.get(dict_key(tx, key), default if default is not None else ConstantVariable(None))
 
     def method_keys(self, tx):
         return DictViewVariable(self, "keys")
@@ -476,12 +489,12 @@ class DictVariable(MethodTable, VariableTracker):
 
     def method_setitem(self, tx, key, value):
         _check_mutable(tx, self, "item assignment")
-        self.items[_key(key)] = value
+        self._store(tx, key, value)
         return ConstantVariable(None)
 
     def method_delitem(self, tx, key):
         _check_mutable(tx, self, "item deletion")
-        self.items.pop(_key(key))
+        self.items.pop(dict_key(tx, key))
         return ConstantVariable(None)
 
     def method_update(self, tx, other=None, /, **kwargs):
@@ -494,13 +507,13 @@ class DictVariable(MethodTable, VariableTracker):
 
                 for pair in make_iterator(tx, other).unpack(tx):
                     k, v = pair.unpack(tx)
-                    self.items[_key(k)] = v
+                    self._store(tx, k, v)
         self.items.update(kwargs)
         return ConstantVariable(None)
 
     def method_pop(self, tx, key, default=None):
         _check_mutable(tx, self, "pop")
-        k = _key(key)
+        k = dict_key(tx, key)
         if k in self.items:
             return self.items.pop(k)
         if default is None:
@@ -508,8 +521,10 @@ class DictVariable(MethodTable, VariableTracker):
         return default
 
     def method_setdefault(self, tx, key, default=None):
-        k = _key(key)
+        k = dict_key(tx, key)
         if k not in self.items:
+            if isinstance(k, TensorKey) and self.source is not None:
+                raise Unsupported("a tensor stored as a key of the caller's dict")
             _check_mutable(tx, self, "setdefault")
             self.items[k] = default if default is not None else ConstantVariable(None)
         return self.items[k]
@@ -541,7 +556,7 @@ class DefaultDictVariable(DictVariable):
         return collections.defaultdict
 
     def subscript(self, tx, index):
-        key = _key(index)
+        key = dict_key(tx, index)
         if key not in self.items:
             if self.factory is None:
                 raise Unsupported(f"defaultdict without a factory has no key {key!r} (KeyError)")
@@ -554,6 +569,44 @@ class DefaultDictVariable(DictVariable):
 
     def __repr__(self):
         return f"DefaultDictVariable({self.items!r})"
+
+
+class TensorKey:
+    """A tensor as a dict key.  CPython hashes a tensor by identity, so two tensor keys are one
+    key exactly when they are the same tensor object: ``operators.is_same``, which guards the
+    aliasing of inputs it relies on.  All tensor keys share one hash, so equality decides."""
+
+    __slots__ = ("vt", "tx")
+
+    def __init__(self, vt, tx):
+        self.vt, self.tx = vt, tx
+
+    def __hash__(self):
+        return hash(TensorKey)
+
+    def __eq__(self, other):
+        if not isinstance(other, TensorKey):
+            return False
+        from ..operators import is_same
+
+        return other.vt is self.vt or is_same(self.tx, self.vt, other.vt)
+
+    def __repr__(self):
+        return f"TensorKey({self.vt})"
+
+
+def dict_key(tx, vt):
+    """A dict key: a constant, or a tensor (by identity, ``TensorKey``)."""
+    from .tensor import TensorVariable
+
+    if isinstance(vt, TensorVariable):
+        return TensorKey(vt, tx)
+    return _key(vt)
+
+
+def key_variable(key) -> VariableTracker:
+    """The tracker of a stored key (the tensor itself for a ``TensorKey``)."""
+    return key.vt if isinstance(key, TensorKey) else ConstantVariable(key)
 
 
 def _key(vt):
@@ -659,6 +712,8 @@ class DictViewVariable(MethodTable, VariableTracker):
 
     def real_view(self):
         """A real view with the same contents (keys; items need constant values), or Unsupported."""
+        if self.dict_vt.has_tensor_keys:
+            raise Unsupported("set operations on the view of a dict keyed by tensors")
         if self.kind == "keys":
             return dict.fromkeys(self.dict_vt.items).keys()
         if self.kind == "items":
@@ -681,7 +736,7 @@ class DictViewVariable(MethodTable, VariableTracker):
                 raise Unsupported(f"{value} in a dict items view")
             return ConstantVariable(False)
         key, item = value.items
-        k = _key(key)
+        k = dict_key(tx, key)
         if k not in self.dict_vt.items:
             return ConstantVariable(False)
         return ConstantVariable(operators.identical_or_equal(tx, self.dict_vt.items[k], item))
