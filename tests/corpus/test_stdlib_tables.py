@@ -159,6 +159,32 @@ def callable_of_values(x):
     return x + 1, [callable(v) for v in (x, x.add, len, torch.relu, 3, [x], callable_of_values)]
 
 
+def torch_private_helpers_and_module_probes(x):
+    fan_in = torch.nn.init._calculate_correct_fan(x, "fan_in")     # a Python helper: inlined
+    return x + fan_in if torch.distributed.is_available() else x - fan_in
+
+
+def deque_arithmetic_and_comparisons(x):
+    d = collections.deque([x, 1])
+    e, f = d + collections.deque([2]), d * 2
+    return (list(e), type(e).__name__, list(f), type(f).__name__, len(d), list(reversed(d)),
+            collections.deque([1]) == (1,), [1] == collections.deque([1]),
+            collections.deque([1, 2]) < collections.deque([1, 3]))
+
+
+def deque_plus_list(x):
+    return collections.deque([x]) + [1]          # TypeError, as in CPython
+
+
+def dropwhile_stops_calling_the_predicate(x):
+    seen = []
+
+    def small(v):
+        seen.append(v)
+        return v < 3
+    return x + 1, list(itertools.dropwhile(small, [1, 5, 1, 7])), seen
+
+
 X, Y = tensor(3, 4), tensor(3, 4)
 
 CASES = [
@@ -180,6 +206,10 @@ CASES = [
     single(hasattr_of_a_partial, X),
     single(tensors_as_dict_keys, X, Y).then(X, X),
     single(callable_of_values, X),
+    single(torch_private_helpers_and_module_probes, X),
+    single(deque_arithmetic_and_comparisons, X),
+    fallback(deque_plus_list, X),
+    single(dropwhile_stops_calling_the_predicate, X),
 ]
 
 

@@ -145,6 +145,22 @@ def _hasattr(tx, obj, name):
     except AttributeMissing:
         obj.guard_absent(tx, name)
         return ConstantVariable(False)
+    except Unsupported:
+        if _library_module_has(obj, name):   # present, though its value is not modelled
+            return ConstantVariable(True)
+        raise
+
+
+def _library_module_has(obj, name) -> bool:
+    """``hasattr(torch._C, "_c10d_init")``: a library module's attribute, assumed unpatched."""
+    import types
+
+    from ... import config
+    from ..builder import is_library_value
+
+    value = getattr(obj, "value", None)
+    return (config.assume_libraries_unpatched and isinstance(value, types.ModuleType)
+            and is_library_value(value) and hasattr(value, name))
 
 
 # C types whose instances made in the frame all have the same attributes: hasattr() is

@@ -168,8 +168,12 @@ class NamedTupleVariable(TupleVariable):
             from ..builder import class_of
             from .functions import UserMethodVariable
 
+            raw = owner.__dict__[name]
+            plain = isinstance(raw, (types.FunctionType, staticmethod, classmethod)) or not hasattr(type(raw), "__get__")
+            if not plain:                     # a property or other descriptor would run its code
+                raise Unsupported(f"descriptor {name!r} of namedtuple {self.tuple_type.__name__}")
             attr = class_of(tx, self).var_getattr(tx, name)
-            if isinstance(owner.__dict__[name], types.FunctionType):
+            if isinstance(raw, types.FunctionType):
                 return UserMethodVariable(attr, self)
             return attr
         if hasattr(self.tuple_type, name) and not hasattr(tuple, name):
@@ -477,6 +481,8 @@ class DictVariable(MethodTable, VariableTracker):
         """``d | other``: a new dict (an OrderedDict when either side is one)."""
         if not isinstance(other, DictVariable):
             raise Unsupported(f"dict | {other} (TypeError)")
+        if isinstance(self, DefaultDictVariable) or isinstance(other, DefaultDictVariable):
+            raise Unsupported("| with a defaultdict (its own __or__/__ror__)")
         import collections
 
         kind = collections.OrderedDict if collections.OrderedDict in (self.dict_type, other.dict_type) else dict
@@ -822,7 +828,10 @@ class SetVariable(MethodTable, VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name in SET_ALGEBRA and not kwargs:
             others = [_constant_set(tx, a) for a in args]
-            result = getattr(self.values, name)(*others)
+            try:
+                result = getattr(self.values, name)(*others)
+            except TypeError as e:
+                raise Unsupported(f"set.{name}: {e} (TypeError)") from e
             if name.endswith("_update"):
                 return ConstantVariable(None)
             return SetVariable(result) if isinstance(result, set) else ConstantVariable(result)
