@@ -88,6 +88,13 @@ def defaultdict_with_a_lambda_made_here(x):
     return x + e["k"], e          # the factory cannot be rebuilt after the graph
 
 
+def defaultdict_with_a_lambda_kept_inside(x):
+    e = collections.defaultdict(lambda: [x])
+    e["k"].append(x + 1)
+    e[3] = 1
+    return e["k"][1] + e["j"][0] * e[3], len(e)
+
+
 def dict_of_keywords(x):
     return dict(text_embed=x + 1, other=x + 2), collections.OrderedDict(sample=x)
 
@@ -197,6 +204,7 @@ CASES = [
     fallback(deque_changed_while_iterated, X, mentions="deque"),
     single(defaultdict_and_fromkeys, X, Y),
     fallback(defaultdict_with_a_lambda_made_here, X, mentions="factory"),
+    single(defaultdict_with_a_lambda_kept_inside, X),
     single(dict_of_keywords, X),
     single(set_algebra, X),
     single(namedtuple_methods, X, Y),

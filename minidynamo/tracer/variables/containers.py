@@ -383,19 +383,30 @@ class DequeVariable(ListVariable):
         return make_iterator(tx, self)
 
 
-def constant_factory(factory):
-    """The ``default_factory`` of a defaultdict made in the trace, as a tracker whose real
-    value rebuilds the dict after the graph: None, or a value the trace holds by identity (a
-    builtin such as ``list``, a guarded function); one made in the frame is refused."""
+def default_factory(tx, factory):
+    """The ``default_factory`` of a defaultdict made in the trace: None, or any callable tracker
+    (it is inlined when a missing key is read)."""
     if factory is None or maybe_constant(factory, _NO) is None:
+        return None
+    from .builtins import BUILTIN_HANDLERS
+
+    if not BUILTIN_HANDLERS[callable](tx, factory).as_python_constant():
+        raise Unsupported(f"defaultdict({factory}): first argument must be callable or None (TypeError)")
+    return factory
+
+
+def _rebuild_value(factory):
+    """The real factory to rebuild the dict with after the graph, or _NO when there is none:
+    one made in the frame would be a different object on every call."""
+    if factory is None:
         return None
     try:
         value = factory.as_python_constant()
     except Exception:  # noqa: BLE001 - a tracker with no single real value
-        value = _NO
-    if value is _NO or not callable(value) or (factory.source is None and not _is_builtin_value(value)):
-        raise Unsupported(f"defaultdict with the factory {factory} (made in the frame)")
-    return factory
+        return _NO
+    if factory.source is None and not _is_builtin_value(value):
+        return _NO
+    return value
 
 
 def _is_builtin_value(value) -> bool:
@@ -429,8 +440,13 @@ class DictVariable(MethodTable, VariableTracker):
 
     @property
     def has_tensor_keys(self) -> bool:
-        """Keyed by tensors of the trace: cannot be rebuilt after the graph (capture refuses)."""
         return any(isinstance(k, TensorKey) for k in self.items)
+
+    def cannot_rebuild(self):
+        """Why this dict cannot be rebuilt after the graph (capture then refuses), or None."""
+        if self.has_tensor_keys:
+            return "a dict keyed by tensors made in the trace"
+        return None
 
     def as_graph_arg(self, devices):
         from ..output_graph import graph_arg
@@ -554,9 +570,14 @@ class DefaultDictVariable(DictVariable):
     the factory (inlined) and stores its result, as ``__missing__`` does."""
 
     def __init__(self, items, factory, source=None):
-        real = factory.as_python_constant() if factory is not None else None
-        super().__init__(items, _DefaultDictOf(real), source)
+        self.rebuild_factory = _rebuild_value(factory)
+        super().__init__(items, _DefaultDictOf(self.rebuild_factory), source)
         self.factory = factory
+
+    def cannot_rebuild(self):
+        if self.rebuild_factory is _NO:
+            return f"a defaultdict whose factory {self.factory} was made in the frame"
+        return super().cannot_rebuild()
 
     def python_type(self):
         return collections.defaultdict

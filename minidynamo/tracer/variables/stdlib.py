@@ -24,7 +24,7 @@ from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
 from .constant import ConstantVariable
 from .containers import (DefaultDictVariable, DequeVariable, DictVariable, IteratorVariable, TupleVariable,
-                         constant_factory)
+                         default_factory)
 from .iterators import (AccumulateVariable, ChainVariable, IndexedCombinatoricVariable, IsliceVariable,
                         PullVariable, ZipLongestVariable, make_iterator)
 
@@ -199,7 +199,7 @@ def _deque(tx, iterable=None, maxlen=None):
 
 
 def _defaultdict(tx, factory=None, *args, **kwargs):
-    result = DefaultDictVariable({}, constant_factory(factory))
+    result = DefaultDictVariable({}, default_factory(tx, factory))
     if args or kwargs:
         result.method_update(tx, *args, **kwargs)
     return result
