@@ -31,7 +31,8 @@ import operator
 from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
 from .constant import ConstantVariable
-from .containers import (BaseListVariable, DequeVariable, DictVariable, key_variable, DictViewVariable, IteratorVariable, ListVariable,
+from .collection_types import DequeVariable
+from .containers import (BaseListVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable, key_variable,
                          SetVariable, TupleVariable)
 
 _LIST_ITER = type(iter([]))

@@ -23,8 +23,8 @@ import itertools
 from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
 from .constant import ConstantVariable
-from .containers import (DefaultDictVariable, DequeVariable, DictVariable, IteratorVariable, TupleVariable,
-                         default_factory)
+from .collection_types import DefaultDictVariable, DequeVariable, default_factory
+from .containers import DictVariable, IteratorVariable, TupleVariable
 from .iterators import (AccumulateVariable, ChainVariable, IndexedCombinatoricVariable, IsliceVariable,
                         PullVariable, ZipLongestVariable, make_iterator)
 
