@@ -211,10 +211,16 @@ RUNNERS = {"minidynamo": run_minidynamo, "torch_compile": run_torch_compile}
 
 def run_peer(peer, cases, substring=None):
     """One row per case: ``{case, status, equal, graphs, captured, reason}``."""
-    import inspect
     import warnings
 
-    warnings.filterwarnings("ignore")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _run_peer(peer, cases, substring)
+
+
+def _run_peer(peer, cases, substring):
+    import inspect
+
     rows = []
     for name, (fn, _expected_frames, skip) in sorted(cases.items()):
         if substring and substring not in name:

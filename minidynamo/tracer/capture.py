@@ -237,6 +237,8 @@ class Templates:
         if isinstance(vt, BaseListVariable):
             return (vt.python_type(), [self.of(i) for i in vt.items])
         if isinstance(vt, DictVariable):
+            if vt.cannot_rebuild():
+                raise Unsupported(f"returning {vt.cannot_rebuild()} from the frame")
             return ("dict", vt.dict_type, [(k, self.of(v)) for k, v in vt.items.items()])
         if isinstance(vt, SetVariable):
             return ("set", list(vt.values))
@@ -253,6 +255,8 @@ class Templates:
         replays = []
         for source, vt in effects.mutated.items():
             if isinstance(vt, DictVariable):
+                if vt.cannot_rebuild():
+                    raise Unsupported(f"storing {vt.cannot_rebuild()} into the caller's dict")
                 new = [(k, self.of(v)) for k, v in vt.items.items()]
                 replays.append(("dict", self.read(source), None, new))
             else:

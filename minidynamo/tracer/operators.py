@@ -75,11 +75,11 @@ def _sequence_op(tx, fn, args):
     if len(args) == 2:
         a, b = args
         if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable) and plain is operator.add:
-            if a.python_type() is not b.python_type() and not issubclass(a.python_type(), tuple) == issubclass(b.python_type(), tuple):
+            if _sequence_kind(a) is not _sequence_kind(b):
                 raise Unsupported(f"{a.python_type().__name__} + {b.python_type().__name__} (TypeError)")
-            return (ListVariable if isinstance(a, ListVariable) else TupleVariable)(a.items + b.items)
+            return _sequence_result(a)(a.items + b.items)
         if plain is operator.mul and isinstance(a, BaseListVariable) and isinstance(maybe_constant(b), int):
-            return (ListVariable if isinstance(a, ListVariable) else TupleVariable)(a.items * b.as_python_constant())
+            return _sequence_result(a)(a.items * b.as_python_constant())
         if plain is operator.mul and isinstance(b, BaseListVariable) and isinstance(maybe_constant(a), int):
             return _sequence_op(tx, fn, [b, a])
         if plain in COMPARISONS and isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
@@ -104,6 +104,18 @@ def _refuse_modelled_equality(args) -> None:
             for name in ("__eq__", "__ne__"):
                 if builtin_owner(vt.klass, name) is not object:
                     raise Unsupported(f"{name} of a {vt.klass.__name__} made in the trace (not inlined)")
+
+
+def _sequence_kind(vt):
+    """What ``+`` and comparisons match on: tuple (any tuple subclass), list, or deque."""
+    kind = vt.python_type()
+    return tuple if issubclass(kind, tuple) else kind
+
+
+def _sequence_result(vt):
+    """The tracker class of ``a + b`` / ``a * n``: a list or deque keeps its type, tuples
+    (namedtuples included) give a plain tuple."""
+    return type(vt) if isinstance(vt, ListVariable) else TupleVariable
 
 
 def _comparable(a, b) -> bool:
@@ -236,11 +248,10 @@ def _view_op(tx, fn, a, b):
 
 def _compare_sequences(tx, fn, a, b):
     """list/tuple comparison item by item (items need not be constants), as CPython does."""
-    list_a, list_b = a.python_type() is list, b.python_type() is list
-    if list_a != list_b:
+    if _sequence_kind(a) is not _sequence_kind(b):
         if fn in (operator.eq, operator.ne):
             return ConstantVariable(fn is operator.ne)
-        raise Unsupported(f"{fn.__name__} between a list and a tuple (TypeError)")
+        raise Unsupported(f"{fn.__name__} between a {a.python_type().__name__} and a {b.python_type().__name__} (TypeError)")
     xs, ys = list(a.items), list(b.items)
     if fn in (operator.eq, operator.ne) and len(xs) != len(ys):
         return ConstantVariable(fn is operator.ne)

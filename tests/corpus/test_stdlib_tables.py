@@ -88,6 +88,13 @@ def defaultdict_with_a_lambda_made_here(x):
     return x + e["k"], e          # the factory cannot be rebuilt after the graph
 
 
+def defaultdict_with_a_lambda_kept_inside(x):
+    e = collections.defaultdict(lambda: [x])
+    e["k"].append(x + 1)
+    e[3] = 1
+    return e["k"][1] + e["j"][0] * e[3], len(e)
+
+
 def dict_of_keywords(x):
     return dict(text_embed=x + 1, other=x + 2), collections.OrderedDict(sample=x)
 
@@ -141,6 +148,50 @@ def tensor_type_to_another_device(a):
     return a.type("torch.cuda.HalfTensor")
 
 
+def hasattr_of_a_partial(t):
+    p = functools.partial(lambda x, y: torch.sin(x) + torch.cos(y), y=t)
+    found = [name for name in ("args", "keywords", "func", "__dict__", "__call__", "__name__", "__code__")
+             if hasattr(p, name)]
+    return p(t), found
+
+
+def tensors_as_dict_keys(x, y):
+    d = {x: 1, "s": 3}
+    d[y] = 2                       # one key or two: whether y is x (guarded)
+    z = x.add_(1)                  # the same tensor object as x
+    return x * d[x] + d[z] + d["s"], len(d), (y + 1) in d, [k is x for k in d]
+
+
+def callable_of_values(x):
+    return x + 1, [callable(v) for v in (x, x.add, len, torch.relu, 3, [x], callable_of_values)]
+
+
+def torch_private_helpers_and_module_probes(x):
+    fan_in = torch.nn.init._calculate_correct_fan(x, "fan_in")     # a Python helper: inlined
+    return x + fan_in if torch.distributed.is_available() else x - fan_in
+
+
+def deque_arithmetic_and_comparisons(x):
+    d = collections.deque([x, 1])
+    e, f = d + collections.deque([2]), d * 2
+    return (list(e), type(e).__name__, list(f), type(f).__name__, len(d), list(reversed(d)),
+            collections.deque([1]) == (1,), [1] == collections.deque([1]),
+            collections.deque([1, 2]) < collections.deque([1, 3]))
+
+
+def deque_plus_list(x):
+    return collections.deque([x]) + [1]          # TypeError, as in CPython
+
+
+def dropwhile_stops_calling_the_predicate(x):
+    seen = []
+
+    def small(v):
+        seen.append(v)
+        return v < 3
+    return x + 1, list(itertools.dropwhile(small, [1, 5, 1, 7])), seen
+
+
 X, Y = tensor(3, 4), tensor(3, 4)
 
 CASES = [
@@ -153,15 +204,45 @@ CASES = [
     fallback(deque_changed_while_iterated, X, mentions="deque"),
     single(defaultdict_and_fromkeys, X, Y),
     fallback(defaultdict_with_a_lambda_made_here, X, mentions="factory"),
+    single(defaultdict_with_a_lambda_kept_inside, X),
     single(dict_of_keywords, X),
     single(set_algebra, X),
     single(namedtuple_methods, X, Y),
     single(namedtuple_class_made_in_the_frame, X, Y),
     single(tensor_type_and_class, X, Y),
     fallback(tensor_type_to_another_device, X),
+    single(hasattr_of_a_partial, X),
+    single(tensors_as_dict_keys, X, Y).then(X, X),
+    single(callable_of_values, X),
+    single(torch_private_helpers_and_module_probes, X),
+    single(deque_arithmetic_and_comparisons, X),
+    fallback(deque_plus_list, X),
+    single(dropwhile_stops_calling_the_predicate, X),
 ]
 
 
 @pytest.mark.parametrize("case", params(CASES))
 def test_stdlib_tables(case):
     check(case)
+
+
+def test_a_dict_keyed_by_tensors_leaves_the_frame_only_eagerly():
+    """Such a dict cannot be rebuilt after the graph (its keys are the call's tensors): the
+    frame falls back, and the caller gets eager's dict, keyed by the very tensors."""
+    import minidynamo
+
+    def returned(x):
+        return {x: 1}
+
+    def stored(x, d):
+        d[x] = 1
+        return x + 1
+
+    x = tensor(3)
+    explanation = minidynamo.explain(returned)(x)
+    assert explanation.graph_break_count == 1 and "keyed by tensors" in explanation.reasons[0]
+    assert list(explanation.output)[0] is x
+    d = {}
+    explanation = minidynamo.explain(stored)(x, d)
+    assert explanation.graph_break_count == 1 and "caller's dict" in explanation.reasons[0]
+    assert list(d)[0] is x and d[x] == 1

@@ -7,6 +7,7 @@ a tensor, ``getattr`` with a default, ``zip`` of two lists, ...).
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
@@ -135,12 +136,45 @@ def _getattr(tx, obj, name, default=None):
 
 def _hasattr(tx, obj, name):
     name = name.as_python_constant()
+    fresh = _fresh_instance(obj)
+    if fresh is not None:       # made in the frame, never assigned to (stores on it are refused)
+        return ConstantVariable(hasattr(fresh, name))
     try:
         obj.var_getattr(tx, name)
         return ConstantVariable(True)
     except AttributeMissing:
         obj.guard_absent(tx, name)
         return ConstantVariable(False)
+    except Unsupported:
+        if _library_module_has(obj, name):   # present, though its value is not modelled
+            return ConstantVariable(True)
+        raise
+
+
+def _library_module_has(obj, name) -> bool:
+    """``hasattr(torch._C, "_c10d_init")``: a library module's attribute, assumed unpatched."""
+    import types
+
+    from ... import config
+    from ..builder import is_library_value
+
+    value = getattr(obj, "value", None)
+    return (config.assume_libraries_unpatched and isinstance(value, types.ModuleType)
+            and is_library_value(value) and hasattr(value, name))
+
+
+# C types whose instances made in the frame all have the same attributes: hasattr() is
+# answered by a real instance of the type (a partial has func/args/keywords, no __name__).
+FRESH_INSTANCE_ATTRIBUTES = {functools.partial: functools.partial(print)}
+
+
+def _fresh_instance(obj):
+    if obj.source is not None:
+        return None
+    try:
+        return FRESH_INSTANCE_ATTRIBUTES.get(obj.python_type())
+    except Unsupported:
+        return None
 
 
 def _iterator(tx, vt):
@@ -297,7 +331,12 @@ def _callable(tx, obj):
         return ConstantVariable(callable(value))
     if hasattr(obj, "value"):
         return ConstantVariable(callable(obj.value))
-    raise Unsupported(f"callable() of {obj}")
+    # callable(x) is "type(x) has __call__" (tp_call): the type is enough (a tensor: False)
+    return ConstantVariable(callable_type(obj.python_type()))
+
+
+def callable_type(kind) -> bool:
+    return any("__call__" in k.__dict__ for k in kind.__mro__) if isinstance(kind, type) else False
 
 
 def _slice(tx, *args):

@@ -168,8 +168,12 @@ class NamedTupleVariable(TupleVariable):
             from ..builder import class_of
             from .functions import UserMethodVariable
 
+            raw = owner.__dict__[name]
+            plain = isinstance(raw, (types.FunctionType, staticmethod, classmethod)) or not hasattr(type(raw), "__get__")
+            if not plain:                     # a property or other descriptor would run its code
+                raise Unsupported(f"descriptor {name!r} of namedtuple {self.tuple_type.__name__}")
             attr = class_of(tx, self).var_getattr(tx, name)
-            if isinstance(owner.__dict__[name], types.FunctionType):
+            if isinstance(raw, types.FunctionType):
                 return UserMethodVariable(attr, self)
             return attr
         if hasattr(self.tuple_type, name) and not hasattr(tuple, name):
@@ -311,95 +315,6 @@ class ListVariable(BaseListVariable):
         return make_iterator(tx, self)
 
 
-class DequeVariable(ListVariable):
-    """A ``collections.deque`` made in the trace (no ``maxlen``): a list's storage, and only the
-    methods deque has (no slicing, no sort)."""
-
-    def python_type(self):
-        return collections.deque
-
-    def as_python_constant(self):
-        return collections.deque(i.as_python_constant() for i in self.items)
-
-    def call_method(self, tx, name, args, kwargs):
-        if not hasattr(collections.deque, name):
-            raise Unsupported(f"deque has no method {name!r} (AttributeError)")
-        return super().call_method(tx, name, args, kwargs)
-
-    def var_getattr(self, tx, name):
-        if not hasattr(collections.deque, name):
-            raise AttributeMissing(f"deque has no attribute {name!r} (AttributeError)")
-        return super().var_getattr(tx, name)
-
-    def subscript(self, tx, index):
-        if type(maybe_constant(index, _NO)) is not int:
-            raise Unsupported(f"deque index {index} (TypeError)")
-        return super().subscript(tx, index)
-
-    def method_setitem(self, tx, index, value):
-        if type(maybe_constant(index, _NO)) is not int:
-            raise Unsupported(f"deque index {index} (TypeError)")
-        return super().method_setitem(tx, index, value)
-
-    def method_pop(self, tx):
-        return super().method_pop(tx)
-
-    def method_appendleft(self, tx, value):
-        self.items.insert(0, value)
-        return ConstantVariable(None)
-
-    def method_extendleft(self, tx, values):
-        """Each item goes to the left in turn (the order ends up reversed), as CPython does."""
-        pulled = DequeVariable([])
-        pulled.method_extend(tx, values)
-        for item in pulled.items:
-            self.items.insert(0, item)
-        return ConstantVariable(None)
-
-    def method_popleft(self, tx):
-        if not self.items:
-            raise Unsupported("pop from an empty deque (IndexError)")
-        return self.items.pop(0)
-
-    def method_rotate(self, tx, n=None):
-        steps = 1 if n is None else maybe_constant(n, _NO)
-        if type(steps) is not int:
-            raise Unsupported(f"deque.rotate({n})")
-        if self.items:
-            steps %= len(self.items)
-            self.items[:] = self.items[-steps:] + self.items[:-steps]
-        return ConstantVariable(None)
-
-    def method_copy(self, tx):
-        return DequeVariable(self.items)
-
-    def method_iter(self, tx):
-        from .iterators import make_iterator
-
-        return make_iterator(tx, self)
-
-
-def constant_factory(factory):
-    """The ``default_factory`` of a defaultdict made in the trace, as a tracker whose real
-    value rebuilds the dict after the graph: None, or a value the trace holds by identity (a
-    builtin such as ``list``, a guarded function); one made in the frame is refused."""
-    if factory is None or maybe_constant(factory, _NO) is None:
-        return None
-    try:
-        value = factory.as_python_constant()
-    except Exception:  # noqa: BLE001 - a tracker with no single real value
-        value = _NO
-    if value is _NO or not callable(value) or (factory.source is None and not _is_builtin_value(value)):
-        raise Unsupported(f"defaultdict with the factory {factory} (made in the frame)")
-    return factory
-
-
-def _is_builtin_value(value) -> bool:
-    import types
-
-    return isinstance(value, (type, types.BuiltinFunctionType)) and getattr(value, "__module__", "") == "builtins"
-
-
 class DictVariable(MethodTable, VariableTracker):
     """A dict with constant keys (str, int, ...) and VariableTracker values, in order."""
 
@@ -415,16 +330,34 @@ class DictVariable(MethodTable, VariableTracker):
         return bool(self.items)
 
     def unpack(self, tx):
-        return [ConstantVariable(k) for k in self.items]
+        return [key_variable(k) for k in self.items]
+
+    def _store(self, tx, key_vt, value):
+        key = dict_key(tx, key_vt)
+        if isinstance(key, TensorKey) and self.source is not None:
+            raise Unsupported("a tensor stored as a key of the caller's dict")
+        self.items[key] = value
+
+    @property
+    def has_tensor_keys(self) -> bool:
+        return any(isinstance(k, TensorKey) for k in self.items)
+
+    def cannot_rebuild(self):
+        """Why this dict cannot be rebuilt after the graph (capture then refuses), or None."""
+        if self.has_tensor_keys:
+            return "a dict keyed by tensors made in the trace"
+        return None
 
     def as_graph_arg(self, devices):
         from ..output_graph import graph_arg
 
+        if self.has_tensor_keys:
+            raise Unsupported("a dict keyed by tensors given to a tensor operation")
         pairs = {k: graph_arg(v, devices) for k, v in self.items.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
 
     def subscript(self, tx, index):
-        key = _key(index)
+        key = dict_key(tx, index)
         if key not in self.items:
             raise Unsupported(f"dict has no key {key!r} (KeyError)")
         return self.items[key]
@@ -436,10 +369,10 @@ class DictVariable(MethodTable, VariableTracker):
         return ConstantVariable(len(self.items))
 
     def method_contains(self, tx, key):
-        return ConstantVariable(_key(key) in self.items)
+        return ConstantVariable(dict_key(tx, key) in self.items)
 
     def method_get(self, tx, key, default=None):
-        return self.items.get(_key(key), default if default is not None else ConstantVariable(None))
+        return self.items.get(dict_key(tx, key), default if default is not None else ConstantVariable(None))
 
     def method_keys(self, tx):
         return DictViewVariable(self, "keys")
@@ -464,8 +397,8 @@ class DictVariable(MethodTable, VariableTracker):
         """``d | other``: a new dict (an OrderedDict when either side is one)."""
         if not isinstance(other, DictVariable):
             raise Unsupported(f"dict | {other} (TypeError)")
-        import collections
-
+        if collections.defaultdict in (self.python_type(), other.python_type()):
+            raise Unsupported("| with a defaultdict (its own __or__/__ror__)")
         kind = collections.OrderedDict if collections.OrderedDict in (self.dict_type, other.dict_type) else dict
         result = DictVariable(self.items, kind)
         result.items.update(other.items)
@@ -476,12 +409,12 @@ class DictVariable(MethodTable, VariableTracker):
 
     def method_setitem(self, tx, key, value):
         _check_mutable(tx, self, "item assignment")
-        self.items[_key(key)] = value
+        self._store(tx, key, value)
         return ConstantVariable(None)
 
     def method_delitem(self, tx, key):
         _check_mutable(tx, self, "item deletion")
-        self.items.pop(_key(key))
+        self.items.pop(dict_key(tx, key))
         return ConstantVariable(None)
 
     def method_update(self, tx, other=None, /, **kwargs):
@@ -494,13 +427,13 @@ class DictVariable(MethodTable, VariableTracker):
 
                 for pair in make_iterator(tx, other).unpack(tx):
                     k, v = pair.unpack(tx)
-                    self.items[_key(k)] = v
+                    self._store(tx, k, v)
         self.items.update(kwargs)
         return ConstantVariable(None)
 
     def method_pop(self, tx, key, default=None):
         _check_mutable(tx, self, "pop")
-        k = _key(key)
+        k = dict_key(tx, key)
         if k in self.items:
             return self.items.pop(k)
         if default is None:
@@ -508,8 +441,10 @@ class DictVariable(MethodTable, VariableTracker):
         return default
 
     def method_setdefault(self, tx, key, default=None):
-        k = _key(key)
+        k = dict_key(tx, key)
         if k not in self.items:
+            if isinstance(k, TensorKey) and self.source is not None:
+                raise Unsupported("a tensor stored as a key of the caller's dict")
             _check_mutable(tx, self, "setdefault")
             self.items[k] = default if default is not None else ConstantVariable(None)
         return self.items[k]
@@ -518,42 +453,42 @@ class DictVariable(MethodTable, VariableTracker):
         return f"DictVariable({self.items!r})"
 
 
-class _DefaultDictOf:
-    """``dict_type`` of a DefaultDictVariable: rebuilds ``defaultdict(factory, pairs)``."""
+class TensorKey:
+    """A tensor as a dict key.  CPython hashes a tensor by identity, so two tensor keys are one
+    key exactly when they are the same tensor object: ``operators.is_same``, which guards the
+    aliasing of inputs it relies on.  All tensor keys share one hash, so equality decides."""
 
-    def __init__(self, factory):
-        self.factory = factory
+    __slots__ = ("vt", "tx")
 
-    def __call__(self, pairs=()):
-        return collections.defaultdict(self.factory, pairs)
+    def __init__(self, vt, tx):
+        self.vt, self.tx = vt, tx
 
+    def __hash__(self):
+        return hash(TensorKey)
 
-class DefaultDictVariable(DictVariable):
-    """A ``collections.defaultdict`` made in the trace: a missing key read by ``d[k]`` calls
-    the factory (inlined) and stores its result, as ``__missing__`` does."""
+    def __eq__(self, other):
+        if not isinstance(other, TensorKey):
+            return False
+        from ..operators import is_same
 
-    def __init__(self, items, factory, source=None):
-        real = factory.as_python_constant() if factory is not None else None
-        super().__init__(items, _DefaultDictOf(real), source)
-        self.factory = factory
-
-    def python_type(self):
-        return collections.defaultdict
-
-    def subscript(self, tx, index):
-        key = _key(index)
-        if key not in self.items:
-            if self.factory is None:
-                raise Unsupported(f"defaultdict without a factory has no key {key!r} (KeyError)")
-            _check_mutable(tx, self, "__missing__")
-            self.items[key] = self.factory.call_function(tx, [], {})
-        return self.items[key]
-
-    def method_copy(self, tx):
-        return DefaultDictVariable(self.items, self.factory)
+        return other.vt is self.vt or is_same(self.tx, self.vt, other.vt)
 
     def __repr__(self):
-        return f"DefaultDictVariable({self.items!r})"
+        return f"TensorKey({self.vt})"
+
+
+def dict_key(tx, vt):
+    """A dict key: a constant, or a tensor (by identity, ``TensorKey``)."""
+    from .tensor import TensorVariable
+
+    if isinstance(vt, TensorVariable):
+        return TensorKey(vt, tx)
+    return _key(vt)
+
+
+def key_variable(key) -> VariableTracker:
+    """The tracker of a stored key (the tensor itself for a ``TensorKey``)."""
+    return key.vt if isinstance(key, TensorKey) else ConstantVariable(key)
 
 
 def _key(vt):
@@ -659,6 +594,8 @@ class DictViewVariable(MethodTable, VariableTracker):
 
     def real_view(self):
         """A real view with the same contents (keys; items need constant values), or Unsupported."""
+        if self.dict_vt.has_tensor_keys:
+            raise Unsupported("set operations on the view of a dict keyed by tensors")
         if self.kind == "keys":
             return dict.fromkeys(self.dict_vt.items).keys()
         if self.kind == "items":
@@ -681,7 +618,7 @@ class DictViewVariable(MethodTable, VariableTracker):
                 raise Unsupported(f"{value} in a dict items view")
             return ConstantVariable(False)
         key, item = value.items
-        k = _key(key)
+        k = dict_key(tx, key)
         if k not in self.dict_vt.items:
             return ConstantVariable(False)
         return ConstantVariable(operators.identical_or_equal(tx, self.dict_vt.items[k], item))
@@ -767,7 +704,10 @@ class SetVariable(MethodTable, VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name in SET_ALGEBRA and not kwargs:
             others = [_constant_set(tx, a) for a in args]
-            result = getattr(self.values, name)(*others)
+            try:
+                result = getattr(self.values, name)(*others)
+            except TypeError as e:
+                raise Unsupported(f"set.{name}: {e} (TypeError)") from e
             if name.endswith("_update"):
                 return ConstantVariable(None)
             return SetVariable(result) if isinstance(result, set) else ConstantVariable(result)

@@ -31,7 +31,8 @@ import operator
 from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
 from .constant import ConstantVariable
-from .containers import (BaseListVariable, DequeVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable,
+from .collection_types import DequeVariable
+from .containers import (BaseListVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable, key_variable,
                          SetVariable, TupleVariable)
 
 _LIST_ITER = type(iter([]))
@@ -148,10 +149,10 @@ class DictIteratorVariable(IteratorVariable):
         key = self.keys[self.index]
         self.index += 1
         if self.kind == "keys":
-            return ConstantVariable(key)
+            return key_variable(key)
         if self.kind == "values":
             return self.dict_vt.items[key]
-        return TupleVariable([ConstantVariable(key), self.dict_vt.items[key]])
+        return TupleVariable([key_variable(key), self.dict_vt.items[key]])
 
 
 class SetIteratorVariable(IteratorVariable):

@@ -23,8 +23,8 @@ import itertools
 from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
 from .constant import ConstantVariable
-from .containers import (DefaultDictVariable, DequeVariable, DictVariable, IteratorVariable, TupleVariable,
-                         constant_factory)
+from .collection_types import DefaultDictVariable, DequeVariable, default_factory
+from .containers import DictVariable, IteratorVariable, TupleVariable
 from .iterators import (AccumulateVariable, ChainVariable, IndexedCombinatoricVariable, IsliceVariable,
                         PullVariable, ZipLongestVariable, make_iterator)
 
@@ -62,7 +62,7 @@ def _islice(tx, iterable, *args):
     if not 1 <= len(bounds) <= 3 or any(b is not None and type(b) is not int for b in bounds):
         raise Unsupported(f"islice() with arguments {args}")
     start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
-    start, step = start or 0, step or 1
+    start, step = 0 if start is None else start, 1 if step is None else step
     if start < 0 or step <= 0 or (stop is not None and stop < 0):
         raise Unsupported("islice() with negative bounds (ValueError)")
     return IsliceVariable(make_iterator(tx, iterable), start, stop, step)
@@ -163,6 +163,8 @@ def _while(kind):
             if state.get("done"):
                 return None
             while (item := it.next_item(tx)) is not None:
+                if kind is itertools.dropwhile and not state.get("dropping", True):
+                    return item               # done dropping: the predicate is not called again
                 keep = bool(predicate.call_function(tx, [item], {}).truth(tx))
                 if kind is itertools.takewhile:
                     if keep:
@@ -197,7 +199,7 @@ def _deque(tx, iterable=None, maxlen=None):
 
 
 def _defaultdict(tx, factory=None, *args, **kwargs):
-    result = DefaultDictVariable({}, constant_factory(factory))
+    result = DefaultDictVariable({}, default_factory(tx, factory))
     if args or kwargs:
         result.method_update(tx, *args, **kwargs)
     return result
@@ -218,7 +220,7 @@ def _namedtuple(tx, *args, **kwargs):
     named = {k: maybe_constant(v, _NO) for k, v in kwargs.items()}
     if _NO in values or _NO in named.values():
         raise Unsupported("collections.namedtuple() with non-constant arguments")
-    named.setdefault("module", "minidynamo.namedtuples")
+    named.setdefault("module", getattr(tx, "f_globals", {}).get("__name__"))    # as eager's caller frame
     return ClassVariable(collections.namedtuple(*values, **named))
 
 

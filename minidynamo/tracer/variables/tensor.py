@@ -152,6 +152,9 @@ class TensorMethodVariable(VariableTracker):
         self.tensor = tensor
         self.name = name
 
+    def python_type(self):
+        return _BOUND_C_METHOD
+
     def call_function(self, tx, args, kwargs):
         name, tensor = self.name, self.tensor
         if name in DATA_METHODS:
@@ -185,6 +188,8 @@ class TensorMethodVariable(VariableTracker):
     def __repr__(self):
         return f"TensorMethodVariable({self.name})"
 
+
+_BOUND_C_METHOD = type(torch.empty(0).add)
 
 TENSOR_DUNDERS = {"__getitem__", "__add__", "__radd__", "__mul__", "__rmul__", "__sub__", "__rsub__",
                   "__truediv__", "__rtruediv__", "__matmul__", "__neg__", "__pow__", "__rpow__",

@@ -147,6 +147,11 @@ class TorchFunctionVariable(KnownObjectVariable):
                 kwargs = dict(kwargs)
                 args = [kwargs.pop("input")]
             return TensorMethodVariable(args[0], fn.__name__).call_function(tx, args[1:], kwargs)
+        if isinstance(fn, types.FunctionType) and fn.__name__.startswith("_") and not fn.__name__.startswith("__") \
+                and getattr(torch.Tensor, fn.__name__, None) is not fn:
+            from .functions import UserFunctionVariable   # a private Python helper, not an op: its code
+
+            return UserFunctionVariable(fn, self.source).call_function(tx, args, kwargs)
         if not tensors_in and isinstance(fn, types.FunctionType):
             from .functions import UserFunctionVariable   # Python helper on non-tensors: run its code
 

@@ -1,0 +1,162 @@
+"""The ``collections`` containers a trace can make: ``deque`` and ``defaultdict``.
+
+Both reuse the storage of the plain containers (containers.py) and add what differs: a deque
+has only deque's methods (no slicing, no sort) and its own iteration check; a defaultdict
+calls its factory (inlined) for a missing ``d[k]``, as ``__missing__`` does, and can be rebuilt
+after the graph only when its factory is a value every call shares (``cannot_rebuild``).
+Their constructors are in the stdlib table (stdlib.py).
+"""
+
+from __future__ import annotations
+
+import collections
+
+from ...exc import Unsupported
+from .base import AttributeMissing, maybe_constant
+from .constant import ConstantVariable
+from .containers import DictVariable, ListVariable, _check_mutable, dict_key
+
+_NO = object()
+
+
+class DequeVariable(ListVariable):
+    """A ``collections.deque`` made in the trace (no ``maxlen``): a list's storage, and only the
+    methods deque has (no slicing, no sort)."""
+
+    def python_type(self):
+        return collections.deque
+
+    def as_python_constant(self):
+        return collections.deque(i.as_python_constant() for i in self.items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if not hasattr(collections.deque, name):
+            raise Unsupported(f"deque has no method {name!r} (AttributeError)")
+        return super().call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if not hasattr(collections.deque, name):
+            raise AttributeMissing(f"deque has no attribute {name!r} (AttributeError)")
+        return super().var_getattr(tx, name)
+
+    def subscript(self, tx, index):
+        if type(maybe_constant(index, _NO)) is not int:
+            raise Unsupported(f"deque index {index} (TypeError)")
+        return super().subscript(tx, index)
+
+    def method_setitem(self, tx, index, value):
+        if type(maybe_constant(index, _NO)) is not int:
+            raise Unsupported(f"deque index {index} (TypeError)")
+        return super().method_setitem(tx, index, value)
+
+    def method_pop(self, tx):
+        return super().method_pop(tx)
+
+    def method_appendleft(self, tx, value):
+        self.items.insert(0, value)
+        return ConstantVariable(None)
+
+    def method_extendleft(self, tx, values):
+        """Each item goes to the left in turn (the order ends up reversed), as CPython does."""
+        pulled = DequeVariable([])
+        pulled.method_extend(tx, values)
+        for item in pulled.items:
+            self.items.insert(0, item)
+        return ConstantVariable(None)
+
+    def method_popleft(self, tx):
+        if not self.items:
+            raise Unsupported("pop from an empty deque (IndexError)")
+        return self.items.pop(0)
+
+    def method_rotate(self, tx, n=None):
+        steps = 1 if n is None else maybe_constant(n, _NO)
+        if type(steps) is not int:
+            raise Unsupported(f"deque.rotate({n})")
+        if self.items:
+            steps %= len(self.items)
+            self.items[:] = self.items[-steps:] + self.items[:-steps]
+        return ConstantVariable(None)
+
+    def method_copy(self, tx):
+        return DequeVariable(self.items)
+
+    def method_iter(self, tx):
+        from .iterators import make_iterator
+
+        return make_iterator(tx, self)
+
+
+def default_factory(tx, factory):
+    """The ``default_factory`` of a defaultdict made in the trace: None, or any callable tracker
+    (it is inlined when a missing key is read)."""
+    if factory is None or maybe_constant(factory, _NO) is None:
+        return None
+    from .builtins import BUILTIN_HANDLERS
+
+    if not BUILTIN_HANDLERS[callable](tx, factory).as_python_constant():
+        raise Unsupported(f"defaultdict({factory}): first argument must be callable or None (TypeError)")
+    return factory
+
+
+def _rebuild_value(factory):
+    """The real factory to rebuild the dict with after the graph, or _NO when there is none:
+    one made in the frame would be a different object on every call."""
+    if factory is None:
+        return None
+    try:
+        value = factory.as_python_constant()
+    except Exception:  # noqa: BLE001 - a tracker with no single real value
+        return _NO
+    if factory.source is None and not _is_builtin_value(value):
+        return _NO
+    return value
+
+
+def _is_builtin_value(value) -> bool:
+    import types
+
+    return isinstance(value, (type, types.BuiltinFunctionType)) and getattr(value, "__module__", "") == "builtins"
+
+
+class _DefaultDictOf:
+    """``dict_type`` of a DefaultDictVariable: rebuilds ``defaultdict(factory, pairs)``."""
+
+    def __init__(self, factory):
+        self.factory = factory
+
+    def __call__(self, pairs=()):
+        return collections.defaultdict(self.factory, pairs)
+
+
+class DefaultDictVariable(DictVariable):
+    """A ``collections.defaultdict`` made in the trace: a missing key read by ``d[k]`` calls
+    the factory (inlined) and stores its result, as ``__missing__`` does."""
+
+    def __init__(self, items, factory, source=None):
+        self.rebuild_factory = _rebuild_value(factory)
+        super().__init__(items, _DefaultDictOf(self.rebuild_factory), source)
+        self.factory = factory
+
+    def cannot_rebuild(self):
+        if self.rebuild_factory is _NO:
+            return f"a defaultdict whose factory {self.factory} was made in the frame"
+        return super().cannot_rebuild()
+
+    def python_type(self):
+        return collections.defaultdict
+
+    def subscript(self, tx, index):
+        key = dict_key(tx, index)
+        if key not in self.items:
+            if self.factory is None:
+                raise Unsupported(f"defaultdict without a factory has no key {key!r} (KeyError)")
+            _check_mutable(tx, self, "__missing__")
+            self.items[key] = self.factory.call_function(tx, [], {})
+        return self.items[key]
+
+    def method_copy(self, tx):
+        return DefaultDictVariable(self.items, self.factory)
+
+    def __repr__(self):
+        return f"DefaultDictVariable({self.items!r})"
