@@ -39,7 +39,7 @@ from typing import Any, Iterable, Optional, Protocol, Sequence, runtime_checkabl
 
 import networkx as nx
 
-from . import memo, native
+from . import fast_path, memo, native
 from .checks import describe_guard, show
 from .guard import ALIAS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, hinted_value, is_immutable_constant
 from .planner import FUNC, Block, ConstPool, Planner, Read, local_var
@@ -124,7 +124,8 @@ def plan_guards(guards: Iterable[Guard], frame_info: FrameInfo) -> tuple[Planner
             return
         var = planner.value_of(node)
         name = planner.consts.name_for(constant, "const")
-        with planner.block(f"{var} is not {name}", f"{node.name()} is the constant {show(constant)}"):
+        with planner.block(f"{var} is not {name}", f"{node.name()} is the constant {show(constant)}",
+                           frozenset({var})):
             emit(node)
             for child in tree.successors(node):
                 visit(child)
@@ -153,19 +154,28 @@ def signature(frame_info: FrameInfo) -> str:
 def render_guard(planner: Planner, frame_info: FrameInfo, inline_tensors: bool = False,
                  memo_plan: Optional[memo.MemoPlan] = None) -> str:
     """The guard function's text.  Tensor checks go to one C call at the end unless
-    ``inline_tensors`` (the pure-Python equivalent, for reading); with a ``memo_plan``, a
-    fast path first skips what the memo vouches for (see ``memo``)."""
+    ``inline_tensors`` (the pure-Python equivalent, for reading).  With a ``memo_plan`` it is two
+    functions: ``___guard``, the fast path that skips what the memo vouches for (see ``memo``),
+    and ``___full``, every check, noting for the memo; the fast path calls ``___full`` when a pin
+    or the memo fails.  (Kept apart so the common call's frame stays small: a frame holds every
+    local of its function, thousands for a big model.)"""
+    if memo_plan is None:
+        lines = [f"def ___guard({signature(frame_info)}):", "    try:"]
+        _render_body(planner, not inline_tensors, None, planner.steps, lines, " " * 8)
+        lines += ["    except Exception:", "        return False", "    return True"]
+        return "\n".join(lines) + "\n"
     lines = [f"def ___guard({signature(frame_info)}):", "    try:"]
-    note = None
-    if memo_plan is not None:
-        lines += memo.render_fast_path(memo_plan, planner, partial(_render_body, planner, True, None))
-        lines.append(memo.begin_line(memo_plan, planner))
-        note = partial(memo.slow_path_notes, memo_plan)
-    _render_body(planner, not inline_tensors, note, planner.steps, lines, " " * 8)
-    if memo_plan is not None:
-        lines.append(memo.commit_line(memo_plan))
-    lines += ["    except Exception:", "        return False", "    return True"]
+    lines += memo.render_fast_path(memo_plan, planner, partial(_render_body, planner, True, None))
+    lines += ["    except Exception:", "        return False",
+              f"    return {FULL}({signature(frame_info)})", "",
+              f"def {FULL}({signature(frame_info)}):", "    try:", memo.begin_line(memo_plan, planner)]
+    _render_body(planner, not inline_tensors, partial(memo.slow_path_notes, memo_plan), planner.steps,
+                 lines, " " * 8)
+    lines += [memo.commit_line(memo_plan), "    except Exception:", "        return False", "    return True"]
     return "\n".join(lines) + "\n"
+
+
+FULL = "___full"
 
 
 def _render_body(planner: Planner, batch_tensors: bool, note, steps: list, lines: list[str],
@@ -225,17 +235,31 @@ def exec_generated(text: str, namespace: dict, name: str, kind: str) -> Any:
 
 
 def build_guard_function(guards: Iterable[Guard], frame_info: FrameInfo) -> GuardFunction:
-    """One generated function ``(func, *args) -> bool`` checking every guard, cheapest first
+    """One guard function ``(func, *args) -> bool`` checking every guard, cheapest first
     per source, parents before children; with ``.source``, ``.guard_strings``,
-    ``.guards`` and ``.failure_reason(func, *args)``."""
+    ``.guards`` and ``.failure_reason(func, *args)``.
+
+    The function is the generated Python, or, where the compiled helper is built and can
+    express every step the common path runs, a ``FastGuard`` running those steps natively
+    (falling back to the generated ``___full`` when a pin or the memo fails)."""
     planner, ordered = plan_guards(guards, frame_info)
-    text = render_guard(planner, frame_info, memo_plan=memo.plan_memo(planner, ordered))
-    guard_fn = native.argument_guard(ordered, frame_info)
-    if guard_fn is not None:
-        text = (f"# Runs compiled ({type(guard_fn).__module__}.ArgumentGuard); the same checks in Python:\n"
-                + render_guard(planner, frame_info, inline_tensors=True))
+    memo_plan = memo.plan_memo(planner, ordered)
+    text = render_guard(planner, frame_info, memo_plan=memo_plan)
+    namespace = planner.consts.namespace
+    python_fn = exec_generated(text, namespace, "___guard", "guards")
+    if memo_plan is None:
+        guard_fn = fast_path.fast_guard(planner.steps, {}, None, [], None, frame_info, namespace)
     else:
-        guard_fn = exec_generated(text, planner.consts.namespace, "___guard", "guards")
+        volatile, values = memo.fast_path_steps(memo_plan, planner)
+        guard_fn = fast_path.fast_guard(volatile, memo_plan.pins, namespace[memo_plan.memo], values,
+                                     namespace[FULL], frame_info, namespace)
+    if guard_fn is not None:
+        text = (f"# Runs natively ({type(guard_fn).__module__}.FastGuard): the steps of ___guard below "
+                f"as {len(guard_fn.program)} ops{', then ___full when a pin or the memo fails' if memo_plan else ''}\n"
+                + text)
+        guard_fn.python = python_fn
+    else:
+        guard_fn = python_fn
     guard_fn.source = text
     guard_fn.guards = ordered
     guard_fn.guard_strings = [describe_guard(guard) for guard in ordered]
