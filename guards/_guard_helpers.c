@@ -284,12 +284,22 @@ static PyObject *DictMemo_commit(DictMemo *self, PyObject *const *args, Py_ssize
     Py_RETURN_TRUE;
 }
 
+/* Where obj keeps its __dict__ (as _PyObject_GetDictPtr, without the call in the common case:
+ * 3.11 keeps a managed dict three words before the object). */
+static inline PyObject **dict_slot(PyObject *obj) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    if (Py_TYPE(obj)->tp_flags & Py_TPFLAGS_MANAGED_DICT)
+        return ((PyObject **)obj) - 3;
+#endif
+    return _PyObject_GetDictPtr(obj);
+}
+
 static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
     if (!self->valid)
         Py_RETURN_FALSE;
     Notes *notes = &self->active;
     for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
-        PyObject **slot = _PyObject_GetDictPtr(notes->owners[i].owner);
+        PyObject **slot = dict_slot(notes->owners[i].owner);
         if (slot == NULL || *slot != notes->owners[i].dict) {
             PyErr_Clear();
             Py_RETURN_FALSE;

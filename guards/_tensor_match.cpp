@@ -160,15 +160,23 @@ bool spec_init(Spec &spec, PyObject *item) {
 
 /* An instance attribute named stride / is_contiguous hides the method from `x.stride()`. */
 inline bool method_shadowed(PyObject *tensor, PyObject *name) {
-    PyObject **dict = _PyObject_GetDictPtr(tensor);
+    Py_ssize_t offset = Py_TYPE(tensor)->tp_dictoffset;   // tensors keep their __dict__ at a fixed offset
+    PyObject **dict = offset > 0 ? reinterpret_cast<PyObject **>(reinterpret_cast<char *>(tensor) + offset)
+                                 : _PyObject_GetDictPtr(tensor);
     if (dict == nullptr || *dict == nullptr || PyDict_GET_SIZE(*dict) == 0)
         return false;
     return PyDict_GetItemWithError(*dict, name) != nullptr || PyErr_Occurred();
 }
 
-bool same_ints(c10::IntArrayRef got, const std::vector<int64_t> &expected) {
-    return got.size() == expected.size() &&
-           (expected.empty() || std::memcmp(got.data(), expected.data(), expected.size() * sizeof(int64_t)) == 0);
+inline bool same_ints(c10::IntArrayRef got, const std::vector<int64_t> &expected) {
+    size_t n = expected.size();
+    if (got.size() != n)
+        return false;
+    const int64_t *a = got.data(), *b = expected.data();
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
 }
 
 /* The TensorImpl's answer, or ASK_PYTHON when a getter might answer differently. */
@@ -179,7 +187,10 @@ Outcome match_direct(const Spec &spec, PyObject *tensor) {
     const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
     if (impl->is_python_dispatch() || impl->has_symbolic_sizes_strides())
         return ASK_PYTHON;
-    if (impl->dtype().toScalarType() != spec.scalar_type || impl->requires_grad() != spec.requires_grad_value)
+    if (impl->dtype().toScalarType() != spec.scalar_type)
+        return NO;
+    // no autograd meta: requires_grad is False (what TensorImpl::requires_grad answers, without the call)
+    if ((impl->autograd_meta() != nullptr ? impl->requires_grad() : false) != spec.requires_grad_value)
         return NO;
     if (!same_ints(impl->sizes(), spec.sizes_value))   // a custom-sizes tensor may throw: Python then
         return NO;
@@ -261,10 +272,31 @@ int spec_matches(const Spec &spec, PyObject *tensor, bool mode_active) {
     return ok;
 }
 
+/* Start loading the TensorImpl behind `tensor` (its first lines) when the spec will read it. */
+inline void prefetch_impl(const Spec &spec, PyObject *tensor) {
+    if (spec.direct && reinterpret_cast<PyObject *>(Py_TYPE(tensor)) == spec.type) {
+        const char *impl = reinterpret_cast<const char *>(THPVariable_Unpack(tensor).unsafeGetTensorImpl());
+        for (size_t offset = 0; offset < sizeof(c10::TensorImpl); offset += 64)
+            __builtin_prefetch(impl + offset);
+    }
+}
+
 bool all_match(const std::vector<Spec> &specs, PyObject *const *tensors, const Py_ssize_t *index) {
     bool mode_active = at::impl::torch_function_mode_enabled();
-    for (size_t i = 0; i < specs.size(); i++) {
-        if (!spec_matches(specs[i], tensors[index ? index[i] : i], mode_active))
+    // The checks are short and the loads are not: each tensor's object is fetched 16 ahead and
+    // its TensorImpl 8 ahead, so that several loads are in flight at once.
+    size_t n = specs.size();
+    auto at = [&](size_t i) { return tensors[index ? index[i] : i]; };
+    for (size_t i = 0; i < n && i < 16; i++)
+        __builtin_prefetch(at(i));
+    for (size_t i = 0; i < n && i < 8; i++)
+        prefetch_impl(specs[i], at(i));
+    for (size_t i = 0; i < n; i++) {
+        if (i + 16 < n)
+            __builtin_prefetch(at(i + 16));
+        if (i + 8 < n)
+            prefetch_impl(specs[i + 8], at(i + 8));
+        if (!spec_matches(specs[i], at(i), mode_active))
             return false;
     }
     return true;
