@@ -165,7 +165,13 @@ inline bool method_shadowed(PyObject *tensor, PyObject *name) {
                                  : _PyObject_GetDictPtr(tensor);
     if (dict == nullptr || *dict == nullptr || PyDict_GET_SIZE(*dict) == 0)
         return false;
-    return PyDict_GetItemWithError(*dict, name) != nullptr || PyErr_Occurred();
+    if (PyDict_GetItemWithError(*dict, name) != nullptr)
+        return true;
+    if (PyErr_Occurred()) {   // the instance dict could not be read: ask Python
+        PyErr_Clear();
+        return true;
+    }
+    return false;
 }
 
 inline bool same_ints(c10::IntArrayRef got, const std::vector<int64_t> &expected) {
@@ -255,10 +261,6 @@ int spec_matches(const Spec &spec, PyObject *tensor, bool mode_active) {
         try {
             outcome = match_direct(spec, tensor);
         } catch (...) {   // e.g. strides of a sparse tensor: let Python say what it says
-            outcome = ASK_PYTHON;
-        }
-        if (PyErr_Occurred()) {   // the instance dict could not be read: ask Python
-            PyErr_Clear();
             outcome = ASK_PYTHON;
         }
         if (outcome != ASK_PYTHON)

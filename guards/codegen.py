@@ -1,4 +1,4 @@
-"""Turn guards into one generated Python function (and graph-input readers).
+"""Turn guards into a generated Python guard function (and graph-input readers).
 
 The guards' sources form a tree (``L['self']`` -> ``L['self'].conv1`` -> ``...weight``).
 Codegen walks it parent first, so each expression is read once into a local variable and
@@ -21,9 +21,10 @@ What makes a hit cheap, each kept exact:
   ``_modules`` (never through the slow ``__getattr__``), with the checks that make that read
   the one ``module.attr`` would give (see ``module_facts``);
 - a tuple identical to the constant seen at trace time skips its item checks;
-- tensor checks run in one call of a compiled helper (``native``: C++ reading at::Tensor, or the
-  C helper calling the getters), and a frame guarded only on tensor arguments gets a guard
-  function that is entirely compiled.
+- tensor checks run in one call of the compiled helper (``native``: C++ reading at::Tensor);
+- with a pinned argument (``L['self'] is <the model>``) the dict memo lets a split-off fast path
+  (``___guard``) skip what no dict change can have changed; ``___full`` runs everything, and the
+  fast path's steps run natively as a ``FastGuard`` (``fast_path``) where each has a native form.
 The same plan, interpreted step by step, is the slow path that says which guard failed.
 Classes may change after tracing: one check per module class (``native.class_lacks``, a type
 version tag in C) verifies that no class of its MRO defines an attribute read past it.
@@ -151,17 +152,16 @@ def signature(frame_info: FrameInfo) -> str:
     return ", ".join([FUNC] + [local_var(name) for name in frame_info.arg_names])
 
 
-def render_guard(planner: Planner, frame_info: FrameInfo, inline_tensors: bool = False,
-                 memo_plan: Optional[memo.MemoPlan] = None) -> str:
-    """The guard function's text.  Tensor checks go to one C call at the end unless
-    ``inline_tensors`` (the pure-Python equivalent, for reading).  With a ``memo_plan`` it is two
+def render_guard(planner: Planner, frame_info: FrameInfo, memo_plan: Optional[memo.MemoPlan] = None) -> str:
+    """The guard function's text.  Tensor checks go to one compiled call at the end where the
+    helper is built (else each is inline Python).  With a ``memo_plan`` it is two
     functions: ``___guard``, the fast path that skips what the memo vouches for (see ``memo``),
     and ``___full``, every check, noting for the memo; the fast path calls ``___full`` when a pin
     or the memo fails.  (Kept apart so the common call's frame stays small: a frame holds every
     local of its function, thousands for a big model.)"""
     if memo_plan is None:
         lines = [f"def ___guard({signature(frame_info)}):", "    try:"]
-        _render_body(planner, not inline_tensors, None, planner.steps, lines, " " * 8)
+        _render_body(planner, True, None, planner.steps, lines, " " * 8)
         lines += ["    except Exception:", "        return False", "    return True"]
         return "\n".join(lines) + "\n"
     lines = [f"def ___guard({signature(frame_info)}):", "    try:"]
@@ -169,7 +169,7 @@ def render_guard(planner: Planner, frame_info: FrameInfo, inline_tensors: bool =
     lines += ["    except Exception:", "        return False",
               f"    return {FULL}({signature(frame_info)})", "",
               f"def {FULL}({signature(frame_info)}):", "    try:", memo.begin_line(memo_plan, planner)]
-    _render_body(planner, not inline_tensors, partial(memo.slow_path_notes, memo_plan), planner.steps,
+    _render_body(planner, True, partial(memo.slow_path_notes, memo_plan), planner.steps,
                  lines, " " * 8)
     lines += [memo.commit_line(memo_plan), "    except Exception:", "        return False", "    return True"]
     return "\n".join(lines) + "\n"
