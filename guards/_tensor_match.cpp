@@ -732,20 +732,34 @@ PyObject *FastGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     }
     if (fallback != Py_None)
         self->fallback = Py_NewRef(fallback);
+    // Every register an op reads must be filled before it: the arguments, the memo's values,
+    // then each read in program order (a register read before it is written would be NULL).
+    std::vector<bool> filled(n_registers, false);
+    for (Py_ssize_t r = 0; r < 1 + nargs + n_values; r++)
+        filled[r] = true;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(program); i++) {
-        if (!parse_step(PyTuple_GET_ITEM(program, i), n_registers, (*self->steps)[i])) {
+        Step &step = (*self->steps)[i];
+        if (!parse_step(PyTuple_GET_ITEM(program, i), n_registers, step)) {
             Py_DECREF(self);
             return nullptr;
         }
+        if ((step.a >= 0 && !filled[step.a]) || (step.b >= 0 && !filled[step.b]) ||
+            (step.dst >= 0 && filled[step.dst])) {
+            PyErr_Format(PyExc_ValueError, "FastGuard: op %zd reads an empty register or writes a full one", i);
+            Py_DECREF(self);
+            return nullptr;
+        }
+        if (step.dst >= 0)
+            filled[step.dst] = true;
     }
     std::vector<Py_ssize_t> &slots = *self->tensor_slot;
-    auto spec_of = [&slots, n_registers](Py_ssize_t i, PyObject *check) -> PyObject * {
+    auto spec_of = [&slots, &filled, n_registers](Py_ssize_t i, PyObject *check) -> PyObject * {
         Py_ssize_t reg;
         PyObject *spec;
         if (!PyArg_ParseTuple(check, "nO:FastGuard tensor", &reg, &spec))
             return nullptr;
-        if (reg < 0 || reg >= n_registers) {
-            PyErr_Format(PyExc_IndexError, "FastGuard: register %zd out of range", reg);
+        if (reg < 0 || reg >= n_registers || !filled[reg]) {
+            PyErr_Format(PyExc_IndexError, "FastGuard: tensor register %zd out of range or empty", reg);
             return nullptr;
         }
         slots.push_back(reg);

@@ -146,6 +146,12 @@ def bound_method_on_instance(net, state):  # premise: forward found in the insta
     return lambda: block.__dict__.pop("forward")
 
 
+def method_replaced_on_class(net, state):  # the class's function itself changes: both fail
+    original = Block.forward
+    Block.forward = lambda self, x: original(self, x)
+    return lambda: setattr(Block, "forward", original)
+
+
 def class_property(net, state):            # premise: a class attribute wins over _buffers
     Block.shift = property(lambda self: self._buffers["shift"])
     return lambda: delattr(Block, "shift")
@@ -180,6 +186,7 @@ MUTATIONS = {
     "input shape": (input_change(lambda x: torch.randn(3, 4)), False),
     "input requires_grad": (input_change(lambda x: x.detach().requires_grad_()), False),
     "input transposed": (input_change(lambda x: torch.randn(4, 2).t()), False),
+    "method replaced on the class": (method_replaced_on_class, False),
     "shadowing instance attribute": (shadow_submodule, True),
     "method in the instance dict": (bound_method_on_instance, True),
     "class property": (class_property, True),

@@ -117,8 +117,11 @@ def test_the_compiled_guard_function_checks_the_autocast_state(mode, monkeypatch
         assert guard_fn(f, x) is False
         assert "autocast" in guard_fn.failure_reason(f, x)
     assert guard_fn(f, x) is True
+    fast_guard = native.TENSOR_CHECKERS[mode].FastGuard
     with pytest.raises(TypeError, match="callable"):
-        native.TENSOR_CHECKERS[mode].FastGuard(1, (), None, 0, 2, ((7, 42, True),), [], None)
+        fast_guard(1, (), None, 0, 2, ((7, 42, True),), [], None)
+    with pytest.raises(ValueError, match="empty register"):   # reads register 2 before any op fills it
+        fast_guard(1, (), None, 0, 4, ((0, 3, 2, "shape"),), [], None)
 
 
 def test_pure_python_mode_uses_no_compiled_helper(monkeypatch):
