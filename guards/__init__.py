@@ -13,8 +13,15 @@ factories), ``checks`` (each kind as Python tests), ``module_facts`` (nn.Module 
 rules), ``planner`` (how to read each source once and exactly), ``codegen`` (tree order,
 the generated function), ``slow_path`` (the failure reason), ``reader`` (graph inputs),
 ``memo`` (dict version tags let a hit skip what cannot have changed), ``native`` (the
-optional compiled helpers: ``_tensor_match.cpp`` reads tensor metadata from at::Tensor,
-``_guard_helpers.c`` does the rest).
+compiled helpers: ``_tensor_match.cpp`` reads tensor metadata from at::Tensor and runs a guard's
+common path as a ``FastGuard``, ``_guard_helpers.c`` holds the torch-free memo and class checks),
+``fast_path`` (the common path's steps as FastGuard ops).
+
+Two layers: the plain reference layer says what each guard means (``source``: how to read a
+value; ``guard``: kinds and facts; ``reference``: one plain read per source, one predicate per
+kind, and the plain list that ``describe_guard`` prints); the fast layer decides the same faster
+(``planner``'s dict shortcuts, ``memo``, ``native``, ``fast_path``), with the generated Python
+(``guard_fn.source``) as its readable form.
 Besides values at sources, guards cover global torch state (``torch_state_match``: the default
 dtype on every entry, the default device, inference mode, ...), attributes that must stay
 absent on an object and its class's MRO (``absent_match``), and which sources hold one object

@@ -1,495 +1,13 @@
-/* Checks that Python does slowly, for generated guard functions.
+/* Torch-free helpers for generated guard functions (tensor checks are C++: _tensor_match.cpp).
  *
- * TensorMatch(specs) is a callable built once per guard function.  Each spec is
- * (type, dtype, device, sizes, strides, requires_grad); calling it with as many tensors
- * as specs returns True when every tensor matches its spec, else False:
- *
- *     check = TensorMatch([(torch.Tensor, torch.float32, torch.device("cpu"), (2, 3), (3, 1), False)])
- *     check(x)      # type(x) is Tensor and x.dtype is float32 and x.device == cpu and ...
- *
- * ArgumentGuard and ArgumentReader (below) go further for frames whose guards are only such
- * tensor matches on arguments (plus grad mode): the whole guard function, and the reader of
- * its graph inputs, become one C call each.
- *
- * A spec may carry a 7th item, True when its strides are exactly the contiguous strides of
- * a shape with no dimension of size 0 or 1: then `x.is_contiguous()` (a flag) answers for
- * `x.stride() == strides` without building a tuple (Python decides when that holds).
- *
- * Why it is faster than the same test in Python: the tensor's getters (dtype, shape, device,
- * requires_grad) and its stride() method are found once, when the check is built, and called
- * directly; no attribute lookup, no bytecode.  It calls exactly what `x.dtype` etc. call on that
- * exact type, so its answers are those of the Python test (the type is checked first).
+ * ArgumentReader([arg_index, ...])(func, *args) reads the graph inputs that are arguments;
+ * DictMemo remembers the version tags of the dicts a passing guard read through, so the next
+ * call can skip every check they vouch for; ClassLacks checks, with type version tags, that no
+ * module class gained an attribute that a guard's dict shortcut reads past.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
-
-typedef struct {
-    getter get;
-    void *closure;
-} Getter;
-
-typedef struct {
-    PyObject *type;          /* exact type expected */
-    PyObject *dtype;         /* compared by identity (dtypes are singletons) */
-    PyObject *device;        /* compared with == */
-    PyObject *sizes;         /* tuple of ints */
-    PyObject *strides;       /* tuple of ints */
-    PyObject *requires_grad; /* Py_True or Py_False */
-    Getter dtype_of, shape_of, device_of, requires_grad_of, layout_of;
-    int on_cpu;              /* expected device is the CPU: ask is_cpu (no device object made) */
-    PyObject *stride_method; /* the unbound stride() of that type, or is_contiguous() when the
-                                spec says the expected strides are exactly the contiguous ones */
-    PyObject *stride_name;   /* its name: an instance attribute by that name hides the method */
-    int by_contiguity;
-} Spec;
-
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    Py_ssize_t count;
-    Spec *specs;
-} TensorMatch;
-
-/* The attribute `name` as the type defines it (borrowed; NULL if absent). */
-static PyObject *lookup(PyTypeObject *type, const char *name) {
-    PyObject *key = PyUnicode_InternFromString(name);
-    if (key == NULL)
-        return NULL;
-    PyObject *found = _PyType_Lookup(type, key);
-    Py_DECREF(key);
-    return found;
-}
-
-static int find_getter(PyTypeObject *type, const char *name, Getter *out) {
-    PyObject *descr = lookup(type, name);
-    if (descr == NULL || !Py_IS_TYPE(descr, &PyGetSetDescr_Type)) {
-        PyErr_Format(PyExc_TypeError, "TensorMatch: %s.%s is not a plain getter", type->tp_name, name);
-        return -1;
-    }
-    PyGetSetDef *def = ((PyGetSetDescrObject *)descr)->d_getset;
-    out->get = def->get;
-    out->closure = def->closure;
-    return out->get == NULL ? -1 : 0;
-}
-
-static void spec_clear(Spec *spec) {
-    Py_CLEAR(spec->type);
-    Py_CLEAR(spec->dtype);
-    Py_CLEAR(spec->device);
-    Py_CLEAR(spec->sizes);
-    Py_CLEAR(spec->strides);
-    Py_CLEAR(spec->requires_grad);
-    Py_CLEAR(spec->stride_method);
-    Py_CLEAR(spec->stride_name);
-}
-
-static PyObject *torch_strided = NULL;   /* torch.strided, kept for the process */
-
-static int spec_init(Spec *spec, PyObject *item) {
-    PyObject *type, *dtype, *device, *sizes, *strides, *requires_grad;
-    int by_contiguity = 0;
-    if (!PyArg_ParseTuple(item, "O!OOO!O!O!|p:TensorMatch spec", &PyType_Type, &type, &dtype, &device,
-                          &PyTuple_Type, &sizes, &PyTuple_Type, &strides, &PyBool_Type, &requires_grad,
-                          &by_contiguity))
-        return -1;
-    PyTypeObject *t = (PyTypeObject *)type;
-    if (find_getter(t, "dtype", &spec->dtype_of) < 0 || find_getter(t, "shape", &spec->shape_of) < 0 ||
-        find_getter(t, "device", &spec->device_of) < 0 ||
-        find_getter(t, "requires_grad", &spec->requires_grad_of) < 0)
-        return -1;
-    PyObject *device_type = PyObject_GetAttrString(device, "type");
-    if (device_type == NULL)
-        return -1;
-    spec->on_cpu = PyUnicode_Check(device_type) && PyUnicode_CompareWithASCIIString(device_type, "cpu") == 0;
-    Py_DECREF(device_type);
-    if (spec->on_cpu && find_getter(t, "is_cpu", &spec->device_of) < 0)
-        return -1;
-    if (by_contiguity && find_getter(t, "layout", &spec->layout_of) < 0)
-        return -1;
-    if (by_contiguity && torch_strided == NULL) {   /* is_contiguous() is also True for mkldnn */
-        PyObject *torch = PyImport_ImportModule("torch");
-        if (torch == NULL)
-            return -1;
-        torch_strided = PyObject_GetAttrString(torch, "strided");
-        Py_DECREF(torch);
-        if (torch_strided == NULL)
-            return -1;
-    }
-    const char *stride_name = by_contiguity ? "is_contiguous" : "stride";
-    PyObject *stride = lookup(t, stride_name);
-    if (stride == NULL || !Py_IS_TYPE(stride, &PyMethodDescr_Type)) {
-        PyErr_Format(PyExc_TypeError, "TensorMatch: %s.%s is not a plain method", t->tp_name, stride_name);
-        return -1;
-    }
-    spec->by_contiguity = by_contiguity;
-    spec->type = Py_NewRef(type);
-    spec->dtype = Py_NewRef(dtype);
-    spec->device = Py_NewRef(device);
-    spec->sizes = Py_NewRef(sizes);
-    spec->strides = Py_NewRef(strides);
-    spec->requires_grad = Py_NewRef(requires_grad);
-    spec->stride_name = PyUnicode_InternFromString(stride_name);
-    if (spec->stride_name == NULL) {
-        spec_clear(spec);
-        return -1;
-    }
-    spec->stride_method = Py_NewRef(stride);
-    return 0;
-}
-
-/* 1: matches, 0: does not, -1: error (an exception is set). */
-static int equal_int_tuples(PyObject *got, PyObject *expected) {
-    if (got == NULL)
-        return -1;
-    int result = PyObject_RichCompareBool(got, expected, Py_EQ);
-    Py_DECREF(got);
-    return result;
-}
-
-/* x.stride() (or x.is_contiguous()): the method found once, unless an instance attribute
- * hides it (then it is what Python calls). */
-static PyObject *call_stride_method(Spec *spec, PyObject *tensor) {
-    PyObject **dict = _PyObject_GetDictPtr(tensor);
-    if (dict != NULL && *dict != NULL && PyDict_GET_SIZE(*dict) != 0) {
-        PyObject *shadow = PyDict_GetItemWithError(*dict, spec->stride_name);
-        if (shadow != NULL || PyErr_Occurred())
-            return PyErr_Occurred() ? NULL : PyObject_CallMethodNoArgs(tensor, spec->stride_name);
-    }
-    return PyObject_Vectorcall(spec->stride_method, &tensor, 1, NULL);
-}
-
-static int spec_matches(Spec *spec, PyObject *tensor) {
-    if ((PyObject *)Py_TYPE(tensor) != spec->type)
-        return 0;
-    PyObject *value = spec->dtype_of.get(tensor, spec->dtype_of.closure);
-    if (value == NULL)
-        return -1;
-    Py_DECREF(value);
-    if (value != spec->dtype)
-        return 0;
-    value = spec->requires_grad_of.get(tensor, spec->requires_grad_of.closure);
-    if (value == NULL)
-        return -1;
-    Py_DECREF(value);
-    if (value != spec->requires_grad)
-        return 0;
-    int ok = equal_int_tuples(spec->shape_of.get(tensor, spec->shape_of.closure), spec->sizes);
-    if (ok != 1)
-        return ok;
-    if (spec->by_contiguity) {
-        value = call_stride_method(spec, tensor);
-        if (value == NULL)
-            return -1;
-        ok = PyObject_IsTrue(value);
-        Py_DECREF(value);
-        if (ok != 1)
-            return ok;
-        value = spec->layout_of.get(tensor, spec->layout_of.closure);
-        if (value == NULL)
-            return -1;
-        Py_DECREF(value);
-        if (value != torch_strided)
-            return 0;
-    } else {
-        ok = equal_int_tuples(call_stride_method(spec, tensor), spec->strides);
-        if (ok != 1)
-            return ok;
-    }
-    value = spec->device_of.get(tensor, spec->device_of.closure);
-    if (value == NULL)
-        return -1;
-    ok = spec->on_cpu ? value == Py_True : PyObject_RichCompareBool(value, spec->device, Py_EQ);
-    Py_DECREF(value);
-    return ok;
-}
-
-static PyObject *TensorMatch_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
-                                        PyObject *kwnames) {
-    TensorMatch *self = (TensorMatch *)self_obj;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != self->count || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
-        PyErr_Format(PyExc_TypeError, "TensorMatch expects %zd tensors, got %zd", self->count, nargs);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        int ok = spec_matches(&self->specs[i], args[i]);
-        if (ok < 0) {
-            PyErr_Clear(); /* a tensor that cannot answer does not match */
-            Py_RETURN_FALSE;
-        }
-        if (!ok)
-            Py_RETURN_FALSE;
-    }
-    Py_RETURN_TRUE;
-}
-
-static PyObject *TensorMatch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *specs;
-    if (!PyArg_ParseTuple(args, "O:TensorMatch", &specs))
-        return NULL;
-    PyObject *seq = PySequence_Fast(specs, "TensorMatch expects a sequence of specs");
-    if (seq == NULL)
-        return NULL;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
-    TensorMatch *self = (TensorMatch *)type->tp_alloc(type, 0);
-    if (self == NULL) {
-        Py_DECREF(seq);
-        return NULL;
-    }
-    self->vectorcall = TensorMatch_vectorcall;
-    self->specs = PyMem_Calloc(count ? count : 1, sizeof(Spec));
-    if (self->specs == NULL) {
-        Py_DECREF(seq);
-        Py_DECREF(self);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (spec_init(&self->specs[i], PySequence_Fast_GET_ITEM(seq, i)) < 0) {
-            Py_DECREF(seq);
-            Py_DECREF(self);
-            return NULL;
-        }
-        self->count = i + 1;
-    }
-    Py_DECREF(seq);
-    return (PyObject *)self;
-}
-
-static int TensorMatch_traverse(TensorMatch *self, visitproc visit, void *arg) {
-    for (Py_ssize_t i = 0; i < self->count; i++) {
-        Spec *spec = &self->specs[i];
-        Py_VISIT(spec->type);
-        Py_VISIT(spec->dtype);
-        Py_VISIT(spec->device);
-        Py_VISIT(spec->sizes);
-        Py_VISIT(spec->strides);
-        Py_VISIT(spec->stride_method);
-    }
-    return 0;
-}
-
-static int TensorMatch_clear(TensorMatch *self) {
-    for (Py_ssize_t i = 0; i < self->count; i++)
-        spec_clear(&self->specs[i]);
-    self->count = 0;
-    return 0;
-}
-
-static void TensorMatch_dealloc(TensorMatch *self) {
-    PyObject_GC_UnTrack(self);
-    TensorMatch_clear(self);
-    PyMem_Free(self->specs);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyMemberDef TensorMatch_members[] = {
-    {"count", T_PYSSIZET, offsetof(TensorMatch, count), READONLY, "number of tensors checked"},
-    {NULL},
-};
-
-static PyTypeObject TensorMatchType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "guards._guard_helpers.TensorMatch",
-    .tp_doc = "TensorMatch(specs)(*tensors) -> bool: every tensor matches its "
-              "(type, dtype, device, sizes, strides, requires_grad)",
-    .tp_basicsize = sizeof(TensorMatch),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_new = TensorMatch_new,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(TensorMatch, vectorcall),
-    .tp_traverse = (traverseproc)TensorMatch_traverse,
-    .tp_clear = (inquiry)TensorMatch_clear,
-    .tp_dealloc = (destructor)TensorMatch_dealloc,
-    .tp_members = TensorMatch_members,
-};
-
-/* ---------------------------------------------------------------------------------------
- * ArgumentGuard(nargs, [(arg_index, spec), ...], is_grad_enabled, grad_enabled[, state_checks]):
- * a whole guard function in C for the common frame whose guards are only tensor matches on its
- * arguments and global torch state: the grad mode, and `state_checks`, a tuple of
- * (fn, expected) pairs that hold when `fn() is expected` (the autocast state, say).  Called like a generated guard function, guard(func, *args) -> bool, it saves
- * the Python frame of the generated function.  Instances carry a __dict__ (for .source etc.).
- */
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *dict;
-    Py_ssize_t nargs;          /* argument slots expected after func */
-    Py_ssize_t count;          /* tensors checked */
-    Py_ssize_t *arg_index;
-    Spec *specs;
-    PyObject *is_grad_enabled; /* torch.is_grad_enabled, or NULL when grad mode is not guarded */
-    PyObject *grad_enabled;    /* Py_True / Py_False expected */
-    PyObject *state_checks;    /* tuple of (fn, expected), or NULL */
-} ArgumentGuard;
-
-/* 1 when every (fn, expected) of the tuple has fn() is expected; an error counts as not. */
-static int state_matches(PyObject *checks) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++) {
-        PyObject *pair = PyTuple_GET_ITEM(checks, i);
-        PyObject *got = PyObject_Vectorcall(PyTuple_GET_ITEM(pair, 0), NULL, 0, NULL);
-        if (got == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-        Py_DECREF(got);
-        if (got != PyTuple_GET_ITEM(pair, 1))
-            return 0;
-    }
-    return 1;
-}
-
-/* state_checks must be a tuple of (callable, expected) pairs. */
-static int valid_state_checks(PyObject *checks) {
-    if (!PyTuple_Check(checks))
-        goto bad;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++) {
-        PyObject *pair = PyTuple_GET_ITEM(checks, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyCallable_Check(PyTuple_GET_ITEM(pair, 0)))
-            goto bad;
-    }
-    return 1;
-bad:
-    PyErr_SetString(PyExc_TypeError, "state_checks must be a tuple of (callable, expected) pairs");
-    return 0;
-}
-
-static PyObject *ArgumentGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
-                                          PyObject *kwnames) {
-    ArgumentGuard *self = (ArgumentGuard *)self_obj;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != self->nargs + 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
-        PyErr_Format(PyExc_TypeError, "guard expects func and %zd argument slots, got %zd values",
-                     self->nargs, nargs);
-        return NULL;
-    }
-    if (self->is_grad_enabled != NULL) {
-        PyObject *enabled = PyObject_Vectorcall(self->is_grad_enabled, NULL, 0, NULL);
-        if (enabled == NULL) {
-            PyErr_Clear();
-            Py_RETURN_FALSE;
-        }
-        Py_DECREF(enabled);
-        if (enabled != self->grad_enabled)
-            Py_RETURN_FALSE;
-    }
-    if (self->state_checks != NULL && !state_matches(self->state_checks))
-        Py_RETURN_FALSE;
-    for (Py_ssize_t i = 0; i < self->count; i++) {
-        int ok = spec_matches(&self->specs[i], args[1 + self->arg_index[i]]);
-        if (ok < 0) {
-            PyErr_Clear();
-            Py_RETURN_FALSE;
-        }
-        if (!ok)
-            Py_RETURN_FALSE;
-    }
-    Py_RETURN_TRUE;
-}
-
-static PyObject *ArgumentGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    Py_ssize_t nargs;
-    PyObject *checks, *is_grad_enabled, *grad_enabled, *state_checks = NULL;
-    if (!PyArg_ParseTuple(args, "nOOO|O:ArgumentGuard", &nargs, &checks, &is_grad_enabled, &grad_enabled,
-                          &state_checks))
-        return NULL;
-    if (state_checks != NULL && !valid_state_checks(state_checks))
-        return NULL;
-    PyObject *seq = PySequence_Fast(checks, "ArgumentGuard expects a sequence of (arg_index, spec)");
-    if (seq == NULL)
-        return NULL;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
-    ArgumentGuard *self = (ArgumentGuard *)type->tp_alloc(type, 0);
-    if (self == NULL) {
-        Py_DECREF(seq);
-        return NULL;
-    }
-    self->vectorcall = ArgumentGuard_vectorcall;
-    self->nargs = nargs;
-    self->specs = PyMem_Calloc(count ? count : 1, sizeof(Spec));
-    self->arg_index = PyMem_Calloc(count ? count : 1, sizeof(Py_ssize_t));
-    if (self->specs == NULL || self->arg_index == NULL) {
-        Py_DECREF(seq);
-        Py_DECREF(self);
-        return PyErr_NoMemory();
-    }
-    if (is_grad_enabled != Py_None) {
-        self->is_grad_enabled = Py_NewRef(is_grad_enabled);
-        self->grad_enabled = Py_NewRef(PyObject_IsTrue(grad_enabled) ? Py_True : Py_False);
-    }
-    self->state_checks = Py_XNewRef(state_checks);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t index;
-        PyObject *spec;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "nO:ArgumentGuard check", &index, &spec) ||
-            spec_init(&self->specs[i], spec) < 0) {
-            Py_DECREF(seq);
-            Py_DECREF(self);
-            return NULL;
-        }
-        if (index < 0 || index >= nargs) {
-            spec_clear(&self->specs[i]);
-            Py_DECREF(seq);
-            Py_DECREF(self);
-            PyErr_Format(PyExc_IndexError, "ArgumentGuard: argument index %zd out of range", index);
-            return NULL;
-        }
-        self->arg_index[i] = index;
-        self->count = i + 1;
-    }
-    Py_DECREF(seq);
-    return (PyObject *)self;
-}
-
-static int ArgumentGuard_traverse(ArgumentGuard *self, visitproc visit, void *arg) {
-    Py_VISIT(self->dict);
-    Py_VISIT(self->is_grad_enabled);
-    Py_VISIT(self->state_checks);
-    for (Py_ssize_t i = 0; i < self->count; i++) {
-        Py_VISIT(self->specs[i].type);
-        Py_VISIT(self->specs[i].device);
-        Py_VISIT(self->specs[i].stride_method);
-    }
-    return 0;
-}
-
-static int ArgumentGuard_clear(ArgumentGuard *self) {
-    Py_CLEAR(self->dict);
-    Py_CLEAR(self->is_grad_enabled);
-    Py_CLEAR(self->grad_enabled);
-    Py_CLEAR(self->state_checks);
-    for (Py_ssize_t i = 0; i < self->count; i++)
-        spec_clear(&self->specs[i]);
-    self->count = 0;
-    return 0;
-}
-
-static void ArgumentGuard_dealloc(ArgumentGuard *self) {
-    PyObject_GC_UnTrack(self);
-    ArgumentGuard_clear(self);
-    PyMem_Free(self->specs);
-    PyMem_Free(self->arg_index);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyTypeObject ArgumentGuardType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "guards._guard_helpers.ArgumentGuard",
-    .tp_doc = "ArgumentGuard(nargs, [(arg_index, spec)], is_grad_enabled, grad_enabled[, state_checks])"
-              "(func, *args) -> bool: a guard function made only of argument tensor matches",
-    .tp_basicsize = sizeof(ArgumentGuard),
-    .tp_dictoffset = offsetof(ArgumentGuard, dict),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_new = ArgumentGuard_new,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(ArgumentGuard, vectorcall),
-    .tp_traverse = (traverseproc)ArgumentGuard_traverse,
-    .tp_clear = (inquiry)ArgumentGuard_clear,
-    .tp_dealloc = (destructor)ArgumentGuard_dealloc,
-    .tp_getattro = PyObject_GenericGetAttr,
-    .tp_setattro = PyObject_GenericSetAttr,
-};
 
 /* ArgumentReader([arg_index, ...])(func, *args) -> [args[i], ...]: graph inputs that are
  * arguments, read without a Python frame. */
@@ -766,12 +284,22 @@ static PyObject *DictMemo_commit(DictMemo *self, PyObject *const *args, Py_ssize
     Py_RETURN_TRUE;
 }
 
+/* Where obj keeps its __dict__ (as _PyObject_GetDictPtr, without the call in the common case:
+ * 3.11 keeps a managed dict three words before the object). */
+static inline PyObject **dict_slot(PyObject *obj) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    if (Py_TYPE(obj)->tp_flags & Py_TPFLAGS_MANAGED_DICT)
+        return ((PyObject **)obj) - 3;
+#endif
+    return _PyObject_GetDictPtr(obj);
+}
+
 static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
     if (!self->valid)
         Py_RETURN_FALSE;
     Notes *notes = &self->active;
     for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
-        PyObject **slot = _PyObject_GetDictPtr(notes->owners[i].owner);
+        PyObject **slot = dict_slot(notes->owners[i].owner);
         if (slot == NULL || *slot != notes->owners[i].dict) {
             PyErr_Clear();
             Py_RETURN_FALSE;
@@ -1046,21 +574,18 @@ static PyTypeObject ClassLacksType = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "guards._guard_helpers",
-    .m_doc = "C helpers for generated guard functions (optional: guards work without them).",
+    .m_doc = "Torch-free C helpers for generated guard functions (optional: guards work without them).",
     .m_size = -1,
 };
 
 PyMODINIT_FUNC PyInit__guard_helpers(void) {
-    if (PyType_Ready(&TensorMatchType) < 0 || PyType_Ready(&ArgumentGuardType) < 0 ||
-        PyType_Ready(&ArgumentReaderType) < 0 || PyType_Ready(&DictMemoType) < 0 ||
+    if (PyType_Ready(&ArgumentReaderType) < 0 || PyType_Ready(&DictMemoType) < 0 ||
         PyType_Ready(&ClassLacksType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "TensorMatch", (PyObject *)&TensorMatchType) < 0 ||
-        PyModule_AddObjectRef(m, "ArgumentGuard", (PyObject *)&ArgumentGuardType) < 0 ||
-        PyModule_AddObjectRef(m, "ArgumentReader", (PyObject *)&ArgumentReaderType) < 0 ||
+    if (PyModule_AddObjectRef(m, "ArgumentReader", (PyObject *)&ArgumentReaderType) < 0 ||
         PyModule_AddObjectRef(m, "DictMemo", (PyObject *)&DictMemoType) < 0 ||
         PyModule_AddObjectRef(m, "ClassLacks", (PyObject *)&ClassLacksType) < 0) {
         Py_DECREF(m);

@@ -8,11 +8,11 @@
  *
  * Each getter builds a Python object (a torch.Size, a tuple, a torch.device) from the
  * TensorImpl; this module compares the TensorImpl's own fields with the expected values
- * instead: ~13 ns a tensor instead of ~200.  The interface is that of the C helper
- * (_guard_helpers.c), so guards/native.py can pick either:
+ * instead: ~13 ns a tensor instead of ~200.  FastGuard runs a guard's common path (the steps
+ * the dict memo cannot vouch for, then the tensors) without a Python frame:
  *
  *     TensorMatch([(type, dtype, device, sizes, strides, requires_grad[, by_contiguity]), ...])(*tensors)
- *     ArgumentGuard(nargs, [(arg_index, spec), ...], is_grad_enabled | None, grad_enabled[, state_checks])(func, *args)
+ *     FastGuard(nargs, pins, memo, n_values, n_registers, program, [(register, spec), ...], fallback)(func, *args)
  *
  * Same answers as the Python check, always.  Reading the TensorImpl gives what the getters give
  * only when nothing in Python stands between them (the "direct" read); whenever something might,
@@ -47,7 +47,7 @@ PyObject *default_torch_function;          // torch.Tensor.__dict__["__torch_fun
 PyObject *disabled_torch_function;         // torch._C._disabled_torch_function_impl
 PyObject *builtin_is_grad_enabled;         // torch._C.is_grad_enabled
 PyObject *str_dtype, *str_device, *str_shape, *str_stride, *str_is_contiguous, *str_requires_grad,
-    *str_torch_function, *str_layout;
+    *str_torch_function, *str_layout, *str_values;
 PyObject *torch_strided;                   // torch.strided (is_contiguous() is True for mkldnn too)
 
 // The attributes the Python check reads: data descriptors first (an instance attribute cannot
@@ -67,6 +67,7 @@ struct Spec {
     PyObject *strides = nullptr;        // tuple of ints
     PyObject *requires_grad = nullptr;  // Py_True or Py_False
     bool by_contiguity = false;         // x.is_contiguous() stands for the strides test
+    bool requires_grad_value = false;
     bool direct = false;                // the type allows reading the TensorImpl
     c10::ScalarType scalar_type = c10::ScalarType::Undefined;
     c10::Device device_value{c10::kCPU};
@@ -144,6 +145,7 @@ bool spec_init(Spec &spec, PyObject *item) {
     spec.scalar_type = reinterpret_cast<THPDtype *>(dtype)->scalar_type;
     spec.device_value = reinterpret_cast<THPDevice *>(device)->device;
     spec.by_contiguity = by_contiguity;
+    spec.requires_grad_value = requires_grad == Py_True;
     spec.direct = reads_tensor_impl(reinterpret_cast<PyTypeObject *>(type));
     spec.type = Py_NewRef(type);
     spec.dtype = Py_NewRef(dtype);
@@ -156,27 +158,31 @@ bool spec_init(Spec &spec, PyObject *item) {
 
 // ---------------------------------------------------------------------------------- checks
 
-bool same_ints(c10::SymIntArrayRef got, const std::vector<int64_t> &expected, bool &symbolic) {
-    if (got.size() != expected.size())
-        return false;
-    for (size_t i = 0; i < got.size(); i++) {
-        auto value = got[i].maybe_as_int();
-        if (!value) {
-            symbolic = true;
-            return false;
-        }
-        if (*value != expected[i])
-            return false;
-    }
-    return true;
-}
-
 /* An instance attribute named stride / is_contiguous hides the method from `x.stride()`. */
-bool method_shadowed(PyObject *tensor, PyObject *name) {
-    PyObject **dict = _PyObject_GetDictPtr(tensor);
+inline bool method_shadowed(PyObject *tensor, PyObject *name) {
+    Py_ssize_t offset = Py_TYPE(tensor)->tp_dictoffset;   // tensors keep their __dict__ at a fixed offset
+    PyObject **dict = offset > 0 ? reinterpret_cast<PyObject **>(reinterpret_cast<char *>(tensor) + offset)
+                                 : _PyObject_GetDictPtr(tensor);
     if (dict == nullptr || *dict == nullptr || PyDict_GET_SIZE(*dict) == 0)
         return false;
-    return PyDict_GetItemWithError(*dict, name) != nullptr || PyErr_Occurred();
+    if (PyDict_GetItemWithError(*dict, name) != nullptr)
+        return true;
+    if (PyErr_Occurred()) {   // the instance dict could not be read: ask Python
+        PyErr_Clear();
+        return true;
+    }
+    return false;
+}
+
+inline bool same_ints(c10::IntArrayRef got, const std::vector<int64_t> &expected) {
+    size_t n = expected.size();
+    if (got.size() != n)
+        return false;
+    const int64_t *a = got.data(), *b = expected.data();
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
 }
 
 /* The TensorImpl's answer, or ASK_PYTHON when a getter might answer differently. */
@@ -185,27 +191,22 @@ Outcome match_direct(const Spec &spec, PyObject *tensor) {
     if (!t.defined())
         return ASK_PYTHON;
     const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
-    if (impl->is_python_dispatch())
+    if (impl->is_python_dispatch() || impl->has_symbolic_sizes_strides())
         return ASK_PYTHON;
-    if (t.scalar_type() != spec.scalar_type || impl->requires_grad() != (spec.requires_grad == Py_True))
+    if (impl->dtype().toScalarType() != spec.scalar_type)
         return NO;
-    bool symbolic = false;
-    bool same_sizes = same_ints(impl->sym_sizes(), spec.sizes_value, symbolic);
-    if (symbolic)
-        return ASK_PYTHON;
-    if (!same_sizes)
+    // no autograd meta: requires_grad is False (what TensorImpl::requires_grad answers, without the call)
+    if ((impl->autograd_meta() != nullptr ? impl->requires_grad() : false) != spec.requires_grad_value)
+        return NO;
+    if (!same_ints(impl->sizes(), spec.sizes_value))   // a custom-sizes tensor may throw: Python then
         return NO;
     if (method_shadowed(tensor, spec.by_contiguity ? str_is_contiguous : str_stride))
         return ASK_PYTHON;
     if (spec.by_contiguity) {
         if (!impl->is_contiguous() || impl->layout() != c10::kStrided)   // mkldnn says contiguous too
             return NO;
-    } else {
-        bool same_strides = same_ints(impl->sym_strides(), spec.strides_value, symbolic);
-        if (symbolic)
-            return ASK_PYTHON;
-        if (!same_strides)
-            return NO;
+    } else if (!same_ints(impl->strides(), spec.strides_value)) {
+        return NO;
     }
     return impl->device() == spec.device_value ? YES : NO;
 }
@@ -262,10 +263,6 @@ int spec_matches(const Spec &spec, PyObject *tensor, bool mode_active) {
         } catch (...) {   // e.g. strides of a sparse tensor: let Python say what it says
             outcome = ASK_PYTHON;
         }
-        if (PyErr_Occurred()) {   // the instance dict could not be read: ask Python
-            PyErr_Clear();
-            outcome = ASK_PYTHON;
-        }
         if (outcome != ASK_PYTHON)
             return outcome == YES;
     }
@@ -277,10 +274,31 @@ int spec_matches(const Spec &spec, PyObject *tensor, bool mode_active) {
     return ok;
 }
 
+/* Start loading the TensorImpl behind `tensor` (its first lines) when the spec will read it. */
+inline void prefetch_impl(const Spec &spec, PyObject *tensor) {
+    if (spec.direct && reinterpret_cast<PyObject *>(Py_TYPE(tensor)) == spec.type) {
+        const char *impl = reinterpret_cast<const char *>(THPVariable_Unpack(tensor).unsafeGetTensorImpl());
+        for (size_t offset = 0; offset < sizeof(c10::TensorImpl); offset += 64)
+            __builtin_prefetch(impl + offset);
+    }
+}
+
 bool all_match(const std::vector<Spec> &specs, PyObject *const *tensors, const Py_ssize_t *index) {
     bool mode_active = at::impl::torch_function_mode_enabled();
-    for (size_t i = 0; i < specs.size(); i++) {
-        if (!spec_matches(specs[i], tensors[index ? index[i] : i], mode_active))
+    // The checks are short and the loads are not: each tensor's object is fetched 16 ahead and
+    // its TensorImpl 8 ahead, so that several loads are in flight at once.
+    size_t n = specs.size();
+    auto at = [&](size_t i) { return tensors[index ? index[i] : i]; };
+    for (size_t i = 0; i < n && i < 16; i++)
+        __builtin_prefetch(at(i));
+    for (size_t i = 0; i < n && i < 8; i++)
+        prefetch_impl(specs[i], at(i));
+    for (size_t i = 0; i < n; i++) {
+        if (i + 16 < n)
+            __builtin_prefetch(at(i + 16));
+        if (i + 8 < n)
+            prefetch_impl(specs[i + 8], at(i + 8));
+        if (!spec_matches(specs[i], at(i), mode_active))
             return false;
     }
     return true;
@@ -412,132 +430,363 @@ PyType_Spec TensorMatch_spec = {
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, TensorMatch_slots,
 };
 
-// ---------------------------------------------------------------------------------- ArgumentGuard
+// ---------------------------------------------------------------------------------- FastGuard
 
-/* A whole guard function for frames guarded only on tensor arguments and global torch state
- * (the grad mode, and `state_checks`: (fn, expected) pairs holding when fn() is expected),
- * called like the generated one: guard(func, *args) -> bool.  Instances carry a __dict__. */
-struct ArgumentGuard {
+/* The common case of a guard function, as one native call: guard(func, *args) -> bool.
+ *
+ *     FastGuard(nargs, pins, memo, n_values, n_registers, program, tensors, fallback)
+ *
+ * When every (arg_index, obj) of `pins` has args[arg_index] is obj and `memo` (a DictMemo, or
+ * None) says nothing it vouches for changed, the program runs over registers
+ * [func, *args, *memo.values, <one per read>] and then the tensors are matched; else the answer
+ * is fallback(func, *args) (the generated Python guard, which re-notes the memo), or False when
+ * there is no fallback.  The program is the memo's "volatile" steps as data, planned in Python
+ * (guards/native.py: fast_guard); ops:
+ *     (ATTR, dst, src, name)   dst = src.name            (ITEM, dst, src, key)  dst = src[key]
+ *     (BUILTIN, dst, g, b, name)  dst = g[name] if name in g else b[name]
+ *     (CONST, dst, obj)        (IS, src, obj)   (TYPE_IS, src, type)   (EQ, src, obj): src == obj
+ *     (CALL_IS, fn, obj): fn() is obj   (CALL_EQ, fn, obj): fn() == obj   (CALL_TRUE, fn): fn()
+ *     (NOT_IN, key, src): key not in src
+ * each exactly the Python the generated guard runs for the same step; an Exception while running
+ * means False, as in the generated guard's try/except.  Instances carry a __dict__. */
+enum Op { ATTR, ITEM, BUILTIN, CONST, IS, TYPE_IS, EQ, CALL_IS, CALL_EQ, CALL_TRUE, NOT_IN, N_OPS };
+
+struct Step {
+    int op;
+    Py_ssize_t dst = -1, a = -1, b = -1;   // registers
+    PyObject *obj = nullptr;               // name, key, constant or callable (owned)
+    PyObject *obj2 = nullptr;              // expected value of a call (owned)
+};
+
+struct FastGuard {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *dict;
-    Py_ssize_t nargs;            // argument slots expected after func
-    PyObject *is_grad_enabled;   // the function to ask, or NULL when grad mode is not guarded
-    bool read_grad_mode;         // it is torch._C.is_grad_enabled: read GradMode itself
-    bool grad_enabled;           // expected grad mode
-    PyObject *state_checks;      // tuple of (fn, expected), or NULL
+    Py_ssize_t nargs;                      // argument slots after func
+    Py_ssize_t n_values, n_registers;
+    PyObject *pins;                        // tuple of (arg_index, obj)
+    PyObject *memo, *memo_valid;           // the DictMemo and its bound valid(), or NULL
+    PyObject *fallback;                    // callable or NULL
+    PyObject *program_source;              // the program as given (for traversal and repr)
+    std::vector<Step> *steps;
     std::vector<Spec> *specs;
-    std::vector<Py_ssize_t> *arg_slot;   // per spec: its index in (func, *args)
+    std::vector<Py_ssize_t> *tensor_slot;  // per spec: its register
 };
 
-/* 1 when the grad mode is as expected, 0 when not (an error counts as not). */
-int grad_mode_matches(ArgumentGuard *self) {
-    if (self->is_grad_enabled == nullptr)
-        return 1;
-    if (self->read_grad_mode)
-        return c10::GradMode::is_enabled() == self->grad_enabled;
-    PyObject *enabled = PyObject_Vectorcall(self->is_grad_enabled, nullptr, 0, nullptr);
-    if (enabled == nullptr) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_DECREF(enabled);
-    return enabled == (self->grad_enabled ? Py_True : Py_False);
+/* 1: the call gave exactly `expected` (identity), 0: not, -1: error. */
+int call_is(PyObject *fn, PyObject *expected) {
+    if (fn == builtin_is_grad_enabled)
+        return (c10::GradMode::is_enabled() ? Py_True : Py_False) == expected;
+    PyObject *got = PyObject_Vectorcall(fn, nullptr, 0, nullptr);
+    if (got == nullptr)
+        return -1;
+    Py_DECREF(got);
+    return got == expected;
 }
 
-/* 1 when every (fn, expected) of the tuple has fn() is expected; an error counts as not.
- * (The twin of _guard_helpers.c's: either extension may be the one built.) */
-int state_matches(PyObject *checks) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++) {
-        PyObject *pair = PyTuple_GET_ITEM(checks, i);
-        PyObject *got = PyObject_Vectorcall(PyTuple_GET_ITEM(pair, 0), nullptr, 0, nullptr);
-        if (got == nullptr) {
-            PyErr_Clear();
-            return 0;
+int truth(PyObject *value) {
+    if (value == nullptr)
+        return -1;
+    int result = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return result;
+}
+
+/* 1 when every step holds, 0 when one does not, -1 on error.  Registers it fills are owned. */
+int run_program(FastGuard *self, PyObject **regs) {
+    for (const Step &step : *self->steps) {
+        int ok = 1;
+        PyObject *value = nullptr;
+        switch (step.op) {
+        case ATTR:
+            value = PyObject_GetAttr(regs[step.a], step.obj);
+            break;
+        case ITEM:
+            value = PyObject_GetItem(regs[step.a], step.obj);
+            break;
+        case BUILTIN: {
+            int found = PySequence_Contains(regs[step.a], step.obj);
+            if (found < 0)
+                return -1;
+            value = PyObject_GetItem(regs[found ? step.a : step.b], step.obj);
+            break;
         }
-        Py_DECREF(got);
-        if (got != PyTuple_GET_ITEM(pair, 1))
-            return 0;
+        case CONST:
+            value = Py_NewRef(step.obj);
+            break;
+        case IS:
+            ok = regs[step.a] == step.obj;
+            break;
+        case TYPE_IS:
+            ok = reinterpret_cast<PyObject *>(Py_TYPE(regs[step.a])) == step.obj;
+            break;
+        case EQ:
+            ok = truth(PyObject_RichCompare(regs[step.a], step.obj, Py_EQ));
+            break;
+        case CALL_IS:
+            ok = call_is(step.obj, step.obj2);
+            break;
+        case CALL_EQ: {
+            PyObject *got = PyObject_Vectorcall(step.obj, nullptr, 0, nullptr);
+            ok = got == nullptr ? -1 : truth(PyObject_RichCompare(got, step.obj2, Py_EQ));
+            Py_XDECREF(got);
+            break;
+        }
+        case CALL_TRUE:
+            ok = truth(PyObject_Vectorcall(step.obj, nullptr, 0, nullptr));
+            break;
+        case NOT_IN: {
+            int found = PySequence_Contains(regs[step.a], step.obj);
+            ok = found < 0 ? -1 : !found;
+            break;
+        }
+        }
+        if (step.dst >= 0) {
+            if (value == nullptr)
+                return -1;
+            regs[step.dst] = value;
+        }
+        if (ok != 1)
+            return ok;
     }
     return 1;
 }
 
-bool valid_state_checks(PyObject *checks) {
-    bool ok = PyTuple_Check(checks);
-    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(checks); i++) {
-        PyObject *pair = PyTuple_GET_ITEM(checks, i);
-        ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 && PyCallable_Check(PyTuple_GET_ITEM(pair, 0));
-    }
-    if (!ok)
-        PyErr_SetString(PyExc_TypeError, "state_checks must be a tuple of (callable, expected) pairs");
-    return ok;
-}
-
-PyObject *ArgumentGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    auto *self = reinterpret_cast<ArgumentGuard *>(self_obj);
+PyObject *FastGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    auto *self = reinterpret_cast<FastGuard *>(self_obj);
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs != self->nargs + 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)) {
         PyErr_Format(PyExc_TypeError, "guard expects func and %zd argument slots, got %zd values",
                      self->nargs, nargs);
         return nullptr;
     }
-    if (!grad_mode_matches(self))
-        Py_RETURN_FALSE;
-    if (self->state_checks != nullptr && !state_matches(self->state_checks))
-        Py_RETURN_FALSE;
-    return PyBool_FromLong(all_match(*self->specs, args, self->arg_slot->data()));
+    bool fast = true;
+    for (Py_ssize_t i = 0; fast && i < PyTuple_GET_SIZE(self->pins); i++) {
+        PyObject *pin = PyTuple_GET_ITEM(self->pins, i);
+        fast = args[1 + PyLong_AsSsize_t(PyTuple_GET_ITEM(pin, 0))] == PyTuple_GET_ITEM(pin, 1);
+    }
+    PyObject *values = nullptr;
+    if (fast && self->memo != nullptr) {
+        PyObject *valid = PyObject_Vectorcall(self->memo_valid, nullptr, 0, nullptr);
+        if (valid == nullptr)
+            return nullptr;
+        Py_DECREF(valid);
+        fast = valid == Py_True;
+        if (fast) {
+            values = PyObject_GetAttr(self->memo, str_values);
+            if (values == nullptr)
+                return nullptr;
+            if (!PyTuple_Check(values) || PyTuple_GET_SIZE(values) != self->n_values) {
+                Py_DECREF(values);
+                fast = false;
+            }
+        }
+    }
+    if (!fast) {
+        if (self->fallback == nullptr)
+            Py_RETURN_FALSE;
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    }
+    PyObject *stack_regs[64];
+    std::vector<PyObject *> heap_regs;
+    PyObject **regs = stack_regs;
+    if (self->n_registers > 64) {
+        heap_regs.resize(self->n_registers);
+        regs = heap_regs.data();
+    }
+    Py_ssize_t first_read = 1 + self->nargs + self->n_values;
+    for (Py_ssize_t i = 0; i <= self->nargs; i++)
+        regs[i] = args[i];
+    for (Py_ssize_t i = 0; i < self->n_values; i++)
+        regs[1 + self->nargs + i] = PyTuple_GET_ITEM(values, i);
+    for (Py_ssize_t i = first_read; i < self->n_registers; i++)
+        regs[i] = nullptr;
+    int ok = run_program(self, regs);
+    if (ok == 1)
+        ok = all_match(*self->specs, regs, self->tensor_slot->data());
+    for (Py_ssize_t i = first_read; i < self->n_registers; i++)
+        Py_XDECREF(regs[i]);
+    Py_XDECREF(values);
+    if (ok < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))   // KeyboardInterrupt and the like propagate
+            return nullptr;
+        PyErr_Clear();
+        ok = 0;
+    }
+    return PyBool_FromLong(ok);
 }
 
-PyObject *ArgumentGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    Py_ssize_t nargs;
-    PyObject *checks, *is_grad_enabled, *grad_enabled, *state_checks = nullptr;
-    if (!PyArg_ParseTuple(args, "nOOO|O:ArgumentGuard", &nargs, &checks, &is_grad_enabled, &grad_enabled,
-                          &state_checks))
-        return nullptr;
-    if (state_checks != nullptr && !valid_state_checks(state_checks))
-        return nullptr;
-    int expected_mode = PyObject_IsTrue(grad_enabled);
-    if (expected_mode < 0)
-        return nullptr;
-    auto *self = reinterpret_cast<ArgumentGuard *>(type->tp_alloc(type, 0));
-    if (self == nullptr)
-        return nullptr;
-    self->vectorcall = ArgumentGuard_vectorcall;
-    self->nargs = nargs;
-    self->specs = new std::vector<Spec>();
-    self->arg_slot = new std::vector<Py_ssize_t>();
-    self->state_checks = Py_XNewRef(state_checks);
-    if (is_grad_enabled != Py_None) {
-        self->is_grad_enabled = Py_NewRef(is_grad_enabled);
-        self->read_grad_mode = is_grad_enabled == builtin_is_grad_enabled;
-        self->grad_enabled = expected_mode;
+/* One op tuple into a Step; registers must lie in [0, n_registers). */
+bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 2) {
+        PyErr_SetString(PyExc_TypeError, "FastGuard: each op is a tuple (op, ...)");
+        return false;
     }
-    std::vector<Py_ssize_t> &slots = *self->arg_slot;
-    auto spec_of = [&slots, nargs](Py_ssize_t i, PyObject *check) -> PyObject * {
+    int op = PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+    if (op < 0 || op >= N_OPS) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "FastGuard: unknown op %d", op);
+        return false;
+    }
+    step.op = op;
+    Py_ssize_t dst = -1, a = -1, b = -1;
+    PyObject *obj = nullptr, *obj2 = nullptr;
+    bool parsed;
+    switch (op) {
+    case ATTR:
+    case ITEM:
+        parsed = PyArg_ParseTuple(item, "innO", &op, &dst, &a, &obj);
+        break;
+    case BUILTIN:
+        parsed = PyArg_ParseTuple(item, "innnO", &op, &dst, &a, &b, &obj);
+        break;
+    case CONST:
+        parsed = PyArg_ParseTuple(item, "inO", &op, &dst, &obj);
+        break;
+    case IS:
+    case TYPE_IS:
+    case EQ:
+        parsed = PyArg_ParseTuple(item, "inO", &op, &a, &obj);
+        break;
+    case CALL_IS:
+    case CALL_EQ:
+        parsed = PyArg_ParseTuple(item, "iOO", &op, &obj, &obj2);
+        break;
+    case CALL_TRUE:
+        parsed = PyArg_ParseTuple(item, "iO", &op, &obj);
+        break;
+    default:   // NOT_IN
+        parsed = PyArg_ParseTuple(item, "iOn", &op, &obj, &a);
+        break;
+    }
+    if (!parsed)
+        return false;
+    for (Py_ssize_t r : {dst, a, b}) {
+        if (r < -1 || r >= n_registers) {
+            PyErr_Format(PyExc_IndexError, "FastGuard: register %zd out of range", r);
+            return false;
+        }
+    }
+    if ((op == ATTR && !PyUnicode_Check(obj)) || ((op == CALL_IS || op == CALL_EQ || op == CALL_TRUE) &&
+                                                  !PyCallable_Check(obj))) {
+        PyErr_SetString(PyExc_TypeError, "FastGuard: an attribute name must be a str, a call a callable");
+        return false;
+    }
+    step.dst = dst;
+    step.a = a;
+    step.b = b;
+    step.obj = Py_XNewRef(obj);
+    step.obj2 = Py_XNewRef(obj2);
+    return true;
+}
+
+void clear_steps(std::vector<Step> *steps) {
+    if (steps == nullptr)
+        return;
+    for (Step &step : *steps) {
+        Py_CLEAR(step.obj);
+        Py_CLEAR(step.obj2);
+    }
+}
+
+PyObject *FastGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t nargs, n_values, n_registers;
+    PyObject *pins, *memo, *program, *tensors, *fallback;
+    if (!PyArg_ParseTuple(args, "nO!OnnO!OO:FastGuard", &nargs, &PyTuple_Type, &pins, &memo, &n_values,
+                          &n_registers, &PyTuple_Type, &program, &tensors, &fallback))
+        return nullptr;
+    if (n_registers < 1 + nargs + n_values) {
+        PyErr_SetString(PyExc_ValueError, "FastGuard: too few registers");
+        return nullptr;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pins); i++) {
+        PyObject *pin = PyTuple_GET_ITEM(pins, i);
         Py_ssize_t index;
-        PyObject *spec;
-        if (!PyArg_ParseTuple(check, "nO:ArgumentGuard check", &index, &spec))
+        PyObject *obj;
+        if (!PyTuple_Check(pin) || !PyArg_ParseTuple(pin, "nO", &index, &obj))
             return nullptr;
         if (index < 0 || index >= nargs) {
-            PyErr_Format(PyExc_IndexError, "ArgumentGuard: argument index %zd out of range", index);
+            PyErr_SetString(PyExc_IndexError, "FastGuard: pin index out of range");
             return nullptr;
         }
-        slots.push_back(1 + index);
+    }
+    auto *self = reinterpret_cast<FastGuard *>(type->tp_alloc(type, 0));
+    if (self == nullptr)
+        return nullptr;
+    self->vectorcall = FastGuard_vectorcall;
+    self->nargs = nargs;
+    self->n_values = n_values;
+    self->n_registers = n_registers;
+    self->pins = Py_NewRef(pins);
+    self->program_source = Py_NewRef(program);
+    self->steps = new std::vector<Step>(PyTuple_GET_SIZE(program));
+    self->specs = new std::vector<Spec>();
+    self->tensor_slot = new std::vector<Py_ssize_t>();
+    if (memo != Py_None) {
+        self->memo = Py_NewRef(memo);
+        self->memo_valid = PyObject_GetAttrString(memo, "valid");
+        if (self->memo_valid == nullptr) {
+            Py_DECREF(self);
+            return nullptr;
+        }
+    }
+    if (fallback != Py_None)
+        self->fallback = Py_NewRef(fallback);
+    // Every register an op reads must be filled before it: the arguments, the memo's values,
+    // then each read in program order (a register read before it is written would be NULL).
+    std::vector<bool> filled(n_registers, false);
+    for (Py_ssize_t r = 0; r < 1 + nargs + n_values; r++)
+        filled[r] = true;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(program); i++) {
+        Step &step = (*self->steps)[i];
+        if (!parse_step(PyTuple_GET_ITEM(program, i), n_registers, step)) {
+            Py_DECREF(self);
+            return nullptr;
+        }
+        if ((step.a >= 0 && !filled[step.a]) || (step.b >= 0 && !filled[step.b]) ||
+            (step.dst >= 0 && filled[step.dst])) {
+            PyErr_Format(PyExc_ValueError, "FastGuard: op %zd reads an empty register or writes a full one", i);
+            Py_DECREF(self);
+            return nullptr;
+        }
+        if (step.dst >= 0)
+            filled[step.dst] = true;
+    }
+    std::vector<Py_ssize_t> &slots = *self->tensor_slot;
+    auto spec_of = [&slots, &filled, n_registers](Py_ssize_t i, PyObject *check) -> PyObject * {
+        Py_ssize_t reg;
+        PyObject *spec;
+        if (!PyArg_ParseTuple(check, "nO:FastGuard tensor", &reg, &spec))
+            return nullptr;
+        if (reg < 0 || reg >= n_registers || !filled[reg]) {
+            PyErr_Format(PyExc_IndexError, "FastGuard: tensor register %zd out of range or empty", reg);
+            return nullptr;
+        }
+        slots.push_back(reg);
         return spec;
     };
-    if (!parse_specs(checks, "ArgumentGuard expects a sequence of (arg_index, spec)", *self->specs, spec_of)) {
+    if (!parse_specs(tensors, "FastGuard expects a sequence of (register, spec)", *self->specs, spec_of)) {
         Py_DECREF(self);
         return nullptr;
     }
     return reinterpret_cast<PyObject *>(self);
 }
 
-int ArgumentGuard_traverse(PyObject *self_obj, visitproc visit, void *arg) {
-    auto *self = reinterpret_cast<ArgumentGuard *>(self_obj);
+int FastGuard_traverse(PyObject *self_obj, visitproc visit, void *arg) {
+    auto *self = reinterpret_cast<FastGuard *>(self_obj);
     Py_VISIT(Py_TYPE(self_obj));
     Py_VISIT(self->dict);
-    Py_VISIT(self->is_grad_enabled);
-    Py_VISIT(self->state_checks);
+    Py_VISIT(self->pins);
+    Py_VISIT(self->memo);
+    Py_VISIT(self->memo_valid);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->program_source);
+    if (self->steps != nullptr) {
+        for (Step &step : *self->steps) {
+            Py_VISIT(step.obj);
+            Py_VISIT(step.obj2);
+        }
+    }
     if (self->specs != nullptr) {
         for (Spec &spec : *self->specs)
             if (int found = spec.traverse(visit, arg))
@@ -546,54 +795,61 @@ int ArgumentGuard_traverse(PyObject *self_obj, visitproc visit, void *arg) {
     return 0;
 }
 
-int ArgumentGuard_clear(PyObject *self_obj) {
-    auto *self = reinterpret_cast<ArgumentGuard *>(self_obj);
+int FastGuard_clear(PyObject *self_obj) {
+    auto *self = reinterpret_cast<FastGuard *>(self_obj);
     Py_CLEAR(self->dict);
-    Py_CLEAR(self->is_grad_enabled);
-    Py_CLEAR(self->state_checks);
+    Py_CLEAR(self->pins);
+    Py_CLEAR(self->memo);
+    Py_CLEAR(self->memo_valid);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->program_source);
+    clear_steps(self->steps);
     if (self->specs != nullptr)
         for (Spec &spec : *self->specs)
             spec.clear();
     return 0;
 }
 
-void ArgumentGuard_dealloc(PyObject *self_obj) {
-    auto *self = reinterpret_cast<ArgumentGuard *>(self_obj);
+void FastGuard_dealloc(PyObject *self_obj) {
+    auto *self = reinterpret_cast<FastGuard *>(self_obj);
     PyTypeObject *type = Py_TYPE(self_obj);
     PyObject_GC_UnTrack(self_obj);
-    ArgumentGuard_clear(self_obj);
+    FastGuard_clear(self_obj);
+    delete self->steps;
     delete self->specs;
-    delete self->arg_slot;
+    delete self->tensor_slot;
+    self->steps = nullptr;
     self->specs = nullptr;
-    self->arg_slot = nullptr;
+    self->tensor_slot = nullptr;
     type->tp_free(self_obj);
     Py_DECREF(type);
 }
 
-PyMemberDef ArgumentGuard_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(ArgumentGuard, vectorcall), READONLY, nullptr},
-    {"__dictoffset__", T_PYSSIZET, offsetof(ArgumentGuard, dict), READONLY, nullptr},
+PyMemberDef FastGuard_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(FastGuard, vectorcall), READONLY, nullptr},
+    {"__dictoffset__", T_PYSSIZET, offsetof(FastGuard, dict), READONLY, nullptr},
+    {"program", T_OBJECT, offsetof(FastGuard, program_source), READONLY, "the ops, as given"},
+    {"fallback", T_OBJECT, offsetof(FastGuard, fallback), READONLY, "what runs when a pin or the memo fails"},
     {nullptr},
 };
 
-PyType_Slot ArgumentGuard_slots[] = {
-    {Py_tp_doc, const_cast<char *>("ArgumentGuard(nargs, [(arg_index, spec)], is_grad_enabled, grad_enabled[, state_checks])"
-                                    "(func, *args) -> bool: a guard function made only of argument tensor "
-                                    "matches, read in C++")},
-    {Py_tp_new, reinterpret_cast<void *>(ArgumentGuard_new)},
+PyType_Slot FastGuard_slots[] = {
+    {Py_tp_doc, const_cast<char *>("FastGuard(nargs, pins, memo, n_values, n_registers, program, tensors, fallback)"
+                                    "(func, *args) -> bool: a guard's common path as one native call")},
+    {Py_tp_new, reinterpret_cast<void *>(FastGuard_new)},
     {Py_tp_call, reinterpret_cast<void *>(PyVectorcall_Call)},
-    {Py_tp_traverse, reinterpret_cast<void *>(ArgumentGuard_traverse)},
-    {Py_tp_clear, reinterpret_cast<void *>(ArgumentGuard_clear)},
-    {Py_tp_dealloc, reinterpret_cast<void *>(ArgumentGuard_dealloc)},
-    {Py_tp_members, ArgumentGuard_members},
+    {Py_tp_traverse, reinterpret_cast<void *>(FastGuard_traverse)},
+    {Py_tp_clear, reinterpret_cast<void *>(FastGuard_clear)},
+    {Py_tp_dealloc, reinterpret_cast<void *>(FastGuard_dealloc)},
+    {Py_tp_members, FastGuard_members},
     {Py_tp_getattro, reinterpret_cast<void *>(PyObject_GenericGetAttr)},
     {Py_tp_setattro, reinterpret_cast<void *>(PyObject_GenericSetAttr)},
     {0, nullptr},
 };
 
-PyType_Spec ArgumentGuard_spec = {
-    "guards._tensor_match.ArgumentGuard", sizeof(ArgumentGuard), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, ArgumentGuard_slots,
+PyType_Spec FastGuard_spec = {
+    "guards._tensor_match.FastGuard", sizeof(FastGuard), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, FastGuard_slots,
 };
 
 // ---------------------------------------------------------------------------------- module
@@ -620,9 +876,9 @@ bool find_torch_objects() {
     }
     tensor_base_type = reinterpret_cast<PyTypeObject *>(base);   // kept for the process's life
     const char *spellings[] = {"dtype", "device", "shape", "requires_grad", "stride", "is_contiguous",
-                               "__torch_function__", "layout"};
+                               "__torch_function__", "layout", "values"};
     PyObject **names[] = {&str_dtype, &str_device, &str_shape, &str_requires_grad, &str_stride,
-                          &str_is_contiguous, &str_torch_function, &str_layout};
+                          &str_is_contiguous, &str_torch_function, &str_layout, &str_values};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i] = PyUnicode_InternFromString(spellings[i]);
         if (*names[i] == nullptr)
@@ -654,16 +910,16 @@ PyMODINIT_FUNC PyInit__tensor_match(void) {
     if (module == nullptr)
         return nullptr;
     PyObject *tensor_match = PyType_FromSpec(&TensorMatch_spec);
-    PyObject *argument_guard = PyType_FromSpec(&ArgumentGuard_spec);
-    if (tensor_match == nullptr || argument_guard == nullptr ||
+    PyObject *fast_guard = PyType_FromSpec(&FastGuard_spec);
+    if (tensor_match == nullptr || fast_guard == nullptr ||
         PyModule_AddObjectRef(module, "TensorMatch", tensor_match) < 0 ||
-        PyModule_AddObjectRef(module, "ArgumentGuard", argument_guard) < 0) {
+        PyModule_AddObjectRef(module, "FastGuard", fast_guard) < 0) {
         Py_XDECREF(tensor_match);
-        Py_XDECREF(argument_guard);
+        Py_XDECREF(fast_guard);
         Py_DECREF(module);
         return nullptr;
     }
     Py_DECREF(tensor_match);
-    Py_DECREF(argument_guard);
+    Py_DECREF(fast_guard);
     return module;
 }

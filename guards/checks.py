@@ -11,7 +11,7 @@ generated function's globals through ``consts.name_for(obj, hint)``.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple, Protocol
+from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import torch
 
@@ -29,6 +29,10 @@ class Check(NamedTuple):
     label: str      # what is checked, in words: "L['x'].dtype"
     expected: str   # what the trace saw, in words: "torch.float32"
     actual: str     # Python expression for what is there now (slow path only)
+    # The same test as data, for the native fast path (``native.fast_guard``), or None when only
+    # the text expresses it: ("is", var, obj), ("type_is", var, cls), ("eq", var, obj),
+    # ("call_is", fn, obj), ("call_eq", fn, obj), ("call_true", const_name), ("not_in", key, var).
+    native: Optional[tuple] = None
 
 
 class Consts(Protocol):
@@ -65,7 +69,7 @@ def show(value: Any) -> str:
 
 def _type_check(v: str, label: str, cls: type, consts: Consts) -> Check:
     return Check(f"type({v}) is {consts.name_for(cls, cls.__name__)}",
-                 f"type({label})", type_name(cls), f"type({v})")
+                 f"type({label})", type_name(cls), f"type({v})", ("type_is", v, cls))
 
 
 def type_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
@@ -76,7 +80,7 @@ def id_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     obj = guard.obj
     hint = getattr(obj, "__name__", type(obj).__name__)
     return [Check(f"{v} is {consts.name_for(obj, hint)}", guard.source.name(),
-                  f"the object seen at trace time ({show(obj)})", v)]
+                  f"the object seen at trace time ({show(obj)})", v, ("is", v, obj))]
 
 
 def _float_test(v: str, value: float, consts: Consts) -> str:
@@ -92,15 +96,22 @@ def _float_test(v: str, value: float, consts: Consts) -> str:
 
 def constant_checks(v: str, label: str, value: Any, consts: Consts) -> list[Check]:
     """Checks that ``v`` is the constant ``value``: same type, same value (recursively)."""
+    # ``v[0]`` of a tuple is an expression, not a variable: only whole variables get a native form
+    native = v.isidentifier()
     if value is None or type(value) is bool:
-        return [Check(f"{v} is {value!r}", label, repr(value), v)]
+        return [Check(f"{v} is {value!r}", label, repr(value), v, ("is", v, value) if native else None)]
     if isinstance(value, torch.dtype):
-        return [Check(f"{v} is {consts.name_for(value, 'dtype')}", label, str(value), v)]
+        return [Check(f"{v} is {consts.name_for(value, 'dtype')}", label, str(value), v,
+                      ("is", v, value) if native else None)]
     checks = [_type_check(v, label, type(value), consts)]
+    if not native:
+        checks[0] = checks[0]._replace(native=None)
     if type(value) is float:
-        checks.append(Check(_float_test(v, value, consts), label, repr(value), v))
+        plain = math.isfinite(value) and value != 0.0   # else the test is not a plain ==
+        checks.append(Check(_float_test(v, value, consts), label, repr(value), v,
+                            ("eq", v, value) if native and plain else None))
     elif type(value) in (int, str, bytes):
-        checks.append(Check(f"{v} == {value!r}", label, repr(value), v))
+        checks.append(Check(f"{v} == {value!r}", label, repr(value), v, ("eq", v, value) if native else None))
     elif type(value) is tuple:
         checks.append(Check(f"len({v}) == {len(value)}", f"len({label})", str(len(value)),
                             f"len({v})"))
@@ -108,7 +119,7 @@ def constant_checks(v: str, label: str, value: Any, consts: Consts) -> list[Chec
             checks += constant_checks(f"{v}[{index}]", f"{label}[{index}]", item, consts)
     elif isinstance(value, (complex, torch.device, torch.Size)):
         checks.append(Check(f"{v} == {consts.name_for(value, type(value).__name__)}",
-                            label, show(value), v))
+                            label, show(value), v, ("eq", v, value) if native else None))
     else:
         raise UnguardableValue(f"{label}: {type(value).__name__} is not a constant")
     return checks
@@ -202,24 +213,28 @@ def global_hooks_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
 def grad_mode_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     enabled = consts.name_for(torch.is_grad_enabled, "is_grad_enabled")
     return [Check(f"{enabled}() is {guard.expected!r}", "torch.is_grad_enabled()",
-                  repr(guard.expected), f"{enabled}()")]
+                  repr(guard.expected), f"{enabled}()", ("call_is", torch.is_grad_enabled, guard.expected))]
 
 
 def autocast_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     enabled = consts.name_for(torch._C._is_any_autocast_enabled, "is_any_autocast_enabled")
     return [Check(f"{enabled}() is {guard.expected!r}", "torch autocast enabled (any device)",
-                  repr(guard.expected), f"{enabled}()")]
+                  repr(guard.expected), f"{enabled}()",
+                  ("call_is", torch._C._is_any_autocast_enabled, guard.expected))]
 
 
 def torch_state_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     function = guard.source.function
-    fn = consts.name_for(torch_state_function(function), function)
+    function_obj = torch_state_function(function)
+    fn = consts.name_for(function_obj, function)
     value = guard.obj
     if isinstance(value, (bool, torch.dtype)):          # singletons: identity is equality
         test = f"{fn}() is {value!r}" if isinstance(value, bool) else f"{fn}() is {consts.name_for(value, 'dtype')}"
+        native = ("call_is", function_obj, value)
     else:
         test = f"{fn}() == {consts.name_for(value, type(value).__name__)}"
-    return [Check(test, f"torch.{function}()", show(value), f"{fn}()")]
+        native = ("call_eq", function_obj, value)
+    return [Check(test, f"torch.{function}()", show(value), f"{fn}()", native)]
 
 
 class _Missing:

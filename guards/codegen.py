@@ -1,4 +1,4 @@
-"""Turn guards into one generated Python function (and graph-input readers).
+"""Turn guards into a generated Python guard function (and graph-input readers).
 
 The guards' sources form a tree (``L['self']`` -> ``L['self'].conv1`` -> ``...weight``).
 Codegen walks it parent first, so each expression is read once into a local variable and
@@ -21,9 +21,10 @@ What makes a hit cheap, each kept exact:
   ``_modules`` (never through the slow ``__getattr__``), with the checks that make that read
   the one ``module.attr`` would give (see ``module_facts``);
 - a tuple identical to the constant seen at trace time skips its item checks;
-- tensor checks run in one call of a compiled helper (``native``: C++ reading at::Tensor, or the
-  C helper calling the getters), and a frame guarded only on tensor arguments gets a guard
-  function that is entirely compiled.
+- tensor checks run in one call of the compiled helper (``native``: C++ reading at::Tensor);
+- with a pinned argument (``L['self'] is <the model>``) the dict memo lets a split-off fast path
+  (``___guard``) skip what no dict change can have changed; ``___full`` runs everything, and the
+  fast path's steps run natively as a ``FastGuard`` (``fast_path``) where each has a native form.
 The same plan, interpreted step by step, is the slow path that says which guard failed.
 Classes may change after tracing: one check per module class (``native.class_lacks``, a type
 version tag in C) verifies that no class of its MRO defines an attribute read past it.
@@ -39,7 +40,7 @@ from typing import Any, Iterable, Optional, Protocol, Sequence, runtime_checkabl
 
 import networkx as nx
 
-from . import memo, native
+from . import fast_path, memo, native
 from .checks import describe_guard, show
 from .guard import ALIAS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, hinted_value, is_immutable_constant
 from .planner import FUNC, Block, ConstPool, Planner, Read, local_var
@@ -124,7 +125,8 @@ def plan_guards(guards: Iterable[Guard], frame_info: FrameInfo) -> tuple[Planner
             return
         var = planner.value_of(node)
         name = planner.consts.name_for(constant, "const")
-        with planner.block(f"{var} is not {name}", f"{node.name()} is the constant {show(constant)}"):
+        with planner.block(f"{var} is not {name}", f"{node.name()} is the constant {show(constant)}",
+                           frozenset({var})):
             emit(node)
             for child in tree.successors(node):
                 visit(child)
@@ -150,22 +152,30 @@ def signature(frame_info: FrameInfo) -> str:
     return ", ".join([FUNC] + [local_var(name) for name in frame_info.arg_names])
 
 
-def render_guard(planner: Planner, frame_info: FrameInfo, inline_tensors: bool = False,
-                 memo_plan: Optional[memo.MemoPlan] = None) -> str:
-    """The guard function's text.  Tensor checks go to one C call at the end unless
-    ``inline_tensors`` (the pure-Python equivalent, for reading); with a ``memo_plan``, a
-    fast path first skips what the memo vouches for (see ``memo``)."""
+def render_guard(planner: Planner, frame_info: FrameInfo, memo_plan: Optional[memo.MemoPlan] = None) -> str:
+    """The guard function's text.  Tensor checks go to one compiled call at the end where the
+    helper is built (else each is inline Python).  With a ``memo_plan`` it is two
+    functions: ``___guard``, the fast path that skips what the memo vouches for (see ``memo``),
+    and ``___full``, every check, noting for the memo; the fast path calls ``___full`` when a pin
+    or the memo fails.  (Kept apart so the common call's frame stays small: a frame holds every
+    local of its function, thousands for a big model.)"""
+    if memo_plan is None:
+        lines = [f"def ___guard({signature(frame_info)}):", "    try:"]
+        _render_body(planner, True, None, planner.steps, lines, " " * 8)
+        lines += ["    except Exception:", "        return False", "    return True"]
+        return "\n".join(lines) + "\n"
     lines = [f"def ___guard({signature(frame_info)}):", "    try:"]
-    note = None
-    if memo_plan is not None:
-        lines += memo.render_fast_path(memo_plan, planner, partial(_render_body, planner, True, None))
-        lines.append(memo.begin_line(memo_plan, planner))
-        note = partial(memo.slow_path_notes, memo_plan)
-    _render_body(planner, not inline_tensors, note, planner.steps, lines, " " * 8)
-    if memo_plan is not None:
-        lines.append(memo.commit_line(memo_plan))
-    lines += ["    except Exception:", "        return False", "    return True"]
+    lines += memo.render_fast_path(memo_plan, planner, partial(_render_body, planner, True, None))
+    lines += ["    except Exception:", "        return False",
+              f"    return {FULL}({signature(frame_info)})", "",
+              f"def {FULL}({signature(frame_info)}):", "    try:", memo.begin_line(memo_plan, planner)]
+    _render_body(planner, True, partial(memo.slow_path_notes, memo_plan), planner.steps,
+                 lines, " " * 8)
+    lines += [memo.commit_line(memo_plan), "    except Exception:", "        return False", "    return True"]
     return "\n".join(lines) + "\n"
+
+
+FULL = "___full"
 
 
 def _render_body(planner: Planner, batch_tensors: bool, note, steps: list, lines: list[str],
@@ -225,17 +235,31 @@ def exec_generated(text: str, namespace: dict, name: str, kind: str) -> Any:
 
 
 def build_guard_function(guards: Iterable[Guard], frame_info: FrameInfo) -> GuardFunction:
-    """One generated function ``(func, *args) -> bool`` checking every guard, cheapest first
+    """One guard function ``(func, *args) -> bool`` checking every guard, cheapest first
     per source, parents before children; with ``.source``, ``.guard_strings``,
-    ``.guards`` and ``.failure_reason(func, *args)``."""
+    ``.guards`` and ``.failure_reason(func, *args)``.
+
+    The function is the generated Python, or, where the compiled helper is built and can
+    express every step the common path runs, a ``FastGuard`` running those steps natively
+    (falling back to the generated ``___full`` when a pin or the memo fails)."""
     planner, ordered = plan_guards(guards, frame_info)
-    text = render_guard(planner, frame_info, memo_plan=memo.plan_memo(planner, ordered))
-    guard_fn = native.argument_guard(ordered, frame_info)
-    if guard_fn is not None:
-        text = (f"# Runs compiled ({type(guard_fn).__module__}.ArgumentGuard); the same checks in Python:\n"
-                + render_guard(planner, frame_info, inline_tensors=True))
+    memo_plan = memo.plan_memo(planner, ordered)
+    text = render_guard(planner, frame_info, memo_plan=memo_plan)
+    namespace = planner.consts.namespace
+    python_fn = exec_generated(text, namespace, "___guard", "guards")
+    if memo_plan is None:
+        guard_fn = fast_path.fast_guard(planner.steps, {}, None, [], None, frame_info, namespace)
     else:
-        guard_fn = exec_generated(text, planner.consts.namespace, "___guard", "guards")
+        volatile, values = memo.fast_path_steps(memo_plan, planner)
+        guard_fn = fast_path.fast_guard(volatile, memo_plan.pins, namespace[memo_plan.memo], values,
+                                     namespace[FULL], frame_info, namespace)
+    if guard_fn is not None:
+        text = (f"# Runs natively ({type(guard_fn).__module__}.FastGuard): the steps of ___guard below "
+                f"as {len(guard_fn.program)} ops{', then ___full when a pin or the memo fails' if memo_plan else ''}\n"
+                + text)
+        guard_fn.python = python_fn
+    else:
+        guard_fn = python_fn
     guard_fn.source = text
     guard_fn.guards = ordered
     guard_fn.guard_strings = [describe_guard(guard) for guard in ordered]

@@ -21,34 +21,28 @@ are noted too, and re-checked by the memo in C.)
             ___memo_1.commit((v7, v19), ___token)
         ...
 
-A variable is *stable* when it is a pinned argument, ``X.__dict__`` of a stable X, or
-``B[k]`` of a stable B that is a dict or a tuple (the memo refuses to commit otherwise).
+A variable is *stable* when it is a pinned argument, ``X.__dict__`` of a stable X, ``B[k]`` of
+a stable B that is a dict or a tuple (the memo refuses to commit otherwise), or a constant the
+plan names.  The plan reads the planner's structured fields (``Read.how``, ``Test.uses``),
+never the generated text.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Optional
 
 from . import module_facts, native
 from .guard import (
     DICT_KEYS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, LENGTH_MATCH, MODULE_STATE_MATCH, TYPE_MATCH, Guard,
 )
-from .planner import STRUCTURE, Block, Planner, Read, Test, local_var
+from .planner import STRUCTURE, Block, Planner, Read, Test, local_var, read_uses
 from .source import LocalSource
 
-_VAR = r"(?:v\d+|L_\w+)"
-_OWNER_READ = re.compile(rf"({_VAR})\.__dict__")
-_ITEM_READ = re.compile(rf"({_VAR})\[[^\[\]]+\]")
 # Checks about the contents of containers: the variables they look at must be dicts or tuples.
 _CONTENT_KINDS = {MODULE_STATE_MATCH, STRUCTURE, DICT_KEYS_MATCH, LENGTH_MATCH, GLOBAL_HOOKS_EMPTY}
 # Below this many skipped checks the memo costs more than it saves.
 MIN_SKIPPED = 8
-
-
-def variables_in(text: str) -> set[str]:
-    return set(re.findall(rf"\b{_VAR}\b", text))
 
 
 @dataclasses.dataclass
@@ -82,23 +76,26 @@ def plan_memo(planner: Planner, guards: list[Guard]) -> Optional[MemoPlan]:
 def _classify(steps: list, plan: MemoPlan) -> None:
     for step in steps:
         if isinstance(step, Read):
-            owner, item = _OWNER_READ.fullmatch(step.expr), _ITEM_READ.fullmatch(step.expr)
-            if owner and owner.group(1) in plan.stable:
+            how = step.how or ("",)
+            if how[0] == "attr" and how[2] == "__dict__" and how[1] in plan.stable:
                 plan.stable.add(step.var)
-                plan.owners[step.var] = owner.group(1)
+                plan.owners[step.var] = how[1]
                 plan.skipped.append(step)
-            elif item and item.group(1) in plan.stable:
+            elif how[0] == "item" and how[1] in plan.stable:
                 plan.stable.add(step.var)
-                plan.containers.add(item.group(1))
+                plan.containers.add(how[1])
+                plan.skipped.append(step)
+            elif how[0] == "const":   # a constant the plan names: the same object every call
+                plan.stable.add(step.var)
                 plan.skipped.append(step)
         elif isinstance(step, Block):
-            if variables_in(step.condition) <= plan.stable:
+            if step.uses <= plan.stable:
                 plan.skipped.append(step)   # an immutable constant, identical: all of it holds
                 _classify(step.steps, plan)  # (its reads stay stable for the slow path's notes)
             else:
                 _classify(step.steps, plan)
         elif step.by_identity or step.kind == TYPE_MATCH:
-            used = set().union(*(variables_in(check.test) for check in step.checks))
+            used = step.uses
             if used <= plan.stable:
                 plan.skipped.append(step)
                 if step.kind in _CONTENT_KINDS:
@@ -107,11 +104,18 @@ def _classify(steps: list, plan: MemoPlan) -> None:
                     plan.typed.append(step)
 
 
-def render_fast_path(plan: MemoPlan, planner: Planner, render_steps) -> list[str]:
-    """The lines of the memo's fast path (``render_steps`` renders the volatile steps)."""
+def fast_path_steps(plan: MemoPlan, planner: Planner) -> tuple[list, list[str]]:
+    """The steps the fast path still runs (the volatile ones) and the stable variables they
+    need from the memo's committed values, in order (also kept as ``plan.values``)."""
     skipped = {id(step) for step in plan.skipped}
     volatile = _without(planner.steps, skipped)
-    needed = sorted(_uses(volatile) & plan.stable - set(plan.pins), key=_var_order)
+    plan.values = sorted(_uses(volatile) & plan.stable - set(plan.pins), key=_var_order)
+    return volatile, plan.values
+
+
+def render_fast_path(plan: MemoPlan, planner: Planner, render_steps) -> list[str]:
+    """The lines of the memo's fast path (``render_steps`` renders the volatile steps)."""
+    volatile, needed = fast_path_steps(plan, planner)
     pins = " and ".join(f"{var} is {obj}" for var, obj in plan.pins.items())
     lines = [f"        if {pins} and {plan.memo}.valid():  # nothing the skipped checks read through changed"]
     if needed:
@@ -119,7 +123,6 @@ def render_fast_path(plan: MemoPlan, planner: Planner, render_steps) -> list[str
     body: list[str] = []
     render_steps(volatile, body, " " * 12)
     lines += body + ["            return True"]
-    plan.values = needed
     return lines
 
 
@@ -129,7 +132,7 @@ def slow_path_notes(plan: MemoPlan, step) -> Optional[str]:
     if isinstance(step, Test):
         if not any(step is typed for typed in plan.typed):
             return None
-        (var,) = set().union(*(variables_in(check.test) for check in step.checks))
+        (var,) = step.uses
         return f"{plan.memo}.note_type({var})"
     if step.var in plan.owners:
         return f"{plan.memo}.note_owner({plan.owners[step.var]}, {step.var})"
@@ -166,11 +169,11 @@ def _uses(steps: list) -> set[str]:
     used: set[str] = set()
     for step in steps:
         if isinstance(step, Read):
-            used |= variables_in(step.expr)
+            used |= read_uses(step)
         elif isinstance(step, Block):
-            used |= variables_in(step.condition) | _uses(step.steps)
+            used |= step.uses | _uses(step.steps)
         else:
-            used |= set().union(*(variables_in(check.test) for check in step.checks))
+            used |= step.uses
             if step.batched is not None:
                 used.add(step.batched[0])
     return used

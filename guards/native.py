@@ -1,14 +1,14 @@
-"""The optional compiled helpers, and when generated code may use them.
+"""The compiled helpers, and when generated code may use them.
 
-Three ways to check a tensor against its ``TensorSpec``, with the same answers:
+Two ways to check a tensor against its ``TensorSpec``, with the same answers:
 
-- ``"cpp"``: ``_tensor_match.cpp`` compares at::Tensor's own fields (~10 ns a tensor); built only
-  when torch is importable at build time, since it compiles against torch's headers;
-- ``"c"``: ``_guard_helpers.c`` calls the tensor's Python getters from C (~200 ns a tensor);
-- ``"python"``: the generated Python checks (codegen writes them when neither is used).
+- ``"cpp"``: ``_tensor_match.cpp`` compares at::Tensor's own fields (~10 ns a tensor); built
+  whenever torch is importable at build time, since it compiles against torch's headers;
+- ``"python"``: the generated Python checks (codegen writes them when the helper is not used).
 
-``mode`` is the fastest one built; tests set it to run every path.  ``ArgumentReader`` and
-``DictMemo`` come from the C helper in both compiled modes.
+``mode`` is the fastest one built; tests set it to run both.  The torch-free helpers of
+``_guard_helpers.c`` (``DictMemo``, ``ClassLacks``, ``ArgumentReader``) are used in the compiled
+mode, and ``_tensor_match.FastGuard`` runs a guard's common path (see ``fast_path``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Optional, Sequence
 
-import torch
-
 from .checks import contiguity_pins_strides
-from .guard import AUTOCAST_MATCH, GRAD_MODE_MATCH, TENSOR_MATCH, TORCH_STATE_MATCH, Guard, TensorSpec
-from .source import torch_state_function
+from .guard import TensorSpec
 from .source import FrameInfo, LocalSource, Source
 
 try:
@@ -32,16 +29,15 @@ try:
 except ImportError:  # pragma: no cover - not built (no torch at build time) or built for another torch
     cpp_helpers = None
 
-# The modules that check tensors in each compiled mode (only the built ones).
-TENSOR_CHECKERS: dict[str, ModuleType] = {
-    name: module for name, module in (("cpp", cpp_helpers), ("c", c_helpers)) if module is not None}
+# The module that checks tensors in each compiled mode (only the built one).
+TENSOR_CHECKERS: dict[str, ModuleType] = {"cpp": cpp_helpers} if cpp_helpers is not None and c_helpers is not None else {}
 MODES = (*TENSOR_CHECKERS, "python")
 mode = MODES[0]
 
 ArgumentReader = c_helpers.ArgumentReader if c_helpers else None
 DictMemo = c_helpers.DictMemo if c_helpers else None
-# The fastest TensorMatch built (benchmarks time it alone); codegen calls ``tensor_match``.
-TensorMatch = next((module.TensorMatch for module in TENSOR_CHECKERS.values()), None)
+# The compiled TensorMatch (benchmarks time it alone); codegen calls ``tensor_match``.
+TensorMatch = cpp_helpers.TensorMatch if cpp_helpers is not None else None
 
 
 class PyClassLacks:
@@ -93,7 +89,7 @@ def tensor_match(specs: Sequence[tuple]) -> Any:
 
 def tensor_spec(spec: TensorSpec) -> Optional[tuple]:
     """The compiled helper's spec for a TensorSpec, or None (pure-Python mode, or a spec the
-    helper refuses: the C helper refuses types whose metadata getters are Python code)."""
+    helper refuses)."""
     if not compiled():
         return None
     c_spec = (spec.type, spec.dtype, spec.device, spec.shape, spec.stride, spec.requires_grad,
@@ -103,31 +99,6 @@ def tensor_spec(spec: TensorSpec) -> Optional[tuple]:
     except TypeError:
         return None
     return c_spec
-
-
-def argument_guard(guards: Sequence[Guard], frame_info: FrameInfo) -> Any:
-    """The whole guard function as one compiled object, when every guard is a tensor match on
-    an argument or the grad mode (the common case of a function of tensors); else None."""
-    if not compiled():
-        return None
-    checks, grad_mode, autocast, states = [], None, None, []
-    for guard in guards:
-        if guard.kind == GRAD_MODE_MATCH:
-            grad_mode = guard.expected
-        elif guard.kind == AUTOCAST_MATCH:
-            autocast = guard.expected
-        elif guard.kind == TORCH_STATE_MATCH and isinstance(guard.obj, (bool, torch.dtype)):
-            states.append((torch_state_function(guard.source.function), guard.obj))   # fn() is value
-        elif guard.kind == TENSOR_MATCH and isinstance(guard.source, LocalSource) \
-                and tensor_spec(guard.expected) is not None:
-            checks.append((frame_info.arg_names.index(guard.source.local_name), tensor_spec(guard.expected)))
-        else:
-            return None
-    state_checks = () if autocast is None else ((torch._C._is_any_autocast_enabled, bool(autocast)),)
-    state_checks = (*state_checks, *states)
-    return TENSOR_CHECKERS[mode].ArgumentGuard(
-        len(frame_info.arg_names), checks, None if grad_mode is None else torch.is_grad_enabled, bool(grad_mode),
-        state_checks)
 
 
 def argument_reader(sources: Sequence[Source], frame_info: FrameInfo) -> Any:

@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import keyword
 import re
+import types
 from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
 from . import module_facts, native
@@ -38,6 +39,10 @@ class Read(NamedTuple):
     var: str
     expr: str
     label: str
+    # The read as data, for the fast layer (memo, native program): ("attr", base, name),
+    # ("item", base, key), ("builtin", globals, builtins, name), ("const", name), or None for
+    # a read only the Python text expresses.  Operands are variables or constant names.
+    how: Optional[tuple] = None
 
 
 class Test(NamedTuple):
@@ -50,6 +55,8 @@ class Test(NamedTuple):
     by_identity: bool = False
     # The guard kind (or STRUCTURE for the checks that make a module shortcut exact).
     kind: str = ""
+    # The variables the checks read (their text names them too; this is the structured copy).
+    uses: frozenset = frozenset()
 
 
 class Block(NamedTuple):
@@ -58,6 +65,7 @@ class Block(NamedTuple):
     condition: str
     steps: list
     comment: str
+    uses: frozenset = frozenset()   # the variables ``condition`` reads
 
 
 class ConstPool:
@@ -136,40 +144,87 @@ class Planner:
         elif isinstance(source, NamespaceSource):
             var = self.consts.name_for(source.namespace, "globals")   # the dict itself, read each call
         else:
-            var = self._cached(self._read_expr(source), source.name())
+            var = self._cached(*self._read_expr(source), source.name())
         self.var_of[source] = var
         return var
 
-    def _cached(self, expr: str, label: str) -> str:
+    def _cached(self, expr: str, how: Optional[tuple], label: str) -> str:
         if expr not in self._cse:
-            self._cse[expr] = self._emit_read(expr, label)
+            self._cse[expr] = self._emit_read(expr, how, label)
         return self._cse[expr]
 
-    def _emit_read(self, expr: str, label: str) -> str:
+    def _emit_read(self, expr: str, how: Optional[tuple], label: str) -> str:
         var = f"v{next(self._counter)}"
-        self.steps.append(Read(var, expr, label))
+        self.steps.append(Read(var, expr, label, how))
         return var
 
-    def _read_expr(self, source: Source) -> str:
+    def _read_attr(self, base: str, name: str, label: str) -> str:
+        """The variable holding ``base.name`` (read once)."""
+        return self._cached(*_attr(base, name), label)
+
+    def _read_item(self, base: str, key: Any, label: str) -> str:
+        """The variable holding ``base[key]`` (read once)."""
+        return self._cached(*self._item(base, key), label)
+
+    def _item(self, base: str, key: Any) -> tuple[str, tuple]:
+        return f"{base}[{self._key_literal(key)}]", ("item", base, key)
+
+    def _read_expr(self, source: Source) -> tuple[str, Optional[tuple]]:
+        """How to read ``source``: its Python expression and the same as data (``Read.how``)."""
         if isinstance(source, GlobalSource):
-            return f"{self._cached(f'{FUNC}.__globals__', 'G')}[{source.global_name!r}]"
+            return self._item(self._read_attr(FUNC, "__globals__", "G"), source.global_name)
         if isinstance(source, BuiltinSource):   # as the function sees it: a global shadows a builtin
             key = repr(source.builtin_name)
             if source.namespace is None:
-                g, b = self._cached(f'{FUNC}.__globals__', 'G'), self._cached(f'{FUNC}.__builtins__', 'B')
+                g, b = self._read_attr(FUNC, "__globals__", "G"), self._read_attr(FUNC, "__builtins__", "B")
             else:
                 g = self.value_of(source.namespace)
                 b = self.consts.name_for(namespace_builtins(source.namespace.namespace), "builtins")
-            return f"({g}[{key}] if {key} in {g} else {b}[{key}])"
+            return f"({g}[{key}] if {key} in {g} else {b}[{key}])", ("builtin", g, b, source.builtin_name)
         if isinstance(source, ClosureSource):
-            return f"{FUNC}.__closure__[{source.index}].cell_contents"
+            return f"{FUNC}.__closure__[{source.index}].cell_contents", ("closure", source.index)
         if isinstance(source, AttrSource):
+            method = self._method_function(source)
+            if method is not None:
+                return method, ("const", method)
             return self._attr_expr(source, self.value_of(source.base_source))
         if isinstance(source, ItemSource):
             return self._item_expr(source, self.value_of(source.base_source))
         if isinstance(source, CallSource):
-            return f"{self.value_of(source.base_source)}.{source.method}()"
+            base = self.value_of(source.base_source)
+            return f"{base}.{source.method}()", ("call", base, source.method)
         raise UnguardableValue(f"no way to read a {type(source).__name__}")
+
+    def _method_function(self, source: AttrSource) -> Optional[str]:
+        """``module.name.__func__`` as the constant function itself, when that is exact: the
+        module's exact type is verified, its class finds attributes the nn.Module way, ``name``
+        is a plain function found on the class (``_class_finds`` re-checks that on every call)
+        and absent from the instance dict (a structure test); then ``module.name`` is a bound
+        method of that very function.  Saves building a bound method per call (guard mode)."""
+        if self.mode != "guard" or source.attr != "__func__" or not isinstance(source.base_source, AttrSource):
+            return None
+        method_source = source.base_source
+        traced = self._traced_module(method_source.base_source)
+        name = method_source.attr
+        if traced is None or name in vars(traced):
+            return None
+        found = _NOT_FOUND
+        for klass in type(traced).__mro__:
+            if name in vars(klass):
+                found = vars(klass)[name]
+                break
+        if type(found) is not types.FunctionType:
+            return None
+        base = self.value_of(method_source.base_source)
+        instance_dict = self._read_attr(base, "__dict__", f"{method_source.base_source.name()}.__dict__")
+        where = self.consts.name_for(module_facts.where_attr_lives, "where_attr_lives")
+        self._emit_test(Test((Check(f"{name!r} not in {instance_dict}", method_source.name(),
+                                    "a method of the class", f"{where}({base}, {name!r})",
+                                    ("not_in", name, instance_dict)),),
+                             f"{method_source.name()} is a method of the class", by_identity=True,
+                             kind=STRUCTURE, uses=frozenset({instance_dict})))
+        self._class_finds(traced, name)
+        return self.consts.name_for(found, name)
 
     def _key_literal(self, key: Any) -> str:
         if type(key) in (int, str, bool) or key is None:
@@ -177,37 +232,37 @@ class Planner:
         return self.consts.name_for(key, "key")
 
     def _attr_expr(self, source: AttrSource, base: str) -> str:
-        plain = (f"{base}.{source.attr}" if source.attr.isidentifier()
-                 and not keyword.iskeyword(source.attr) else f"getattr({base}, {source.attr!r})")
+        plain, plain_how = _attr(base, source.attr)
         traced = self._traced_module(source.base_source)
         holder_name = module_facts.attr_dict_of(traced, source.attr) if traced is not None else None
         if holder_name is None:
-            return plain
+            return plain, plain_how
         attr, base_name = source.attr, source.base_source.name()
-        instance_dict = self._cached(f"{base}.__dict__", f"{base_name}.__dict__")
+        instance_dict = self._read_attr(base, "__dict__", f"{base_name}.__dict__")
         if holder_name == "__dict__":   # no class attribute by that name: the instance dict wins
             if self.mode == "guard":
                 self._class_lacks(traced, source.attr)
             if self.mode == "reader":
-                return f"{instance_dict}[{attr!r}] if {attr!r} in {instance_dict} else {plain}"
-            return f"{instance_dict}[{attr!r}]"
+                return f"{instance_dict}[{attr!r}] if {attr!r} in {instance_dict} else {plain}", None
+            return self._item(instance_dict, attr)
         if self.mode == "guard":
             self._class_lacks(traced, attr)
         holder = self._module_dict(source.base_source, base, holder_name)
         earlier = module_facts.MODULE_ATTR_DICTS[:module_facts.MODULE_ATTR_DICTS.index(holder_name)]
         # nn.Module.__getattr__ runs only if the instance dict lacks attr, then looks in
         # _parameters, _buffers, _modules in that order: mirror exactly that.
-        not_shadowed = [f"{attr!r} not in {instance_dict}"] + [
-            f"{attr!r} not in {self._module_dict(source.base_source, base, name)}" for name in earlier]
+        shadows = [instance_dict] + [self._module_dict(source.base_source, base, name) for name in earlier]
+        not_shadowed = [f"{attr!r} not in {shadow}" for shadow in shadows]
         if self.mode == "reader":
             conditions = " and ".join([f"{attr!r} in {holder}"] + not_shadowed)
-            return f"{holder}[{attr!r}] if {conditions} else {plain}"
+            return f"{holder}[{attr!r}] if {conditions} else {plain}", None
         where = self.consts.name_for(module_facts.where_attr_lives, "where_attr_lives")
         self._emit_test(Test(tuple(
-            Check(test, source.name(), f"found in {holder_name}", f"{where}({base}, {attr!r})")
-            for test in not_shadowed), f"{source.name()} is read from {holder_name}", by_identity=True,
-            kind=STRUCTURE))
-        return f"{holder}[{attr!r}]"
+            Check(f"{attr!r} not in {shadow}", source.name(), f"found in {holder_name}", f"{where}({base}, {attr!r})",
+                  ("not_in", attr, shadow))
+            for shadow in shadows), f"{source.name()} is read from {holder_name}", by_identity=True,
+            kind=STRUCTURE, uses=frozenset(shadows)))
+        return self._item(holder, attr)
 
     def _class_lacks(self, module: Any, attr: str) -> None:
         """The shortcut read of ``module.attr`` holds only while no class of the module's MRO
@@ -220,7 +275,8 @@ class Planner:
             name = self._lacks_name
             self._emit_test(Test((Check(f"{name}()", "module classes (and their bases)",
                                         "define none of the attributes read from instance dicts",
-                                        f"[(c.__qualname__, n) for c, n, _ in {name}.pairs]"),),
+                                        f"[(c.__qualname__, n) for c, n, _ in {name}.pairs]",
+                                        ("call_true", name)),),
                                  "no module class defines an attribute read past it", kind=CLASS_LACKS))
         names, found = self.class_lacks.setdefault(type(module), (set(), {}))
         if attr is not None:
@@ -241,8 +297,8 @@ class Planner:
             self.consts.namespace[self._lacks_name] = native.class_lacks(
                 [(cls, names, found) for cls, (names, found) in self.class_lacks.items()])
 
-    def _item_expr(self, source: ItemSource, base: str) -> str:
-        plain = f"{base}[{self._key_literal(source.key)}]"
+    def _item_expr(self, source: ItemSource, base: str) -> tuple[str, tuple]:
+        plain = self._item(base, source.key)
         traced = self._traced_module(source.base_source)
         if traced is None:
             return plain
@@ -256,12 +312,12 @@ class Planner:
         if keys is not None and self.mode == "guard":
             self.before_read(modules_source)   # its keys guard must hold before we rely on it
         holder = self._module_dict(source.base_source, base, "_modules")
-        return f"{holder}[{key!r}]"
+        return self._item(holder, key)
 
     def _module_dict(self, module_source: Source, base: str, dict_name: str) -> str:
         """The variable holding ``module.__dict__[dict_name]`` (read once)."""
-        instance_dict = self._cached(f"{base}.__dict__", f"{module_source.name()}.__dict__")
-        return self._cached(f"{instance_dict}[{dict_name!r}]", f"{module_source.name()}.{dict_name}")
+        instance_dict = self._read_attr(base, "__dict__", f"{module_source.name()}.__dict__")
+        return self._read_item(instance_dict, dict_name, f"{module_source.name()}.{dict_name}")
 
     def _traced_module(self, source: Source) -> Any:
         """The module seen at trace time at ``source``, if its exact type is verified at run
@@ -278,29 +334,40 @@ class Planner:
 
     def add_guards(self, source: Source, guards: Sequence[Guard]) -> None:
         var = self.value_of(source)
+        own = frozenset({var}) if _is_variable(var) else frozenset()
         for guard in sorted(guards, key=lambda g: KIND_ORDER[g.kind]):
+            uses = own
             if guard.kind == ALIAS_MATCH:
-                checks = alias_checks(guard, var, [self.value_of(other) for other, _ in guard.expected])
+                others = [self.value_of(other) for other, _ in guard.expected]
+                checks = alias_checks(guard, var, others)
+                uses = own | {w for w in others if _is_variable(w)}
             elif guard.kind == DISTINCT_MATCH:
-                checks = distinct_checks(guard, var, [self.value_of(other) for other in guard.expected])
+                others = [self.value_of(other) for other in guard.expected]
+                checks = distinct_checks(guard, var, others)
+                uses = own | {w for w in others if _is_variable(w)}
             elif guard.kind == MODULE_STATE_MATCH and self._state_in_instance_dict(source):
-                checks = module_state_checks(guard, var, self.consts, self._instance_reader(source, var))
+                read_vars: set[str] = set()
+                checks = module_state_checks(guard, var, self.consts, self._instance_reader(source, var, read_vars))
+                uses = frozenset(read_vars)
             else:
                 checks = list(CHECK_BUILDERS[guard.kind](guard, var, self.consts))
             batched = None
             if guard.kind == TENSOR_MATCH and native.tensor_spec(guard.expected) is not None:
                 batched = (var, native.tensor_spec(guard.expected))
-            self._emit_test(Test(tuple(checks), describe_guard(guard) + (f"  (from {guard.origin})" if guard.origin else ""), batched,
-                                 decided_by_identity(guard), guard.kind))
+            origin = f"  (from {guard.origin})" if guard.origin else ""
+            self._emit_test(Test(tuple(checks), describe_guard(guard) + origin, batched,
+                                 decided_by_identity(guard), guard.kind, uses))
             if guard.kind == ID_MATCH and _wants_type_check(guard):
                 exact_type = Guard(source, TYPE_MATCH, type(guard.obj))
                 self._emit_test(Test(tuple(CHECK_BUILDERS[TYPE_MATCH](exact_type, var, self.consts)),
                                      describe_guard(exact_type), None,
-                                     decided_by_identity(exact_type), TYPE_MATCH))
+                                     decided_by_identity(exact_type), TYPE_MATCH, own))
 
-    def _instance_reader(self, source: Source, var: str):
-        """``read(attr)`` for module state: the flag inline, each hook dict read once."""
-        instance_dict = self._cached(f"{var}.__dict__", f"{source.name()}.__dict__")
+    def _instance_reader(self, source: Source, var: str, read_vars: set):
+        """``read(attr)`` for module state: the flag inline, each hook dict read once (the
+        variables its expressions use are added to ``read_vars``)."""
+        instance_dict = self._read_attr(var, "__dict__", f"{source.name()}.__dict__")
+        read_vars.add(instance_dict)
         traced = self._traced_module(source)
         if self.mode == "guard" and traced is not None:
             for attr in ("training",) + module_facts.MODULE_HOOK_DICTS:
@@ -309,7 +376,9 @@ class Planner:
         def read(attr: str) -> str:
             if attr == "training":
                 return f"{instance_dict}['training']"
-            return self._cached(f"{instance_dict}[{attr!r}]", f"{source.name()}.{attr}")
+            hooks = self._read_item(instance_dict, attr, f"{source.name()}.{attr}")
+            read_vars.add(hooks)
+            return hooks
 
         return read
 
@@ -321,7 +390,7 @@ class Planner:
             for attr in ("training",) + module_facts.MODULE_HOOK_DICTS)
 
     @contextlib.contextmanager
-    def block(self, condition: str, comment: str):
+    def block(self, condition: str, comment: str, uses: frozenset = frozenset()):
         """Steps emitted inside run only if ``condition``; reads made there stay private to it."""
         outer_steps, outer_cse = self.steps, dict(self._cse)
         outer_vars, outer_tests = dict(self.var_of), set(self._tests_done)
@@ -332,13 +401,36 @@ class Planner:
             inner, self.steps = self.steps, outer_steps
             self._cse, self.var_of, self._tests_done = outer_cse, outer_vars, outer_tests
             if inner:
-                self.steps.append(Block(condition, inner, comment))
+                self.steps.append(Block(condition, inner, comment, uses))
 
     def _emit_test(self, test: Test) -> None:
         fresh = tuple(check for check in test.checks if check.test not in self._tests_done)
         self._tests_done.update(check.test for check in fresh)
         if fresh:
             self.steps.append(test._replace(checks=fresh))
+
+
+def read_uses(read: Read) -> frozenset:
+    """The variables a read reads from (from ``how``; a read without one uses none)."""
+    how = read.how or ("",)
+    operands = {"attr": how[1:2], "item": how[1:2], "call": how[1:2], "builtin": how[1:3]}.get(how[0], ())
+    return frozenset(w for w in operands if _is_variable(w))
+
+
+def _is_variable(name: str) -> bool:
+    """True for a generated variable or argument (``v3``, ``L_x``), False for a constant's name
+    (``___torch_2``) or the ``None`` that global-state sources use."""
+    return name.startswith(("v", "L_"))
+
+
+def _attr(base: str, name: str) -> tuple[str, tuple]:
+    """``base.name`` as Python (``getattr`` for a name that is no identifier) and as data."""
+    expr = (f"{base}.{name}" if name.isidentifier() and not keyword.iskeyword(name)
+            else f"getattr({base}, {name!r})")
+    return expr, ("attr", base, name)
+
+
+_NOT_FOUND = object()
 
 
 def decided_by_identity(guard: Guard) -> bool:

@@ -1,5 +1,5 @@
-"""Every guards test runs once per way of checking tensors that is built: C++ reading at::Tensor
-("cpp"), the C helper calling the getters ("c"), and the generated Python ("python")."""
+"""Every guards test runs once per way of checking guards that is built: compiled (C++ reading
+at::Tensor, the FastGuard, the C memo: "cpp") and the generated Python alone ("python")."""
 
 import pytest
 

@@ -1,5 +1,5 @@
-"""The compiled helpers: each TensorMatch built (C++ and C) answers exactly what the Python
-tensor checks answer, and a frame of tensor arguments gets a guard function that is all compiled."""
+"""The compiled helpers: the C++ TensorMatch answers exactly what the Python tensor checks answer,
+and a frame of tensor arguments gets a guard function that is all compiled (a FastGuard)."""
 
 import pytest
 import torch
@@ -65,12 +65,6 @@ def test_checks_many_tensors_in_one_call(helper):
         check(x)
 
 
-@pytest.mark.skipif("c" not in HELPERS, reason="guards/_guard_helpers.c is not built")
-def test_the_c_helper_refuses_types_whose_metadata_is_computed_in_python():
-    with pytest.raises(TypeError):
-        HELPERS["c"]([(Odd, torch.float32, torch.device("cpu"), (1,), (1,), False)])
-
-
 @pytest.mark.skipif("cpp" not in HELPERS, reason="guards/_tensor_match.cpp is not built")
 def test_cpp_reads_the_tensor_itself_only_where_python_would_read_the_same():
     x = torch.ones(2, 3)
@@ -94,7 +88,7 @@ def test_a_frame_of_tensor_arguments_gets_a_compiled_guard_function(mode, monkey
     x, y = torch.ones(2, 3), torch.ones(3)
     guards = [grad_mode_match(), tensor_match(LocalSource("x"), x), tensor_match(LocalSource("y"), y)]
     guard_fn = guard_fn_for(guards, "x", "y")
-    assert type(guard_fn) is native.TENSOR_CHECKERS[mode].ArgumentGuard
+    assert type(guard_fn) is native.TENSOR_CHECKERS[mode].FastGuard
     assert guard_fn(f, torch.zeros(2, 3), torch.zeros(3)) is True
     assert guard_fn(f, y, x) is False
     assert guard_fn.failure_reason(f, x, y.double()) == "L['y'].dtype: expected torch.float32, got torch.float64"
@@ -102,8 +96,8 @@ def test_a_frame_of_tensor_arguments_gets_a_compiled_guard_function(mode, monkey
         assert guard_fn(f, x, y) is False
     with torch.inference_mode():
         assert guard_fn(f, x, y) is False           # inference mode turns grad mode off too
-    assert "L_x.dtype is" in guard_fn.source            # readable Python, whichever runs
-    assert f"Runs compiled (guards._{'tensor_match' if mode == 'cpp' else 'guard_helpers'}" in guard_fn.source
+    assert "# L['x'] tensor: torch.float32 cpu [2, 3]" in guard_fn.source   # readable, whichever runs
+    assert "Runs natively (guards._tensor_match.FastGuard)" in guard_fn.source
     reader = compile_reader([LocalSource("y"), LocalSource("x")], frame_of("x", "y"))
     values = reader(f, x, y)
     assert values[0] is y and values[1] is x
@@ -117,14 +111,17 @@ def test_the_compiled_guard_function_checks_the_autocast_state(mode, monkeypatch
     monkeypatch.setattr(native, "mode", mode)
     x = torch.ones(2, 3)
     guard_fn = guard_fn_for([grad_mode_match(), autocast_match(), tensor_match(LocalSource("x"), x)], "x")
-    assert type(guard_fn) is native.TENSOR_CHECKERS[mode].ArgumentGuard
+    assert type(guard_fn) is native.TENSOR_CHECKERS[mode].FastGuard
     assert guard_fn(f, x) is True
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert guard_fn(f, x) is False
         assert "autocast" in guard_fn.failure_reason(f, x)
     assert guard_fn(f, x) is True
-    with pytest.raises(TypeError, match="state_checks"):
-        native.TENSOR_CHECKERS[mode].ArgumentGuard(1, [], None, False, ((42, True),))
+    fast_guard = native.TENSOR_CHECKERS[mode].FastGuard
+    with pytest.raises(TypeError, match="callable"):
+        fast_guard(1, (), None, 0, 2, ((7, 42, True),), [], None)
+    with pytest.raises(ValueError, match="empty register"):   # reads register 2 before any op fills it
+        fast_guard(1, (), None, 0, 4, ((0, 3, 2, "shape"),), [], None)
 
 
 def test_pure_python_mode_uses_no_compiled_helper(monkeypatch):

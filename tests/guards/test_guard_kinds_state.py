@@ -28,7 +28,7 @@ def both_agree(guard_fn, *args):
 def test_default_dtype_match_compiled_and_python_agree():
     x = torch.ones(2)
     guard_fn = guard_fn_for([tensor_match(X, x), default_dtype_match()], "x")
-    assert (type(guard_fn).__name__ == "ArgumentGuard") == native.compiled()   # the C/C++ whole guard
+    assert (type(guard_fn).__name__ == "FastGuard") == native.compiled()   # the whole guard, native
     assert both_agree(guard_fn, x)
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)

@@ -10,7 +10,8 @@ from tests.guards.helpers import guard_fn_for, some_function as f
 
 
 def memo_of(guard_fn):
-    memos = [v for k, v in guard_fn.__globals__.items() if k.startswith("___memo")]
+    namespace = getattr(guard_fn, "python", guard_fn).__globals__   # a FastGuard keeps its Python twin
+    memos = [v for k, v in namespace.items() if k.startswith("___memo")]
     return memos[0] if memos else None
 
 

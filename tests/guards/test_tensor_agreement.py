@@ -1,9 +1,8 @@
 """Every way of checking a tensor gives the generated Python check's answer, on a table of tensors.
 
-The oracle is the guard function generated in pure-Python mode.  Each compiled mode ("cpp":
-at::Tensor read in C++, "c": getters called from C) builds the same guards, both as a whole
-compiled guard (a tensor argument) and as generated code calling one TensorMatch (a tensor
-inside a list), and must agree on every (traced tensor, candidate) pair: dtypes, devices (XLA
+The oracle is the guard function generated in pure-Python mode.  The compiled mode ("cpp":
+at::Tensor read in C++) builds the same guards, both as a whole native guard (a tensor
+argument) and as generated code calling one TensorMatch (a tensor inside a list), and must agree on every (traced tensor, candidate) pair: dtypes, devices (XLA
 on the CPU included), strides, requires_grad, Parameter vs Tensor, subclasses, 0-dim, inference
 tensors, instance attributes that hide methods; also under a torch function mode, which sees
 every metadata read, and inside inference mode.

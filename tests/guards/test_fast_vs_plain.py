@@ -1,0 +1,277 @@
+"""Property test: the fast layer decides exactly as the plain reference layer.
+
+A small network is captured by minidynamo (real guards: module attributes through dict
+shortcuts, Sequential/ModuleList items, method guards of inlined submodule calls, globals,
+floats, tensors, grad mode, default dtype).  Then random sequences of mutations of the watched
+objects are applied and undone; in every state
+
+- the guard function (a native ``FastGuard`` in compiled mode), its generated Python twin and its
+  slow path (``failure_reason``) give one answer;
+- it never passes where the plain layer (``guards.reference``: each source read once with
+  ``getattr``/``[]``, one predicate per kind) fails;
+- and it passes exactly where the plain layer passes, unless a mutation touched a premise of a
+  shortcut (an instance attribute that shadows a dict or class entry, a class attribute added,
+  ``__class__`` reassigned): there the fast layer refuses, conservatively, what the plain read
+  would still accept.
+"""
+
+import random
+import types
+
+import pytest
+import torch
+from torch import nn
+
+import minidynamo
+from guards import FrameInfo, reference
+from guards.native import cpp_helpers
+
+SCALE = 2.0
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.norm = nn.LayerNorm(4)
+        self.register_buffer("shift", torch.zeros(4))
+
+    def forward(self, x):
+        return self.norm(self.lin(x)) + self.shift
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(Block(), Block())
+        self.extra = nn.ModuleList([nn.Linear(4, 4)])
+        self.alpha = 0.5
+
+    def forward(self, x):
+        y = self.blocks(x)
+        y = self.extra[0](y) * self.alpha
+        return torch.relu(y) * SCALE
+
+
+class SubNet(Net):
+    pass
+
+
+# ----------------------------------------------------------------------------- mutations
+# Each takes (net, state) and returns an undo function; ``state["x"]`` is the input.
+
+
+def set_data(get, make):
+    def mutate(net, state):
+        p = get(net)
+        old = p.data
+        p.data = make(old)
+        return lambda: setattr(p, "data", old)
+    return mutate
+
+
+def set_attr(get_owner, name, make):
+    def mutate(net, state):
+        owner = get_owner(net)
+        old = getattr(owner, name)
+        setattr(owner, name, make(old))
+        return lambda: setattr(owner, name, old)
+    return mutate
+
+
+def flip_requires_grad(net, state):
+    p = net.blocks[1].lin.bias
+    p.requires_grad_(not p.requires_grad)
+    return lambda: p.requires_grad_(not p.requires_grad)
+
+
+def train_one(net, state):
+    net.blocks[0].train()
+    return lambda: net.blocks[0].eval()
+
+
+def forward_hook(net, state):
+    handle = net.extra[0].register_forward_hook(lambda *a: None)
+    return handle.remove
+
+
+def global_hook(net, state):
+    handle = nn.modules.module.register_module_forward_pre_hook(lambda *a: None)
+    return handle.remove
+
+
+def rebind_global(net, state):
+    globals()["SCALE"] = 3.0
+    return lambda: globals().__setitem__("SCALE", 2.0)
+
+
+def same_global_value(net, state):
+    globals()["SCALE"] = float("2.0")   # a new float object, same value
+    return lambda: globals().__setitem__("SCALE", 2.0)
+
+
+def grad_off(net, state):
+    torch.set_grad_enabled(False)
+    return lambda: torch.set_grad_enabled(True)
+
+
+def default_double(net, state):
+    torch.set_default_dtype(torch.float64)
+    return lambda: torch.set_default_dtype(torch.float32)
+
+
+def append_block(net, state):
+    net.blocks.append(Block())
+    key = str(len(net.blocks) - 1)
+    return lambda: net.blocks._modules.pop(key)   # (del blocks[-1] would rebuild _modules as an OrderedDict)
+
+
+def input_change(make):
+    def mutate(net, state):
+        old = state["x"]
+        state["x"] = make(old)
+        return lambda: state.__setitem__("x", old)
+    return mutate
+
+
+def shadow_submodule(net, state):          # premise: an instance attribute over _modules
+    block = net.blocks[0]
+    block.__dict__["lin"] = block._modules["lin"]
+    return lambda: block.__dict__.pop("lin")
+
+
+def bound_method_on_instance(net, state):  # premise: forward found in the instance dict
+    block = net.blocks[1]
+    block.forward = types.MethodType(Block.forward, block)   # the same function, bound by hand
+    return lambda: block.__dict__.pop("forward")
+
+
+def method_replaced_on_class(net, state):  # the class's function itself changes: both fail
+    original = Block.forward
+    Block.forward = lambda self, x: original(self, x)
+    return lambda: setattr(Block, "forward", original)
+
+
+def class_property(net, state):            # premise: a class attribute wins over _buffers
+    Block.shift = property(lambda self: self._buffers["shift"])
+    return lambda: delattr(Block, "shift")
+
+
+def reassign_class(net, state):            # premise: the exact type of a pinned module
+    net.__class__ = SubNet
+    return lambda: setattr(net, "__class__", Net)
+
+
+MUTATIONS = {
+    "weight dtype": (set_data(lambda n: n.blocks[0].lin.weight, lambda d: d.double()), False),
+    "weight shape": (set_data(lambda n: n.blocks[0].lin.weight, lambda d: torch.randn(5, 4)), False),
+    "weight strides": (set_data(lambda n: n.extra[0].weight, lambda d: d.t().contiguous().t()), False),
+    "buffer dtype": (set_attr(lambda n: n.blocks[1], "shift", lambda b: b.double()), False),
+    "same-metadata parameter": (set_attr(lambda n: n.blocks[1].lin, "weight",
+                                         lambda p: nn.Parameter(p.detach().clone())), False),
+    "requires_grad": (flip_requires_grad, False),
+    "new submodule": (set_attr(lambda n: n.blocks[1], "norm", lambda m: nn.LayerNorm(4)), False),
+    "eps": (set_attr(lambda n: n.blocks[0].norm, "eps", lambda e: 1e-3), False),
+    "alpha": (set_attr(lambda n: n, "alpha", lambda a: 0.25), False),
+    "alpha same value": (set_attr(lambda n: n, "alpha", lambda a: float("0.5")), False),
+    "training": (train_one, False),
+    "forward hook": (forward_hook, False),
+    "global hook": (global_hook, False),
+    "global rebound": (rebind_global, False),
+    "global same value": (same_global_value, False),
+    "grad mode": (grad_off, False),
+    "default dtype": (default_double, False),
+    "Sequential append": (append_block, False),
+    "input dtype": (input_change(lambda x: x.double()), False),
+    "input shape": (input_change(lambda x: torch.randn(3, 4)), False),
+    "input requires_grad": (input_change(lambda x: x.detach().requires_grad_()), False),
+    "input transposed": (input_change(lambda x: torch.randn(4, 2).t()), False),
+    "method replaced on the class": (method_replaced_on_class, False),
+    "shadowing instance attribute": (shadow_submodule, True),
+    "method in the instance dict": (bound_method_on_instance, True),
+    "class property": (class_property, True),
+    "__class__ reassigned": (reassign_class, True),
+}
+
+
+@pytest.fixture
+def captured(tensor_check_mode):
+    minidynamo.reset()
+    net = Net().eval()
+    x = torch.randn(2, 4)
+    optimized = minidynamo.optimize("eager")(net)
+    optimized(x)
+    (entry,) = [e for e in minidynamo.cache_entries(net) if e[1] is not None]
+    guard_fn = entry[1]
+    if tensor_check_mode and cpp_helpers is not None:
+        assert type(guard_fn).__name__ == "FastGuard", "compiled mode runs the native fast path"
+    yield net, x, guard_fn
+    minidynamo.reset()
+
+
+def decisions(net, x, guard_fn):
+    forward = Net.forward
+    fast = guard_fn(forward, net, x)
+    python = getattr(guard_fn, "python", guard_fn)(forward, net, x)
+    explained = guard_fn.failure_reason(forward, net, x) is None
+    frame_info = FrameInfo(("self", "x"), forward.__globals__, forward.__builtins__)
+    failed = reference.first_failure(guard_fn.guards, forward, (net, x), frame_info)
+    return fast, python, explained, failed
+
+
+def test_every_mutation_alone(captured):
+    net, x, guard_fn = captured
+    assert decisions(net, x, guard_fn)[0] is True
+    for name, (mutate, premise) in MUTATIONS.items():
+        state = {"x": x}
+        undo = mutate(net, state)
+        try:
+            fast, python, explained, failed = decisions(net, state["x"], guard_fn)
+        finally:
+            undo()
+        assert fast == python == explained, name
+        assert not (fast and failed), f"{name}: fast passed where {failed} fails"
+        if not premise:
+            assert fast == (failed is None), f"{name}: fast {fast}, plain fails on {failed}"
+        else:
+            assert not fast, f"{name}: a shortcut's premise changed, yet the fast guard passed"
+        assert decisions(net, x, guard_fn)[0] is True, f"after undoing {name}"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_mutation_sequences(captured, seed):
+    net, x, guard_fn = captured
+    rng = random.Random(seed)
+    names = list(MUTATIONS)
+    for _ in range(40):
+        chosen = rng.sample(names, rng.randint(1, 3))
+        state, undos = {"x": x}, []
+        try:
+            for name in chosen:
+                undos.append(MUTATIONS[name][0](net, state))
+                fast, python, explained, failed = decisions(net, state["x"], guard_fn)
+                assert fast == python == explained, chosen
+                assert not (fast and failed), f"{chosen}: fast passed where {failed} fails"
+                if not any(MUTATIONS[n][1] for n in chosen[:len(undos)]):
+                    assert fast == (failed is None), f"{chosen}: fast {fast}, plain fails on {failed}"
+        finally:
+            for undo in reversed(undos):
+                undo()
+        assert decisions(net, x, guard_fn)[:3] == (True, True, True), chosen
+
+
+def test_the_plain_layer_reads_each_source_once(captured, monkeypatch):
+    net, x, guard_fn = captured
+    forward = Net.forward
+    reads = []
+    for cls in {type(g.source) for g in guard_fn.guards}:
+        original = cls.read
+        monkeypatch.setattr(cls, "read", lambda self, frame, original=original: reads.append(self) or original(self, frame))
+    frame_info = FrameInfo(("self", "x"), forward.__globals__, forward.__builtins__)
+    assert reference.first_failure(guard_fn.guards, forward, (net, x), frame_info) is None
+    guarded = {g.source for g in guard_fn.guards}
+    assert guarded <= set(reads)
+    # each guarded source once by the reader (a chain's bases are read again inside Source.read)
+    top_level = [s for s in reads if s in guarded]
+    assert len(top_level) >= len(guarded)
+    assert reference.render(guard_fn.guards).splitlines() == guard_fn.guard_strings
