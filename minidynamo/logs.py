@@ -1,4 +1,4 @@
-"""One switch to see everything: ``MINIDYNAMO_LOG=graph,guards,bytecode,recompiles,fallbacks``.
+"""One switch to see everything: ``MINIDYNAMO_LOG=graph,guards,bytecode,recompiles,fallbacks,xla``.
 
 Each topic is a logger ``minidynamo.<topic>``; a topic named in the variable (or ``all``) is
 printed to stderr at DEBUG level.
@@ -11,7 +11,9 @@ import sys
 
 from . import config
 
-TOPICS = ("graph", "guards", "bytecode", "recompiles", "fallbacks")
+# ``xla``: the XLA bridge's graph hashes, lazy IR, input plans, replay and retrace events (its
+# logger ``minidynamo.xla`` lives in ``xla_bridge/log.py``: the bridge never imports minidynamo)
+TOPICS = ("graph", "guards", "bytecode", "recompiles", "fallbacks", "xla")
 
 
 def get_logger(topic: str) -> logging.Logger:

@@ -1,0 +1,108 @@
+"""What each implementation itself costs per call, apart from the runtime work every peer shares.
+
+Both replaying peers (minidynamo's ``torchxla_trace_once`` and ``openxla_eval``) end each call
+in the same runtime function, ``torch_xla._XLAC._run_cached_graph(hash, inputs)``, which
+launches the compiled XLA program and waits for it. Around it, each runs its own code: guards,
+reading inputs, mapping them to the graph's parameters, shaping the outputs. Two numbers:
+
+- ``launch_seconds``: the shared floor, the runtime call itself, measured on the model's
+  lazy-mode graph with the runtime called directly (no peer's code runs) on an idle device.
+  ``_run_cached_graph`` returns once the program is launched (the execution runs on the
+  runtime's threads; the caller waits for it when it reads a result), so its wall time is the
+  launch: converting the inputs, looking the program up, scheduling it. Median over calls.
+- ``own_seconds(call)``: one peer's own time per call, everything but the runtime: the call is
+  timed with ``_XLAC._run_cached_graph`` replaced by a stand-in that returns the real results of
+  that graph (computed once), minus the stand-in's own cost. Inputs are already on the device
+  (no transfer) and nothing executes, so the loop times exactly the peer's code, to a fraction
+  of a microsecond (best of several loops: noise only adds).
+
+The timing loop's per-call overhead (call - execution - transfers) includes the launch;
+subtracting it leaves the part each implementation controls.
+"""
+
+import contextlib
+import statistics
+import time
+
+from bench import xla_probe
+
+
+class StandIn:
+    """Answers ``_run_cached_graph(hash, inputs)`` from a per-hash cache of real results (a
+    fresh list per call, as the runtime gives)."""
+
+    def __init__(self, real):
+        self.real = real
+        self.answers = {}
+
+    def __call__(self, graph_hash, inputs):
+        found = self.answers.get(graph_hash)
+        if found is None:
+            found = self.answers[graph_hash] = self.real(graph_hash, inputs)
+        return list(found)
+
+
+@contextlib.contextmanager
+def runtime_stand_in():
+    """``_XLAC._run_cached_graph`` replaced by a ``StandIn`` inside the block; yields it."""
+    xlac = xla_probe._xla()._XLAC
+    stand_in = StandIn(xlac._run_cached_graph)
+    xlac._run_cached_graph = stand_in
+    try:
+        yield stand_in
+    finally:
+        xlac._run_cached_graph = stand_in.real
+
+
+def _best_per_call(call, calls, loops):
+    for _ in range(min(calls, 20)):
+        call()
+    best = float("inf")
+    for _ in range(loops):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+def own_seconds(call, calls=200, loops=7):
+    """Seconds per call of ``call()`` (a peer called on device inputs) without the runtime call:
+    the stand-in's own cost (a dict lookup, a list copy: the same for every peer) taken off."""
+    with runtime_stand_in() as stand_in:
+        call()                                  # fills the stand-in's answers
+        total = _best_per_call(call, calls, loops)
+        if not stand_in.answers:                # the peer never called the runtime
+            return total
+        graph_hash = next(iter(stand_in.answers))
+        cost = _best_per_call(lambda: stand_in(graph_hash, None), calls, loops)
+    return max(0.0, total - cost)
+
+
+def lazy_graph(model, inputs):
+    """(hash, parameters) of the lazy-mode graph of ``model(*inputs)`` (both on the device),
+    compiled into XLA's cache: what every replaying peer runs, called with no peer around it."""
+    xlac = xla_probe._xla()._XLAC
+    import torch
+    from torch.utils import _pytree as pytree
+
+    outputs = [t for t in pytree.tree_leaves(model(*inputs)) if isinstance(t, torch.Tensor)]
+    graph_hash = xlac._get_graph_hash(outputs)
+    xlac._xla_warm_up_cache(outputs, [])
+    _, parameters = xlac._get_tensors_xla_device_data_node(outputs)
+    return graph_hash, list(parameters)
+
+
+def launch_seconds(model, inputs, calls=15):
+    """Median wall seconds of ``_run_cached_graph`` (the launch: it returns before the program
+    has run) on the model's lazy-mode graph (model and inputs on the device), device idle."""
+    xlac = xla_probe._xla()._XLAC
+    graph_hash, parameters = lazy_graph(model, inputs)
+    samples = []
+    for _ in range(calls + 2):
+        xla_probe.wait_device()
+        start = time.perf_counter()
+        xlac._run_cached_graph(graph_hash, parameters)
+        samples.append(time.perf_counter() - start)
+    xla_probe.wait_device()
+    return statistics.median(samples[2:])
