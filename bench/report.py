@@ -152,7 +152,8 @@ def _first_call_cell(run):
         return "-"
     if run.first_call_compile_s is None:
         return f"{run.first_call_s:.2f}"
-    return f"{run.first_call_s:.2f} (XLA compile {run.first_call_compile_s:.2f})"
+    rest = run.first_call_s - run.first_call_compile_s
+    return f"{run.first_call_s:.2f} (XLA compile {run.first_call_compile_s:.2f}, rest {rest:.2f})"
 
 
 def breakdown_table(results_list):

@@ -232,8 +232,9 @@ def print_report(options, regime, results_list):
         print("Own time per call, us: everything but the XLA runtime (inputs on the device, _run_cached_graph "
               "stood in for by its cached results; bench/own_time.py).")
         print(report.own_time_table(results_list))
-        print("1st call s = capture + compile + one run (of which XLA compilation); an XLA graph that an "
-              "earlier peer (the baseline runs first) compiled in this process is a compile-cache hit.")
+        print("1st call s = capture + compile + one run (of which XLA compilation; rest = everything else: the "
+              "part each implementation controls); an XLA graph that an earlier peer (the baseline runs first) "
+              "compiled in this process is a compile-cache hit: compare the rest across peers.")
         print(report.first_call_table(results_list, options.contenders))
         verdicts = report.goals(results_list, options)
         if verdicts:
