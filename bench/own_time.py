@@ -106,3 +106,69 @@ def launch_seconds(model, inputs, calls=15):
         samples.append(time.perf_counter() - start)
     xla_probe.wait_device()
     return statistics.median(samples[2:])
+
+
+def _split_minidynamo(peer, inputs, calls, loops):
+    """The parts of a minidynamo call, each timed alone with the runtime stood in for:
+    guard, reader (re-reading the graph inputs), bridge (the compiled graph's call)."""
+    import minidynamo
+
+    func = type(peer.model).forward
+    on_device = xla_probe.to_device(inputs, peer.device)
+    entries = [e for e in minidynamo.cache_entries(peer.optimized) if e[1] is not None]
+    _, guard_fn, compiled_fn = entries[0]
+    args = (peer.model, *on_device)
+    graph_args = compiled_fn.read_inputs(func, *args)
+    with runtime_stand_in():
+        parts = {"guard": _best_per_call(lambda: guard_fn(func, *args), calls, loops),
+                 "reader": _best_per_call(lambda: compiled_fn.read_inputs(func, *args), calls, loops)}
+    parts["bridge"] = own_seconds(lambda: compiled_fn.compiled_graph(*graph_args), calls, loops)
+    return parts
+
+
+def main(argv=None):
+    """``python -m bench.own_time [--model M ...]``: own time per call of each replaying peer
+    (small regime, batch 1), minidynamo split into its parts, with the C++ replay on and off."""
+    import argparse
+    import os
+
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    import torch
+
+    import xla_bridge
+    from bench.models import REGIMES, build_model, make_inputs
+    from bench.peers import LazyXLA, Minidynamo, OpenXLAEval
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("--model", action="append")
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--loops", type=int, default=7)
+    options = parser.parse_args(argv)
+    regime = REGIMES["small"]
+    for name in options.model or ["resnet18", "BERT_pytorch"]:
+        with torch.no_grad():
+            model = build_model(name, regime, 0)
+            inputs = make_inputs(name, regime, 1, torch.Generator().manual_seed(0))
+            peers = {"openxla_eval": OpenXLAEval(model)}
+            for native in (True, False):
+                xla_bridge.config.native_replay = native
+                peers[f"trace_once ({'C++' if native else 'Python'} replay)"] = peer = \
+                    Minidynamo(model, "torchxla_trace_once")
+                peer(inputs)                     # capture + compile (the C++ flag is read now)
+            xla_bridge.config.native_replay = True
+            peers["openxla_eval"](inputs)
+            lazy = LazyXLA(model)
+            launch = launch_seconds(lazy.model, xla_probe.to_device(inputs, lazy.device))
+            print(f"\n{name} (small regime, batch 1): own time per call, us (runtime stood in for)")
+            print(f"  shared floor: _run_cached_graph launch {launch * 1e6:9.1f}")
+            for label, peer in peers.items():
+                call = peer.own_seconds(inputs)
+                line = f"  {label:28s} {call * 1e6:9.1f}"
+                if label.startswith("trace_once"):
+                    parts = _split_minidynamo(peer, inputs, options.calls, options.loops)
+                    line += "   of which " + ", ".join(f"{k} {v * 1e6:.1f}" for k, v in parts.items())
+                print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -136,9 +136,11 @@ class BridgedCall:
         self.program = None
         self.sync = None
         self.eager_reasons = set()
-        # The C++ replay path in front of this object (None without the extension): what the
-        # backend returns, as ``entry``; it calls this object for every call it does not cover.
-        self.native = replay_path.native_entry(self)
+        # trace_once: the C++ replay path in front of this object (None without the extension),
+        # what the backend returns as ``entry``; it calls this object for every call it does not
+        # cover (``replay_path``).
+        self.native = replay_path.native_entry(self) if make_program is _trace_once_program \
+            else None
         self.entry = self.native if self.native is not None else self
         self.armed_graph = None
         # Built in grad mode for a training path: the inference program waits for a call that
