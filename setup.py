@@ -1,6 +1,6 @@
 """Builds the C extensions (the frame hook, guard helpers); everything else is in pyproject.toml.
 
-One extension is C++ and optional: ``guards._tensor_match`` reads tensor metadata from
+Two extensions are C++ and optional (the second: ``xla_bridge._replay``, the replay call): ``guards._tensor_match`` reads tensor metadata from
 at::Tensor, so it compiles against the torch installed in the build environment.  It is built
 when ``import torch`` works here (``pip install --no-build-isolation``, or ``setup.py build_ext``
 with the project's venv) and skipped with a note otherwise: guards then uses its C and Python
@@ -26,6 +26,9 @@ except Exception as error:  # no torch at build time (an isolated build): C and 
 else:
     # optional C++ tensor matching; one translation unit, few headers (the build has 2 cores)
     ext_modules.append(CppExtension("guards._tensor_match", sources=["guards/_tensor_match.cpp"],
+                                    extra_compile_args=["-O2", "-g0", "-Wall"]))
+    # optional C++ replay call of torchxla_trace_once (xla_bridge falls back to Python without it)
+    ext_modules.append(CppExtension("xla_bridge._replay", sources=["xla_bridge/_replay.cpp"],
                                     extra_compile_args=["-O2", "-g0", "-Wall"]))
     # Without ninja: the C extensions then keep being compiled as C (ninja would use c++).
     cmdclass["build_ext"] = BuildExtension.with_options(use_ninja=False)

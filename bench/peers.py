@@ -156,6 +156,14 @@ class Minidynamo:
         phases["total"] = time.perf_counter() - start
         return host, phases
 
+    def own_seconds(self, inputs):
+        """Seconds per call of everything but the XLA runtime (``bench.own_time``): inputs on
+        the device, ``_run_cached_graph`` stood in for. Only the replaying backend calls it."""
+        from bench import own_time
+
+        on_device = xla_probe.to_device(inputs, self.device)
+        return own_time.own_seconds(lambda: self.optimized(*on_device))
+
     def guard_seconds(self, inputs, repeats=200):
         """Median time of one guard check of the entry that serves ``inputs``, or a reason string.
 
@@ -203,6 +211,13 @@ class OpenXLAEval:
         laps.lap("transfer_out")
         return host, laps.phases
 
+
+    def own_seconds(self, inputs):
+        """Seconds per call of everything but the XLA runtime (``bench.own_time``)."""
+        from bench import own_time
+
+        on_device = xla_probe.to_device(inputs, self.device)
+        return own_time.own_seconds(lambda: self.compiled(*on_device))
 
     def guard_seconds(self, inputs, repeats=200):
         """Median time of dynamo's guard check (its C++ guard manager) on ``inputs``, or a reason."""

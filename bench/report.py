@@ -114,14 +114,30 @@ def overhead_table(results_list, contenders):
              if any(r.overhead_s(p) is not None for r in results_list)]
     rows = []
     for r in results_list:
-        row = [r.model, _fmt(r.transfer_s(), 2, MS)]
+        row = [r.model, _fmt(r.transfer_s(), 2, MS), _fmt(r.launch_s, 3, MS)]
         for p in peers:
             row += [_fmt(r.execute_s(p), 2, MS), _fmt(r.overhead_s(p), 2, MS)]
+            if p in results.REPLAYING_PEERS:
+                row.append(_fmt(r.own_overhead_s(p), 2, MS))
         rows.append(row)
-    headers = ["Model", "transfers ms"]
+    headers = ["Model", "transfers ms", "launch ms"]
     for p in peers:
         headers += [f"{p} exec ms", f"{p} overhead ms"]
+        if p in results.REPLAYING_PEERS:
+            headers.append(f"{p} own ms")
     return grid(headers, rows)
+
+
+def own_time_table(results_list):
+    """Per model: each replaying peer's own time per call (us), and ours / the reference's."""
+    peers = [p for p in results.REPLAYING_PEERS if any(p in r.own_s for r in results_list)]
+    rows = []
+    for r in results_list:
+        row = [r.model] + [_fmt(r.own_s.get(p), 1, 1e6) for p in peers]
+        mine, reference = r.own_s.get(GOAL_PEER), r.own_s.get(REFERENCE_PEER)
+        row.append(_fmt(mine / reference if mine and reference else None, 3))
+        rows.append(row)
+    return grid(["Model"] + [f"{TITLES[p]} us" for p in peers] + ["ratio"], rows)
 
 
 def first_call_table(results_list, contenders):
@@ -136,7 +152,8 @@ def _first_call_cell(run):
         return "-"
     if run.first_call_compile_s is None:
         return f"{run.first_call_s:.2f}"
-    return f"{run.first_call_s:.2f} (XLA compile {run.first_call_compile_s:.2f})"
+    rest = run.first_call_s - run.first_call_compile_s
+    return f"{run.first_call_s:.2f} (XLA compile {run.first_call_compile_s:.2f}, rest {rest:.2f})"
 
 
 def breakdown_table(results_list):
@@ -144,8 +161,8 @@ def breakdown_table(results_list):
     for r in results_list:
         for peer, phases in (r.breakdown or {}).items():
             rows.append([r.model, TITLES[peer]] + [_fmt(phases.get(p), 3, MS) for p in PHASES]
-                        + [_fmt(phases.get("total"), 3, MS)])
-    return grid(["Model", "peer"] + [f"{p} ms" for p in PHASES] + ["total ms"], rows)
+                        + [_fmt(phases.get("total"), 3, MS), _fmt(r.own_s.get(peer), 1, 1e6)])
+    return grid(["Model", "peer"] + [f"{p} ms" for p in PHASES] + ["total ms", "own us"], rows)
 
 
 def accuracy_table(results_list, contenders):

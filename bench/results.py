@@ -7,6 +7,9 @@ from bench import stats
 
 MS = 1e3
 
+# The peers whose calls end in ``_XLAC._run_cached_graph`` (see ``bench.own_time``).
+REPLAYING_PEERS = ("torchxla_trace_once", "openxla_eval")
+
 
 @dataclasses.dataclass
 class ModelResult:
@@ -22,6 +25,8 @@ class ModelResult:
     diagnostics: dict = None  # counters of minidynamo and xla_bridge during the timing loop
     error: str = None  # the model could not be measured at all
     notes: list = dataclasses.field(default_factory=list)  # parts that could not be measured, why
+    launch_s: float = None  # _run_cached_graph minus its XLA execution: the replaying peers' shared floor
+    own_s: dict = dataclasses.field(default_factory=dict)  # peer -> seconds of its own code per call
 
     def median_s(self, peer):
         run = self.runs.get(peer)
@@ -70,6 +75,14 @@ class ModelResult:
             return None
         return stats.median(t - e for t, e in zip(run.times_s, run.execute_s)) - transfer
 
+    def own_overhead_s(self, peer):
+        """Per-call overhead less the shared runtime launch (``launch_s``), for the peers that
+        replay through ``_run_cached_graph``: the part the implementation controls."""
+        overhead = self.overhead_s(peer)
+        if overhead is None or self.launch_s is None or peer not in REPLAYING_PEERS:
+            return None
+        return overhead - self.launch_s
+
     def execute_s(self, peer):
         run = self.runs.get(peer)
         if run is None or not run.ok or not any(run.execute_s):
@@ -98,6 +111,8 @@ def to_json(result):
             "speedup": result.speedup(name) if name != result.baseline else 1.0,
             "speedup_quartiles": result.speedup_spread(name) if name != result.baseline else None,
             "overhead_ms": _ms(result.overhead_s(name)),
+            "own_overhead_ms": _ms(result.own_overhead_s(name)),
+            "own_us_stand_in": None if name not in result.own_s else result.own_s[name] * 1e6,
             "accuracy_ok": None if run.accuracy is None else run.accuracy.ok,
             "max_abs_error": None if run.accuracy is None else run.accuracy.max_abs_error,
             "accuracy_reason": None if run.accuracy is None else run.accuracy.reason,
@@ -110,6 +125,7 @@ def to_json(result):
         "error": result.error,
         "notes": result.notes,
         "floor_ms": _ms(result.floor_s),
+        "launch_ms": _ms(result.launch_s),
         "floor_phases_ms": {k: v * MS for k, v in (result.floor_phases or {}).items()},
         "limit": result.limit(),
         "peers": peers,

@@ -116,6 +116,22 @@ def floor_phases(model, runs, transfers, inputs_at, first_step):
     return transfers.seconds() | {"execute": min(executions)}
 
 
+def measure_own(result, peers, model, inputs):
+    """The replaying peers' shared floor (``_run_cached_graph`` launch) and each one's own time
+    per call (``bench.own_time``)."""
+    from bench import own_time, xla_probe
+    from bench.peers import LazyXLA
+    from bench.results import REPLAYING_PEERS
+
+    replaying = {p: peers[p] for p in REPLAYING_PEERS if p in peers and result.runs[p].ok}
+    if not replaying:
+        return
+    lazy = peers.get("xla_lazy") or LazyXLA(model)
+    result.launch_s = own_time.launch_seconds(lazy.model, xla_probe.to_device(inputs, lazy.device))
+    for name, peer in replaying.items():
+        result.own_s[name] = peer.own_seconds(inputs)
+
+
 def run_model(options, name, regime_name, progress):
     """Measure one model in one regime; never raises (a failure becomes the result's error)."""
     import torch
@@ -162,6 +178,11 @@ def run_model(options, name, regime_name, progress):
                     result.floor_s = sum(result.floor_phases.values())
                 except Exception as error:
                     result.notes.append(f"floor not measured: {describe(error)}")
+            if wants_floor:
+                try:
+                    measure_own(result, peers, model, inputs_at(warmup))
+                except Exception as error:
+                    result.notes.append(f"own time not measured: {describe(error)}")
             if options.breakdown:
                 alive = {p: peers[p] for p, run in result.runs.items() if run.ok and p in peers}
                 try:
@@ -204,10 +225,16 @@ def print_report(options, regime, results_list):
     print(report.header(options, regime))
     if options.mode == "performance":
         print(report.speedup_table(results_list, options.contenders))
-        print("Per-call overhead = median(call - its XLA execution) - transfers (in + out, the copies alone).")
+        print("Per-call overhead = median(call - its XLA execution) - transfers (in + out, the copies alone); "
+              "own = overhead - launch, where launch = the wall time of _run_cached_graph (it returns once the "
+              "program is launched) called alone on the lazy-mode graph: the floor both replaying peers share.")
         print(report.overhead_table(results_list, options.contenders))
-        print("1st call s = capture + compile + one run (of which XLA compilation); an XLA graph that an "
-              "earlier peer (the baseline runs first) compiled in this process is a compile-cache hit.")
+        print("Own time per call, us: everything but the XLA runtime (inputs on the device, _run_cached_graph "
+              "stood in for by its cached results; bench/own_time.py).")
+        print(report.own_time_table(results_list))
+        print("1st call s = capture + compile + one run (of which XLA compilation; rest = everything else: the "
+              "part each implementation controls); an XLA graph that an earlier peer (the baseline runs first) "
+              "compiled in this process is a compile-cache hit: compare the rest across peers.")
         print(report.first_call_table(results_list, options.contenders))
         verdicts = report.goals(results_list, options)
         if verdicts:

@@ -23,6 +23,7 @@ import sys
 
 from . import config
 
+# the XLA bridge logs to ``minidynamo.xla`` from ``xla_bridge/log.py`` (it never imports minidynamo)
 TOPICS = ("trace", "graph", "guards", "output_code", "xla", "recompiles", "fallbacks")
 ALIASES = {"bytecode": "trace"}
 

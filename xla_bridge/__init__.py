@@ -8,7 +8,10 @@
   lazy tensor runtime traces it again each time (the baseline the next one improves on).
 - ``torchxla_trace_once`` traces the graph once, compiles it, and replays the compiled XLA
   graph by its hash (``_run_cached_graph``): later calls do no tracing at all. Graphs with an
-  op XLA cannot lower are split around it (or run eagerly, with the reason recorded).
+  op XLA cannot lower are split around it (or run eagerly, with the reason recorded). The
+  common call (every tensor argument already on the device, nothing written back) runs in C++
+  with no Python frame (``replay_path``, ``_replay.cpp``); every other call, and every call
+  without the extension, takes the Python path, which is the reference.
 
 Host data and the device: every host (CPU) tensor the graph reads, data input or weight
 (parameter, buffer, tensor attribute), is copied to the device on every call, in one batched
@@ -51,13 +54,15 @@ Seeing what happened:
 - ``xla_bridge.counters``: ``compiles``, ``replays``, ``traces``, ``retraces``, ``fallbacks``,
   ``partitions`` and ``reasons`` (one line per retrace/fallback/partition);
   ``xla_bridge.reset_counters()``.
+- ``MINIDYNAMO_LOG=xla``: graph hashes (hex), the lazy IR and input plan of each captured
+  graph, retraces and graph switches (``log``).
 - ``with xla_bridge.phase_timer() as t: compiled(x)`` then ``t.totals`` -> {phase: seconds}
   and ``t.counts`` -> {phase: calls}, phases: "transfer_in" (host->device, input syncs),
   "trace" (trivial's lazy trace), "hash_lookup_dispatch" (``_run_cached_graph`` for trace_once,
   the sync's hash/cache lookup and launch for trivial), "execute" (waiting for the device),
   "transfer_out" (device->host, write-back of in-place updates). The timer waits for the device
-  between phases, so timed calls are slightly slower; with no timer active the call path only
-  checks one global.
+  between phases, so timed calls are slightly slower (and take the Python path); with no timer
+  active the call path only checks one global.
 
 Importing this package is cheap: torch_xla (which imports torch._dynamo) is imported on the
 first backend call.
@@ -78,7 +83,8 @@ Modules: ``backends`` (the two entry points, host side), ``config`` (``cache_hos
 tensors), ``programs`` (what runs on the device), ``lazy_graph`` (capture and replay of one
 graph), ``partition`` (ops without an XLA lowering), ``lifting`` (module state as inputs),
 ``device`` (torch_xla access, transfers), ``aten_recorder`` (aten ops on meta tensors into an
-fx graph), ``joint_graph`` (forward + backward, partitioned), ``training`` (the grad-mode paths).
+fx graph), ``joint_graph`` (forward + backward, partitioned), ``training`` (the grad-mode paths),
+``replay_path`` (when a call can take the C++ replay, and its recipe), ``timing``, ``log``.
 """
 
 from . import config

@@ -17,7 +17,7 @@ from torch.utils import _pytree as pytree
 
 from . import config
 from . import device as dev
-from . import timing
+from . import replay_path, timing
 from .aliasing import analyse_memory
 from .counters import counters
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
@@ -66,7 +66,7 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
         cache_host_weights = config.cache_host_weights
     try:
         return BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
-                           make_training)
+                           make_training).entry
     except NotOneGraph as error:
         reason = error.reason
     except Exception as error:   # a graph the device cannot run: eager is still right
@@ -136,18 +136,33 @@ class BridgedCall:
         self.program = None
         self.sync = None
         self.eager_reasons = set()
+        # trace_once: the C++ replay path in front of this object (None without the extension),
+        # what the backend returns as ``entry``; it calls this object for every call it does not
+        # cover (``replay_path``).
+        self.native = replay_path.native_entry(self) if make_program is _trace_once_program \
+            else None
+        self.entry = self.native if self.native is not None else self
+        self.armed_graph = None
         # Built in grad mode for a training path: the inference program waits for a call that
         # needs it (a training step never compiles a graph it does not run).
         if self.training is None or not torch.is_grad_enabled():
             self._make_program(args)
 
     def _make_program(self, args) -> None:
-        self.program = self.make_program(self.flat, self._device_args(args))
+        self.program = self.make_program(self.flat, self._device_args(args)[0])
         self.program_saw_last_args = True     # the program's current graph fits the last args
         # Meta kernels do not all bump the versions of what they update (batch norm's running
         # stats): the device trace's own account of in-place writes is added.
         self.written = tuple(sorted(set(self.written) | set(self.program.mutated)))
         self.sync = getattr(self.program, "sync", None)
+        self._arm_native()
+
+    def _arm_native(self) -> None:
+        """Give the C++ path the recipe of the graph the program replays next, when it changed."""
+        graph = getattr(self.program, "graph", None)
+        if self.native is not None and (graph is None or graph is not self.armed_graph):
+            self.armed_graph = graph
+            replay_path.arm(self.native, self)
 
     def __call__(self, *inputs):
         if self.check_grad_mode and torch.is_grad_enabled():
@@ -166,47 +181,44 @@ class BridgedCall:
                                                     else []))
             except NotOneGraph as error:
                 return self._eager(inputs, error.reason)
-        timer = timing.active
-        if timer is not None:
-            timer.start()
-        args = list(inputs)
-        if self.has_state:
-            args += self.flat.read_state()
-        reason = self._unsound_call(args)
-        if reason is not None:
-            return self._eager(inputs, reason)
-        device_args = self._device_args(args)
-        same_signature = self.same_signature and self.program_saw_last_args
-        self.program_saw_last_args = False
-        if self.written and self.host_inputs.aliased(self.written, args, self.device_positions):
-            return self._eager(inputs, "an argument the graph writes in place shares memory "
-                                       "with another argument")
-        if timer is not None:
-            timer.lap("transfer_in")
-        leaves = self.program.run(device_args, same_signature)
+        with timing.phase("transfer_in"):
+            args = list(inputs)
+            if self.has_state:
+                args += self.flat.read_state()
+            reason = self._unsound_call(args)
+            if reason is not None:
+                return self._eager(inputs, reason)
+            device_args, same_signature = self._device_args(args)
+            same_signature = same_signature and self.program_saw_last_args
+            self.program_saw_last_args = False
+            if self.written and self.host_inputs.aliased(self.written, args,
+                                                         self.device_positions):
+                return self._eager(inputs, "an argument the graph writes in place shares "
+                                           "memory with another argument")
+        with timing.phase("trace" if self.sync is not None else "hash_lookup_dispatch"):
+            leaves = self.program.run(device_args, same_signature)
         self.program_saw_last_args = True
         if self.sync is not None:       # trivial: the lazy trace ran; now dispatch it
-            if timer is not None:
-                timer.lap("trace")
-            self.sync()
-        if timer is not None:
-            timer.lap("hash_lookup_dispatch")
-            dev.wait_device()
-            timer.lap("execute")
-        written_on_host = [p for p in self.program.mutated if p in self.host_set]
-        if written_on_host:
-            self.host_inputs.write_back(written_on_host, args, device_args)
-        out = self._outputs(leaves, args)
-        if timer is not None:
-            timer.lap("transfer_out")
+            with timing.phase("hash_lookup_dispatch"):
+                self.sync()
+        if timing.active is not None:
+            with timing.phase("execute"):
+                dev.wait_device()
+        self._arm_native()
+        with timing.phase("transfer_out"):
+            written_on_host = [p for p in self.program.mutated if p in self.host_set]
+            if written_on_host:
+                self.host_inputs.write_back(written_on_host, args, device_args)
+            out = self._outputs(leaves, args)
         return pytree.tree_unflatten(out, self.program.treespec)
 
-    def _device_args(self, args) -> list:
-        """Host tensors replaced by their device copies; sets ``same_signature`` when every
-        argument has the shape and dtype (a Python value: the value) it had on the previous call
-        (which counts only if the program ran on that call: ``program_saw_last_args``)."""
-        device_args = self.host_inputs(args)
-        same = not self.host_inputs.shapes_changed
+    def _device_args(self, args):
+        """(host tensors replaced by their device copies, same signature): the second is True
+        when every argument has the shape and dtype (a Python value: the value) it had on the
+        previous call (which counts only if the program ran on that call:
+        ``program_saw_last_args``)."""
+        device_args, shapes_changed = self.host_inputs(args)
+        same = not shapes_changed
         if self.device_positions or self.value_positions:
             on_device = self.read_device(args)
             if on_device:
@@ -215,8 +227,7 @@ class BridgedCall:
                          tuple(args[i] for i in self.value_positions))
             same = same and signature == self.last_signature
             self.last_signature = signature
-        self.same_signature = same
-        return device_args
+        return device_args, same
 
     def _unsound_call(self, args):
         """Why this call cannot replay soundly (an output view's base changed layout), or None."""

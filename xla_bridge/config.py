@@ -25,3 +25,7 @@ measures it; see ``bench/README.md``).
 """
 
 cache_host_weights = False
+
+# Let the common replay call run in C++ (``replay_path``; when the extension is built). Off:
+# every call takes the Python path (the reference the C++ path is tested against).
+native_replay = True

@@ -49,10 +49,15 @@ def to_device(tensors: list) -> list:
 
 
 def device_copies(values: list) -> list:
-    """Fresh device data for every tensor in ``values`` (device tensors go through the host)."""
+    """Fresh device data for every tensor in ``values``: host tensors copied in, device tensors
+    fetched to the host and copied back, each direction in one batched transfer (a device
+    tensor cannot be given a second, independent handle on its data in place)."""
     positions = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
+    on_device = [i for i in positions if is_xla(values[i])]
+    fetched = dict(zip(on_device, to_host([values[i].detach() for i in on_device])))
     copies = list(values)
-    for i, copy in zip(positions, to_device([values[i].detach().cpu() for i in positions])):
+    host = [fetched[i] if i in fetched else values[i].detach() for i in positions]
+    for i, copy in zip(positions, to_device(host)):
         copies[i] = copy
     return copies
 

@@ -16,8 +16,8 @@ replaced weight is another object), checked in C-level passes (``map(operator.is
 ``map(attrgetter("_version"), ...)``). Its risk, stated in ``config``: a write that does not
 bump the version is served stale. Data inputs are never cached.
 
-``shapes_changed`` tells the device program whether any host argument has another shape or
-dtype than last call (compared every call, C-level), so it can skip its shape-keyed lookup.
+A call also says whether any host argument has another shape or dtype than last call
+(compared every call, C-level), so the device program can skip its shape-keyed lookup.
 
 Tensors that share memory matter only when the graph writes one of them in place (the graph
 was traced as if they were distinct): ``aliased(written, ...)`` finds that case so the call can
@@ -65,7 +65,7 @@ def transfer(tensors: list) -> list:
 
 
 class HostInputs:
-    """``device_args = host_inputs(args)`` for one graph's argument list.
+    """``device_args, shapes_changed = host_inputs(args)`` for one graph's argument list.
 
     Arguments at ``host_positions`` are replaced by device copies: fresh ones every call,
     except at ``cached_positions`` (opt-in weights, see the module docstring). The others
@@ -92,11 +92,10 @@ class HostInputs:
         self.versions = [-1] * slots          # (kept alive, so its id is never reused), its
         self.copies = [None] * slots          # version, the copy and its signature
         self.signatures = [None] * slots
-        self.shapes_changed = True
 
     def __call__(self, args):
-        """The device arguments; ``shapes_changed`` then says whether some host argument had
-        another shape or dtype than last call."""
+        """(the device arguments, whether some host argument has another shape or dtype than
+        on the last call)."""
         fresh = self.read_fresh(args)
         shapes, dtypes = list(map(_shape_of, fresh)), list(map(_dtype_of, fresh))
         changed = shapes != self.shapes or dtypes != self.dtypes
@@ -120,8 +119,7 @@ class HostInputs:
                 changed = changed or new != self.signatures[slot]
                 self.signatures[slot] = new
             del copies[len(fresh):]
-        self.shapes_changed = changed
-        return list(self.assemble((*args, *copies, *self.copies)))
+        return list(self.assemble((*args, *copies, *self.copies))), changed
 
     def aliased(self, written, args, device_positions) -> bool:
         """Does an argument written in place share memory with another tensor argument?"""

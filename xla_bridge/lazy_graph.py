@@ -16,23 +16,73 @@ The trace must stay one lazy graph: if the device executed or a CPU-fallback op 
 tracing (an op without an XLA lowering), capture raises ``NotOneGraph``.
 """
 
+import logging
+from dataclasses import dataclass
+
 import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import device as dev
 from .counters import counters
+from .log import log_xla
 from .host_inputs import picker
 
-# Where an output leaf comes from on replay.
-RESULT = "result"      # a graph result: ("result", index into _run_cached_graph's list)
-ARGUMENT = "argument"  # an argument returned as is: ("argument", position)
-CONSTANT = "constant"  # a tensor made inside the graph, not computed from inputs (cloned per call)
-VALUE = "value"        # a Python value, returned as traced
 
-# Input plan entries that are not argument positions.
-SEED = -1              # the device's random seed, fresh on every call
-BAKED = -2             # device data made while tracing (a Python scalar, a literal tensor)
+
+# Where an output leaf comes from on replay: one record per leaf, ``leaf.read(args, results)``.
+@dataclass(frozen=True)
+class Result:
+    """A graph result: ``_run_cached_graph``'s ``index``-th output."""
+    index: int
+
+    def read(self, args, results):
+        return results[self.index]
+
+
+@dataclass(frozen=True)
+class Argument:
+    """An argument returned as it is."""
+    position: int
+
+    def read(self, args, results):
+        return args[self.position]
+
+
+@dataclass(frozen=True, eq=False)
+class Constant:
+    """A tensor made inside the graph, not computed from inputs: cloned on every call."""
+    tensor: torch.Tensor
+
+    def read(self, args, results):
+        return self.tensor.clone()
+
+
+@dataclass(frozen=True, eq=False)
+class Value:
+    """A Python value, returned as traced."""
+    value: object
+
+    def read(self, args, results):
+        return self.value
+
+
+# Where each graph parameter (a device-data input of the compiled graph) comes from.
+@dataclass(frozen=True)
+class FromArgument:
+    """The argument at ``position``."""
+    position: int
+
+
+@dataclass(frozen=True)
+class FreshSeed:
+    """The device's random seed, drawn anew on every call."""
+
+
+@dataclass(frozen=True, eq=False)
+class Baked:
+    """Device data made while tracing (a Python scalar, a literal tensor), passed as it is."""
+    tensor: torch.Tensor
 
 
 class NotOneGraph(Exception):
@@ -46,21 +96,26 @@ class NotOneGraph(Exception):
 class LazyGraph:
     """A captured graph; ``replay(args)`` returns the flat output leaves."""
 
-    def __init__(self, graph_hash, input_plan, baked, mutated, leaves, treespec, argument_count,
-                 casts=()):
+    def __init__(self, graph_hash, input_plan, mutated, leaves, treespec, arguments, casts=()):
         self.graph_hash = graph_hash          # None when no output needs computing
-        self.input_plan = input_plan          # per graph parameter: a position, SEED or BAKED
-        self.baked = baked                    # per graph parameter: the BAKED tensor, else None
+        self.input_plan = input_plan          # per graph parameter: FromArgument, FreshSeed or Baked
         self.mutated = mutated                # positions written in place: the first results
-        self.leaves = leaves                  # per output leaf: (kind, index or value)
+        self.leaves = leaves                  # per output leaf: Result, Argument, Constant or Value
         self.treespec = treespec
         self.casts = casts                    # (result index, PyTorch dtype): see _logical_casts
-        self.seed_index = input_plan.index(SEED) if SEED in input_plan else None
+        # What the graph was traced for: (position, dtype, sizes) of each tensor argument and
+        # (position, value) of each Python value (the C++ replay path checks both per call).
+        self.tensor_specs = tuple((i, a.dtype, tuple(a.shape)) for i, a in enumerate(arguments)
+                                  if isinstance(a, torch.Tensor))
+        self.values = tuple((i, a) for i, a in enumerate(arguments)
+                            if not isinstance(a, torch.Tensor))
+        self.argument_count = len(arguments)
+        kinds = [type(p) for p in input_plan]
+        self.seed_index = kinds.index(FreshSeed) if FreshSeed in kinds else None
         # The graph's inputs in one C call: pick them from (*args, *baked tensors, seed slot).
-        self.extra = tuple(c for c in baked if c is not None) + (None,)
-        baked_index = iter(range(argument_count, argument_count + len(self.extra) - 1))
-        self.pick = picker([p if p >= 0 else next(baked_index) if p == BAKED
-                            else argument_count + len(self.extra) - 1 for p in input_plan])
+        self.baked = tuple(p.tensor for p in input_plan if isinstance(p, Baked))
+        self.pick_order = tuple(_pick_order(input_plan, self.argument_count))
+        self.pick = picker(self.pick_order)
 
     @classmethod
     def capture(cls, fn, args) -> "LazyGraph":
@@ -77,17 +132,23 @@ class LazyGraph:
         results = [copies[i] for i in mutated]
         leaf_plan = _plan_leaves(leaves, copies, positions, position_of_id, results)
 
-        graph_hash, plan, baked, casts = None, (), (), ()
+        graph_hash, plan, casts = None, (), ()
         if results:
             dev.wait_device()
             casts = _logical_casts(results)
-            plan, baked = _plan_inputs(results, position_of_id)
+            plan = _plan_inputs(results, position_of_id)
+            if log_xla.isEnabledFor(logging.DEBUG):
+                log_xla.debug("lazy IR of the captured graph:\n%s", xlac._get_xla_tensors_text(results))
             graph_hash = _compile(xlac, results)
         counters.compiles += 1
-        return cls(graph_hash, plan, baked, mutated, leaf_plan, treespec, len(args), casts)
+        graph = cls(graph_hash, plan, mutated, leaf_plan, treespec, args, casts)
+        log_xla.debug("captured graph %s: %d inputs (%s), %d results, leaves %s",
+                      describe_hash(graph_hash), len(plan), describe_plan(plan), len(results),
+                      describe_leaves(leaf_plan))
+        return graph
 
     def graph_inputs(self, args) -> list:
-        inputs = list(self.pick((*args, *self.extra)))
+        inputs = list(self.pick((*args, *self.baked, None)))
         if self.seed_index is not None:
             inputs[self.seed_index] = _fresh_seed()
         return inputs
@@ -105,7 +166,41 @@ class LazyGraph:
                     results[k] = results[k].to(dtype)
             for k, position in enumerate(self.mutated):
                 _write(args[position], results[k])
-        return [_LEAF_READERS[kind](value, args, results) for kind, value in self.leaves]
+        return [leaf.read(args, results) for leaf in self.leaves]
+
+
+def _pick_order(input_plan, argument_count):
+    """Per graph parameter, its index in ``(*args, *baked tensors, seed slot)``."""
+    baked = argument_count
+    seed_slot = argument_count + sum(isinstance(p, Baked) for p in input_plan)
+    for source in input_plan:
+        if isinstance(source, FromArgument):
+            yield source.position
+        elif isinstance(source, Baked):
+            yield baked
+            baked += 1
+        else:
+            yield seed_slot
+
+
+def describe_hash(graph_hash) -> str:
+    """A graph hash in hex (``_get_graph_hash`` gives raw bytes), or "none"."""
+    if graph_hash is None:
+        return "none"
+    return graph_hash.hex() if isinstance(graph_hash, bytes) else str(graph_hash)
+
+
+def describe_plan(plan) -> str:
+    return ", ".join(f"arg {p.position}" if isinstance(p, FromArgument) else
+                     "seed" if isinstance(p, FreshSeed) else
+                     f"baked {tuple(p.tensor.shape)}" for p in plan)
+
+
+def describe_leaves(leaves) -> str:
+    return ", ".join(f"result {leaf.index}" if isinstance(leaf, Result) else
+                     f"arg {leaf.position}" if isinstance(leaf, Argument) else
+                     "constant" if isinstance(leaf, Constant) else f"value {leaf.value!r}"
+                     for leaf in leaves)
 
 
 def _write(target: torch.Tensor, result: torch.Tensor) -> None:
@@ -146,20 +241,20 @@ def _plan_leaves(leaves, copies, positions, position_of_id, results) -> tuple:
     plan = []
     for leaf in leaves:
         if not isinstance(leaf, torch.Tensor):
-            plan.append((VALUE, leaf))
+            plan.append(Value(leaf))
         elif id(leaf) in position_of_copy:
-            plan.append((ARGUMENT, position_of_copy[id(leaf)]))
+            plan.append(Argument(position_of_copy[id(leaf)]))
         elif not needs_compute.get(id(leaf), False):   # plain data: an argument's, or a constant
             ids = xlac._get_tensors_xla_device_data_node([leaf])[0] if dev.is_xla(leaf) else []
             if ids and ids[0] in position_of_id:
-                plan.append((ARGUMENT, position_of_id[ids[0]]))
+                plan.append(Argument(position_of_id[ids[0]]))
             else:
-                plan.append((CONSTANT, leaf))
+                plan.append(Constant(leaf))
         else:
             if id(leaf) not in index_of_result:
                 index_of_result[id(leaf)] = len(results)
                 results.append(leaf)
-            plan.append((RESULT, index_of_result[id(leaf)]))
+            plan.append(Result(index_of_result[id(leaf)]))
     return tuple(plan)
 
 
@@ -198,28 +293,14 @@ def _hlo_type_of(dtype: torch.dtype):
     return _hlo_types[dtype]
 
 
-def _plan_inputs(results, position_of_id):
+def _plan_inputs(results, position_of_id) -> tuple:
     """Map each device-data parameter of the graph to an argument, the seed, or baked data."""
     xlac = dev.xlac()
     ids, values = xlac._get_tensors_xla_device_data_node(results)
     seed_id = xlac._get_seed_info_id()
-    plan, baked = [], []
-    for tensor_id, value in zip(ids, values):
-        if tensor_id in position_of_id:
-            plan.append(position_of_id[tensor_id]), baked.append(None)
-        elif tensor_id == seed_id:
-            plan.append(SEED), baked.append(None)
-        else:
-            plan.append(BAKED), baked.append(value)
-    return tuple(plan), tuple(baked)
-
-
-_LEAF_READERS = {
-    RESULT: lambda index, args, results: results[index],
-    ARGUMENT: lambda position, args, results: args[position],
-    CONSTANT: lambda tensor, args, results: tensor.clone(),
-    VALUE: lambda value, args, results: value,
-}
+    return tuple(FromArgument(position_of_id[tensor_id]) if tensor_id in position_of_id else
+                 FreshSeed() if tensor_id == seed_id else Baked(value)
+                 for tensor_id, value in zip(ids, values))
 
 
 class HostRandomWatch(TorchDispatchMode):

@@ -15,7 +15,8 @@ from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .counters import counters
-from .lazy_graph import ARGUMENT, LazyGraph, is_evicted
+from .log import log_xla
+from .lazy_graph import Argument, LazyGraph, describe_hash, is_evicted
 
 
 class ReplayedGraph:
@@ -44,8 +45,8 @@ class ReplayedGraph:
     def _describe(self, graph: LazyGraph) -> None:
         """Expose the current graph's output structure to the host side."""
         self.treespec, self.mutated = graph.treespec, graph.mutated
-        self.argument_leaves = {k: position for k, (kind, position) in enumerate(graph.leaves)
-                                if kind == ARGUMENT}
+        self.argument_leaves = {k: leaf.position for k, leaf in enumerate(graph.leaves)
+                                if isinstance(leaf, Argument)}
 
     def run(self, device_args, same_signature=False) -> list:
         """``same_signature``: the caller vouches that the arguments have the shapes, dtypes
@@ -59,6 +60,7 @@ class ReplayedGraph:
             if not is_evicted(error):
                 raise
             counters.record("retraces", "graph hash left XLA's compilation cache; recompiled")
+            log_xla.debug("retrace: graph %s left XLA's compilation cache", describe_hash(graph.graph_hash))
             self.graph = self._capture(device_args, self._key(device_args))
             return self.graph.replay(device_args)
 
@@ -67,10 +69,13 @@ class ReplayedGraph:
         graph = self.graphs.get(key)
         if graph is None:
             values, shapes = key
-            counters.record("retraces", f"new non-tensor arguments {values!r} or input shapes "
-                                        f"{[tuple(shape) for shape, _ in shapes]}")
+            reason = (f"new non-tensor arguments {values!r} or input shapes "
+                      f"{[tuple(shape) for shape, _ in shapes]}")
+            counters.record("retraces", reason)
+            log_xla.debug("retrace: %s", reason)
             graph = self._capture(device_args, key)
         elif graph is not self.graph:
+            log_xla.debug("replay switches to graph %s", describe_hash(graph.graph_hash))
             self._describe(graph)
         self.graph = graph
         return graph

@@ -4,8 +4,10 @@
         compiled(x)
     t.totals   # {"transfer_in": s, "hash_lookup_dispatch": s, "execute": s, "transfer_out": s}
 
-While no timer is active the bridge's call path checks one module global and takes its
-untimed branch, so timing costs nothing when it is off.
+The bridge marks its phases with one idiom, ``with timing.phase("transfer_in"): ...``. While no
+timer is active ``phase`` returns a shared do-nothing context, so timing costs a global read
+and a call when it is off (and the C++ replay path, which times nothing, hands timed calls to
+the Python path).
 """
 
 import time
@@ -22,17 +24,45 @@ class PhaseTimer:
     def __init__(self):
         self.totals = {}
         self.counts = {}
-        self._last = 0.0
 
-    def start(self) -> None:
-        self._last = time.perf_counter()
-
-    def lap(self, phase: str) -> None:
-        """Charge the time since the previous lap (or start) to ``phase``."""
-        now = time.perf_counter()
-        self.totals[phase] = self.totals.get(phase, 0.0) + (now - self._last)
+    def add(self, phase: str, seconds: float) -> None:
+        self.totals[phase] = self.totals.get(phase, 0.0) + seconds
         self.counts[phase] = self.counts.get(phase, 0) + 1
-        self._last = now
+
+
+class _Phase:
+    """Charges the time spent inside a ``with`` block to one phase of a timer."""
+
+    __slots__ = ("timer", "name", "start")
+
+    def __init__(self, timer: PhaseTimer, name: str):
+        self.timer, self.name = timer, name
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.timer.add(self.name, time.perf_counter() - self.start)
+        return False
+
+
+class _Untimed:
+    __slots__ = ()
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_UNTIMED = _Untimed()
+
+
+def phase(name: str):
+    """``with phase(name):`` charges the block to ``name`` when a timer is active."""
+    timer = active
+    return _UNTIMED if timer is None else _Phase(timer, name)
 
 
 @contextmanager

@@ -47,7 +47,7 @@ from torch.utils import _pytree as pytree
 from . import device as dev
 from .counters import counters
 from .joint_graph import NotDifferentiable, Partition, decompositions_for, joint_partition
-from .lazy_graph import RESULT, NotOneGraph
+from .lazy_graph import NotOneGraph, Result
 from .programs import ReplayedGraph
 
 NO_GRAD_NEEDED = object()   # returned by a training path when no argument requires grad
@@ -81,7 +81,7 @@ class TrainingPlan:
         leaf_count = partition.leaf_count
         if any(k < leaf_count for k in self.forward.argument_leaves):
             raise NotDifferentiable("an output is an argument itself")
-        user = [leaf for leaf in self.forward.graph.leaves[:leaf_count] if leaf[0] == RESULT]
+        user = [leaf for leaf in self.forward.graph.leaves[:leaf_count] if isinstance(leaf, Result)]
         if len(set(user)) != len(user):
             raise NotDifferentiable("two outputs are one tensor")
         examples = dev.to_device([torch.zeros(shape, dtype=dtype) for shape, dtype in
@@ -127,7 +127,7 @@ class ReplayedTraining:
         except TypeError:                         # a list argument, say: keyed by its text
             values = tuple(map(repr, values))
         key = (needs_grad, tuple(map(_shape_of, tensors)), tuple(map(_dtype_of, tensors)), values)
-        device_args = bridged._device_args(args)
+        device_args, _ = bridged._device_args(args)
         bridged.program_saw_last_args = False     # the inference program did not run
         plan = self.plans.get(key)
         if plan is None:
@@ -273,7 +273,7 @@ class LazyTraining:
         args, needs_grad = _arguments(bridged, inputs)
         if not any(needs_grad):
             return NO_GRAD_NEEDED
-        device_args = bridged.host_inputs(args)
+        device_args, _ = bridged.host_inputs(args)
         device = dev.xla_device()
         for position in bridged.host_positions:
             if needs_grad[position]:

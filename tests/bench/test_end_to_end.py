@@ -102,3 +102,25 @@ def test_randomized_inputs_change_values_not_shapes(tiny_model):
     assert fresh(1)[0].equal(b)  # deterministic: step i always draws the same values
     fixed = input_source(tiny_model, REGIMES["small"], options_for())
     assert fixed(0) is fixed(5)
+
+
+def test_own_time_and_the_shared_launch_floor_of_the_replaying_peers(tiny_model):
+    """Both replaying peers get their own time per call (runtime stood in for) and the launch
+    floor they share; the tables show them; the runtime function is restored afterwards."""
+    import torch_xla
+
+    real = torch_xla._XLAC._run_cached_graph
+    options = options_for("--use-xla-baseline", "--peers", "openxla_eval", "--backend", "torchxla_trace_once",
+                          "--iterations", "3", "--warmup", "1", "--small", "--breakdown", models=(tiny_model,))
+    result = run_model(options, tiny_model, "small", Progress(0, enabled=False))
+    assert result.error is None and result.notes == []
+    assert torch_xla._XLAC._run_cached_graph is real
+    assert result.launch_s > 0
+    assert set(result.own_s) == {"torchxla_trace_once", "openxla_eval"}
+    assert all(seconds > 0 for seconds in result.own_s.values())
+    assert result.runs["torchxla_trace_once"].accuracy.ok
+    overhead = report.overhead_table([result], options.contenders)
+    assert "launch ms" in overhead and "torchxla_trace_once own ms" in overhead
+    assert "XLA (trace once) us" in report.own_time_table([result])
+    assert "own us" in report.breakdown_table([result])
+    assert "rest" in report.first_call_table([result], options.contenders)
