@@ -1,4 +1,4 @@
-"""One switch to see everything: ``MINIDYNAMO_LOG=graph,guards,bytecode,recompiles,fallbacks``.
+"""One switch to see everything: ``MINIDYNAMO_LOG=graph,guards,bytecode,recompiles,fallbacks,graph_breaks,output_code``.
 
 Each topic is a logger ``minidynamo.<topic>``; a topic named in the variable (or ``all``) is
 printed to stderr at DEBUG level.
@@ -11,7 +11,7 @@ import sys
 
 from . import config
 
-TOPICS = ("graph", "guards", "bytecode", "recompiles", "fallbacks")
+TOPICS = ("graph", "guards", "bytecode", "recompiles", "fallbacks", "graph_breaks", "output_code")
 
 
 def get_logger(topic: str) -> logging.Logger:

@@ -193,7 +193,9 @@ def wrap_object(value, source) -> VariableTracker:
         return ClassVariable(value, source)
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.WrapperDescriptorType,
                           types.MethodDescriptorType, types.MethodWrapperType)):
-        raise Unsupported(f"call to unknown C function {describe(value)}")
+        from .graph_break import OpaqueCallableVariable      # calling it is where the frame breaks
+
+        return OpaqueCallableVariable(value, source, f"call to unknown C function {describe(value)}")
     return UserObjectVariable(value, source)
 
 
