@@ -192,7 +192,10 @@ class FrameConverter:
         from .breaks.entry import make_break_fn, render
 
         state = capture.break_state
-        compiled_fn = make_break_fn(capture, compiled_graph, read_inputs, _graph_raised_handler(capture), rerun_frame)
+        try:
+            compiled_fn = make_break_fn(capture, compiled_graph, read_inputs, _graph_raised_handler(capture), rerun_frame)
+        except Exception as e:      # a code generation bug must not become the user's crash
+            raise Unsupported(f"internal error generating the graph break: {type(e).__name__}: {e}") from e
         if func.__code__ in self.roots:        # traced wherever it lives: so is the rest of it
             for code in compiled_fn.resume_codes:
                 self.add_root(code)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dis
 import io
+import linecache
 
 import torch
 
@@ -225,6 +226,10 @@ def render(fn) -> str:
         params = ", ".join(resumed.co_varnames[:resumed.co_argcount])
         out.write(f"\n# resume function: def {resumed.co_name}({params})  (continues {resumed.co_filename}:"
                   f"{_first_line(resumed)})\n")
+        for line in sorted({n for _, _, n in resumed.co_lines() if n is not None}):
+            text = linecache.getline(resumed.co_filename, line).rstrip()
+            if text:
+                out.write(f"#   {line:4d} | {text}\n")
         dis.dis(resumed, file=out)
     return out.getvalue()
 

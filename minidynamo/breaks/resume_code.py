@@ -74,8 +74,8 @@ def _build(code, index, stack, local_names):
         raise ValueError(f"{code.co_qualname} has no instruction {index}")
     lineno = items[position].lineno
 
-    def instr(name, arg=None):
-        return Instr(name, arg, lineno=lineno) if arg is not None else Instr(name, lineno=lineno)
+    def instr(name, *arg):
+        return Instr(name, *arg, lineno=lineno)
 
     prologue = []
     if code.co_freevars:

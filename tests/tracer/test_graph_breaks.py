@@ -397,3 +397,56 @@ def test_a_frame_that_fell_back_is_never_traced_again(capsys):
     assert minidynamo.counters["fallbacks"] == 1 and minidynamo.counters["compiles"] == 0
     entries = minidynamo.cache_entries(loop_body_breaks)
     assert len(entries) == 1 and entries[0][1] is None and entries[0][2] is None   # always matches: eager
+
+
+@minidynamo.disable
+def record_autocast_and_grad(t):
+    seen_modes.append((torch.is_autocast_enabled("cpu"), torch.is_grad_enabled()))
+
+
+def break_in_autocast_off_and_set_grad(x, w):
+    with torch.autocast("cpu", enabled=False):
+        with torch.set_grad_enabled(False):
+            y = x * w
+            record_autocast_and_grad(y)
+            y = y + 1
+        z = y * w
+    return z
+
+
+def test_break_inside_autocast_off_and_set_grad_enabled():
+    x, w = torch.ones(3), torch.ones(3, requires_grad=True)
+    seen_modes.clear()
+    expected = break_in_autocast_off_and_set_grad(x, w)
+    opt = minidynamo.optimize("eager")(break_in_autocast_off_and_set_grad)
+    for _ in range(2):
+        got = opt(x, w)
+        torch.testing.assert_close(got, expected)
+        assert got.requires_grad == expected.requires_grad and torch.is_grad_enabled()
+    with torch.autocast("cpu", dtype=torch.bfloat16):         # the caller's autocast is switched off inside
+        opt(x, w)
+        break_in_autocast_off_and_set_grad(x, w)
+        assert torch.is_autocast_enabled("cpu")
+    assert seen_modes[:3] == [(False, False)] * 3 and seen_modes[3:] == [(False, False)] * 2
+    assert minidynamo.counters["graph_breaks"] >= 1 and minidynamo.counters["fallbacks"] <= 1
+
+
+# -- values rebuilt at the break: a tensor method before its call, a function made by the frame ---
+def item_then_scale(x):
+    y = x.abs() + 1
+    s = y.sum().item()               # x.item is rebuilt from the graph's y.sum(), called eagerly
+    return y * s
+
+
+def nested_helper_breaks(x):
+    def pick(t, sign=1.0):
+        return t * sign if t.mean() > 0 else -t
+    return pick(x + 1, sign=2.0) * 2
+
+
+def test_tensor_methods_and_nested_functions_are_rebuilt(capsys):
+    backend = run_both(item_then_scale, inputs(3), capsys)
+    assert backend.compile_count == 2
+    run_both(nested_helper_breaks, inputs(3), capsys)
+    report = minidynamo.explain(nested_helper_breaks)(*inputs(3)())
+    assert report.fallback_count == 0 and report.graph_break_count == 2   # the call site, then pick's jump
