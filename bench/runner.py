@@ -83,10 +83,10 @@ def warnings_of(found):
     """Readable lines for the counters that say a backend did not just replay."""
     lines = []
     for layer, counts in found.items():
-        for key in ("fallbacks", "recompiles", "retraces"):
+        for key in ("fallbacks", "recompiles", "retraces", "graph_breaks"):
             if counts.get(key):
                 lines.append(f"{layer} {key}={counts[key]}")
-        for key in ("fallback_reasons", "recompile_reasons", "reasons"):
+        for key in ("fallback_reasons", "recompile_reasons", "break_reasons", "reasons"):
             lines += [f"{layer}: {reason}" for reason in list(counts.get(key) or [])[:3]]
     return lines
 

@@ -415,6 +415,25 @@ static PyObject *py_hook_installed(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(_PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) == eval_frame_hook);
 }
 
+/* unpaused(fn, *args, **kwargs): call fn with the hook watching this thread again.  A graph
+ * break's entry (convert_frame/breaks) runs while the hook is paused; its eager instruction and
+ * its resume function must run as watched frames, as they would if the frame had no entry. */
+static PyObject *py_unpaused(PyObject *self, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 1) {
+        PyErr_SetString(PyExc_TypeError, "unpaused(fn, *args, **kwargs)");
+        return NULL;
+    }
+    PyObject *rest = PyTuple_GetSlice(args, 1, n);
+    if (rest == NULL) return NULL;
+    int was_paused = tls_paused;
+    tls_paused = 0;
+    PyObject *result = PyObject_Call(PyTuple_GET_ITEM(args, 0), rest, kwargs);
+    tls_paused = was_paused;
+    Py_DECREF(rest);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"set_callback", py_set_callback, METH_O, "Set this thread's callback (None: unwatch); returns the previous one."},
     {"get_callback", py_get_callback, METH_NOARGS, "This thread's callback, or None."},
@@ -422,6 +441,8 @@ static PyMethodDef methods[] = {
     {"set_cache", (PyCFunction)(void (*)(void))py_set_cache, METH_FASTCALL, "Replace the code object's cache."},
     {"stats", py_stats, METH_NOARGS, "Counters of the hook: frames seen, cache hits and misses."},
     {"reset_stats", py_reset_stats, METH_NOARGS, "Zero the hook's counters."},
+    {"unpaused", (PyCFunction)(void (*)(void))py_unpaused, METH_VARARGS | METH_KEYWORDS,
+     "unpaused(fn, *args, **kwargs): call fn with this thread's hook watching (not paused)."},
     {"hook_installed", py_hook_installed, METH_NOARGS, "Whether the frame hook is installed right now."},
     {NULL, NULL, 0, NULL},
 };

@@ -26,6 +26,7 @@ log_recompiles = get_logger("recompiles")
 log_fallbacks = get_logger("fallbacks")
 log_graph = get_logger("graph")
 log_guards = get_logger("guards")
+log_breaks = get_logger("graph_breaks")
 log_output_code = get_logger("output_code")
 
 # Every code object that has a cache, so that reset() can drop them all.
@@ -97,7 +98,10 @@ class FrameConverter:
         if len(mine) >= config.cache_size_limit:
             return self._give_up(entries, code, f"cache_size_limit ({config.cache_size_limit}) reached")
         try:
-            entry = self._compile(func, args)
+            try:
+                entry = self._compile(func, args)
+            except Unsupported as e:
+                entry = self._compile_break(func, args, e)
         except Unsupported as e:
             return self._fallback(entries, code, e.reason, e)
         except BackendCompilerFailed as e:
@@ -106,25 +110,53 @@ class FrameConverter:
         counting.bump("compiles")
         return entry
 
-    def _compile(self, func, args):
+    def _compile(self, func, args, stop=None):
         from .tracer import trace_frame   # the tracer is heavy: import it on the first miss
 
         fx_mark = _fx_mark()
         try:
-            return self._compile_traced(func, args, trace_frame, fx_mark)
+            return self._compile_traced(func, args, trace_frame, fx_mark, stop)
         except BaseException:
             _forget_fx_sources(fx_sources_since(fx_mark))    # nothing of this compile survives
             raise
 
-    def _compile_traced(self, func, args, trace_frame, fx_mark):
+    def _compile_break(self, func, args, error):
+        """The frame could not be traced whole.  If the root instruction that failed may be
+        run eagerly (tracer/graph_break.py), compile a graph break there: trace again, stop
+        right before it, and make an entry that runs the graph, the instruction, and a resume
+        function.  Raises Unsupported (the fallback's reason) otherwise."""
+        from .tracer.graph_break import BREAKABLE, refusal
+        from .tracer.translator import decoded
+
+        where = getattr(error, "break_at", None)
+        if where is None or self.nopython:
+            raise error
+        count, index = where
+        code = func.__code__
+        if decoded(code)[0][index].name not in BREAKABLE:
+            raise error
+        why = refusal(code, index)
+        if why is not None:
+            raise Unsupported(f"{error.reason}; no graph break: {why}") from error
         try:
-            capture = trace_frame(func, args)
+            return self._compile(func, args, stop=(count, index, error.reason))
+        except Unsupported as e:
+            raise Unsupported(f"{error.reason}; the graph break failed: {e.reason}") from e
+
+    def _compile_traced(self, func, args, trace_frame, fx_mark, stop=None):
+        try:
+            capture = trace_frame(func, args, stop[0] if stop else None)
         except Unsupported:
             raise
         except MinidynamoError as e:
             raise Unsupported(str(e)) from e
         except Exception as e:  # a tracer bug must not become the user's crash
             raise Unsupported(f"internal tracer error: {type(e).__name__}: {e}") from e
+        state = capture.break_state
+        if stop is not None and (state is None or state.index != stop[1]):
+            raise Unsupported("the second trace did not reach the instruction the first one stopped at")
+        if state is not None:
+            state.reason, state.grad_enabled = stop[2], capture.grad_enabled
         from guards import UnguardableValue, build_guard_function, compile_reader
 
         try:
@@ -135,21 +167,46 @@ class FrameConverter:
         if not guard_fn(func, *args):   # the guards must accept the very call they came from
             why = guard_fn.failure_reason(func, *args)
             raise Unsupported(f"guards reject the traced call itself ({why}); refusing to cache")
+        has_ops = graph_has_ops(capture.graph_module)
         try:
-            compiled_graph = self.backend(capture.graph_module, capture.example_inputs)
+            # a graph with no operations is not worth a backend compile: fx runs it as it is
+            compiled_graph = self.backend(capture.graph_module, capture.example_inputs) if has_ops else capture.graph_module
         except Exception as e:
             raise BackendCompilerFailed(self.backend_name, e) from e
-        compiled_fn = make_compiled_fn(capture, compiled_graph, read_inputs)
+        if state is None:
+            compiled_fn = make_compiled_fn(capture, compiled_graph, read_inputs)
+        else:
+            compiled_fn = self._break_fn(func, capture, compiled_graph, read_inputs)
         forget_fx_sources_with(compiled_fn, fx_sources_since(fx_mark))
-        if log_graph.isEnabledFor(10):
+        if log_graph.isEnabledFor(10) and has_ops:
             log_graph.debug("%s\n%s", describe(func.__code__), capture.graph_module.print_readable(print_output=False))
         if log_guards.isEnabledFor(10):
             log_guards.debug("%s\n%s", describe(func.__code__), guard_fn.source)
-        if log_output_code.isEnabledFor(10):
+        if log_output_code.isEnabledFor(10) and state is None:     # a break logs its own (_break_fn)
             log_output_code.debug("%s\n%s\n%s", describe(func.__code__), read_inputs.source, compiled_fn.source)
         if self.recorder is not None:
-            self.recorder.on_compile(capture, guard_fn, compiled_fn)
+            self.recorder.on_compile(capture, guard_fn, compiled_fn, has_ops=has_ops)
+            if state is not None:
+                self.recorder.on_break(state)
         return (self.ref, guard_fn, compiled_fn)
+
+    def _break_fn(self, func, capture, compiled_graph, read_inputs):
+        from .breaks.entry import make_break_fn, render
+
+        state = capture.break_state
+        try:
+            compiled_fn = make_break_fn(capture, compiled_graph, read_inputs, _graph_raised_handler(capture), rerun_frame)
+        except Exception as e:      # a code generation bug must not become the user's crash
+            raise Unsupported(f"internal error generating the graph break: {type(e).__name__}: {e}") from e
+        if func.__code__ in self.roots:        # traced wherever it lives: so is the rest of it
+            for code in compiled_fn.resume_codes:
+                self.add_root(code)
+        counting.record_break(f"{describe(func.__code__)}: {state.inst.name} at {state.where}: {state.reason}")
+        log_breaks.debug("graph break in %s at %s (%s): %s", func.__code__.co_qualname, state.where,
+                         state.inst.name, state.reason)
+        if log_output_code.isEnabledFor(10):
+            log_output_code.debug("%s\n%s", describe(func.__code__), render(compiled_fn))
+        return compiled_fn
 
     # -- the slow paths --------------------------------------------------------------------
     def _note_recompile(self, code, mine, func, args):
@@ -175,6 +232,10 @@ class FrameConverter:
             self.recorder.on_fallback(full)
         entries.append((self.ref, None, None))
         return None
+
+
+def graph_has_ops(gm) -> bool:
+    return any(node.op in ("call_function", "call_method", "call_module") for node in gm.graph.nodes)
 
 
 def make_compiled_fn(capture, compiled_graph, read_inputs):

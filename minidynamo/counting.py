@@ -12,6 +12,7 @@ from . import _eval_frame
 _counts: collections.Counter = collections.Counter()
 fallback_reasons: list[str] = []
 recompile_reasons: list[str] = []
+break_reasons: list[str] = []
 
 
 def bump(name: str, n: int = 1) -> None:
@@ -21,6 +22,11 @@ def bump(name: str, n: int = 1) -> None:
 def record_fallback(reason: str) -> None:
     _counts["fallbacks"] += 1
     fallback_reasons.append(reason)
+
+
+def record_break(reason: str) -> None:
+    _counts["graph_breaks"] += 1
+    break_reasons.append(reason)
 
 
 def record_recompile(reason: str) -> None:
@@ -33,7 +39,7 @@ def snapshot() -> dict:
     stats = _eval_frame.stats()
     stats.pop("threads_with_callback")
     return {**stats, **_counts, "fallback_reasons": list(fallback_reasons),
-            "recompile_reasons": list(recompile_reasons)}
+            "recompile_reasons": list(recompile_reasons), "break_reasons": list(break_reasons)}
 
 
 def reset() -> None:
@@ -41,6 +47,7 @@ def reset() -> None:
     _counts.clear()
     fallback_reasons.clear()
     recompile_reasons.clear()
+    break_reasons.clear()
 
 
 class _CountersView:

@@ -1,13 +1,20 @@
 """``explain(fn)(*args)``: run ``fn`` once under a fresh capture and report what happened.
 
     e = minidynamo.explain(model)(x)
-    e.graph_count, e.graph_break_count, e.reasons, e.guards, e.graphs
+    e.graph_count, e.graph_break_count, e.breaks, e.fallback_count, e.reasons, e.guards, e.graphs
+
+``graph_count`` counts the graphs given to the backend (a graph with no operations is not);
+``graph_break_count`` the graph breaks (a frame split at an instruction run eagerly, see
+docs/graph-breaks.md), each in ``breaks`` with its reason, ``file:line`` and instruction;
+``fallback_count`` the frames that ran eagerly whole.  ``reasons`` lists breaks, fallbacks and
+recompiles in the order they happened.
 
 Every artifact ``MINIDYNAMO_LOG`` can print is also a field, one entry per compiled frame:
 ``graph_codes`` (each node with the user line that made it), ``guard_sources`` (each check
 with the line that needed it; ``guard_origins`` lines up with ``guards``), ``reader_sources``
-and ``compiled_fn_sources`` (what runs on a hit), ``trace`` (the ``trace`` topic's lines: each
-instruction with the symbolic stack after it) and ``xla`` (the ``xla`` topic's lines).
+and ``compiled_fn_sources`` (what runs on a hit; for a graph break, the generated entry),
+``trace`` (the ``trace`` topic's lines: each instruction with the symbolic stack after it) and
+``xla`` (the ``xla`` topic's lines).
 """
 
 from __future__ import annotations
@@ -32,18 +39,24 @@ class ExplainOutput:
     compiled_fn_sources: List[str] = dataclasses.field(default_factory=list)  # the hit path
     trace: List[str] = dataclasses.field(default_factory=list)         # MINIDYNAMO_LOG=trace lines
     xla: List[str] = dataclasses.field(default_factory=list)           # MINIDYNAMO_LOG=xla lines
-    reasons: List[str] = dataclasses.field(default_factory=list)       # fallbacks, then recompiles
-    graph_break_count: int = 0           # frames that fell back to eager (no graph breaks yet)
+    reasons: List[str] = dataclasses.field(default_factory=list)       # breaks, fallbacks, recompiles
+    breaks: List["BreakInfo"] = dataclasses.field(default_factory=list)
+    fallback_count: int = 0              # frames that ran eagerly whole
     output: Any = None                   # what the call returned
 
     @property
     def graph_count(self) -> int:
         return len(self.graphs)
 
+    @property
+    def graph_break_count(self) -> int:
+        return len(self.breaks)
+
     # -- the FrameConverter's recorder protocol --
-    def on_compile(self, capture, guard_fn, compiled_fn=None):
-        self.graphs.append(capture.graph_module)
-        self.graph_codes.append(capture.graph_module.print_readable(print_output=False))
+    def on_compile(self, capture, guard_fn, compiled_fn=None, has_ops=True):
+        if has_ops:
+            self.graphs.append(capture.graph_module)
+            self.graph_codes.append(capture.graph_module.print_readable(print_output=False))
         self.guards.extend(guard_fn.guard_strings)
         self.guard_origins.extend(getattr(g, "origin", "") for g in guard_fn.guards)
         self.guard_sources.append(guard_fn.source)
@@ -51,15 +64,20 @@ class ExplainOutput:
             self.reader_sources.append(getattr(compiled_fn.read_inputs, "source", ""))
             self.compiled_fn_sources.append(compiled_fn.source)
 
+    def on_break(self, state):
+        info = BreakInfo(state.reason, state.where, state.inst.name, state.code.co_qualname)
+        self.breaks.append(info)
+        self.reasons.append(str(info))
+
     def on_fallback(self, reason: str):
-        self.graph_break_count += 1
+        self.fallback_count += 1
         self.reasons.append(reason)
 
     def on_recompile(self, reason: str):
         self.reasons.append(f"recompile: {reason}")
 
     def __str__(self):
-        lines = [f"graphs: {self.graph_count}, fallbacks: {self.graph_break_count}"]
+        lines = [f"graphs: {self.graph_count}, graph breaks: {self.graph_break_count}, fallbacks: {self.fallback_count}"]
         lines += [f"  reason: {r}" for r in self.reasons]
         lines += ["guards:"] + [f"  {g}" for g in self.guards]
         return "\n".join(lines)
@@ -86,6 +104,17 @@ def _collect(topic: str, lines: list):
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+@dataclasses.dataclass
+class BreakInfo:
+    reason: str          # why the instruction could not be traced
+    where: str           # file:line
+    instruction: str     # the opcode run eagerly
+    function: str
+
+    def __str__(self):
+        return f"graph break in {self.function} at {self.where} ({self.instruction}): {self.reason}"
 
 
 def explain(fn, backend="eager"):

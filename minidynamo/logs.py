@@ -1,4 +1,4 @@
-"""One switch to see everything: ``MINIDYNAMO_LOG=trace,graph,guards,output_code`` (or ``all``).
+"""One switch to see everything: ``MINIDYNAMO_LOG=trace,graph,guards,output_code,graph_breaks`` (or ``all``).
 
 Each topic is a logger ``minidynamo.<topic>``; a topic named in the variable (or ``all``) is
 printed to stderr at DEBUG level.  What each topic shows, in pipeline order:
@@ -12,6 +12,7 @@ printed to stderr at DEBUG level.  What each topic shows, in pipeline order:
                  importing minidynamo): graph hash, lazy IR, input plan, replays and retraces
     recompiles   which guard failed, in words, when a code object is compiled again
     fallbacks    why a frame runs eagerly
+    graph_breaks each graph break: where, which instruction runs eagerly, and why
 
 ``bytecode`` is the old name of ``trace``.
 """
@@ -24,7 +25,7 @@ import sys
 from . import config
 
 # the XLA bridge logs to ``minidynamo.xla`` from ``xla_bridge/log.py`` (it never imports minidynamo)
-TOPICS = ("trace", "graph", "guards", "output_code", "xla", "recompiles", "fallbacks")
+TOPICS = ("trace", "graph", "guards", "output_code", "xla", "recompiles", "fallbacks", "graph_breaks")
 ALIASES = {"bytecode": "trace"}
 
 

@@ -84,10 +84,10 @@ def check(fn, *args, calls=2, compiled=None, setup=None):
     fallbacks = minidynamo.counters["fallbacks"]
     if compiled is True:
         assert fallbacks == 0, minidynamo.counters["fallback_reasons"]
-        assert backend.compiles >= 1
+        assert minidynamo.counters["compiles"] >= 1      # entries made (Python-only graphs skip the backend)
     elif compiled is False:
         assert fallbacks >= 1
-    return backend.compiles
+    return minidynamo.counters["compiles"]
 
 
 # ------------------------------------------------------------- 7. user classes' dunders
@@ -404,7 +404,7 @@ def test_a_returned_view_is_a_view_of_the_callers_dict():
         view = optimized(d)
         d["z"] = 2
         assert type(view) is type({}.keys()) and list(view) == ["a", "z"]
-    assert backend.compiles == 1 and minidynamo.counters["fallbacks"] == 0
+    assert minidynamo.counters["compiles"] == 1 and minidynamo.counters["fallbacks"] == 0   # no tensor op: no backend
 
 
 def test_dict_views_are_live():

@@ -198,7 +198,12 @@ def wrap_object(value, source) -> VariableTracker:
         return ClassVariable(value, source)
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.WrapperDescriptorType,
                           types.MethodDescriptorType, types.MethodWrapperType)):
-        raise Unsupported(f"call to unknown C function {describe(value)}")
+        owner = getattr(value, "__self__", None)
+        if owner is not None and not isinstance(owner, types.ModuleType):   # bound anew at each read:
+            raise Unsupported(f"call to unknown C function {describe(value)}")  # no identity to guard
+        from .graph_break import OpaqueCallableVariable      # calling it is where the frame breaks
+
+        return OpaqueCallableVariable(value, source, f"call to unknown C function {describe(value)}")
     return UserObjectVariable(value, source)
 
 

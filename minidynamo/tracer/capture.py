@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import operator
+import types
 from typing import Any, Callable, Optional
 
 import torch
@@ -45,6 +46,7 @@ class Capture:
     # random numbers (None: only grad mode / autocast switches, restored on error).
     graph_effects: Optional[str] = None
     grad_enabled: bool = True          # grad mode at the frame's entry (guarded)
+    break_state: Any = None            # a graph break's re-trace: graph_break.BreakState
 
 
 def argument_names(code) -> tuple:
@@ -53,12 +55,13 @@ def argument_names(code) -> tuple:
     return tuple(code.co_varnames[:n])
 
 
-def trace_frame(func, args) -> Capture:
-    """Capture ``func`` called with the raw argument slots ``args``; Unsupported if we cannot."""
+def trace_frame(func, args, stop_at=None) -> Capture:
+    """Capture ``func`` called with the raw argument slots ``args``; Unsupported if we cannot.
+    ``stop_at``: stop before that root instruction (a graph break, see graph_break.py)."""
     grad_enabled = torch.is_grad_enabled()
     try:
         with no_dynamo_import():
-            return _trace(func, tuple(args))
+            return _trace(func, tuple(args), stop_at)
     except Unsupported:
         raise
     except G.UnguardableValue as e:
@@ -74,7 +77,7 @@ def trace_frame(func, args) -> Capture:
 AUTOCAST_DEVICES = ("cpu", "cuda")
 
 
-def _trace(func, args) -> Capture:
+def _trace(func, args, stop_at=None) -> Capture:
     if torch._C._len_torch_dispatch_stack() != 0:
         raise Unsupported("a TorchDispatchMode is active")
     for device_type in AUTOCAST_DEVICES:           # meta example values know nothing of autocast
@@ -92,13 +95,19 @@ def _trace(func, args) -> Capture:
     output.side_effects.position = lambda: len(output.graph.nodes)
     tx = InstructionTranslator(func, {}, output, G.GlobalSource)
     tx.locals = {name: wrap(tx, value, G.LocalSource(name)) for name, value in zip(names, args)}
+    tx.stop_at = stop_at
     result = tx.run()
+    break_state = None
+    if tx.stopped:                 # the graph ends at a break: it outputs the live stack and locals
+        from .graph_break import BreakTemplates, stop_values
+
+        result, break_state = stop_values(tx, stop_at)
     if output.open_grad_switches:
         raise Unsupported("torch.set_grad_enabled(...) outside a with-statement: grad mode stays switched "
                           "after the frame, which the compiled code cannot reproduce if the graph raises")
     for guard in output.side_effects.aliasing_guards(output.wrapped_values):
         output.add_guard(guard)
-    templates = Templates()
+    templates = Templates() if break_state is None else BreakTemplates()
     template = templates.of(result)
     replays = templates.replays_of(output.side_effects)
     graph_module = output.finish(templates.nodes)
@@ -107,7 +116,7 @@ def _trace(func, args) -> Capture:
         _check_effect_order(graph_module.graph, output.side_effects.first_at, effects)
     reader = G.compile_reader(templates.reads, frame) if templates.reads else None
     return Capture(graph_module, list(output.example_inputs), list(output.input_sources), list(output.guards),
-                   frame, OutputBuilder(template, replays, reader), effects, grad_enabled)
+                   frame, OutputBuilder(template, replays, reader), effects, grad_enabled, break_state)
 
 
 # -- when the graph raises at run time ----------------------------------------------------------
@@ -348,6 +357,18 @@ def _build(template, outputs, real=(), made=None):
         return set(template[1])
     if kind == "view":
         return getattr(_build(template[2], outputs, real, made), template[1])()
+    if kind == "method":                                     # a bound method (graph_break.BreakTemplates)
+        return types.MethodType(_build(template[1], outputs, real, made), _build(template[2], outputs, real, made))
+    if kind == "getattr":                                    # tensor.item before the call (graph_break)
+        return getattr(_build(template[1], outputs, real, made), template[2])
+    if kind == "function":                                   # a closure-free function made by the frame
+        _, code, globals_dict, defaults, kwdefaults = template
+        fn = types.FunctionType(code, globals_dict, code.co_name,
+                                tuple(_build(t, outputs, real, made) for t in defaults) or None)
+        fn.__qualname__ = code.co_qualname
+        if kwdefaults:
+            fn.__kwdefaults__ = {k: _build(t, outputs, real, made) for k, t in kwdefaults}
+        return fn
     if kind == "dict":
         return template[1]((k, _build(t, outputs, real, made)) for k, t in template[2])
     return kind(_build(t, outputs, real, made) for t in template[1])

@@ -607,6 +607,25 @@ class InstructionTranslator(InstructionTranslatorBase):
                  for i, (c, name) in enumerate(zip(func.__closure__ or (), func.__code__.co_freevars))]
         super().__init__(func.__code__, f_locals, func.__globals__, globals_source, func.__builtins__, output,
                          cells, depth=0)
+        self.stop_at = None      # graph_break.py: stop before the instruction with this count
+        self.stopped = False
+
+    def run(self) -> VariableTracker | None:
+        """As the base loop, plus what graph breaks need (graph_break.py): an Unsupported is
+        marked with the root instruction it came from (``break_at``: the instruction count
+        before it, its index), and a re-trace stops right before that instruction."""
+        while self.return_value is None:
+            if self.instruction_count == self.stop_at:
+                self.stopped = True
+                return None
+            count, ip = self.instruction_count, self.ip
+            try:
+                self.step()
+            except Unsupported as e:
+                if getattr(e, "break_at", None) is None:
+                    e.break_at = (count, ip)
+                raise
+        return self.return_value
 
 
 class InliningTranslator(InstructionTranslatorBase):

@@ -1,6 +1,7 @@
 """Frames minidynamo cannot capture. Each must run eagerly with eager's answer (and eager's
-printing and mutations), count as a fallback with a readable reason in ``explain``, not
-recompile on the second call, and raise ``MinidynamoError`` under ``nopython=True``."""
+printing and mutations), count as a fallback or a graph break (docs/graph-breaks.md) with a
+readable reason in ``explain``, not recompile on the second call, and raise ``MinidynamoError``
+under ``nopython=True``."""
 
 import collections
 import os

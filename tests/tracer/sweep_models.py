@@ -129,7 +129,8 @@ def run_one(name, build, inputs, grad: bool) -> str:
     diff = max_diff(report.output, expected)
     reason = report.reasons[0].replace("\n", " ")[:150] if report.reasons else ""
     mode = "grad" if grad else "no_grad"
-    return (f"{name:40s} {mode:7s} graphs={report.graph_count:<3d} fallbacks={report.graph_break_count:<3d} "
+    return (f"{name:40s} {mode:7s} graphs={report.graph_count:<3d} breaks={report.graph_break_count:<3d} "
+            f"fallbacks={report.fallback_count:<3d} "
             f"diff={diff:<9.2e} {time.time() - start:5.1f}s  {reason}")
 
 

@@ -1,0 +1,239 @@
+"""The compiled entry of a frame that breaks: graph, rebuilt state, one eager instruction, resume.
+
+Generated as Python source (readable with ``MINIDYNAMO_LOG=output_code``), with the frame's
+exact argument names, e.g. for ``y = x.sin(); print(y.shape); return y.cos()``:
+
+    def break_f(___func, a0):
+        try:
+            ___outputs = compiled_graph(*read_inputs(___func, a0))
+        except BaseException as ___error:
+            if not graph_raised(___error):
+                raise
+            return rerun(___func, a0)
+        ___values = build_output(___outputs)          # stack values, then live locals
+        leave_graph_state()                           # grad mode / autocast as at the break
+        ___stack1 = ___values[0]
+        ___stack2 = ___values[1]
+        ___l_y = ___values[2]
+        ___result = unpaused(___stack1, ___stack2)    # the instruction itself: print(...)
+        return unpaused(make_function(resume_0, ___func), ___result, ___l_y)
+
+``build_output`` also replays the Python side effects the graph's part of the frame made, so
+the eager instruction and the resume function see them, once.  ``unpaused`` runs a call with
+the hook watching again (the hook is paused while an entry runs): a callee the tracer could
+not inline runs as its own watched frame, and the resume function is traced, guarded and
+cached like any frame.  Open ``with`` blocks (grad mode, autocast off) are re-entered around
+the eager instruction and, by the resume function's prologue, around the rest.
+"""
+
+from __future__ import annotations
+
+import dis
+import io
+import linecache
+
+import torch
+
+from .. import _eval_frame
+from .resume_code import make_function, resume_code
+
+
+def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
+    """The entry's ``compiled_fn(func, *slots)``; ``.source``, ``.resume_codes`` for the logs."""
+    from ..tracer.graph_break import JUMPS
+    from ..tracer.variables.ctx_managers import unwind_open_blocks
+
+    state = capture.break_state
+    code = state.code
+    arg_names = ", ".join(["___func", *(f"a{i}" for i in range(len(capture.frame.arg_names)))])
+    build_output = capture.build_output
+    if getattr(build_output, "needs_frame", False):
+        build = f"build_output(___outputs, {arg_names})"
+    else:
+        build_output = getattr(build_output, "specialized", lambda: build_output)()
+        build = "build_output(___outputs)"
+    grad_enabled = capture.grad_enabled
+    set_grad_enabled = torch._C._set_grad_enabled
+
+    def leave_graph_state():
+        unwind_open_blocks()                 # autocast blocks the graph entered and left open
+        set_grad_enabled(grad_enabled)       # the with-blocks still open are re-entered below
+
+    namespace = {"compiled_graph": compiled_graph, "read_inputs": read_inputs, "build_output": build_output,
+                 "graph_raised": graph_raised, "rerun": rerun, "leave_graph_state": leave_graph_state,
+                 "unpaused": _eval_frame.unpaused, "make_function": make_function}
+    lines = [f"def break_{_identifier(code.co_name)}({arg_names}):",
+             "    try:",
+             f"        ___outputs = compiled_graph(*read_inputs({arg_names}))",
+             "    except BaseException as ___error:",
+             "        if not graph_raised(___error):",
+             "            raise",
+             f"        return rerun({arg_names})",
+             f"    ___values = {build}",
+             "    leave_graph_state()"]
+    refs = {}                                 # stack position -> the variable holding its value
+    for k, slot in enumerate(state.stack):
+        if slot[0] == "value":
+            refs[k] = f"___stack{k}"
+            lines.append(f"    ___stack{k} = ___values[{slot[1]}]")
+        elif slot[0] == "ctx":
+            refs[k] = f"___ctx{k}"
+            namespace[f"___ctx{k}"] = slot[1]
+    local_refs = []
+    for j, name in enumerate(state.locals):
+        local_refs.append(f"___l_{name}")
+        lines.append(f"    ___l_{name} = ___values[{state.n_stack_values + j}]")
+
+    contexts = [(slot[1], slot[2]) for slot in state.stack if slot[0] == "ctx"]
+    eager, branches = _EAGER[_kind(state.inst.name, JUMPS)](state, refs, JUMPS)
+    reason = " ".join(str(state.reason).split())
+    lines.append(f"    # the eager instruction, {state.inst.name} at {state.where}: {reason}")
+    if contexts:
+        namespace["enter_contexts"], namespace["exit_contexts"] = _context_helpers(contexts)
+        lines += ["    ___managers = enter_contexts()",
+                  "    try:",
+                  f"        {eager}",
+                  "    except BaseException as ___error:",
+                  "        exit_contexts(___managers, ___error)",
+                  "        raise",
+                  "    exit_contexts(___managers, None)"]
+    else:
+        lines.append(f"    {eager}")
+
+    resume_codes = []
+    for test, index, stack in branches:
+        slots = [("null",) if s[0] == "null" else ("ctx", s[1], s[2]) if s[0] == "ctx" else ("value", None)
+                 for s, _ in stack]
+        resumed = resume_code(code, index, slots, state.locals)
+        name = f"resume_{len(resume_codes)}"
+        namespace[name] = resumed
+        resume_codes.append(resumed)
+        call_args = [ref for s, ref in stack if s[0] != "null"] + local_refs
+        call = f"return unpaused(make_function({name}, ___func){''.join(', ' + a for a in call_args)})"
+        if test is None:
+            lines.append(f"    {call}")
+        else:
+            lines += [f"    if {test}:", f"        {call}"]
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<minidynamo graph break in {code.co_qualname}>", "exec"), namespace)
+    fn = namespace.pop(lines[0][4:lines[0].index("(")])
+    fn.source = source
+    fn.resume_codes = resume_codes
+    fn.compiled_graph = compiled_graph
+    fn.read_inputs = read_inputs
+    return fn
+
+
+def _identifier(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def _kind(opname, jumps):
+    return "jump" if opname in jumps else opname
+
+
+def _value(refs, k, what):
+    if k not in refs or refs[k].startswith("___ctx"):
+        raise ValueError(f"the {what} of a graph break is not a value")
+    return refs[k]
+
+
+def _call(state, refs, jumps):
+    """CALL n: [NULL, fn, args...] or [fn, self, args...]; the last len(kw_names) are keywords."""
+    n = state.inst.arg
+    base = len(state.stack) - n - 2
+    if state.stack[base][0] == "null":
+        fn, args = _value(refs, base + 1, "callable"), [_value(refs, k, "argument") for k in range(base + 2, base + n + 2)]
+    else:
+        fn, args = _value(refs, base, "callable"), [_value(refs, k, "argument") for k in range(base + 1, base + n + 2)]
+    kw = state.kw_names
+    positional, keywords = args[:len(args) - len(kw)], args[len(args) - len(kw):]
+    parts = [fn, *positional]
+    if kw:
+        parts.append("**{" + ", ".join(f"{k!r}: {v}" for k, v in zip(kw, keywords)) + "}")
+    return f"___result = unpaused({', '.join(parts)})", _after(state, refs, base, "___result")
+
+
+def _call_ex(state, refs, jumps):
+    """CALL_FUNCTION_EX: [NULL?, fn, args, kwargs?]."""
+    m = 3 if state.inst.arg & 1 else 2
+    top = len(state.stack) - m
+    fn, args = _value(refs, top, "callable"), _value(refs, top + 1, "arguments")
+    kwargs = f", **{_value(refs, top + 2, 'keywords')}" if m == 3 else ""
+    base = top - 1 if top > 0 and state.stack[top - 1][0] == "null" else top
+    return f"___result = unpaused({fn}, *{args}{kwargs})", _after(state, refs, base, "___result")
+
+
+CONVERSIONS = {0: "", 1: "str", 2: "repr", 3: "ascii"}
+
+
+def _format(state, refs, jumps):
+    """FORMAT_VALUE: value [spec] -> format(conversion(value), spec)."""
+    flags = state.inst.arg
+    m = 2 if flags & 0x04 else 1
+    top = len(state.stack) - m
+    value = _value(refs, top, "value")
+    spec = _value(refs, top + 1, "format spec") if m == 2 else "''"
+    return f"___result = format({CONVERSIONS[flags & 0x03]}({value}), {spec})", _after(state, refs, top, "___result")
+
+
+def _jump(state, refs, jumps):
+    """POP_JUMP_*_IF_TRUE/FALSE, JUMP_IF_*_OR_POP: the truth eagerly, one resume per branch."""
+    jumps_when, keeps = jumps[state.inst.name]
+    top = len(state.stack) - 1
+    cond = _value(refs, top, "condition")
+    below = [(s, refs.get(k)) for k, s in enumerate(state.stack[:top])]
+    taken = below + [(("value",), cond)] if keeps else below
+    test = "___truth" if jumps_when else "not ___truth"
+    return f"___truth = bool({cond})", [(test, state.jump_target, taken), (None, state.index + 1, below)]
+
+
+def _after(state, refs, base, result):
+    """The stack after an instruction that consumed everything from ``base`` and pushed one value."""
+    return [(None, state.index + 1, [(s, refs.get(k)) for k, s in enumerate(state.stack[:base])] + [(("value",), result)])]
+
+
+_EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, "jump": _jump}
+
+
+def _context_helpers(contexts):
+    def enter_contexts():
+        managers = []
+        for factory, args in contexts:
+            manager = factory(*args)
+            manager.__enter__()
+            managers.append(manager)
+        return managers
+
+    def exit_contexts(managers, error):
+        for manager in reversed(managers):
+            if error is None:
+                manager.__exit__(None, None, None)
+            else:
+                manager.__exit__(type(error), error, error.__traceback__)
+
+    return enter_contexts, exit_contexts
+
+
+def render(fn) -> str:
+    """What ``MINIDYNAMO_LOG=output_code`` prints: the entry's source and disassembly, and each
+    resume function's disassembly."""
+    out = io.StringIO()
+    out.write(fn.source)
+    out.write("\n# disassembled:\n")
+    dis.dis(fn.__code__, file=out)
+    for resumed in fn.resume_codes:
+        params = ", ".join(resumed.co_varnames[:resumed.co_argcount])
+        out.write(f"\n# resume function: def {resumed.co_name}({params})  (continues {resumed.co_filename}:"
+                  f"{_first_line(resumed)})\n")
+        for line in sorted({n for _, _, n in resumed.co_lines() if n is not None}):
+            text = linecache.getline(resumed.co_filename, line).rstrip()
+            if text:
+                out.write(f"#   {line:4d} | {text}\n")
+        dis.dis(resumed, file=out)
+    return out.getvalue()
+
+
+def _first_line(code) -> int:
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    return lines[0] if lines else code.co_firstlineno

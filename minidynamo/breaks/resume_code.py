@@ -1,0 +1,120 @@
+"""Resume functions: the rest of a frame after a graph break, as a new code object.
+
+The resume code is the original bytecode, whole, behind a short prologue:
+
+    [COPY_FREE_VARS n]  RESUME 0          as any 3.11 function starts
+    PUSH_NULL | LOAD_FAST ___stack<k>     rebuild the Python stack, bottom first; an open
+    PUSH_NULL LOAD_FAST ___ctx<k>         with-block is re-entered by calling its factory and
+      LOAD_CONST args  PRECALL CALL         BEFORE_WITH, which leaves its __exit__ exactly where
+      BEFORE_WITH POP_TOP                   the original's was (the with's cleanup finds it)
+    <the original bytecode from the instruction after the break on>
+
+Its arguments are the stack values, the with-blocks' factories, then the live locals under
+their own names, so the original instructions read them unchanged.  What precedes the resume
+point is dropped: breaks are never inside a loop, so no later instruction jumps back there.
+Every jump target, the exception table (``bytecode`` rebuilds it from TryBegin/TryEnd; a
+with-block region the resume point lies in restarts right after the prologue, at the stack
+depth the prologue rebuilt) and the line numbers stay valid without rewriting anything.
+
+A resume code object is made once per (code, instruction, stack layout, live locals) and
+kept as long as the original code lives: a new code object per call would never hit a cache.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import weakref
+
+from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
+
+_made: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()     # code -> {key: resume code}
+
+
+def resume_code(code: types.CodeType, index: int, stack: list, local_names: list) -> types.CodeType:
+    """The code that continues ``code`` at instruction ``index`` (an index into its decoded
+    instructions) with ``stack`` (slots as in ``graph_break.BreakState.stack``, "value" slots
+    in order) and ``local_names`` live."""
+    key = (index, tuple(_slot_key(s) for s in stack), tuple(local_names))
+    per_code = _made.setdefault(code, {})
+    if key not in per_code:
+        per_code[key] = _build(code, index, stack, local_names)
+    return per_code[key]
+
+
+def argument_names(stack: list, local_names: list) -> list:
+    """The resume function's parameters, in order."""
+    names = []
+    for k, slot in enumerate(stack):
+        if slot[0] == "value":
+            names.append(f"___stack{k}")
+        elif slot[0] == "ctx":
+            names.append(f"___ctx{k}")
+    return names + list(local_names)
+
+
+def _slot_key(slot):
+    return slot[0] if slot[0] != "ctx" else ("ctx", slot[1], tuple(slot[2]))
+
+
+def _build(code, index, stack, local_names):
+    items = list(Bytecode.from_code(code))
+    position, seen, open_try = None, -1, None
+    for p, item in enumerate(items):
+        if isinstance(item, TryBegin):
+            open_try = item
+        elif isinstance(item, TryEnd):
+            open_try = None
+        elif isinstance(item, Instr):
+            seen += 1
+            if seen == index:
+                position = p
+                break
+    if position is None:
+        raise ValueError(f"{code.co_qualname} has no instruction {index}")
+    lineno = items[position].lineno
+
+    def instr(name, *arg):
+        return Instr(name, *arg, lineno=lineno)
+
+    prologue = []
+    if code.co_freevars:
+        prologue.append(instr("COPY_FREE_VARS", len(code.co_freevars)))
+    prologue.append(instr("RESUME", 0))
+    for k, slot in enumerate(stack):
+        if slot[0] == "null":
+            prologue.append(instr("PUSH_NULL"))
+        elif slot[0] == "value":
+            prologue.append(instr("LOAD_FAST", f"___stack{k}"))
+        else:
+            _, _, args = slot
+            prologue += [instr("PUSH_NULL"), instr("LOAD_FAST", f"___ctx{k}")]
+            prologue += [instr("LOAD_CONST", a) for a in args]
+            prologue += [instr("PRECALL", len(args)), instr("CALL", len(args)), instr("BEFORE_WITH"), instr("POP_TOP")]
+    if open_try is not None:          # the target lies in a with-block's region: it starts here now
+        prologue.append(open_try)
+    labels = []                       # the labels of the resume point itself (a loop's head)
+    p = position - 1
+    while p >= 0 and not isinstance(items[p], Instr):
+        if isinstance(items[p], Label):
+            labels.append(items[p])
+        p -= 1
+    items = labels + items[position:]
+    resumed = Bytecode(prologue + items)
+    resumed.name = f"{code.co_name}__resume_at_{index}"
+    resumed.qualname = f"{code.co_qualname}__resume_at_{index}"
+    resumed.filename = code.co_filename
+    resumed.first_lineno = code.co_firstlineno
+    resumed.freevars = list(code.co_freevars)
+    resumed.cellvars = list(code.co_cellvars)
+    resumed.argnames = argument_names(stack, local_names)
+    resumed.argcount = len(resumed.argnames)
+    resumed.posonlyargcount = 0
+    resumed.kwonlyargcount = 0
+    resumed.flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    return resumed.to_code()
+
+
+def make_function(code: types.CodeType, func) -> types.FunctionType:
+    """The resume code as a function of this call's ``func``: its globals and closure cells."""
+    return types.FunctionType(code, func.__globals__, code.co_name, None, func.__closure__)

@@ -1,0 +1,199 @@
+"""Graph breaks, the tracer's side: where a root frame may be split, and what its graph hands over.
+
+A frame whose root translator meets an instruction it cannot trace is traced a second time and
+stopped right before that instruction (``InstructionTranslator.stop_at``).  The graph then
+outputs everything the rest of the frame needs: the live values on the Python stack and the
+live locals.  The compiled entry (``minidynamo.breaks``) runs that graph, performs the one
+instruction on real values, and calls a *resume function* that continues the original bytecode
+after it (and is itself traced, guarded and cached like any frame).
+
+Only instructions whose effect can be performed on real values by plain Python break:
+
+    CALL, CALL_FUNCTION_EX         the call is made eagerly (an inlined callee that could not
+                                   be traced then runs as its own watched frame)
+    FORMAT_VALUE                   f"{tensor}" formats the real value
+    POP_JUMP_*_IF_TRUE/FALSE,      the condition (``if x.sum() > 0``) is computed by the graph,
+    JUMP_IF_*_OR_POP               its truth eagerly; each branch has its own resume function
+
+Refused (the frame runs eagerly, the reason says which):
+  - inside a loop body (``for``/``while``): every iteration would break again and nest one
+    more resume call; TorchDynamo refuses these too;
+  - inside a ``try`` block: the eager instruction's exception would not reach the handler;
+  - in a frame with cell variables (a nested function captures its locals): the resume
+    function could not share the cells the closures hold;
+  - ``with`` blocks other than torch.no_grad / enable_grad / set_grad_enabled / autocast(False)
+    (the only ones the tracer enters at all).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+from ..exc import Unsupported
+from .capture import Templates
+from .variables.base import NullVariable, VariableTracker
+from .variables.containers import TupleVariable
+from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
+                                     _AutocastExitVariable, _ExitVariable)
+from .variables.functions import NestedFunctionVariable, UserMethodVariable
+from .variables.tensor import TensorMethodVariable, TensorVariable
+
+JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack when jumping)
+    "POP_JUMP_FORWARD_IF_TRUE": (True, False), "POP_JUMP_BACKWARD_IF_TRUE": (True, False),
+    "POP_JUMP_FORWARD_IF_FALSE": (False, False), "POP_JUMP_BACKWARD_IF_FALSE": (False, False),
+    "JUMP_IF_TRUE_OR_POP": (True, True), "JUMP_IF_FALSE_OR_POP": (False, True),
+}
+BREAKABLE = {"CALL", "CALL_FUNCTION_EX", "FORMAT_VALUE", *JUMPS}
+BACKWARD_JUMPS = {"JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "POP_JUMP_BACKWARD_IF_TRUE",
+                  "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE"}
+
+
+@dataclasses.dataclass
+class BreakState:
+    """Where a frame breaks and how its graph's outputs map onto the stack and the locals.
+
+    ``stack`` (bottom first): ``("null",)`` a NULL below a callable, ``("value", i)`` the i-th
+    graph-built value, ``("ctx", factory, args)`` the ``__exit__`` of an open with-block, which
+    the resume function re-creates by calling ``factory(*args)`` and entering it.  The live
+    locals are the values after the stack's: ``locals[k]`` is value ``n_stack_values + k``."""
+    code: object
+    index: int                    # the instruction's index in the decoded bytecode
+    inst: object                  # the bytecode.Instr
+    stack: list
+    n_stack_values: int
+    locals: list
+    kw_names: tuple = ()
+    targets: dict = dataclasses.field(default_factory=dict)   # label -> index (jump targets)
+    reason: str = ""              # why the instruction could not be traced (set by the caller)
+    grad_enabled: bool = True     # grad mode at the frame's entry
+
+    @property
+    def where(self) -> str:
+        return f"{self.code.co_filename}:{self.inst.lineno}"
+
+    @property
+    def jump_target(self) -> Optional[int]:
+        return self.targets[self.inst.arg] if self.inst.name in JUMPS else None
+
+
+def refusal(code, index: int) -> Optional[str]:
+    """Why a break at this root instruction is refused, or None if it may break there.
+    (Called only for the opcodes in BREAKABLE.)"""
+    from .translator import decoded
+
+    instructions, targets, try_handlers = decoded(code)
+    if code.co_cellvars:
+        return (f"graph break in {code.co_qualname}, which has cell variables {code.co_cellvars} (a nested "
+                "function captures its locals): breaks there are not supported")
+    for j, inst in enumerate(instructions):
+        if inst.name in BACKWARD_JUMPS and targets[inst.arg] <= index <= j:
+            return (f"graph break inside a loop body in {code.co_qualname} (for/while loops that break are "
+                    "not supported: each iteration would break again)")
+    if try_handlers[index]:
+        return (f"graph break inside a try block in {code.co_qualname} (not supported: the handler would "
+                "not see the eager instruction's exception)")
+    return None
+
+
+def live_locals(code, index: int, names) -> list:
+    """The locals the rest of the frame may read.  Breaks are never inside a loop, so nothing
+    before ``index`` runs again: a local is live if an instruction from ``index`` on reads
+    (or deletes) it."""
+    from .translator import decoded
+
+    instructions = decoded(code)[0]
+    used = {inst.arg for inst in instructions[index:] if inst.name in ("LOAD_FAST", "DELETE_FAST")}
+    return [name for name in names if name in used]
+
+
+def _context_of(vt):
+    """(factory, args) that re-creates the with-block whose ``__exit__`` is on the stack."""
+    manager = vt.manager
+    if isinstance(manager, GradModeVariable):
+        return (torch.enable_grad if manager.enabled else torch.no_grad, ())
+    if isinstance(manager, SetGradEnabledVariable):
+        return (torch.set_grad_enabled, (manager.enabled,))
+    if isinstance(manager, AutocastOffVariable):
+        a = manager.arguments
+        return (torch.autocast, (a.get("device_type"), a.get("dtype"), a.get("enabled", True), a.get("cache_enabled")))
+    raise Unsupported(f"graph break inside a with-block over {manager}")
+
+
+def stop_values(tx, stop_at) -> tuple:
+    """At the break: (a tuple of the values the graph must output, the BreakState)."""
+    from .translator import decoded
+
+    code, index = tx.code, tx.ip
+    inst = decoded(code)[0][index]
+    if inst.name not in BREAKABLE:
+        raise Unsupported(f"graph break at {inst.name} is not supported")
+    why = refusal(code, index)
+    if why is not None:
+        raise Unsupported(why)
+    values, stack = [], []
+    for vt in tx.stack:
+        if isinstance(vt, NullVariable):
+            stack.append(("null",))
+        elif isinstance(vt, (_ExitVariable, _AutocastExitVariable)):
+            stack.append(("ctx", *_context_of(vt)))
+            if vt.manager in tx.output.open_grad_switches:     # left by the with-statement's end
+                tx.output.open_grad_switches.remove(vt.manager)
+        else:
+            stack.append(("value", len(values)))
+            values.append(vt)
+    n_stack = len(values)
+    names = live_locals(code, index, list(tx.locals))
+    values += [tx.locals[name] for name in names]
+    state = BreakState(code, index, inst, stack, n_stack, names, tuple(tx.kw_names or ()), dict(decoded(code)[1]))
+    return TupleVariable(values), state
+
+
+class BreakTemplates(Templates):
+    """Templates of the values handed over at a break: besides what a return value may be,
+    any value with a source is re-read from the frame (the very same object, its pending
+    attribute changes replayed), a graph input tensor is passed through as itself, a bound
+    method is bound again to its rebuilt ``self`` (``x.item`` is read again from ``x``), and a
+    function the frame made without a closure is made again (once per call)."""
+
+    def of(self, vt):
+        if isinstance(vt, TensorVariable) and vt.is_input and vt.source is not None:
+            return ("real", self.read(vt.source))
+        if isinstance(vt, UserMethodVariable):               # self.helper (LOAD_METHOD), bound anew
+            return ("method", self.of(vt.fn), self.of(vt.self_vt))
+        if isinstance(vt, TensorMethodVariable):             # x.item, x.tolist before the call
+            return ("getattr", self.of(vt.tensor), vt.name)
+        if isinstance(vt, NestedFunctionVariable) and not vt.closure:
+            if id(vt) not in self.fresh:                     # one function object per call, shared
+                self._keep.append(vt)
+                self.fresh[id(vt)] = ("fresh", len(self._keep) - 1, (
+                    "function", vt.code, vt.globals_dict, [self.of(d) for d in vt.default_values],
+                    [(k, self.of(v)) for k, v in vt.kwdefault_values.items()]))
+            return self.fresh[id(vt)]
+        try:
+            return super().of(vt)
+        except Unsupported:
+            if getattr(vt, "source", None) is not None:
+                return ("real", self.read(vt.source))
+            raise Unsupported(f"graph break: {vt} cannot be rebuilt for the eager instruction and the resume function")
+
+
+class OpaqueCallableVariable(VariableTracker):
+    """A C function the tracer does not model (``id``, ``os.getpid``): loading it is fine,
+    calling it is Unsupported, so the frame breaks at the call and the call runs eagerly."""
+
+    def __init__(self, value, source, reason: str):
+        super().__init__(source)
+        self.value = value
+        self.reason = reason
+
+    def python_type(self):
+        return type(self.value)
+
+    def call_function(self, tx, args, kwargs):
+        raise Unsupported(self.reason)
+
+    def __repr__(self):
+        return f"OpaqueCallableVariable({getattr(self.value, '__qualname__', self.value)!r})"

@@ -1,0 +1,452 @@
+"""Graph breaks: a frame the tracer cannot finish is split at the instruction it cannot trace.
+
+Every case runs eagerly and optimized on equal fresh inputs (twice, the second call must hit
+the cache), compares results, printed output and mutations, and asserts how many graphs the
+backend got and how many breaks ``explain`` reports."""
+
+import logging
+
+import pytest
+import torch
+
+import minidynamo
+
+from ..corpus.helpers import CountingBackend
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    minidynamo.reset()
+    yield
+    minidynamo.reset()
+
+
+def run_both(fn, make_args, capsys, calls=2):
+    """Run ``fn`` eagerly and optimized on equal fresh inputs; return the backend."""
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend)(fn)
+    compiled_after_first = None
+    for _ in range(calls):
+        expected = fn(*make_args())
+        eager_out = capsys.readouterr().out
+        actual = opt(*make_args())
+        assert capsys.readouterr().out == eager_out, "printed output differs from eager"
+        torch.testing.assert_close(actual, expected)
+        if compiled_after_first is None:
+            compiled_after_first = backend.compile_count
+    assert backend.compile_count == compiled_after_first, "the second call compiled again"
+    return backend
+
+
+def inputs(*shape, seed=0):
+    def make():
+        return (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)),)
+    return make
+
+
+# -- a print between two blocks of tensor ops ---------------------------------------------------
+def print_between(x):
+    y = x.sin() + 1
+    print("shape", y.shape)
+    return y.cos() * 2
+
+
+def test_print_between_two_blocks_gives_two_graphs(capsys):
+    backend = run_both(print_between, inputs(4), capsys)
+    assert backend.compile_count == 2
+    assert minidynamo.counters["graph_breaks"] == 1      # not again on the second call
+    report = minidynamo.explain(print_between)(*inputs(4)())
+    assert (report.graph_count, report.graph_break_count, report.fallback_count) == (2, 1, 0)
+    info = report.breaks[0]
+    assert "print" in info.reason and info.instruction == "CALL"
+    assert info.where == f"{__file__}:{print_between.__code__.co_firstlineno + 2}"
+
+
+# -- a jump on a tensor value: graph before, one resume per branch ------------------------------
+def branch_on_sum(x):
+    y = x * 3
+    if y.sum() > 0:
+        z = y.relu() + 1
+    else:
+        z = y.abs() - 1
+    return z * 2
+
+
+def test_if_on_tensor_sum_breaks_at_the_jump(capsys):
+    positive, negative = (lambda: (torch.ones(3),)), (lambda: (-torch.ones(3),))
+    backend = run_both(branch_on_sum, positive, capsys)
+    assert backend.compile_count == 2                      # before the jump, the taken branch
+    run_both(branch_on_sum, negative, capsys)
+    report = minidynamo.explain(branch_on_sum)(-torch.ones(3))
+    assert (report.graph_count, report.graph_break_count) == (2, 1)
+    assert report.breaks[0].instruction.startswith("POP_JUMP")
+    assert "sum" in str(report.graphs[0].code)            # the condition is computed by graph 1
+
+
+def test_both_branches_share_one_entry():
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend)(branch_on_sum)
+    for x in (torch.ones(3), -torch.ones(3), torch.ones(3), -torch.ones(3)):
+        torch.testing.assert_close(opt(x), branch_on_sum(x))
+    assert backend.compile_count == 3                      # graph 1 and each branch, once
+
+
+# -- an unsupported builtin call in the middle ---------------------------------------------------
+def builtin_in_the_middle(x):
+    y = x + 1
+    key = not callable(y)                 # callable() of a tensor is not modelled: runs eagerly
+    return y * 2 if key else y
+
+
+def test_unsupported_builtin_in_the_middle(capsys):
+    backend = run_both(builtin_in_the_middle, inputs(3), capsys)
+    report = minidynamo.explain(builtin_in_the_middle)(*inputs(3)())
+    assert report.graph_break_count == 1 and report.fallback_count == 0
+    assert backend.compile_count == report.graph_count == 2
+
+
+# -- a break inside an inlined helper: taken at the call site, the helper runs as its own frame --
+def noisy_helper(t, scale):
+    u = t * scale
+    print("inside", u.shape)
+    return u - 1
+
+
+def calls_noisy_helper(x):
+    a = x.exp()
+    b = a.sin() + noisy_helper(a, scale=2.0)      # a stack value below the call, a keyword
+    return b.sum(0)
+
+
+def test_break_inside_an_inlined_helper(capsys):
+    backend = run_both(calls_noisy_helper, inputs(2, 3), capsys)
+    report = minidynamo.explain(calls_noisy_helper)(*inputs(2, 3)())
+    breaks = [(b.function, b.instruction) for b in report.breaks]
+    assert breaks == [("calls_noisy_helper", "CALL"), ("noisy_helper", "CALL")]
+    assert report.graph_count == backend.compile_count == 4
+
+
+# -- a break inside with torch.no_grad() ---------------------------------------------------------
+seen_modes = []
+
+
+@minidynamo.disable
+def record_grad_mode(t):
+    seen_modes.append((torch.is_grad_enabled(), t.requires_grad))
+
+
+def break_in_no_grad(x, w):
+    y = x * w
+    with torch.no_grad():
+        z = y * 2
+        record_grad_mode(z)
+        z = z + w
+    return y + z, z
+
+
+def test_break_inside_no_grad(capsys):
+    def make():
+        return torch.ones(3), torch.ones(3, requires_grad=True)
+
+    seen_modes.clear()
+    run_both(break_in_no_grad, make, capsys)
+    assert seen_modes == [(False, False)] * 4            # eager and compiled, twice each
+    opt = minidynamo.optimize("eager")(break_in_no_grad)
+    out, z = opt(*make())
+    assert out.requires_grad and not z.requires_grad and torch.is_grad_enabled()
+    report = minidynamo.explain(break_in_no_grad)(*make())
+    assert (report.graph_count, report.graph_break_count) == (2, 1)
+
+
+def test_break_inside_no_grad_restores_grad_mode_when_the_instruction_raises():
+    @minidynamo.disable
+    def boom(t):
+        raise KeyError("boom")
+
+    def f(x):
+        with torch.no_grad():
+            y = x + 1
+            boom(y)
+        return y
+
+    opt = minidynamo.optimize("eager")(f)
+    with pytest.raises(KeyError):
+        opt(torch.ones(2, requires_grad=True))
+    assert torch.is_grad_enabled()
+
+
+# -- two breaks in a row -------------------------------------------------------------------------
+def two_breaks(x):
+    a = x + 1
+    print("first", a.shape)
+    b = a * 2
+    print("second", b.dim())
+    return b - 3
+
+
+def test_two_breaks_in_a_row(capsys):
+    backend = run_both(two_breaks, inputs(5), capsys)
+    report = minidynamo.explain(two_breaks)(*inputs(5)())
+    assert (report.graph_count, report.graph_break_count) == (3, 2)
+    assert backend.compile_count == 3
+
+
+# -- the eager instruction raises ----------------------------------------------------------------
+@minidynamo.disable
+def refuse_negative(t):
+    if bool((t < 0).any()):
+        raise ValueError("negative")
+    return t
+
+
+def raising_break(x, log):
+    log.append("before")
+    y = refuse_negative(x - 1)
+    log.append("after")
+    return y
+
+
+def test_exception_of_the_eager_instruction_propagates_with_eager_state():
+    opt = minidynamo.optimize("eager")(raising_break)
+    for x in (torch.zeros(2), torch.full((2,), 5.0), torch.zeros(2)):
+        eager_log, opt_log = [], []
+        try:
+            expected, eager_error = raising_break(x, eager_log), None
+        except ValueError as e:
+            expected, eager_error = None, e
+        if eager_error is None:
+            torch.testing.assert_close(opt(x, opt_log), expected)
+        else:
+            with pytest.raises(ValueError, match="negative"):
+                opt(x, opt_log)
+        assert opt_log == eager_log
+
+
+# -- side effects before the break are visible after it, once -----------------------------------
+class Holder:
+    pass
+
+
+def effects_across_break(x, items, holder):
+    items.append(x.sum())
+    holder.scale = x * 2
+    holder.count = holder.count + 1
+    print("items", len(items), holder.count)
+    items.append(holder.scale + len(items))
+    return holder.scale + items[0]
+
+
+def test_side_effects_on_a_list_and_an_attribute_across_a_break(capsys):
+    opt = minidynamo.optimize("eager")(effects_across_break)
+    for _ in range(2):
+        x = torch.arange(3.0)
+        eager_items, eager_holder = [torch.ones(1)], Holder()
+        eager_holder.count = 0
+        expected = effects_across_break(x, eager_items, eager_holder)
+        eager_out = capsys.readouterr().out
+        items, holder = [torch.ones(1)], Holder()
+        holder.count = 0
+        actual = opt(x, items, holder)
+        assert capsys.readouterr().out == eager_out
+        torch.testing.assert_close(actual, expected)
+        assert len(items) == len(eager_items) == 3
+        for got, want in zip(items, eager_items):
+            torch.testing.assert_close(got, want)
+        torch.testing.assert_close(holder.scale, eager_holder.scale)
+        assert holder.count == eager_holder.count == 1
+    assert minidynamo.counters["graph_breaks"] == 1
+
+
+# -- a loop whose body breaks: refused, the frame runs eagerly -----------------------------------
+def loop_body_breaks(x):
+    for i in range(3):
+        x = x + i
+        print("step", i)
+    return x
+
+
+def test_a_loop_body_that_breaks_is_refused_cleanly(capsys):
+    backend = run_both(loop_body_breaks, inputs(2), capsys)
+    assert backend.compile_count == 0
+    report = minidynamo.explain(loop_body_breaks)(*inputs(2)())
+    assert report.graph_break_count == 0 and report.fallback_count == 1
+    assert "loop body" in report.reasons[0] and "print" in report.reasons[0]
+
+
+def loop_after_break(x):
+    print("start")
+    for i in range(3):
+        x = x * 2 + i
+    return x
+
+
+def test_a_loop_after_the_break_is_in_the_resume_function(capsys):
+    backend = run_both(loop_after_break, inputs(2), capsys)
+    assert backend.compile_count == 1
+
+
+def test_a_break_inside_a_try_block_is_refused_cleanly(capsys):
+    def f(x):
+        try:
+            y = x + 1
+            print("in try")
+        except KeyError:
+            y = x
+        return y
+
+    run_both(f, inputs(2), capsys)
+    report = minidynamo.explain(f)(*inputs(2)())
+    assert report.fallback_count == 1 and "try block" in report.reasons[0]
+
+
+def test_cell_variables_are_refused_cleanly(capsys):
+    def f(x):
+        def inner():
+            return x
+        print("cells")
+        return inner() + 1
+
+    run_both(f, inputs(2), capsys)
+    report = minidynamo.explain(f)(*inputs(2)())
+    assert report.fallback_count == 1 and "cell variables" in report.reasons[0]
+
+
+def test_free_variables_reach_the_resume_function(capsys):
+    scale = torch.full((2,), 3.0)
+
+    def f(x):
+        y = x * scale
+        print("closure")
+        return y + scale
+
+    backend = run_both(f, inputs(2), capsys)
+    assert backend.compile_count == 2
+
+
+# -- recursion and re-entrancy -------------------------------------------------------------------
+def recursive(x, n):
+    if n == 0:
+        return x
+    print("depth", n)
+    return recursive(x * 2, n - 1) + 1
+
+
+def test_recursion_through_a_break(capsys):
+    run_both(lambda x: recursive(x, 3), inputs(2), capsys)
+
+
+# -- jumps that keep their value, f-strings ------------------------------------------------------
+def or_on_tensor(x):
+    y = x.sum() > 100 or x.mean() > -100
+    return x + 1 if y else x - 1
+
+
+def f_string_of_a_tensor(x):
+    y = x.sum()
+    label = f"total={y:.3f}"
+    return x * len(label), label
+
+
+def test_jump_if_or_pop_and_format_value_break(capsys):
+    run_both(or_on_tensor, inputs(3), capsys)
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend)(f_string_of_a_tensor)
+    x = torch.arange(3.0)
+    out, label = opt(x)
+    assert label == f_string_of_a_tensor(x)[1]
+    torch.testing.assert_close(out, f_string_of_a_tensor(x)[0])
+    assert minidynamo.counters["graph_breaks"] >= 2
+
+
+# -- nopython, logs ------------------------------------------------------------------------------
+def test_nopython_still_raises_at_the_first_break():
+    opt = minidynamo.optimize("eager", nopython=True)(print_between)
+    with pytest.raises(minidynamo.Unsupported, match="print"):
+        opt(torch.ones(2))
+
+
+def test_logs_show_the_break_and_the_generated_code(caplog):
+    with caplog.at_level(logging.DEBUG, logger="minidynamo.output_code"), \
+            caplog.at_level(logging.DEBUG, logger="minidynamo.graph_breaks"):
+        minidynamo.optimize("eager")(print_between)(torch.ones(2))
+    text = caplog.text
+    assert "graph break in print_between" in text
+    assert "def break_print_between(___func, a0):" in text and "unpaused(make_function(resume_0" in text
+    assert "# resume function: def print_between__resume_at_" in text and "RETURN_VALUE" in text
+
+
+# -- issue 10 item 3: frames with no tensor operations, frames that fell back ---------------------
+def python_only(a, b):
+    return a * b + 1
+
+
+def test_a_graph_without_operations_is_not_given_to_the_backend():
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend)(python_only)
+    assert opt(3, 4) == 13 and opt(3, 4) == 13
+    assert backend.compile_count == 0
+    assert minidynamo.counters["compiles"] == 1 and minidynamo.counters["cache_hits"] == 1
+    assert opt(5, 4) == 21                      # guarded: other constants recompile
+    assert minidynamo.counters["compiles"] == 2
+
+
+def test_a_frame_that_fell_back_is_never_traced_again(capsys):
+    opt = minidynamo.optimize("eager")(loop_body_breaks)
+    for _ in range(5):
+        opt(torch.ones(2))
+    assert minidynamo.counters["fallbacks"] == 1 and minidynamo.counters["compiles"] == 0
+    entries = minidynamo.cache_entries(loop_body_breaks)
+    assert len(entries) == 1 and entries[0][1] is None and entries[0][2] is None   # always matches: eager
+
+
+@minidynamo.disable
+def record_autocast_and_grad(t):
+    seen_modes.append((torch.is_autocast_enabled("cpu"), torch.is_grad_enabled()))
+
+
+def break_in_autocast_off_and_set_grad(x, w):
+    with torch.autocast("cpu", enabled=False):
+        with torch.set_grad_enabled(False):
+            y = x * w
+            record_autocast_and_grad(y)
+            y = y + 1
+        z = y * w
+    return z
+
+
+def test_break_inside_autocast_off_and_set_grad_enabled():
+    x, w = torch.ones(3), torch.ones(3, requires_grad=True)
+    seen_modes.clear()
+    expected = break_in_autocast_off_and_set_grad(x, w)
+    opt = minidynamo.optimize("eager")(break_in_autocast_off_and_set_grad)
+    for _ in range(2):
+        got = opt(x, w)
+        torch.testing.assert_close(got, expected)
+        assert got.requires_grad == expected.requires_grad and torch.is_grad_enabled()
+    with torch.autocast("cpu", dtype=torch.bfloat16):         # the caller's autocast is switched off inside
+        opt(x, w)
+        break_in_autocast_off_and_set_grad(x, w)
+        assert torch.is_autocast_enabled("cpu")
+    assert seen_modes[:3] == [(False, False)] * 3 and seen_modes[3:] == [(False, False)] * 2
+    assert minidynamo.counters["graph_breaks"] >= 1 and minidynamo.counters["fallbacks"] <= 1
+
+
+# -- values rebuilt at the break: a tensor method before its call, a function made by the frame ---
+def item_then_scale(x):
+    y = x.abs() + 1
+    s = y.sum().item()               # x.item is rebuilt from the graph's y.sum(), called eagerly
+    return y * s
+
+
+def nested_helper_breaks(x):
+    def pick(t, sign=1.0):
+        return t * sign if t.mean() > 0 else -t
+    return pick(x + 1, sign=2.0) * 2
+
+
+def test_tensor_methods_and_nested_functions_are_rebuilt(capsys):
+    backend = run_both(item_then_scale, inputs(3), capsys)
+    assert backend.compile_count == 2
+    run_both(nested_helper_breaks, inputs(3), capsys)
+    report = minidynamo.explain(nested_helper_breaks)(*inputs(3)())
+    assert report.fallback_count == 0 and report.graph_break_count == 2   # the call site, then pick's jump
