@@ -148,34 +148,19 @@ def _arguments(nargs):
 
 # -- the contenders --------------------------------------------------------------------------
 
-class MinidynamoRecorder:
-    """The recorder protocol of ``minidynamo.convert_frame.FrameConverter``."""
-
-    def __init__(self):
-        self.graphs, self.fallbacks, self.recompiles = 0, [], []
-
-    def on_compile(self, capture, guard_fn):
-        self.graphs += 1
-
-    def on_fallback(self, reason):
-        self.fallbacks.append(reason)
-
-    def on_recompile(self, reason):
-        self.recompiles.append(reason)
-
-
 def run_minidynamo(fn, calls):
     import minidynamo
     from minidynamo.eval_frame import OptimizeContext
+    from minidynamo.explain import ExplainOutput
 
     minidynamo.reset()
-    recorder = MinidynamoRecorder()
+    recorder = ExplainOutput()                # the FrameConverter's recorder protocol
     compiled = OptimizeContext("eager", recorder=recorder)(fn)
     outputs = [compiled(*_clone(args)) for args in calls]
-    captured = not recorder.fallbacks and not recorder.recompiles
-    reason = (recorder.fallbacks + [f"recompile: {r}" for r in recorder.recompiles] + [""])[0]
+    captured = not recorder.reasons           # no break, no fallback, no recompile
+    reason = (recorder.reasons + [""])[0]
     minidynamo.reset()
-    return outputs, recorder.graphs, captured, reason
+    return outputs, recorder.graph_count, captured, reason
 
 
 def run_torch_compile(fn, calls):
