@@ -93,7 +93,7 @@ def test_explain_trace_field_shows_the_stack_after_each_instruction():
 
 
 def test_topics():
-    assert logs.topics_in("all") == {"trace", "graph", "guards", "output_code", "xla", "recompiles", "fallbacks"}
+    assert logs.topics_in("all") == {"trace", "graph", "guards", "output_code", "xla", "recompiles", "fallbacks", "graph_breaks"}
     assert logs.topics_in("bytecode, guards") == {"trace", "guards"}
     assert logs.topics_in("nonsense") == set()
 

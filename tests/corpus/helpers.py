@@ -297,8 +297,9 @@ def _check_against_eager(case: Case, backend_class):
         f"the second call compiled again ({backend.compile_count - compiled_by_first_call} more "
         f"graphs): expected a cache hit")
     if case.single_graph:
-        assert compiled_by_first_call == 1, (
-            f"expected exactly one compiled graph, the backend got {compiled_by_first_call}")
+        # one entry, one graph (a graph with no operations never reaches the backend)
+        assert compiled_by_first_call <= 1, (
+            f"expected one compiled graph at most, the backend got {compiled_by_first_call}")
     for i, inputs in enumerate(case.other_inputs):
         compare_one_call(f"call on other inputs #{i}", inputs)
 
@@ -307,10 +308,10 @@ def _check_single_graph(case: Case):
     args, kwargs = Side(case).fresh_inputs()
     explanation = minidynamo.explain(case.fn)(*args, **kwargs)
     assert explanation.reasons == [], f"unexpected breaks: {explanation.reasons}"
-    assert explanation.graph_count == 1, f"graph_count {explanation.graph_count}"
-    assert explanation.graph_break_count == 0
-    assert len(explanation.graphs) == 1
-    assert isinstance(explanation.graphs[0], torch.fx.GraphModule)
+    # one graph, or none when the frame does no tensor operation (Python work only)
+    assert explanation.graph_count <= 1, f"graph_count {explanation.graph_count}"
+    assert explanation.graph_break_count == 0 and explanation.fallback_count == 0
+    assert all(isinstance(g, torch.fx.GraphModule) for g in explanation.graphs)
     assert all(isinstance(g, str) for g in explanation.guards)
 
 

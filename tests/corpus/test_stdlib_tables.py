@@ -240,9 +240,9 @@ def test_a_dict_keyed_by_tensors_leaves_the_frame_only_eagerly():
 
     x = tensor(3)
     explanation = minidynamo.explain(returned)(x)
-    assert explanation.graph_break_count == 1 and "keyed by tensors" in explanation.reasons[0]
+    assert explanation.fallback_count == 1 and "keyed by tensors" in explanation.reasons[0]
     assert list(explanation.output)[0] is x
     d = {}
     explanation = minidynamo.explain(stored)(x, d)
-    assert explanation.graph_break_count == 1 and "caller's dict" in explanation.reasons[0]
+    assert explanation.fallback_count == 1 and "caller's dict" in explanation.reasons[0]
     assert list(d)[0] is x and d[x] == 1

@@ -17,12 +17,12 @@ named, every tracker is listed, and each sits under its base class):
      ├── TensorMethodVariable         tensor.py        tensor.name before it is called
      ├── BaseListVariable             containers.py    a sequence of trackers
      │    ├── ListVariable            containers.py
-     │    │    └── DequeVariable      containers.py    collections.deque made in the trace (no maxlen)
+     │    │    └── DequeVariable      collection_types.py   collections.deque made in the trace (no maxlen)
      │    └── TupleVariable           containers.py
      │         ├── NamedTupleVariable containers.py    namedtuples, torch.return_types.*
      │         └── SizeVariable       containers.py    tensor.shape (static shapes)
      ├── DictVariable                 containers.py    constant keys, tracker values, in order
-     │    └── DefaultDictVariable     containers.py    collections.defaultdict made in the trace
+     │    └── DefaultDictVariable     collection_types.py   collections.defaultdict made in the trace
      ├── DictViewVariable             containers.py    d.keys() / d.values() / d.items()
      ├── SetVariable                  containers.py    a set of constants made in the trace
      ├── SliceVariable                containers.py
