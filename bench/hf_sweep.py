@@ -205,6 +205,11 @@ def run_minidynamo(model, calls_inputs, expected, backend, repeat):
 
     minidynamo.reset()
     minidynamo.counters.reset()
+    xla = backend.startswith("torchxla")
+    if xla:
+        import xla_bridge
+
+        xla_bridge.reset_counters()
     report = ExplainOutput()
     compiled = OptimizeContext(backend, recorder=report)(model)
     graphs_per_call, correct = [], True
@@ -217,6 +222,10 @@ def run_minidynamo(model, calls_inputs, expected, backend, repeat):
         correct &= same(expected[i], out)
     steady = _time(lambda: compiled(**calls_inputs[-1]), repeat, lambda: model(**calls_inputs[-1]))
     counts = minidynamo.counters.snapshot()
+    if xla:                  # after call 1 every call must replay: no trace, no retrace, no fallback
+        c = xla_bridge.counters
+        print(f"  xla: traces={c.traces} retraces={c.retraces} replays={c.replays} "
+              f"fallbacks={c.fallbacks} partitions={c.partitions}", file=sys.stderr)
     return {"graphs": graphs_per_call[0], "later": graphs_per_call[-1] - graphs_per_call[0],
             "fallbacks": counts.get("fallbacks", 0), "correct": correct, "first": first, "steady": steady,
             "reasons": list(counts["fallback_reasons"]), "recompile_reasons": list(counts["recompile_reasons"])}
