@@ -317,7 +317,10 @@ def main(argv=None):
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=20, help="calls timed for the steady state")
     parser.add_argument("--no-peer", action="store_true", help="skip torch.compile")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads (tiny models: more threads only add contention)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     names = [n for n in args.only.split(",") if n] or list(_models())
     flags = {"both": [True, False], "true": [True], "false": [False]}[args.return_dict]
     rows = []
