@@ -97,6 +97,12 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guard(G.equals_match(source, value))
         return SizeVariable([ConstantVariable(d) for d in value], source)
+    if kind is set and source is not None and all(type(v) in (str, int, bool, type(None)) for v in value):
+        guard(G.type_match(source, value))
+        # no guard compares sets: their repr does (equal reprs of str/int/bool/None items are
+        # equal sets, iterated in the same order); a set changed in any way misses
+        guard(G.equals_match(G.CallSource(source, "__repr__"), repr(value)))
+        return caller_set(value, source)
     if kind in (list, dict, collections.OrderedDict) and source is not None:
         cached = tx.output.side_effects.cached_container(source)   # one tracker per caller's list:
         if cached is not None:                                    # mutations must be seen by all reads
@@ -241,3 +247,34 @@ def wrap_constant_result(value) -> VariableTracker:
 
         return UserObjectVariable(value, None)
     raise Unsupported(f"a {type(value).__name__} computed at trace time")
+
+
+SET_MUTATORS = ("add", "update", "discard", "remove", "clear", "pop", "ior", "iand", "isub", "ixor",
+                "difference_update", "intersection_update", "symmetric_difference_update")
+
+
+def caller_set(value, source) -> VariableTracker:
+    """A set of constants read from the frame (transformers' ``ENV_VARS_TRUE_VALUES``):
+    read-only in the trace (``in``, ``len``, iteration, ``s | t``).  Changing it would need a
+    replay on the caller's set: refused.  Returned, it is the caller's own set."""
+    vt = _CallerSetVariable(value)
+    vt.source = source
+    return vt
+
+
+def _refuse_set_change(name):
+    def method(self, tx, *args, **kwargs):
+        raise Unsupported(f"set.{name} on a set read from {self.source.name()} (a side effect on the caller's set)")
+    return method
+
+
+def _caller_set_class():
+    from .variables.containers import SetVariable
+
+    namespace = {f"method_{name}": _refuse_set_change(name) for name in SET_MUTATORS}
+    namespace["returns_real"] = True
+    namespace["__doc__"] = "A caller's set of constants, read-only (``caller_set``)."
+    return type("CallerSetVariable", (SetVariable,), namespace)
+
+
+_CallerSetVariable = _caller_set_class()

@@ -216,7 +216,7 @@ class Templates:
             return ("const", torch.Size(vt.as_python_constant()))
         if isinstance(vt, ConstantVariable):
             return ("const", vt.value)
-        if isinstance(vt, (ListVariable, DictVariable)) and vt.source is not None:
+        if (isinstance(vt, (ListVariable, DictVariable)) or getattr(vt, "returns_real", False)) and vt.source is not None:
             return ("real", self.read(vt.source))
         if isinstance(vt, (ListVariable, DictVariable)) or getattr(vt, "is_new_object", False):
             if id(vt) not in self.fresh:

@@ -285,3 +285,33 @@ def test_hf_model_output_shapes_equal_eager_for_a_user_module():
         assert_same(model(a, False), compiled(a, False))
     assert minidynamo.counters["fallbacks"] == 0
     assert minidynamo.counters["compiles"] == 2
+
+
+TRUE_VALUES = {"1", "ON", "YES", "TRUE"}
+FLAG = "0"
+
+
+def test_a_global_set_of_constants_is_read_only():
+    def f(a):
+        return (a + 1 if FLAG in TRUE_VALUES else a - 1), len(TRUE_VALUES), TRUE_VALUES
+    _, got = run_traced(f, x)
+    assert got[2] is TRUE_VALUES
+    check(f, x)
+
+    def g(a):
+        TRUE_VALUES.add("2")
+        return a
+    with pytest.raises(Unsupported, match="caller's set"):
+        run_traced(g, x)
+
+
+def test_a_changed_global_set_recompiles():
+    values = {"A"}
+
+    @minidynamo.optimize("eager")
+    def f(a):
+        return a + 1 if "B" in values else a - 1
+
+    assert_same(f(x), x - 1)
+    values.add("B")
+    assert_same(f(x), x + 1)
