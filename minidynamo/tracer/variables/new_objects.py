@@ -65,15 +65,27 @@ def modelled_class(klass) -> str | None:
     return None
 
 
-class NewObjectVariable(VariableTracker):
-    """An instance made during the trace: its attributes and (dict subclasses) items."""
+def _user_object_base():
+    from .objects import UserObjectVariable
+
+    return UserObjectVariable
+
+
+class NewObjectVariable(_user_object_base()):
+    """An instance made during the trace: its attributes and (dict subclasses) items.
+
+    It is a UserObjectVariable to the operators (``==``, ``<``, ``+``, ``bool``, ``len``):
+    a user class's Python dunders are inlined in CPython's order, anything else refused.
+    ``value`` is a bare stand-in instance (``cls.__new__(cls)``, no user code): it gives the
+    operators the real type and a distinct identity, and is never read or returned."""
 
     is_new_object = True
 
     def __init__(self, klass: type, class_vt: VariableTracker):
-        super().__init__()
+        VariableTracker.__init__(self)
         from .containers import DictVariable
 
+        self.value = klass.__new__(klass)
         self.klass = klass
         self.class_vt = class_vt                      # the class as read (with its source)
         self.attrs: dict = {}
