@@ -124,12 +124,38 @@ def wrap(tx, value, source) -> VariableTracker:
         raise_if_unsupported_method(value)
         attr = (lambda name: G.AttrSource(source, name)) if source is not None else (lambda name: None)
         return UserMethodVariable(wrap(tx, value.__func__, attr("__func__")), wrap(tx, value.__self__, attr("__self__")))
+    if isinstance(value, types.FunctionType) and source is not None and "<locals>" in value.__code__.co_qualname:
+        return _wrap_nested_function(tx, value, source, guard)
     if source is not None and (_is_root(source) or not is_library_value(value)
                                or not _read_from_library(tx, source) or not config.assume_libraries_unpatched):
         guard(G.id_match(source, value) if _identity_guarded(value) else G.type_match(source, value))
     vt = wrap_object(value, source)
     if source is not None and type(vt).__name__ == "UserObjectVariable":
         tx.output.note_object_identity(source, value)      # which of them are one object: guarded
+    return vt
+
+
+def _wrap_nested_function(tx, fn, source, guard) -> VariableTracker:
+    """A function made by another function's frame (a closure, an attention-mask builder):
+    often a new object on every call, so guarding its identity would recompile every call.
+    It is guarded by what the trace can rely on instead: its code and globals (by identity), its
+    defaults (wrapped, so guarded), and each closure cell the trace reads (guarded on read).
+    Its identity is still seen: which of the functions read are one object is guarded
+    (``note_object_identity``), and returned or stored it is re-read from its source."""
+    from .variables.functions import UserFunctionVariable, trace_time_answers
+    from .variables.torch_fns import is_torch_callable
+
+    if is_torch_callable(fn) or fn in trace_time_answers():
+        guard(G.id_match(source, fn))
+        return wrap_object(fn, source)
+    guard(G.type_match(source, fn))
+    guard(G.id_match(G.AttrSource(source, "__code__"), fn.__code__))
+    guard(G.id_match(G.AttrSource(source, "__globals__"), fn.__globals__))
+    wrap(tx, fn.__defaults__, G.AttrSource(source, "__defaults__"))
+    wrap(tx, fn.__kwdefaults__, G.AttrSource(source, "__kwdefaults__"))
+    tx.output.note_object_identity(source, fn)
+    vt = UserFunctionVariable(fn, source)
+    vt.guarded_by_code = True
     return vt
 
 

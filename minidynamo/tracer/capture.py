@@ -244,6 +244,8 @@ class Templates:
             return ("view", vt.kind, self.of(vt.dict_vt))
         if isinstance(vt, NNModuleVariable) and vt.source is not None:
             return ("const", vt.value)                       # id-guarded: the very same module
+        if getattr(vt, "guarded_by_code", False) and vt.source is not None:
+            return ("real", self.read(vt.source))           # a closure guarded by code: this call's own
         if isinstance(vt, (SliceVariable, TorchFunctionVariable, BuiltinVariable, ClassVariable, UserFunctionVariable)):
             return ("const", vt.as_python_constant())        # immutable, or guarded by identity
         raise Unsupported(f"returning {vt} from the frame")

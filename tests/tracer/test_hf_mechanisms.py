@@ -344,3 +344,39 @@ def test_builtin_types_with_their_own_getattribute_are_read():
         return a * len(union.__args__) + len(var.name)
     _, got = run_traced(f, x, var, union)          # (a ContextVar cannot be deep-copied for check)
     assert_same(got, f(x, var, union))
+
+
+# ---------------------------------------------------------------- closures made on every call
+
+def make_mask_fn(offset):
+    def mask(q, k):
+        return k <= q + offset
+    return mask
+
+
+def test_fresh_closure_each_call_reuses_the_entry():
+    @minidynamo.optimize("eager")
+    def apply(a, fn):
+        return a * fn(2, 1)
+
+    minidynamo.counters.reset()
+    for _ in range(4):
+        assert_same(apply(x, make_mask_fn(0)), x * 1)   # a new function object every call
+    assert minidynamo.counters["compiles"] == 1
+    assert_same(apply(x, make_mask_fn(-5)), x * 0)      # another cell value: guarded
+
+
+def test_fresh_closure_identity_and_return_are_its_own():
+    @minidynamo.optimize("eager")
+    def pick(a, f, g):
+        return (a + 1 if f is g else a - 1), f
+
+    f1, f2 = make_mask_fn(0), make_mask_fn(0)
+    out, fn = pick(x, f1, f2)
+    assert_same(out, x - 1)
+    assert fn is f1
+    out, fn = pick(x, f1, f1)
+    assert_same(out, x + 1)
+    f3 = make_mask_fn(0)
+    out, fn = pick(x, f3, make_mask_fn(0))
+    assert fn is f3
