@@ -234,7 +234,10 @@ def run_minidynamo(model, calls_inputs, expected, backend, repeat):
 def run_torch_compile(model, calls_inputs, expected, repeat):
     import torch._dynamo
 
+    from torch._dynamo.utils import counters
+
     torch._dynamo.reset()
+    counters.clear()                  # graph-break counts are global: this model's only
     graphs = []
 
     def counting(gm, example_inputs):
@@ -251,7 +254,6 @@ def run_torch_compile(model, calls_inputs, expected, repeat):
         per_call.append(len(graphs))
         correct &= same(expected[i], out)
     steady = _time(lambda: compiled(**calls_inputs[-1]), repeat, lambda: model(**calls_inputs[-1]))
-    from torch._dynamo.utils import counters
     breaks = sum(counters["graph_break"].values())
     return {"graphs": per_call[0], "later": per_call[-1] - per_call[0], "breaks": breaks, "correct": correct,
             "first": first, "steady": steady}
