@@ -380,3 +380,30 @@ def test_fresh_closure_identity_and_return_are_its_own():
     f3 = make_mask_fn(0)
     out, fn = pick(x, f3, make_mask_fn(0))
     assert fn is f3
+
+
+def test_closures_returned_from_the_frame_are_rebuilt():
+    """An attention-mask builder: returns closures over a tensor and over each other."""
+    def builder(a, offset):
+        scale = a.sum()
+
+        def inner(q, k=2, *, shift=1):
+            return (k + shift <= q + offset) * scale
+
+        def both(q):
+            return inner(q) + inner(q, 0)
+        return inner, both, inner
+
+    _, got = run_traced(builder, x, 1)
+    expected = builder(x, 1)
+    inner, both, same = got
+    assert inner is same and inner.__qualname__ == expected[0].__qualname__
+    assert_same(inner(3), expected[0](3))
+    assert_same(both(1), expected[1](1))
+    assert both.__closure__[0].cell_contents is inner        # the same function, as in eager
+
+    def annotated(a):
+        def f(q: int) -> int:
+            return q
+        return f
+    assert run_traced(annotated, x)[1].__annotations__ == {"q": int, "return": int}
