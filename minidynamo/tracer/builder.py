@@ -217,6 +217,8 @@ def wrap_object(value, source) -> VariableTracker:
 
     from .variables.functions import TraceTimeAnswerVariable, trace_time_answers
 
+    if not isinstance(value, (type, types.ModuleType)) and not _hashable(value):
+        return UserObjectVariable(value, source)   # a user __hash__: never a torch/builtin callable
     answers = trace_time_answers() if isinstance(value, types.FunctionType) else {}
     if answers and value in answers:                     # torch.compiler.is_compiling(): True while tracing
         return TraceTimeAnswerVariable(value, answers[value], source)
@@ -242,10 +244,14 @@ def raise_if_unsupported_method(method):
 
 
 def _hashable(value) -> bool:
+    """Whether ``value`` can be looked up in a table, without running a user ``__hash__``
+    (a half-built object's may raise anything)."""
+    if isinstance(getattr(type(value), "__hash__", None), types.FunctionType):
+        return False
     try:
         hash(value)
         return True
-    except TypeError:
+    except Exception:
         return False
 
 

@@ -407,3 +407,17 @@ def test_closures_returned_from_the_frame_are_rebuilt():
             return q
         return f
     assert run_traced(annotated, x)[1].__annotations__ == {"q": int, "return": int}
+
+
+def test_an_argument_whose_hash_raises_is_not_hashed_while_wrapping():
+    class Spec:
+        def __init__(self):
+            self.n = 2
+
+        def __hash__(self):
+            raise AttributeError("half-built")
+
+    def f(a, spec):
+        return a * spec.n
+    _, got = run_traced(f, x, Spec())
+    assert_same(got, x * 2)
