@@ -284,32 +284,12 @@ def wrap_constant_result(value) -> VariableTracker:
     raise Unsupported(f"a {type(value).__name__} computed at trace time")
 
 
-SET_MUTATORS = ("add", "update", "discard", "remove", "clear", "pop", "ior", "iand", "isub", "ixor",
-                "difference_update", "intersection_update", "symmetric_difference_update")
-
-
 def caller_set(value, source) -> VariableTracker:
-    """A set of constants read from the frame (transformers' ``ENV_VARS_TRUE_VALUES``):
+    """A set of constants read from the frame (a library's table of accepted flag strings, say):
     read-only in the trace (``in``, ``len``, iteration, ``s | t``).  Changing it would need a
     replay on the caller's set: refused.  Returned, it is the caller's own set."""
-    vt = _CallerSetVariable(value)
+    from .variables.containers import CallerSetVariable
+
+    vt = CallerSetVariable(value)
     vt.source = source
     return vt
-
-
-def _refuse_set_change(name):
-    def method(self, tx, *args, **kwargs):
-        raise Unsupported(f"set.{name} on a set read from {self.source.name()} (a side effect on the caller's set)")
-    return method
-
-
-def _caller_set_class():
-    from .variables.containers import SetVariable
-
-    namespace = {f"method_{name}": _refuse_set_change(name) for name in SET_MUTATORS}
-    namespace["returns_real"] = True
-    namespace["__doc__"] = "A caller's set of constants, read-only (``caller_set``)."
-    return type("CallerSetVariable", (SetVariable,), namespace)
-
-
-_CallerSetVariable = _caller_set_class()

@@ -353,8 +353,6 @@ def _build(template, outputs, real=(), made=None):
             made[template[1]] = _build(template[2], outputs, real, made)
         return made[template[1]]
     if kind == "cell":
-        import types
-
         return types.CellType() if template[1] is None else types.CellType(_build(template[1], outputs, real, made))
     if kind == "function":
         from .variables.functions import rebuild_function
@@ -377,14 +375,6 @@ def _build(template, outputs, real=(), made=None):
         return types.MethodType(_build(template[1], outputs, real, made), _build(template[2], outputs, real, made))
     if kind == "getattr":                                    # tensor.item before the call (graph_break)
         return getattr(_build(template[1], outputs, real, made), template[2])
-    if kind == "function":                                   # a closure-free function made by the frame
-        _, code, globals_dict, defaults, kwdefaults = template
-        fn = types.FunctionType(code, globals_dict, code.co_name,
-                                tuple(_build(t, outputs, real, made) for t in defaults) or None)
-        fn.__qualname__ = code.co_qualname
-        if kwdefaults:
-            fn.__kwdefaults__ = {k: _build(t, outputs, real, made) for k, t in kwdefaults}
-        return fn
     if kind == "dict":
         return template[1]((k, _build(t, outputs, real, made)) for k, t in template[2])
     return kind(_build(t, outputs, real, made) for t in template[1])
