@@ -289,7 +289,7 @@ SET_MUTATORS = ("add", "update", "discard", "remove", "clear", "pop", "ior", "ia
 
 
 def caller_set(value, source) -> VariableTracker:
-    """A set of constants read from the frame (transformers' ``ENV_VARS_TRUE_VALUES``):
+    """A set of constants read from the frame (transformers' ENV_VARS_TRUE_VALUES):
     read-only in the trace (``in``, ``len``, iteration, ``s | t``).  Changing it would need a
     replay on the caller's set: refused.  Returned, it is the caller's own set."""
     vt = _CallerSetVariable(value)
