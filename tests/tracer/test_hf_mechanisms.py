@@ -425,7 +425,7 @@ def test_an_argument_whose_hash_raises_is_not_hashed_while_wrapping():
 
 # ---------------------------------------------------------------- returning an object it was given
 
-class Cache:                                  # transformers' DynamicCache, reduced
+class GivenCache:                             # transformers' DynamicCache, reduced
     def __init__(self):
         self.keys = None
         self.seen = 0
@@ -440,7 +440,7 @@ def test_an_object_read_from_the_frame_is_returned_as_itself():
     compiled = minidynamo.optimize("eager")(f)
     minidynamo.counters.reset()
     for _ in range(2):
-        eager_cache, cache = Cache(), Cache()
+        eager_cache, cache = GivenCache(), GivenCache()
         out, returned = compiled(x, cache)
         expected, eager_returned = f(x, eager_cache)
         assert returned is cache and eager_returned is eager_cache
