@@ -64,7 +64,7 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "attr_probe":      (0.5, False, "hasattr/getattr(default)/setattr/delattr on the object"),
     "random_ops":      (0.3, False, "rand_like, randn, dropout (the RNG is reseeded before each call)"),
     "metadata_inplace": (0.3, False, "x.t_(), x.unsqueeze_(0), requires_grad_ on inputs"),
-    "graph_breaks":    (1.2, False, "break-inducing statements: print of tensors between tensor blocks, if on a "
+    "graph_breaks":    (2.0, False, "break-inducing statements: print of tensors between tensor blocks, if on a "
                                     "tensor, .item()/float()/bool() in python arithmetic, unmodelled C calls, breaks "
                                     "in with no_grad, in an inlined helper, after pending side effects, two in a row, "
                                     "an eager instruction that raises"),
@@ -164,7 +164,15 @@ def helper_append(lst, v=0):
 def helper_print(t, k=2):
     u = t * k
     print('helper', u.shape)
-    return u + 1'''),
+    return u + 1
+
+def helper_log(lst, t):
+    lst.append(len(lst))
+    u = t.sin()
+    print('log', len(lst), u.shape)
+    if u.sum() > 0:
+        return u * 2
+    return u - 1'''),
     ("Obj", '''class Obj:
     K = 3
 
@@ -941,7 +949,12 @@ class Gen:
                 ("int", f"int({t}.max().item() > 0) + n"), ("bool", f"bool({t}.sum() > 0) and n > 1"),
                 ("int", f"len(xs) if {t}.mean().item() > 0 else n")])
             return self.assign(None, (kind,), expr, {"float": "f", "int": "i", "bool": "b"}[kind])
-        if c < 0.49:      # a C function the interpreter does not model
+        if c < 0.45:      # a break with live values on the stack (an input, an intermediate, a partial list)
+            u = self.pick(self.tensors(lambda s2: broadcast(self.shape(t), s2) == self.shape(t)))
+            return self.assign(None, ("T", self.shape(t)), r.choice([
+                f"({t} + 1) * float({u}.sum())", f"{t} * operator.length_hint(xs) + {u}",
+                f"[{t}.sum(), {u} + n, print('mid', n)][1] + {t}", f"torch.where({u} > 0, {t}, {t} * {u}.max().item())"]), "t")
+        if c < 0.53:      # a C function the interpreter does not model
             lst = self.pick(self.vars_of("list_int"))
             return self.assign(None, ("int",), r.choice([f"operator.length_hint({lst}) + n",
                                                          f"int(id({lst}) == id({lst})) + len({lst})",
@@ -955,7 +968,10 @@ class Gen:
             body = [s for s in (a, Stmt([f"print('in with', torch.is_grad_enabled(), {u}.requires_grad)"]), b) if s]
             return Stmt([f"with {cm}:"], body)
         if c < 0.7:       # inside an inlined helper: the break is taken at the call site
-            return self.assign(None, ("T", self.shape(t)), r.choice([f"helper_print({t})", f"helper_print({t}, k=n)"]), "t")
+            calls = [f"helper_print({t})", f"helper_print({t}, k=n)"]
+            if "G_LIST" not in self.frozen:        # side effect, print, tensor branch: all in the callee
+                calls.append(f"helper_log(G_LIST, {t})")
+            return self.assign(None, ("T", self.shape(t)), r.choice(calls), "t")
         if c < 0.82:      # pending side effects on caller lists/dicts/attributes, then the break
             effects = [e for e in (None if "xs" in self.frozen or not self.with_xs else "xs.append(n)",
                                    None if "G_LIST" in self.frozen else "G_LIST.append(len(G_LIST))",
