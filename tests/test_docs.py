@@ -54,6 +54,7 @@ def tracker_classes() -> dict:
 
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{info.name}")
+    importlib.import_module("minidynamo.tracer.graph_break")      # OpaqueCallableVariable lives there
     found, todo = {}, [VariableTracker]
     while todo:
         klass = todo.pop()
