@@ -86,11 +86,17 @@ def main(argv=None) -> int:
           f"{summary['programs_per_s']} programs/s ({summary['programs_per_s_per_job']} per job)")
     print(f"f captured without fallback in {summary['programs_fully_captured']} programs; "
           f"{summary['programs_with_eager_errors']} programs raise in eager on some call (compared too)")
+    print(f"f in one graph (no break, no fallback) in {summary['programs_captured_in_one_graph']} programs; "
+          f"with graph breaks in {summary['programs_with_breaks']} ({summary['graph_breaks']} breaks); "
+          f"f or a resume function of it fell back in {summary['programs_with_f_fallbacks']}")
     print(f"mismatches: {summary['mismatches']} in {len(summary['families'])} families; crashes/hangs: {summary['crashes']}")
     for sig, idx in summary["families"].items():
         print(f"  {len(idx):4} x {sig}   (e.g. index {idx[0]})")
     print("top fallback reasons of f:")
     for reason, count in summary["top_fallback_reasons"]:
+        print(f"  {count:5} {reason}")
+    print("top graph-break reasons of f:")
+    for reason, count in summary["top_break_reasons"]:
         print(f"  {count:5} {reason}")
     return 1 if summary["mismatches"] or summary["crashes"] else 0
 

@@ -38,12 +38,13 @@ class HostView:
     offset: int
     base_size: tuple
     base_stride: tuple
+    itself: bool = False        # the argument object itself (``x.contiguous()``), not a view of it
 
     def fits(self, base: torch.Tensor) -> bool:
         return base.shape == self.base_size and base.stride() == self.base_stride
 
     def of(self, base: torch.Tensor) -> torch.Tensor:
-        if self.offset == 0 and self.size == self.base_size and self.stride == self.base_stride:
+        if self.itself:
             return base
         return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset)
 
@@ -177,7 +178,7 @@ def analyse_memory(program, args) -> MemoryPlan:
                               "would return a new tensor instead")
         views[k] = HostView(position, tuple(leaf.shape), leaf.stride(),
                             leaf.storage_offset() - base.storage_offset(),
-                            tuple(base.shape), base.stride())
+                            tuple(base.shape), base.stride(), leaf is base)
     written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
                     if isinstance(m, torch.Tensor) and m._version != v)
     return MemoryPlan(views, written, layouts)

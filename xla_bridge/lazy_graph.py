@@ -49,6 +49,17 @@ class Argument:
         return args[self.position]
 
 
+@dataclass(frozen=True)
+class ArgumentCopy:
+    """A new tensor equal to an argument (``x.clone()``: lazily it is the argument's own data):
+    a copy on every call, never the argument object (a later write to one must not reach the
+    other)."""
+    position: int
+
+    def read(self, args, results):
+        return args[self.position].clone()
+
+
 @dataclass(frozen=True, eq=False)
 class Constant:
     """A tensor made inside the graph, not computed from inputs: cloned on every call."""
@@ -201,6 +212,7 @@ def describe_plan(plan) -> str:
 def describe_leaves(leaves) -> str:
     return ", ".join(f"result {leaf.index}" if isinstance(leaf, Result) else
                      f"arg {leaf.position}" if isinstance(leaf, Argument) else
+                     f"copy of arg {leaf.position}" if isinstance(leaf, ArgumentCopy) else
                      "constant" if isinstance(leaf, Constant) else f"value {leaf.value!r}"
                      for leaf in leaves)
 
@@ -249,7 +261,7 @@ def _plan_leaves(leaves, copies, positions, position_of_id, results) -> tuple:
         elif not needs_compute.get(id(leaf), False):   # plain data: an argument's, or a constant
             ids = xlac._get_tensors_xla_device_data_node([leaf])[0] if dev.is_xla(leaf) else []
             if ids and ids[0] in position_of_id:
-                plan.append(Argument(position_of_id[ids[0]]))
+                plan.append(ArgumentCopy(position_of_id[ids[0]]))
             else:
                 plan.append(Constant(leaf))
         else:

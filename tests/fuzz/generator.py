@@ -64,6 +64,10 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "attr_probe":      (0.5, False, "hasattr/getattr(default)/setattr/delattr on the object"),
     "random_ops":      (0.3, False, "rand_like, randn, dropout (the RNG is reseeded before each call)"),
     "metadata_inplace": (0.3, False, "x.t_(), x.unsqueeze_(0), requires_grad_ on inputs"),
+    "graph_breaks":    (2.0, False, "break-inducing statements: print of tensors between tensor blocks, if on a "
+                                    "tensor, .item()/float()/bool() in python arithmetic, unmodelled C calls, breaks "
+                                    "in with no_grad, in an inlined helper, after pending side effects, two in a row, "
+                                    "an eager instruction that raises"),
     "try_except":      (0.8, False, "try/except KeyError/IndexError/ZeroDivisionError around code that may raise"),
     "grad_mode":       (0.6, False, "with torch.no_grad()/enable_grad() blocks; grad mode flipped between calls"),
     "closures":        (0.6, False, "nested functions and lambdas closing over locals, called in f"),
@@ -139,7 +143,7 @@ class Program:
 
 
 PRELUDE = [
-    ("imports", "import torch\nimport dataclasses"),
+    ("imports", "import torch\nimport dataclasses\nimport operator"),
     ("globals", "G_SCALE = 2\nG_W = 0.5\nG_LIST = [1, 2]\nG_DICT = {'a': 1, 'b': 2}"),
     ("helpers", '''def helper_add(a, b=1, *, scale=1):
     return a * scale + b
@@ -155,7 +159,20 @@ def helper_var(*args, **kwargs):
 
 def helper_append(lst, v=0):
     lst.append(v)
-    return len(lst)'''),
+    return len(lst)
+
+def helper_print(t, k=2):
+    u = t * k
+    print('helper', u.shape)
+    return u + 1
+
+def helper_log(lst, t):
+    lst.append(len(lst))
+    u = t.sin()
+    print('log', len(lst), u.shape)
+    if u.sum() > 0:
+        return u * 2
+    return u - 1'''),
     ("Obj", '''class Obj:
     K = 3
 
@@ -909,6 +926,66 @@ class Gen:
             return self.assign(None, ("float",), f"{t}.sum().item()", "f")
         return Stmt([f"if {t}.sum() > 0:"], self.scoped_block(1))
 
+    # -- graph breaks: each option is one family of break the tracer must split the frame at
+    def s_graph_breaks(self):
+        r = self.rng
+        t = self.pick(self.tensors())
+        c = r.random()
+        if c < 0.15:      # print of tensors/shapes between two tensor blocks
+            before, after = self.s_tensor_ops(), self.s_tensor_ops()
+            if before is None or after is None:
+                return None
+            u = self.pick(self.tensors())
+            shown = r.choice([f"{u}.shape", f"{u}.detach().round(decimals=2)", f"{u}.dtype", f"{u}.dim()"])
+            return Stmt(before.lines + [f"print('gb', {shown})"] + after.lines)
+        if c < 0.27:      # a branch on a tensor value: each side continues in its own resume function
+            cond = f"{t}.{r.choice(['sum()', 'max()', 'mean()'])} > {r.choice(['0', '0.5'])}"
+            body = self.scoped_block(r.randint(1, 2))
+            orelse = self.scoped_block(r.randint(1, 2)) if r.random() < 0.6 else None
+            return Stmt([f"if {cond}:"], body, orelse)
+        if c < 0.39:      # tensor data read into python arithmetic
+            kind, expr = r.choice([
+                ("float", f"float({t}.sum()) * 2 + n"), ("float", f"{t}.sum().item() - G_W"),
+                ("int", f"int({t}.max().item() > 0) + n"), ("bool", f"bool({t}.sum() > 0) and n > 1"),
+                ("int", f"len(xs) if {t}.mean().item() > 0 else n")])
+            return self.assign(None, (kind,), expr, {"float": "f", "int": "i", "bool": "b"}[kind])
+        if c < 0.45:      # a break with live values on the stack (an input, an intermediate, a partial list)
+            u = self.pick(self.tensors(lambda s2: broadcast(self.shape(t), s2) == self.shape(t)))
+            return self.assign(None, ("T", self.shape(t)), r.choice([
+                f"({t} + 1) * float({u}.sum())", f"{t} * operator.length_hint(xs) + {u}",
+                f"[{t}.sum(), {u} + n, print('mid', n)][1] + {t}", f"torch.where({u} > 0, {t}, {t} * {u}.max().item())"]), "t")
+        if c < 0.53:      # a C function the interpreter does not model
+            lst = self.pick(self.vars_of("list_int"))
+            return self.assign(None, ("int",), r.choice([f"operator.length_hint({lst}) + n",
+                                                         f"int(id({lst}) == id({lst})) + len({lst})",
+                                                         f"operator.length_hint(iter({lst}), 3)"]), "i")
+        if c < 0.6:       # inside a with block (left before the eager instruction, re-entered after)
+            cm = r.choice(["torch.no_grad()", "torch.enable_grad()", "torch.set_grad_enabled(n > 1)"])
+            saved = dict(self.env)
+            a, b = self.s_tensor_ops(), self.s_tensor_ops()
+            u = self.pick(self.tensors())
+            self.env = {k: v for k, v in saved.items() if self.env.get(k) == v}
+            body = [s for s in (a, Stmt([f"print('in with', torch.is_grad_enabled(), {u}.requires_grad)"]), b) if s]
+            return Stmt([f"with {cm}:"], body)
+        if c < 0.7:       # inside an inlined helper: the break is taken at the call site
+            calls = [f"helper_print({t})", f"helper_print({t}, k=n)"]
+            if "G_LIST" not in self.frozen:        # side effect, print, tensor branch: all in the callee
+                calls.append(f"helper_log(G_LIST, {t})")
+            return self.assign(None, ("T", self.shape(t)), r.choice(calls), "t")
+        if c < 0.82:      # pending side effects on caller lists/dicts/attributes, then the break
+            effects = [e for e in (None if "xs" in self.frozen or not self.with_xs else "xs.append(n)",
+                                   None if "G_LIST" in self.frozen else "G_LIST.append(len(G_LIST))",
+                                   None if "G_DICT" in self.frozen else "G_DICT['gb'] = n",
+                                   "OBJ.k = OBJ.k + 1", "MOD.count += 1", f"OBJ.last = {t} * 2") if e]
+            return Stmt(r.sample(effects, r.randint(1, 3)) + [r.choice(["print('effects', len(G_LIST), OBJ.k)",
+                                                                         "print(xs, G_DICT, MOD.count)",
+                                                                         "operator.length_hint(G_LIST)"])])
+        if c < 0.9:       # two breaks in a row
+            return Stmt([f"print('one', {t}.shape)", f"print('two', {self.int_expr(1)})"])
+        # an eager instruction that raises (on some calls only: the branch is on a python value)
+        return Stmt([f"if n {r.choice(['>', '>=', '=='])} {r.randint(1, 3)}:"],
+                    [Stmt([f"{self.fresh('i')} = {r.choice(['int', 'float'])}({t})"])])
+
     def s_graph_raises(self):
         t = self.pick(self.tensors(lambda s: len(s) >= 1))
         return Stmt(["G_LIST.append(n)", f"{self.fresh('t')} = {t}[torch.tensor([7])]"])
@@ -1060,7 +1137,7 @@ class Gen:
 ARGS = ("x", "y", "n", "xs", "ts")
 STMT_KINDS = [name for name in FEATURES if not name.startswith(("vary_", "reuse_", "state_mutation", "arg_aliasing",
                                                                  "tensor_views"))]
-COMPOUND = {"try_except", "grad_mode", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
+COMPOUND = {"graph_breaks", "try_except", "grad_mode", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
 
 
 # ----------------------------------------------------------------------------- steps

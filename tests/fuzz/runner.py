@@ -19,7 +19,7 @@ from typing import Iterable, Optional
 
 from .generator import ALL_FEATURES, FEATURES, SAFE_FEATURES, generate
 from .minimize import minimize, write_repro
-from .oracle import run_program
+from .oracle import is_of_f, run_program
 
 
 def parse_features(text: Optional[str]) -> frozenset:
@@ -49,6 +49,13 @@ def normalize_reason(reason: str) -> str:
     return re.sub(r"\d+", "N", reason)[:160]
 
 
+def normalize_break(reason: str) -> str:
+    """'f__resume_at_9 (<fuzz>:12): CALL at <fuzz>:14: call to print' -> 'CALL: call to print'."""
+    reason = reason.split("): ", 1)[-1]
+    inst, _, rest = reason.partition(" at ")
+    return normalize_reason(f"{inst}: {rest.split(': ', 1)[-1]}")
+
+
 def signature(mismatch: str) -> str:
     """A mismatch family key: category + the detail with names, numbers and values blurred."""
     cat, _, detail = mismatch.partition(": ")
@@ -70,7 +77,9 @@ def fuzz_one(seed: int, index: int, features: frozenset, backend="eager", out_di
     rec = {"seed": seed, "index": index, "mismatch": out.mismatch, "category": out.category,
            "step": out.step, "calls": out.calls, "eager_errors": out.eager_errors,
            "f_fallbacks": out.f_fallbacks, "setup_error": out.setup_error,
-           "fallback_reasons": sorted({normalize_reason(r) for r in out.fallbacks if r.startswith("f (")}),
+           "fallback_reasons": sorted({normalize_reason(r) for r in out.fallbacks if is_of_f(r)}),
+           "f_breaks": out.f_breaks,
+           "break_reasons": sorted({normalize_break(r) for r in out.breaks if is_of_f(r)}),
            "features": sorted(prog.features), "time": 0.0, "repro": None}
     if out.mismatch:
         rec["signature"] = signature(out.mismatch)
@@ -170,6 +179,7 @@ def summarize(records: list[dict], elapsed: float, jobs: int) -> dict:
     for r in mism:
         fams.setdefault(r["signature"], []).append(r)
     reasons = collections.Counter(reason for r in records for reason in r.get("fallback_reasons", []))
+    breaks = collections.Counter(reason for r in records for reason in r.get("break_reasons", []))
     calls = sum(r.get("calls", 0) for r in records)
     return {
         "programs": n, "calls": calls, "elapsed_s": round(elapsed, 1),
@@ -179,8 +189,14 @@ def summarize(records: list[dict], elapsed: float, jobs: int) -> dict:
         "crashes": [r["index"] for r in records if r.get("crash")],
         "setup_errors": sum(1 for r in records if r.get("setup_error")),
         "programs_fully_captured": sum(1 for r in records if not r.get("f_fallbacks") and not r.get("crash")),
+        "programs_captured_in_one_graph": sum(1 for r in records if not r.get("f_fallbacks") and not r.get("f_breaks")
+                                              and not r.get("crash")),
+        "programs_with_breaks": sum(1 for r in records if r.get("f_breaks")),
+        "programs_with_f_fallbacks": sum(1 for r in records if r.get("f_fallbacks")),
+        "graph_breaks": sum(r.get("f_breaks", 0) for r in records),
         "programs_with_eager_errors": sum(1 for r in records if r.get("eager_errors")),
         "top_fallback_reasons": reasons.most_common(15),
+        "top_break_reasons": breaks.most_common(15),
     }
 
 

@@ -323,3 +323,41 @@ def test_an_argument_returned_from_a_grad_mode_call_is_the_argument_itself(backe
         assert got[0] is y and got[2] is x
     got[1].sum().backward()
     assert layer.weight.grad is not None
+
+
+# -- X8: an output equal to an argument (a clone, a full view) is a new tensor, not the argument --
+def _clone_then_mutate_argument(y):
+    t1 = y.clone()
+    t2 = t1 + y
+    return t1, t2
+
+
+def _full_views(x):
+    return x.detach(), x[:], x.view(x.shape), x
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trace_once", "torchxla_trivial"])
+def test_a_clone_of_an_argument_is_not_the_argument(backend):
+    """Found by the fuzzer across a graph break: ``t1 = y.clone()`` came back as ``y`` itself
+    (lazily a clone is the argument's own data), so ``y.t_()`` after the break changed ``t1``."""
+    opt = minidynamo.optimize(backend)(_clone_then_mutate_argument)
+    for _ in range(2):
+        y = torch.randn(2, 3)
+        t1, t2 = opt(y)
+        assert t1 is not y and t1.data_ptr() != y.data_ptr()
+        torch.testing.assert_close(t1, y)
+        y.t_()
+        assert t1.shape == (2, 3)
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trace_once", "torchxla_trivial"])
+def test_full_views_of_an_argument_are_new_views_and_the_argument_stays_itself(backend):
+    opt = minidynamo.optimize(backend)(_full_views)
+    for _ in range(2):
+        x = torch.randn(2, 3)
+        outs = opt(x)
+        assert outs[3] is x
+        for view in outs[:3]:
+            assert view is not x and view.data_ptr() == x.data_ptr() and view.shape == x.shape
+        outs[0].t_()
+        assert x.shape == (2, 3)

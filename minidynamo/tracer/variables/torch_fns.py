@@ -123,7 +123,8 @@ class TorchFunctionVariable(KnownObjectVariable):
             tx.output.add_guard(guard)
             return ConstantVariable(guard.obj)
         if fn is torch.is_grad_enabled:
-            tx.output.add_guard(G.grad_mode_match())
+            # the live mode follows from the entry mode (always guarded, capture.py) and the with
+            # blocks traced so far; guarding the live mode would demand no_grad at the frame's entry
             return ConstantVariable(torch.is_grad_enabled())
         if fn is torch._C._len_torch_dispatch_stack:
             if fn() != 0:
