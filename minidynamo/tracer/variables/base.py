@@ -55,7 +55,6 @@ named, every tracker is listed, and each sits under its base class):
      ├── CodeVariable                 functions.py     a function's code object (co_* fields are constants)
      ├── SignatureVariable            functions.py     an inspect.Signature computed at trace time
      ├── TraceTimeAnswerVariable      functions.py     a call answered by a constant at trace time
-     ├── OpaqueCallableVariable       graph_break.py   an unmodelled C function: calling it breaks the graph
      ├── HandlerVariable              stdlib.py        a class method such as dict.fromkeys
      ├── NNModuleVariable             nn_module.py     an nn.Module instance (forward inlined)
      ├── ModuleCallVariable           nn_module.py     nn.Module.__call__ bound to a module
