@@ -40,6 +40,13 @@ def f(x, w):
     return torch.relu(x @ w) + 1
 
 
+# The function of the graph-break section: a print between two tensor blocks.
+def g(x):
+    y = torch.relu(x) + 1
+    print("y:", tuple(y.shape))
+    return y.sin() * 2
+
+
 def normalise(text: str) -> str:
     """Remove what changes between runs and machines: paths, addresses, module file names."""
     text = text.replace(ROOT + os.sep, "")
@@ -217,14 +224,19 @@ def capture_part(md: Markdown) -> str:
     md.code(report.reader_sources[0], "python")
     md.code(report.compiled_fn_sources[0], "python")
 
-    (owner, guard_fn, compiled_fn), = minidynamo.cache_entries(f)
+    entry, = minidynamo.cache_entries(f)
+    owner, guard_fn, compiled_fn = entry
     md.section("The cache entry", f"""
-        The code object's cache is a list of entries ``(owner, guard_fn, compiled_fn)``: a new
-        entry goes first and a hit moves its entry to the front; ``owner`` is a weak reference to the ``FrameConverter`` that made it
-        (two ``optimize`` contexts never share compiled code).  For ``f`` now:
+        The code object's cache is a list of ``CacheEntry`` (``convert_frame.py``), each with the
+        fields ``owner``, ``guard_fn``, ``compiled_fn``: a new entry goes first and a hit moves
+        its entry to the front.  ``owner`` is a weak reference to the ``FrameConverter`` that made
+        it (two ``optimize`` contexts never share compiled code).  ``CacheEntry`` is a
+        ``NamedTuple``: the C hook reads the fields by position, as from a plain tuple, on
+        every call.  For ``f`` now:
         """)
-    md.code(f"entries: {len(minidynamo.cache_entries(f))}\n"
-            f"owner:       {type(owner).__name__} to a {type(owner()).__name__}\n"
+    md.code(f"entries: {len(minidynamo.cache_entries(f))}, each a {type(entry).__name__} "
+            f"(a {type(entry).__mro__[1].__name__} subclass)\n"
+            f"owner:       {type(entry.owner).__name__} to a {type(entry.owner()).__name__}\n"
             f"guard_fn:    {type(guard_fn).__name__} {getattr(guard_fn, '__name__', '')}, {len(guard_fn.guards)} guards\n"
             f"compiled_fn: {type(compiled_fn).__name__} {compiled_fn.__name__}, running the backend's "
             f"{type(compiled_fn.compiled_graph.__self__).__name__}.{compiled_fn.compiled_graph.__name__}")
@@ -298,8 +310,8 @@ def xla_part(md: Markdown) -> None:
     opt = minidynamo.optimize("torchxla_trace_once")(f)
     for _ in range(3):
         torch.testing.assert_close(opt(x, w), f(x, w))
-    (_, _, compiled_fn), = minidynamo.cache_entries(f)
-    bridged = compiled_fn.compiled_graph
+    entry, = minidynamo.cache_entries(f)
+    bridged = entry.compiled_fn.compiled_graph
     program = bridged.program.graph
 
     md.section("The XLA bridge: trace once, replay by hash", """
@@ -324,7 +336,7 @@ def xla_part(md: Markdown) -> None:
 
     y = torch.randn(4, 16)
     torch.testing.assert_close(opt(y, w), f(y, w))
-    hashes = {bytes(e[2].compiled_graph.program.graph.graph_hash).hex() for e in minidynamo.cache_entries(f)}
+    hashes = {bytes(e.compiled_fn.compiled_graph.program.graph.graph_hash).hex() for e in minidynamo.cache_entries(f)}
     md.section("A shape change compiles a second program", """
         Shapes are static: a batch of 4 instead of 8 fails the guard on ``L['x']``'s shape,
         minidynamo traces the frame again and the bridge compiles a second XLA program with its
@@ -335,13 +347,6 @@ def xla_part(md: Markdown) -> None:
             f"xla_bridge.counters: compiles={xla_bridge.counters.compiles}, replays={xla_bridge.counters.replays}, "
             f"retraces={xla_bridge.counters.retraces}")
     minidynamo.reset()
-
-
-# The function of the graph-break section: a print between two tensor blocks.
-def g(x):
-    y = torch.relu(x) + 1
-    print("y:", tuple(y.shape))
-    return y.sin() * 2
 
 
 def entry_and_resume(output_code: str) -> str:
