@@ -19,7 +19,7 @@ import os
 import torch
 import torch.fx
 
-from .meta import EffectProbe, run_on_meta, to_meta
+from .meta import FACTORIES, EffectProbe, run_on_meta, to_meta
 from .side_effects import SideEffects
 from .variables.base import VariableTracker
 
@@ -256,14 +256,6 @@ def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
     return example
 
 
-_DEVICE_FACTORIES = {
-    torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.tensor, torch.rand,
-    torch.randn, torch.randint, torch.linspace, torch.eye, torch.as_tensor, torch.zeros_like,
-    torch.ones_like, torch.empty_like, torch.full_like, torch.rand_like, torch.randn_like,
-    torch.logspace, torch.scalar_tensor,
-}
-
-
 def _method_caller(name: str):
     def call_method(self, *args, **kwargs):
         return getattr(self, name)(*args, **kwargs)
@@ -273,7 +265,7 @@ def _method_caller(name: str):
 
 
 def _accepts_device(target) -> bool:
-    return target in _DEVICE_FACTORIES
+    return target in FACTORIES
 
 
 def graph_arg(vt: VariableTracker, devices: list):

@@ -35,6 +35,10 @@ log = logging.getLogger("minidynamo.trace")   # MINIDYNAMO_LOG=trace
 
 MAX_INSTRUCTIONS = 2_000_000   # a trace that runs this long is looping on something: give up
 
+# What the trace may store into a real object or a global (``m.attr = v``, ``global g; g = v``):
+# values side_effects.py can rebuild after the graph (tensors, constants, plain containers).
+STORABLE_VALUES = (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)
+
 
 def decode(code: types.CodeType):
     """(instructions, label -> index, per instruction the try handlers around it),
@@ -206,7 +210,7 @@ class InstructionTranslatorBase:
             raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
         if isinstance(value, NNModuleVariable) or (name in module._buffers and not isinstance(value, TensorVariable)):
             raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
-        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)):
+        if not isinstance(value, STORABLE_VALUES):
             raise Unsupported(f"assignment of {value} to {type(module).__name__}.{name}")
         self.output.side_effects.store_attribute(obj, name, value)
 
@@ -218,7 +222,7 @@ class InstructionTranslatorBase:
             raise Unsupported(f"assignment to attribute {name!r} of a {klass.__name__} (custom __setattr__ or no __dict__)")
         if name.startswith("__") or any(name in k.__dict__ and hasattr(k.__dict__[name], "__set__") for k in klass.__mro__):
             raise Unsupported(f"assignment to {klass.__name__}.{name} (a descriptor or special attribute)")
-        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)):
+        if not isinstance(value, STORABLE_VALUES):
             raise Unsupported(f"assignment of {value} to {klass.__name__}.{name}")
         self.output.side_effects.store_attribute(obj, name, value)
 
@@ -289,7 +293,7 @@ class InstructionTranslatorBase:
         value = self.pop()
         if self.f_globals is not self.output.frame_info.f_globals:
             raise Unsupported(f"assignment to global {inst.arg!r} of another module")
-        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)):
+        if not isinstance(value, STORABLE_VALUES):
             raise Unsupported(f"assignment of {value} to global {inst.arg!r}")
         self.output.side_effects.store_global(inst.arg, value)
 

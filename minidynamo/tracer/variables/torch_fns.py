@@ -13,6 +13,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
+from ..meta import FACTORIES
 from .base import KnownObjectVariable, VariableTracker, describe
 from .constant import ConstantVariable
 
@@ -61,12 +62,6 @@ CONSTANT_FUNCTIONS = {torch.device, torch.Size, torch.finfo, torch.iinfo,
 
 # Readers of global torch state: answered now, as constants, with a guard on the state.
 STATE_QUERIES = {getattr(torch, name): name for name in G.source.TORCH_STATE_FUNCTIONS}
-
-# Factories: no tensor argument, yet they make a tensor (their example is built on meta).
-FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.tensor, torch.rand,
-             torch.randn, torch.randint, torch.linspace, torch.logspace, torch.eye, torch.as_tensor,
-             torch.scalar_tensor, torch.randperm, torch.empty_strided, torch.tril_indices, torch.triu_indices}
-
 
 def is_torch_callable(value) -> bool:
     """Is ``value`` a tensor operation from torch (not a class, not a torch utility)?"""
