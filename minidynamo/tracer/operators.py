@@ -12,7 +12,7 @@ import operator
 import types
 
 from ..exc import Unsupported
-from .variables.base import VariableTracker, maybe_constant
+from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
 from .variables.constant import ConstantVariable
 from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable, SetVariable,
                                    TupleVariable, _real_operand)
@@ -20,7 +20,6 @@ from .variables.nn_module import NNModuleVariable
 from .variables.objects import UserObjectVariable
 from .variables.tensor import TensorVariable
 
-_NO_CONSTANT = object()
 
 IN_PLACE_TO_PLAIN = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
                      operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
@@ -57,17 +56,30 @@ def apply(tx, fn, args: list) -> VariableTracker:
             return result
     if any(isinstance(a, NNModuleVariable) and _module_overrides(a, fn) for a in args):
         raise Unsupported(f"{fn.__name__} on a module whose class defines it in Python")
-    constants = [maybe_constant(a, _NO_CONSTANT) for a in args]
-    if all(c is not _NO_CONSTANT for c in constants):
-        refuse_user_dunders(constants, fn.__name__)
-        try:
-            value = fn(*constants)
-        except Exception as e:
-            raise Unsupported(f"{fn.__name__} on constants raised {type(e).__name__}: {e}") from e
-        from .builder import wrap_constant_result
-
-        return wrap_constant_result(value)
+    if all(maybe_constant(a, NO_CONSTANT) is not NO_CONSTANT for a in args):
+        return fold(fn, args, what=fn.__name__)
     return _sequence_op(tx, fn, args)
+
+
+def fold(fn, args, kwargs=None, what=None) -> VariableTracker:
+    """``fn(*args, **kwargs)`` computed now, every argument a constant: constant folding, for
+    operators, builtins and torch's constant functions alike.  A constant whose class runs
+    Python code for the call is refused; an exception becomes ``Unsupported``."""
+    what = what or describe(fn)
+    values = [maybe_constant(a, NO_CONSTANT) for a in args]
+    kw = {k: maybe_constant(v, NO_CONSTANT) for k, v in (kwargs or {}).items()}
+    if any(v is NO_CONSTANT for v in [*values, *kw.values()]):
+        raise Unsupported(f"{what} on non-constant arguments {args}")
+    refuse_user_dunders([*values, *kw.values()], what)      # str(enum with a __str__)
+    try:
+        result = fn(*values, **kw)
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise Unsupported(f"{what} on constants raised {type(e).__name__}: {e}") from e
+    from .builder import wrap_constant_result
+
+    return wrap_constant_result(result)
 
 
 def _sequence_op(tx, fn, args):
@@ -133,7 +145,7 @@ def is_same(tx, a: VariableTracker, b: VariableTracker) -> bool:
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return False
     va, vb = _identity(a), _identity(b)
-    if va is _NO_CONSTANT or vb is _NO_CONSTANT:
+    if va is NO_CONSTANT or vb is NO_CONSTANT:
         if a is b:
             return True
         if type(a) is not type(b):
@@ -159,7 +171,7 @@ def _guarded_identity(tx, source_a, source_b) -> bool:
 def _identity(vt):
     if hasattr(vt, "value"):
         return vt.value
-    return _NO_CONSTANT
+    return NO_CONSTANT
 
 
 def identical_or_equal(tx, a, b) -> bool:
@@ -167,7 +179,7 @@ def identical_or_equal(tx, a, b) -> bool:
     ``a == b`` (a user ``__eq__`` is inlined)."""
     if isinstance(a, (UserObjectVariable, BaseListVariable, DictVariable)) or \
             isinstance(b, (UserObjectVariable, BaseListVariable, DictVariable)):
-        if a is b or (_identity(a) is not _NO_CONSTANT and _identity(a) is _identity(b)):
+        if a is b or (_identity(a) is not NO_CONSTANT and _identity(a) is _identity(b)):
             return True
         return apply(tx, operator.eq, [a, b]).truth(tx)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
@@ -176,8 +188,8 @@ def identical_or_equal(tx, a, b) -> bool:
         if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
             raise Unsupported("== between tensors inside a container test (data dependent)")
         return False
-    ca, cb = maybe_constant(a, _NO_CONSTANT), maybe_constant(b, _NO_CONSTANT)
-    if ca is not _NO_CONSTANT and cb is not _NO_CONSTANT:
+    ca, cb = maybe_constant(a, NO_CONSTANT), maybe_constant(b, NO_CONSTANT)
+    if ca is not NO_CONSTANT and cb is not NO_CONSTANT:
         refuse_user_dunders([ca, cb], "==")
         return ca == cb
     return is_same(tx, a, b)
@@ -366,7 +378,7 @@ def user_truth(tx, vt) -> bool:
     for name in ("__bool__", "__len__"):
         kind, method = special_method(tx, vt, name)
         if kind == "python":
-            result = maybe_constant(method.call_function(tx, [], {}), _NO_CONSTANT)
+            result = maybe_constant(method.call_function(tx, [], {}), NO_CONSTANT)
             if name == "__bool__" and type(result) is bool:
                 return result
             if name == "__len__" and type(result) is int and result >= 0:
@@ -385,7 +397,7 @@ def _same_object(a, b) -> bool:
     if a is b:
         return True
     va, vb = _identity(a), _identity(b)
-    return va is not _NO_CONSTANT and va is vb
+    return va is not NO_CONSTANT and va is vb
 
 
 def _other_side(tx, x, name, y):

@@ -167,6 +167,10 @@ class BoundMethodVariable(VariableTracker):
         return f"BoundMethodVariable({self.obj!r}.{self.name})"
 
 
+# ``maybe_constant(vt, NO_CONSTANT)`` tells "no constant" apart from the constant None.
+NO_CONSTANT = object()
+
+
 def maybe_constant(vt: VariableTracker, default=None):
     """``vt``'s Python constant, or ``default`` when it has none."""
     try:

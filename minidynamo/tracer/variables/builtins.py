@@ -14,7 +14,7 @@ import operator
 import torch
 
 from ...exc import Unsupported
-from .base import AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
+from .base import NO_CONSTANT, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
@@ -23,32 +23,10 @@ from .stdlib import CLASS_METHODS, STDLIB_CALLS, HandlerVariable
 from .iterators import (EnumerateVariable, FilterVariable, MapVariable, ZipVariable, make_iterator,
                         make_reversed)
 
-_NO = object()
-
-
-def _constants(args, kwargs):
-    values = [maybe_constant(a, _NO) for a in args]
-    kw = {k: maybe_constant(v, _NO) for k, v in kwargs.items()}
-    if any(v is _NO for v in values) or any(v is _NO for v in kw.values()):
-        return None
-    return values, kw
-
-
 def _fold(fn, args, kwargs):
-    from ..builder import wrap_constant_result
+    from ..operators import fold      # operators imports the trackers: imported on first use
 
-    constants = _constants(args, kwargs)
-    if constants is None:
-        raise Unsupported(f"{describe(fn)} on non-constant arguments {args}")
-    from ..operators import refuse_user_dunders
-
-    refuse_user_dunders([*constants[0], *constants[1].values()], describe(fn))   # str(enum with a __str__)
-    try:
-        return wrap_constant_result(fn(*constants[0], **constants[1]))
-    except Unsupported:
-        raise
-    except Exception as e:
-        raise Unsupported(f"{describe(fn)} raised {type(e).__name__}: {e}") from e
+    return fold(fn, args, kwargs)
 
 
 # -- handlers: (tx, *args, **kwargs) -> VariableTracker ------------------------------------
@@ -61,7 +39,7 @@ def _len(tx, obj):
         kind, method = special_method(tx, obj, "__len__")
         if kind != "python":
             raise Unsupported(f"len() of a {type(obj.value).__name__} without a Python __len__")
-        result = maybe_constant(method.call_function(tx, [], {}), _NO)
+        result = maybe_constant(method.call_function(tx, [], {}), NO_CONSTANT)
         if type(result) is not int or result < 0:
             raise Unsupported(f"__len__ returned {result!r} (TypeError/ValueError)")
         return ConstantVariable(result)
@@ -206,8 +184,8 @@ def _enumerate(tx, iterable, start=None):
 
 
 def _zip(tx, *iterables, strict=None):
-    strict_value = maybe_constant(strict, _NO) if strict is not None else False
-    if strict_value is _NO:
+    strict_value = maybe_constant(strict, NO_CONSTANT) if strict is not None else False
+    if strict_value is NO_CONSTANT:
         raise Unsupported("zip(strict=...) not a constant")
     return ZipVariable([make_iterator(tx, it) for it in iterables], bool(strict_value))
 
@@ -255,16 +233,16 @@ def _minmax(fn):
     compared with the best so far by ``<`` (min) / ``>`` (max), like builtin_min_max."""
     compare = operator.lt if fn is min else operator.gt
 
-    def handler(tx, *args, key=None, default=_NO):
+    def handler(tx, *args, key=None, default=NO_CONSTANT):
         from ..operators import apply
         from .tensor import TensorVariable
 
         if not args:
             raise Unsupported(f"{fn.__name__}() with no arguments (TypeError)")
-        if len(args) > 1 and default is not _NO:
+        if len(args) > 1 and default is not NO_CONSTANT:
             raise Unsupported(f"{fn.__name__}() with several arguments and a default (TypeError)")
         items = _consumed_items(tx, args[0]) if len(args) == 1 else list(args)
-        if key is not None and maybe_constant(key, _NO) is None:
+        if key is not None and maybe_constant(key, NO_CONSTANT) is None:
             key = None
         best = best_key = None
         for item in items:
@@ -274,7 +252,7 @@ def _minmax(fn):
             if best is None or apply(tx, compare, [value, best_key]).truth(tx):
                 best, best_key = item, value
         if best is None:
-            if default is _NO:
+            if default is NO_CONSTANT:
                 raise Unsupported(f"{fn.__name__}() of an empty iterable (ValueError)")
             return default
         return best
@@ -315,7 +293,7 @@ def _all_any(fn):
 def _sorted(tx, iterable, key=None, reverse=None):
     """``sorted(it, key=..., reverse=...)``: list.sort's rule (constant keys, stable)."""
     result = ListVariable(_consumed_items(tx, iterable))
-    key = None if key is None or maybe_constant(key, _NO) is None else key
+    key = None if key is None or maybe_constant(key, NO_CONSTANT) is None else key
     result.method_sort(tx, key, reverse)
     return result
 
@@ -326,8 +304,8 @@ def _callable(tx, obj):
 
     if isinstance(obj, (BaseFunctionVariable, UserMethodVariable, NNModuleVariable, BuiltinVariable)):
         return ConstantVariable(True)
-    value = maybe_constant(obj, _NO)
-    if value is not _NO:
+    value = maybe_constant(obj, NO_CONSTANT)
+    if value is not NO_CONSTANT:
         return ConstantVariable(callable(value))
     if hasattr(obj, "value"):
         return ConstantVariable(callable(obj.value))

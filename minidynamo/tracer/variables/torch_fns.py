@@ -134,7 +134,9 @@ class TorchFunctionVariable(KnownObjectVariable):
             return ConstantVariable(isinstance(args[0], TensorVariable))
         tensors_in = any(_contains_tensor(a) for a in [*args, *kwargs.values()])
         if _hashable_in(fn, CONSTANT_FUNCTIONS) and not tensors_in:
-            return _fold(fn, args, kwargs)
+            from ..operators import fold      # operators imports the trackers: imported on use
+
+            return fold(fn, args, kwargs)
         if fn in (torch.is_floating_point, torch.is_complex, torch.numel) and tensors_in:
             from .tensor import TensorMethodVariable
 
@@ -167,13 +169,3 @@ class TorchFunctionVariable(KnownObjectVariable):
         return f"TorchFunctionVariable({describe(self.value)})"
 
 
-def _fold(fn, args, kwargs):
-    from ..builder import wrap_constant_result
-
-    values = [a.as_python_constant() for a in args]
-    kw = {k: v.as_python_constant() for k, v in kwargs.items()}
-    try:
-        result = fn(*values, **kw)
-    except Exception as e:
-        raise Unsupported(f"{describe(fn)} raised {type(e).__name__}: {e}") from e
-    return wrap_constant_result(result)
