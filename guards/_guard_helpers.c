@@ -306,6 +306,8 @@ static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
         }
     }
     for (Py_ssize_t i = 0; i < notes->n_dicts; i++) {
+        if (i + 16 < notes->n_dicts)   /* the dicts lie all over the heap: ask for them early */
+            __builtin_prefetch(notes->dicts[i + 16].dict);
         if (((PyDictObject *)notes->dicts[i].dict)->ma_version_tag != notes->dicts[i].tag)
             Py_RETURN_FALSE;
     }

@@ -27,6 +27,7 @@
  * A Python error while checking means "does not match", as in the generated guard's try/except.
  */
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
 
@@ -36,6 +37,7 @@
 #include <structmember.h>
 
 #include <cstring>
+#include <typeinfo>
 #include <vector>
 
 namespace {
@@ -49,6 +51,7 @@ PyObject *builtin_is_grad_enabled;         // torch._C.is_grad_enabled
 PyObject *str_dtype, *str_device, *str_shape, *str_stride, *str_is_contiguous, *str_requires_grad,
     *str_torch_function, *str_layout, *str_values;
 PyObject *torch_strided;                   // torch.strided (is_contiguous() is True for mkldnn too)
+const void *plain_autograd_meta_vtable;    // the vtable of torch::autograd::AutogradMeta itself
 
 // The attributes the Python check reads: data descriptors first (an instance attribute cannot
 // hide them), then the two methods (an instance attribute can).
@@ -185,6 +188,21 @@ inline bool same_ints(c10::IntArrayRef got, const std::vector<int64_t> &expected
     return true;
 }
 
+/* impl->requires_grad() without its two out-of-line calls in the common case: no autograd meta
+ * means False, and a meta whose dynamic type is exactly AutogradMeta (its vtable says so) answers
+ * requires_grad_ || grad_fn_, which is that class's own requires_grad().  Any other meta (a
+ * view's, which also asks its base) is asked through the virtual call. */
+inline bool requires_grad(const c10::TensorImpl *impl) {
+    const c10::AutogradMetaInterface *meta = impl->autograd_meta();
+    if (meta == nullptr)
+        return false;
+    if (plain_autograd_meta_vtable != nullptr && *reinterpret_cast<const void *const *>(meta) == plain_autograd_meta_vtable) {
+        const auto *plain = static_cast<const torch::autograd::AutogradMeta *>(meta);
+        return plain->requires_grad_ || plain->grad_fn_;
+    }
+    return impl->requires_grad();
+}
+
 /* The TensorImpl's answer, or ASK_PYTHON when a getter might answer differently. */
 Outcome match_direct(const Spec &spec, PyObject *tensor) {
     const at::Tensor &t = THPVariable_Unpack(tensor);
@@ -196,7 +214,7 @@ Outcome match_direct(const Spec &spec, PyObject *tensor) {
     if (impl->dtype().toScalarType() != spec.scalar_type)
         return NO;
     // no autograd meta: requires_grad is False (what TensorImpl::requires_grad answers, without the call)
-    if ((impl->autograd_meta() != nullptr ? impl->requires_grad() : false) != spec.requires_grad_value)
+    if (requires_grad(impl) != spec.requires_grad_value)
         return NO;
     if (!same_ints(impl->sizes(), spec.sizes_value))   // a custom-sizes tensor may throw: Python then
         return NO;
@@ -888,10 +906,23 @@ bool find_torch_objects() {
     if (torch_module == nullptr)
         return false;
     torch_strided = PyObject_GetAttrString(torch_module, "strided");   // kept for the process's life
-    Py_DECREF(torch_module);
-    if (torch_strided == nullptr)
+    if (torch_strided == nullptr) {
+        Py_DECREF(torch_module);
         return false;
+    }
     default_torch_function = _PyType_Lookup(reinterpret_cast<PyTypeObject *>(THPVariableClass), str_torch_function);
+    // A leaf that requires grad has a plain AutogradMeta: remember its vtable (else never inline).
+    PyObject *leaf = PyObject_CallMethod(torch_module, "ones", "i", 1);
+    PyObject *marked = leaf == nullptr ? nullptr : PyObject_CallMethod(leaf, "requires_grad_", nullptr);
+    if (marked != nullptr && THPVariable_Check(marked)) {
+        const c10::AutogradMetaInterface *meta = THPVariable_Unpack(marked).unsafeGetTensorImpl()->autograd_meta();
+        if (meta != nullptr && typeid(*meta) == typeid(torch::autograd::AutogradMeta))
+            plain_autograd_meta_vtable = *reinterpret_cast<const void *const *>(meta);
+    }
+    Py_XDECREF(marked);
+    Py_XDECREF(leaf);
+    Py_DECREF(torch_module);
+    PyErr_Clear();
     Py_XINCREF(default_torch_function);
     return true;
 }

@@ -26,7 +26,8 @@
  *      a tuple or a list.
  * ``counters.replays`` is counted as the Python path counts it.
  *
- * Attributes not found on the object are read from the fallback (``replay.program``...).
+ * Attributes not found on the object are read from the fallback (``replay.program``...). The
+ * fallback refers back to this object weakly (to re-arm it), so no cycle keeps either alive.
  */
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/Device.h>
@@ -81,6 +82,7 @@ struct Replay {
     PyObject *timing_dict;     // xla_bridge.timing.__dict__
     PyObject *counters;        // xla_bridge.counters
     PyObject *dict;
+    PyObject *weakreflist;
     Plan *plan;
 };
 
@@ -410,6 +412,8 @@ void Replay_dealloc(PyObject *self_obj) {
     auto *self = reinterpret_cast<Replay *>(self_obj);
     PyTypeObject *type = Py_TYPE(self_obj);
     PyObject_GC_UnTrack(self_obj);
+    if (self->weakreflist != nullptr)
+        PyObject_ClearWeakRefs(self_obj);
     Replay_clear(self_obj);
     delete self->plan;
     self->plan = nullptr;
@@ -432,6 +436,7 @@ PyGetSetDef Replay_getset[] = {
 PyMemberDef Replay_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(Replay, vectorcall), READONLY, nullptr},
     {"__dictoffset__", T_PYSSIZET, offsetof(Replay, dict), READONLY, nullptr},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(Replay, weakreflist), READONLY, nullptr},
     {"fallback", T_OBJECT, offsetof(Replay, fallback), READONLY, "the Python path (a BridgedCall)"},
     {nullptr},
 };

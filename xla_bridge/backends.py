@@ -12,6 +12,8 @@ A call in grad mode with a tensor that requires grad takes the backend's trainin
 cannot take runs eagerly, with the reason recorded.
 """
 
+import weakref
+
 import torch
 from torch.utils import _pytree as pytree
 
@@ -65,8 +67,14 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
     if cache_host_weights is None:
         cache_host_weights = config.cache_host_weights
     try:
-        return BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
-                           make_training).entry
+        call = BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
+                           make_training)
+        # trace_once: the C++ replay path in front (``replay_path``; None without the extension)
+        native = replay_path.native_entry(call) if make_program is _trace_once_program else None
+        if native is None:
+            return call
+        call.attach_native(native)
+        return native
     except NotOneGraph as error:
         reason = error.reason
     except Exception as error:   # a graph the device cannot run: eager is still right
@@ -136,12 +144,7 @@ class BridgedCall:
         self.program = None
         self.sync = None
         self.eager_reasons = set()
-        # trace_once: the C++ replay path in front of this object (None without the extension),
-        # what the backend returns as ``entry``; it calls this object for every call it does not
-        # cover (``replay_path``).
-        self.native = replay_path.native_entry(self) if make_program is _trace_once_program \
-            else None
-        self.entry = self.native if self.native is not None else self
+        self.native = None            # weak reference to the C++ replay path in front, if any
         self.armed_graph = None
         # Built in grad mode for a training path: the inference program waits for a call that
         # needs it (a training step never compiles a graph it does not run).
@@ -157,12 +160,21 @@ class BridgedCall:
         self.sync = getattr(self.program, "sync", None)
         self._arm_native()
 
+    def attach_native(self, native) -> None:
+        """``native`` (a ``_replay.Replay`` calling this object for what it does not cover) is
+        what the backend returns: kept weakly here (it holds this object), armed from here."""
+        self.native = weakref.ref(native)
+        if self.program is not None:
+            self.armed_graph = None
+            self._arm_native()
+
     def _arm_native(self) -> None:
         """Give the C++ path the recipe of the graph the program replays next, when it changed."""
+        native = self.native() if self.native is not None else None
         graph = getattr(self.program, "graph", None)
-        if self.native is not None and (graph is None or graph is not self.armed_graph):
+        if native is not None and (graph is None or graph is not self.armed_graph):
             self.armed_graph = graph
-            replay_path.arm(self.native, self)
+            replay_path.arm(native, self)
 
     def __call__(self, *inputs):
         if self.check_grad_mode and torch.is_grad_enabled():

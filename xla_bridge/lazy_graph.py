@@ -102,6 +102,8 @@ class LazyGraph:
         self.mutated = mutated                # positions written in place: the first results
         self.leaves = leaves                  # per output leaf: Result, Argument, Constant or Value
         self.treespec = treespec
+        self.argument_leaves = {k: leaf.position for k, leaf in enumerate(leaves)
+                                if isinstance(leaf, Argument)}   # {leaf index: position}
         self.casts = casts                    # (result index, PyTorch dtype): see _logical_casts
         # What the graph was traced for: (position, dtype, sizes) of each tensor argument and
         # (position, value) of each Python value (the C++ replay path checks both per call).

@@ -16,7 +16,7 @@ from torch.utils import _pytree as pytree
 from . import device as dev
 from .counters import counters
 from .log import log_xla
-from .lazy_graph import Argument, LazyGraph, describe_hash, is_evicted
+from .lazy_graph import LazyGraph, describe_hash, is_evicted
 
 
 class ReplayedGraph:
@@ -39,14 +39,20 @@ class ReplayedGraph:
 
     def _capture(self, device_args, key) -> LazyGraph:
         graph = self.graphs[key] = LazyGraph.capture(self.fn, device_args)
-        self._describe(graph)
         return graph
 
-    def _describe(self, graph: LazyGraph) -> None:
-        """Expose the current graph's output structure to the host side."""
-        self.treespec, self.mutated = graph.treespec, graph.mutated
-        self.argument_leaves = {k: leaf.position for k, leaf in enumerate(graph.leaves)
-                                if isinstance(leaf, Argument)}
+    # The current graph's output structure, for the host side.
+    @property
+    def treespec(self):
+        return self.graph.treespec
+
+    @property
+    def mutated(self) -> tuple:
+        return self.graph.mutated
+
+    @property
+    def argument_leaves(self) -> dict:
+        return self.graph.argument_leaves
 
     def run(self, device_args, same_signature=False) -> list:
         """``same_signature``: the caller vouches that the arguments have the shapes, dtypes
@@ -76,7 +82,6 @@ class ReplayedGraph:
             graph = self._capture(device_args, key)
         elif graph is not self.graph:
             log_xla.debug("replay switches to graph %s", describe_hash(graph.graph_hash))
-            self._describe(graph)
         self.graph = graph
         return graph
 

@@ -186,3 +186,18 @@ def test_random_call_sequences_agree_with_the_python_path_and_eager():
         if rng.random() < 0.2:
             y = x
         check(native, python, fn, [x, y, rng.choice([1.0, 1.0, 2.5])])
+
+
+def test_the_entry_and_its_python_path_die_with_the_last_reference_no_cycle():
+    import gc
+    import weakref
+
+    x, w = to_xla([torch.randn(3, 4), torch.randn(4, 5)])
+    native, _ = compile_both(affine, [x, w, 2.0])
+    entry_ref, python_ref = weakref.ref(native), weakref.ref(native.fallback)
+    gc.disable()
+    try:
+        del native
+        assert entry_ref() is None and python_ref() is None
+    finally:
+        gc.enable()

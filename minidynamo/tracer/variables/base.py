@@ -11,6 +11,7 @@ named, every tracker is listed, and each sits under its base class):
      │    ├── TorchFunctionVariable   torch_fns.py     torch.*, torch.nn.functional.*: graph ops
      │    └── ClassVariable           objects.py       a class (calling it: a namedtuple, a known type)
      ├── GetterVariable               builtins.py      operator.itemgetter / attrgetter
+     ├── OpaqueCallableVariable       graph_break.py   a C callable we cannot model: calling it breaks the graph
      ├── ConstantVariable             constant.py      Python scalars, strings, None, dtypes, devices, ...
      ├── ConstantMethodVariable       constant.py      "a{}".format, (3).bit_length: run when all known
      ├── TensorVariable               tensor.py        an fx node plus a meta example value
