@@ -11,6 +11,8 @@ import functools
 import operator
 import types
 
+import guards as G
+
 from ..exc import Unsupported
 from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
 from .variables.constant import ConstantVariable
@@ -158,13 +160,11 @@ def is_same(tx, a: VariableTracker, b: VariableTracker) -> bool:
 
 def _guarded_identity(tx, source_a, source_b) -> bool:
     """``a is b`` for two values read from the frame: the answer now, guarded for later calls."""
-    import guards
-
     real_values = tx.output.wrapped_values       # every value wrap() read, tensors included
     if source_a not in real_values or source_b not in real_values:
         raise Unsupported(f"identity test between {source_a.name()} and {source_b.name()} (values not recorded)")
     same = real_values[source_a] is real_values[source_b]
-    tx.output.add_guard(guards.alias_match(source_a, ((source_b, same),)))
+    tx.output.add_guard(G.alias_match(source_a, ((source_b, same),)))
     return same
 
 
@@ -354,8 +354,6 @@ def special_method(tx, vt, name):
     import types
 
     from .variables.objects import lookup_class_attribute
-
-    import guards as G
 
     klass = type(vt.value)
     for base in klass.__mro__:

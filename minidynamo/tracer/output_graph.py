@@ -19,6 +19,9 @@ import os
 import torch
 import torch.fx
 
+import guards
+
+from ..exc import Unsupported
 from .meta import FACTORIES, EffectProbe, run_on_meta, to_meta
 from .side_effects import SideEffects
 from .variables.base import VariableTracker
@@ -42,8 +45,6 @@ class OutputGraph:
         self._objects_by_type: dict = {}    # type -> {source: object} of type-guarded objects read
         self.metadata_mutated: set = set()  # input sources whose metadata an in-place op changes
         self.reads_storage_offset = False   # the trace read some tensor's storage_offset()
-        import guards
-
         # Factories without dtype=, int -> float promotion and meta example values all use the
         # default dtype: every entry checks it (one C call, next to the grad mode).
         self.add_guard(guards.default_dtype_match())
@@ -83,8 +84,6 @@ class OutputGraph:
         """An in-place op changes the metadata (shape, strides, requires_grad) of the input read
         from ``source``: every other tensor input must be another tensor, or the trace read stale
         metadata from its own example.  Guarded at the end; refused when it is the same now."""
-        from ..exc import Unsupported
-
         tensor = self.real_inputs[source]
         for other, real in self.real_inputs.items():
             if other != source and real is tensor:
@@ -97,8 +96,6 @@ class OutputGraph:
         (the trace may have compared them, or stored through one and read through another),
         and between a tensor input whose metadata the graph changes in place and every other
         tensor input (the trace read the others' metadata from their own examples)."""
-        import guards
-
         result = []
         for objects in self._objects_by_type.values():
             result += _partition_guards(list(objects.items()))
@@ -117,7 +114,6 @@ class OutputGraph:
     def add_input(self, source, tensor: torch.Tensor):
         """The graph input read from ``source`` (a real tensor now), made once per source."""
         from .variables.tensor import TensorVariable
-        import guards
 
         existing = self.input_variables.get(source)
         if existing is not None:
@@ -173,8 +169,6 @@ class OutputGraph:
             example_kwargs["device"] = "meta"                       # examples always live on meta
         if not devices:
             if device is None:            # a factory without device=: the default device decides
-                import guards
-
                 guard = guards.torch_state_match("get_default_device")
                 self.add_guard(guard)
                 device = guard.obj
@@ -224,8 +218,6 @@ def tensor_metadata(tensor: torch.Tensor) -> tuple:
 def _partition_guards(items: list) -> list:
     """Guards that ``items`` ((source, object) pairs) split into the same groups of identical
     objects: each source is the first of its group, or is that first one."""
-    import guards
-
     result, firsts = [], []
     for source, value in items:
         first = next((s for s, v in firsts if v is value), None)

@@ -268,8 +268,6 @@ class InstructionTranslatorBase:
         self.push(self.load_global(name))
 
     def load_global(self, name):
-        import guards as G
-
         stored = self.output.side_effects.stored_global(name) if self.f_globals is self.output.frame_info.f_globals else None
         if stored is not None:
             return stored
@@ -605,7 +603,6 @@ class InstructionTranslator(InstructionTranslatorBase):
 
     def __init__(self, func, f_locals, output, globals_source):
         from .variables.functions import RealCellVariable
-        import guards as G
 
         cells = [RealCellVariable(c, G.ClosureSource(i, name))
                  for i, (c, name) in enumerate(zip(func.__closure__ or (), func.__code__.co_freevars))]

@@ -27,6 +27,8 @@ import guards as G
 from ...exc import Unsupported
 from .base import AttributeMissing, VariableTracker, describe
 from .constant import ConstantVariable
+from .containers import DictVariable
+from .objects import ClassVariable, lookup_class_attribute
 
 # The builtin classes a modelled class may inherit from, and the state each gives it.
 BUILTIN_BASES = (object, dict, collections.OrderedDict)
@@ -74,8 +76,6 @@ class NewObjectVariable(VariableTracker):
 
     def __init__(self, klass: type, class_vt: VariableTracker):
         super().__init__()
-        from .containers import DictVariable
-
         self.klass = klass
         self.class_vt = class_vt                      # the class as read (with its source)
         self.attrs: dict = {}
@@ -91,8 +91,6 @@ class NewObjectVariable(VariableTracker):
 
     # -- reading attributes ---------------------------------------------------------------
     def class_lookup(self, tx, name, mro_start=0):
-        from .objects import lookup_class_attribute
-
         return lookup_class_attribute(tx, self.klass, name, self, None, mro_start, self.class_source)
 
     def var_getattr(self, tx, name):
@@ -104,8 +102,6 @@ class NewObjectVariable(VariableTracker):
     def generic_getattr(self, tx, name):
         """``object.__getattribute__``: data descriptors, the instance dict, the class; then a
         Python ``__getattr__``."""
-        from .objects import ClassVariable
-
         if name == "__class__":
             return self.class_vt
         if name == "__dict__":
