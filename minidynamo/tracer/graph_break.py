@@ -35,7 +35,7 @@ import torch
 from ..exc import Unsupported
 from .capture import Templates
 from .translator import decoded
-from .variables.base import NullVariable, VariableTracker
+from .variables.base import NullVariable, OpaqueCallableVariable, VariableTracker  # noqa: F401 (builder imports it here)
 from .variables.containers import TupleVariable
 from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
                                      _AutocastExitVariable, _ExitVariable)
@@ -173,22 +173,3 @@ class BreakTemplates(Templates):
             if getattr(vt, "source", None) is not None:
                 return ("real", self.read(vt.source))
             raise Unsupported(f"graph break: {vt} cannot be rebuilt for the eager instruction and the resume function")
-
-
-class OpaqueCallableVariable(VariableTracker):
-    """A C function the tracer does not model (``id``, ``os.getpid``): loading it is fine,
-    calling it is Unsupported, so the frame breaks at the call and the call runs eagerly."""
-
-    def __init__(self, value, source, reason: str):
-        super().__init__(source)
-        self.value = value
-        self.reason = reason
-
-    def python_type(self):
-        return type(self.value)
-
-    def call_function(self, tx, args, kwargs):
-        raise Unsupported(self.reason)
-
-    def __repr__(self):
-        return f"OpaqueCallableVariable({getattr(self.value, '__qualname__', self.value)!r})"

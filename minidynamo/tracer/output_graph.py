@@ -154,12 +154,12 @@ class OutputGraph:
 
         node_args, example_args, devices = [], [], []
         for a in args:
-            n, e = graph_arg(a, devices)
+            n, e = a.as_graph_arg(devices)
             node_args.append(n)
             example_args.append(e)
         node_kwargs, example_kwargs = {}, {}
         for k, v in kwargs.items():
-            node_kwargs[k], example_kwargs[k] = graph_arg(v, devices)
+            node_kwargs[k], example_kwargs[k] = v.as_graph_arg(devices)
         fn = example_fn or (_method_caller(target) if kind == "call_method" else target)
         if device is None and example_kwargs.get("device") is not None:
             device = torch.device(example_kwargs["device"])          # an explicit device= wins
@@ -258,13 +258,3 @@ def _method_caller(name: str):
 
 def _accepts_device(target) -> bool:
     return target in FACTORIES
-
-
-def graph_arg(vt: VariableTracker, devices: list):
-    """(fx node argument, meta example argument) for a VariableTracker used as an op argument."""
-    from .variables.tensor import TensorVariable
-
-    if isinstance(vt, TensorVariable):
-        devices.append(vt.device)
-        return vt.node, vt.example
-    return vt.as_graph_arg(devices)

@@ -64,9 +64,7 @@ class BaseListVariable(MethodTable, VariableTracker):
         return list(self.items)
 
     def as_graph_arg(self, devices):
-        from ..output_graph import graph_arg
-
-        pairs = [graph_arg(i, devices) for i in self.items]
+        pairs = [i.as_graph_arg(devices) for i in self.items]
         kind = list if self.python_type() is list else tuple
         return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
 
@@ -349,11 +347,9 @@ class DictVariable(MethodTable, VariableTracker):
         return None
 
     def as_graph_arg(self, devices):
-        from ..output_graph import graph_arg
-
         if self.has_tensor_keys:
             raise Unsupported("a dict keyed by tensors given to a tensor operation")
-        pairs = {k: graph_arg(v, devices) for k, v in self.items.items()}
+        pairs = {k: v.as_graph_arg(devices) for k, v in self.items.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
 
     def subscript(self, tx, index):
@@ -513,9 +509,7 @@ class SliceVariable(VariableTracker):
         return slice(*(p.as_python_constant() for p in self.parts))
 
     def as_graph_arg(self, devices):
-        from ..output_graph import graph_arg
-
-        pairs = [graph_arg(p, devices) for p in self.parts]
+        pairs = [p.as_graph_arg(devices) for p in self.parts]
         return slice(*(p[0] for p in pairs)), slice(*(p[1] for p in pairs))
 
 
