@@ -14,6 +14,7 @@ import types
 import guards as G
 
 from ..exc import Unsupported
+from .library import is_library_value
 from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
 from .variables.constant import ConstantVariable
 from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable, SetVariable,
@@ -296,8 +297,6 @@ def has_user_dunders(klass) -> bool:
     """Whether ``klass`` (or a base outside the libraries) defines a special method in Python
     that operators and builtins could run: ``__eq__``, ``__str__``, ``__hash__``, ...  A value of
     such a type folded at trace time would run the user's code on real values: refused."""
-    from .builder import is_library_value
-
     for base in klass.__mro__:
         if base is object or is_library_value(base):
             continue
@@ -351,8 +350,6 @@ def special_method(tx, vt, name):
     """How ``type(obj).name`` resolves for a user object: ("python", bound method tracker),
     ("object", None) for object's own default, ("absent", None), or ("c", None) for any other
     C implementation (which we cannot run symbolically)."""
-    import types
-
     from .variables.objects import lookup_class_attribute
 
     klass = type(vt.value)
@@ -404,8 +401,6 @@ def _other_side(tx, x, name, y):
     if isinstance(x, TensorVariable):
         raise Unsupported(f"a tensor and a user object in {name}")
     value = getattr(x, "value", None) if isinstance(x, ConstantVariable) else None
-    import types
-
     if value is not None and isinstance(getattr(type(value), name, None), types.FunctionType):
         raise Unsupported(f"{type(value).__name__}.{name} is Python code on a constant")
     if name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):

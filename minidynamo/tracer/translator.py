@@ -23,7 +23,8 @@ from .. import config
 from ..skipfiles import disabled_codes
 from ..exc import Unsupported
 from . import operators, try_blocks
-from .builder import is_library_value, wrap
+from .builder import wrap
+from .library import is_library_value
 from .variables.base import NullVariable, VariableTracker
 from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, ListVariable, SetVariable, SliceVariable, TupleVariable

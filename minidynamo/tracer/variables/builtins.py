@@ -10,10 +10,13 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import types
 
 import torch
 
+from ... import config
 from ...exc import Unsupported
+from ..library import is_library_value
 from .base import NO_CONSTANT, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SliceVariable,
@@ -50,28 +53,20 @@ def _user_class_check(kinds, name: str):
     """isinstance/issubclass consult ``type(cls).__instancecheck__``/``__subclasscheck__``: one
     written in Python (a user metaclass) would run user code on real values: refused.  ABCMeta
     (C, library) and type's own are answered by the real check."""
-    import types
-
     for k in kinds if isinstance(kinds, tuple) else (kinds,):
         if isinstance(k, tuple):
             _user_class_check(k, name)
             continue
         for base in type(k).__mro__:
             if name in base.__dict__:
-                if isinstance(base.__dict__[name], types.FunctionType) and not _is_library_class(base):
+                if isinstance(base.__dict__[name], types.FunctionType) and not is_library_value(base):
                     raise Unsupported(f"{name} of metaclass {type(k).__name__} (user code)")
                 break
         hook = getattr(k, "__subclasshook__", None)     # ABCMeta consults it
         hook = getattr(hook, "__func__", None)
-        if isinstance(k, type) and isinstance(hook, types.FunctionType) and not _is_library_class(
+        if isinstance(k, type) and isinstance(hook, types.FunctionType) and not is_library_value(
                 next((b for b in k.__mro__ if "__subclasshook__" in b.__dict__), object)):
             raise Unsupported(f"{name} through {k.__name__}.__subclasshook__ (user code)")
-
-
-def _is_library_class(klass) -> bool:
-    from ..builder import is_library_value
-
-    return is_library_value(klass)
 
 
 def _isinstance(tx, obj, classes):
@@ -131,11 +126,6 @@ def _hasattr(tx, obj, name):
 
 def _library_module_has(obj, name) -> bool:
     """``hasattr(torch._C, "_c10d_init")``: a library module's attribute, assumed unpatched."""
-    import types
-
-    from ... import config
-    from ..builder import is_library_value
-
     value = getattr(obj, "value", None)
     return (config.assume_libraries_unpatched and isinstance(value, types.ModuleType)
             and is_library_value(value) and hasattr(value, name))

@@ -10,6 +10,7 @@ Their constructors are in the stdlib table (stdlib.py).
 from __future__ import annotations
 
 import collections
+import types
 
 from ...exc import Unsupported
 from .base import NO_CONSTANT, AttributeMissing, maybe_constant
@@ -113,8 +114,6 @@ def _rebuild_value(factory):
 
 
 def _is_builtin_value(value) -> bool:
-    import types
-
     return isinstance(value, (type, types.BuiltinFunctionType)) and getattr(value, "__module__", "") == "builtins"
 
 

@@ -8,6 +8,7 @@ belongs to the caller: mutating it would have to be replayed, so that is Unsuppo
 from __future__ import annotations
 
 import collections
+import types
 
 import torch
 
@@ -152,8 +153,6 @@ class NamedTupleVariable(TupleVariable):
     def var_getattr(self, tx, name):
         """Fields by name, ``_fields``, ``_asdict``/``_replace``, and the methods the class
         defines in Python (read through the class, bound to this tuple, inlined)."""
-        import types
-
         fields = named_tuple_fields(self.tuple_type)
         if name in fields:
             return self.items[fields.index(name)]
