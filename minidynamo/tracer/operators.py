@@ -7,14 +7,13 @@
 
 from __future__ import annotations
 
-import functools
 import operator
 import types
 
 import guards as G
 
 from ..exc import Unsupported
-from .library import is_library_value
+from .library import refuse_user_dunders
 from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
 from .variables.constant import ConstantVariable
 from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable, SetVariable,
@@ -286,40 +285,6 @@ def _dicts_equal(tx, a, b) -> bool:
 
 
 # -- user objects: their Python dunders, in CPython's order ----------------------------------
-NOT_OPERATOR_DUNDERS = {"__new__", "__init__", "__init_subclass__", "__class_getitem__", "__set_name__",
-                        "__getstate__", "__setstate__", "__reduce__", "__reduce_ex__", "__copy__", "__deepcopy__",
-                        "__dir__", "__post_init__", "__del__", "__getattr__", "__getattribute__", "__setattr__",
-                        "__delattr__", "__get__", "__set__", "__delete__", "__call__", "__subclasshook__"}
-
-
-@functools.lru_cache(maxsize=4096)
-def has_user_dunders(klass) -> bool:
-    """Whether ``klass`` (or a base outside the libraries) defines a special method in Python
-    that operators and builtins could run: ``__eq__``, ``__str__``, ``__hash__``, ...  A value of
-    such a type folded at trace time would run the user's code on real values: refused."""
-    for base in klass.__mro__:
-        if base is object or is_library_value(base):
-            continue
-        for name, attr in base.__dict__.items():
-            if name.startswith("__") and name.endswith("__") and name not in NOT_OPERATOR_DUNDERS \
-                    and isinstance(attr, (types.FunctionType, classmethod, staticmethod)) \
-                    and not is_library_value(getattr(attr, "__func__", attr)):   # enum's own, copied in
-                return True
-    return False
-
-
-def refuse_user_dunders(values, what: str) -> None:
-    """Constants (an enum member, a class with a user metaclass) whose type runs Python code
-    for operators or builtins are not folded."""
-    for value in values:
-        if isinstance(value, (tuple, list, set, frozenset)):
-            refuse_user_dunders(value, what)
-        elif isinstance(value, dict):
-            refuse_user_dunders(value.values(), what)
-        if has_user_dunders(type(value)):
-            raise Unsupported(f"{what} of a {type(value).__name__}, whose class defines special methods in Python")
-
-
 def _module_overrides(vt, fn) -> bool:
     names = [f"__{BINARY_DUNDERS[IN_PLACE_TO_PLAIN.get(fn, fn)]}__"] if IN_PLACE_TO_PLAIN.get(fn, fn) in BINARY_DUNDERS \
         else list(REFLECTED_COMPARISON.get(fn, ())) + ([UNARY_DUNDERS[fn]] if fn in UNARY_DUNDERS else [])

@@ -24,7 +24,7 @@ from ..skipfiles import disabled_codes
 from ..exc import Unsupported
 from . import operators, try_blocks
 from .builder import wrap
-from .library import is_library_value
+from .library import is_library_value, refuse_user_dunders
 from .variables.base import NullVariable, VariableTracker
 from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, ListVariable, SetVariable, SliceVariable, TupleVariable
@@ -425,7 +425,7 @@ class InstructionTranslatorBase:
         if isinstance(value, TensorVariable):
             raise Unsupported("formatting a tensor into a string needs its data")
         value = value.as_python_constant()
-        operators.refuse_user_dunders([value], "formatting")     # a Python __str__/__format__
+        refuse_user_dunders([value], "formatting")     # a Python __str__/__format__
         value = {0: value, 1: str(value), 2: repr(value), 3: ascii(value)}[inst.arg & 0x03]
         self.push(ConstantVariable(format(value, spec)))
 

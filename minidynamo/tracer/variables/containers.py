@@ -13,6 +13,7 @@ import types
 import torch
 
 from ...exc import Unsupported
+from ..library import refuse_user_dunders
 from .base import AttributeMissing, BoundMethodVariable, VariableTracker, maybe_constant
 from .constant import ConstantVariable
 
@@ -264,8 +265,6 @@ class ListVariable(BaseListVariable):
     def method_sort(self, tx, key=None, reverse=None):
         """Sorts by constant keys (the items themselves, or ``key(item)``): stable, like list.sort."""
         _check_mutable(tx, self, "sort")
-        from ..operators import refuse_user_dunders
-
         keys = [(key.call_function(tx, [i], {}) if key is not None else i).as_python_constant() for i in self.items]
         refuse_user_dunders(keys, "sorting")            # their __lt__ would run for real
         order = sorted(range(len(self.items)), key=keys.__getitem__,
@@ -490,8 +489,6 @@ def _key(vt):
     key = maybe_constant(vt, _key)
     if key is _key:
         raise Unsupported(f"dict key {vt} is not a constant")
-    from ..operators import refuse_user_dunders
-
     refuse_user_dunders([key], "hashing")           # an enum with a Python __hash__/__eq__
     return key
 
