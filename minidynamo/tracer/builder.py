@@ -97,6 +97,12 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guard(G.equals_match(source, value))
         return SizeVariable([ConstantVariable(d) for d in value], source)
+    if kind is set and source is not None and all(type(v) in (str, int, bool, type(None)) for v in value):
+        guard(G.type_match(source, value))
+        # no guard compares sets: their repr does (equal reprs of str/int/bool/None items are
+        # equal sets, iterated in the same order); a set changed in any way misses
+        guard(G.equals_match(G.CallSource(source, "__repr__"), repr(value)))
+        return caller_set(value, source)
     if kind in (list, dict, collections.OrderedDict) and source is not None:
         cached = tx.output.side_effects.cached_container(source)   # one tracker per caller's list:
         if cached is not None:                                    # mutations must be seen by all reads
@@ -118,12 +124,38 @@ def wrap(tx, value, source) -> VariableTracker:
         raise_if_unsupported_method(value)
         attr = (lambda name: G.AttrSource(source, name)) if source is not None else (lambda name: None)
         return UserMethodVariable(wrap(tx, value.__func__, attr("__func__")), wrap(tx, value.__self__, attr("__self__")))
+    if isinstance(value, types.FunctionType) and source is not None and "<locals>" in value.__code__.co_qualname:
+        return _wrap_nested_function(tx, value, source, guard)
     if source is not None and (_is_root(source) or not is_library_value(value)
                                or not _read_from_library(tx, source) or not config.assume_libraries_unpatched):
         guard(G.id_match(source, value) if _identity_guarded(value) else G.type_match(source, value))
     vt = wrap_object(value, source)
     if source is not None and type(vt).__name__ == "UserObjectVariable":
         tx.output.note_object_identity(source, value)      # which of them are one object: guarded
+    return vt
+
+
+def _wrap_nested_function(tx, fn, source, guard) -> VariableTracker:
+    """A function made by another function's frame (a closure, an attention-mask builder):
+    often a new object on every call, so guarding its identity would recompile every call.
+    It is guarded by what the trace can rely on instead: its code and globals (by identity), its
+    defaults (wrapped, so guarded), and each closure cell the trace reads (guarded on read).
+    Its identity is still seen: which of the functions read are one object is guarded
+    (``note_object_identity``), and returned or stored it is re-read from its source."""
+    from .variables.functions import UserFunctionVariable, trace_time_answers
+    from .variables.torch_fns import is_torch_callable
+
+    if is_torch_callable(fn) or fn in trace_time_answers():
+        guard(G.id_match(source, fn))
+        return wrap_object(fn, source)
+    guard(G.type_match(source, fn))
+    guard(G.id_match(G.AttrSource(source, "__code__"), fn.__code__))
+    guard(G.id_match(G.AttrSource(source, "__globals__"), fn.__globals__))
+    wrap(tx, fn.__defaults__, G.AttrSource(source, "__defaults__"))
+    wrap(tx, fn.__kwdefaults__, G.AttrSource(source, "__kwdefaults__"))
+    tx.output.note_object_identity(source, fn)
+    vt = UserFunctionVariable(fn, source)
+    vt.guarded_by_code = True
     return vt
 
 
@@ -183,7 +215,9 @@ def wrap_object(value, source) -> VariableTracker:
     from .variables.objects import ClassVariable, PythonModuleVariable, UserObjectVariable
     from .variables.torch_fns import TorchFunctionVariable, is_torch_callable
 
-    if _hashable(value) and value in BUILTIN_HANDLERS:      # modelled C and stdlib callables
+    if not isinstance(value, (type, types.ModuleType)) and not _hashable(value):
+        return UserObjectVariable(value, source)   # a user __hash__: never a torch/builtin callable
+    if value in BUILTIN_HANDLERS:                        # modelled C and stdlib callables
         return BuiltinVariable(value, source)
     answers = trace_time_answers() if isinstance(value, types.FunctionType) else {}
     if answers and value in answers:                     # torch.compiler.is_compiling(): True while tracing
@@ -213,10 +247,14 @@ def raise_if_unsupported_method(method):
 
 
 def _hashable(value) -> bool:
+    """Whether ``value`` can be looked up in a table, without running a user ``__hash__``
+    (a half-built object's may raise anything)."""
+    if isinstance(getattr(type(value), "__hash__", None), types.FunctionType):
+        return False
     try:
         hash(value)
         return True
-    except TypeError:
+    except Exception:
         return False
 
 
@@ -244,3 +282,14 @@ def wrap_constant_result(value) -> VariableTracker:
 
         return UserObjectVariable(value, None)
     raise Unsupported(f"a {type(value).__name__} computed at trace time")
+
+
+def caller_set(value, source) -> VariableTracker:
+    """A set of constants read from the frame (a library's table of accepted flag strings, say):
+    read-only in the trace (``in``, ``len``, iteration, ``s | t``).  Changing it would need a
+    replay on the caller's set: refused.  Returned, it is the caller's own set."""
+    from .variables.containers import CallerSetVariable
+
+    vt = CallerSetVariable(value)
+    vt.source = source
+    return vt

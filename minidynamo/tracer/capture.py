@@ -27,7 +27,7 @@ from .variables.constant import ConstantVariable
 from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable,
                                    NamedTupleVariable, SetVariable, SizeVariable, SliceVariable, make_named_tuple)
 from .variables.builtins import BuiltinVariable
-from .variables.functions import UserFunctionVariable
+from .variables.functions import NestedFunctionVariable, UserFunctionVariable
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import ClassVariable
 from .variables.torch_fns import TorchFunctionVariable
@@ -225,9 +225,9 @@ class Templates:
             return ("const", torch.Size(vt.as_python_constant()))
         if isinstance(vt, ConstantVariable):
             return ("const", vt.value)
-        if isinstance(vt, (ListVariable, DictVariable)) and vt.source is not None:
+        if (isinstance(vt, (ListVariable, DictVariable)) or getattr(vt, "returns_real", False)) and vt.source is not None:
             return ("real", self.read(vt.source))
-        if isinstance(vt, (ListVariable, DictVariable)) or getattr(vt, "is_new_object", False):
+        if isinstance(vt, (ListVariable, DictVariable, NestedFunctionVariable)) or getattr(vt, "is_new_object", False):
             if id(vt) not in self.fresh:
                 self._keep.append(vt)
                 self.fresh[id(vt)] = None                  # a list holding itself: refused below
@@ -238,6 +238,10 @@ class Templates:
         return self._container(vt)
 
     def _container(self, vt):
+        if isinstance(vt, NestedFunctionVariable):          # a closure made in the trace
+            from .variables.functions import function_template
+
+            return function_template(self, vt)
         if getattr(vt, "is_new_object", False):              # a user object made in the trace
             items = None if vt.dict_part is None else [(k, self.of(v)) for k, v in vt.dict_part.items.items()]
             return ("object", vt.klass, items, [(k, self.of(v)) for k, v in vt.attrs.items()])
@@ -255,6 +259,8 @@ class Templates:
             return ("view", vt.kind, self.of(vt.dict_vt))
         if isinstance(vt, NNModuleVariable) and vt.source is not None:
             return ("const", vt.value)                       # id-guarded: the very same module
+        if getattr(vt, "guarded_by_code", False) and vt.source is not None:
+            return ("real", self.read(vt.source))           # a closure guarded by code: this call's own
         if isinstance(vt, (SliceVariable, TorchFunctionVariable, BuiltinVariable, ClassVariable, UserFunctionVariable)):
             return ("const", vt.as_python_constant())        # immutable, or guarded by identity
         raise Unsupported(f"returning {vt} from the frame")
@@ -346,6 +352,14 @@ def _build(template, outputs, real=(), made=None):
         if template[1] not in made:
             made[template[1]] = _build(template[2], outputs, real, made)
         return made[template[1]]
+    if kind == "cell":
+        return types.CellType() if template[1] is None else types.CellType(_build(template[1], outputs, real, made))
+    if kind == "function":
+        from .variables.functions import rebuild_function
+
+        return rebuild_function(template[1], [_build(t, outputs, real, made) for t in template[2]],
+                                [(k, _build(t, outputs, real, made)) for k, t in template[3]],
+                                [_build(t, outputs, real, made) for t in template[4]])
     if kind == "object":
         from .variables.new_objects import rebuild
 
@@ -361,14 +375,6 @@ def _build(template, outputs, real=(), made=None):
         return types.MethodType(_build(template[1], outputs, real, made), _build(template[2], outputs, real, made))
     if kind == "getattr":                                    # tensor.item before the call (graph_break)
         return getattr(_build(template[1], outputs, real, made), template[2])
-    if kind == "function":                                   # a closure-free function made by the frame
-        _, code, globals_dict, defaults, kwdefaults = template
-        fn = types.FunctionType(code, globals_dict, code.co_name,
-                                tuple(_build(t, outputs, real, made) for t in defaults) or None)
-        fn.__qualname__ = code.co_qualname
-        if kwdefaults:
-            fn.__kwdefaults__ = {k: _build(t, outputs, real, made) for k, t in kwdefaults}
-        return fn
     if kind == "dict":
         return template[1]((k, _build(t, outputs, real, made)) for k, t in template[2])
     return kind(_build(t, outputs, real, made) for t in template[1])

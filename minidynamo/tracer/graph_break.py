@@ -39,7 +39,7 @@ from .variables.base import NullVariable, OpaqueCallableVariable, VariableTracke
 from .variables.containers import TupleVariable
 from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
                                      _AutocastExitVariable, _ExitVariable)
-from .variables.functions import NestedFunctionVariable, UserMethodVariable
+from .variables.functions import UserMethodVariable
 from .variables.tensor import TensorMethodVariable, TensorVariable
 
 JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack when jumping)
@@ -150,8 +150,8 @@ class BreakTemplates(Templates):
     """Templates of the values handed over at a break: besides what a return value may be,
     any value with a source is re-read from the frame (the very same object, its pending
     attribute changes replayed), a graph input tensor is passed through as itself, a bound
-    method is bound again to its rebuilt ``self`` (``x.item`` is read again from ``x``), and a
-    function the frame made without a closure is made again (once per call)."""
+    method is bound again to its rebuilt ``self`` (``x.item`` is read again from ``x``); a
+    function the frame made is made again once per call, as for a return value."""
 
     def of(self, vt):
         if isinstance(vt, TensorVariable) and vt.is_input and vt.source is not None:
@@ -160,13 +160,6 @@ class BreakTemplates(Templates):
             return ("method", self.of(vt.fn), self.of(vt.self_vt))
         if isinstance(vt, TensorMethodVariable):             # x.item, x.tolist before the call
             return ("getattr", self.of(vt.tensor), vt.name)
-        if isinstance(vt, NestedFunctionVariable) and not vt.closure:
-            if id(vt) not in self.fresh:                     # one function object per call, shared
-                self._keep.append(vt)
-                self.fresh[id(vt)] = ("fresh", len(self._keep) - 1, (
-                    "function", vt.code, vt.globals_dict, [self.of(d) for d in vt.default_values],
-                    [(k, self.of(v)) for k, v in vt.kwdefault_values.items()]))
-            return self.fresh[id(vt)]
         try:
             return super().of(vt)
         except Unsupported:

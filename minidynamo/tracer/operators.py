@@ -41,8 +41,6 @@ def apply(tx, fn, args: list) -> VariableTracker:
         return ConstantVariable(not args[0].truth(tx))
     if fn is operator.truth:
         return ConstantVariable(args[0].truth(tx))
-    if fn in (operator.eq, operator.ne):
-        _refuse_modelled_equality(args)
     if any(isinstance(a, UserObjectVariable) for a in args):
         return _user_op(tx, fn, args)        # the user's own dunders, as CPython would call them
     if any(isinstance(a, TensorVariable) for a in args):
@@ -105,19 +103,6 @@ def _sequence_op(tx, fn, args):
             same = is_same(tx, a, b)
             return ConstantVariable(same if plain is operator.eq else not same)
     raise Unsupported(f"operator {fn.__name__} on {', '.join(type(a).__name__ for a in args)}")
-
-
-def _refuse_modelled_equality(args) -> None:
-    """``==`` / ``!=`` with an object made in the trace is identity only when its class leaves
-    ``__eq__``/``__ne__`` to ``object``: a dataclass's ``__eq__`` or a dict subclass's item
-    comparison would decide otherwise, and is not run here: refused."""
-    from .variables.new_objects import NewObjectVariable, builtin_owner
-
-    for vt in args:
-        if isinstance(vt, NewObjectVariable):
-            for name in ("__eq__", "__ne__"):
-                if builtin_owner(vt.klass, name) is not object:
-                    raise Unsupported(f"{name} of a {vt.klass.__name__} made in the trace (not inlined)")
 
 
 def _sequence_kind(vt):

@@ -518,11 +518,12 @@ class InstructionTranslatorBase:
     def MAKE_FUNCTION(self, inst):
         code = self.pop().as_python_constant()
         closure = self.pop().items if inst.arg & 0x08 else []
-        if inst.arg & 0x04:
-            self.pop()                                   # annotations: not needed
+        annotations = self.pop() if inst.arg & 0x04 else None     # kept only for a rebuilt function
         kwdefaults = dict(self.pop().items) if inst.arg & 0x02 else {}
         defaults = list(self.pop().items) if inst.arg & 0x01 else []
-        self.push(NestedFunctionVariable(code, self.f_globals, self.globals_source, defaults, kwdefaults, closure))
+        fn = NestedFunctionVariable(code, self.f_globals, self.globals_source, defaults, kwdefaults, closure)
+        fn.annotations = annotations
+        self.push(fn)
 
     def RETURN_VALUE(self, inst): self.return_value = self.pop()
 

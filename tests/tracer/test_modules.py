@@ -66,8 +66,9 @@ def test_parameters_and_buffers_are_inputs():
     assert "L['self'].offset" in names and "L['self'].lin.weight" in names
 
 
-def test_custom_call_is_inlined():
-    """A module class overriding ``__call__`` runs its own ``__call__`` (inlined), not forward."""
+def test_python_call_override_is_inlined():
+    """A module whose class overrides __call__ in Python (transformers' checkpointing layers):
+    the override runs, not nn.Module's dispatch (its forward is never reached here)."""
     class Weird(nn.Module):
         def __call__(self, a):
             return a * 3

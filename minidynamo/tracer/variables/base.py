@@ -26,6 +26,7 @@ named, every tracker is listed, and each sits under its base class):
      │    └── DefaultDictVariable     collection_types.py   collections.defaultdict made in the trace
      ├── DictViewVariable             containers.py    d.keys() / d.values() / d.items()
      ├── SetVariable                  containers.py    a set of constants made in the trace
+     │    └── CallerSetVariable       containers.py    a caller's set of constants, read-only
      ├── SliceVariable                containers.py
      ├── IteratorVariable             containers.py    the protocol: next_item(tx), lazy and live
      │    ├── ListIteratorVariable    iterators.py     iter(list): reads the live list by index
@@ -57,10 +58,10 @@ named, every tracker is listed, and each sits under its base class):
      ├── HandlerVariable              stdlib.py        a class method such as dict.fromkeys
      ├── NNModuleVariable             nn_module.py     an nn.Module instance (forward inlined)
      ├── ModuleCallVariable           nn_module.py     nn.Module.__call__ bound to a module
-     ├── NewObjectVariable            new_objects.py   an instance made during the trace
      ├── BuiltinBaseMethod            new_objects.py   a C method of object / dict bound to such an instance
      ├── PythonModuleVariable         objects.py       a Python module (import, attribute reads)
      ├── UserObjectVariable           objects.py       any other real object, attributes guarded one by one
+     │    └── NewObjectVariable       new_objects.py   an instance made during the trace
      ├── SuperVariable                objects.py       super(klass, obj)
      ├── ContextManagerVariable       ctx_managers.py  what BEFORE_WITH accepts
      │    ├── GradModeVariable        ctx_managers.py  torch.no_grad() / enable_grad()

@@ -756,3 +756,22 @@ def _constant_set(tx, vt):
     from .iterators import make_iterator
 
     return [_key(item) for item in make_iterator(tx, vt).unpack(tx)]
+
+
+class CallerSetVariable(SetVariable):
+    """A caller's set of constants, read-only (``caller_set`` in builder.py): every method that
+    would change it is refused (a side effect on the caller's set is not replayed)."""
+
+    returns_real = True
+
+
+def _refuse_set_change(name):
+    def method(self, tx, *args, **kwargs):
+        raise Unsupported(f"set.{name} on a set read from {self.source.name()} (a side effect on the caller's set)")
+    return method
+
+
+for _name in ("add", "update", "discard", "remove", "clear", "pop", "ior", "iand", "isub", "ixor",
+              "difference_update", "intersection_update", "symmetric_difference_update"):
+    setattr(CallerSetVariable, f"method_{_name}", _refuse_set_change(_name))
+del _name

@@ -412,3 +412,50 @@ class TraceTimeAnswerVariable(VariableTracker):
 
     def __repr__(self):
         return f"TraceTimeAnswerVariable({self.value.__qualname__} -> {self.answer})"
+
+
+# -- a function made in the trace, returned or stored: rebuilt after the graph ----------------------
+def function_template(templates, vt: "NestedFunctionVariable"):
+    """``("function", code, globals, defaults, kwdefaults, cells)``: what ``rebuild_function``
+    needs.  A cell made in the trace is one new cell per call (shared by every closure that
+    holds it, filled with its value at the frame's end); a real closure's cell is re-read."""
+    annotations = {}
+    if getattr(vt, "annotations", None) is not None:      # 3.11: (name, value, name, value, ...)
+        from .base import maybe_constant
+
+        pairs = [maybe_constant(item, _NOT_KNOWN) for item in vt.annotations.unpack(None)]
+        if any(p is _NOT_KNOWN for p in pairs):
+            raise Unsupported(f"returning {vt.fn_name()}: its annotations are not constants")
+        annotations = dict(zip(pairs[::2], pairs[1::2]))
+    cells = []
+    for cell in vt.closure:
+        if isinstance(cell, CellVariable):
+            key = ("cell", id(cell))
+            if key not in templates.fresh:
+                templates._keep.append(cell)
+                index = len(templates._keep) - 1
+                templates.fresh[key] = None
+                templates.fresh[key] = ("fresh", index, ("cell", templates.of(cell.value) if cell.value is not None
+                                                         else None))
+            if templates.fresh[key] is None:
+                raise Unsupported("a closure cell that contains its own function")
+            cells.append(templates.fresh[key])
+        elif isinstance(cell, RealCellVariable) and cell.source is not None:
+            cells.append(("real", templates.read(cell.source.base_source)))   # fn.__closure__[i]
+        else:
+            raise Unsupported(f"returning {vt.fn_name()}: a closure cell without a source")
+    return ("function", (vt.code, vt.globals_dict, annotations), [templates.of(d) for d in vt.default_values],
+            [(k, templates.of(v)) for k, v in vt.kwdefault_values.items()], cells)
+
+
+_NOT_KNOWN = object()
+
+
+def rebuild_function(made, defaults, kwdefaults, cells):
+    code, globals_dict, annotations = made
+    fn = types.FunctionType(code, globals_dict, None, tuple(defaults) or None, tuple(cells) or None)
+    if kwdefaults:
+        fn.__kwdefaults__ = dict(kwdefaults)
+    if annotations:
+        fn.__annotations__ = dict(annotations)
+    return fn

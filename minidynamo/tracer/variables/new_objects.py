@@ -6,7 +6,7 @@
                     and every other Python method are inlined on it
     returned / stored  ->  rebuilt after the graph ran (``rebuild``): ``cls.__new__(cls)``,
                     the items put in with the builtin base's own ``__setitem__``, the attributes
-                    written into ``__dict__``; no user code runs
+                    (``__dict__`` or ``__slots__``) with ``object.__setattr__``; no user code runs
 
 Only classes whose instances Python makes without user code are modelled: ``type`` (or a
 metaclass that leaves ``__call__`` alone) calls the builtin ``__new__`` of ``object`` /
@@ -28,7 +28,7 @@ from ...exc import Unsupported
 from .base import AttributeMissing, VariableTracker, describe
 from .constant import ConstantVariable
 from .containers import DictVariable
-from .objects import ClassVariable, lookup_class_attribute
+from .objects import ClassVariable, UserObjectVariable, lookup_class_attribute
 
 # The builtin classes a modelled class may inherit from, and the state each gives it.
 BUILTIN_BASES = (object, dict, collections.OrderedDict)
@@ -60,8 +60,6 @@ def modelled_class(klass) -> str | None:
     for base in klass.__mro__:
         if base not in BUILTIN_BASES and not base.__flags__ & (1 << 9):   # a builtin type: not heap
             return f"it inherits from the builtin {base.__name__}"
-        if "__slots__" in base.__dict__:
-            return "it declares __slots__"
     if klass.__new__ not in (object.__new__, dict.__new__):
         return "it defines __new__"
     if python_slot(klass, "__del__") is not None:
@@ -69,13 +67,19 @@ def modelled_class(klass) -> str | None:
     return None
 
 
-class NewObjectVariable(VariableTracker):
-    """An instance made during the trace: its attributes and (dict subclasses) items."""
+class NewObjectVariable(UserObjectVariable):
+    """An instance made during the trace: its attributes and (dict subclasses) items.
+
+    It is a UserObjectVariable to the operators (``==``, ``<``, ``+``, ``bool``, ``len``):
+    a user class's Python dunders are inlined in CPython's order, anything else refused.
+    ``value`` is a bare stand-in instance (``cls.__new__(cls)``, no user code): it gives the
+    operators the real type and a distinct identity, and is never read or returned."""
 
     is_new_object = True
 
     def __init__(self, klass: type, class_vt: VariableTracker):
-        super().__init__()
+        VariableTracker.__init__(self)
+        self.value = klass.__new__(klass)
         self.klass = klass
         self.class_vt = class_vt                      # the class as read (with its source)
         self.attrs: dict = {}
@@ -106,8 +110,12 @@ class NewObjectVariable(VariableTracker):
             return self.class_vt
         if name == "__dict__":
             raise Unsupported(f"reading __dict__ of a {self.klass.__name__} made in the trace")
-        data_descriptor = any(name in b.__dict__ and hasattr(b.__dict__[name], "__set__") for b in self.klass.__mro__)
-        if name in self.attrs and not data_descriptor:
+        descriptor = next((b.__dict__[name] for b in self.klass.__mro__ if name in b.__dict__), None)
+        if isinstance(descriptor, types.MemberDescriptorType):      # a __slots__ entry
+            if name not in self.attrs:
+                raise AttributeMissing(f"{self.klass.__name__}.{name} is an unset slot (AttributeError)")
+            return self.attrs[name]
+        if name in self.attrs and not hasattr(descriptor, "__set__"):
             return self.attrs[name]
         owner = builtin_owner(self.klass, name)
         if owner is not None:
@@ -124,8 +132,13 @@ class NewObjectVariable(VariableTracker):
         raise AttributeMissing(f"{self.klass.__name__} object has no attribute {name!r} (AttributeError)")
 
     def guard_absent(self, tx, name):
-        if self.class_source is not None:       # the instance dict is ours; the class is real
-            tx.output.add_guard(G.absent_match(self.class_source, self.klass, name))
+        if self.class_source is None:
+            raise Unsupported(f"relying on the absence of {self.klass.__name__}.{name} (class without a source)")
+        descriptor = next((b.__dict__[name] for b in self.klass.__mro__ if name in b.__dict__), None)
+        if isinstance(descriptor, types.MemberDescriptorType):     # an unset slot: it stays a slot
+            tx.output.add_guard(G.id_match(G.AttrSource(self.class_source, name), descriptor))
+            return
+        tx.output.add_guard(G.absent_match(self.class_source, self.klass, name))   # the instance dict is ours
 
     # -- writing attributes -------------------------------------------------------------------
     def store_attribute(self, tx, name, value):
@@ -136,10 +149,14 @@ class NewObjectVariable(VariableTracker):
         self.generic_setattr(tx, name, value)
 
     def generic_setattr(self, tx, name, value):
-        for base in self.klass.__mro__:
-            attr = base.__dict__.get(name)
-            if attr is not None and hasattr(attr, "__set__"):
-                raise Unsupported(f"assignment to {self.klass.__name__}.{name} (a descriptor)")
+        descriptor = next((b.__dict__[name] for b in self.klass.__mro__ if name in b.__dict__), None)
+        if isinstance(descriptor, types.MemberDescriptorType):      # a __slots__ entry: stored
+            self.attrs[name] = value
+            return
+        if hasattr(descriptor, "__set__"):
+            raise Unsupported(f"assignment to {self.klass.__name__}.{name} (a descriptor)")
+        if self.klass.__dictoffset__ == 0:
+            raise Unsupported(f"{self.klass.__name__} object has no attribute {name!r} (__slots__, AttributeError)")
         if name.startswith("__") and name.endswith("__"):
             raise Unsupported(f"assignment to special attribute {name!r}")
         self.attrs[name] = value
@@ -243,5 +260,6 @@ def rebuild(klass, items, attrs):
         setitem = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) else dict.__setitem__
         for key, value in items:
             setitem(obj, key, value)
-    obj.__dict__.update(attrs)
+    for name, value in attrs:                   # object's own store: no user __setattr__ runs
+        object.__setattr__(obj, name, value)
     return obj

@@ -36,6 +36,8 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_
     (``cls.name``).  None: not a function-like class attribute."""
     from .functions import UserFunctionVariable, UserMethodVariable
 
+    if source is None and class_source is None:          # an object made in the trace: by its class
+        class_source = getattr(self_vt, "class_source", None)
     # super() finds an override's base version: ``obj.name`` would not reach it, so no source
     function_source = source if not mro_start else None
     by_class = source is None and class_source is not None and not mro_start
@@ -248,9 +250,7 @@ class UserObjectVariable(VariableTracker):
         if python_slot(klass, "__getattribute__") is not None:     # the user's: inlined (guarded by identity)
             hook = lookup_class_attribute(tx, klass, "__getattribute__", self, self.source)
             return hook.call_function(tx, [ConstantVariable(name)], {})
-        if klass.__getattribute__ is not object.__getattribute__:
-            raise Unsupported(f"{klass.__name__} has a __getattribute__ implemented in C")
-        return self.generic_getattr(tx, name)
+        return self.generic_getattr(tx, name)     # a builtin type's slot wrapper: the builtin lookup
 
     def generic_getattr(self, tx, name):
         """``object.__getattribute__(obj, name)``, then a Python ``__getattr__`` (inlined).
@@ -283,8 +283,11 @@ class UserObjectVariable(VariableTracker):
             return hook.call_function(tx, [ConstantVariable(name)], {})
         if not defined and _custom_getattr(klass):
             raise Unsupported(f"{klass.__name__} has a custom __getattr__ in C (it would run for real)")
+        # under a user __getattribute__ this is super().__getattribute__: object's lookup; else
+        # the class's own C lookup (dict, set, ContextVar, UnionType: no user code runs)
+        read = object.__getattribute__ if python_slot(klass, "__getattribute__") is not None else getattr
         try:
-            value = object.__getattribute__(self.value, name)
+            value = read(self.value, name)
         except AttributeError:
             raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)") from None
         return _wrap(tx, value, G.AttrSource(self.source, name) if self.source else None)
