@@ -186,7 +186,9 @@ class FrameConverter:
             compiled_graph = self.backend(capture.graph_module, capture.example_inputs) if has_ops else capture.graph_module
         except Exception as e:
             raise BackendCompilerFailed(self.backend_name, e) from e
-        if state is None:
+        if state is None and not has_ops:
+            compiled_fn = make_python_only_fn(read_inputs)
+        elif state is None:
             compiled_fn = make_compiled_fn(capture, compiled_graph, read_inputs)
         else:
             compiled_fn = self._break_fn(func, capture, compiled_graph, read_inputs)
@@ -288,6 +290,19 @@ def make_compiled_fn(capture, compiled_graph, read_inputs):
     compiled_fn.compiled_graph = compiled_graph
     compiled_fn.read_inputs = read_inputs
     compiled_fn.source = source         # MINIDYNAMO_LOG=output_code, explain().compiled_fn_sources
+    return compiled_fn
+
+
+def make_python_only_fn(read_inputs):
+    """The entry of a frame whose trace made no tensor operation: the frame itself is the
+    cheapest exact replay of Python work (its side effects, its return value), so a hit calls
+    the original function (unwatched: the hook is paused while an entry runs) instead of an empty
+    graph plus the rebuilding of its outputs.  The guards still decide which path was traced."""
+    def compiled_fn(func, *slots):
+        return rerun_frame(func, *slots)
+
+    compiled_fn.source = "def compiled_fn(___func, *slots):\n    return rerun(___func, *slots)   # no tensor operation: run the frame itself\n"
+    compiled_fn.read_inputs = read_inputs
     return compiled_fn
 
 

@@ -112,6 +112,8 @@ def _trace(func, args, stop_at=None) -> Capture:
     replays = templates.replays_of(output.side_effects)
     graph_module = output.finish(templates.nodes)
     effects = graph_effects(graph_module.graph)
+    if effects is not None and output.needs_rerun:     # try_blocks.py: only a re-run runs the handler
+        raise Unsupported(f"{output.needs_rerun[0]}, and the graph cannot be re-run ({effects})")
     if effects is not None and replays:
         _check_effect_order(graph_module.graph, output.side_effects.first_at, effects)
     reader = G.compile_reader(templates.reads, frame) if templates.reads else None
@@ -354,7 +356,7 @@ def _build(template, outputs, real=(), made=None):
         return made[template[1]]
     if kind == "cell":
         return types.CellType() if template[1] is None else types.CellType(_build(template[1], outputs, real, made))
-    if kind == "function":
+    if kind == "function":                                   # variables.functions.function_template
         from .variables.functions import rebuild_function
 
         return rebuild_function(template[1], [_build(t, outputs, real, made) for t in template[2]],

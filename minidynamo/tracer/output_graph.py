@@ -45,6 +45,7 @@ class OutputGraph:
         self._objects_by_type: dict = {}    # type -> {source: object} of type-guarded objects read
         self.metadata_mutated: set = set()  # input sources whose metadata an in-place op changes
         self.reads_storage_offset = False   # the trace read some tensor's storage_offset()
+        self.needs_rerun: list = []         # why a run-time error must re-run the frame (try_blocks.py)
         # Factories without dtype=, int -> float promotion and meta example values all use the
         # default dtype: every entry checks it (one C call, next to the grad mode).
         self.add_guard(guards.default_dtype_match())

@@ -10,9 +10,21 @@ They raise ``RuntimeError`` (and subclasses), ``IndexError``, ``ValueError``, ``
 
 Rule: executing a try body is fine; if an instruction inside it adds graph nodes (directly or
 through an inlined call), every ``try`` handler that would see an exception from that
-instruction must catch only classes disjoint from those (``except KeyError``,
-``except AttributeError``).  A bare ``except``, ``finally``, ``except Exception`` or a class
-we cannot resolve statically makes the trace Unsupported.
+instruction must either
+
+- catch only classes disjoint from those (``except KeyError``, ``except AttributeError``), or
+- catch only ``Exception`` subclasses (``except TypeError``, ``except Exception``), and the
+  finished graph must be free to run twice (``capture.graph_effects`` is None).  When such a
+  graph raises at call time the compiled code re-runs the whole frame eagerly
+  (``convert_frame.make_compiled_fn``), so the handler runs exactly as Python runs it: the
+  trace never has to guess what the handler does.  ``output.needs_rerun`` records the
+  requirement and ``capture._trace`` refuses a graph that changes its inputs in place or
+  draws random numbers.  (transformers' ``check_model_inputs`` wraps the whole forward in
+  ``try: ... except TypeError``.)
+
+A bare ``except``, ``finally``, ``except BaseException`` or a class we cannot resolve
+statically makes the trace Unsupported: ``KeyboardInterrupt`` is not re-run (it is not an
+``Exception``), so such a handler would be skipped.
 
 In 3.11 bytecode a try statement is an exception-table entry whose handler starts with
 ``PUSH_EXC_INFO`` (a ``with`` block's cleanup continues with ``WITH_EXCEPT_START``).  An
@@ -84,12 +96,23 @@ def may_catch_kernel_errors(classes) -> bool:
     return classes is None or any(issubclass(k, c) or issubclass(c, k) for c in classes for k in KERNEL_ERRORS)
 
 
+def handled_by_rerun(classes) -> bool:
+    """A handler a re-run of the frame reproduces: it sees only ``Exception``s, which make the
+    compiled code re-run the frame eagerly."""
+    return classes is not None and all(issubclass(c, Exception) for c in classes)
+
+
 def check_handlers(tx, chain) -> None:
     """Graph ops were added inside these try bodies: refuse unless no handler could catch
-    what those ops may raise at call time."""
+    what those ops may raise at call time, or a re-run of the frame reproduces the handler."""
     for handler in chain:
         classes = caught_classes(tx.instructions, tx.targets, handler, tx.f_globals, tx.f_builtins)
-        if may_catch_kernel_errors(classes):
-            what = "everything (bare except/finally)" if classes is None else ", ".join(c.__name__ for c in classes)
-            raise Unsupported(f"tensor ops inside a try block in {tx.code.co_qualname} whose handler catches {what}: "
-                              "it could catch an error the compiled ops raise at run time")
+        if not may_catch_kernel_errors(classes):
+            continue
+        what = "everything (bare except/finally)" if classes is None else ", ".join(c.__name__ for c in classes)
+        reason = (f"tensor ops inside a try block in {tx.code.co_qualname} whose handler catches {what}: "
+                  "it could catch an error the compiled ops raise at run time")
+        if not handled_by_rerun(classes):
+            raise Unsupported(reason)
+        if reason not in tx.output.needs_rerun:
+            tx.output.needs_rerun.append(reason)

@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch import nn
 
+import minidynamo
 from minidynamo.exc import Unsupported
 
-from .helpers import check, run_traced
+from .helpers import assert_same, check, run_traced
 
 x = torch.randn(2, 4)
 
@@ -75,20 +76,10 @@ def test_try_body_that_raises_nothing_is_traced():
     check(f, x, {"k": 4})
 
 
-@pytest.mark.parametrize("handler", ["Exception", "RuntimeError", "bare", "finally", "outer"])
-def test_try_around_tensor_ops_whose_handler_could_catch_kernel_errors_is_refused(handler):
-    def by_exception(a):
-        try:
-            return a @ a.T
-        except Exception:
-            return a
-
-    def by_runtime_error(a):
-        try:
-            return a @ a.T
-        except RuntimeError:
-            return a
-
+@pytest.mark.parametrize("handler", ["bare", "finally", "BaseException", "outer"])
+def test_try_around_tensor_ops_whose_handler_a_rerun_cannot_reproduce_is_refused(handler):
+    # KeyboardInterrupt is not an Exception: the compiled code does not re-run the frame for
+    # it, so a handler that sees it would be skipped
     def bare(a):
         try:
             return a @ a.T
@@ -103,41 +94,80 @@ def test_try_around_tensor_ops_whose_handler_could_catch_kernel_errors_is_refuse
             out.append(a)
         return out
 
+    def base_exception(a):
+        try:
+            return a @ a.T
+        except BaseException:
+            return a
+
     def outer(a):                      # the inner handler is safe, the outer one is not
         try:
             try:
                 return a @ a.T
             except KeyError:
                 return a
-        except RuntimeError:
+        except:  # noqa: E722
             return a
-    fn = {"Exception": by_exception, "RuntimeError": by_runtime_error, "bare": bare, "finally": finally_,
-          "outer": outer}[handler]
+    fn = {"bare": bare, "finally": finally_, "BaseException": base_exception, "outer": outer}[handler]
     with pytest.raises(Unsupported, match="try"):
         run_traced(fn, x)
 
 
-def test_try_around_an_inlined_call_checks_the_callers_handler():
-    def helper(a):
-        return a.exp()
-
-    def f(a):
+def _index_or_sum(handler):
+    def by_exception(a, idx):
         try:
-            return helper(a)
-        except ValueError:
-            return a
-    with pytest.raises(Unsupported, match="try"):
-        run_traced(f, x)
+            return a[idx] * 2
+        except Exception:
+            return a.sum()
 
-
-def test_exception_raised_in_a_try_body_still_falls_back():
-    def f(a):
+    def by_index_error(a, idx):
         try:
-            raise KeyError("k")
-        except KeyError:
+            return a[idx] * 2
+        except (IndexError, RuntimeError):
+            return a.sum()
+
+    def by_inlined_call(a, idx):       # the handler is the caller's; the kernel runs in the callee
+        def pick(t, i):
+            return t[i] * 2
+        try:
+            return pick(a, idx)
+        except IndexError:
+            return a.sum()
+    return {"Exception": by_exception, "IndexError": by_index_error, "inlined": by_inlined_call}[handler]
+
+
+@pytest.mark.parametrize("handler", ["Exception", "IndexError", "inlined"])
+def test_try_around_tensor_ops_is_traced_when_a_rerun_reproduces_the_handler(handler):
+    # the graph changes nothing in place: if a kernel raises at run time the compiled code
+    # re-runs the frame eagerly, and Python runs the handler itself
+    fn = _index_or_sum(handler)
+    compiled = minidynamo.optimize("eager")(fn)
+    minidynamo.counters.reset()
+    a = torch.randn(5)
+    for idx in (torch.tensor([1, 3]), torch.tensor([7, 0]), torch.tensor([0, 2])):   # 7: out of range
+        assert_same(compiled(a, idx), fn(a, idx))
+    assert minidynamo.counters["fallbacks"] == 0
+    assert minidynamo.counters["compiles"] == 1
+    assert minidynamo.counters["graph_errors_rerun"] == 1
+
+
+def test_try_around_tensor_ops_is_refused_when_the_graph_cannot_be_rerun():
+    def f(a, idx):
+        a.add_(1)                      # a re-run would add twice
+        try:
+            return a[idx]
+        except IndexError:
+            return a.sum()
+    with pytest.raises(Unsupported, match="cannot be re-run"):
+        run_traced(f, torch.randn(5), torch.tensor([1]))
+
+    def random(a):
+        try:
+            return a + torch.rand(3)   # a re-run would draw other numbers
+        except RuntimeError:
             return a
-    with pytest.raises(Unsupported):
-        run_traced(f, x)
+    with pytest.raises(Unsupported, match="cannot be re-run"):
+        run_traced(random, torch.randn(3))
 
 
 # ---------------------------------------------------------------- module containers

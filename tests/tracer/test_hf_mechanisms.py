@@ -421,3 +421,30 @@ def test_an_argument_whose_hash_raises_is_not_hashed_while_wrapping():
         return a * spec.n
     _, got = run_traced(f, x, Spec())
     assert_same(got, x * 2)
+
+
+# ---------------------------------------------------------------- returning an object it was given
+
+class GivenCache:                             # transformers' DynamicCache, reduced
+    def __init__(self):
+        self.keys = None
+        self.seen = 0
+
+
+def test_an_object_read_from_the_frame_is_returned_as_itself():
+    def f(a, cache):
+        cache.keys = a * 2 if cache.keys is None else cache.keys + a
+        cache.seen = cache.seen + 1
+        return a.relu(), cache
+
+    compiled = minidynamo.optimize("eager")(f)
+    minidynamo.counters.reset()
+    for _ in range(2):
+        eager_cache, cache = GivenCache(), GivenCache()
+        out, returned = compiled(x, cache)
+        expected, eager_returned = f(x, eager_cache)
+        assert returned is cache and eager_returned is eager_cache
+        assert_same(out, expected)
+        assert_same(cache.keys, eager_cache.keys) and cache.seen == eager_cache.seen == 1
+    assert minidynamo.counters["fallbacks"] == 0
+    assert minidynamo.counters["compiles"] == 1

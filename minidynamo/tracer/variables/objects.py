@@ -223,7 +223,14 @@ def _custom_getattr(klass) -> bool:
 
 
 class UserObjectVariable(VariableTracker):
-    """Any other real object; attributes are read (and guarded) one by one."""
+    """Any other real object; attributes are read (and guarded) one by one.
+
+    Returned from the frame (``returns_real``), it is re-read from its source before the
+    attribute changes are replayed and returned as itself: eager returns that very object,
+    and every change the trace made to it is a recorded side effect (transformers returns
+    the DynamicCache it was given)."""
+
+    returns_real = True
 
     def __init__(self, value, source=None):
         super().__init__(source)
