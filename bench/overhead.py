@@ -142,11 +142,11 @@ def guard_check(name: str, build, repeats: int) -> dict[str, float]:
     minidynamo.reset()
     ours = minidynamo.optimize("eager")(model)
     ours(*args)
-    entries = [e for e in minidynamo.cache_entries(model) if e[1] is not None]
+    entries = [e for e in minidynamo.cache_entries(model) if e.guard_fn is not None]
     if not entries:
         print(f"  minidynamo did not capture {name}: {minidynamo.counters['fallback_reasons']}")
         return {}
-    guard_fn = entries[0][1]
+    guard_fn = entries[0].guard_fn
     assert guard_fn(forward, model, *args), guard_fn.failure_reason(forward, model, *args)
     checks["minidynamo guard_fn"] = lambda: guard_fn(forward, model, *args)
     tensor_check = _tensor_batch_check(guard_fn, forward, model, *args)
@@ -207,7 +207,7 @@ def hit_path_profile(fn, args, repeats: int, calls: int) -> None:
     optimized = minidynamo.optimize("eager")(fn)
     optimized(*args)
     code_fn = fn
-    (_, guard_fn, compiled_fn), *_ = [e for e in minidynamo.cache_entries(optimized) if e[1] is not None]
+    (_, guard_fn, compiled_fn), *_ = [e for e in minidynamo.cache_entries(optimized) if e.guard_fn is not None]
     phases = {
         "eager fn(*args)": lambda: fn(*args),
         "optimized(*args)": lambda: optimized(*args),

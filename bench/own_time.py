@@ -115,7 +115,7 @@ def _split_minidynamo(peer, inputs, calls, loops):
 
     func = type(peer.model).forward
     on_device = xla_probe.to_device(inputs, peer.device)
-    entries = [e for e in minidynamo.cache_entries(peer.optimized) if e[1] is not None]
+    entries = [e for e in minidynamo.cache_entries(peer.optimized) if e.guard_fn is not None]
     _, guard_fn, compiled_fn = entries[0]
     args = (peer.model, *on_device)
     graph_args = compiled_fn.read_inputs(func, *args)

@@ -258,8 +258,8 @@ def _median_seconds(fn, repeats):
 
 
 def _owner(entry):
-    """The callback that made a cache entry ``(weakref to owner, guard_fn, compiled_fn)``."""
-    return entry[0]()
+    """The callback that made a cache entry (its ``owner`` is a weak reference)."""
+    return entry.owner()
 
 
 def _xla_bridge_phase_timer():

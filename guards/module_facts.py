@@ -30,6 +30,14 @@ GLOBAL_HOOK_DICT_NAMES = (
     "_global_backward_pre_hooks",
 )
 
+# Module-wide registration hooks: they run when a module, parameter or buffer is registered on
+# any module (``register_module_module_registration_hook`` ...), not when a module is called.
+GLOBAL_REGISTRATION_HOOK_DICT_NAMES = (
+    "_global_module_registration_hooks",
+    "_global_parameter_registration_hooks",
+    "_global_buffer_registration_hooks",
+)
+
 # nn.Module.__getattr__ looks in these dicts, in this order.
 MODULE_ATTR_DICTS = ("_parameters", "_buffers", "_modules")
 

@@ -10,7 +10,9 @@
  *     no entry matches                                             -> the Python callback
  *
  * Per code object the cache lives in `co_extra`. It holds either
- *   - a list of entries `(owner, guard_fn, compiled_fn)`, most recently hit first, or
+ *   - a list of entries `(owner, guard_fn, compiled_fn)`, most recently hit first (a
+ *     `CacheEntry`, convert_frame.py: a tuple subclass, so the fields are read here by
+ *     position as cheaply as from a plain tuple), or
  *   - any other object (a str saying why): "never watch this code".
  * `owner` is a weak reference to the callback that made the entry, so two `optimize(...)`
  * contexts (say, two backends) never run each other's compiled code, and an entry dies with
@@ -227,7 +229,7 @@ static PyObject *eval_frame_hook(PyThreadState *ts, _PyInterpreterFrame *frame, 
             result = run_default(ts, frame, throwflag);
             goto done;
         }
-        if (entry != NULL && !(PyTuple_CheckExact(entry) && PyTuple_GET_SIZE(entry) == 3)) {
+        if (entry != NULL && !(PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) == 3)) {
             PyErr_SetString(PyExc_TypeError, "minidynamo callback must return None or (owner, guard_fn, compiled_fn)");
             Py_CLEAR(entry);
         }

@@ -1,7 +1,7 @@
 """The miss path: what the hook calls when no cache entry of a code object matches.
 
     callback(func, args) -> trace the frame -> backend(gm, example_inputs) -> guard_fn
-                         -> cache entry (owner, guard_fn, compiled_fn), run now and kept
+                         -> CacheEntry(owner, guard_fn, compiled_fn), run now and kept
 
 A ``FrameConverter`` is one ``optimize(backend)`` context: it is the hook's callback, and the
 owner of the entries it makes, so two contexts never share compiled code.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import linecache
 import weakref
+from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 import torch.fx.graph_module
@@ -36,6 +37,18 @@ codes_with_cache: "weakref.WeakSet" = weakref.WeakSet()
 root_codes: "weakref.WeakSet" = weakref.WeakSet()
 
 
+class CacheEntry(NamedTuple):
+    """One entry of a code object's cache, as the C hook reads it on every call.
+
+    A tuple subclass: the hook reads the fields by position (``_eval_frame.c``), as cheaply
+    as from a plain tuple, and Python reads them by name.
+    """
+
+    owner: "weakref.ref"                       # the FrameConverter that made it: contexts never share
+    guard_fn: Optional[Callable[..., Any]]     # guard_fn(func, *args) -> bool; None: always passes
+    compiled_fn: Optional[Callable[..., Any]]  # compiled_fn(func, *args); None: run the frame eagerly
+
+
 def cache_of(code) -> list:
     """The code object's entry list, created on first use."""
     entries = _eval_frame.get_cache(code)
@@ -51,7 +64,7 @@ def _drop_entries_of(owner_ref, codes) -> None:
     for code in list(codes):
         entries = _eval_frame.get_cache(code)
         if isinstance(entries, list):
-            entries[:] = [e for e in entries if e[0] is not owner_ref]
+            entries[:] = [e for e in entries if e.owner is not owner_ref]
 
 
 def describe(code) -> str:
@@ -84,14 +97,14 @@ class FrameConverter:
         reason = skip_reason(code)
         if reason is not None and code not in self.roots:
             if code in root_codes:     # someone else's root: skip it for this context only
-                cache_of(code).append((self.ref, None, None))
+                cache_of(code).append(CacheEntry(self.ref, None, None))
                 self._codes.add(code)
             else:
                 _eval_frame.set_cache(code, reason)
                 codes_with_cache.add(code)
             return None
         entries = cache_of(code)
-        mine = [e for e in entries if e[0] is self.ref]
+        mine = [e for e in entries if e.owner is self.ref]
         self._codes.add(code)
         if mine:
             self._note_recompile(code, mine, func, args)
@@ -190,7 +203,7 @@ class FrameConverter:
             self.recorder.on_compile(capture, guard_fn, compiled_fn, has_ops=has_ops)
             if state is not None:
                 self.recorder.on_break(state)
-        return (self.ref, guard_fn, compiled_fn)
+        return CacheEntry(self.ref, guard_fn, compiled_fn)
 
     def _break_fn(self, func, capture, compiled_graph, read_inputs):
         from .breaks.entry import make_break_fn, render
@@ -212,7 +225,7 @@ class FrameConverter:
 
     # -- the slow paths --------------------------------------------------------------------
     def _note_recompile(self, code, mine, func, args):
-        guard_fn = mine[0][1]
+        guard_fn = mine[0].guard_fn
         why = guard_fn.failure_reason(func, *args) if guard_fn is not None else None
         reason = f"{describe(code)}: {why or 'guard failed'}"
         counting.record_recompile(reason)
@@ -232,7 +245,7 @@ class FrameConverter:
         log_fallbacks.debug("running eagerly: %s", full)
         if self.recorder is not None:
             self.recorder.on_fallback(full)
-        entries.append((self.ref, None, None))
+        entries.append(CacheEntry(self.ref, None, None))
         return None
 
 

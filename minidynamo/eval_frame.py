@@ -148,7 +148,8 @@ def reset() -> None:
 
 
 def cache_entries(fn) -> list:
-    """The cache entries ``(owner, guard_fn, compiled_fn)`` of a function's (or module's) code."""
+    """The cache entries of a function's (or module's) code, most recently hit first: each a
+    ``CacheEntry`` with fields ``owner``, ``guard_fn``, ``compiled_fn``."""
     if isinstance(fn, _eval_frame.Watched):
         fn = fn.fn
     if isinstance(fn, OptimizedModule):

@@ -75,6 +75,24 @@ def test_decorator_compiles_once_and_hits_the_cache():
     assert len(minidynamo.cache_entries(f)) == 1
 
 
+def test_cache_entries_have_named_fields_and_a_recompile_goes_first():
+    from minidynamo.convert_frame import CacheEntry
+
+    context = minidynamo.optimize("eager")
+    f = context(add_one)
+    x = torch.randn(3)
+    torch.testing.assert_close(f(x), x + 1)
+    torch.testing.assert_close(f(x.double()), x.double() + 1)      # a dtype change: a second entry
+    first, second = minidynamo.cache_entries(f)
+    assert type(first) is CacheEntry and isinstance(first, tuple)   # the C hook reads it by position
+    assert first.owner() is context.converter and second.owner() is context.converter
+    assert first.guard_fn(add_one, x.double()) and not first.guard_fn(add_one, x)
+    assert second.guard_fn(add_one, x) and not second.guard_fn(add_one, x.double())
+    torch.testing.assert_close(first.compiled_fn(add_one, x.double()), x.double() + 1)
+    torch.testing.assert_close(f(x), x + 1)                          # a hit moves its entry to the front
+    assert minidynamo.cache_entries(f)[0] is second
+
+
 def test_context_manager_watches_frames_called_inside():
     backend = CountingBackend()
     x = torch.randn(3)

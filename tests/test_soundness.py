@@ -42,7 +42,7 @@ class Checker:
         got = self.optimized(*args)
         assert_same(got, expected)
         # entries made for the frame (a graph without tensor ops never reaches the backend)
-        made = [e for e in minidynamo.cache_entries(self.fn) if e[2] is not None]
+        made = [e for e in minidynamo.cache_entries(self.fn) if e.compiled_fn is not None]
         assert len(made) == compiled, minidynamo.counters["recompile_reasons"]
         assert minidynamo.counters["fallbacks"] == 0, minidynamo.counters["fallback_reasons"]
 

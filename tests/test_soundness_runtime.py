@@ -176,7 +176,7 @@ def test_dropped_entry_unregisters_its_sources():
     opt = minidynamo.optimize("eager")(h)
     opt(torch.randn(3))
     (entry,) = minidynamo.cache_entries(h)
-    guard_code = getattr(getattr(entry[1], "python", entry[1]), "__code__")  # a FastGuard keeps its Python in .python
+    guard_code = getattr(getattr(entry.guard_fn, "python", entry.guard_fn), "__code__")  # a FastGuard keeps its Python in .python
     graph_keys = [k for k in _loader.eval_cache if k not in existing]
     assert graph_keys, "the entry's graph module registered its source"
     del entry

@@ -30,21 +30,11 @@ import torch
 import guards as G
 from .. import config
 from ..exc import Unsupported
-from .variables.base import VariableTracker, describe
+from .library import LIBRARY_PREFIXES, is_library_value
+from .variables.base import OpaqueCallableVariable, VariableTracker, describe
 from .variables.constant import ConstantVariable, is_constant_value
 from .variables.containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
                                    is_named_tuple_type)
-
-LIBRARY_PREFIXES = ("torch", "builtins", "math", "operator", "functools", "collections", "typing",
-                    "itertools", "numbers", "abc", "enum", "warnings", "timm", "torchvision", "einops")
-
-
-def is_library_value(value) -> bool:
-    if isinstance(value, types.ModuleType):
-        return True
-    module = getattr(value, "__module__", None) if isinstance(value, (type, types.FunctionType,
-                                                                        types.BuiltinFunctionType)) else None
-    return isinstance(module, str) and module.split(".")[0] in LIBRARY_PREFIXES
 
 
 def _is_root(source) -> bool:
@@ -235,8 +225,7 @@ def wrap_object(value, source) -> VariableTracker:
         owner = getattr(value, "__self__", None)
         if owner is not None and not isinstance(owner, types.ModuleType):   # bound anew at each read:
             raise Unsupported(f"call to unknown C function {describe(value)}")  # no identity to guard
-        from .graph_break import OpaqueCallableVariable      # calling it is where the frame breaks
-
+        # calling it is where the frame breaks
         return OpaqueCallableVariable(value, source, f"call to unknown C function {describe(value)}")
     return UserObjectVariable(value, source)
 

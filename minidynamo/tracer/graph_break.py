@@ -34,6 +34,7 @@ import torch
 
 from ..exc import Unsupported
 from .capture import Templates
+from .translator import decoded
 from .variables.base import NullVariable, VariableTracker
 from .variables.containers import TupleVariable
 from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
@@ -82,8 +83,6 @@ class BreakState:
 def refusal(code, index: int) -> Optional[str]:
     """Why a break at this root instruction is refused, or None if it may break there.
     (Called only for the opcodes in BREAKABLE.)"""
-    from .translator import decoded
-
     instructions, targets, try_handlers = decoded(code)
     if code.co_cellvars:
         return (f"graph break in {code.co_qualname}, which has cell variables {code.co_cellvars} (a nested "
@@ -102,8 +101,6 @@ def live_locals(code, index: int, names) -> list:
     """The locals the rest of the frame may read.  Breaks are never inside a loop, so nothing
     before ``index`` runs again: a local is live if an instruction from ``index`` on reads
     (or deletes) it."""
-    from .translator import decoded
-
     instructions = decoded(code)[0]
     used = {inst.arg for inst in instructions[index:] if inst.name in ("LOAD_FAST", "DELETE_FAST")}
     return [name for name in names if name in used]
@@ -124,8 +121,6 @@ def _context_of(vt):
 
 def stop_values(tx, stop_at) -> tuple:
     """At the break: (a tuple of the values the graph must output, the BreakState)."""
-    from .translator import decoded
-
     code, index = tx.code, tx.ip
     inst = decoded(code)[0][index]
     if inst.name not in BREAKABLE:
@@ -171,22 +166,3 @@ class BreakTemplates(Templates):
             if getattr(vt, "source", None) is not None:
                 return ("real", self.read(vt.source))
             raise Unsupported(f"graph break: {vt} cannot be rebuilt for the eager instruction and the resume function")
-
-
-class OpaqueCallableVariable(VariableTracker):
-    """A C function the tracer does not model (``id``, ``os.getpid``): loading it is fine,
-    calling it is Unsupported, so the frame breaks at the call and the call runs eagerly."""
-
-    def __init__(self, value, source, reason: str):
-        super().__init__(source)
-        self.value = value
-        self.reason = reason
-
-    def python_type(self):
-        return type(self.value)
-
-    def call_function(self, tx, args, kwargs):
-        raise Unsupported(self.reason)
-
-    def __repr__(self):
-        return f"OpaqueCallableVariable({getattr(self.value, '__qualname__', self.value)!r})"

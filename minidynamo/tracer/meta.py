@@ -27,6 +27,16 @@ from ..exc import Unsupported
 
 META = torch.device("meta")
 
+# Factories: no tensor argument, yet they make a tensor.  The tracer lets them into the graph
+# without a tensor argument (variables/torch_fns.py), and their example value is made with
+# ``device="meta"`` (output_graph.py): run on a real device they would allocate memory and
+# draw from the program's random state while tracing.
+FACTORIES = frozenset({
+    torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.tensor, torch.rand, torch.randn,
+    torch.randint, torch.linspace, torch.logspace, torch.eye, torch.as_tensor, torch.scalar_tensor,
+    torch.randperm, torch.empty_strided, torch.tril_indices, torch.triu_indices,
+})
+
 
 class _DynamoStandIn(types.ModuleType):
     """Answers ``torch._dynamo.disable(fn, ...)`` with ``fn`` and remembers whom it marked."""

@@ -7,12 +7,14 @@
 
 from __future__ import annotations
 
-import functools
 import operator
 import types
 
+import guards as G
+
 from ..exc import Unsupported
-from .variables.base import VariableTracker, maybe_constant
+from .library import refuse_user_dunders
+from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
 from .variables.constant import ConstantVariable
 from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable, SetVariable,
                                    TupleVariable, _real_operand)
@@ -20,7 +22,6 @@ from .variables.nn_module import NNModuleVariable
 from .variables.objects import UserObjectVariable
 from .variables.tensor import TensorVariable
 
-_NO_CONSTANT = object()
 
 IN_PLACE_TO_PLAIN = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
                      operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
@@ -55,17 +56,30 @@ def apply(tx, fn, args: list) -> VariableTracker:
             return result
     if any(isinstance(a, NNModuleVariable) and _module_overrides(a, fn) for a in args):
         raise Unsupported(f"{fn.__name__} on a module whose class defines it in Python")
-    constants = [maybe_constant(a, _NO_CONSTANT) for a in args]
-    if all(c is not _NO_CONSTANT for c in constants):
-        refuse_user_dunders(constants, fn.__name__)
-        try:
-            value = fn(*constants)
-        except Exception as e:
-            raise Unsupported(f"{fn.__name__} on constants raised {type(e).__name__}: {e}") from e
-        from .builder import wrap_constant_result
-
-        return wrap_constant_result(value)
+    if all(maybe_constant(a, NO_CONSTANT) is not NO_CONSTANT for a in args):
+        return fold(fn, args, what=fn.__name__)
     return _sequence_op(tx, fn, args)
+
+
+def fold(fn, args, kwargs=None, what=None) -> VariableTracker:
+    """``fn(*args, **kwargs)`` computed now, every argument a constant: constant folding, for
+    operators, builtins and torch's constant functions alike.  A constant whose class runs
+    Python code for the call is refused; an exception becomes ``Unsupported``."""
+    what = what or describe(fn)
+    values = [maybe_constant(a, NO_CONSTANT) for a in args]
+    kw = {k: maybe_constant(v, NO_CONSTANT) for k, v in (kwargs or {}).items()}
+    if any(v is NO_CONSTANT for v in [*values, *kw.values()]):
+        raise Unsupported(f"{what} on non-constant arguments {args}")
+    refuse_user_dunders([*values, *kw.values()], what)      # str(enum with a __str__)
+    try:
+        result = fn(*values, **kw)
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise Unsupported(f"{what} on constants raised {type(e).__name__}: {e}") from e
+    from .builder import wrap_constant_result
+
+    return wrap_constant_result(result)
 
 
 def _sequence_op(tx, fn, args):
@@ -118,7 +132,7 @@ def is_same(tx, a: VariableTracker, b: VariableTracker) -> bool:
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return False
     va, vb = _identity(a), _identity(b)
-    if va is _NO_CONSTANT or vb is _NO_CONSTANT:
+    if va is NO_CONSTANT or vb is NO_CONSTANT:
         if a is b:
             return True
         if type(a) is not type(b):
@@ -131,20 +145,18 @@ def is_same(tx, a: VariableTracker, b: VariableTracker) -> bool:
 
 def _guarded_identity(tx, source_a, source_b) -> bool:
     """``a is b`` for two values read from the frame: the answer now, guarded for later calls."""
-    import guards
-
     real_values = tx.output.wrapped_values       # every value wrap() read, tensors included
     if source_a not in real_values or source_b not in real_values:
         raise Unsupported(f"identity test between {source_a.name()} and {source_b.name()} (values not recorded)")
     same = real_values[source_a] is real_values[source_b]
-    tx.output.add_guard(guards.alias_match(source_a, ((source_b, same),)))
+    tx.output.add_guard(G.alias_match(source_a, ((source_b, same),)))
     return same
 
 
 def _identity(vt):
     if hasattr(vt, "value"):
         return vt.value
-    return _NO_CONSTANT
+    return NO_CONSTANT
 
 
 def identical_or_equal(tx, a, b) -> bool:
@@ -152,7 +164,7 @@ def identical_or_equal(tx, a, b) -> bool:
     ``a == b`` (a user ``__eq__`` is inlined)."""
     if isinstance(a, (UserObjectVariable, BaseListVariable, DictVariable)) or \
             isinstance(b, (UserObjectVariable, BaseListVariable, DictVariable)):
-        if a is b or (_identity(a) is not _NO_CONSTANT and _identity(a) is _identity(b)):
+        if a is b or (_identity(a) is not NO_CONSTANT and _identity(a) is _identity(b)):
             return True
         return apply(tx, operator.eq, [a, b]).truth(tx)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
@@ -161,8 +173,8 @@ def identical_or_equal(tx, a, b) -> bool:
         if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
             raise Unsupported("== between tensors inside a container test (data dependent)")
         return False
-    ca, cb = maybe_constant(a, _NO_CONSTANT), maybe_constant(b, _NO_CONSTANT)
-    if ca is not _NO_CONSTANT and cb is not _NO_CONSTANT:
+    ca, cb = maybe_constant(a, NO_CONSTANT), maybe_constant(b, NO_CONSTANT)
+    if ca is not NO_CONSTANT and cb is not NO_CONSTANT:
         refuse_user_dunders([ca, cb], "==")
         return ca == cb
     return is_same(tx, a, b)
@@ -258,42 +270,6 @@ def _dicts_equal(tx, a, b) -> bool:
 
 
 # -- user objects: their Python dunders, in CPython's order ----------------------------------
-NOT_OPERATOR_DUNDERS = {"__new__", "__init__", "__init_subclass__", "__class_getitem__", "__set_name__",
-                        "__getstate__", "__setstate__", "__reduce__", "__reduce_ex__", "__copy__", "__deepcopy__",
-                        "__dir__", "__post_init__", "__del__", "__getattr__", "__getattribute__", "__setattr__",
-                        "__delattr__", "__get__", "__set__", "__delete__", "__call__", "__subclasshook__"}
-
-
-@functools.lru_cache(maxsize=4096)
-def has_user_dunders(klass) -> bool:
-    """Whether ``klass`` (or a base outside the libraries) defines a special method in Python
-    that operators and builtins could run: ``__eq__``, ``__str__``, ``__hash__``, ...  A value of
-    such a type folded at trace time would run the user's code on real values: refused."""
-    from .builder import is_library_value
-
-    for base in klass.__mro__:
-        if base is object or is_library_value(base):
-            continue
-        for name, attr in base.__dict__.items():
-            if name.startswith("__") and name.endswith("__") and name not in NOT_OPERATOR_DUNDERS \
-                    and isinstance(attr, (types.FunctionType, classmethod, staticmethod)) \
-                    and not is_library_value(getattr(attr, "__func__", attr)):   # enum's own, copied in
-                return True
-    return False
-
-
-def refuse_user_dunders(values, what: str) -> None:
-    """Constants (an enum member, a class with a user metaclass) whose type runs Python code
-    for operators or builtins are not folded."""
-    for value in values:
-        if isinstance(value, (tuple, list, set, frozenset)):
-            refuse_user_dunders(value, what)
-        elif isinstance(value, dict):
-            refuse_user_dunders(value.values(), what)
-        if has_user_dunders(type(value)):
-            raise Unsupported(f"{what} of a {type(value).__name__}, whose class defines special methods in Python")
-
-
 def _module_overrides(vt, fn) -> bool:
     names = [f"__{BINARY_DUNDERS[IN_PLACE_TO_PLAIN.get(fn, fn)]}__"] if IN_PLACE_TO_PLAIN.get(fn, fn) in BINARY_DUNDERS \
         else list(REFLECTED_COMPARISON.get(fn, ())) + ([UNARY_DUNDERS[fn]] if fn in UNARY_DUNDERS else [])
@@ -324,11 +300,7 @@ def special_method(tx, vt, name):
     """How ``type(obj).name`` resolves for a user object: ("python", bound method tracker),
     ("object", None) for object's own default, ("absent", None), or ("c", None) for any other
     C implementation (which we cannot run symbolically)."""
-    import types
-
     from .variables.objects import lookup_class_attribute
-
-    import guards as G
 
     klass = type(vt.value)
     for base in klass.__mro__:
@@ -351,7 +323,7 @@ def user_truth(tx, vt) -> bool:
     for name in ("__bool__", "__len__"):
         kind, method = special_method(tx, vt, name)
         if kind == "python":
-            result = maybe_constant(method.call_function(tx, [], {}), _NO_CONSTANT)
+            result = maybe_constant(method.call_function(tx, [], {}), NO_CONSTANT)
             if name == "__bool__" and type(result) is bool:
                 return result
             if name == "__len__" and type(result) is int and result >= 0:
@@ -370,7 +342,7 @@ def _same_object(a, b) -> bool:
     if a is b:
         return True
     va, vb = _identity(a), _identity(b)
-    return va is not _NO_CONSTANT and va is vb
+    return va is not NO_CONSTANT and va is vb
 
 
 def _other_side(tx, x, name, y):
@@ -379,8 +351,6 @@ def _other_side(tx, x, name, y):
     if isinstance(x, TensorVariable):
         raise Unsupported(f"a tensor and a user object in {name}")
     value = getattr(x, "value", None) if isinstance(x, ConstantVariable) else None
-    import types
-
     if value is not None and isinstance(getattr(type(value), name, None), types.FunctionType):
         raise Unsupported(f"{type(value).__name__}.{name} is Python code on a constant")
     if name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):

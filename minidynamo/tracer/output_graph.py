@@ -19,7 +19,10 @@ import os
 import torch
 import torch.fx
 
-from .meta import EffectProbe, run_on_meta, to_meta
+import guards
+
+from ..exc import Unsupported
+from .meta import FACTORIES, EffectProbe, run_on_meta, to_meta
 from .side_effects import SideEffects
 from .variables.base import VariableTracker
 
@@ -43,8 +46,6 @@ class OutputGraph:
         self.metadata_mutated: set = set()  # input sources whose metadata an in-place op changes
         self.reads_storage_offset = False   # the trace read some tensor's storage_offset()
         self.needs_rerun: list = []         # why a run-time error must re-run the frame (try_blocks.py)
-        import guards
-
         # Factories without dtype=, int -> float promotion and meta example values all use the
         # default dtype: every entry checks it (one C call, next to the grad mode).
         self.add_guard(guards.default_dtype_match())
@@ -84,8 +85,6 @@ class OutputGraph:
         """An in-place op changes the metadata (shape, strides, requires_grad) of the input read
         from ``source``: every other tensor input must be another tensor, or the trace read stale
         metadata from its own example.  Guarded at the end; refused when it is the same now."""
-        from ..exc import Unsupported
-
         tensor = self.real_inputs[source]
         for other, real in self.real_inputs.items():
             if other != source and real is tensor:
@@ -98,8 +97,6 @@ class OutputGraph:
         (the trace may have compared them, or stored through one and read through another),
         and between a tensor input whose metadata the graph changes in place and every other
         tensor input (the trace read the others' metadata from their own examples)."""
-        import guards
-
         result = []
         for objects in self._objects_by_type.values():
             result += _partition_guards(list(objects.items()))
@@ -118,7 +115,6 @@ class OutputGraph:
     def add_input(self, source, tensor: torch.Tensor):
         """The graph input read from ``source`` (a real tensor now), made once per source."""
         from .variables.tensor import TensorVariable
-        import guards
 
         existing = self.input_variables.get(source)
         if existing is not None:
@@ -159,12 +155,12 @@ class OutputGraph:
 
         node_args, example_args, devices = [], [], []
         for a in args:
-            n, e = graph_arg(a, devices)
+            n, e = a.as_graph_arg(devices)
             node_args.append(n)
             example_args.append(e)
         node_kwargs, example_kwargs = {}, {}
         for k, v in kwargs.items():
-            node_kwargs[k], example_kwargs[k] = graph_arg(v, devices)
+            node_kwargs[k], example_kwargs[k] = v.as_graph_arg(devices)
         fn = example_fn or (_method_caller(target) if kind == "call_method" else target)
         if device is None and example_kwargs.get("device") is not None:
             device = torch.device(example_kwargs["device"])          # an explicit device= wins
@@ -174,8 +170,6 @@ class OutputGraph:
             example_kwargs["device"] = "meta"                       # examples always live on meta
         if not devices:
             if device is None:            # a factory without device=: the default device decides
-                import guards
-
                 guard = guards.torch_state_match("get_default_device")
                 self.add_guard(guard)
                 device = guard.obj
@@ -225,8 +219,6 @@ def tensor_metadata(tensor: torch.Tensor) -> tuple:
 def _partition_guards(items: list) -> list:
     """Guards that ``items`` ((source, object) pairs) split into the same groups of identical
     objects: each source is the first of its group, or is that first one."""
-    import guards
-
     result, firsts = [], []
     for source, value in items:
         first = next((s for s, v in firsts if v is value), None)
@@ -257,14 +249,6 @@ def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
     return example
 
 
-_DEVICE_FACTORIES = {
-    torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.tensor, torch.rand,
-    torch.randn, torch.randint, torch.linspace, torch.eye, torch.as_tensor, torch.zeros_like,
-    torch.ones_like, torch.empty_like, torch.full_like, torch.rand_like, torch.randn_like,
-    torch.logspace, torch.scalar_tensor,
-}
-
-
 def _method_caller(name: str):
     def call_method(self, *args, **kwargs):
         return getattr(self, name)(*args, **kwargs)
@@ -274,14 +258,4 @@ def _method_caller(name: str):
 
 
 def _accepts_device(target) -> bool:
-    return target in _DEVICE_FACTORIES
-
-
-def graph_arg(vt: VariableTracker, devices: list):
-    """(fx node argument, meta example argument) for a VariableTracker used as an op argument."""
-    from .variables.tensor import TensorVariable
-
-    if isinstance(vt, TensorVariable):
-        devices.append(vt.device)
-        return vt.node, vt.example
-    return vt.as_graph_arg(devices)
+    return target in FACTORIES

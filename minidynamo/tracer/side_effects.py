@@ -23,6 +23,8 @@ capture decide whether that can be reproduced (see ``capture.graph_effects``).
 
 from __future__ import annotations
 
+import guards
+
 from ..exc import Unsupported
 
 
@@ -81,8 +83,6 @@ class SideEffects:
         call that passes one list twice misses.  The same object now: refused.  (Plain objects
         need nothing here: their attribute stores are keyed by the object itself, and which of
         them are one object is guarded by ``OutputGraph.identity_guards``.)"""
-        import guards
-
         result = []
         for source, vt in self.mutated.items():
             kind = vt.python_type()

@@ -23,7 +23,8 @@ from .. import config
 from ..skipfiles import disabled_codes
 from ..exc import Unsupported
 from . import operators, try_blocks
-from .builder import is_library_value, wrap
+from .builder import wrap
+from .library import is_library_value, refuse_user_dunders
 from .variables.base import NullVariable, VariableTracker
 from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, ListVariable, SetVariable, SliceVariable, TupleVariable
@@ -34,6 +35,10 @@ from .variables.tensor import TensorVariable
 log = logging.getLogger("minidynamo.trace")   # MINIDYNAMO_LOG=trace
 
 MAX_INSTRUCTIONS = 2_000_000   # a trace that runs this long is looping on something: give up
+
+# What the trace may store into a real object or a global (``m.attr = v``, ``global g; g = v``):
+# values side_effects.py can rebuild after the graph (tensors, constants, plain containers).
+STORABLE_VALUES = (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)
 
 
 def decode(code: types.CodeType):
@@ -206,7 +211,7 @@ class InstructionTranslatorBase:
             raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
         if isinstance(value, NNModuleVariable) or (name in module._buffers and not isinstance(value, TensorVariable)):
             raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
-        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)):
+        if not isinstance(value, STORABLE_VALUES):
             raise Unsupported(f"assignment of {value} to {type(module).__name__}.{name}")
         self.output.side_effects.store_attribute(obj, name, value)
 
@@ -218,7 +223,7 @@ class InstructionTranslatorBase:
             raise Unsupported(f"assignment to attribute {name!r} of a {klass.__name__} (custom __setattr__ or no __dict__)")
         if name.startswith("__") or any(name in k.__dict__ and hasattr(k.__dict__[name], "__set__") for k in klass.__mro__):
             raise Unsupported(f"assignment to {klass.__name__}.{name} (a descriptor or special attribute)")
-        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)):
+        if not isinstance(value, STORABLE_VALUES):
             raise Unsupported(f"assignment of {value} to {klass.__name__}.{name}")
         self.output.side_effects.store_attribute(obj, name, value)
 
@@ -264,8 +269,6 @@ class InstructionTranslatorBase:
         self.push(self.load_global(name))
 
     def load_global(self, name):
-        import guards as G
-
         stored = self.output.side_effects.stored_global(name) if self.f_globals is self.output.frame_info.f_globals else None
         if stored is not None:
             return stored
@@ -289,7 +292,7 @@ class InstructionTranslatorBase:
         value = self.pop()
         if self.f_globals is not self.output.frame_info.f_globals:
             raise Unsupported(f"assignment to global {inst.arg!r} of another module")
-        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)):
+        if not isinstance(value, STORABLE_VALUES):
             raise Unsupported(f"assignment of {value} to global {inst.arg!r}")
         self.output.side_effects.store_global(inst.arg, value)
 
@@ -422,7 +425,7 @@ class InstructionTranslatorBase:
         if isinstance(value, TensorVariable):
             raise Unsupported("formatting a tensor into a string needs its data")
         value = value.as_python_constant()
-        operators.refuse_user_dunders([value], "formatting")     # a Python __str__/__format__
+        refuse_user_dunders([value], "formatting")     # a Python __str__/__format__
         value = {0: value, 1: str(value), 2: repr(value), 3: ascii(value)}[inst.arg & 0x03]
         self.push(ConstantVariable(format(value, spec)))
 
@@ -602,7 +605,6 @@ class InstructionTranslator(InstructionTranslatorBase):
 
     def __init__(self, func, f_locals, output, globals_source):
         from .variables.functions import RealCellVariable
-        import guards as G
 
         cells = [RealCellVariable(c, G.ClosureSource(i, name))
                  for i, (c, name) in enumerate(zip(func.__closure__ or (), func.__code__.co_freevars))]

@@ -201,7 +201,7 @@ def captured(tensor_check_mode):
     x = torch.randn(2, 4)
     optimized = minidynamo.optimize("eager")(net)
     optimized(x)
-    (entry,) = [e for e in minidynamo.cache_entries(net) if e[1] is not None]
+    (entry,) = [e for e in minidynamo.cache_entries(net) if e.guard_fn is not None]
     guard_fn = entry[1]
     if tensor_check_mode and cpp_helpers is not None:
         assert type(guard_fn).__name__ == "FastGuard", "compiled mode runs the native fast path"

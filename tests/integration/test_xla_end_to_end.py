@@ -16,7 +16,7 @@ import minidynamo
 import xla_bridge
 from xla_bridge import device as dev
 from tests.xla.models import SmallCNN, TransformerBlock
-from tests.xla.xla_testing import BACKENDS, assert_same, xla_lazy_baseline
+from tests.xla.xla_testing import BACKENDS, assert_same, xla_lazy_baseline, xla_work
 
 
 @pytest.fixture(autouse=True)
@@ -31,22 +31,6 @@ def assert_compiled_not_eager():
     """Neither layer fell back: the values really came from the XLA device."""
     assert minidynamo.counters["fallback_reasons"] == []
     assert xla_bridge.counters.fallbacks == 0, xla_bridge.counters.reasons
-
-
-def xla_work(run) -> dict:
-    """How torch_xla's metrics move while ``run()`` executes."""
-    from torch_xla.debug import metrics
-
-    def sample():
-        traced = metrics.metric_data("LazyTracing")
-        return {"lazy_tracing": traced[0] if traced else 0,
-                "compiles": (metrics.counter_value("UncachedCompile") or 0)
-                + (metrics.counter_value("CachedCompile") or 0),
-                "cached_graph_runs": (metrics.metric_data("RunCachedGraphOutputData") or [0])[0]}
-
-    before = sample()
-    run()
-    return {k: v - before[k] for k, v in sample().items()}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

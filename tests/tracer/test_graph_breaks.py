@@ -397,7 +397,7 @@ def test_a_frame_that_fell_back_is_never_traced_again(capsys):
         opt(torch.ones(2))
     assert minidynamo.counters["fallbacks"] == 1 and minidynamo.counters["compiles"] == 0
     entries = minidynamo.cache_entries(loop_body_breaks)
-    assert len(entries) == 1 and entries[0][1] is None and entries[0][2] is None   # always matches: eager
+    assert len(entries) == 1 and entries[0].guard_fn is None and entries[0].compiled_fn is None   # always matches: eager
 
 
 @minidynamo.disable

@@ -8,7 +8,7 @@ from torchvision.models.resnet import BasicBlock
 
 import minidynamo
 import xla_bridge
-from tests.xla.xla_testing import assert_same
+from tests.xla.xla_testing import assert_same, xla_work
 
 
 class PrintingResNet(torchvision.models.ResNet):
@@ -28,21 +28,6 @@ def fresh():
     xla_bridge.reset_counters()
     yield
     minidynamo.reset()
-
-
-def xla_work(run) -> dict:
-    from torch_xla.debug import metrics
-
-    def sample():
-        traced = metrics.metric_data("LazyTracing")
-        return {"lazy_tracing": traced[0] if traced else 0,
-                "compiles": (metrics.counter_value("UncachedCompile") or 0)
-                + (metrics.counter_value("CachedCompile") or 0),
-                "cached_graph_runs": (metrics.metric_data("RunCachedGraphOutputData") or [0])[0]}
-
-    before = sample()
-    run()
-    return {k: v - before[k] for k, v in sample().items()}
 
 
 def test_resnet18_with_a_print_replays_both_graphs(capsys):

@@ -57,3 +57,19 @@ def xla_counter(name: str) -> int:
 def xla_metric_samples(name: str) -> int:
     data = dev.xlac()._xla_metric_data(name)
     return data[0] if data else 0
+
+
+def xla_work(run) -> dict:
+    """How torch_xla's metrics move while ``run()`` executes."""
+    from torch_xla.debug import metrics
+
+    def sample():
+        traced = metrics.metric_data("LazyTracing")
+        return {"lazy_tracing": traced[0] if traced else 0,
+                "compiles": (metrics.counter_value("UncachedCompile") or 0)
+                + (metrics.counter_value("CachedCompile") or 0),
+                "cached_graph_runs": (metrics.metric_data("RunCachedGraphOutputData") or [0])[0]}
+
+    before = sample()
+    run()
+    return {k: v - before[k] for k, v in sample().items()}

@@ -11,7 +11,7 @@ named, every tracker is listed, and each sits under its base class):
      │    ├── TorchFunctionVariable   torch_fns.py     torch.*, torch.nn.functional.*: graph ops
      │    └── ClassVariable           objects.py       a class (calling it: a namedtuple, a known type)
      ├── GetterVariable               builtins.py      operator.itemgetter / attrgetter
-     ├── OpaqueCallableVariable       graph_break.py   a C callable we cannot model: calling it breaks the graph
+     ├── OpaqueCallableVariable       base.py          a C callable we cannot model: calling it breaks the graph
      ├── ConstantVariable             constant.py      Python scalars, strings, None, dtypes, devices, ...
      ├── ConstantMethodVariable       constant.py      "a{}".format, (3).bit_length: run when all known
      ├── TensorVariable               tensor.py        an fx node plus a meta example value
@@ -167,6 +167,29 @@ class BoundMethodVariable(VariableTracker):
 
     def __repr__(self):
         return f"BoundMethodVariable({self.obj!r}.{self.name})"
+
+
+class OpaqueCallableVariable(VariableTracker):
+    """A C function the tracer does not model (``id``, ``os.getpid``): loading it is fine,
+    calling it is Unsupported, so the frame breaks at the call and the call runs eagerly."""
+
+    def __init__(self, value, source, reason: str):
+        super().__init__(source)
+        self.value = value
+        self.reason = reason
+
+    def python_type(self):
+        return type(self.value)
+
+    def call_function(self, tx, args, kwargs):
+        raise Unsupported(self.reason)
+
+    def __repr__(self):
+        return f"OpaqueCallableVariable({getattr(self.value, '__qualname__', self.value)!r})"
+
+
+# ``maybe_constant(vt, NO_CONSTANT)`` tells "no constant" apart from the constant None.
+NO_CONSTANT = object()
 
 
 def maybe_constant(vt: VariableTracker, default=None):

@@ -10,11 +10,14 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import types
 
 import torch
 
+from ... import config
 from ...exc import Unsupported
-from .base import AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
+from ..library import is_library_value
+from .base import NO_CONSTANT, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
@@ -23,32 +26,10 @@ from .stdlib import CLASS_METHODS, STDLIB_CALLS, HandlerVariable
 from .iterators import (EnumerateVariable, FilterVariable, MapVariable, ZipVariable, make_iterator,
                         make_reversed)
 
-_NO = object()
-
-
-def _constants(args, kwargs):
-    values = [maybe_constant(a, _NO) for a in args]
-    kw = {k: maybe_constant(v, _NO) for k, v in kwargs.items()}
-    if any(v is _NO for v in values) or any(v is _NO for v in kw.values()):
-        return None
-    return values, kw
-
-
 def _fold(fn, args, kwargs):
-    from ..builder import wrap_constant_result
+    from ..operators import fold      # operators imports the trackers: imported on first use
 
-    constants = _constants(args, kwargs)
-    if constants is None:
-        raise Unsupported(f"{describe(fn)} on non-constant arguments {args}")
-    from ..operators import refuse_user_dunders
-
-    refuse_user_dunders([*constants[0], *constants[1].values()], describe(fn))   # str(enum with a __str__)
-    try:
-        return wrap_constant_result(fn(*constants[0], **constants[1]))
-    except Unsupported:
-        raise
-    except Exception as e:
-        raise Unsupported(f"{describe(fn)} raised {type(e).__name__}: {e}") from e
+    return fold(fn, args, kwargs)
 
 
 # -- handlers: (tx, *args, **kwargs) -> VariableTracker ------------------------------------
@@ -61,7 +42,7 @@ def _len(tx, obj):
         kind, method = special_method(tx, obj, "__len__")
         if kind != "python":
             raise Unsupported(f"len() of a {type(obj.value).__name__} without a Python __len__")
-        result = maybe_constant(method.call_function(tx, [], {}), _NO)
+        result = maybe_constant(method.call_function(tx, [], {}), NO_CONSTANT)
         if type(result) is not int or result < 0:
             raise Unsupported(f"__len__ returned {result!r} (TypeError/ValueError)")
         return ConstantVariable(result)
@@ -72,28 +53,20 @@ def _user_class_check(kinds, name: str):
     """isinstance/issubclass consult ``type(cls).__instancecheck__``/``__subclasscheck__``: one
     written in Python (a user metaclass) would run user code on real values: refused.  ABCMeta
     (C, library) and type's own are answered by the real check."""
-    import types
-
     for k in kinds if isinstance(kinds, tuple) else (kinds,):
         if isinstance(k, tuple):
             _user_class_check(k, name)
             continue
         for base in type(k).__mro__:
             if name in base.__dict__:
-                if isinstance(base.__dict__[name], types.FunctionType) and not _is_library_class(base):
+                if isinstance(base.__dict__[name], types.FunctionType) and not is_library_value(base):
                     raise Unsupported(f"{name} of metaclass {type(k).__name__} (user code)")
                 break
         hook = getattr(k, "__subclasshook__", None)     # ABCMeta consults it
         hook = getattr(hook, "__func__", None)
-        if isinstance(k, type) and isinstance(hook, types.FunctionType) and not _is_library_class(
+        if isinstance(k, type) and isinstance(hook, types.FunctionType) and not is_library_value(
                 next((b for b in k.__mro__ if "__subclasshook__" in b.__dict__), object)):
             raise Unsupported(f"{name} through {k.__name__}.__subclasshook__ (user code)")
-
-
-def _is_library_class(klass) -> bool:
-    from ..builder import is_library_value
-
-    return is_library_value(klass)
 
 
 def _isinstance(tx, obj, classes):
@@ -153,11 +126,6 @@ def _hasattr(tx, obj, name):
 
 def _library_module_has(obj, name) -> bool:
     """``hasattr(torch._C, "_c10d_init")``: a library module's attribute, assumed unpatched."""
-    import types
-
-    from ... import config
-    from ..builder import is_library_value
-
     value = getattr(obj, "value", None)
     return (config.assume_libraries_unpatched and isinstance(value, types.ModuleType)
             and is_library_value(value) and hasattr(value, name))
@@ -206,8 +174,8 @@ def _enumerate(tx, iterable, start=None):
 
 
 def _zip(tx, *iterables, strict=None):
-    strict_value = maybe_constant(strict, _NO) if strict is not None else False
-    if strict_value is _NO:
+    strict_value = maybe_constant(strict, NO_CONSTANT) if strict is not None else False
+    if strict_value is NO_CONSTANT:
         raise Unsupported("zip(strict=...) not a constant")
     return ZipVariable([make_iterator(tx, it) for it in iterables], bool(strict_value))
 
@@ -255,16 +223,16 @@ def _minmax(fn):
     compared with the best so far by ``<`` (min) / ``>`` (max), like builtin_min_max."""
     compare = operator.lt if fn is min else operator.gt
 
-    def handler(tx, *args, key=None, default=_NO):
+    def handler(tx, *args, key=None, default=NO_CONSTANT):
         from ..operators import apply
         from .tensor import TensorVariable
 
         if not args:
             raise Unsupported(f"{fn.__name__}() with no arguments (TypeError)")
-        if len(args) > 1 and default is not _NO:
+        if len(args) > 1 and default is not NO_CONSTANT:
             raise Unsupported(f"{fn.__name__}() with several arguments and a default (TypeError)")
         items = _consumed_items(tx, args[0]) if len(args) == 1 else list(args)
-        if key is not None and maybe_constant(key, _NO) is None:
+        if key is not None and maybe_constant(key, NO_CONSTANT) is None:
             key = None
         best = best_key = None
         for item in items:
@@ -274,7 +242,7 @@ def _minmax(fn):
             if best is None or apply(tx, compare, [value, best_key]).truth(tx):
                 best, best_key = item, value
         if best is None:
-            if default is _NO:
+            if default is NO_CONSTANT:
                 raise Unsupported(f"{fn.__name__}() of an empty iterable (ValueError)")
             return default
         return best
@@ -315,7 +283,7 @@ def _all_any(fn):
 def _sorted(tx, iterable, key=None, reverse=None):
     """``sorted(it, key=..., reverse=...)``: list.sort's rule (constant keys, stable)."""
     result = ListVariable(_consumed_items(tx, iterable))
-    key = None if key is None or maybe_constant(key, _NO) is None else key
+    key = None if key is None or maybe_constant(key, NO_CONSTANT) is None else key
     result.method_sort(tx, key, reverse)
     return result
 
@@ -326,8 +294,8 @@ def _callable(tx, obj):
 
     if isinstance(obj, (BaseFunctionVariable, UserMethodVariable, NNModuleVariable, BuiltinVariable)):
         return ConstantVariable(True)
-    value = maybe_constant(obj, _NO)
-    if value is not _NO:
+    value = maybe_constant(obj, NO_CONSTANT)
+    if value is not NO_CONSTANT:
         return ConstantVariable(callable(value))
     if hasattr(obj, "value"):
         return ConstantVariable(callable(obj.value))

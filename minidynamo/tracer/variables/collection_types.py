@@ -10,13 +10,13 @@ Their constructors are in the stdlib table (stdlib.py).
 from __future__ import annotations
 
 import collections
+import types
 
 from ...exc import Unsupported
-from .base import AttributeMissing, maybe_constant
+from .base import NO_CONSTANT, AttributeMissing, maybe_constant
 from .constant import ConstantVariable
 from .containers import DictVariable, ListVariable, _check_mutable, dict_key
 
-_NO = object()
 
 
 class DequeVariable(ListVariable):
@@ -40,12 +40,12 @@ class DequeVariable(ListVariable):
         return super().var_getattr(tx, name)
 
     def subscript(self, tx, index):
-        if type(maybe_constant(index, _NO)) is not int:
+        if type(maybe_constant(index, NO_CONSTANT)) is not int:
             raise Unsupported(f"deque index {index} (TypeError)")
         return super().subscript(tx, index)
 
     def method_setitem(self, tx, index, value):
-        if type(maybe_constant(index, _NO)) is not int:
+        if type(maybe_constant(index, NO_CONSTANT)) is not int:
             raise Unsupported(f"deque index {index} (TypeError)")
         return super().method_setitem(tx, index, value)
 
@@ -70,7 +70,7 @@ class DequeVariable(ListVariable):
         return self.items.pop(0)
 
     def method_rotate(self, tx, n=None):
-        steps = 1 if n is None else maybe_constant(n, _NO)
+        steps = 1 if n is None else maybe_constant(n, NO_CONSTANT)
         if type(steps) is not int:
             raise Unsupported(f"deque.rotate({n})")
         if self.items:
@@ -90,7 +90,7 @@ class DequeVariable(ListVariable):
 def default_factory(tx, factory):
     """The ``default_factory`` of a defaultdict made in the trace: None, or any callable tracker
     (it is inlined when a missing key is read)."""
-    if factory is None or maybe_constant(factory, _NO) is None:
+    if factory is None or maybe_constant(factory, NO_CONSTANT) is None:
         return None
     from .builtins import BUILTIN_HANDLERS
 
@@ -100,22 +100,20 @@ def default_factory(tx, factory):
 
 
 def _rebuild_value(factory):
-    """The real factory to rebuild the dict with after the graph, or _NO when there is none:
+    """The real factory to rebuild the dict with after the graph, or NO_CONSTANT when there is none:
     one made in the frame would be a different object on every call."""
     if factory is None:
         return None
     try:
         value = factory.as_python_constant()
     except Exception:  # noqa: BLE001 - a tracker with no single real value
-        return _NO
+        return NO_CONSTANT
     if factory.source is None and not _is_builtin_value(value):
-        return _NO
+        return NO_CONSTANT
     return value
 
 
 def _is_builtin_value(value) -> bool:
-    import types
-
     return isinstance(value, (type, types.BuiltinFunctionType)) and getattr(value, "__module__", "") == "builtins"
 
 
@@ -139,7 +137,7 @@ class DefaultDictVariable(DictVariable):
         self.factory = factory
 
     def cannot_rebuild(self):
-        if self.rebuild_factory is _NO:
+        if self.rebuild_factory is NO_CONSTANT:
             return f"a defaultdict whose factory {self.factory} was made in the frame"
         return super().cannot_rebuild()
 

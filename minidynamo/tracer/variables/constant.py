@@ -8,6 +8,7 @@ import enum
 import torch
 
 from ...exc import Unsupported
+from ..library import refuse_user_dunders
 from .base import AttributeMissing, VariableTracker
 
 # Types whose values may be folded into the graph and compared by ``==`` in a guard.
@@ -82,8 +83,6 @@ class ConstantMethodVariable(VariableTracker):
                     else a for a in args]
         values = [a.as_python_constant() for a in args]
         kw = {k: v.as_python_constant() for k, v in kwargs.items()}
-        from ..operators import refuse_user_dunders
-
         refuse_user_dunders([*values, *kw.values()], f"{type(self.owner.value).__name__}.{self.name}")
         try:
             result = getattr(self.owner.value, self.name)(*values, **kw)

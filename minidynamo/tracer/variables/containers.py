@@ -8,10 +8,12 @@ belongs to the caller: mutating it would have to be replayed, so that is Unsuppo
 from __future__ import annotations
 
 import collections
+import types
 
 import torch
 
 from ...exc import Unsupported
+from ..library import refuse_user_dunders
 from .base import AttributeMissing, BoundMethodVariable, VariableTracker, maybe_constant
 from .constant import ConstantVariable
 
@@ -64,9 +66,7 @@ class BaseListVariable(MethodTable, VariableTracker):
         return list(self.items)
 
     def as_graph_arg(self, devices):
-        from ..output_graph import graph_arg
-
-        pairs = [graph_arg(i, devices) for i in self.items]
+        pairs = [i.as_graph_arg(devices) for i in self.items]
         kind = list if self.python_type() is list else tuple
         return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
 
@@ -154,8 +154,6 @@ class NamedTupleVariable(TupleVariable):
     def var_getattr(self, tx, name):
         """Fields by name, ``_fields``, ``_asdict``/``_replace``, and the methods the class
         defines in Python (read through the class, bound to this tuple, inlined)."""
-        import types
-
         fields = named_tuple_fields(self.tuple_type)
         if name in fields:
             return self.items[fields.index(name)]
@@ -267,8 +265,6 @@ class ListVariable(BaseListVariable):
     def method_sort(self, tx, key=None, reverse=None):
         """Sorts by constant keys (the items themselves, or ``key(item)``): stable, like list.sort."""
         _check_mutable(tx, self, "sort")
-        from ..operators import refuse_user_dunders
-
         keys = [(key.call_function(tx, [i], {}) if key is not None else i).as_python_constant() for i in self.items]
         refuse_user_dunders(keys, "sorting")            # their __lt__ would run for real
         order = sorted(range(len(self.items)), key=keys.__getitem__,
@@ -349,11 +345,9 @@ class DictVariable(MethodTable, VariableTracker):
         return None
 
     def as_graph_arg(self, devices):
-        from ..output_graph import graph_arg
-
         if self.has_tensor_keys:
             raise Unsupported("a dict keyed by tensors given to a tensor operation")
-        pairs = {k: graph_arg(v, devices) for k, v in self.items.items()}
+        pairs = {k: v.as_graph_arg(devices) for k, v in self.items.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
 
     def subscript(self, tx, index):
@@ -495,8 +489,6 @@ def _key(vt):
     key = maybe_constant(vt, _key)
     if key is _key:
         raise Unsupported(f"dict key {vt} is not a constant")
-    from ..operators import refuse_user_dunders
-
     refuse_user_dunders([key], "hashing")           # an enum with a Python __hash__/__eq__
     return key
 
@@ -513,9 +505,7 @@ class SliceVariable(VariableTracker):
         return slice(*(p.as_python_constant() for p in self.parts))
 
     def as_graph_arg(self, devices):
-        from ..output_graph import graph_arg
-
-        pairs = [graph_arg(p, devices) for p in self.parts]
+        pairs = [p.as_graph_arg(devices) for p in self.parts]
         return slice(*(p[0] for p in pairs)), slice(*(p[1] for p in pairs))
 
 

@@ -25,6 +25,7 @@ import threading
 
 import torch
 
+from ...exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 
@@ -130,8 +131,6 @@ class AutocastOffVariable(ContextManagerVariable):
 
     @staticmethod
     def create(args, kwargs):
-        from ...exc import Unsupported
-
         arguments = {k: v.as_python_constant() for k, v in kwargs.items()}
         names = ("device_type", "dtype", "enabled", "cache_enabled")
         arguments.update({names[i]: a.as_python_constant() for i, a in enumerate(args)})

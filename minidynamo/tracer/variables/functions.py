@@ -8,6 +8,7 @@ import types
 
 import guards as G
 from ...exc import Unsupported
+from ..library import is_library_value
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .containers import DictVariable, TupleVariable
@@ -44,8 +45,6 @@ class RealCellVariable(VariableTracker):
     def load(self, tx):
         if self.loaded is None:
             from ..builder import wrap
-
-            from ..builder import is_library_value
 
             try:
                 contents = self.cell.cell_contents
@@ -148,8 +147,6 @@ class UserFunctionVariable(BaseFunctionVariable):
 
 
 def _is_library(value) -> bool:
-    from ..builder import is_library_value
-
     return is_library_value(value)
 
 

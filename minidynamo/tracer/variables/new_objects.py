@@ -27,6 +27,8 @@ import guards as G
 from ...exc import Unsupported
 from .base import AttributeMissing, VariableTracker, describe
 from .constant import ConstantVariable
+from .containers import DictVariable
+from .objects import ClassVariable, UserObjectVariable, lookup_class_attribute
 
 # The builtin classes a modelled class may inherit from, and the state each gives it.
 BUILTIN_BASES = (object, dict, collections.OrderedDict)
@@ -65,13 +67,7 @@ def modelled_class(klass) -> str | None:
     return None
 
 
-def _user_object_base():
-    from .objects import UserObjectVariable
-
-    return UserObjectVariable
-
-
-class NewObjectVariable(_user_object_base()):
+class NewObjectVariable(UserObjectVariable):
     """An instance made during the trace: its attributes and (dict subclasses) items.
 
     It is a UserObjectVariable to the operators (``==``, ``<``, ``+``, ``bool``, ``len``):
@@ -84,8 +80,6 @@ class NewObjectVariable(_user_object_base()):
 
     def __init__(self, klass: type, class_vt: VariableTracker):
         VariableTracker.__init__(self)
-        from .containers import DictVariable
-
         self.value = klass.__new__(klass)
         self.klass = klass
         self.class_vt = class_vt                      # the class as read (with its source)
@@ -102,8 +96,6 @@ class NewObjectVariable(_user_object_base()):
 
     # -- reading attributes ---------------------------------------------------------------
     def class_lookup(self, tx, name, mro_start=0):
-        from .objects import lookup_class_attribute
-
         return lookup_class_attribute(tx, self.klass, name, self, None, mro_start, self.class_source)
 
     def var_getattr(self, tx, name):
@@ -115,8 +107,6 @@ class NewObjectVariable(_user_object_base()):
     def generic_getattr(self, tx, name):
         """``object.__getattribute__``: data descriptors, the instance dict, the class; then a
         Python ``__getattr__``."""
-        from .objects import ClassVariable
-
         if name == "__class__":
             return self.class_vt
         if name == "__dict__":

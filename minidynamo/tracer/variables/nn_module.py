@@ -9,13 +9,13 @@ from torch import nn
 from torch.nn.modules import module as module_impl
 
 import guards as G
+from guards import module_facts
 from ...exc import Unsupported
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
-GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-                     "_global_backward_pre_hooks", "_global_module_registration_hooks")
-INSTANCE_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+# The hook dicts that change a call, or see a registration (one home: guards/module_facts.py).
+GLOBAL_HOOK_DICTS = module_facts.GLOBAL_HOOK_DICT_NAMES + module_facts.GLOBAL_REGISTRATION_HOOK_DICT_NAMES
 
 
 # Methods answered by NNModuleVariable.call_method rather than by inlining nn.Module's code.
@@ -30,7 +30,7 @@ def check_no_hooks(module: nn.Module) -> None:
     for name in GLOBAL_HOOK_DICTS:
         if getattr(module_impl, name, None):
             raise Unsupported(f"a global nn.Module hook is registered ({name})")
-    for name in INSTANCE_HOOK_DICTS:
+    for name in module_facts.MODULE_HOOK_DICTS:
         if getattr(module, name, None):
             raise Unsupported(f"{type(module).__name__} has {name} registered")
 

@@ -12,7 +12,8 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
-from .base import AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
+from ..library import LIBRARY_PREFIXES, is_library_value
+from .base import NO_CONSTANT, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
 
 
@@ -20,12 +21,6 @@ def _wrap(tx, value, source):
     from ..builder import wrap
 
     return wrap(tx, value, source)
-
-
-def is_library_value(value) -> bool:
-    from ..builder import is_library_value as check
-
-    return check(value)
 
 
 def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_source=None):
@@ -128,8 +123,6 @@ class PythonModuleVariable(VariableTracker):
             raise AttributeMissing(f"module {self.value.__name__} has no attribute {name!r} (AttributeError)")
         value = getattr(self.value, name)
         if self.source is None:
-            from ..builder import LIBRARY_PREFIXES, is_library_value
-
             library_module = self.value.__name__.split(".")[0] in LIBRARY_PREFIXES
             if not (library_module or is_library_value(value)):
                 raise Unsupported(f"{self.value.__name__}.{name} read through a local import cannot be guarded")
@@ -213,9 +206,6 @@ class ClassVariable(KnownObjectVariable):
 
     def __repr__(self):
         return f"ClassVariable({self.value.__name__})"
-
-
-_NOT_CONSTANT = object()
 
 
 def _custom_getattr(klass) -> bool:
@@ -302,10 +292,8 @@ class UserObjectVariable(VariableTracker):
     def subscript(self, tx, index):
         """``List[torch.Tensor]``: typing constructs are pure library values, built now."""
         if type(self.value).__module__ == "typing":
-            from .base import maybe_constant
-
-            key = maybe_constant(index, _NOT_CONSTANT)
-            if key is not _NOT_CONSTANT:
+            key = maybe_constant(index, NO_CONSTANT)
+            if key is not NO_CONSTANT:
                 try:
                     return UserObjectVariable(self.value[key], None)
                 except Exception as e:

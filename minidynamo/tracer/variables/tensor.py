@@ -8,6 +8,8 @@ tensor's *data* (``.item()``, ``bool(t)``, ``.tolist()``) cannot be traced: Unsu
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 import guards as G
@@ -65,8 +67,6 @@ class TensorVariable(VariableTracker):
         return [self.subscript(tx, ConstantVariable(i)) for i in range(self.example.shape[0])]
 
     def subscript(self, tx, index: VariableTracker):
-        import operator
-
         return tx.output.call_op("call_function", operator.getitem, [self, index], {})
 
     def var_getattr(self, tx, name):

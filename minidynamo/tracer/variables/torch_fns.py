@@ -13,6 +13,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
+from ..meta import FACTORIES
 from .base import KnownObjectVariable, VariableTracker, describe
 from .constant import ConstantVariable
 
@@ -61,12 +62,6 @@ CONSTANT_FUNCTIONS = {torch.device, torch.Size, torch.finfo, torch.iinfo,
 
 # Readers of global torch state: answered now, as constants, with a guard on the state.
 STATE_QUERIES = {getattr(torch, name): name for name in G.source.TORCH_STATE_FUNCTIONS}
-
-# Factories: no tensor argument, yet they make a tensor (their example is built on meta).
-FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.tensor, torch.rand,
-             torch.randn, torch.randint, torch.linspace, torch.logspace, torch.eye, torch.as_tensor,
-             torch.scalar_tensor, torch.randperm, torch.empty_strided, torch.tril_indices, torch.triu_indices}
-
 
 def is_torch_callable(value) -> bool:
     """Is ``value`` a tensor operation from torch (not a class, not a torch utility)?"""
@@ -140,7 +135,9 @@ class TorchFunctionVariable(KnownObjectVariable):
             return ConstantVariable(isinstance(args[0], TensorVariable))
         tensors_in = any(_contains_tensor(a) for a in [*args, *kwargs.values()])
         if _hashable_in(fn, CONSTANT_FUNCTIONS) and not tensors_in:
-            return _fold(fn, args, kwargs)
+            from ..operators import fold      # operators imports the trackers: imported on use
+
+            return fold(fn, args, kwargs)
         if fn in (torch.is_floating_point, torch.is_complex, torch.numel) and tensors_in:
             from .tensor import TensorMethodVariable
 
@@ -173,13 +170,3 @@ class TorchFunctionVariable(KnownObjectVariable):
         return f"TorchFunctionVariable({describe(self.value)})"
 
 
-def _fold(fn, args, kwargs):
-    from ..builder import wrap_constant_result
-
-    values = [a.as_python_constant() for a in args]
-    kw = {k: v.as_python_constant() for k, v in kwargs.items()}
-    try:
-        result = fn(*values, **kw)
-    except Exception as e:
-        raise Unsupported(f"{describe(fn)} raised {type(e).__name__}: {e}") from e
-    return wrap_constant_result(result)
