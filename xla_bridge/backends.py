@@ -23,6 +23,7 @@ from . import replay_path, timing
 from .aliasing import analyse_memory
 from .counters import counters
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
+from .eager_copies import force_eager_copies
 from .lazy_graph import NotOneGraph
 from .lifting import FlatProgram
 from .partition import PartitionedProgram, find_eager_nodes
@@ -66,6 +67,7 @@ def _trace_once_program(flat, device_args):
 def _build(gm, example_inputs, make_program, cache_host_weights=None, make_training=None):
     if cache_host_weights is None:
         cache_host_weights = config.cache_host_weights
+    gm = force_eager_copies(gm)       # a layout copy of eager stays a copy on the device (X10)
     try:
         call = BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
                            make_training)

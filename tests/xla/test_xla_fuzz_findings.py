@@ -7,6 +7,8 @@ X3  a 0-dim tensor of a wider dtype next to a dimensioned one (trace_once replay
     promoted type instead of PyTorch's)
 X4  out-of-range index tensors: XLA clamps instead of raising (a documented difference)
 X5  an output viewing a tensor made inside the graph came back compact (seed 5, program 23)
+X10 a layout copy (``x.t().contiguous()``) aliased the argument on the device, so an in-place op
+    on it changed the caller's tensor (seed 32, program 16)
 """
 
 import pytest
@@ -361,3 +363,34 @@ def test_full_views_of_an_argument_are_new_views_and_the_argument_stays_itself(b
             assert view is not x and view.data_ptr() == x.data_ptr() and view.shape == x.shape
         outs[0].t_()
         assert x.shape == (2, 3)
+
+
+# --- X10: a copy eager makes only because of layout stays a copy on the device -----------------
+
+LAYOUT_COPIES = {
+    "contiguous of a transpose": lambda x: x.transpose(0, 1).contiguous(),   # eager copies
+    "reshape of a transpose": lambda x: x.t().reshape(-1),                    # eager copies
+    "flatten of a transpose": lambda x: x.t().flatten(),                      # eager copies
+    "reshape of a contiguous x": lambda x: x.reshape(-1),                     # eager: a view
+    "contiguous of a contiguous x": lambda x: x.contiguous(),                 # eager: x itself
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(LAYOUT_COPIES))
+def test_an_in_place_op_on_a_layout_copy_leaves_the_argument_as_eager_does(backend, name):
+    op = LAYOUT_COPIES[name]
+
+    def program(x):
+        t = op(x)
+        t *= 2                  # writes to x exactly when eager's t is a view of x
+        return t + 1
+
+    theirs = torch.arange(6.0).reshape(2, 3)
+    expected = program(theirs)
+    compiled = minidynamo.optimize(backend)(program)
+    for _ in range(2):          # the first call traces, the second replays
+        ours = torch.arange(6.0).reshape(2, 3)
+        assert_same(compiled(ours), expected)
+        assert torch.equal(ours, theirs)
+    minidynamo.reset()

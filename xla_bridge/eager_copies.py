@@ -1,0 +1,43 @@
+"""Where eager copies only because of memory layout, the lazy device may not: force the copy.
+
+``x.t().contiguous()`` copies in eager (the transpose is not contiguous), but on XLA, which has
+no strides, it is the same functional view of ``x``: an in-place op on the result would write
+through to the caller's ``x`` (fuzz finding X10).  The trace's meta example values record which
+layout-dependent calls made a new storage in eager; each of those gets an explicit ``clone`` on
+the device, so a later write stays local exactly as in eager.  A call that returned a view in
+eager is left alone: there, writing through is what eager does too.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+# ops that return a view when the layout allows it and a copy otherwise
+LAYOUT_DEPENDENT = frozenset({"contiguous", "reshape", "reshape_as", "flatten"})
+
+
+def force_eager_copies(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Insert ``clone`` after every layout-dependent call that copied in eager (in place)."""
+    copied = [node for node in gm.graph.nodes if _copied_in_eager(node)]
+    for node in copied:
+        with gm.graph.inserting_after(node):
+            clone = gm.graph.call_method("clone", (node,))
+        node.replace_all_uses_with(clone, delete_user_cb=lambda user: user is not clone)
+        clone.meta = dict(node.meta)
+        clone.meta["example_value"] = node.meta["example_value"].clone()    # its own storage
+    if copied:
+        gm.recompile()
+    return gm
+
+
+def _copied_in_eager(node) -> bool:
+    if node.op not in ("call_method", "call_function") or not node.args:
+        return False
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    if name not in LAYOUT_DEPENDENT or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    result, source = node.meta.get("example_value"), node.args[0].meta.get("example_value")
+    if not isinstance(result, torch.Tensor) or not isinstance(source, torch.Tensor):
+        return False
+    return result.untyped_storage()._cdata != source.untyped_storage()._cdata
