@@ -69,6 +69,9 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
         cache_host_weights = config.cache_host_weights
     gm = force_eager_copies(gm)       # a layout copy of eager stays a copy on the device (X10)
     try:
+        why = _in_place_write_gains_grad(gm, example_inputs)
+        if why is not None:
+            raise NotOneGraph(why)
         call = BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
                            make_training)
         # trace_once: the C++ replay path in front (``replay_path``; None without the extension)
@@ -84,6 +87,22 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
         reason = f"{type(error).__name__}: {first_line[:200]}"
     counters.record("fallbacks", f"graph runs eagerly: {reason}")
     return EagerGraph(gm, reason)
+
+
+def _in_place_write_gains_grad(gm, example_inputs):
+    """Why the device cannot run ``gm``, if an in-place op makes an argument that does not require
+    grad require it (``x.add_(w * y)`` under grad mode): eager gives the caller's ``x`` a
+    ``grad_fn``, but the bridge writes results back into arguments without autograd (X9)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    arguments = dict(zip(placeholders, example_inputs))
+    for node in gm.graph.nodes:
+        if not node.meta.get("writes") or not node.args or node.args[0] not in arguments:
+            continue
+        before, after = arguments[node.args[0]], node.meta.get("example_value")
+        if isinstance(before, torch.Tensor) and not before.requires_grad and _requires_grad(after):
+            return (f"in-place {getattr(node.target, '__name__', node.target)} makes argument "
+                    f"{placeholders.index(node.args[0])} require grad (the write-back carries no autograd)")
+    return None
 
 
 def _requires_grad(value) -> bool:

@@ -7,6 +7,7 @@ X3  a 0-dim tensor of a wider dtype next to a dimensioned one (trace_once replay
     promoted type instead of PyTorch's)
 X4  out-of-range index tensors: XLA clamps instead of raising (a documented difference)
 X5  an output viewing a tensor made inside the graph came back compact (seed 5, program 23)
+X9  an in-place op that made an argument require grad lost autograd on the write-back
 X10 a layout copy (``x.t().contiguous()``) aliased the argument on the device, so an in-place op
     on it changed the caller's tensor (seed 32, program 16)
 """
@@ -393,4 +394,28 @@ def test_an_in_place_op_on_a_layout_copy_leaves_the_argument_as_eager_does(backe
         ours = torch.arange(6.0).reshape(2, 3)
         assert_same(compiled(ours), expected)
         assert torch.equal(ours, theirs)
+    minidynamo.reset()
+
+
+# --- X9: an in-place op that makes an argument require grad runs eagerly ------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_argument_that_gains_grad_in_place_is_left_as_eager_leaves_it(backend):
+    def program(x, y):
+        y.add_(x)               # x requires grad: eager gives y a grad_fn
+        return y * 2
+
+    def inputs():
+        return torch.ones(3, requires_grad=True), torch.zeros(3)
+
+    ex, ey = inputs()
+    expected = program(ex, ey)
+    compiled = minidynamo.optimize(backend)(program)
+    xla_bridge.reset_counters()
+    for _ in range(2):
+        ox, oy = inputs()
+        assert_same(compiled(ox, oy).detach(), expected.detach())
+        assert oy.requires_grad and oy.grad_fn is not None
+        assert torch.equal(oy.detach(), ey.detach())
+    assert "require grad" in fallback_reasons()
     minidynamo.reset()
