@@ -181,7 +181,7 @@ def run_model(name, regime, options, peers):
                          torch.Generator().manual_seed(options.seed))
     row = {"model": name, "regime": regime.name, "batch_size": options.batch_size, "peers": {}}
     contenders = [BASELINE, *peers]
-    prepared, first, reference = {}, {}, None
+    prepared, reference = {}, None
     xla_bridge.reset_counters()
     for peer_name in contenders:
         entry = row["peers"][peer_name] = {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-import weakref
 
 import torch
 

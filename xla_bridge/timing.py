@@ -73,4 +73,4 @@ def phase_timer():
     try:
         yield active
     finally:
-        timer, active = active, previous
+        active = previous

@@ -35,7 +35,7 @@ import torch
 from ..exc import Unsupported
 from .capture import Templates
 from .translator import decoded
-from .variables.base import NullVariable, VariableTracker
+from .variables.base import NullVariable
 from .variables.containers import TupleVariable
 from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
                                      _AutocastExitVariable, _ExitVariable)

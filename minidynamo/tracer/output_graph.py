@@ -24,7 +24,6 @@ import guards
 from ..exc import Unsupported
 from .meta import FACTORIES, EffectProbe, run_on_meta, to_meta
 from .side_effects import SideEffects
-from .variables.base import VariableTracker
 
 
 class OutputGraph:

@@ -14,7 +14,7 @@ import torch
 import guards as G
 from ...exc import Unsupported
 from ..meta import FACTORIES
-from .base import KnownObjectVariable, VariableTracker, describe
+from .base import KnownObjectVariable, describe
 from .constant import ConstantVariable
 
 # Modules whose functions are tensor operations we may put in the graph.
