@@ -49,15 +49,22 @@ def to_device(tensors: list) -> list:
 
 
 def device_copies(values: list) -> list:
-    """Fresh device data for every tensor in ``values``: host tensors copied in, device tensors
-    fetched to the host and copied back, each direction in one batched transfer (a device
-    tensor cannot be given a second, independent handle on its data in place)."""
+    """Fresh device data for every tensor in ``values``, each with its own tensor id: host
+    tensors copied in (one batched transfer); device tensors copied on the device, by syncing
+    lazy clones (a device tensor cannot be given a second, independent handle on its data in
+    place, and a round trip through the host costs two transfers of every weight)."""
     positions = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
     on_device = [i for i in positions if is_xla(values[i])]
-    fetched = dict(zip(on_device, to_host([values[i].detach() for i in on_device])))
+    on_host = [i for i in positions if not is_xla(values[i])]
     copies = list(values)
-    host = [fetched[i] if i in fetched else values[i].detach() for i in positions]
-    for i, copy in zip(positions, to_device(host)):
+    with torch.no_grad():
+        clones = [values[i].detach().clone() for i in on_device]
+    if clones:
+        xlac()._xla_sync_multi(clones, devices=[], wait=True, sync_xla_data=True)
+        wait_device()          # the copies' execution is over before any trace starts
+    for i, copy in zip(on_device, clones):
+        copies[i] = copy
+    for i, copy in zip(on_host, to_device([values[i].detach() for i in on_host])):
         copies[i] = copy
     return copies
 
