@@ -427,16 +427,7 @@ def function_template(templates, vt: "NestedFunctionVariable"):
     cells = []
     for cell in vt.closure:
         if isinstance(cell, CellVariable):
-            key = ("cell", id(cell))
-            if key not in templates.fresh:
-                templates._keep.append(cell)
-                index = len(templates._keep) - 1
-                templates.fresh[key] = None
-                templates.fresh[key] = ("fresh", index, ("cell", templates.of(cell.value) if cell.value is not None
-                                                         else None))
-            if templates.fresh[key] is None:
-                raise Unsupported("a closure cell that contains its own function")
-            cells.append(templates.fresh[key])
+            cells.append(cell_template(templates, cell))
         elif isinstance(cell, RealCellVariable) and cell.source is not None:
             cells.append(("real", templates.read(cell.source.base_source)))   # fn.__closure__[i]
         else:
@@ -446,6 +437,21 @@ def function_template(templates, vt: "NestedFunctionVariable"):
 
 
 _NOT_KNOWN = object()
+
+
+def cell_template(templates, cell: CellVariable):
+    """A cell made in the trace: one new cell per call, filled with its value at the frame's
+    end (or at a graph break), the same object wherever it is held (closures, the resume
+    function of a break)."""
+    key = ("cell", id(cell))
+    if key not in templates.fresh:
+        templates._keep.append(cell)
+        index = len(templates._keep) - 1
+        templates.fresh[key] = None
+        templates.fresh[key] = ("fresh", index, ("cell", templates.of(cell.value) if cell.value is not None else None))
+    if templates.fresh[key] is None:
+        raise Unsupported("a closure cell that contains its own function")
+    return templates.fresh[key]
 
 
 def rebuild_function(made, defaults, kwdefaults, cells):
