@@ -110,6 +110,8 @@ def _trace(func, args, stop_at=None) -> Capture:
     templates = Templates() if break_state is None else BreakTemplates()
     template = templates.of(result)
     replays = templates.replays_of(output.side_effects)
+    if getattr(output, "module_sharing", None) is not None:    # modules guarded by structure or pinned
+        output.module_sharing.finish(output)
     graph_module = output.finish(templates.nodes)
     effects = graph_effects(graph_module.graph)
     if effects is not None and output.needs_rerun:     # try_blocks.py: only a re-run runs the handler
@@ -260,6 +262,8 @@ class Templates:
         if isinstance(vt, DictViewVariable):                 # d.keys(): a view of the real/rebuilt dict
             return ("view", vt.kind, self.of(vt.dict_vt))
         if isinstance(vt, NNModuleVariable) and vt.source is not None:
+            if vt.by_structure:                              # shared by entries: this call's own
+                return ("real", self.read(vt.source))
             return ("const", vt.value)                       # id-guarded: the very same module
         if getattr(vt, "guarded_by_code", False) and vt.source is not None:
             return ("real", self.read(vt.source))           # a closure guarded by code: this call's own
