@@ -120,7 +120,8 @@ def _trace(func, args, stop_at=None) -> Capture:
         _check_effect_order(graph_module.graph, output.side_effects.first_at, effects)
     reader = G.compile_reader(templates.reads, frame) if templates.reads else None
     return Capture(graph_module, list(output.example_inputs), list(output.input_sources), list(output.guards),
-                   frame, OutputBuilder(template, replays, reader), effects, grad_enabled, break_state)
+                   frame, OutputBuilder(template, replays, reader, templates.reads_frame_cells), effects,
+                   grad_enabled, break_state)
 
 
 # -- when the graph raises at run time ----------------------------------------------------------
@@ -208,6 +209,8 @@ class Templates:
         ("fresh", k, t)      a list/dict made by the trace: built from t once per call, so
                              every place that holds it (return value, attributes stored,
                              other containers) holds the same object, as in eager
+        ("frame_cell", i)    cell i of this call's function's closure (a closure the frame
+                             made over its own free variable holds the very cell)
     """
 
     def __init__(self):
@@ -215,6 +218,7 @@ class Templates:
         self.reads: list = []        # sources re-read at call time
         self.fresh: dict = {}        # id(VT) -> its "fresh" template
         self._keep: list = []        # those VTs, alive while ids are compared
+        self.reads_frame_cells = False   # a ("frame_cell", i) template: the frame's own closure cell
 
     def read(self, source) -> int:
         if source not in self.reads:
@@ -296,11 +300,11 @@ class OutputBuilder:
     (``needs_frame``), call it as ``build_output(graph_outputs, func, *args)``: it re-reads
     those objects from the new frame and replays the changes on them (see side_effects.py)."""
 
-    def __init__(self, template, replays=(), reader=None):
+    def __init__(self, template, replays=(), reader=None, reads_frame_cells=False):
         self.template = template
         self.replays = list(replays)
         self.reader = reader
-        self.needs_frame = reader is not None or bool(self.replays)
+        self.needs_frame = reader is not None or bool(self.replays) or reads_frame_cells
 
     def specialized(self):
         """An equivalent, faster callable for the common shapes of a return value.
@@ -317,7 +321,7 @@ class OutputBuilder:
         return self
 
     def __call__(self, outputs, func=None, *args):
-        real, made = [], {}
+        real, made = [], {FRAME_FUNCTION: func}
         if self.needs_frame:
             if func is None:
                 raise MinidynamoError("this capture reads or changes the caller's objects: "
@@ -343,6 +347,9 @@ class OutputBuilder:
         return f"OutputBuilder({self.template!r})"
 
 
+FRAME_FUNCTION = "function"     # the key of this call's function in ``made``
+
+
 def _build(template, outputs, real=(), made=None):
     """The value a template stands for; ``made`` holds this call's "fresh" containers."""
     kind = template[0]
@@ -358,6 +365,8 @@ def _build(template, outputs, real=(), made=None):
         if template[1] not in made:
             made[template[1]] = _build(template[2], outputs, real, made)
         return made[template[1]]
+    if kind == "frame_cell":                                 # a closure cell of the frame's own function
+        return made[FRAME_FUNCTION].__closure__[template[1]]
     if kind == "cell":
         return types.CellType() if template[1] is None else types.CellType(_build(template[1], outputs, real, made))
     if kind == "function":                                   # variables.functions.function_template

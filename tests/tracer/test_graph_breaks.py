@@ -407,6 +407,34 @@ def test_an_empty_cell_written_after_the_break_is_handed_over(capsys):
     assert graphs >= 1 and breaks >= 1
 
 
+def make_closure_with_cells():
+    base = torch.full((2,), 3.0)
+
+    def f(x):                      # a closure (free variable base) with a cell of its own (s)
+        s = x * base
+        g = lambda t: t + s + base      # noqa: E731  (holds the frame's cell and its free variable)
+        if s.sum() > 0:            # a jump: each branch's resume function gets the cells
+            r = g(x) * 2
+        else:
+            r = g(x) - 1
+        return r, g(s), g
+    return f
+
+
+def test_a_closure_over_the_frames_cells_and_free_variables_crosses_a_jump_break():
+    f = make_closure_with_cells()
+    opt = minidynamo.optimize(CountingBackend())(f)
+    for sign in (1, -1, 1, -1):
+        expected, actual = f(torch.ones(2) * sign), opt(torch.ones(2) * sign)
+        torch.testing.assert_close(actual[:2], expected[:2])
+        cells = dict(zip(actual[2].__code__.co_freevars, actual[2].__closure__))
+        assert cells["base"] is f.__closure__[0]                   # the frame's own cell of base
+        assert cells["s"] is not dict(zip(expected[2].__code__.co_freevars, expected[2].__closure__))["s"]
+        torch.testing.assert_close(actual[2](torch.ones(2)), expected[2](torch.ones(2)))
+    graphs, breaks, fallbacks = counts(f, torch.ones(2))
+    assert breaks == 1 and fallbacks == 0
+
+
 def test_free_variables_reach_the_resume_function(capsys):
     scale = torch.full((2,), 3.0)
 

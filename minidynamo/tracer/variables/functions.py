@@ -428,6 +428,9 @@ def function_template(templates, vt: "NestedFunctionVariable"):
     for cell in vt.closure:
         if isinstance(cell, CellVariable):
             cells.append(cell_template(templates, cell))
+        elif isinstance(cell, RealCellVariable) and isinstance(cell.source, G.ClosureSource):
+            templates.reads_frame_cells = True                               # the frame's own free variable:
+            cells.append(("frame_cell", cell.source.index))                  # func.__closure__[i] of this call
         elif isinstance(cell, RealCellVariable) and cell.source is not None:
             cells.append(("real", templates.read(cell.source.base_source)))   # fn.__closure__[i]
         else:
