@@ -290,6 +290,8 @@ class Templates:
             replays.append(("attr", self.read(source), name, self.of(vt)))
         for name, vt in effects.global_stores.items():
             replays.append(("global", None, name, self.of(vt)))
+        for index, vt in effects.cell_stores.items():
+            replays.append(("cell", None, index, self.of(vt)))
         return replays
 
 
@@ -340,6 +342,8 @@ class OutputBuilder:
                 real[index].update(new)
             elif kind == "attr":
                 setattr(real[index], key, _build(template, outputs, real, made))
+            elif kind == "cell":
+                func.__closure__[key].cell_contents = _build(template, outputs, real, made)
             else:
                 func.__globals__[key] = _build(template, outputs, real, made)
 

@@ -35,7 +35,9 @@ class CellVariable(VariableTracker):
 
 
 class RealCellVariable(VariableTracker):
-    """A cell of a real closure: read through its source; writing to it is a side effect."""
+    """A cell of a real closure: read through its source.  Writing to it is a side effect,
+    replayed after the graph, for the frame's own free variables (``G.ClosureSource``: a
+    resume function writing a cell of the frame it continues, ``nonlocal`` in a root closure)."""
 
     def __init__(self, cell, source):
         super().__init__(source)
@@ -45,6 +47,9 @@ class RealCellVariable(VariableTracker):
     def load(self, tx):
         if self.loaded is None:
             from ..builder import wrap
+
+            if not isinstance(self.source, G.ClosureSource):
+                tx.output.side_effects.note_foreign_cell_read()
 
             try:
                 contents = self.cell.cell_contents
@@ -56,7 +61,10 @@ class RealCellVariable(VariableTracker):
         return self.loaded
 
     def store(self, tx, value):
-        raise Unsupported("assignment to a closure variable of a function defined outside the trace")
+        if value is None or not isinstance(self.source, G.ClosureSource):     # None: DELETE_DEREF
+            raise Unsupported("assignment to a closure variable of a function defined outside the trace")
+        tx.output.side_effects.store_cell(self.source.index, value)
+        self.loaded = value
 
 
 class BaseFunctionVariable(VariableTracker):
