@@ -8,24 +8,31 @@ read from their sources, its constants are guarded by value, and its state (``tr
 and the structure the trace walked (the keys of the dicts it read, where each attribute lives)
 are guarded anyway.  So, as torch.compile does with ``inline_inbuilt_nn_modules``:
 
-    a module reached from a frame ARGUMENT (its source's root is a ``LocalSource``) is guarded
-    by its exact type and state (``type_match`` + ``module_state_match``), not by identity.
+    a module reached from a frame ARGUMENT (its source's root is a ``LocalSource``), once a
+    second object of its type came to that place of that code, and every module below a shared
+    one, is guarded by its exact type and state (``type_match`` + ``module_state_match``), not
+    by identity.
 
-The tracer decides, per trace, whether that is enough, and *pins* the module (adds the identity
-guard after all) when the trace relied on more:
+The first module seen at a place keeps its identity guard (``may_share``): a model called
+alone keeps the native guard's pinned fast path (resnet18: ~3 us per call; guarded by type
+from its first trace, its guard took the generated Python path, ~50 us), and N identical layers compile two entries, the first
+layer's and one shared by all (it is newer, so tried first).
+
+The tracer decides, per trace, whether type and state are enough, and *pins* a shared module
+(adds the identity guard after all) when the trace relied on more:
 
   - a value read from it (or from below it, before the next module down) that is not a tensor
     (a graph input), a constant guarded by value, a function / class / C callable guarded by
-    identity, or a module that follows this same rule: an arbitrary object, a list or dict, a
-    bound method or a closure stored on the instance;
-  - an attribute stored on it (``translator.store_attr``).
+    identity, or a module under this same rule: an arbitrary object, a list or dict, a bound
+    method or a closure stored on the instance (``builder.fully_guarded``);
+  - an attribute stored on it (``translator.store_attr``);
+  - an identity test against a value without a source (``operators._module_identity``; between
+    two values read from the frame the relation is guarded instead, ``alias_match``).
 
-Every module of a type that has a shared one is noted for ``OutputGraph.identity_guards``, so
-which of them are one object (``a is b``, one layer passed twice, the walk of ``parameters()``
-that visits each module once) is guarded as for plain objects.  A module returned or handed
-over at a graph break is re-read from its source (``capture.Templates``): this call's module.
-Modules read from globals, closures or defaults keep their identity guard (``config``:
-``share_module_entries``).
+The walk of ``parameters()`` (each module once) guards which modules are one object
+(``nn_module._members``).  A module returned or handed over at a graph break is re-read from its
+source (``capture.Templates``): this call's module.  Modules read from globals, closures or
+defaults keep their identity guard.  Switch: ``config.share_module_entries``.
 """
 
 from __future__ import annotations
