@@ -16,5 +16,10 @@ inline_depth_limit = 64
 # guards each of them by identity too (a few more guards per entry).
 assume_libraries_unpatched = True
 
+# An nn.Module reached from a frame argument is guarded by its type and state instead of its
+# identity when the trace relies on nothing else of it (tracer/module_sharing.py): identical
+# layers compiled as separate frames share one entry.  False: every module by identity.
+share_module_entries = True
+
 # Comma-separated log topics (or "all"): trace, graph, guards, output_code, xla, recompiles, fallbacks.
 log = os.environ.get("MINIDYNAMO_LOG", "")

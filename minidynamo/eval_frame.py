@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 
 import torch
@@ -144,6 +145,9 @@ def reset() -> None:
     for code in list(disabled_codes):
         _mark_disabled(code)
     counting.reset()
+    sharing = sys.modules.get("minidynamo.tracer.module_sharing")   # loaded with the tracer, if ever
+    if sharing is not None:
+        sharing.forget()                   # the first module seen at each place: seen again
 
 
 def cache_entries(fn) -> list:

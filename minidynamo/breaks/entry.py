@@ -18,6 +18,11 @@ exact argument names, e.g. for ``y = x.sin(); print(y.shape); return y.cos()``:
         ___result = unpaused(___stack1, ___stack2)    # the instruction itself: print(...)
         return unpaused(make_function(resume_0, ___func), ___result, ___l_y)
 
+A frame with cell variables also gets its cells back (``___c_<name> = ___values[...]``, each
+a new cell per call holding the value the trace knew at the break, the same cell object that
+every closure rebuilt at the break holds) and passes them on: ``make_function(resume_0,
+___func, (___c_n,))`` makes them the resume function's first free variables.
+
 ``build_output`` also replays the Python side effects the graph's part of the frame made, so
 the eager instruction and the resume function see them, once.  ``unpaused`` runs a call with
 the hook watching again (the hook is paused while an entry runs): a callee the tracer could
@@ -83,6 +88,11 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
     for j, name in enumerate(state.locals):
         local_refs.append(f"___l_{name}")
         lines.append(f"    ___l_{name} = ___values[{state.n_stack_values + j}]")
+    cell_refs = []                            # the frame's cells: the resume function's closure
+    for j, name in enumerate(state.cells):
+        cell_refs.append(f"___c_{name}")
+        lines.append(f"    ___c_{name} = ___values[{state.n_stack_values + len(state.locals) + j}]")
+    cells = f", ({''.join(ref + ', ' for ref in cell_refs)})" if cell_refs else ""
 
     contexts = [(slot[1], slot[2]) for slot in state.stack if slot[0] == "ctx"]
     eager, branches = _EAGER[_kind(state.inst.name, JUMPS)](state, refs, JUMPS)
@@ -109,7 +119,7 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
         namespace[name] = resumed
         resume_codes.append(resumed)
         call_args = [ref for s, ref in stack if s[0] != "null"] + local_refs
-        call = f"return unpaused(make_function({name}, ___func){''.join(', ' + a for a in call_args)})"
+        call = f"return unpaused(make_function({name}, ___func{cells}){''.join(', ' + a for a in call_args)})"
         if test is None:
             lines.append(f"    {call}")
         else:

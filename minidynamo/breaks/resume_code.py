@@ -10,7 +10,11 @@ The resume code is the original bytecode, whole, behind a short prologue:
     <the original bytecode from the instruction after the break on>
 
 Its arguments are the stack values, the with-blocks' factories, then the live locals under
-their own names, so the original instructions read them unchanged.  What precedes the resume
+their own names, so the original instructions read them unchanged.  The frame's cell variables
+become free variables of the resume code, placed before the original free variables: the
+entry passes the cells themselves in the closure (``make_function``), so a closure the frame
+made before the break and the rest of the frame share one cell, and a write through either is
+seen by the other.  (MAKE_CELL lies before the resume point and is dropped with it.)  What precedes the resume
 point is dropped: breaks are never inside a loop, so no later instruction jumps back there.
 Every jump target, the exception table (``bytecode`` rebuilds it from TryBegin/TryEnd; a
 with-block region the resume point lies in restarts right after the prologue, at the stack
@@ -26,7 +30,7 @@ import inspect
 import types
 import weakref
 
-from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 _made: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()     # code -> {key: resume code}
 
@@ -77,9 +81,10 @@ def _build(code, index, stack, local_names):
     def instr(name, *arg):
         return Instr(name, *arg, lineno=lineno)
 
+    freevars = list(code.co_cellvars) + list(code.co_freevars)   # the cells come in the closure
     prologue = []
-    if code.co_freevars:
-        prologue.append(instr("COPY_FREE_VARS", len(code.co_freevars)))
+    if freevars:
+        prologue.append(instr("COPY_FREE_VARS", len(freevars)))
     prologue.append(instr("RESUME", 0))
     for k, slot in enumerate(stack):
         if slot[0] == "null":
@@ -100,13 +105,16 @@ def _build(code, index, stack, local_names):
             labels.append(items[p])
         p -= 1
     items = labels + items[position:]
+    for item in items:
+        if isinstance(item, Instr) and isinstance(item.arg, CellVar):
+            item.arg = FreeVar(item.arg.name)
     resumed = Bytecode(prologue + items)
     resumed.name = f"{code.co_name}__resume_at_{index}"
     resumed.qualname = f"{code.co_qualname}__resume_at_{index}"
     resumed.filename = code.co_filename
     resumed.first_lineno = code.co_firstlineno
-    resumed.freevars = list(code.co_freevars)
-    resumed.cellvars = list(code.co_cellvars)
+    resumed.freevars = freevars
+    resumed.cellvars = []
     resumed.argnames = argument_names(stack, local_names)
     resumed.argcount = len(resumed.argnames)
     resumed.posonlyargcount = 0
@@ -115,6 +123,8 @@ def _build(code, index, stack, local_names):
     return resumed.to_code()
 
 
-def make_function(code: types.CodeType, func) -> types.FunctionType:
-    """The resume code as a function of this call's ``func``: its globals and closure cells."""
-    return types.FunctionType(code, func.__globals__, code.co_name, None, func.__closure__)
+def make_function(code: types.CodeType, func, cells: tuple = ()) -> types.FunctionType:
+    """The resume code as a function of this call's ``func``: its globals, and as its closure
+    the frame's own cells (``cells``, rebuilt by the entry) then ``func``'s closure cells."""
+    closure = tuple(cells) + (func.__closure__ or ())
+    return types.FunctionType(code, func.__globals__, code.co_name, None, closure or None)

@@ -3,7 +3,8 @@ that make relying on it sound on a later call.
 
     tensor            -> graph input (tensor_match)        constant -> equals_match
     tuple/list        -> type + length, items wrapped       dict     -> type + keys, values wrapped
-    nn.Module         -> id + module state (training, hooks)
+    nn.Module         -> id + module state (training, hooks); from an argument: type + state,
+                         unless the trace relies on more of it (module_sharing.py)
     function/module   -> id                                 other    -> type (attributes guarded on read)
 
 Library values (Python modules, classes and functions of torch or the standard library) read
@@ -61,6 +62,9 @@ def wrap(tx, value, source) -> VariableTracker:
     guard = tx.output.add_guard if source is not None else (lambda g: None)
     if source is not None:
         tx.output.wrapped_values.setdefault(source, value)
+        sharing = getattr(tx.output, "module_sharing", None)
+        if sharing is not None and sharing.shared:        # read from a module shared by structure?
+            sharing.note_read(source, value, fully_guarded(value))
     if isinstance(value, torch.Tensor):
         if source is None:
             raise Unsupported("a tensor reached the trace without a way to re-read it (no source)")
@@ -78,10 +82,18 @@ def wrap(tx, value, source) -> VariableTracker:
     if isinstance(value, torch.nn.Module):
         from .variables.nn_module import NNModuleVariable
 
+        from .module_sharing import sharing_of
+
+        shared = False
         if source is not None:
-            guard(G.id_match(source, value))
+            sharing = sharing_of(tx.output)
+            shared = sharing.may_share(tx.output.code, source, value)
+            guard(G.type_match(source, value) if shared else G.id_match(source, value))
             guard(G.module_state_match(source, value))
-        return NNModuleVariable(value, source)
+            sharing.add(source, value, shared)
+        vt = NNModuleVariable(value, source)
+        vt.by_structure = shared          # this call's module is re-read from its source
+        return vt
     kind = type(value)
     if kind is torch.Size:
         if source is not None:
@@ -123,6 +135,21 @@ def wrap(tx, value, source) -> VariableTracker:
     if source is not None and type(vt).__name__ == "UserObjectVariable":
         tx.output.note_object_identity(source, value)      # which of them are one object: guarded
     return vt
+
+
+def fully_guarded(value) -> bool:
+    """Values whose guard pins all the trace may rely on: tensors (graph inputs, re-read from
+    their source each call), constants (by value), modules (by this rule, recursively), and
+    functions, classes and C callables (by identity)."""
+    if isinstance(value, (torch.Tensor, torch.nn.Module, torch.Size)) or is_constant_value(value):
+        return True
+    if type(value) is tuple:
+        return all(fully_guarded(v) for v in value)
+    if isinstance(value, types.FunctionType):
+        return "<locals>" not in value.__code__.co_qualname      # a closure is guarded by code only
+    return isinstance(value, (types.BuiltinFunctionType, type, types.ModuleType, types.MethodWrapperType,
+                              types.WrapperDescriptorType, types.MethodDescriptorType)) \
+        and not isinstance(value, functools.partial)
 
 
 def _wrap_nested_function(tx, fn, source, guard) -> VariableTracker:

@@ -110,6 +110,8 @@ def _trace(func, args, stop_at=None) -> Capture:
     templates = Templates() if break_state is None else BreakTemplates()
     template = templates.of(result)
     replays = templates.replays_of(output.side_effects)
+    if getattr(output, "module_sharing", None) is not None:    # modules guarded by structure or pinned
+        output.module_sharing.finish(output)
     graph_module = output.finish(templates.nodes)
     effects = graph_effects(graph_module.graph)
     if effects is not None and output.needs_rerun:     # try_blocks.py: only a re-run runs the handler
@@ -118,7 +120,8 @@ def _trace(func, args, stop_at=None) -> Capture:
         _check_effect_order(graph_module.graph, output.side_effects.first_at, effects)
     reader = G.compile_reader(templates.reads, frame) if templates.reads else None
     return Capture(graph_module, list(output.example_inputs), list(output.input_sources), list(output.guards),
-                   frame, OutputBuilder(template, replays, reader), effects, grad_enabled, break_state)
+                   frame, OutputBuilder(template, replays, reader, templates.reads_frame_cells), effects,
+                   grad_enabled, break_state)
 
 
 # -- when the graph raises at run time ----------------------------------------------------------
@@ -206,6 +209,8 @@ class Templates:
         ("fresh", k, t)      a list/dict made by the trace: built from t once per call, so
                              every place that holds it (return value, attributes stored,
                              other containers) holds the same object, as in eager
+        ("frame_cell", i)    cell i of this call's function's closure (a closure the frame
+                             made over its own free variable holds the very cell)
     """
 
     def __init__(self):
@@ -213,6 +218,7 @@ class Templates:
         self.reads: list = []        # sources re-read at call time
         self.fresh: dict = {}        # id(VT) -> its "fresh" template
         self._keep: list = []        # those VTs, alive while ids are compared
+        self.reads_frame_cells = False   # a ("frame_cell", i) template: the frame's own closure cell
 
     def read(self, source) -> int:
         if source not in self.reads:
@@ -260,6 +266,8 @@ class Templates:
         if isinstance(vt, DictViewVariable):                 # d.keys(): a view of the real/rebuilt dict
             return ("view", vt.kind, self.of(vt.dict_vt))
         if isinstance(vt, NNModuleVariable) and vt.source is not None:
+            if vt.by_structure:                              # shared by entries: this call's own
+                return ("real", self.read(vt.source))
             return ("const", vt.value)                       # id-guarded: the very same module
         if getattr(vt, "guarded_by_code", False) and vt.source is not None:
             return ("real", self.read(vt.source))           # a closure guarded by code: this call's own
@@ -282,6 +290,8 @@ class Templates:
             replays.append(("attr", self.read(source), name, self.of(vt)))
         for name, vt in effects.global_stores.items():
             replays.append(("global", None, name, self.of(vt)))
+        for index, vt in effects.cell_stores.items():
+            replays.append(("cell", None, index, self.of(vt)))
         return replays
 
 
@@ -292,11 +302,11 @@ class OutputBuilder:
     (``needs_frame``), call it as ``build_output(graph_outputs, func, *args)``: it re-reads
     those objects from the new frame and replays the changes on them (see side_effects.py)."""
 
-    def __init__(self, template, replays=(), reader=None):
+    def __init__(self, template, replays=(), reader=None, reads_frame_cells=False):
         self.template = template
         self.replays = list(replays)
         self.reader = reader
-        self.needs_frame = reader is not None or bool(self.replays)
+        self.needs_frame = reader is not None or bool(self.replays) or reads_frame_cells
 
     def specialized(self):
         """An equivalent, faster callable for the common shapes of a return value.
@@ -313,7 +323,7 @@ class OutputBuilder:
         return self
 
     def __call__(self, outputs, func=None, *args):
-        real, made = [], {}
+        real, made = [], {FRAME_FUNCTION: func}
         if self.needs_frame:
             if func is None:
                 raise MinidynamoError("this capture reads or changes the caller's objects: "
@@ -332,11 +342,16 @@ class OutputBuilder:
                 real[index].update(new)
             elif kind == "attr":
                 setattr(real[index], key, _build(template, outputs, real, made))
+            elif kind == "cell":
+                func.__closure__[key].cell_contents = _build(template, outputs, real, made)
             else:
                 func.__globals__[key] = _build(template, outputs, real, made)
 
     def __repr__(self):
         return f"OutputBuilder({self.template!r})"
+
+
+FRAME_FUNCTION = "function"     # the key of this call's function in ``made``
 
 
 def _build(template, outputs, real=(), made=None):
@@ -354,6 +369,8 @@ def _build(template, outputs, real=(), made=None):
         if template[1] not in made:
             made[template[1]] = _build(template[2], outputs, real, made)
         return made[template[1]]
+    if kind == "frame_cell":                                 # a closure cell of the frame's own function
+        return made[FRAME_FUNCTION].__closure__[template[1]]
     if kind == "cell":
         return types.CellType() if template[1] is None else types.CellType(_build(template[1], outputs, real, made))
     if kind == "function":                                   # variables.functions.function_template

@@ -19,10 +19,17 @@ Refused (the frame runs eagerly, the reason says which):
   - inside a loop body (``for``/``while``): every iteration would break again and nest one
     more resume call; TorchDynamo refuses these too;
   - inside a ``try`` block: the eager instruction's exception would not reach the handler;
-  - in a frame with cell variables (a nested function captures its locals): the resume
-    function could not share the cells the closures hold;
+  - a cell variable still empty at the break that the rest of the frame may read before
+    writing it (eager raises UnboundLocalError there, the resume function's free variable a
+    NameError);
   - ``with`` blocks other than torch.no_grad / enable_grad / set_grad_enabled / autocast(False)
     (the only ones the tracer enters at all).
+
+Cell variables (a nested function captures the frame's locals) are handed over like locals,
+as cells: the entry makes one new cell per call for each, holding the value the trace knew at
+the break, the very cell object every closure rebuilt at the break holds (``cell_template``),
+and the resume function receives them as its first free variables, so writes after the break
+through ``nonlocal`` or the frame itself are seen by both.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import dataclasses
 from typing import Optional
 
 import torch
+from bytecode import CellVar, Label
 
 from ..exc import Unsupported
 from .capture import Templates
@@ -39,7 +47,7 @@ from .variables.base import NullVariable
 from .variables.containers import TupleVariable
 from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
                                      _AutocastExitVariable, _ExitVariable)
-from .variables.functions import UserMethodVariable
+from .variables.functions import CellVariable, UserMethodVariable, cell_template
 from .variables.tensor import TensorMethodVariable, TensorVariable
 
 JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack when jumping)
@@ -70,6 +78,7 @@ class BreakState:
     targets: dict = dataclasses.field(default_factory=dict)   # label -> index (jump targets)
     reason: str = ""              # why the instruction could not be traced (set by the caller)
     grad_enabled: bool = True     # grad mode at the frame's entry
+    cells: list = dataclasses.field(default_factory=list)    # co_cellvars: values after the locals'
 
     @property
     def where(self) -> str:
@@ -84,9 +93,6 @@ def refusal(code, index: int) -> Optional[str]:
     """Why a break at this root instruction is refused, or None if it may break there.
     (Called only for the opcodes in BREAKABLE.)"""
     instructions, targets, try_handlers = decoded(code)
-    if code.co_cellvars:
-        return (f"graph break in {code.co_qualname}, which has cell variables {code.co_cellvars} (a nested "
-                "function captures its locals): breaks there are not supported")
     for j, inst in enumerate(instructions):
         if inst.name in BACKWARD_JUMPS and targets[inst.arg] <= index <= j:
             return (f"graph break inside a loop body in {code.co_qualname} (for/while loops that break are "
@@ -142,8 +148,43 @@ def stop_values(tx, stop_at) -> tuple:
     n_stack = len(values)
     names = live_locals(code, index, list(tx.locals))
     values += [tx.locals[name] for name in names]
-    state = BreakState(code, index, inst, stack, n_stack, names, tuple(tx.kw_names or ()), dict(decoded(code)[1]))
+    for name in code.co_cellvars:
+        if tx.cells[name].value is None and read_before_written(code, index, name):
+            raise Unsupported(f"the cell variable {name!r} of {code.co_qualname} is empty at the graph break and "
+                              "may be read before it is assigned (eager's UnboundLocalError would become a NameError)")
+    values += [tx.cells[name] for name in code.co_cellvars]
+    state = BreakState(code, index, inst, stack, n_stack, names, tuple(tx.kw_names or ()), dict(decoded(code)[1]),
+                       cells=list(code.co_cellvars))
     return TupleVariable(values), state
+
+
+CELL_READS = {"LOAD_DEREF", "LOAD_CLASSDEREF", "DELETE_DEREF"}
+NO_FALL_THROUGH = {"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
+                   "JUMP_BACKWARD_NO_INTERRUPT"}
+
+
+def read_before_written(code, index: int, name: str) -> bool:
+    """May some path from ``index`` read (or delete) the frame's cell ``name`` before a
+    ``STORE_DEREF`` to it?  A walk over the control flow; an instruction inside a ``try``
+    block (an exception edge the walk does not follow) counts as a read."""
+    instructions, targets, try_handlers = decoded(code)
+    seen, todo = set(), [index]
+    while todo:
+        i = todo.pop()
+        if i in seen or i >= len(instructions):
+            continue
+        seen.add(i)
+        inst = instructions[i]
+        named = isinstance(inst.arg, CellVar) and inst.arg.name == name
+        if (named and inst.name in CELL_READS) or try_handlers[i]:
+            return True
+        if named and inst.name == "STORE_DEREF":
+            continue
+        if isinstance(inst.arg, Label):
+            todo.append(targets[inst.arg])
+        if inst.name not in NO_FALL_THROUGH:
+            todo.append(i + 1)
+    return False
 
 
 class BreakTemplates(Templates):
@@ -160,6 +201,8 @@ class BreakTemplates(Templates):
             return ("method", self.of(vt.fn), self.of(vt.self_vt))
         if isinstance(vt, TensorMethodVariable):             # x.item, x.tolist before the call
             return ("getattr", self.of(vt.tensor), vt.name)
+        if isinstance(vt, CellVariable):                     # the frame's own cell (stop_values)
+            return cell_template(self, vt)
         try:
             return super().of(vt)
         except Unsupported:

@@ -131,6 +131,8 @@ def is_same(tx, a: VariableTracker, b: VariableTracker) -> bool:
         return False
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return False
+    if getattr(a, "by_structure", False) or getattr(b, "by_structure", False):
+        return _module_identity(tx, a, b)
     va, vb = _identity(a), _identity(b)
     if va is NO_CONSTANT or vb is NO_CONSTANT:
         if a is b:
@@ -151,6 +153,22 @@ def _guarded_identity(tx, source_a, source_b) -> bool:
     same = real_values[source_a] is real_values[source_b]
     tx.output.add_guard(G.alias_match(source_a, ((source_b, same),)))
     return same
+
+
+def _module_identity(tx, a, b) -> bool:
+    """``a is b`` where a module guarded by structure (module_sharing.py) is involved: another
+    call may bring another object there.  Between two values read from the frame: guarded;
+    otherwise the shared module keeps its identity guard after all."""
+    if a is b:
+        return True
+    if getattr(a, "source", None) is not None and getattr(b, "source", None) is not None:
+        return _guarded_identity(tx, a.source, b.source)
+    from .module_sharing import sharing_of
+
+    for vt in (a, b):
+        if getattr(vt, "by_structure", False):
+            sharing_of(tx.output).pin(vt.source, "the trace compared its identity")
+    return _identity(a) is _identity(b)
 
 
 def _identity(vt):

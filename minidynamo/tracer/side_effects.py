@@ -9,6 +9,8 @@ the new frame:
     list / dict from the caller   ->  real[:] = new items  /  real.clear(); real.update(...)
     attribute of a real object    ->  setattr(real, name, value)
     global of the frame           ->  func.__globals__[name] = value
+    the frame's own closure cell  ->  func.__closure__[i].cell_contents = value
+                                      (a resume function writing a cell of the frame it continues)
 
 Aliasing: two sources naming the same list would make the trace wrong if only one of them is
 known to change.  A caller's container the trace mutates is guarded to be a different object
@@ -34,6 +36,8 @@ class SideEffects:
         self.mutated: dict = {}            # source -> VT mutated
         self.attribute_stores: dict = {}   # (id(object), name) -> (source, VT assigned)
         self.global_stores: dict = {}      # name -> VT assigned
+        self.cell_stores: dict = {}        # index in the frame's closure -> VT assigned
+        self.foreign_cells_read = False    # a cell read through another function's __closure__
         self.position = None               # () -> graph nodes so far (set by the capture)
         self.first_at = None               # position of the first side effect, if any
 
@@ -71,6 +75,23 @@ class SideEffects:
     def store_global(self, name: str, value_vt):
         self._note_position()
         self.global_stores[name] = value_vt
+
+    def store_cell(self, index: int, value_vt):
+        """``x = v`` / ``nonlocal x`` on a free variable of the frame itself.  The cell is known
+        by its place in the frame's closure only: the same cell reached through another
+        function's ``__closure__`` would be a second tracker that misses the store, and which
+        cells are one object is not guarded, so a trace that does both is refused."""
+        if self.foreign_cells_read:
+            raise Unsupported("assignment to a closure variable of the frame in a trace that also reads "
+                              "another function's closure cells (they may be the same cell)")
+        self._note_position()
+        self.cell_stores[index] = value_vt
+
+    def note_foreign_cell_read(self):
+        if self.cell_stores:
+            raise Unsupported("a closure cell of another function read after the frame assigned one of "
+                              "its own closure variables (they may be the same cell)")
+        self.foreign_cells_read = True
 
     def stored_global(self, name: str):
         return self.global_stores.get(name)

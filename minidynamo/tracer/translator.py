@@ -213,6 +213,10 @@ class InstructionTranslatorBase:
             raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
         if not isinstance(value, STORABLE_VALUES):
             raise Unsupported(f"assignment of {value} to {type(module).__name__}.{name}")
+        if obj.by_structure:                           # a module the frame changes keeps its identity guard
+            from .module_sharing import sharing_of
+
+            sharing_of(self.output).pin(obj.source, f"the frame assigns {name!r} on it")
         self.output.side_effects.store_attribute(obj, name, value)
 
     def store_object_attr(self, obj, name, value):

@@ -70,7 +70,8 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "an eager instruction that raises"),
     "try_except":      (0.8, False, "try/except KeyError/IndexError/ZeroDivisionError around code that may raise"),
     "grad_mode":       (0.6, False, "with torch.no_grad()/enable_grad() blocks; grad mode flipped between calls"),
-    "closures":        (0.6, False, "nested functions and lambdas closing over locals, called in f"),
+    "closures":        (0.6, False, "nested functions and lambdas closing over locals (arguments too), called in f; "
+                                    "a nested function writing a local through nonlocal, read later (after breaks)"),
     "sets_strings":    (0.5, False, "set(), len(set()), f-strings, str methods, tuple(t.shape)"),
     # input-set variations (not statements)
     "vary_shape":      (1.0, False, "calls with another B or C"),
@@ -1015,13 +1016,21 @@ class Gen:
         r = self.rng
         name = self.fresh("fn")
         c = r.random()
-        if c < 0.5:
+        if c < 0.4:
             k = self.int_expr(1)
             t = self.pick(self.tensors())
             out = self.fresh("t")
             lines = [f"{name} = lambda v, k={r.randint(0, 3)}: v * {k} + k"]
             self.env[out] = ("T", self.shape(t))
             return Stmt(lines + [f"{out} = {name}({t})"])
+        if c < 0.75:      # a cell written through the closure; later statements read it (after a break, too)
+            count = self.fresh("i")
+            body = Stmt([f"def {name}(d):"], [Stmt([f"nonlocal {count}", f"{count} += d", f"return {count}"])])
+            out = self.fresh("i")
+            self.env[count] = ("int",)
+            self.env[out] = ("int",)
+            return Stmt(["if True:"], [Stmt([f"{count} = {self.int_expr(1)}"]), body,
+                                       Stmt([f"{out} = {name}({r.randint(1, 3)}) + {name}(1)"])])
         lst = self.pick(self.vars_of("list_int"))
         inner = Stmt([f"def {name}(v):"], [Stmt([f"return v + len({lst}) + n"])])
         out = self.fresh("i")

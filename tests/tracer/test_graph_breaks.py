@@ -300,16 +300,160 @@ def test_a_break_inside_a_try_block_is_refused_cleanly(capsys):
     assert report.fallback_count == 1 and "try block" in report.reasons[0]
 
 
-def test_cell_variables_are_refused_cleanly(capsys):
-    def f(x):
-        def inner():
-            return x
-        print("cells")
-        return inner() + 1
+# -- frames with cell variables: the cells are handed to the resume function ------------------
+def counts(fn, *args):
+    report = minidynamo.explain(fn)(*args)
+    return report.graph_count, report.graph_break_count, report.fallback_count
 
-    run_both(f, inputs(2), capsys)
-    report = minidynamo.explain(f)(*inputs(2)())
-    assert report.fallback_count == 1 and "cell variables" in report.reasons[0]
+
+def lambda_around_break(x):
+    scale = x.sum()
+    g = lambda t: t * scale      # noqa: E731  (scale is a cell of this frame)
+    y = g(x) + 1
+    print("cells")
+    return g(y) - scale
+
+
+def test_a_lambda_capturing_a_local_is_called_before_and_after_the_break(capsys):
+    backend = run_both(lambda_around_break, inputs(3), capsys)
+    assert backend.compile_count == 2
+    assert counts(lambda_around_break, *inputs(3)()) == (2, 1, 0)
+
+
+def nonlocal_after_break(x):
+    n = 0
+
+    def bump(d):
+        nonlocal n
+        n += d
+        return n
+    y = x + bump(1)
+    print("cells")
+    y = y * bump(2)
+    return y, n, bump(0)
+
+
+def test_a_nonlocal_write_after_the_break_is_seen_by_the_frame_and_the_closure(capsys):
+    run_both(nonlocal_after_break, inputs(3), capsys)
+    graphs, breaks, fallbacks = counts(nonlocal_after_break, *inputs(3)())
+    assert graphs >= 2 and breaks >= 1          # the frame broke at print and did not fall back whole
+    assert not any("cell variables" in r for r in minidynamo.explain(nonlocal_after_break)(*inputs(3)()).reasons)
+
+
+def closure_returned_after_break(x):
+    total = x * 2
+
+    def add(t):
+        return t + total
+    print("cells")
+    total = total + 1              # the closure sees the write made after the break
+    return add
+
+
+def test_a_closure_returned_after_the_break_sees_the_frame_writes(capsys):
+    opt = minidynamo.optimize(CountingBackend())(closure_returned_after_break)
+    for _ in range(2):
+        expected = closure_returned_after_break(torch.ones(2))
+        actual = opt(torch.ones(2))
+        torch.testing.assert_close(actual(torch.ones(2)), expected(torch.ones(2)))
+        assert actual.__closure__[0] is not expected.__closure__[0]
+    report = minidynamo.explain(closure_returned_after_break)(torch.ones(2))
+    assert (report.graph_break_count, report.fallback_count) == (1, 0)   # the resume writes its cell
+
+
+def make_accumulator():
+    total = torch.zeros(2)
+
+    def accumulate(x):
+        nonlocal total            # the frame's own free variable, written: replayed on its cell
+        total = total + x
+        return total * 2
+    return accumulate
+
+
+def test_a_closure_writing_its_free_variable_is_compiled_and_replays_the_write():
+    eager, compiled = make_accumulator(), make_accumulator()
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend)(compiled)
+    for step in range(3):
+        x = torch.full((2,), float(step + 1))
+        torch.testing.assert_close(opt(x), eager(x))
+        torch.testing.assert_close(compiled.__closure__[0].cell_contents, eager.__closure__[0].cell_contents)
+    assert backend.compile_count == 1          # a tensor in the cell: a graph input, not a constant
+
+
+def argument_cells(x, k):
+    f = lambda t: t * k + x        # noqa: E731  (x and k are arguments and cells)
+    y = f(x)
+    print("cells")
+    return f(y), k
+
+
+def test_cells_that_are_arguments(capsys):
+    run_both(argument_cells, lambda: (torch.ones(2), 3), capsys)
+    assert counts(argument_cells, torch.ones(2), 3) == (2, 1, 0)
+
+
+def empty_cell_read_after_break(x):
+    def g():
+        return v
+    y = x + 1
+    print("cells")
+    if y.sum() > 100:
+        v = y
+    return v * 2
+
+
+def test_an_empty_cell_that_may_be_read_after_the_break_is_refused(capsys):
+    opt = minidynamo.optimize(CountingBackend())(empty_cell_read_after_break)
+    for _ in range(2):            # eager's UnboundLocalError, not the free variable's NameError
+        with pytest.raises(UnboundLocalError):
+            opt(torch.ones(2))
+    reasons = minidynamo.counters.snapshot()["fallback_reasons"]
+    assert len(reasons) == 1 and "empty at the graph break" in reasons[0]
+
+
+def empty_cell_written_after_break(x):
+    def g():
+        return v * 3
+    y = x + 1
+    print("cells")
+    v = y
+    return g()
+
+
+def test_an_empty_cell_written_after_the_break_is_handed_over(capsys):
+    run_both(empty_cell_written_after_break, inputs(2), capsys)
+    graphs, breaks, _ = counts(empty_cell_written_after_break, *inputs(2)())
+    assert graphs >= 1 and breaks >= 1
+
+
+def make_closure_with_cells():
+    base = torch.full((2,), 3.0)
+
+    def f(x):                      # a closure (free variable base) with a cell of its own (s)
+        s = x * base
+        g = lambda t: t + s + base      # noqa: E731  (holds the frame's cell and its free variable)
+        if s.sum() > 0:            # a jump: each branch's resume function gets the cells
+            r = g(x) * 2
+        else:
+            r = g(x) - 1
+        return r, g(s), g
+    return f
+
+
+def test_a_closure_over_the_frames_cells_and_free_variables_crosses_a_jump_break():
+    f = make_closure_with_cells()
+    opt = minidynamo.optimize(CountingBackend())(f)
+    for sign in (1, -1, 1, -1):
+        expected, actual = f(torch.ones(2) * sign), opt(torch.ones(2) * sign)
+        torch.testing.assert_close(actual[:2], expected[:2])
+        cells = dict(zip(actual[2].__code__.co_freevars, actual[2].__closure__))
+        assert cells["base"] is f.__closure__[0]                   # the frame's own cell of base
+        assert cells["s"] is not dict(zip(expected[2].__code__.co_freevars, expected[2].__closure__))["s"]
+        torch.testing.assert_close(actual[2](torch.ones(2)), expected[2](torch.ones(2)))
+    graphs, breaks, fallbacks = counts(f, torch.ones(2))
+    assert breaks == 1 and fallbacks == 0
 
 
 def test_free_variables_reach_the_resume_function(capsys):

@@ -35,7 +35,9 @@ class CellVariable(VariableTracker):
 
 
 class RealCellVariable(VariableTracker):
-    """A cell of a real closure: read through its source; writing to it is a side effect."""
+    """A cell of a real closure: read through its source.  Writing to it is a side effect,
+    replayed after the graph, for the frame's own free variables (``G.ClosureSource``: a
+    resume function writing a cell of the frame it continues, ``nonlocal`` in a root closure)."""
 
     def __init__(self, cell, source):
         super().__init__(source)
@@ -45,6 +47,9 @@ class RealCellVariable(VariableTracker):
     def load(self, tx):
         if self.loaded is None:
             from ..builder import wrap
+
+            if not isinstance(self.source, G.ClosureSource):
+                tx.output.side_effects.note_foreign_cell_read()
 
             try:
                 contents = self.cell.cell_contents
@@ -56,7 +61,10 @@ class RealCellVariable(VariableTracker):
         return self.loaded
 
     def store(self, tx, value):
-        raise Unsupported("assignment to a closure variable of a function defined outside the trace")
+        if value is None or not isinstance(self.source, G.ClosureSource):     # None: DELETE_DEREF
+            raise Unsupported("assignment to a closure variable of a function defined outside the trace")
+        tx.output.side_effects.store_cell(self.source.index, value)
+        self.loaded = value
 
 
 class BaseFunctionVariable(VariableTracker):
@@ -427,16 +435,10 @@ def function_template(templates, vt: "NestedFunctionVariable"):
     cells = []
     for cell in vt.closure:
         if isinstance(cell, CellVariable):
-            key = ("cell", id(cell))
-            if key not in templates.fresh:
-                templates._keep.append(cell)
-                index = len(templates._keep) - 1
-                templates.fresh[key] = None
-                templates.fresh[key] = ("fresh", index, ("cell", templates.of(cell.value) if cell.value is not None
-                                                         else None))
-            if templates.fresh[key] is None:
-                raise Unsupported("a closure cell that contains its own function")
-            cells.append(templates.fresh[key])
+            cells.append(cell_template(templates, cell))
+        elif isinstance(cell, RealCellVariable) and isinstance(cell.source, G.ClosureSource):
+            templates.reads_frame_cells = True                               # the frame's own free variable:
+            cells.append(("frame_cell", cell.source.index))                  # func.__closure__[i] of this call
         elif isinstance(cell, RealCellVariable) and cell.source is not None:
             cells.append(("real", templates.read(cell.source.base_source)))   # fn.__closure__[i]
         else:
@@ -446,6 +448,21 @@ def function_template(templates, vt: "NestedFunctionVariable"):
 
 
 _NOT_KNOWN = object()
+
+
+def cell_template(templates, cell: CellVariable):
+    """A cell made in the trace: one new cell per call, filled with its value at the frame's
+    end (or at a graph break), the same object wherever it is held (closures, the resume
+    function of a break)."""
+    key = ("cell", id(cell))
+    if key not in templates.fresh:
+        templates._keep.append(cell)
+        index = len(templates._keep) - 1
+        templates.fresh[key] = None
+        templates.fresh[key] = ("fresh", index, ("cell", templates.of(cell.value) if cell.value is not None else None))
+    if templates.fresh[key] is None:
+        raise Unsupported("a closure cell that contains its own function")
+    return templates.fresh[key]
 
 
 def rebuild_function(made, defaults, kwdefaults, cells):

@@ -56,6 +56,7 @@ class NNModuleVariable(VariableTracker):
     def __init__(self, module: nn.Module, source=None, child_sources=None):
         super().__init__(source)
         self.value = module
+        self.by_structure = False         # guarded by type and state, not identity (module_sharing.py)
         # a slice made during the trace (``seq[1:]``) has no source of its own: its children
         # are the parent's, re-read through the parent's sources (child key -> source)
         self.child_sources = child_sources
@@ -274,6 +275,8 @@ class NNModuleVariable(VariableTracker):
         first_source = {}
 
         def walk(module, source, prefix):
+            if self.by_structure:                  # which of them are one object: guarded (the walk
+                tx.output.note_object_identity(source, module)   # visits each once; module_sharing.py)
             if id(module) in seen_modules:
                 return
             seen_modules.add(id(module))
