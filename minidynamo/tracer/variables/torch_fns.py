@@ -164,7 +164,9 @@ class TorchFunctionVariable(KnownObjectVariable):
 
             if args and isinstance(args[0], TensorVariable):
                 return TensorMethodVariable(args[0], fn.__name__).call_function(tx, args[1:], kwargs)
-        return tx.output.call_op("call_function", fn, args, kwargs)
+        from .torch_function_modes import dispatch
+
+        return dispatch(tx, self, args, kwargs, lambda: tx.output.call_op("call_function", fn, args, kwargs))
 
     def __repr__(self):
         return f"TorchFunctionVariable({describe(self.value)})"
