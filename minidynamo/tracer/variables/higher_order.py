@@ -142,7 +142,7 @@ class VmappedFunctionVariable(VariableTracker):
             if output.side_effects.snapshot() != snapshot:
                 raise Unsupported("a vmap body has Python side effects on objects outside it")
             _check_pure(scope)
-            body = scope.module(outputs if structure is not None else outputs[0])
+            body = scope.module(structure(outputs) if structure is not None else outputs[0])
 
         # the enclosing graph passes the batched arguments (the body's placeholders, in order),
         # then what the body lifted (in_dim None)
@@ -162,8 +162,6 @@ class VmappedFunctionVariable(VariableTracker):
                                 [_ModuleArg(body_node, body), wrap_constant_result(all_dims),
                                  wrap_constant_result(out_dims), *ordered, *lifted], {},
                                 example_fn=_vmap_on_meta)
-        if structure is list and isinstance(result, TupleVariable):
-            return ListVariable(result.items)
         return result
 
     def _in_dims(self, n):

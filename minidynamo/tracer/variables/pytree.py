@@ -4,7 +4,8 @@
 and ``tree_structure(x)`` are answered by running the REAL pytree function on a *skeleton*: the
 traced container rebuilt as real tuples/lists/dicts/namedtuples whose leaves are ``_Leaf``
 tokens (numbered stand-ins).  pytree only reads the structure, so its answer, with the tokens
-mapped back to trackers, is exactly its answer on the real values.  A ``TreeSpec`` is a
+mapped back to trackers, is exactly its answer on the real values (``None`` stays ``None`` in the
+skeleton, so pytree itself decides what it is).  A ``TreeSpec`` is a
 constant of the trace.  ``tree_map``'s function is inlined on each leaf, in pytree's order.
 
 Only containers the tracer models as plain containers are walked (tuple, list, namedtuple, dict
@@ -86,13 +87,13 @@ def _leaves(tx, tree, is_leaf=None):
 
 def _tree_leaves(tx, tree, is_leaf=None):
     real, found = _leaves(tx, tree, is_leaf)
-    return ListVariable([found[leaf.index] for leaf in pytree.tree_leaves(real)])
+    return ListVariable([rebuild(leaf, found) for leaf in pytree.tree_leaves(real)])
 
 
 def _tree_flatten(tx, tree, is_leaf=None):
     real, found = _leaves(tx, tree, is_leaf)
     tokens, spec = pytree.tree_flatten(real)
-    return TupleVariable([ListVariable([found[t.index] for t in tokens]), KnownObjectVariable(spec)])
+    return TupleVariable([ListVariable([rebuild(t, found) for t in tokens]), KnownObjectVariable(spec)])
 
 
 def _tree_structure(tx, tree, is_leaf=None):
@@ -112,11 +113,11 @@ def _tree_unflatten(tx, leaves, spec):
 def _tree_map(tx, fn, tree, *rests, is_leaf=None):
     real, found = _leaves(tx, tree, is_leaf)
     tokens, spec = pytree.tree_flatten(real)
-    columns = [[found[t.index] for t in tokens]]
+    columns = [[rebuild(t, found) for t in tokens]]
     for rest in rests:
         rest_real, rest_found = _leaves(tx, rest, is_leaf)
         rest_tokens = spec.flatten_up_to(rest_real)
-        columns.append([rest_found[t.index] if isinstance(t, _Leaf) else rebuild(t, rest_found) for t in rest_tokens])
+        columns.append([rebuild(t, rest_found) for t in rest_tokens])
     results = [fn.call_function(tx, list(row), {}) for row in zip(*columns)]
     return rebuild(pytree.tree_unflatten([_Leaf(i) for i in range(len(results))], spec), results)
 
