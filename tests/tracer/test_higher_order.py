@@ -269,3 +269,22 @@ def test_autograd_function_inside_a_mode_block_is_refused():
 
     report = compiled_twice_unchecked(f, torch.randn(3))
     assert report.fallback_count >= 1 and any("TorchFunctionMode" in r for r in report.reasons), report.reasons
+
+
+def test_vmap_body_writing_its_argument_through_a_view_is_refused():
+    def f(x):
+        def body(row):
+            row[0].mul_(2)                # writes the caller's x through a per-sample view
+            return row + 1
+        return torch.vmap(body)(x)
+
+    x = torch.randn(3, 4)
+    expected_x = x.clone()
+    expected = f(expected_x)
+    report = ExplainOutput()
+    minidynamo.reset()
+    got = OptimizeContext("eager", recorder=report)(f)(x)
+    assert_same(got, expected)
+    assert_same(x, expected_x)
+    assert any("in place" in r for r in report.reasons), report.reasons
+    minidynamo.reset()

@@ -13,9 +13,12 @@ current graph, so its node (and its body module) belong to the outer body.
 
 The body must be a pure function of its tensors, or the one node could not stand for it; so
 these are refused, with the reason: Python side effects on anything outside the body (a
-mutation the trace would replay), an in-place write to a body input (the graph's effect
-analysis sees only the root graph), random numbers, outputs other than tensors (or a
-tuple/list of them), ``chunk_size`` and ``randomness`` other than ``"error"``.  A graph break
+mutation the trace would replay), an in-place write to the memory of a body input (directly or
+through a view: the graph's effect analysis sees only the root graph), random numbers, outputs other than
+tensors (or a tuple/list of them), ``chunk_size`` and ``randomness`` other than ``"error"``.
+Python effects on objects made in the trace happen once, as eager vmap calls ``fn`` once; a
+tensor of the body that escapes it (stored and read outside) is refused where it is read
+(``OutputGraph.lift``).  A graph break
 inside the body falls back at the root call that reached it, like any inlined call.  Guards
 made while tracing the body are ordinary guards of the frame.  The TorchFunctionModes the
 trace has entered stay active in the body, as they do around eager vmap's call of ``fn``.
@@ -189,24 +192,20 @@ def _body_outputs(output, result):
 
 
 def _check_pure(scope):
-    inputs = set(scope.arguments) | set(scope.lifted.values())
+    """Refuse a body that draws random numbers or writes, in place, the memory of one of its
+    inputs (directly or through a view: the meta examples share storage exactly as the real
+    tensors would); the enclosing graph's effect analysis never sees inside the body."""
+    inputs = [n.meta["example_value"] for n in scope.graph.nodes if n.op == "placeholder"]
+    storages = {_storage(e) for e in inputs if isinstance(e, torch.Tensor)}
     for node in scope.graph.nodes:
         if node.meta.get("draws_random"):
             raise Unsupported(f"a vmap body draws random numbers ({node.name})")
-        written = node.meta.get("writes") or []
-        if written:
-            targets = [a for a in node.all_input_nodes if a in inputs]
-            examples = [a.meta.get("example_value") for a in targets]
-            if any(any(w is e or _same_storage(w, e) for e in examples) for w in written):
-                raise Unsupported(f"a vmap body changes its input in place ({node.name})")
+        if any(_storage(w) in storages for w in node.meta.get("writes") or ()):
+            raise Unsupported(f"a vmap body changes one of its inputs in place ({node.name})")
 
 
-def _same_storage(a, b) -> bool:
-    try:
-        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and \
-            a.untyped_storage()._cdata == b.untyped_storage()._cdata
-    except Exception:
-        return True
+def _storage(tensor):
+    return tensor.untyped_storage()._cdata
 
 
 class _NodeArg(VariableTracker):
