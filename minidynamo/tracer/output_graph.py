@@ -24,6 +24,7 @@ import guards
 from ..exc import Unsupported
 from .meta import FACTORIES, EffectProbe, run_on_meta, to_meta
 from .side_effects import SideEffects
+from .subgraph import module_holding
 
 
 class OutputGraph:
@@ -228,14 +229,6 @@ class StampedGraph(torch.fx.Graph):
         if self.stamp is not None:
             node.meta["stack_trace"] = self.stamp()
         return node
-
-
-def module_holding(submodules: dict) -> torch.nn.Module:
-    """The root a GraphModule copies its ``get_attr`` targets from (the bodies it calls)."""
-    root = torch.nn.Module()
-    for name, module in submodules.items():
-        root.add_module(name, module)
-    return root
 
 
 def _frame_text(filename: str, line: int, name: str) -> str:

@@ -70,12 +70,18 @@ class SubgraphScope:
         return name
 
     def module(self, outputs) -> torch.fx.GraphModule:
-        from .output_graph import module_holding
-
         self.graph.output(outputs)
         self.graph.stamp = None
         self.graph.lint()
         return torch.fx.GraphModule(module_holding(self.submodules), self.graph)
+
+
+def module_holding(submodules: dict) -> torch.nn.Module:
+    """The root a GraphModule copies its ``get_attr`` targets from (the bodies it calls)."""
+    root = torch.nn.Module()
+    for name, module in submodules.items():
+        root.add_module(name, module)
+    return root
 
 
 @contextlib.contextmanager

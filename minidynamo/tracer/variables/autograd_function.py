@@ -12,7 +12,7 @@ What this assumes (sound for the graphs the tracer makes):
   - no TorchFunctionMode is active in the trace around the call: in eager the mode would see
     the torch calls ``forward`` makes, which the node does not route (refused).  Inside a mode's
     own handler the mode is inactive, so a handler may call ``apply`` (flex attention's
-    ``TransformGetItemToIndex`` calls ``ModIndex.apply``).
+    getitem-to-index mode, which transformers' mask builder enters, calls ModIndex.apply).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and ``tree_structure(x)`` are answered by running the REAL pytree function on a 
 traced container rebuilt as real tuples/lists/dicts/namedtuples whose leaves are ``_Leaf``
 tokens (numbered stand-ins).  pytree only reads the structure, so its answer, with the tokens
 mapped back to trackers, is exactly its answer on the real values (``None`` stays ``None`` in the
-skeleton, so pytree itself decides what it is).  A ``TreeSpec`` is a
+skeleton, so pytree itself decides what it is).  A TreeSpec is a
 constant of the trace.  ``tree_map``'s function is inlined on each leaf, in pytree's order.
 
 Only containers the tracer models as plain containers are walked (tuple, list, namedtuple, dict

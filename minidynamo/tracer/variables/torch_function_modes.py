@@ -7,7 +7,7 @@ kwargs)``, with that mode popped while its handler runs (so the handler's own to
 the next mode, or torch).  The trace does the same, symbolically: entering the block pushes the
 mode's tracker on ``OutputGraph.function_modes``; each hook below calls ``dispatch``, which
 inlines the handler (the mode popped meanwhile) or, with no mode active, does the default.  The
-graph then holds what the handler did (``ModIndex.apply`` instead of ``t[i]``); no mode is
+graph then holds what the handler did (an autograd.Function node instead of ``t[i]``); no mode is
 entered at run time.
 
 ``func`` is the public callable torch itself would pass: ``torch.add`` for ``torch.add(...)``,
