@@ -288,3 +288,28 @@ def test_vmap_body_writing_its_argument_through_a_view_is_refused():
     assert_same(x, expected_x)
     assert any("in place" in r for r in report.reasons), report.reasons
     minidynamo.reset()
+
+
+BIAS = torch.randn(4)
+
+
+def test_a_global_tensor_first_read_inside_a_body_is_a_root_input():
+    def f(x):
+        return torch.vmap(lambda row: row - BIAS)(x)    # BIAS: wrapped while the body is traced
+
+    report = compiled_twice(f, lambda: (torch.randn(3, 4),))
+    placeholders = [n.name for n in report.graphs[0].graph.nodes if n.op == "placeholder"]
+    assert any("bias" in name for name in placeholders), placeholders
+
+
+def test_mode_sees_reflected_operators_as_torch_passes_them():
+    class Negates(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            return -result if func is torch.Tensor.__rsub__ else result
+
+    def f(a):
+        with Negates():
+            return 2 - a, a - 2
+
+    compiled_twice(f, lambda: (torch.randn(3),))

@@ -105,41 +105,32 @@ class VmappedFunctionVariable(VariableTracker):
         if kwargs:
             raise Unsupported("keyword arguments to a vmapped function (vmap maps positional arguments only)")
         in_dims = self._in_dims(len(args))
-        batch_sizes = set()
-        per_sample, outer_args = [], []
+        mapped = []                              # (argument, its normalized in_dim), in order
         for arg, dim in zip(args, in_dims):
-            if dim is None:
-                if isinstance(arg, TensorVariable):
-                    outer_args.append((arg, None))      # a per-call tensor: lifted when the body reads it
-                elif maybe_constant(arg, NO_CONSTANT) is NO_CONSTANT:
+            if dim is None:                      # passed whole: a tensor is lifted if the body reads it
+                if not isinstance(arg, TensorVariable) and maybe_constant(arg, NO_CONSTANT) is NO_CONSTANT:
                     raise Unsupported(f"a vmapped function given {arg} with in_dim None (only tensors and "
                                       "constants are modelled)")
-                per_sample.append(arg)
                 continue
             if not isinstance(arg, TensorVariable):
                 raise Unsupported(f"a vmapped function given {arg} with in_dim {dim} (only tensors are modelled)")
-            if not isinstance(dim, int) or not -arg.example.dim() <= dim < arg.example.dim():
+            if not -arg.example.dim() <= dim < arg.example.dim():
                 raise Unsupported(f"vmap in_dim {dim!r} for a {arg.example.dim()}-d tensor (ValueError)")
-            dim %= arg.example.dim()
-            batch_sizes.add(arg.example.shape[dim])
-            outer_args.append((arg, dim))
-            per_sample.append(arg)
-        if len(batch_sizes) != 1:
-            raise Unsupported("vmap over no batched tensor, or tensors of different batch sizes (ValueError)")
+            mapped.append((arg, dim % arg.example.dim()))
+        if len({arg.example.shape[dim] for arg, dim in mapped}) != 1:
+            raise Unsupported("vmap over no mapped tensor, or tensors of different batch sizes (ValueError)")
 
         output = tx.output
         snapshot = output.side_effects.snapshot()
         with trace_body(output, "vmap_body") as scope:
             body_args = []
-            for k, (arg, item) in enumerate(zip(args, per_sample)):
-                dim = in_dims[k]
-                if dim is None or not isinstance(arg, TensorVariable):
-                    body_args.append(item)      # tensors with in_dim None: lifted on first use
+            for k, (arg, dim) in enumerate(zip(args, in_dims)):
+                if dim is None:
+                    body_args.append(arg)
                     continue
-                example = arg.example.detach().select(dim, 0)
+                example = arg.example.detach().select(dim, 0)       # what fn sees: one sample
                 example.requires_grad_(arg.example.requires_grad)
-                node = scope.argument(f"arg{k}", example)
-                body_args.append(TensorVariable(node, example, arg.device))
+                body_args.append(TensorVariable(scope.argument(f"arg{k}", example), example, arg.device))
             result = self.fn.call_function(tx, body_args, {})
             outputs, structure = _body_outputs(output, result)
             if output.side_effects.snapshot() != snapshot:
@@ -147,10 +138,10 @@ class VmappedFunctionVariable(VariableTracker):
             _check_pure(scope)
             body = scope.module(structure(outputs) if structure is not None else outputs[0])
 
-        # the enclosing graph passes the batched arguments (the body's placeholders, in order),
-        # then what the body lifted (in_dim None)
-        ordered = [arg for arg, dim in outer_args if dim is not None]
-        ordered_dims = [dim for _, dim in outer_args if dim is not None]
+        # the enclosing graph passes the mapped arguments (the body's first placeholders), then
+        # what the body lifted (in_dim None)
+        ordered = [arg for arg, _ in mapped]
+        ordered_dims = [dim for _, dim in mapped]
         lifted = [_NodeArg(outer) for outer in scope.lifted]
         body_node = register_body(output, "vmap_body", body)
         out_dims = self.out_dims
