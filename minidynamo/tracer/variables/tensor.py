@@ -62,6 +62,8 @@ class TensorVariable(VariableTracker):
         return self.node, self.example
 
     def unpack(self, tx):
+        if tx.output.function_modes:          # torch would pass Tensor.__iter__, then unbind
+            raise Unsupported("iteration over a tensor inside a TorchFunctionMode block (not routed)")
         if self.example.dim() == 0:
             raise Unsupported("iteration over a 0-d tensor")
         return [self.subscript(tx, ConstantVariable(i)) for i in range(self.example.shape[0])]
