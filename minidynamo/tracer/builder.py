@@ -244,12 +244,15 @@ _special: dict = {}
 
 def special_functions() -> dict:
     """Python functions with a tracker of their own instead of being inlined: the higher-order
-    ``torch.vmap`` (variables/higher_order.py) and pytree's pure functions (variables/pytree.py)."""
+    ``torch.vmap`` (variables/higher_order.py), pytree's pure functions (variables/pytree.py) and
+    ``torch.overrides.handle_torch_function`` (variables/torch_function_modes.py)."""
     if not _special:
         from .variables.higher_order import VmapVariable
         from .variables.pytree import PYTREE_FUNCTIONS, PytreeFunctionVariable
+        from .variables.torch_function_modes import HandleTorchFunctionVariable
 
         _special[torch.vmap] = lambda value, source: VmapVariable(source)
+        _special[torch.overrides.handle_torch_function] = HandleTorchFunctionVariable
         for fn in PYTREE_FUNCTIONS:
             _special[fn] = PytreeFunctionVariable
     return _special

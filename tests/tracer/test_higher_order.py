@@ -313,3 +313,25 @@ def test_mode_sees_reflected_operators_as_torch_passes_them():
             return 2 - a, a - 2
 
     compiled_twice(f, lambda: (torch.randn(3),))
+
+
+class DoublesAttention(TorchFunctionMode):
+    """Rewrites the result of one public Python torch function, which torch's own code passes
+    to the mode through ``handle_torch_function`` (``has_torch_function`` is True in a block)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if func is torch.nn.functional.multi_head_attention_forward:
+            return result[0] * 2, result[1]
+        return result
+
+
+def test_library_code_sees_has_torch_function_true_inside_a_mode_block():
+    attention = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+
+    def f(x):
+        with DoublesAttention():
+            return attention(x, x, x, need_weights=False)[0]   # no fast path under a mode
+
+    with torch.no_grad():
+        compiled_twice(f, lambda: (torch.randn(2, 3, 8),))

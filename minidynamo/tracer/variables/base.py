@@ -11,6 +11,7 @@ named, every tracker is listed, and each sits under its base class):
      │    ├── TorchFunctionVariable   torch_fns.py     torch.*, torch.nn.functional.*: graph ops
      │    ├── ClassVariable           objects.py       a class (calling it: a namedtuple, a known type)
      │    ├── TensorGetterVariable    torch_function_modes.py  Tensor.<attr>.__get__, as a mode sees it
+     │    ├── HandleTorchFunctionVariable torch_function_modes.py  torch.overrides.handle_torch_function
      │    └── PytreeFunctionVariable  pytree.py        torch.utils._pytree's tree_leaves/flatten/map/...
      ├── GetterVariable               builtins.py      operator.itemgetter / attrgetter
      ├── OpaqueCallableVariable       base.py          a C callable we cannot model: calling it breaks the graph

@@ -44,8 +44,12 @@ _make_fx_check = getattr(torch.nn.modules.activation, "_is_make_fx_tracing", Non
 if _make_fx_check is not None:
     CONTEXT_QUERIES[_make_fx_check] = False      # trace_frame refuses to run under dispatch modes
 
-# __torch_function__ dispatch checks: traced tensors are never subclasses (inputs are checked).
-for _fn in (torch._C._has_torch_function, torch._C._has_torch_function_unary, torch._C._has_torch_function_variadic):
+# __torch_function__ dispatch checks: traced tensors are never subclasses (inputs are checked),
+# so the answer is False, unless the trace is inside a TorchFunctionMode block: then True, as in
+# torch (the library then calls handle_torch_function: torch_function_modes.py).
+HAS_TORCH_FUNCTION = (torch._C._has_torch_function, torch._C._has_torch_function_unary,
+                      torch._C._has_torch_function_variadic)
+for _fn in HAS_TORCH_FUNCTION:
     CONTEXT_QUERIES[_fn] = False
 
 # Autocast queries: a trace under an enabled autocast is refused and every entry guards the
@@ -107,6 +111,8 @@ class TorchFunctionVariable(KnownObjectVariable):
 
     def call_function(self, tx, args, kwargs):
         fn = self.value
+        if fn in HAS_TORCH_FUNCTION and tx.output.function_modes:
+            return ConstantVariable(True)
         if fn in CONTEXT_QUERIES:                       # (arguments are irrelevant to the answer)
             return ConstantVariable(CONTEXT_QUERIES[fn])
         if fn in IGNORED_CALLS:

@@ -16,6 +16,10 @@ entered at run time.
 running the operator once on the meta examples under a recording mode (``a + b`` passes
 ``Tensor.add``, ``2 - t`` passes ``Tensor.__rsub__`` with the tensor first).
 
+torch's own Python functions ask ``has_torch_function(...)`` first: inside a block the answer is
+True (as in torch), and their ``handle_torch_function(public_api, ...)`` call dispatches here,
+so the mode sees ``public_api`` once, as in eager (nn.MultiheadAttention leaves its fast path).
+
 Accepted: a mode object made in the frame or read from outside (guarded like any object), of a
 class that keeps TorchFunctionMode's own ``__enter__`` / ``__exit__`` (a Python override runs
 code the trace does not model: refused).  A handler returning ``NotImplemented`` is refused.
@@ -192,3 +196,17 @@ def operator_call(tx, fn, args: list, default):
         return wrap_constant_result(value)
 
     return dispatch(tx, func, [back(v) for v in passed], {k: back(v) for k, v in passed_kwargs.items()}, default)
+
+
+class HandleTorchFunctionVariable(KnownObjectVariable):
+    """``torch.overrides.handle_torch_function(public_api, relevant_args, *args, **kwargs)``: what
+    torch's Python functions call when ``has_torch_function`` says True (inside a mode block)."""
+
+    def call_function(self, tx, args, kwargs):
+        if len(args) < 2:
+            raise Unsupported("handle_torch_function without its public function and relevant arguments")
+
+        def no_mode():
+            raise Unsupported("handle_torch_function reached without an active TorchFunctionMode")
+
+        return dispatch(tx, args[0], list(args[2:]), kwargs, no_mode)
