@@ -27,6 +27,10 @@ call) keeps host weights' device copies while the same tensor comes back with th
 ``_version``; its risk, stated in ``config``: a weight changed without bumping the version is
 served stale. Data inputs are never cached.
 
+A graph captured from a host program names the host as its device (``torch.arange(n,
+device=x.device)``, ``mask.to(x.device)``): while the bridge runs it, that device means the
+device the arguments are on (``device_redirect``), so such graphs stay one device graph.
+
 Memory shared with the caller is kept as eager PyTorch has it (``aliasing``): an output that
 is a view of a host argument is returned as a view of the caller's tensor; the same tensor in
 two positions gets one device copy; an in-place update of a device argument that is a view

@@ -148,6 +148,8 @@ class BridgedCall:
         user_tensors = [a for a in example_inputs if isinstance(a, torch.Tensor)]
         self.returns_to_host = not dev.is_xla(user_tensors[0]) if user_tensors else \
             not self.device_positions
+        if not self.device_positions and self.host_positions:     # a host program: its device is ours
+            self.flat.host_device = args[self.host_positions[0]].device
         memory = analyse_memory(self.flat, args)
         self.views, self.written = memory.views, memory.written
         self.layouts = memory.layouts or {}   # outputs eager lays out non-compactly

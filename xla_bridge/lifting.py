@@ -9,11 +9,14 @@ graph can map each of its device-data inputs to a position, and state is re-read
 so a replaced or updated weight is seen.
 """
 
+import contextlib
 import operator
 from contextlib import contextmanager
 
 import torch
 import torch.fx as fx
+
+from .device_redirect import RedirectDevice, target_of
 
 
 class FlatProgram:
@@ -39,6 +42,7 @@ class FlatProgram:
         self.state_is_weight = tuple(_is_weight(source, name) for name in lifted_names) + \
             (True,) * len(self.module_state_names)
         self._slots = tuple(_state_slot(source, name) for name in self.module_state_names)
+        self.host_device = None       # set when every argument lives on the host (device_redirect.py)
 
     def read_state(self) -> list:
         """The module tensors the graph reads, as they are now (a reassigned parameter too).
@@ -53,12 +57,16 @@ class FlatProgram:
         return self.run_with(self.graph_module, flat)
 
     def run_with(self, runner, flat):
-        """Run ``runner`` (this graph, or a split of it) on flat inputs, module state swapped in."""
+        """Run ``runner`` (this graph, or a split of it) on flat inputs, module state swapped in;
+        the host device the graph names means the device of the inputs (device_redirect.py)."""
         graph_inputs = flat[:self.user_input_count + self.lifted_count]
-        if not self._slots:
-            return runner(*graph_inputs)
-        with _swapped(self._slots, flat[self.user_input_count + self.lifted_count:]):
-            return runner(*graph_inputs)
+        target = target_of(flat)
+        redirect = self.host_device is not None and target is not None and target.type != self.host_device.type
+        with RedirectDevice(self.host_device, target) if redirect else contextlib.nullcontext():
+            if not self._slots:
+                return runner(*graph_inputs)
+            with _swapped(self._slots, flat[self.user_input_count + self.lifted_count:]):
+                return runner(*graph_inputs)
 
 
 def _lift_tensor_attributes(graph: fx.Graph, source, anchor) -> list:

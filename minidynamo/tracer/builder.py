@@ -121,8 +121,14 @@ def wrap(tx, value, source) -> VariableTracker:
             guard(G.id_match(source, value))
         return PartialVariable.of_real(tx, value, source)
     if isinstance(value, types.MethodType):
+        from .variables.autograd_function import AutogradFunctionApplyVariable, is_function_apply
         from .variables.functions import UserMethodVariable
 
+        if is_function_apply(value):          # MyFunction.apply: one node (autograd_function.py)
+            if source is not None:
+                wrap(tx, value.__self__, G.AttrSource(source, "__self__"))
+                guard(G.id_match(G.AttrSource(source, "__func__"), value.__func__))
+            return AutogradFunctionApplyVariable(value, source)
         raise_if_unsupported_method(value)
         attr = (lambda name: G.AttrSource(source, name)) if source is not None else (lambda name: None)
         return UserMethodVariable(wrap(tx, value.__func__, attr("__func__")), wrap(tx, value.__self__, attr("__self__")))
@@ -236,6 +242,9 @@ def wrap_object(value, source) -> VariableTracker:
         return UserObjectVariable(value, source)   # a user __hash__: never a torch/builtin callable
     if value in BUILTIN_HANDLERS:                        # modelled C and stdlib callables
         return BuiltinVariable(value, source)
+    special = special_functions().get(value) if isinstance(value, types.FunctionType) else None
+    if special is not None:                              # torch.vmap, pytree: their own trackers
+        return special(value, source)
     answers = trace_time_answers() if isinstance(value, types.FunctionType) else {}
     if answers and value in answers:                     # torch.compiler.is_compiling(): True while tracing
         return TraceTimeAnswerVariable(value, answers[value], source)
@@ -255,6 +264,25 @@ def wrap_object(value, source) -> VariableTracker:
         # calling it is where the frame breaks
         return OpaqueCallableVariable(value, source, f"call to unknown C function {describe(value)}")
     return UserObjectVariable(value, source)
+
+
+_special: dict = {}
+
+
+def special_functions() -> dict:
+    """Python functions with a tracker of their own instead of being inlined: the higher-order
+    ``torch.vmap`` (variables/higher_order.py), pytree's pure functions (variables/pytree.py) and
+    ``torch.overrides.handle_torch_function`` (variables/torch_function_modes.py)."""
+    if not _special:
+        from .variables.higher_order import VmapVariable
+        from .variables.pytree import PYTREE_FUNCTIONS, PytreeFunctionVariable
+        from .variables.torch_function_modes import HandleTorchFunctionVariable
+
+        _special[torch.vmap] = lambda value, source: VmapVariable(source)
+        _special[torch.overrides.handle_torch_function] = HandleTorchFunctionVariable
+        for fn in PYTREE_FUNCTIONS:
+            _special[fn] = PytreeFunctionVariable
+    return _special
 
 
 def raise_if_unsupported_method(method):

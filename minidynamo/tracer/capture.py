@@ -92,7 +92,7 @@ def _trace(func, args, stop_at=None) -> Capture:
     output.add_guard(G.grad_mode_match())
     output.add_guard(G.autocast_match())
     grad_enabled = torch.is_grad_enabled()
-    output.side_effects.position = lambda: len(output.graph.nodes)
+    output.side_effects.position = lambda: len(output.root_graph.nodes)
     tx = InstructionTranslator(func, {}, output, G.GlobalSource)
     tx.locals = {name: wrap(tx, value, G.LocalSource(name)) for name, value in zip(names, args)}
     tx.stop_at = stop_at

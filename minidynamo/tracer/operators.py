@@ -49,7 +49,9 @@ def apply(tx, fn, args: list) -> VariableTracker:
             if not isinstance(args[0], ConstantVariable):
                 raise Unsupported(f"{fn.__name__} of a {args[0].python_type().__name__} and a tensor")
             fn = IN_PLACE_TO_PLAIN[fn]
-        return tx.output.call_op("call_function", fn, args, {})
+        from .variables.torch_function_modes import operator_call
+
+        return operator_call(tx, fn, args, lambda: tx.output.call_op("call_function", fn, args, {}))
     if len(args) == 2:
         result = _container_op(tx, fn, *args)     # before folding: lists, dicts, sets are mutable
         if result is not None:

@@ -24,13 +24,18 @@ import guards
 from ..exc import Unsupported
 from .meta import FACTORIES, EffectProbe, run_on_meta, to_meta
 from .side_effects import SideEffects
+from .subgraph import module_holding
 
 
 class OutputGraph:
     def __init__(self, frame_info, code=None):
         self.code = code                    # the frame's code: provenance before its first instruction
         self.running: list = []             # (code, instruction) per translator inside step(), outermost first
-        self.graph = StampedGraph(self.stack_trace)
+        self.graph = StampedGraph(self.stack_trace)   # where nodes go now: the root graph, or a body
+        self.root_graph = self.graph
+        self.scopes: list = []              # sub-graphs being traced (vmap bodies), innermost last
+        self.submodules: dict = {}          # name -> GraphModule the root graph reads by get_attr
+        self.function_modes: list = []      # TorchFunctionModes entered by the trace, innermost last
         self.frame_info = frame_info
         self.guards: list = []
         self.input_sources: list = []
@@ -120,9 +125,9 @@ class OutputGraph:
             return existing
         self.real_inputs[source] = tensor
         self.add_guard(guards.tensor_match(source, tensor))
-        node = self.graph.placeholder(self._fresh_name(source.name()))
+        node = self.root_graph.placeholder(self._fresh_name(source.name()))   # (even inside a body)
         # placeholders must come first: move the new one after the last placeholder
-        placeholders = [n for n in self.graph.nodes if n.op == "placeholder" and n is not node]
+        placeholders = [n for n in self.root_graph.nodes if n.op == "placeholder" and n is not node]
         if placeholders:
             placeholders[-1].append(node)
         example = _meta_like(tensor)
@@ -160,6 +165,7 @@ class OutputGraph:
         node_kwargs, example_kwargs = {}, {}
         for k, v in kwargs.items():
             node_kwargs[k], example_kwargs[k] = v.as_graph_arg(devices)
+        node_args, node_kwargs = torch.fx.node.map_arg((node_args, node_kwargs), self.lift)
         fn = example_fn or (_method_caller(target) if kind == "call_method" else target)
         if device is None and example_kwargs.get("device") is not None:
             device = torch.device(example_kwargs["device"])          # an explicit device= wins
@@ -177,7 +183,25 @@ class OutputGraph:
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
         node.meta["draws_random"] = probe.draws_random
         node.meta["writes"] = probe.written
+        if self.scopes:                     # a body is re-run on meta as a whole (subgraph.MetaBody)
+            node.meta["meta_call"] = (fn, "device" in example_kwargs)
         return wrap_op_result(self, node, example, device)
+
+    def lift(self, node):
+        """``node`` as an argument of a node of the current graph: a node of an enclosing graph
+        read inside a body becomes an input of the body (subgraph.py), one of every graph in
+        between; a node of a body that has ended cannot be read outside it."""
+        return self._lift(node, len(self.scopes) - 1)
+
+    def _lift(self, node, depth):
+        if depth < 0:
+            if node.graph is not self.root_graph:
+                raise Unsupported("a tensor computed inside a vmap body is used outside it")
+            return node
+        scope = self.scopes[depth]
+        if node.graph is scope.graph:
+            return node
+        return scope.lift(self._lift(node, depth - 1))
 
     def getitem_node(self, node, index):
         return self.graph.call_function(operator.getitem, (node, index))
@@ -186,10 +210,11 @@ class OutputGraph:
     def finish(self, output_nodes: list) -> torch.fx.GraphModule:
         for guard in self.identity_guards():
             self.add_guard(guard)
+        output_nodes = torch.fx.node.map_arg(list(output_nodes), self.lift)
         self.graph.output(tuple(output_nodes))
         self.graph.stamp = None             # the graph outlives the trace: keep nothing of it
         self.graph.lint()
-        return torch.fx.GraphModule(torch.nn.Module(), self.graph)
+        return torch.fx.GraphModule(module_holding(self.submodules), self.graph)
 
 
 class StampedGraph(torch.fx.Graph):

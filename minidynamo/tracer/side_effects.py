@@ -40,8 +40,13 @@ class SideEffects:
         self.foreign_cells_read = False    # a cell read through another function's __closure__
         self.position = None               # () -> graph nodes so far (set by the capture)
         self.first_at = None               # position of the first side effect, if any
+        self.count = 0                     # side effects recorded so far (a vmap body must add none)
+
+    def snapshot(self) -> int:
+        return self.count
 
     def _note_position(self):
+        self.count += 1
         if self.first_at is None and self.position is not None:
             self.first_at = self.position()
 

@@ -334,7 +334,10 @@ class InstructionTranslatorBase:
     def STORE_SUBSCR(self, inst):
         index, obj, value = self.pop(), self.pop(), self.pop()
         if isinstance(obj, TensorVariable):
-            self.output.call_op("call_function", operator.setitem, [obj, index, value], {})
+            from .variables.torch_function_modes import dispatch
+
+            dispatch(self, torch_setitem(), [obj, index, value], {},
+                     lambda: self.output.call_op("call_function", operator.setitem, [obj, index, value], {}))
         else:
             obj.call_method(self, "__setitem__", [index, value], {})
 
@@ -556,15 +559,25 @@ class InstructionTranslatorBase:
     def BEFORE_WITH(self, inst):
         from .variables.ctx_managers import ContextManagerVariable
 
+        from .variables.torch_function_modes import TorchFunctionModeVariable, is_function_mode
+
         manager = self.pop()
+        if not isinstance(manager, ContextManagerVariable) and is_function_mode(manager):
+            manager = TorchFunctionModeVariable(manager)
         if not isinstance(manager, ContextManagerVariable):
-            raise Unsupported(f"with statement over {manager} (only torch.no_grad/enable_grad and "
-                              "torch.autocast(enabled=False) are supported)")
+            raise Unsupported(f"with statement over {manager} (only torch.no_grad/enable_grad, "
+                              "torch.autocast(enabled=False) and TorchFunctionModes are supported)")
         self.push(manager.exit_callable())
         self.push(manager.enter(self))
 
     def LOAD_BUILD_CLASS(self, inst):
         raise Unsupported("class definition inside the traced code")
+
+
+def torch_setitem():
+    import torch
+
+    return torch.Tensor.__setitem__
 
 
 def show_value(vt) -> str:

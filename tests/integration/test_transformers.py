@@ -64,3 +64,42 @@ def test_tiny_model_is_one_graph_equal_to_eager(make, return_dict):
     if return_dict:
         assert isinstance(compiled(**text_inputs(0)), transformers.modeling_outputs.ModelOutput)
     minidynamo.reset()
+
+
+def tiny_gpt2():
+    return transformers.GPT2Model(transformers.GPT2Config(vocab_size=50, n_embd=16, n_layer=2, n_head=2,
+                                                          n_positions=32))
+
+
+def tiny_llama():
+    return transformers.LlamaModel(transformers.LlamaConfig(
+        vocab_size=50, hidden_size=16, intermediate_size=20, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=32))
+
+
+@pytest.mark.parametrize("make", [tiny_gpt2, tiny_llama])
+def test_decoder_causal_mask_is_in_the_one_graph(make):
+    """Decoders build their causal mask with ``torch.vmap`` inside a ``TorchFunctionMode`` block
+    (masking_utils.sdpa_mask_recent_torch): traced into the graph, no fallback, no recompile."""
+    torch.manual_seed(0)
+    model = make().eval()
+    report = ExplainOutput()
+    minidynamo.reset()
+    minidynamo.counters.reset()
+    compiled = OptimizeContext("eager", recorder=report)(model)
+    with torch.no_grad():
+        for seed in range(2):
+            inputs = dict(text_inputs(seed), use_cache=False)     # (the cache object: bench/hf_sweep.py)
+            expected, got = flat(model(**inputs)), flat(compiled(**inputs))
+            assert len(expected) == len(got)
+            for a, b in zip(expected, got):
+                if isinstance(a, torch.Tensor):
+                    torch.testing.assert_close(a, b)
+                else:
+                    assert a == b
+    assert report.fallback_count == 0, report.reasons
+    assert report.graph_break_count == 0, report.reasons
+    assert report.graph_count == 1, report.reasons
+    assert minidynamo.counters["compiles"] == 1, report.reasons
+    assert "vmap_call" in report.graph_codes[0]
+    minidynamo.reset()

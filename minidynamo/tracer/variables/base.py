@@ -9,7 +9,10 @@ named, every tracker is listed, and each sits under its base class):
      ├── KnownObjectVariable          base.py          a real object used as itself (identity matters)
      │    ├── BuiltinVariable         builtins.py      len, isinstance, range, ... (one handler each)
      │    ├── TorchFunctionVariable   torch_fns.py     torch.*, torch.nn.functional.*: graph ops
-     │    └── ClassVariable           objects.py       a class (calling it: a namedtuple, a known type)
+     │    ├── ClassVariable           objects.py       a class (calling it: a namedtuple, a known type)
+     │    ├── TensorGetterVariable    torch_function_modes.py  Tensor.<attr>.__get__, as a mode sees it
+     │    ├── HandleTorchFunctionVariable torch_function_modes.py  torch.overrides.handle_torch_function
+     │    └── PytreeFunctionVariable  pytree.py        torch.utils._pytree's tree_leaves/flatten/map/...
      ├── GetterVariable               builtins.py      operator.itemgetter / attrgetter
      ├── OpaqueCallableVariable       base.py          a C callable we cannot model: calling it breaks the graph
      ├── ConstantVariable             constant.py      Python scalars, strings, None, dtypes, devices, ...
@@ -66,7 +69,11 @@ named, every tracker is listed, and each sits under its base class):
      ├── ContextManagerVariable       ctx_managers.py  what BEFORE_WITH accepts
      │    ├── GradModeVariable        ctx_managers.py  torch.no_grad() / enable_grad()
      │    ├── SetGradEnabledVariable  ctx_managers.py  torch.set_grad_enabled(mode)
-     │    └── AutocastOffVariable     ctx_managers.py  torch.autocast(..., enabled=False)
+     │    ├── AutocastOffVariable     ctx_managers.py  torch.autocast(..., enabled=False)
+     │    └── TorchFunctionModeVariable torch_function_modes.py  a TorchFunctionMode object in a with
+     ├── VmapVariable                 higher_order.py  torch.vmap itself
+     ├── VmappedFunctionVariable      higher_order.py  torch.vmap(fn, ...): calling it traces a body sub-graph
+     ├── AutogradFunctionApplyVariable autograd_function.py  MyFunction.apply: one graph node
      └── GradModeFunctionVariable     ctx_managers.py  a function decorated with no_grad()/enable_grad()
 
 Each knows its ``source`` (how to re-read it from a later frame), or None when the value was

@@ -62,14 +62,24 @@ class TensorVariable(VariableTracker):
         return self.node, self.example
 
     def unpack(self, tx):
+        if tx.output.function_modes:          # torch would pass Tensor.__iter__, then unbind
+            raise Unsupported("iteration over a tensor inside a TorchFunctionMode block (not routed)")
         if self.example.dim() == 0:
             raise Unsupported("iteration over a 0-d tensor")
         return [self.subscript(tx, ConstantVariable(i)) for i in range(self.example.shape[0])]
 
     def subscript(self, tx, index: VariableTracker):
-        return tx.output.call_op("call_function", operator.getitem, [self, index], {})
+        from .torch_function_modes import dispatch
+
+        return dispatch(tx, torch.Tensor.__getitem__, [self, index], {},
+                        lambda: tx.output.call_op("call_function", operator.getitem, [self, index], {}))
 
     def var_getattr(self, tx, name):
+        from .torch_function_modes import tensor_attribute
+
+        return tensor_attribute(tx, self, name, lambda: self._getattr(tx, name))
+
+    def _getattr(self, tx, name):
         from .containers import SizeVariable
 
         example = self.example
@@ -156,6 +166,11 @@ class TensorMethodVariable(VariableTracker):
         return _BOUND_C_METHOD
 
     def call_function(self, tx, args, kwargs):
+        from .torch_function_modes import tensor_method
+
+        return tensor_method(tx, self.tensor, self.name, args, kwargs, lambda: self._call(tx, args, kwargs))
+
+    def _call(self, tx, args, kwargs):
         name, tensor = self.name, self.tensor
         if name in DATA_METHODS:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data")

@@ -44,8 +44,12 @@ _make_fx_check = getattr(torch.nn.modules.activation, "_is_make_fx_tracing", Non
 if _make_fx_check is not None:
     CONTEXT_QUERIES[_make_fx_check] = False      # trace_frame refuses to run under dispatch modes
 
-# __torch_function__ dispatch checks: traced tensors are never subclasses (inputs are checked).
-for _fn in (torch._C._has_torch_function, torch._C._has_torch_function_unary, torch._C._has_torch_function_variadic):
+# __torch_function__ dispatch checks: traced tensors are never subclasses (inputs are checked),
+# so the answer is False, unless the trace is inside a TorchFunctionMode block: then True, as in
+# torch (the library then calls handle_torch_function: torch_function_modes.py).
+HAS_TORCH_FUNCTION = (torch._C._has_torch_function, torch._C._has_torch_function_unary,
+                      torch._C._has_torch_function_variadic)
+for _fn in HAS_TORCH_FUNCTION:
     CONTEXT_QUERIES[_fn] = False
 
 # Autocast queries: a trace under an enabled autocast is refused and every entry guards the
@@ -107,6 +111,8 @@ class TorchFunctionVariable(KnownObjectVariable):
 
     def call_function(self, tx, args, kwargs):
         fn = self.value
+        if fn in HAS_TORCH_FUNCTION and tx.output.function_modes:
+            return ConstantVariable(True)
         if fn in CONTEXT_QUERIES:                       # (arguments are irrelevant to the answer)
             return ConstantVariable(CONTEXT_QUERIES[fn])
         if fn in IGNORED_CALLS:
@@ -164,7 +170,9 @@ class TorchFunctionVariable(KnownObjectVariable):
 
             if args and isinstance(args[0], TensorVariable):
                 return TensorMethodVariable(args[0], fn.__name__).call_function(tx, args[1:], kwargs)
-        return tx.output.call_op("call_function", fn, args, kwargs)
+        from .torch_function_modes import dispatch
+
+        return dispatch(tx, self, args, kwargs, lambda: tx.output.call_op("call_function", fn, args, kwargs))
 
     def __repr__(self):
         return f"TorchFunctionVariable({describe(self.value)})"

@@ -1,0 +1,38 @@
+"""A CPU program's graph names its device (``torch.arange(n, device=x.device)``,
+``x.to(x.device)``): on the bridge that device means the device the graph runs on, so the graph
+is one replayed XLA graph (no eager fallback), inside a ``torch.vmap`` body too."""
+
+import torch
+
+import minidynamo
+import xla_bridge
+from tests.xla.xla_testing import assert_same
+
+
+def replayed(fn, *args):
+    minidynamo.reset()
+    xla_bridge.reset_counters()
+    compiled = minidynamo.optimize("torchxla_trace_once")(fn)
+    for _ in range(2):
+        assert_same(compiled(*args), fn(*args))
+    counters = xla_bridge.counters
+    assert counters.fallbacks == 0 and counters.partitions == 0 and counters.retraces == 0, counters.reasons
+    assert counters.replays == 2
+    minidynamo.reset()
+
+
+def test_device_constants_of_a_host_program_run_on_the_device():
+    def f(x, mask):
+        keep = mask.to(device=x.device, dtype=torch.bool)
+        return (x.to(x.device) * 2 + torch.arange(3, device=x.device)) * keep
+
+    replayed(f, torch.randn(2, 3), torch.tensor([[1, 0, 1], [0, 1, 1]]))
+
+
+def test_vmap_body_naming_the_host_device():
+    def f(x, table):
+        def row(i, v):
+            return (v * 2).to(v.device) + (table.sum() > 0).to(i.device)
+        return torch.vmap(row)(torch.arange(x.shape[0], device=x.device), x)
+
+    replayed(f, torch.randn(4, 3), torch.randn(2, 2))
