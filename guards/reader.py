@@ -1,11 +1,15 @@
 """Graph-input readers: re-read tensors (arguments, module parameters and buffers) on
-every call, so a weight updated in place is seen without recompiling."""
+every call, so a weight updated in place is seen without recompiling.
+
+The reader is generated Python (``reader.source`` shows it); where every read has a native
+form it runs as one native call (``fast_path.native_reader``: the same reads as ops), and
+where every input is an argument, as ``ArgumentReader``."""
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from . import native
+from . import fast_path, native
 from .codegen import exec_generated, signature
 from .guard import Guard
 from .planner import ConstPool, Planner
@@ -33,6 +37,11 @@ def compile_reader(sources: Sequence[Source], frame_info: FrameInfo,
     lines += [f"    {step.var} = {step.expr}  # {step.label}" for step in planner.steps]
     lines.append(f"    return [{', '.join(results)}]")
     text = "\n".join(lines) + "\n"
-    reader = exec_generated(text, planner.consts.namespace, "___reader", "reader")
-    reader.source = text
+    python = exec_generated(text, planner.consts.namespace, "___reader", "reader")
+    python.source = text
+    reader = fast_path.native_reader(planner.steps, results, frame_info, planner.consts.namespace)
+    if reader is None:
+        return python
+    reader.source = f"# Runs natively (guards._tensor_match.Reader), as {len(reader.program)} ops:\n{text}"
+    reader.python = python   # the generated twin: same reads, same answers (tests compare them)
     return reader

@@ -7,6 +7,8 @@ objects are applied and undone; in every state
 
 - the guard function (a native ``FastGuard`` in compiled mode), its generated Python twin and its
   slow path (``failure_reason``) give one answer;
+- the graph-input reader (a native ``Reader`` in compiled mode) reads the very objects its
+  generated Python twin reads, or both raise;
 - it never passes where the plain layer (``guards.reference``: each source read once with
   ``getattr``/``[]``, one predicate per kind) fails;
 - and it passes exactly where the plain layer passes, unless a mutation touched a premise of a
@@ -205,12 +207,24 @@ def captured(tensor_check_mode):
     guard_fn = entry[1]
     if tensor_check_mode and cpp_helpers is not None:
         assert type(guard_fn).__name__ == "FastGuard", "compiled mode runs the native fast path"
+        assert type(entry[2].read_inputs).__name__ == "Reader", "compiled mode reads inputs natively"
+    guard_fn.reader = entry[2].read_inputs
     yield net, x, guard_fn
     minidynamo.reset()
 
 
+def reads(reader, *args):
+    """The objects ``reader`` reads (compared by identity), or the type of what it raised."""
+    try:
+        return [id(value) for value in reader(*args)]
+    except Exception as error:   # noqa: BLE001 - the kind is what is compared
+        return type(error)
+
+
 def decisions(net, x, guard_fn):
     forward = Net.forward
+    reader = guard_fn.reader
+    assert reads(reader, forward, net, x) == reads(getattr(reader, "python", reader), forward, net, x)
     fast = guard_fn(forward, net, x)
     python = getattr(guard_fn, "python", guard_fn)(forward, net, x)
     explained = guard_fn.failure_reason(forward, net, x) is None
@@ -275,3 +289,40 @@ def test_the_plain_layer_reads_each_source_once(captured, monkeypatch):
     top_level = [s for s in reads if s in guarded]
     assert len(top_level) >= len(guarded)
     assert reference.render(guard_fn.guards).splitlines() == guard_fn.guard_strings
+
+
+class Plain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+
+def test_native_reader_follows_class_changes(tensor_check_mode):
+    """The native reader's ``__dict__`` shortcut holds for a class as it is now: a class that
+    gains a ``__getattribute__``, or has a ``__dict__`` property, is read through it, as Python
+    would."""
+    from guards import AttrSource, FrameInfo, LocalSource, compile_reader, type_match
+
+    class Local(Plain):
+        pass
+
+    module = Local()
+    source = AttrSource(AttrSource(LocalSource("m"), "lin"), "weight")
+    frame = FrameInfo(("m",), globals(), __builtins__)
+    reader = compile_reader([source], frame, [type_match(LocalSource("m"), module)])
+    python = getattr(reader, "python", reader)
+    assert reads(reader, None, module) == reads(python, None, module) == [id(module.lin.weight)]
+    other = nn.Linear(2, 2)
+    Local.__getattribute__ = lambda self, name: {"lin": other}.get(name) or object.__getattribute__(self, name)
+    try:
+        assert reads(reader, None, module) == reads(python, None, module)
+    finally:
+        del Local.__getattribute__
+    assert reads(reader, None, module) == [id(module.lin.weight)]
+
+    class OwnDict(Plain):   # a class whose __dict__ is not the instance dict
+        __dict__ = property(lambda self: {"_modules": {"lin": other}, "_parameters": {}, "_buffers": {}})
+
+    odd = OwnDict()
+    reader = compile_reader([source], frame, [type_match(LocalSource("m"), odd)])
+    assert reads(reader, None, odd) == reads(getattr(reader, "python", reader), None, odd) == [id(other.weight)]
