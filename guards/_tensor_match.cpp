@@ -577,7 +577,35 @@ struct FastGuard {
     std::vector<Step> *steps;
     std::vector<Spec> *specs;
     std::vector<Py_ssize_t> *tensor_slot;  // per spec: its register
+    std::vector<bool> *filled;             // per register: written by the arguments, values or a read
+    // The hand-off (see HandOff): registers whose values a passing fast path keeps, and what it
+    // kept last: those values (a list) and the call they were read for ((func, *args), a tuple).
+    std::vector<Py_ssize_t> *hand_off;
+    PyObject *kept_values, *kept_call;
 };
+
+void drop_kept(FastGuard *self) {
+    Py_CLEAR(self->kept_values);
+    Py_CLEAR(self->kept_call);
+}
+
+/* After a passing fast path: keep the hand-off registers' values for the call `args`. */
+void keep(FastGuard *self, PyObject **regs, PyObject *const *args) {
+    const std::vector<Py_ssize_t> &wanted = *self->hand_off;
+    PyObject *values = PyList_New(static_cast<Py_ssize_t>(wanted.size()));
+    PyObject *call = values == nullptr ? nullptr : PyTuple_New(1 + self->nargs);
+    if (call == nullptr) {   // out of memory: keep nothing (the reader then reads)
+        Py_XDECREF(values);
+        PyErr_Clear();
+        return;
+    }
+    for (size_t i = 0; i < wanted.size(); i++)
+        PyList_SET_ITEM(values, i, Py_NewRef(regs[wanted[i]]));
+    for (Py_ssize_t i = 0; i <= self->nargs; i++)
+        PyTuple_SET_ITEM(call, i, Py_NewRef(args[i]));
+    Py_XSETREF(self->kept_values, values);
+    Py_XSETREF(self->kept_call, call);
+}
 
 /* 1: the call gave exactly `expected` (identity), 0: not, -1: error. */
 int call_is(PyObject *fn, PyObject *expected) {
@@ -719,6 +747,7 @@ PyObject *FastGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
             }
         }
     }
+    drop_kept(self);   // only a fast path that passes now hands values off
     if (!fast) {
         if (self->fallback == nullptr)
             Py_RETURN_FALSE;
@@ -741,6 +770,8 @@ PyObject *FastGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
     int ok = run_program(*self->steps, regs);
     if (ok == 1)
         ok = all_match(*self->specs, regs, self->tensor_slot->data());
+    if (ok == 1 && self->hand_off != nullptr)
+        keep(self, regs, args);
     for (Py_ssize_t i = first_read; i < self->n_registers; i++)
         Py_XDECREF(regs[i]);
     Py_XDECREF(values);
@@ -916,7 +947,8 @@ PyObject *FastGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     }
     if (fallback != Py_None)
         self->fallback = Py_NewRef(fallback);
-    std::vector<bool> filled;
+    self->filled = new std::vector<bool>();
+    std::vector<bool> &filled = *self->filled;
     if (!parse_program(program, n_registers, 1 + nargs + n_values, *self->steps, filled)) {
         Py_DECREF(self);
         return nullptr;
@@ -950,6 +982,8 @@ int FastGuard_traverse(PyObject *self_obj, visitproc visit, void *arg) {
     Py_VISIT(self->memo_valid);
     Py_VISIT(self->fallback);
     Py_VISIT(self->program_source);
+    Py_VISIT(self->kept_values);
+    Py_VISIT(self->kept_call);
     if (self->steps != nullptr) {
         for (Step &step : *self->steps) {
             Py_VISIT(step.obj);
@@ -972,6 +1006,7 @@ int FastGuard_clear(PyObject *self_obj) {
     Py_CLEAR(self->memo_valid);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->program_source);
+    drop_kept(self);
     clear_steps(self->steps);
     if (self->specs != nullptr)
         for (Spec &spec : *self->specs)
@@ -987,9 +1022,13 @@ void FastGuard_dealloc(PyObject *self_obj) {
     delete self->steps;
     delete self->specs;
     delete self->tensor_slot;
+    delete self->filled;
+    delete self->hand_off;
     self->steps = nullptr;
     self->specs = nullptr;
     self->tensor_slot = nullptr;
+    self->filled = nullptr;
+    self->hand_off = nullptr;
     type->tp_free(self_obj);
     Py_DECREF(type);
 }
@@ -1002,7 +1041,44 @@ PyMemberDef FastGuard_members[] = {
     {nullptr},
 };
 
+/* hand_off((register, ...)): from now on a passing fast path keeps those registers' values. */
+PyObject *FastGuard_set_hand_off(PyObject *self_obj, PyObject *registers) {
+    auto *self = reinterpret_cast<FastGuard *>(self_obj);
+    if (!PyTuple_Check(registers)) {
+        PyErr_SetString(PyExc_TypeError, "hand_off expects a tuple of registers");
+        return nullptr;
+    }
+    auto *wanted = new std::vector<Py_ssize_t>();
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(registers); i++) {
+        Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(registers, i));
+        if (r < 0 || r >= self->n_registers || !(*self->filled)[r]) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_IndexError, "hand_off: register %zd out of range or never written", r);
+            delete wanted;
+            return nullptr;
+        }
+        wanted->push_back(r);
+    }
+    drop_kept(self);
+    delete self->hand_off;
+    self->hand_off = wanted;
+    Py_RETURN_NONE;
+}
+
+PyObject *FastGuard_drop_kept(PyObject *self_obj, PyObject *unused) {
+    drop_kept(reinterpret_cast<FastGuard *>(self_obj));
+    Py_RETURN_NONE;
+}
+
+PyMethodDef FastGuard_methods[] = {
+    {"hand_off", FastGuard_set_hand_off, METH_O,
+     "hand_off((register, ...)): a passing fast path keeps these registers' values for a HandOff"},
+    {"drop_kept", FastGuard_drop_kept, METH_NOARGS, "forget the values kept by the last passing call"},
+    {nullptr},
+};
+
 PyType_Slot FastGuard_slots[] = {
+    {Py_tp_methods, FastGuard_methods},
     {Py_tp_doc, const_cast<char *>("FastGuard(nargs, pins, memo, n_values, n_registers, program, tensors, fallback)"
                                     "(func, *args) -> bool: a guard's common path as one native call")},
     {Py_tp_new, reinterpret_cast<void *>(FastGuard_new)},
@@ -1186,6 +1262,109 @@ PyType_Spec Reader_spec = {
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, Reader_slots,
 };
 
+// ---------------------------------------------------------------------------------- HandOff
+
+/* The guard's reads, handed to the reader: HandOff(guard, reader)(func, *args) -> list.
+ *
+ * A FastGuard given hand_off(registers) keeps, when its fast path passes, the values of those
+ * registers (the graph inputs, which its tensor checks just read) and the call they were read
+ * for.  HandOff answers the very next read with them when it is for that same call (func and
+ * every argument the same objects), and forgets them either way; any other call asks `reader`.
+ * The values are those the guard verified, read moments before: what the reader would read
+ * again, minus the reading. */
+struct HandOff {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyObject *guard;    // a FastGuard
+    PyObject *reader;
+};
+
+PyTypeObject *fast_guard_type;
+
+PyObject *HandOff_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    auto *self = reinterpret_cast<HandOff *>(self_obj);
+    auto *guard = reinterpret_cast<FastGuard *>(self->guard);
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *call = guard->kept_call;
+    bool same = call != nullptr && kwnames == nullptr && PyTuple_GET_SIZE(call) == nargs;
+    for (Py_ssize_t i = 0; same && i < nargs; i++)
+        same = PyTuple_GET_ITEM(call, i) == args[i];
+    if (same) {
+        PyObject *values = guard->kept_values;
+        guard->kept_values = nullptr;
+        Py_CLEAR(guard->kept_call);
+        return values;
+    }
+    drop_kept(guard);
+    return PyObject_Vectorcall(self->reader, args, nargsf, kwnames);
+}
+
+PyObject *HandOff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *guard, *reader;
+    if (!PyArg_ParseTuple(args, "O!O:HandOff", fast_guard_type, &guard, &reader))
+        return nullptr;
+    auto *self = reinterpret_cast<HandOff *>(type->tp_alloc(type, 0));
+    if (self == nullptr)
+        return nullptr;
+    self->vectorcall = HandOff_vectorcall;
+    self->guard = Py_NewRef(guard);
+    self->reader = Py_NewRef(reader);
+    return reinterpret_cast<PyObject *>(self);
+}
+
+int HandOff_traverse(PyObject *self_obj, visitproc visit, void *arg) {
+    auto *self = reinterpret_cast<HandOff *>(self_obj);
+    Py_VISIT(Py_TYPE(self_obj));
+    Py_VISIT(self->dict);
+    Py_VISIT(self->guard);
+    Py_VISIT(self->reader);
+    return 0;
+}
+
+int HandOff_clear(PyObject *self_obj) {
+    auto *self = reinterpret_cast<HandOff *>(self_obj);
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->guard);
+    Py_CLEAR(self->reader);
+    return 0;
+}
+
+void HandOff_dealloc(PyObject *self_obj) {
+    PyTypeObject *type = Py_TYPE(self_obj);
+    PyObject_GC_UnTrack(self_obj);
+    HandOff_clear(self_obj);
+    type->tp_free(self_obj);
+    Py_DECREF(type);
+}
+
+PyMemberDef HandOff_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(HandOff, vectorcall), READONLY, nullptr},
+    {"__dictoffset__", T_PYSSIZET, offsetof(HandOff, dict), READONLY, nullptr},
+    {"guard", T_OBJECT, offsetof(HandOff, guard), READONLY, "the FastGuard whose reads are handed off"},
+    {"reader", T_OBJECT, offsetof(HandOff, reader), READONLY, "what reads when nothing was handed off"},
+    {nullptr},
+};
+
+PyType_Slot HandOff_slots[] = {
+    {Py_tp_doc, const_cast<char *>("HandOff(guard, reader)(func, *args) -> list: the graph inputs the guard "
+                                    "just read for this very call, else reader(func, *args)")},
+    {Py_tp_new, reinterpret_cast<void *>(HandOff_new)},
+    {Py_tp_call, reinterpret_cast<void *>(PyVectorcall_Call)},
+    {Py_tp_traverse, reinterpret_cast<void *>(HandOff_traverse)},
+    {Py_tp_clear, reinterpret_cast<void *>(HandOff_clear)},
+    {Py_tp_dealloc, reinterpret_cast<void *>(HandOff_dealloc)},
+    {Py_tp_members, HandOff_members},
+    {Py_tp_getattro, reinterpret_cast<void *>(PyObject_GenericGetAttr)},
+    {Py_tp_setattro, reinterpret_cast<void *>(PyObject_GenericSetAttr)},
+    {0, nullptr},
+};
+
+PyType_Spec HandOff_spec = {
+    "guards._tensor_match.HandOff", sizeof(HandOff), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, HandOff_slots,
+};
+
 // ---------------------------------------------------------------------------------- module
 
 /* What a plain Python class's attribute machinery is made of, from two probe classes. */
@@ -1285,18 +1464,23 @@ PyMODINIT_FUNC PyInit__tensor_match(void) {
     PyObject *tensor_match = PyType_FromSpec(&TensorMatch_spec);
     PyObject *fast_guard = PyType_FromSpec(&FastGuard_spec);
     PyObject *reader = PyType_FromSpec(&Reader_spec);
-    if (tensor_match == nullptr || fast_guard == nullptr || reader == nullptr ||
+    PyObject *hand_off = PyType_FromSpec(&HandOff_spec);
+    if (tensor_match == nullptr || fast_guard == nullptr || reader == nullptr || hand_off == nullptr ||
         PyModule_AddObjectRef(module, "TensorMatch", tensor_match) < 0 ||
         PyModule_AddObjectRef(module, "FastGuard", fast_guard) < 0 ||
-        PyModule_AddObjectRef(module, "Reader", reader) < 0) {
+        PyModule_AddObjectRef(module, "Reader", reader) < 0 ||
+        PyModule_AddObjectRef(module, "HandOff", hand_off) < 0) {
         Py_XDECREF(tensor_match);
         Py_XDECREF(fast_guard);
         Py_XDECREF(reader);
+        Py_XDECREF(hand_off);
         Py_DECREF(module);
         return nullptr;
     }
+    fast_guard_type = reinterpret_cast<PyTypeObject *>(fast_guard);   // the module keeps it
     Py_DECREF(tensor_match);
     Py_DECREF(fast_guard);
     Py_DECREF(reader);
+    Py_DECREF(hand_off);
     return module;
 }

@@ -9,6 +9,10 @@ without a Python frame.  A step without a native form (a block, a closure read, 
 
     ___guard(___func, L_self, L_x)       # generated: pins, memo.valid(), volatile steps, tensors
     FastGuard(...)(func, self, x)        # the same, natively; ___full(...) when a pin or the memo fails
+
+A generated reader's reads become a ``Reader`` the same way (``native_reader``); and since a
+passing fast path holds every tensor it checked in a register, ``hand_off`` lets it keep the
+graph inputs for the reader that runs right after it (``HandOff``), which then reads nothing.
 """
 
 from __future__ import annotations
@@ -106,8 +110,10 @@ def fast_guard(steps: list, pins: dict, memo: Any, values: Sequence[str], fallba
     except _NoNativeForm:
         return None
     pin_pairs = tuple((frame_info.arg_names.index(var[len("L_"):]), namespace[obj]) for var, obj in pins.items())
-    return native.cpp_helpers.FastGuard(len(frame_info.arg_names), pin_pairs, memo, len(values),
-                                        len(program.registers), tuple(program.ops), tensors, fallback)
+    guard = native.cpp_helpers.FastGuard(len(frame_info.arg_names), pin_pairs, memo, len(values),
+                                         len(program.registers), tuple(program.ops), tensors, fallback)
+    guard.registers = dict(program.registers)   # variable -> register (for hand_off)
+    return guard
 
 
 def native_reader(steps: list, results: Sequence[str], frame_info: FrameInfo, namespace: dict) -> Any:
@@ -125,6 +131,20 @@ def native_reader(steps: list, results: Sequence[str], frame_info: FrameInfo, na
     except _NoNativeForm:
         return None
     return native.cpp_helpers.Reader(len(frame_info.arg_names), len(program.registers), tuple(program.ops), outputs)
+
+
+def hand_off(guard_fn: Any, var_of: dict, sources: Sequence, reader: Any) -> Any:
+    """A ``HandOff`` that answers ``reader``'s call with the values ``guard_fn`` (a FastGuard) read
+    for ``sources`` when its fast path just passed for that very call, or None when the guard
+    does not hold every source in a register (``var_of``: the guard planner's source -> variable)."""
+    registers = getattr(guard_fn, "registers", None)
+    if registers is None or not hasattr(native.cpp_helpers, "HandOff"):
+        return None
+    wanted = [registers.get(var_of.get(source)) for source in sources]
+    if any(register is None for register in wanted):
+        return None
+    guard_fn.hand_off(tuple(wanted))
+    return native.cpp_helpers.HandOff(guard_fn, reader)
 
 
 class _NoNativeForm(Exception):

@@ -17,13 +17,15 @@ from .source import FrameInfo, Source
 
 
 def compile_reader(sources: Sequence[Source], frame_info: FrameInfo,
-                   guards: Iterable[Guard] = ()) -> Any:
+                   guards: Iterable[Guard] = (), guard_fn: Any = None) -> Any:
     """A generated ``reader(func, *args) -> list`` that re-reads ``sources`` in order.
 
     Pass the entry's ``guards`` to let it read module parameters, buffers and submodules
     straight from ``_parameters``/``_buffers``/``_modules`` where the guards verify the
     module's exact type (with a plain-getattr fallback, so the read is always what
-    ``module.attr`` gives).  Meant to run right after those guards passed.
+    ``module.attr`` gives).  Meant to run right after those guards passed.  Pass their
+    ``guard_fn`` too: where it is a FastGuard holding every input, a call right after it passed
+    takes the values it read (``fast_path.hand_off``) instead of reading them again.
     """
     planner = Planner(frame_info, ConstPool(), mode="reader")
     planner.learn(guards)
@@ -41,7 +43,14 @@ def compile_reader(sources: Sequence[Source], frame_info: FrameInfo,
     python.source = text
     reader = fast_path.native_reader(planner.steps, results, frame_info, planner.consts.namespace)
     if reader is None:
-        return python
-    reader.source = f"# Runs natively (guards._tensor_match.Reader), as {len(reader.program)} ops:\n{text}"
-    reader.python = python   # the generated twin: same reads, same answers (tests compare them)
-    return reader
+        reader = python
+    else:
+        reader.source = f"# Runs natively (guards._tensor_match.Reader), as {len(reader.program)} ops:\n{text}"
+        reader.python = python   # the generated twin: same reads, same answers (tests compare them)
+    handed = fast_path.hand_off(guard_fn, getattr(guard_fn, "var_of", {}), sources, reader)
+    if handed is None:
+        return reader
+    handed.source = ("# Right after the guard's native fast path passed for the same call: the inputs it "
+                     "read (guards._tensor_match.HandOff); else:\n" + reader.source)
+    handed.python = python
+    return handed

@@ -207,10 +207,15 @@ def captured(tensor_check_mode):
     guard_fn = entry[1]
     if tensor_check_mode and cpp_helpers is not None:
         assert type(guard_fn).__name__ == "FastGuard", "compiled mode runs the native fast path"
-        assert type(entry[2].read_inputs).__name__ == "Reader", "compiled mode reads inputs natively"
+        read_inputs = entry[2].read_inputs
+        assert type(getattr(read_inputs, "reader", read_inputs)).__name__ == "Reader", "compiled mode reads natively"
     guard_fn.reader = entry[2].read_inputs
     yield net, x, guard_fn
     minidynamo.reset()
+
+
+def tensor_check_mode_is_compiled(guard_fn) -> bool:
+    return type(guard_fn).__name__ == "FastGuard"
 
 
 def reads(reader, *args):
@@ -224,8 +229,11 @@ def reads(reader, *args):
 def decisions(net, x, guard_fn):
     forward = Net.forward
     reader = guard_fn.reader
-    assert reads(reader, forward, net, x) == reads(getattr(reader, "python", reader), forward, net, x)
+    python_reader = getattr(reader, "python", reader)
+    assert reads(reader, forward, net, x) == reads(python_reader, forward, net, x)
     fast = guard_fn(forward, net, x)
+    # right after the guard, as on a hit: the values it handed off when it passed
+    assert reads(reader, forward, net, x) == reads(python_reader, forward, net, x)
     python = getattr(guard_fn, "python", guard_fn)(forward, net, x)
     explained = guard_fn.failure_reason(forward, net, x) is None
     frame_info = FrameInfo(("self", "x"), forward.__globals__, forward.__builtins__)
@@ -236,6 +244,8 @@ def decisions(net, x, guard_fn):
 def test_every_mutation_alone(captured):
     net, x, guard_fn = captured
     assert decisions(net, x, guard_fn)[0] is True
+    if tensor_check_mode_is_compiled(guard_fn):
+        assert type(guard_fn.reader).__name__ == "HandOff", "a FastGuard holding every input hands them off"
     for name, (mutate, premise) in MUTATIONS.items():
         state = {"x": x}
         undo = mutate(net, state)
@@ -326,3 +336,20 @@ def test_native_reader_follows_class_changes(tensor_check_mode):
     odd = OwnDict()
     reader = compile_reader([source], frame, [type_match(LocalSource("m"), odd)])
     assert reads(reader, None, odd) == reads(getattr(reader, "python", reader), None, odd) == [id(other.weight)]
+
+
+def test_hand_off_only_for_the_same_call(captured):
+    """The reader takes the guard's values only for the call the guard just passed, once."""
+    net, x, guard_fn = captured
+    forward, reader = Net.forward, guard_fn.reader
+    other = torch.randn(2, 4)
+    assert guard_fn(forward, net, x)
+    assert reads(reader, forward, net, other) == reads(getattr(reader, "python", reader), forward, net, other)
+    assert guard_fn(forward, net, x)
+    first = reader(forward, net, x)
+    assert any(value is x for value in first)
+    assert [id(v) for v in reader(forward, net, x)] == [id(v) for v in first]   # read again: the same
+    if hasattr(guard_fn, "drop_kept"):
+        assert guard_fn(forward, net, x)
+        assert guard_fn(forward, net, x.double()) is False   # a failing check drops what was kept
+        assert reads(reader, forward, net, x) == reads(reader.python, forward, net, x)
