@@ -163,6 +163,13 @@ bool spec_init(Spec &spec, PyObject *item) {
 
 /* An instance attribute named stride / is_contiguous hides the method from `x.stride()`. */
 inline bool method_shadowed(PyObject *tensor, PyObject *name) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    // 3.11 keeps a managed dict three words before the object and its attribute values (before
+    // a dict is made) four words before: neither there, no instance attribute at all.
+    if ((Py_TYPE(tensor)->tp_flags & Py_TPFLAGS_MANAGED_DICT) && reinterpret_cast<PyObject **>(tensor)[-3] == nullptr &&
+        reinterpret_cast<void **>(tensor)[-4] == nullptr)
+        return false;
+#endif
     Py_ssize_t offset = Py_TYPE(tensor)->tp_dictoffset;   // tensors keep their __dict__ at a fixed offset
     PyObject **dict = offset > 0 ? reinterpret_cast<PyObject **>(reinterpret_cast<char *>(tensor) + offset)
                                  : _PyObject_GetDictPtr(tensor);
