@@ -312,39 +312,31 @@ inline void prefetch_lines(const void *object, size_t bytes) {
         __builtin_prefetch(start + offset);
 }
 
-/* Every tensor matches its spec.  The checks are short and the loads are not (each tensor is
- * three objects apart on the heap: the Python object, its TensorImpl, its autograd meta), so
- * tensors go in chunks, one stage per object: every load of a stage is issued before any is
- * waited for, and the next chunk's Python objects load while this chunk is checked. */
+/* Every tensor matches its spec.  The checks are short and the loads are not: each tensor's
+ * object is fetched 16 ahead and its TensorImpl 8 ahead, so that several loads are in flight at
+ * once (a staged variant that also fetched the autograd meta ahead measured the same). */
 bool all_match(const std::vector<Spec> &specs, PyObject *const *tensors, const Py_ssize_t *index) {
-    constexpr size_t CHUNK = 16;
     bool mode_active = at::impl::torch_function_mode_enabled();
     size_t n = specs.size();
     auto at = [&](size_t i) { return tensors[index ? index[i] : i]; };
-    const c10::TensorImpl *impls[CHUNK];
-    const c10::AutogradMetaInterface *metas[CHUNK];
-    for (size_t i = 0; i < n && i < CHUNK; i++)
+    for (size_t i = 0; i < n && i < 16; i++)
         __builtin_prefetch(at(i));
-    for (size_t start = 0; start < n; start += CHUNK) {
-        size_t count = n - start < CHUNK ? n - start : CHUNK;
-        for (size_t k = 0; k < count; k++) {
-            impls[k] = direct_impl(specs[start + k], at(start + k), mode_active);
-            if (impls[k] != nullptr)
-                prefetch_lines(impls[k], sizeof(c10::TensorImpl));
+    for (size_t i = 0; i < n && i < 8; i++) {
+        const c10::TensorImpl *impl = direct_impl(specs[i], at(i), mode_active);
+        if (impl != nullptr)
+            prefetch_lines(impl, sizeof(c10::TensorImpl));
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i + 16 < n)
+            __builtin_prefetch(at(i + 16));
+        if (i + 8 < n) {
+            const c10::TensorImpl *ahead = direct_impl(specs[i + 8], at(i + 8), mode_active);
+            if (ahead != nullptr)
+                prefetch_lines(ahead, sizeof(c10::TensorImpl));
         }
-        for (size_t k = start + CHUNK; k < n && k < start + 2 * CHUNK; k++)
-            __builtin_prefetch(at(k));
-        for (size_t k = 0; k < count; k++) {
-            metas[k] = impls[k] != nullptr ? impls[k]->autograd_meta() : nullptr;
-            if (metas[k] != nullptr) {   // the lines requires_grad reads: the vtable's, requires_grad_'s
-                __builtin_prefetch(metas[k]);
-                __builtin_prefetch(&static_cast<const torch::autograd::AutogradMeta *>(metas[k])->requires_grad_);
-            }
-        }
-        for (size_t k = 0; k < count; k++) {
-            if (!spec_matches(specs[start + k], at(start + k), impls[k], metas[k]))
-                return false;
-        }
+        const c10::TensorImpl *impl = direct_impl(specs[i], at(i), mode_active);
+        if (!spec_matches(specs[i], at(i), impl, impl != nullptr ? impl->autograd_meta() : nullptr))
+            return false;
     }
     return true;
 }
