@@ -105,7 +105,9 @@ def guard_models() -> dict[str, Callable[[], tuple]]:
 
 
 def _peer_guard(model, args, skip_tensor_guards: bool):
-    """torch.compile's guard tree for ``model``'s forward and the f_locals it checks."""
+    """torch.compile's guard tree for ``model``'s forward, the f_locals it checks, and the names
+    torch.compile put into the forward's globals (its guards read them; ``torch._dynamo.reset()``
+    removes them, after which every check fails on a KeyError: put them back before timing)."""
     import inspect
 
     import torch._dynamo
@@ -113,14 +115,22 @@ def _peer_guard(model, args, skip_tensor_guards: bool):
 
     forward = type(model).forward
     torch._dynamo.reset()
+    before = set(forward.__globals__)
     with torch._dynamo.config.patch(skip_tensor_guards_with_matching_dict_tags=skip_tensor_guards):
         peer = torch.compile(model, backend="eager")
         peer(*args)
     manager = _debug_get_cache_entry_list(forward.__code__)[0].guard_manager
     f_locals = dict(zip(inspect.signature(forward).parameters, (model, *args)))
     assert manager.check(f_locals)
+    added = {name: value for name, value in forward.__globals__.items() if name not in before}
     torch._dynamo.reset()
-    return manager, f_locals
+    return manager, f_locals, added
+
+
+def _passing(manager, f_locals) -> None:
+    """A timed peer check must pass (a failing one stops early and times nothing useful)."""
+    if not manager.check(f_locals):
+        raise AssertionError(f"torch.compile's guard fails: {manager.check_verbose(f_locals)}")
 
 
 def guard_check(name: str, build, repeats: int) -> dict[str, float]:
@@ -135,8 +145,11 @@ def guard_check(name: str, build, repeats: int) -> dict[str, float]:
     model, args = build()
     forward = type(model).forward
     print(f"\n(c) {name} forward: one guard check of the cache entry (eval mode, grad on)")
-    default_manager, f_locals = _peer_guard(model, args, True)
-    strict_manager, _ = _peer_guard(model, args, False)
+    default_manager, f_locals, added = _peer_guard(model, args, True)
+    strict_manager, _, added_strict = _peer_guard(model, args, False)
+    forward.__globals__.update({**added, **added_strict})
+    for manager in (default_manager, strict_manager):
+        _passing(manager, f_locals)
     checks = {"torch.compile (default)": lambda: default_manager.check(f_locals),
               "torch.compile (all tensors)": lambda: strict_manager.check(f_locals)}
     minidynamo.reset()
@@ -160,6 +173,8 @@ def guard_check(name: str, build, repeats: int) -> dict[str, float]:
     best = interleaved_medians(checks, n=20, repeats=repeats,
                                summary=lambda xs: min([x for x in xs if x > 0] or [float("nan")]))
     medians = interleaved_medians(checks, n=20, repeats=repeats)
+    for manager in (default_manager, strict_manager):
+        _passing(manager, f_locals)
     for label, ns in best.items():
         print(f"  {label:28s} {ns / 1000:8.2f} us best   {medians[label] / 1000:8.2f} us median")
     print(f"  ratio minidynamo / torch.compile (all tensors) = "
@@ -177,6 +192,8 @@ def guard_check(name: str, build, repeats: int) -> dict[str, float]:
                   f"(all tensors) {strict_manager.check(f_locals)}, minidynamo {guard_fn(forward, model, *args)}")
         finally:
             undo()
+    for name in {**added, **added_strict}:
+        forward.__globals__.pop(name, None)
     minidynamo.reset()
     return best
 

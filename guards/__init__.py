@@ -15,7 +15,8 @@ the generated function), ``slow_path`` (the failure reason), ``reader`` (graph i
 ``memo`` (dict version tags let a hit skip what cannot have changed), ``native`` (the
 compiled helpers: ``_tensor_match.cpp`` reads tensor metadata from at::Tensor and runs a guard's
 common path as a ``FastGuard``, ``_guard_helpers.c`` holds the torch-free memo and class checks),
-``fast_path`` (the common path's steps as FastGuard ops).
+``fast_path`` (the common path's steps as FastGuard ops, the reader's reads as a native
+``Reader``, and the ``HandOff`` of the inputs a passing FastGuard read to the reader).
 
 Two layers: the plain reference layer says what each guard means (``source``: how to read a
 value; ``guard``: kinds and facts; ``reference``: one plain read per source, one predicate per

@@ -163,6 +163,13 @@ bool spec_init(Spec &spec, PyObject *item) {
 
 /* An instance attribute named stride / is_contiguous hides the method from `x.stride()`. */
 inline bool method_shadowed(PyObject *tensor, PyObject *name) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    // 3.11 keeps a managed dict three words before the object and its attribute values (before
+    // a dict is made) four words before: neither there, no instance attribute at all.
+    if ((Py_TYPE(tensor)->tp_flags & Py_TPFLAGS_MANAGED_DICT) && reinterpret_cast<PyObject **>(tensor)[-3] == nullptr &&
+        reinterpret_cast<void **>(tensor)[-4] == nullptr)
+        return false;
+#endif
     Py_ssize_t offset = Py_TYPE(tensor)->tp_dictoffset;   // tensors keep their __dict__ at a fixed offset
     PyObject **dict = offset > 0 ? reinterpret_cast<PyObject **>(reinterpret_cast<char *>(tensor) + offset)
                                  : _PyObject_GetDictPtr(tensor);
@@ -182,18 +189,18 @@ inline bool same_ints(c10::IntArrayRef got, const std::vector<int64_t> &expected
     if (got.size() != n)
         return false;
     const int64_t *a = got.data(), *b = expected.data();
+    int64_t differ = 0;   // no early exit: a branch per element costs more than the loads
     for (size_t i = 0; i < n; i++)
-        if (a[i] != b[i])
-            return false;
-    return true;
+        differ |= a[i] ^ b[i];
+    return differ == 0;
 }
 
-/* impl->requires_grad() without its two out-of-line calls in the common case: no autograd meta
+/* impl->requires_grad() without its out-of-line calls in the common case: no autograd meta
  * means False, and a meta whose dynamic type is exactly AutogradMeta (its vtable says so) answers
  * requires_grad_ || grad_fn_, which is that class's own requires_grad().  Any other meta (a
- * view's, which also asks its base) is asked through the virtual call. */
-inline bool requires_grad(const c10::TensorImpl *impl) {
-    const c10::AutogradMetaInterface *meta = impl->autograd_meta();
+ * view's, which also asks its base) is asked through the virtual call.  `meta` is
+ * impl->autograd_meta(), read earlier (see all_match). */
+inline bool requires_grad(const c10::TensorImpl *impl, const c10::AutogradMetaInterface *meta) {
     if (meta == nullptr)
         return false;
     if (plain_autograd_meta_vtable != nullptr && *reinterpret_cast<const void *const *>(meta) == plain_autograd_meta_vtable) {
@@ -204,17 +211,13 @@ inline bool requires_grad(const c10::TensorImpl *impl) {
 }
 
 /* The TensorImpl's answer, or ASK_PYTHON when a getter might answer differently. */
-Outcome match_direct(const Spec &spec, PyObject *tensor) {
-    const at::Tensor &t = THPVariable_Unpack(tensor);
-    if (!t.defined())
-        return ASK_PYTHON;
-    const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
+Outcome match_direct(const Spec &spec, PyObject *tensor, const c10::TensorImpl *impl,
+                     const c10::AutogradMetaInterface *meta) {
     if (impl->is_python_dispatch() || impl->has_symbolic_sizes_strides())
         return ASK_PYTHON;
     if (impl->dtype().toScalarType() != spec.scalar_type)
         return NO;
-    // no autograd meta: requires_grad is False (what TensorImpl::requires_grad answers, without the call)
-    if (requires_grad(impl) != spec.requires_grad_value)
+    if (requires_grad(impl, meta) != spec.requires_grad_value)
         return NO;
     if (!same_ints(impl->sizes(), spec.sizes_value))   // a custom-sizes tensor may throw: Python then
         return NO;
@@ -270,14 +273,16 @@ int match_python(const Spec &spec, PyObject *tensor) {
     return ok;
 }
 
-/* 1 when `tensor` matches `spec`, else 0 (a Python error counts as a mismatch). */
-int spec_matches(const Spec &spec, PyObject *tensor, bool mode_active) {
+/* 1 when `tensor` matches `spec`, else 0 (a Python error counts as a mismatch).  `impl` is the
+ * tensor's TensorImpl when the direct read applies (see direct_impl), else nullptr. */
+int spec_matches(const Spec &spec, PyObject *tensor, const c10::TensorImpl *impl,
+                 const c10::AutogradMetaInterface *meta) {
     if (reinterpret_cast<PyObject *>(Py_TYPE(tensor)) != spec.type)
         return 0;
-    if (spec.direct && !mode_active) {
+    if (impl != nullptr) {
         Outcome outcome = ASK_PYTHON;
         try {
-            outcome = match_direct(spec, tensor);
+            outcome = match_direct(spec, tensor, impl, meta);
         } catch (...) {   // e.g. strides of a sparse tensor: let Python say what it says
             outcome = ASK_PYTHON;
         }
@@ -292,31 +297,45 @@ int spec_matches(const Spec &spec, PyObject *tensor, bool mode_active) {
     return ok;
 }
 
-/* Start loading the TensorImpl behind `tensor` (its first lines) when the spec will read it. */
-inline void prefetch_impl(const Spec &spec, PyObject *tensor) {
-    if (spec.direct && reinterpret_cast<PyObject *>(Py_TYPE(tensor)) == spec.type) {
-        const char *impl = reinterpret_cast<const char *>(THPVariable_Unpack(tensor).unsafeGetTensorImpl());
-        for (size_t offset = 0; offset < sizeof(c10::TensorImpl); offset += 64)
-            __builtin_prefetch(impl + offset);
-    }
+/* The TensorImpl to read directly, or nullptr when Python must be asked (wrong type, a type
+ * whose getters may differ, an active torch function mode, an undefined tensor). */
+inline const c10::TensorImpl *direct_impl(const Spec &spec, PyObject *tensor, bool mode_active) {
+    if (!spec.direct || mode_active || reinterpret_cast<PyObject *>(Py_TYPE(tensor)) != spec.type)
+        return nullptr;
+    const c10::TensorImpl *impl = THPVariable_Unpack(tensor).unsafeGetTensorImpl();
+    return impl == c10::UndefinedTensorImpl::singleton() ? nullptr : impl;
 }
 
+inline void prefetch_lines(const void *object, size_t bytes) {
+    const char *start = static_cast<const char *>(object);
+    for (size_t offset = 0; offset < bytes; offset += 64)
+        __builtin_prefetch(start + offset);
+}
+
+/* Every tensor matches its spec.  The checks are short and the loads are not: each tensor's
+ * object is fetched 16 ahead and its TensorImpl 8 ahead, so that several loads are in flight at
+ * once (a staged variant that also fetched the autograd meta ahead measured the same). */
 bool all_match(const std::vector<Spec> &specs, PyObject *const *tensors, const Py_ssize_t *index) {
     bool mode_active = at::impl::torch_function_mode_enabled();
-    // The checks are short and the loads are not: each tensor's object is fetched 16 ahead and
-    // its TensorImpl 8 ahead, so that several loads are in flight at once.
     size_t n = specs.size();
     auto at = [&](size_t i) { return tensors[index ? index[i] : i]; };
     for (size_t i = 0; i < n && i < 16; i++)
         __builtin_prefetch(at(i));
-    for (size_t i = 0; i < n && i < 8; i++)
-        prefetch_impl(specs[i], at(i));
+    for (size_t i = 0; i < n && i < 8; i++) {
+        const c10::TensorImpl *impl = direct_impl(specs[i], at(i), mode_active);
+        if (impl != nullptr)
+            prefetch_lines(impl, sizeof(c10::TensorImpl));
+    }
     for (size_t i = 0; i < n; i++) {
         if (i + 16 < n)
             __builtin_prefetch(at(i + 16));
-        if (i + 8 < n)
-            prefetch_impl(specs[i + 8], at(i + 8));
-        if (!spec_matches(specs[i], at(i), mode_active))
+        if (i + 8 < n) {
+            const c10::TensorImpl *ahead = direct_impl(specs[i + 8], at(i + 8), mode_active);
+            if (ahead != nullptr)
+                prefetch_lines(ahead, sizeof(c10::TensorImpl));
+        }
+        const c10::TensorImpl *impl = direct_impl(specs[i], at(i), mode_active);
+        if (!spec_matches(specs[i], at(i), impl, impl != nullptr ? impl->autograd_meta() : nullptr))
             return false;
     }
     return true;
@@ -465,16 +484,84 @@ PyType_Spec TensorMatch_spec = {
  *     (CONST, dst, obj)        (IS, src, obj)   (TYPE_IS, src, type)   (EQ, src, obj): src == obj
  *     (CALL_IS, fn, obj): fn() is obj   (CALL_EQ, fn, obj): fn() == obj   (CALL_TRUE, fn): fn()
  *     (NOT_IN, key, src): key not in src
+ *     (SHORTCUT, dst, holder, base, name, (shadow, ...)):
+ *         dst = holder[name] if name in holder and name not in shadow and ... else base.name
  * each exactly the Python the generated guard runs for the same step; an Exception while running
  * means False, as in the generated guard's try/except.  Instances carry a __dict__. */
-enum Op { ATTR, ITEM, BUILTIN, CONST, IS, TYPE_IS, EQ, CALL_IS, CALL_EQ, CALL_TRUE, NOT_IN, N_OPS };
+enum Op { ATTR, ITEM, BUILTIN, CONST, IS, TYPE_IS, EQ, CALL_IS, CALL_EQ, CALL_TRUE, NOT_IN, SHORTCUT, N_OPS };
+
+constexpr int MAX_SHADOWS = 4;
 
 struct Step {
     int op;
     Py_ssize_t dst = -1, a = -1, b = -1;   // registers
     PyObject *obj = nullptr;               // name, key, constant or callable (owned)
     PyObject *obj2 = nullptr;              // expected value of a call (owned)
+    int n_shadows = 0;                     // SHORTCUT: the dicts that must lack the name
+    Py_ssize_t shadows[MAX_SHADOWS] = {};
+    // ATTR of "__dict__": the last type seen whose `obj.__dict__` is the plain instance dict, and
+    // its version tag then (any change to the class or its bases gives it a new tag).
+    mutable PyTypeObject *dict_type = nullptr;
+    mutable unsigned int dict_type_version = 0;
 };
+
+/* ---- plain reads: what Python's generic machinery would answer, without its detours ---- */
+
+getter plain_dict_getter;        // the `__dict__` getter of a plain Python class (subtype_dict)
+getattrofunc getattr_hook;       // tp_getattro of a Python class that defines __getattr__
+PyObject *object_getattribute;   // object.__dict__['__getattribute__']
+PyObject *str_dunder_dict, *str_getattribute;
+
+/* True when `obj.__dict__` is PyObject_GenericGetDict(obj) for every instance of `type`: a
+ * Python class whose attribute lookup is object's (maybe with a __getattr__, which the found
+ * descriptor never reaches), whose `__dict__` is the standard descriptor, and whose only builtin
+ * base is object (else that base's own __dict__ would answer). */
+bool plain_instance_dict(PyTypeObject *type) {
+    if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || plain_dict_getter == nullptr ||
+        (type->tp_getattro != PyObject_GenericGetAttr && type->tp_getattro != getattr_hook))
+        return false;
+    PyTypeObject *base = type;
+    while (base != nullptr && (base->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        base = base->tp_base;
+    if (base != &PyBaseObject_Type || _PyType_Lookup(type, str_getattribute) != object_getattribute)
+        return false;
+    PyObject *descr = _PyType_Lookup(type, str_dunder_dict);
+    return descr != nullptr && Py_TYPE(descr) == &PyGetSetDescr_Type &&
+           reinterpret_cast<PyGetSetDescrObject *>(descr)->d_getset->get == plain_dict_getter;
+}
+
+/* obj.name; `obj.__dict__` straight from the instance when its class is plain (cached per step
+ * under the class's version tag). */
+PyObject *read_attr(const Step &step, PyObject *obj) {
+    if (step.obj == str_dunder_dict) {
+        PyTypeObject *type = Py_TYPE(obj);
+        if (type == step.dict_type && type->tp_version_tag == step.dict_type_version &&
+            (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+            return PyObject_GenericGetDict(obj, nullptr);
+        if (plain_instance_dict(type) && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+            step.dict_type = type;
+            step.dict_type_version = type->tp_version_tag;
+            return PyObject_GenericGetDict(obj, nullptr);
+        }
+    }
+    return PyObject_GetAttr(obj, step.obj);
+}
+
+/* container[key]: an exact dict and an exact str key ask the dict directly (no code can run). */
+PyObject *read_item(PyObject *container, PyObject *key) {
+    if (PyDict_CheckExact(container) && PyUnicode_CheckExact(key)) {
+        PyObject *found = PyDict_GetItemWithError(container, key);
+        if (found != nullptr)
+            return Py_NewRef(found);
+        if (PyErr_Occurred())
+            return nullptr;
+    }
+    return PyObject_GetItem(container, key);   // and the KeyError it raises
+}
+
+int contains(PyObject *container, PyObject *key) {
+    return PyDict_CheckExact(container) ? PyDict_Contains(container, key) : PySequence_Contains(container, key);
+}
 
 struct FastGuard {
     PyObject_HEAD
@@ -489,7 +576,35 @@ struct FastGuard {
     std::vector<Step> *steps;
     std::vector<Spec> *specs;
     std::vector<Py_ssize_t> *tensor_slot;  // per spec: its register
+    std::vector<bool> *filled;             // per register: written by the arguments, values or a read
+    // The hand-off (see HandOff): registers whose values a passing fast path keeps, and what it
+    // kept last: those values (a list) and the call they were read for ((func, *args), a tuple).
+    std::vector<Py_ssize_t> *hand_off;
+    PyObject *kept_values, *kept_call;
 };
+
+void drop_kept(FastGuard *self) {
+    Py_CLEAR(self->kept_values);
+    Py_CLEAR(self->kept_call);
+}
+
+/* After a passing fast path: keep the hand-off registers' values for the call `args`. */
+void keep(FastGuard *self, PyObject **regs, PyObject *const *args) {
+    const std::vector<Py_ssize_t> &wanted = *self->hand_off;
+    PyObject *values = PyList_New(static_cast<Py_ssize_t>(wanted.size()));
+    PyObject *call = values == nullptr ? nullptr : PyTuple_New(1 + self->nargs);
+    if (call == nullptr) {   // out of memory: keep nothing (the reader then reads)
+        Py_XDECREF(values);
+        PyErr_Clear();
+        return;
+    }
+    for (size_t i = 0; i < wanted.size(); i++)
+        PyList_SET_ITEM(values, i, Py_NewRef(regs[wanted[i]]));
+    for (Py_ssize_t i = 0; i <= self->nargs; i++)
+        PyTuple_SET_ITEM(call, i, Py_NewRef(args[i]));
+    Py_XSETREF(self->kept_values, values);
+    Py_XSETREF(self->kept_call, call);
+}
 
 /* 1: the call gave exactly `expected` (identity), 0: not, -1: error. */
 int call_is(PyObject *fn, PyObject *expected) {
@@ -510,17 +625,45 @@ int truth(PyObject *value) {
     return result;
 }
 
+/* `holder[name] if name in holder and name not in shadow... else base.name` (a new reference, or
+ * nullptr with an exception), evaluated in the order Python evaluates that expression. */
+PyObject *shortcut(const Step &step, PyObject **regs) {
+    PyObject *holder = regs[step.a], *name = step.obj;
+    // Exact dicts and an exact str: no code runs, so the value found first is the one
+    // `holder[name]` gives after the shadow tests.
+    bool exact = PyDict_CheckExact(holder) && PyUnicode_CheckExact(name);
+    for (int i = 0; exact && i < step.n_shadows; i++)
+        exact = PyDict_CheckExact(regs[step.shadows[i]]);
+    PyObject *found = nullptr;
+    int take;
+    if (exact) {
+        found = PyDict_GetItemWithError(holder, name);
+        take = found != nullptr ? 1 : PyErr_Occurred() ? -1 : 0;
+    } else {
+        take = contains(holder, name);
+    }
+    for (int i = 0; take == 1 && i < step.n_shadows; i++) {
+        int shadowed = contains(regs[step.shadows[i]], name);
+        take = shadowed < 0 ? -1 : !shadowed;
+    }
+    if (take < 0)
+        return nullptr;
+    if (take)
+        return found != nullptr ? Py_NewRef(found) : PyObject_GetItem(holder, name);
+    return PyObject_GetAttr(regs[step.b], name);
+}
+
 /* 1 when every step holds, 0 when one does not, -1 on error.  Registers it fills are owned. */
-int run_program(FastGuard *self, PyObject **regs) {
-    for (const Step &step : *self->steps) {
+int run_program(const std::vector<Step> &steps, PyObject **regs) {
+    for (const Step &step : steps) {
         int ok = 1;
         PyObject *value = nullptr;
         switch (step.op) {
         case ATTR:
-            value = PyObject_GetAttr(regs[step.a], step.obj);
+            value = read_attr(step, regs[step.a]);
             break;
         case ITEM:
-            value = PyObject_GetItem(regs[step.a], step.obj);
+            value = read_item(regs[step.a], step.obj);
             break;
         case BUILTIN: {
             int found = PySequence_Contains(regs[step.a], step.obj);
@@ -558,6 +701,9 @@ int run_program(FastGuard *self, PyObject **regs) {
             ok = found < 0 ? -1 : !found;
             break;
         }
+        case SHORTCUT:
+            value = shortcut(step, regs);
+            break;
         }
         if (step.dst >= 0) {
             if (value == nullptr)
@@ -600,6 +746,7 @@ PyObject *FastGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
             }
         }
     }
+    drop_kept(self);   // only a fast path that passes now hands values off
     if (!fast) {
         if (self->fallback == nullptr)
             Py_RETURN_FALSE;
@@ -619,9 +766,11 @@ PyObject *FastGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
         regs[1 + self->nargs + i] = PyTuple_GET_ITEM(values, i);
     for (Py_ssize_t i = first_read; i < self->n_registers; i++)
         regs[i] = nullptr;
-    int ok = run_program(self, regs);
+    int ok = run_program(*self->steps, regs);
     if (ok == 1)
         ok = all_match(*self->specs, regs, self->tensor_slot->data());
+    if (ok == 1 && self->hand_off != nullptr)
+        keep(self, regs, args);
     for (Py_ssize_t i = first_read; i < self->n_registers; i++)
         Py_XDECREF(regs[i]);
     Py_XDECREF(values);
@@ -673,6 +822,24 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
     case CALL_TRUE:
         parsed = PyArg_ParseTuple(item, "iO", &op, &obj);
         break;
+    case SHORTCUT: {
+        PyObject *shadows;
+        parsed = PyArg_ParseTuple(item, "innnUO!", &op, &dst, &a, &b, &obj, &PyTuple_Type, &shadows);
+        if (parsed && PyTuple_GET_SIZE(shadows) > MAX_SHADOWS) {
+            PyErr_SetString(PyExc_ValueError, "FastGuard: too many shadows");
+            return false;
+        }
+        for (Py_ssize_t i = 0; parsed && i < PyTuple_GET_SIZE(shadows); i++) {
+            Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(shadows, i));
+            if (r < 0 || r >= n_registers) {
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_IndexError, "FastGuard: register %zd out of range", r);
+                return false;
+            }
+            step.shadows[step.n_shadows++] = r;
+        }
+        break;
+    }
     default:   // NOT_IN
         parsed = PyArg_ParseTuple(item, "iOn", &op, &obj, &a);
         break;
@@ -693,6 +860,9 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
     step.dst = dst;
     step.a = a;
     step.b = b;
+    if ((op == ATTR || op == SHORTCUT) && PyUnicode_CheckExact(obj) &&
+        PyUnicode_Compare(obj, str_dunder_dict) == 0)
+        obj = str_dunder_dict;   // read_attr recognises the name by identity
     step.obj = Py_XNewRef(obj);
     step.obj2 = Py_XNewRef(obj2);
     return true;
@@ -705,6 +875,32 @@ void clear_steps(std::vector<Step> *steps) {
         Py_CLEAR(step.obj);
         Py_CLEAR(step.obj2);
     }
+}
+
+/* Parse `program` (a tuple of op tuples) into `steps`.  Every register an op reads must be
+ * filled before it: the first `n_given` (arguments, the memo's values), then each read in
+ * program order (a register read before it is written would be NULL); `filled` says which are
+ * at the end. */
+bool parse_program(PyObject *program, Py_ssize_t n_registers, Py_ssize_t n_given, std::vector<Step> &steps,
+                   std::vector<bool> &filled) {
+    filled.assign(n_registers, false);
+    for (Py_ssize_t r = 0; r < n_given && r < n_registers; r++)
+        filled[r] = true;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(program); i++) {
+        Step &step = steps[i];
+        if (!parse_step(PyTuple_GET_ITEM(program, i), n_registers, step))
+            return false;
+        bool reads_empty = (step.a >= 0 && !filled[step.a]) || (step.b >= 0 && !filled[step.b]);
+        for (int k = 0; k < step.n_shadows; k++)
+            reads_empty = reads_empty || !filled[step.shadows[k]];
+        if (reads_empty || (step.dst >= 0 && filled[step.dst])) {
+            PyErr_Format(PyExc_ValueError, "FastGuard: op %zd reads an empty register or writes a full one", i);
+            return false;
+        }
+        if (step.dst >= 0)
+            filled[step.dst] = true;
+    }
+    return true;
 }
 
 PyObject *FastGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -750,25 +946,11 @@ PyObject *FastGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     }
     if (fallback != Py_None)
         self->fallback = Py_NewRef(fallback);
-    // Every register an op reads must be filled before it: the arguments, the memo's values,
-    // then each read in program order (a register read before it is written would be NULL).
-    std::vector<bool> filled(n_registers, false);
-    for (Py_ssize_t r = 0; r < 1 + nargs + n_values; r++)
-        filled[r] = true;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(program); i++) {
-        Step &step = (*self->steps)[i];
-        if (!parse_step(PyTuple_GET_ITEM(program, i), n_registers, step)) {
-            Py_DECREF(self);
-            return nullptr;
-        }
-        if ((step.a >= 0 && !filled[step.a]) || (step.b >= 0 && !filled[step.b]) ||
-            (step.dst >= 0 && filled[step.dst])) {
-            PyErr_Format(PyExc_ValueError, "FastGuard: op %zd reads an empty register or writes a full one", i);
-            Py_DECREF(self);
-            return nullptr;
-        }
-        if (step.dst >= 0)
-            filled[step.dst] = true;
+    self->filled = new std::vector<bool>();
+    std::vector<bool> &filled = *self->filled;
+    if (!parse_program(program, n_registers, 1 + nargs + n_values, *self->steps, filled)) {
+        Py_DECREF(self);
+        return nullptr;
     }
     std::vector<Py_ssize_t> &slots = *self->tensor_slot;
     auto spec_of = [&slots, &filled, n_registers](Py_ssize_t i, PyObject *check) -> PyObject * {
@@ -799,6 +981,8 @@ int FastGuard_traverse(PyObject *self_obj, visitproc visit, void *arg) {
     Py_VISIT(self->memo_valid);
     Py_VISIT(self->fallback);
     Py_VISIT(self->program_source);
+    Py_VISIT(self->kept_values);
+    Py_VISIT(self->kept_call);
     if (self->steps != nullptr) {
         for (Step &step : *self->steps) {
             Py_VISIT(step.obj);
@@ -821,6 +1005,7 @@ int FastGuard_clear(PyObject *self_obj) {
     Py_CLEAR(self->memo_valid);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->program_source);
+    drop_kept(self);
     clear_steps(self->steps);
     if (self->specs != nullptr)
         for (Spec &spec : *self->specs)
@@ -836,9 +1021,13 @@ void FastGuard_dealloc(PyObject *self_obj) {
     delete self->steps;
     delete self->specs;
     delete self->tensor_slot;
+    delete self->filled;
+    delete self->hand_off;
     self->steps = nullptr;
     self->specs = nullptr;
     self->tensor_slot = nullptr;
+    self->filled = nullptr;
+    self->hand_off = nullptr;
     type->tp_free(self_obj);
     Py_DECREF(type);
 }
@@ -851,7 +1040,44 @@ PyMemberDef FastGuard_members[] = {
     {nullptr},
 };
 
+/* hand_off((register, ...)): from now on a passing fast path keeps those registers' values. */
+PyObject *FastGuard_set_hand_off(PyObject *self_obj, PyObject *registers) {
+    auto *self = reinterpret_cast<FastGuard *>(self_obj);
+    if (!PyTuple_Check(registers)) {
+        PyErr_SetString(PyExc_TypeError, "hand_off expects a tuple of registers");
+        return nullptr;
+    }
+    auto *wanted = new std::vector<Py_ssize_t>();
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(registers); i++) {
+        Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(registers, i));
+        if (r < 0 || r >= self->n_registers || !(*self->filled)[r]) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_IndexError, "hand_off: register %zd out of range or never written", r);
+            delete wanted;
+            return nullptr;
+        }
+        wanted->push_back(r);
+    }
+    drop_kept(self);
+    delete self->hand_off;
+    self->hand_off = wanted;
+    Py_RETURN_NONE;
+}
+
+PyObject *FastGuard_drop_kept(PyObject *self_obj, PyObject *unused) {
+    drop_kept(reinterpret_cast<FastGuard *>(self_obj));
+    Py_RETURN_NONE;
+}
+
+PyMethodDef FastGuard_methods[] = {
+    {"hand_off", FastGuard_set_hand_off, METH_O,
+     "hand_off((register, ...)): a passing fast path keeps these registers' values for a HandOff"},
+    {"drop_kept", FastGuard_drop_kept, METH_NOARGS, "forget the values kept by the last passing call"},
+    {nullptr},
+};
+
 PyType_Slot FastGuard_slots[] = {
+    {Py_tp_methods, FastGuard_methods},
     {Py_tp_doc, const_cast<char *>("FastGuard(nargs, pins, memo, n_values, n_registers, program, tensors, fallback)"
                                     "(func, *args) -> bool: a guard's common path as one native call")},
     {Py_tp_new, reinterpret_cast<void *>(FastGuard_new)},
@@ -870,7 +1096,301 @@ PyType_Spec FastGuard_spec = {
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, FastGuard_slots,
 };
 
+// ---------------------------------------------------------------------------------- Reader
+
+/* A graph-input reader as one native call: reader(func, *args) -> [value, ...].
+ *
+ *     Reader(nargs, n_registers, program, outputs)
+ *
+ * The program is the generated reader's reads as FastGuard ops (guards/fast_path.py:
+ * native_reader), over registers [func, *args, <one per read>]; the answer lists the registers
+ * `outputs` names, in order.  It runs right after the guards passed; an exception propagates,
+ * as it would from the generated reader.  Instances carry a __dict__. */
+struct Reader {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    Py_ssize_t nargs, n_registers;
+    PyObject *program_source;
+    std::vector<Step> *steps;
+    std::vector<Py_ssize_t> *outputs;
+};
+
+PyObject *Reader_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    auto *self = reinterpret_cast<Reader *>(self_obj);
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != self->nargs + 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_Format(PyExc_TypeError, "reader expects func and %zd argument slots, got %zd values",
+                     self->nargs, nargs);
+        return nullptr;
+    }
+    PyObject *stack_regs[128];
+    std::vector<PyObject *> heap_regs;
+    PyObject **regs = stack_regs;
+    if (self->n_registers > 128) {
+        heap_regs.resize(self->n_registers);
+        regs = heap_regs.data();
+    }
+    Py_ssize_t first_read = 1 + self->nargs;
+    for (Py_ssize_t i = 0; i < first_read; i++)
+        regs[i] = args[i];
+    for (Py_ssize_t i = first_read; i < self->n_registers; i++)
+        regs[i] = nullptr;
+    PyObject *values = nullptr;
+    if (run_program(*self->steps, regs) == 1) {
+        const std::vector<Py_ssize_t> &outputs = *self->outputs;
+        values = PyList_New(static_cast<Py_ssize_t>(outputs.size()));
+        for (size_t i = 0; values != nullptr && i < outputs.size(); i++)
+            PyList_SET_ITEM(values, i, Py_NewRef(regs[outputs[i]]));
+    }
+    for (Py_ssize_t i = first_read; i < self->n_registers; i++)
+        Py_XDECREF(regs[i]);
+    if (values == nullptr && !PyErr_Occurred())   // only reads: a step "fails" only by raising
+        PyErr_SetString(PyExc_RuntimeError, "reader: a step failed without an exception");
+    return values;
+}
+
+PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t nargs, n_registers;
+    PyObject *program, *outputs;
+    if (!PyArg_ParseTuple(args, "nnO!O!:Reader", &nargs, &n_registers, &PyTuple_Type, &program,
+                          &PyTuple_Type, &outputs))
+        return nullptr;
+    if (nargs < 0 || n_registers < 1 + nargs) {
+        PyErr_SetString(PyExc_ValueError, "Reader: too few registers");
+        return nullptr;
+    }
+    auto *self = reinterpret_cast<Reader *>(type->tp_alloc(type, 0));
+    if (self == nullptr)
+        return nullptr;
+    self->vectorcall = Reader_vectorcall;
+    self->nargs = nargs;
+    self->n_registers = n_registers;
+    self->program_source = Py_NewRef(program);
+    self->steps = new std::vector<Step>(PyTuple_GET_SIZE(program));
+    self->outputs = new std::vector<Py_ssize_t>();
+    std::vector<bool> filled;
+    if (!parse_program(program, n_registers, 1 + nargs, *self->steps, filled)) {
+        Py_DECREF(self);
+        return nullptr;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(outputs); i++) {
+        Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(outputs, i));
+        if (r < 0 || r >= n_registers || !filled[r]) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_IndexError, "Reader: output register %zd out of range or empty", r);
+            Py_DECREF(self);
+            return nullptr;
+        }
+        for (const Step &step : *self->steps)
+            if (step.dst == r && step.op != ATTR && step.op != ITEM && step.op != BUILTIN && step.op != CONST &&
+                step.op != SHORTCUT) {
+                PyErr_SetString(PyExc_ValueError, "Reader: an output must be an argument or a read");
+                Py_DECREF(self);
+                return nullptr;
+            }
+        self->outputs->push_back(r);
+    }
+    for (const Step &step : *self->steps)
+        if (step.dst < 0) {
+            PyErr_SetString(PyExc_ValueError, "Reader: only reads (a check has no place in a reader)");
+            Py_DECREF(self);
+            return nullptr;
+        }
+    return reinterpret_cast<PyObject *>(self);
+}
+
+int Reader_traverse(PyObject *self_obj, visitproc visit, void *arg) {
+    auto *self = reinterpret_cast<Reader *>(self_obj);
+    Py_VISIT(Py_TYPE(self_obj));
+    Py_VISIT(self->dict);
+    Py_VISIT(self->program_source);
+    if (self->steps != nullptr) {
+        for (Step &step : *self->steps) {
+            Py_VISIT(step.obj);
+            Py_VISIT(step.obj2);
+        }
+    }
+    return 0;
+}
+
+int Reader_clear(PyObject *self_obj) {
+    auto *self = reinterpret_cast<Reader *>(self_obj);
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->program_source);
+    clear_steps(self->steps);
+    return 0;
+}
+
+void Reader_dealloc(PyObject *self_obj) {
+    auto *self = reinterpret_cast<Reader *>(self_obj);
+    PyTypeObject *type = Py_TYPE(self_obj);
+    PyObject_GC_UnTrack(self_obj);
+    Reader_clear(self_obj);
+    delete self->steps;
+    delete self->outputs;
+    self->steps = nullptr;
+    self->outputs = nullptr;
+    type->tp_free(self_obj);
+    Py_DECREF(type);
+}
+
+PyMemberDef Reader_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Reader, vectorcall), READONLY, nullptr},
+    {"__dictoffset__", T_PYSSIZET, offsetof(Reader, dict), READONLY, nullptr},
+    {"program", T_OBJECT, offsetof(Reader, program_source), READONLY, "the ops, as given"},
+    {nullptr},
+};
+
+PyType_Slot Reader_slots[] = {
+    {Py_tp_doc, const_cast<char *>("Reader(nargs, n_registers, program, outputs)(func, *args) -> list: "
+                                    "a generated reader's reads as one native call")},
+    {Py_tp_new, reinterpret_cast<void *>(Reader_new)},
+    {Py_tp_call, reinterpret_cast<void *>(PyVectorcall_Call)},
+    {Py_tp_traverse, reinterpret_cast<void *>(Reader_traverse)},
+    {Py_tp_clear, reinterpret_cast<void *>(Reader_clear)},
+    {Py_tp_dealloc, reinterpret_cast<void *>(Reader_dealloc)},
+    {Py_tp_members, Reader_members},
+    {Py_tp_getattro, reinterpret_cast<void *>(PyObject_GenericGetAttr)},
+    {Py_tp_setattro, reinterpret_cast<void *>(PyObject_GenericSetAttr)},
+    {0, nullptr},
+};
+
+PyType_Spec Reader_spec = {
+    "guards._tensor_match.Reader", sizeof(Reader), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, Reader_slots,
+};
+
+// ---------------------------------------------------------------------------------- HandOff
+
+/* The guard's reads, handed to the reader: HandOff(guard, reader)(func, *args) -> list.
+ *
+ * A FastGuard given hand_off(registers) keeps, when its fast path passes, the values of those
+ * registers (the graph inputs, which its tensor checks just read) and the call they were read
+ * for.  HandOff answers the very next read with them when it is for that same call (func and
+ * every argument the same objects), and forgets them either way; any other call asks `reader`.
+ * The values are those the guard verified, read moments before: what the reader would read
+ * again, minus the reading. */
+struct HandOff {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    PyObject *guard;    // a FastGuard
+    PyObject *reader;
+};
+
+PyTypeObject *fast_guard_type;
+
+PyObject *HandOff_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    auto *self = reinterpret_cast<HandOff *>(self_obj);
+    auto *guard = reinterpret_cast<FastGuard *>(self->guard);
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *call = guard->kept_call;
+    bool same = call != nullptr && kwnames == nullptr && PyTuple_GET_SIZE(call) == nargs;
+    for (Py_ssize_t i = 0; same && i < nargs; i++)
+        same = PyTuple_GET_ITEM(call, i) == args[i];
+    if (same) {
+        PyObject *values = guard->kept_values;
+        guard->kept_values = nullptr;
+        Py_CLEAR(guard->kept_call);
+        return values;
+    }
+    drop_kept(guard);
+    return PyObject_Vectorcall(self->reader, args, nargsf, kwnames);
+}
+
+PyObject *HandOff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *guard, *reader;
+    if (!PyArg_ParseTuple(args, "O!O:HandOff", fast_guard_type, &guard, &reader))
+        return nullptr;
+    auto *self = reinterpret_cast<HandOff *>(type->tp_alloc(type, 0));
+    if (self == nullptr)
+        return nullptr;
+    self->vectorcall = HandOff_vectorcall;
+    self->guard = Py_NewRef(guard);
+    self->reader = Py_NewRef(reader);
+    return reinterpret_cast<PyObject *>(self);
+}
+
+int HandOff_traverse(PyObject *self_obj, visitproc visit, void *arg) {
+    auto *self = reinterpret_cast<HandOff *>(self_obj);
+    Py_VISIT(Py_TYPE(self_obj));
+    Py_VISIT(self->dict);
+    Py_VISIT(self->guard);
+    Py_VISIT(self->reader);
+    return 0;
+}
+
+int HandOff_clear(PyObject *self_obj) {
+    auto *self = reinterpret_cast<HandOff *>(self_obj);
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->guard);
+    Py_CLEAR(self->reader);
+    return 0;
+}
+
+void HandOff_dealloc(PyObject *self_obj) {
+    PyTypeObject *type = Py_TYPE(self_obj);
+    PyObject_GC_UnTrack(self_obj);
+    HandOff_clear(self_obj);
+    type->tp_free(self_obj);
+    Py_DECREF(type);
+}
+
+PyMemberDef HandOff_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(HandOff, vectorcall), READONLY, nullptr},
+    {"__dictoffset__", T_PYSSIZET, offsetof(HandOff, dict), READONLY, nullptr},
+    {"guard", T_OBJECT, offsetof(HandOff, guard), READONLY, "the FastGuard whose reads are handed off"},
+    {"reader", T_OBJECT, offsetof(HandOff, reader), READONLY, "what reads when nothing was handed off"},
+    {nullptr},
+};
+
+PyType_Slot HandOff_slots[] = {
+    {Py_tp_doc, const_cast<char *>("HandOff(guard, reader)(func, *args) -> list: the graph inputs the guard "
+                                    "just read for this very call, else reader(func, *args)")},
+    {Py_tp_new, reinterpret_cast<void *>(HandOff_new)},
+    {Py_tp_call, reinterpret_cast<void *>(PyVectorcall_Call)},
+    {Py_tp_traverse, reinterpret_cast<void *>(HandOff_traverse)},
+    {Py_tp_clear, reinterpret_cast<void *>(HandOff_clear)},
+    {Py_tp_dealloc, reinterpret_cast<void *>(HandOff_dealloc)},
+    {Py_tp_members, HandOff_members},
+    {Py_tp_getattro, reinterpret_cast<void *>(PyObject_GenericGetAttr)},
+    {Py_tp_setattro, reinterpret_cast<void *>(PyObject_GenericSetAttr)},
+    {0, nullptr},
+};
+
+PyType_Spec HandOff_spec = {
+    "guards._tensor_match.HandOff", sizeof(HandOff), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, HandOff_slots,
+};
+
 // ---------------------------------------------------------------------------------- module
+
+/* What a plain Python class's attribute machinery is made of, from two probe classes. */
+bool find_plain_class_objects() {
+    str_dunder_dict = PyUnicode_InternFromString("__dict__");
+    str_getattribute = PyUnicode_InternFromString("__getattribute__");
+    if (str_dunder_dict == nullptr || str_getattribute == nullptr)
+        return false;
+    object_getattribute = _PyType_Lookup(&PyBaseObject_Type, str_getattribute);
+    PyObject *globals = PyDict_New();
+    if (globals == nullptr || PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) < 0)
+        return false;
+    PyObject *done = PyRun_String("class Plain: pass\nclass Hooked:\n    def __getattr__(self, name): raise AttributeError(name)\n",
+                                  Py_file_input, globals, globals);
+    PyObject *plain = done ? PyDict_GetItemString(globals, "Plain") : nullptr;
+    PyObject *hooked = done ? PyDict_GetItemString(globals, "Hooked") : nullptr;
+    if (plain != nullptr && hooked != nullptr && PyType_Check(plain) && PyType_Check(hooked)) {
+        PyObject *descr = _PyType_Lookup(reinterpret_cast<PyTypeObject *>(plain), str_dunder_dict);
+        if (descr != nullptr && Py_TYPE(descr) == &PyGetSetDescr_Type)
+            plain_dict_getter = reinterpret_cast<PyGetSetDescrObject *>(descr)->d_getset->get;
+        getattr_hook = reinterpret_cast<PyTypeObject *>(hooked)->tp_getattro;
+    }
+    Py_XDECREF(done);
+    Py_DECREF(globals);   // the probe classes go; the function pointers stay valid (they are CPython's)
+    PyErr_Clear();
+    return true;
+}
 
 /* torch's objects this file compares against, looked up once. */
 bool find_torch_objects() {
@@ -924,7 +1444,7 @@ bool find_torch_objects() {
     Py_DECREF(torch_module);
     PyErr_Clear();
     Py_XINCREF(default_torch_function);
-    return true;
+    return find_plain_class_objects();
 }
 
 PyModuleDef module_def = {
@@ -942,15 +1462,24 @@ PyMODINIT_FUNC PyInit__tensor_match(void) {
         return nullptr;
     PyObject *tensor_match = PyType_FromSpec(&TensorMatch_spec);
     PyObject *fast_guard = PyType_FromSpec(&FastGuard_spec);
-    if (tensor_match == nullptr || fast_guard == nullptr ||
+    PyObject *reader = PyType_FromSpec(&Reader_spec);
+    PyObject *hand_off = PyType_FromSpec(&HandOff_spec);
+    if (tensor_match == nullptr || fast_guard == nullptr || reader == nullptr || hand_off == nullptr ||
         PyModule_AddObjectRef(module, "TensorMatch", tensor_match) < 0 ||
-        PyModule_AddObjectRef(module, "FastGuard", fast_guard) < 0) {
+        PyModule_AddObjectRef(module, "FastGuard", fast_guard) < 0 ||
+        PyModule_AddObjectRef(module, "Reader", reader) < 0 ||
+        PyModule_AddObjectRef(module, "HandOff", hand_off) < 0) {
         Py_XDECREF(tensor_match);
         Py_XDECREF(fast_guard);
+        Py_XDECREF(reader);
+        Py_XDECREF(hand_off);
         Py_DECREF(module);
         return nullptr;
     }
+    fast_guard_type = reinterpret_cast<PyTypeObject *>(fast_guard);   // the module keeps it
     Py_DECREF(tensor_match);
     Py_DECREF(fast_guard);
+    Py_DECREF(reader);
+    Py_DECREF(hand_off);
     return module;
 }

@@ -258,6 +258,7 @@ def build_guard_function(guards: Iterable[Guard], frame_info: FrameInfo) -> Guar
                 f"as {len(guard_fn.program)} ops{', then ___full when a pin or the memo fails' if memo_plan else ''}\n"
                 + text)
         guard_fn.python = python_fn
+        guard_fn.var_of = dict(planner.var_of)   # source -> variable (fast_path.hand_off)
     else:
         guard_fn = python_fn
     guard_fn.source = text

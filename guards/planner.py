@@ -40,8 +40,10 @@ class Read(NamedTuple):
     expr: str
     label: str
     # The read as data, for the fast layer (memo, native program): ("attr", base, name),
-    # ("item", base, key), ("builtin", globals, builtins, name), ("const", name), or None for
-    # a read only the Python text expresses.  Operands are variables or constant names.
+    # ("item", base, key), ("builtin", globals, builtins, name), ("const", name),
+    # ("shortcut", holder, name, shadows, base) for ``holder[name] if name in holder and name not
+    # in each shadow else base.name`` (a reader's module attribute), or None for a read only the
+    # Python text expresses.  Operands are variables or constant names.
     how: Optional[tuple] = None
 
 
@@ -243,7 +245,8 @@ class Planner:
             if self.mode == "guard":
                 self._class_lacks(traced, source.attr)
             if self.mode == "reader":
-                return f"{instance_dict}[{attr!r}] if {attr!r} in {instance_dict} else {plain}", None
+                return (f"{instance_dict}[{attr!r}] if {attr!r} in {instance_dict} else {plain}",
+                        ("shortcut", instance_dict, attr, (), base))
             return self._item(instance_dict, attr)
         if self.mode == "guard":
             self._class_lacks(traced, attr)
@@ -255,7 +258,8 @@ class Planner:
         not_shadowed = [f"{attr!r} not in {shadow}" for shadow in shadows]
         if self.mode == "reader":
             conditions = " and ".join([f"{attr!r} in {holder}"] + not_shadowed)
-            return f"{holder}[{attr!r}] if {conditions} else {plain}", None
+            return (f"{holder}[{attr!r}] if {conditions} else {plain}",
+                    ("shortcut", holder, attr, tuple(shadows), base))
         where = self.consts.name_for(module_facts.where_attr_lives, "where_attr_lives")
         self._emit_test(Test(tuple(
             Check(f"{attr!r} not in {shadow}", source.name(), f"found in {holder_name}", f"{where}({base}, {attr!r})",
@@ -413,7 +417,8 @@ class Planner:
 def read_uses(read: Read) -> frozenset:
     """The variables a read reads from (from ``how``; a read without one uses none)."""
     how = read.how or ("",)
-    operands = {"attr": how[1:2], "item": how[1:2], "call": how[1:2], "builtin": how[1:3]}.get(how[0], ())
+    operands = {"attr": how[1:2], "item": how[1:2], "call": how[1:2], "builtin": how[1:3],
+                "shortcut": (how[1:2] + how[3] + how[4:5]) if how[0] == "shortcut" else ()}.get(how[0], ())
     return frozenset(w for w in operands if _is_variable(w))
 
 

@@ -174,12 +174,13 @@ class FrameConverter:
 
         try:
             guard_fn = build_guard_function(capture.guards, capture.frame)
-            read_inputs = compile_reader(capture.input_sources, capture.frame, capture.guards)
+            read_inputs = compile_reader(capture.input_sources, capture.frame, capture.guards, guard_fn)
         except UnguardableValue as e:
             raise Unsupported(f"cannot guard a value the trace relies on: {e}") from e
         if not guard_fn(func, *args):   # the guards must accept the very call they came from
             why = guard_fn.failure_reason(func, *args)
             raise Unsupported(f"guards reject the traced call itself ({why}); refusing to cache")
+        getattr(guard_fn, "drop_kept", lambda: None)()   # no reader follows this check
         has_ops = graph_has_ops(capture.graph_module)
         try:
             # a graph with no operations is not worth a backend compile: fx runs it as it is

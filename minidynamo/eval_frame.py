@@ -72,7 +72,9 @@ class OptimizedModule(torch.nn.Module):
     def forward(self, *args, **kwargs):
         previous = _eval_frame.set_callback(self._minidynamo_converter)
         try:
-            return self._orig_mod(*args, **kwargs)
+            # what ``self._orig_mod`` finds (a submodule lives in _modules), without the detour
+            # through two __getattr__ methods on every call
+            return self._modules["_orig_mod"](*args, **kwargs)
         finally:
             _eval_frame.set_callback(previous)
 

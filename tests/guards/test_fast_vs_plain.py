@@ -7,6 +7,8 @@ objects are applied and undone; in every state
 
 - the guard function (a native ``FastGuard`` in compiled mode), its generated Python twin and its
   slow path (``failure_reason``) give one answer;
+- the graph-input reader (a native ``Reader`` in compiled mode) reads the very objects its
+  generated Python twin reads, or both raise;
 - it never passes where the plain layer (``guards.reference``: each source read once with
   ``getattr``/``[]``, one predicate per kind) fails;
 - and it passes exactly where the plain layer passes, unless a mutation touched a premise of a
@@ -205,13 +207,33 @@ def captured(tensor_check_mode):
     guard_fn = entry[1]
     if tensor_check_mode and cpp_helpers is not None:
         assert type(guard_fn).__name__ == "FastGuard", "compiled mode runs the native fast path"
+        read_inputs = entry[2].read_inputs
+        assert type(getattr(read_inputs, "reader", read_inputs)).__name__ == "Reader", "compiled mode reads natively"
+    guard_fn.reader = entry[2].read_inputs
     yield net, x, guard_fn
     minidynamo.reset()
 
 
+def tensor_check_mode_is_compiled(guard_fn) -> bool:
+    return type(guard_fn).__name__ == "FastGuard"
+
+
+def reads(reader, *args):
+    """The objects ``reader`` reads (compared by identity), or the type of what it raised."""
+    try:
+        return [id(value) for value in reader(*args)]
+    except Exception as error:   # noqa: BLE001 - the kind is what is compared
+        return type(error)
+
+
 def decisions(net, x, guard_fn):
     forward = Net.forward
+    reader = guard_fn.reader
+    python_reader = getattr(reader, "python", reader)
+    assert reads(reader, forward, net, x) == reads(python_reader, forward, net, x)
     fast = guard_fn(forward, net, x)
+    # right after the guard, as on a hit: the values it handed off when it passed
+    assert reads(reader, forward, net, x) == reads(python_reader, forward, net, x)
     python = getattr(guard_fn, "python", guard_fn)(forward, net, x)
     explained = guard_fn.failure_reason(forward, net, x) is None
     frame_info = FrameInfo(("self", "x"), forward.__globals__, forward.__builtins__)
@@ -222,6 +244,8 @@ def decisions(net, x, guard_fn):
 def test_every_mutation_alone(captured):
     net, x, guard_fn = captured
     assert decisions(net, x, guard_fn)[0] is True
+    if tensor_check_mode_is_compiled(guard_fn):
+        assert type(guard_fn.reader).__name__ == "HandOff", "a FastGuard holding every input hands them off"
     for name, (mutate, premise) in MUTATIONS.items():
         state = {"x": x}
         undo = mutate(net, state)
@@ -275,3 +299,57 @@ def test_the_plain_layer_reads_each_source_once(captured, monkeypatch):
     top_level = [s for s in reads if s in guarded]
     assert len(top_level) >= len(guarded)
     assert reference.render(guard_fn.guards).splitlines() == guard_fn.guard_strings
+
+
+class Plain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+
+def test_native_reader_follows_class_changes(tensor_check_mode):
+    """The native reader's ``__dict__`` shortcut holds for a class as it is now: a class that
+    gains a ``__getattribute__``, or has a ``__dict__`` property, is read through it, as Python
+    would."""
+    from guards import AttrSource, FrameInfo, LocalSource, compile_reader, type_match
+
+    class Local(Plain):
+        pass
+
+    module = Local()
+    source = AttrSource(AttrSource(LocalSource("m"), "lin"), "weight")
+    frame = FrameInfo(("m",), globals(), __builtins__)
+    reader = compile_reader([source], frame, [type_match(LocalSource("m"), module)])
+    python = getattr(reader, "python", reader)
+    assert reads(reader, None, module) == reads(python, None, module) == [id(module.lin.weight)]
+    other = nn.Linear(2, 2)
+    Local.__getattribute__ = lambda self, name: {"lin": other}.get(name) or object.__getattribute__(self, name)
+    try:
+        assert reads(reader, None, module) == reads(python, None, module)
+    finally:
+        del Local.__getattribute__
+    assert reads(reader, None, module) == [id(module.lin.weight)]
+
+    class OwnDict(Plain):   # a class whose __dict__ is not the instance dict
+        __dict__ = property(lambda self: {"_modules": {"lin": other}, "_parameters": {}, "_buffers": {}})
+
+    odd = OwnDict()
+    reader = compile_reader([source], frame, [type_match(LocalSource("m"), odd)])
+    assert reads(reader, None, odd) == reads(getattr(reader, "python", reader), None, odd) == [id(other.weight)]
+
+
+def test_hand_off_only_for_the_same_call(captured):
+    """The reader takes the guard's values only for the call the guard just passed, once."""
+    net, x, guard_fn = captured
+    forward, reader = Net.forward, guard_fn.reader
+    other = torch.randn(2, 4)
+    assert guard_fn(forward, net, x)
+    assert reads(reader, forward, net, other) == reads(getattr(reader, "python", reader), forward, net, other)
+    assert guard_fn(forward, net, x)
+    first = reader(forward, net, x)
+    assert any(value is x for value in first)
+    assert [id(v) for v in reader(forward, net, x)] == [id(v) for v in first]   # read again: the same
+    if hasattr(guard_fn, "drop_kept"):
+        assert guard_fn(forward, net, x)
+        assert guard_fn(forward, net, x.double()) is False   # a failing check drops what was kept
+        assert reads(reader, forward, net, x) == reads(reader.python, forward, net, x)

@@ -56,6 +56,11 @@ def with_attr(tensor, **attrs):
     return tensor
 
 
+def without_attr(tensor, name):
+    delattr(tensor, name)
+    return tensor
+
+
 def inference_tensor():
     with torch.inference_mode():
         return torch.ones(2, 3)
@@ -92,6 +97,8 @@ TENSORS = {
     "stride() hidden by an attribute": lambda: with_attr(torch.ones(2, 3), stride=lambda: (1, 2)),
     "is_contiguous() hidden by an attribute": lambda: with_attr(torch.ones(2, 3), is_contiguous=lambda: False),
     "an unrelated attribute": lambda: with_attr(torch.ones(2, 3), note="hello"),
+    "Parameter, stride() hidden": lambda: with_attr(torch.nn.Parameter(torch.ones(2, 3)), stride=lambda: (1, 2)),
+    "an attribute set, then deleted": lambda: without_attr(with_attr(torch.ones(2, 3), stride=lambda: (1, 2)), "stride"),
 }
 # Only ever candidates: tensor_match refuses to describe them, or they are not tensors.
 OTHERS = {
@@ -175,8 +182,8 @@ def test_the_table_tells_tensors_apart(tensors):
     whole, _ = guards_in_mode("python", tensors["float32 [2, 3]"])
     matching = sorted(name for name, value in tensors.items() if whole(f, value))
     # Same metadata (the storage offset is not guarded); its strides are checked as contiguity.
-    assert matching == ["a view at an offset", "an unrelated attribute", "float32 [2, 3]",
-                        "inference tensor", "stride() hidden by an attribute"]
+    assert matching == ["a view at an offset", "an attribute set, then deleted", "an unrelated attribute",
+                        "float32 [2, 3]", "inference tensor", "stride() hidden by an attribute"]
     strided = tensors["every other column"]
     whole, _ = guards_in_mode("python", strided)
     assert whole(f, strided) is True
