@@ -34,6 +34,7 @@ from ..exc import Unsupported
 from .library import LIBRARY_PREFIXES, is_library_value
 from .variables.base import OpaqueCallableVariable, VariableTracker, describe
 from .variables.constant import ConstantVariable, is_constant_value
+from .variables.numpy_values import is_numpy_scalar, is_type_info, numpy_callable_kind, scalar_guards, wrap_numpy_callable
 from .variables.containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
                                    is_named_tuple_type)
 
@@ -69,6 +70,11 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is None:
             raise Unsupported("a tensor reached the trace without a way to re-read it (no source)")
         return tx.output.add_input(source, value)
+    if is_numpy_scalar(value):                  # immutable: by exact type and value (numpy_values.py)
+        if source is not None:
+            for g in scalar_guards(source, value):
+                guard(g)
+        return ConstantVariable(value, source)
     if is_constant_value(value):
         if source is not None:
             singleton = isinstance(value, (type(Ellipsis), type(NotImplemented), torch.layout, torch.memory_format,
@@ -120,6 +126,9 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guard(G.id_match(source, value))
         return PartialVariable.of_real(tx, value, source)
+    numpy_kind = numpy_callable_kind(value) if _hashable(value) else None
+    if numpy_kind is not None:                  # np.sqrt, np.float32, np.random.rand
+        return wrap_numpy_callable(tx, value, source, numpy_kind)
     if isinstance(value, types.MethodType):
         from .variables.autograd_function import AutogradFunctionApplyVariable, is_function_apply
         from .variables.functions import UserMethodVariable
@@ -321,6 +330,10 @@ def wrap_constant_result(value) -> VariableTracker:
         from .variables.containers import SetVariable
 
         return SetVariable(value)
+    if is_type_info(value):
+        from .variables.numpy_values import TypeInfoVariable
+
+        return TypeInfoVariable(value)
     if isinstance(value, (torch.finfo, torch.iinfo)):
         from .variables.objects import UserObjectVariable
 

@@ -209,6 +209,7 @@ class Templates:
         ("fresh", k, t)      a list/dict made by the trace: built from t once per call, so
                              every place that holds it (return value, attributes stored,
                              other containers) holds the same object, as in eager
+        ("module", cls, args, kwargs)   a library module made in the frame, made anew
         ("frame_cell", i)    cell i of this call's function's closure (a closure the frame
                              made over its own free variable holds the very cell)
     """
@@ -235,7 +236,8 @@ class Templates:
             return ("const", vt.value)
         if (isinstance(vt, (ListVariable, DictVariable)) or getattr(vt, "returns_real", False)) and vt.source is not None:
             return ("real", self.read(vt.source))
-        if isinstance(vt, (ListVariable, DictVariable, NestedFunctionVariable)) or getattr(vt, "is_new_object", False):
+        if isinstance(vt, (ListVariable, DictVariable, NestedFunctionVariable)) or getattr(vt, "is_new_object", False) \
+                or getattr(vt, "rebuilt_by_call", False):
             if id(vt) not in self.fresh:
                 self._keep.append(vt)
                 self.fresh[id(vt)] = None                  # a list holding itself: refused below
@@ -250,6 +252,8 @@ class Templates:
             from .variables.functions import function_template
 
             return function_template(self, vt)
+        if getattr(vt, "rebuilt_by_call", False):            # a library module made in the frame
+            return ("module", *vt.constructor)
         if getattr(vt, "is_new_object", False):              # a user object made in the trace
             items = None if vt.dict_part is None else [(k, self.of(v)) for k, v in vt.dict_part.items.items()]
             return ("object", vt.klass, items, [(k, self.of(v)) for k, v in vt.attrs.items()])
@@ -384,6 +388,10 @@ def _build(template, outputs, real=(), made=None):
 
         items = None if template[2] is None else [(k, _build(t, outputs, real, made)) for k, t in template[2]]
         return rebuild(template[1], items, [(k, _build(t, outputs, real, made)) for k, t in template[3]])
+    if kind == "module":                                     # variables.frame_modules
+        from .variables.frame_modules import rebuild_module
+
+        return rebuild_module(template[1], template[2], template[3])
     if kind == "namedtuple":
         return make_named_tuple(template[1], [_build(t, outputs, real, made) for t in template[2]])
     if kind == "set":

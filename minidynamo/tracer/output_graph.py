@@ -155,8 +155,10 @@ class OutputGraph:
     def call_op(self, kind: str, target, args: list, kwargs: dict, *, device=None, example_fn=None):
         """Record ``target(*args, **kwargs)`` (kind: call_function or call_method) and wrap
         its meta result.  ``example_fn`` replaces ``target`` when computing the example value."""
+        from .variables.numpy_values import refuse_in_dtype_inferring_factory
         from .variables.tensor import wrap_op_result
 
+        refuse_in_dtype_inferring_factory(target, args, kwargs)
         node_args, example_args, devices = [], [], []
         for a in args:
             n, e = a.as_graph_arg(devices)

@@ -10,6 +10,7 @@ import torch
 from ...exc import Unsupported
 from ..library import refuse_user_dunders
 from .base import AttributeMissing, VariableTracker
+from .numpy_values import as_torch_number, is_numpy_scalar
 
 # Types whose values may be folded into the graph and compared by ``==`` in a guard.
 CONSTANT_TYPES = (
@@ -19,7 +20,7 @@ CONSTANT_TYPES = (
 
 
 def is_constant_value(value) -> bool:
-    return isinstance(value, CONSTANT_TYPES) or isinstance(value, enum.Enum)
+    return isinstance(value, CONSTANT_TYPES) or isinstance(value, enum.Enum) or is_numpy_scalar(value)
 
 
 class ConstantVariable(VariableTracker):
@@ -37,6 +38,9 @@ class ConstantVariable(VariableTracker):
         return bool(self.value)
 
     def as_graph_arg(self, devices):
+        if is_numpy_scalar(self.value):              # as torch's argument parser reads it
+            number = as_torch_number(self.value)
+            return number, number
         if isinstance(self.value, (int, float, bool, complex, str, type(None), type(Ellipsis), torch.dtype,
                                    torch.device, torch.layout, torch.memory_format, range)):
             return self.value, self.value

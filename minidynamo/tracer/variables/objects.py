@@ -198,7 +198,15 @@ class ClassVariable(KnownObjectVariable):
             return result
         if issubclass(klass, BaseException):
             raise Unsupported(f"exception {klass.__name__} created (raising exceptions is not supported)")
-        if klass.__flags__ & (1 << 9) and not issubclass(klass, torch.nn.Module):   # a Python class
+        if issubclass(klass, torch.nn.Module):
+            from .frame_modules import create_module
+
+            return create_module(tx, self, args, kwargs)
+        from .numpy_values import NumpyCallableVariable, numpy_callable_kind
+
+        if numpy_callable_kind(klass) == "scalar type":       # type(np_scalar)(...)
+            return NumpyCallableVariable(klass).call_function(tx, args, kwargs)
+        if klass.__flags__ & (1 << 9):   # a Python class
             from .new_objects import create
 
             return create(tx, self, args, kwargs)

@@ -1,0 +1,96 @@
+"""Library modules made in the frame: ``nn.ReLU()(x)``, ``nn.Softmax(dim=-1)(x)``, ``nn.Dropout(p)``.
+
+    cls(*constants)  ->  the real module, built now, once, at trace time, then traced like any
+                         module (``forward`` inlined; it has no source: nothing to guard on it)
+    returned         ->  rebuilt after the graph by calling ``cls`` with the same constants
+                         (each call gets its own new module, as in eager)
+
+Building it now stands for building it on every call only when the construction is provably
+free of effects and the object is fully told by its arguments:
+
+  - the class is a library ``nn.Module`` (its ``__init__`` is not the user's code), its
+    metaclass leaves ``__call__`` alone, and no global module hook would see it registered;
+  - every argument is an immutable constant (numbers, strings, None, dtypes, tuples of them),
+    guarded wherever it came from the frame;
+  - afterwards it owns no parameter and no buffer (those are drawn from the random state or
+    hold state a call changes: ``nn.Linear(4, 4)`` made in ``forward`` is refused), and
+    torch's random state is unchanged (restored, and refused, if it moved).
+
+The module is never changed in the trace (``train()``, attribute stores: refused on a module
+without a source), so rebuilding it from its arguments gives what eager returns.  Stored on a
+caller's object it is refused like any module assignment.
+
+``torch.distributions`` objects are not covered: their arguments are tensors (``Normal(x, 1.)``),
+so the object cannot be built at trace time from constants; they stay refused.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn.modules import module as module_impl
+
+from ...exc import Unsupported
+from ..library import is_library_value
+from .base import NO_CONSTANT, describe, maybe_constant
+from .constant import is_constant_value
+from .nn_module import GLOBAL_HOOK_DICTS, NNModuleVariable
+
+
+def _immutable_constant(value) -> bool:
+    if type(value) is tuple:
+        return all(_immutable_constant(v) for v in value)
+    return is_constant_value(value)
+
+
+def _why_not(klass, values, kw) -> str | None:
+    if not is_library_value(klass):
+        return "its __init__ is the program's code"
+    if type(klass).__call__ is not type.__call__:
+        return f"its metaclass {type(klass).__name__} defines __call__"
+    if not all(v is not NO_CONSTANT and _immutable_constant(v) for v in [*values, *kw.values()]):
+        return "an argument is not an immutable constant"
+    for name in GLOBAL_HOOK_DICTS:
+        if getattr(module_impl, name, None):
+            return f"a global nn.Module hook is registered ({name})"
+    return None
+
+
+def create_module(tx, class_vt, args, kwargs) -> NNModuleVariable:
+    """``cls(*args, **kwargs)`` for an ``nn.Module`` class, per the rule above."""
+    klass = class_vt.value
+    values = [maybe_constant(a, NO_CONSTANT) for a in args]
+    kw = {k: maybe_constant(v, NO_CONSTANT) for k, v in kwargs.items()}
+    why = _why_not(klass, values, kw)
+    if why is not None:
+        raise Unsupported(f"creating an instance of {describe(klass)}: {why}")
+    state = torch.random.get_rng_state()
+    try:
+        module = klass(*values, **kw)
+    except Exception as e:
+        raise Unsupported(f"{describe(klass)}(...) on constants raised {type(e).__name__}: {e}") from e
+    finally:
+        drew = not torch.equal(state, torch.random.get_rng_state())
+        if drew:
+            torch.random.set_rng_state(state)       # the trace leaves torch's random state as it was
+    if drew or next(module.parameters(), None) is not None or next(module.buffers(), None) is not None:
+        raise Unsupported(f"creating an instance of {describe(klass)}: it has parameters or buffers "
+                          "(made anew, from the random state, on every call)")
+    return FrameModuleVariable(module, klass, tuple(values), kw)
+
+
+class FrameModuleVariable(NNModuleVariable):
+    """A parameter-free library module built at trace time from constant arguments."""
+
+    rebuilt_by_call = True
+
+    def __init__(self, module, klass, args: tuple, kwargs: dict):
+        super().__init__(module, None)
+        self.constructor = (klass, args, kwargs)
+
+    def __repr__(self):
+        return f"FrameModuleVariable({type(self.value).__name__})"
+
+
+def rebuild_module(klass, args, kwargs):
+    """After the graph: the module a returned ``cls(*args)`` stands for, made anew."""
+    return klass(*args, **kwargs)
