@@ -201,6 +201,8 @@ class BreakTemplates(Templates):
             return ("method", self.of(vt.fn), self.of(vt.self_vt))
         if isinstance(vt, TensorMethodVariable):             # x.item, x.tolist before the call
             return ("getattr", self.of(vt.tensor), vt.name)
+        if getattr(getattr(vt, "obj", None), "rebuilt_by_call", False) and isinstance(getattr(vt, "name", None), str):
+            return ("getattr", self.of(vt.obj), vt.name)     # m.eval of a module made in the frame
         if isinstance(vt, CellVariable):                     # the frame's own cell (stop_values)
             return cell_template(self, vt)
         try:
