@@ -220,3 +220,11 @@ def test_module_made_in_the_frame_put_in_eval_mode_is_refused():
         return drop(x)
     report = compiled_twice(f, x34, graphs=None, breaks=1)     # the resume sees the module eval() changed
     assert "mutates the module" in report.reasons[0]
+
+
+def test_a_numpy_call_that_warns_is_refused_so_eager_warns_on_every_call():
+    def f(x):
+        return x + float(np.log(0.0))           # RuntimeWarning: divide by zero
+    with pytest.warns(RuntimeWarning):
+        report = compiled_twice(f, x34, graphs=None, fallbacks=None, breaks=1)
+    assert "warned" in report.reasons[0]

@@ -6,8 +6,8 @@
                                                       sees (np.integer -> int, np.floating and
                                                       np.bool_ -> float), so the graph holds plain
                                                       numbers and the result dtype is eager's
-    numpy callable, every argument a number        -> run now (``fold``): the result must be an
-                                                      immutable scalar (or np.finfo / np.iinfo)
+    numpy callable, every argument a number        -> run now: the result must be an immutable
+                                                      scalar (or np.finfo / np.iinfo), no warning
 
 A numpy scalar is immutable and its type fixes every operator on it, so folding runs NumPy's
 own arithmetic: the trace computes exactly what eager computes.  The callables folded are those
@@ -21,6 +21,7 @@ a callable returning one is refused.
 from __future__ import annotations
 
 import sys
+import warnings
 
 from ...exc import Unsupported
 from .base import NO_CONSTANT, VariableTracker, describe, maybe_constant
@@ -163,10 +164,14 @@ class NumpyCallableVariable(VariableTracker):
         kw = {k: maybe_constant(v, NO_CONSTANT) for k, v in kwargs.items()}
         if not all(v is not NO_CONSTANT and _is_number_argument(v) for v in [*values, *kw.values()]):
             raise Unsupported(f"call to {what} on something other than numbers (only numbers are folded)")
-        try:
-            result = self.value(*values, **kw)
-        except Exception as e:
-            raise Unsupported(f"{what} on constants raised {type(e).__name__}: {e}") from e
+        with warnings.catch_warnings(record=True) as warned:     # eager would warn on every call
+            warnings.simplefilter("always")
+            try:
+                result = self.value(*values, **kw)
+            except Exception as e:
+                raise Unsupported(f"{what} on constants raised {type(e).__name__}: {e}") from e
+        if warned:
+            raise Unsupported(f"{what} on constants warned: {warned[0].message}")
         if not _is_immutable_result(result):
             raise Unsupported(f"{what} returned a {type(result).__name__} (ndarrays are mutable: not modelled)")
         from ..builder import wrap_constant_result
