@@ -185,13 +185,17 @@ def test_module_with_parameters_made_in_the_frame_is_refused_and_rng_is_untouche
     minidynamo.reset()
 
 
-def test_user_module_made_in_the_frame_is_refused():
+def test_user_module_with_its_own_init_made_in_the_frame_is_refused():
     class Scale(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.k = 2
+
         def forward(self, x):
-            return x * 2
+            return x * self.k
     def f(x):
         return Scale()(x)
-    report = compiled_twice(f, x34, graphs=None, breaks=1)    # the made module is on the stack
+    report = compiled_twice(f, x34, graphs=None, fallbacks=None, breaks=1)   # the module is on the stack
     assert "program's code" in report.reasons[0]
 
 
@@ -228,3 +232,40 @@ def test_a_numpy_call_that_warns_is_refused_so_eager_warns_on_every_call():
     with pytest.warns(RuntimeWarning):
         report = compiled_twice(f, x34, graphs=None, fallbacks=None, breaks=1)
     assert "warned" in report.reasons[0]
+
+
+class OnlyForward(nn.Module):
+    scale = 2
+
+    def forward(self, x):
+        return nn.ReLU()(x) * self.scale
+
+
+def test_program_module_with_only_a_forward_made_in_the_frame():
+    def f(x):
+        return OnlyForward()(x) + 1
+    compiled_twice(f, x34)
+
+
+def test_program_module_made_in_the_frame_sees_its_class_change():
+    def f(x):
+        return OnlyForward()(x)
+    minidynamo.reset()
+    opt = minidynamo.optimize("eager")(f)
+    x = torch.randn(3)
+    try:
+        assert_same(f(x), opt(x))
+        OnlyForward.scale = 5                                     # a class attribute the trace read
+        assert_same(f(x), opt(x))
+        OnlyForward.forward = lambda self, x: x - 1               # the method it inlined
+        assert_same(f(x), opt(x))
+        OnlyForward.__init__ = lambda self: (nn.Module.__init__(self), print("init"))[0]   # now the program's
+        assert_same(f(x), opt(x))
+    finally:
+        OnlyForward.scale = 2
+        OnlyForward.forward = _only_forward
+        del OnlyForward.__init__
+        minidynamo.reset()
+
+
+_only_forward = OnlyForward.forward

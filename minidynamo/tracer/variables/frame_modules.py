@@ -8,8 +8,10 @@
 Building it now stands for building it on every call only when the construction is provably
 free of effects and the object is fully told by its arguments:
 
-  - the class is a library ``nn.Module`` (its ``__init__`` is not the user's code), its
-    metaclass leaves ``__call__`` alone, and no global module hook would see it registered;
+  - making it runs only library code: no class of the program in its MRO defines ``__init__``,
+    ``__new__``, ``__setattr__``, ``__getattr(ibute)__`` or ``__del__`` (a user module that only
+    defines ``forward`` qualifies: its attributes are then read through the class, guarded),
+    its metaclass leaves ``__call__`` alone, and no global module hook would see it registered;
   - every argument is an immutable constant (numbers, strings, None, dtypes, tuples of them),
     guarded wherever it came from the frame;
   - afterwards it owns no parameter and no buffer (those are drawn from the random state or
@@ -29,6 +31,7 @@ from __future__ import annotations
 import torch
 from torch.nn.modules import module as module_impl
 
+import guards as G
 from ...exc import Unsupported
 from ..library import is_library_value
 from .base import NO_CONSTANT, describe, maybe_constant
@@ -42,9 +45,27 @@ def _immutable_constant(value) -> bool:
     return is_constant_value(value)
 
 
-def _why_not(klass, values, kw) -> str | None:
-    if not is_library_value(klass):
-        return "its __init__ is the program's code"
+# Special methods that would run the program's code while an instance is made (or freed).
+CONSTRUCTION_HOOKS = ("__init__", "__new__", "__setattr__", "__getattr__", "__getattribute__", "__del__")
+
+
+def program_hook(klass) -> str | None:
+    """The first construction hook a program class in ``klass``'s MRO defines (None: making an
+    instance runs only library code, e.g. a user module that only defines ``forward``)."""
+    for base in klass.__mro__:
+        if base is not object and not is_library_value(base):
+            for name in CONSTRUCTION_HOOKS:
+                if name in base.__dict__:
+                    return f"{base.__name__}.{name} is the program's code"
+    return None
+
+
+def _why_not(klass, class_source, values, kw) -> str | None:
+    hook = program_hook(klass)
+    if hook is not None:
+        return hook
+    if not is_library_value(klass) and class_source is None:
+        return "the program's class has no source to guard its attributes by"
     if type(klass).__call__ is not type.__call__:
         return f"its metaclass {type(klass).__name__} defines __call__"
     if not all(v is not NO_CONSTANT and _immutable_constant(v) for v in [*values, *kw.values()]):
@@ -60,7 +81,7 @@ def create_module(tx, class_vt, args, kwargs) -> NNModuleVariable:
     klass = class_vt.value
     values = [maybe_constant(a, NO_CONSTANT) for a in args]
     kw = {k: maybe_constant(v, NO_CONSTANT) for k, v in kwargs.items()}
-    why = _why_not(klass, values, kw)
+    why = _why_not(klass, class_vt.source, values, kw)
     if why is not None:
         raise Unsupported(f"creating an instance of {describe(klass)}: {why}")
     state = torch.random.get_rng_state()
@@ -75,17 +96,54 @@ def create_module(tx, class_vt, args, kwargs) -> NNModuleVariable:
     if drew or next(module.parameters(), None) is not None or next(module.buffers(), None) is not None:
         raise Unsupported(f"creating an instance of {describe(klass)}: it has parameters or buffers "
                           "(made anew, from the random state, on every call)")
-    return FrameModuleVariable(module, klass, tuple(values), kw)
+    vt = FrameModuleVariable(module, klass, tuple(values), kw)
+    if not is_library_value(klass):            # the program's class: its attributes are guarded
+        vt.class_source = class_vt.source
+        _guard_hooks_unchanged(tx, klass, class_vt.source)
+    return vt
+
+
+def _guard_hooks_unchanged(tx, klass, class_source):
+    """What made the construction library-only (and the call nn.Module's) stays so: each hook
+    the class resolves is guarded by identity, an absent one stays absent."""
+    for name in (*CONSTRUCTION_HOOKS, "__call__"):
+        if hasattr(klass, name):
+            tx.output.add_guard(G.id_match(G.AttrSource(class_source, name), getattr(klass, name)))
+        else:
+            tx.output.add_guard(G.absent_match(class_source, klass, name))
 
 
 class FrameModuleVariable(NNModuleVariable):
     """A parameter-free library module built at trace time from constant arguments."""
 
     rebuilt_by_call = True
+    class_source = None            # a program class's source: its attributes are read through it
 
     def __init__(self, module, klass, args: tuple, kwargs: dict):
         super().__init__(module, None)
         self.constructor = (klass, args, kwargs)
+
+    def _class_attribute(self, tx, name):
+        """A program class's attributes are read (and guarded) through the class: the object is
+        new, but its class may change between calls.  A library class's are fixed."""
+        if self.class_source is None:
+            return super()._class_attribute(tx, name)
+        from ..builder import wrap
+        from .base import AttributeMissing
+        from .objects import lookup_class_attribute
+
+        klass = type(self.value)
+        found = lookup_class_attribute(tx, klass, name, self, None, 0, self.class_source)
+        if found is not None:
+            return found
+        if hasattr(klass, name):
+            return wrap(tx, getattr(klass, name), G.AttrSource(self.class_source, name))
+        self.guard_absent(tx, name)
+        raise AttributeMissing(f"{klass.__name__} has no attribute {name!r} (AttributeError)")
+
+    def guard_absent(self, tx, name):
+        if self.class_source is not None:      # the instance dicts are ours; the class is guarded
+            tx.output.add_guard(G.absent_match(self.class_source, type(self.value), name))
 
     def __repr__(self):
         return f"FrameModuleVariable({type(self.value).__name__})"
