@@ -17,6 +17,8 @@ named, every tracker is listed, and each sits under its base class):
      ├── OpaqueCallableVariable       base.py          a C callable we cannot model: calling it breaks the graph
      ├── ConstantVariable             constant.py      Python scalars, strings, None, dtypes, devices, ...
      ├── ConstantMethodVariable       constant.py      "a{}".format, (3).bit_length: run when all known
+     ├── NumpyCallableVariable        numpy_values.py  np.sqrt, np.float32, np.prod: run on numbers
+     ├── TypeInfoVariable             numpy_values.py  np.finfo / np.iinfo computed at trace time
      ├── TensorVariable               tensor.py        an fx node plus a meta example value
      ├── TensorMethodVariable         tensor.py        tensor.name before it is called
      ├── BaseListVariable             containers.py    a sequence of trackers
@@ -60,6 +62,7 @@ named, every tracker is listed, and each sits under its base class):
      ├── TraceTimeAnswerVariable      functions.py     a call answered by a constant at trace time
      ├── HandlerVariable              stdlib.py        a class method such as dict.fromkeys
      ├── NNModuleVariable             nn_module.py     an nn.Module instance (forward inlined)
+     │    └── FrameModuleVariable     frame_modules.py  a parameter-free module made in the frame
      ├── ModuleCallVariable           nn_module.py     nn.Module.__call__ bound to a module
      ├── BuiltinBaseMethod            new_objects.py   a C method of object / dict bound to such an instance
      ├── PythonModuleVariable         objects.py       a Python module (import, attribute reads)
