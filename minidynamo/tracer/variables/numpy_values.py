@@ -21,6 +21,7 @@ a callable returning one is refused.
 from __future__ import annotations
 
 import sys
+import types
 import warnings
 
 from ...exc import Unsupported
@@ -89,21 +90,25 @@ def _any_numpy_scalar(value) -> bool:
 # -- callables -------------------------------------------------------------------------------------
 def numpy_callable_kind(value) -> str | None:
     """Why ``value`` is a foldable numpy callable ("ufunc", "scalar type", ...), "random" for
-    numpy.random's, None when it is not numpy's or not known to be pure."""
+    numpy.random's, None when it is not numpy's or not known to be pure.  Only numpy's own
+    types are asked anything (a program object's ``__getattr__`` / ``__eq__`` never runs)."""
     np = _numpy()
     if np is None:
         return None
-    owner = getattr(value, "__self__", None)
-    module = getattr(value, "__module__", None) or ""
-    if module.startswith("numpy.random") or type(owner).__module__.startswith("numpy.random"):
-        return "random"
+    if value is np.finfo or value is np.iinfo:
+        return "type info"
+    if isinstance(value, type):
+        return "scalar type" if issubclass(value, (np.number, np.bool_)) else None
     if isinstance(value, np.ufunc):
         return "ufunc"
-    if isinstance(value, type) and issubclass(value, (np.number, np.bool_)):
-        return "scalar type"
-    if value in (np.finfo, np.iinfo):
-        return "type info"
-    if callable(value) and hasattr(value, "_implementation") and module == "numpy":
+    kind = type(value)
+    if kind in (types.BuiltinFunctionType, types.FunctionType, types.MethodType):   # np.random.rand: bound
+        owner, module = getattr(value, "__self__", None), getattr(value, "__module__", None) or ""
+        if module.startswith("numpy.random") or type(owner).__module__.startswith("numpy.random"):
+            return "random"
+        return None
+    if kind.__module__.startswith("numpy") and getattr(value, "__module__", None) == "numpy" \
+            and hasattr(value, "_implementation"):
         return "array function"          # dispatched through __array_function__: NumPy's API
     return None
 
