@@ -40,6 +40,7 @@ from typing import Optional
 import torch
 from bytecode import CellVar, Label
 
+from ..breaks.resume_code import uses_zero_arg_super
 from ..exc import Unsupported
 from .capture import Templates
 from .translator import decoded
@@ -109,7 +110,12 @@ def live_locals(code, index: int, names) -> list:
     (or deletes) it."""
     instructions = decoded(code)[0]
     used = {inst.arg for inst in instructions[index:] if inst.name in ("LOAD_FAST", "DELETE_FAST")}
-    return [name for name in names if name in used]
+    live = [name for name in names if name in used]
+    if uses_zero_arg_super(code) and code.co_varnames[0] in names:
+        # super() reads the first local implicitly: it stays live, first (resume_code.argument_names)
+        first = code.co_varnames[0]
+        live = [first] + [name for name in live if name != first]
+    return live
 
 
 def _context_of(vt):
@@ -134,6 +140,9 @@ def stop_values(tx, stop_at) -> tuple:
     why = refusal(code, index)
     if why is not None:
         raise Unsupported(why)
+    if uses_zero_arg_super(code) and code.co_varnames[0] in code.co_cellvars:
+        raise Unsupported(f"graph break in {code.co_qualname}, whose zero-argument super() reads its first "
+                          "argument from a cell (the resume function could not hand it over)")
     values, stack = [], []
     for vt in tx.stack:
         if isinstance(vt, NullVariable):
