@@ -256,6 +256,11 @@ def wrap_object(value, source) -> VariableTracker:
         return PythonModuleVariable(value, source)
     if isinstance(value, type):
         return ClassVariable(value, source)
+    base_slot = _builtin_base_slot(value)
+    if base_slot is not None:                            # object.__setattr__, dict.keys: modelled
+        from .variables.new_objects import BuiltinBaseMethod
+
+        return BuiltinBaseMethod(*base_slot, None)
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.WrapperDescriptorType,
                           types.MethodDescriptorType, types.MethodWrapperType)):
         owner = getattr(value, "__self__", None)
@@ -264,6 +269,19 @@ def wrap_object(value, source) -> VariableTracker:
         # calling it is where the frame breaks
         return OpaqueCallableVariable(value, source, f"call to unknown C function {describe(value)}")
     return UserObjectVariable(value, source)
+
+
+def _builtin_base_slot(value):
+    """(owner, name) if ``value`` is an unbound C method of object / dict / OrderedDict (read
+    from a variable rather than as ``object.__setattr__``: handed to a resume function)."""
+    from .variables.new_objects import BUILTIN_BASES
+
+    if not isinstance(value, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+        return None
+    owner, name = getattr(value, "__objclass__", None), getattr(value, "__name__", None)
+    if owner in BUILTIN_BASES and isinstance(name, str) and owner.__dict__.get(name) is value:
+        return owner, name
+    return None
 
 
 _special: dict = {}

@@ -49,6 +49,7 @@ from .variables.containers import TupleVariable
 from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
                                      _AutocastExitVariable, _ExitVariable)
 from .variables.functions import CellVariable, UserMethodVariable, cell_template
+from .variables.new_objects import BuiltinBaseMethod
 from .variables.tensor import TensorMethodVariable, TensorVariable
 
 JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack when jumping)
@@ -200,7 +201,8 @@ class BreakTemplates(Templates):
     """Templates of the values handed over at a break: besides what a return value may be,
     any value with a source is re-read from the frame (the very same object, its pending
     attribute changes replayed), a graph input tensor is passed through as itself, a bound
-    method is bound again to its rebuilt ``self`` (``x.item`` is read again from ``x``); a
+    method is bound again to its rebuilt ``self`` (``x.item`` is read again from ``x``; a C
+    slot of ``object``/``dict`` reached by ``super()`` is bound with ``types.MethodType``); a
     function the frame made is made again once per call, as for a return value."""
 
     def of(self, vt):
@@ -212,6 +214,9 @@ class BreakTemplates(Templates):
             return ("getattr", self.of(vt.tensor), vt.name)
         if isinstance(vt, CellVariable):                     # the frame's own cell (stop_values)
             return cell_template(self, vt)
+        if isinstance(vt, BuiltinBaseMethod):                # super().__getattribute__, object.__setattr__
+            slot = ("const", getattr(vt.owner, vt.name))     # the C slot wrapper itself
+            return slot if vt.self_vt is None else ("method", slot, self.of(vt.self_vt))
         try:
             return super().of(vt)
         except Unsupported:
