@@ -120,6 +120,13 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guard(G.id_match(source, value))
         return PartialVariable.of_real(tx, value, source)
+    original = _scripted_original(value)
+    if original is not None:
+        # torch.jit.script / trace keep the Python function they compiled: it is traced instead
+        # (the scripted function computes the same), guarded by the scripted object's identity
+        if source is not None:
+            guard(G.id_match(source, value))
+        return wrap(tx, original, G.AttrSource(source, "_torchdynamo_inline") if source is not None else None)
     if isinstance(value, types.MethodType):
         from .variables.autograd_function import AutogradFunctionApplyVariable, is_function_apply
         from .variables.functions import UserMethodVariable
@@ -269,6 +276,15 @@ def wrap_object(value, source) -> VariableTracker:
         # calling it is where the frame breaks
         return OpaqueCallableVariable(value, source, f"call to unknown C function {describe(value)}")
     return UserObjectVariable(value, source)
+
+
+def _scripted_original(value):
+    """The Python function behind a ``torch.jit.ScriptFunction`` (or a ``torch.jit.trace``d
+    function), which torch keeps as ``_torchdynamo_inline`` (a plain attribute: no import)."""
+    if not isinstance(value, (torch.jit.ScriptFunction, torch.jit.ScriptModule)):
+        return None
+    original = getattr(value, "_torchdynamo_inline", None)
+    return original if isinstance(original, types.FunctionType) else None
 
 
 def _builtin_base_slot(value):

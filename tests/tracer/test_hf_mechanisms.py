@@ -552,3 +552,26 @@ def test_a_builtin_slot_on_the_stack_crosses_a_break():
         assert vars(expected_obj) == vars(got_obj)
     counts = minidynamo.counters.snapshot()
     assert counts.get("fallbacks", 0) == 0 and counts["graph_breaks"] == 1, counts
+
+
+# ---------------------------------------------------------------- torch.jit.script helpers
+@torch.jit.script
+def scripted_shift(t, k: int):
+    return t * k + 1                              # DeBERTa-v2's relative-position helpers are scripted
+
+
+def calls_a_scripted_helper_in_a_loop(a):
+    for _ in range(2):
+        a = scripted_shift(a, 3).relu()
+    return a
+
+
+def test_a_scripted_function_is_traced_through_its_python_original():
+    compiled = minidynamo.optimize("eager")(calls_a_scripted_helper_in_a_loop)
+    minidynamo.counters.reset()
+    for _ in range(2):
+        assert_same(calls_a_scripted_helper_in_a_loop(x), compiled(x))
+    counts = minidynamo.counters.snapshot()
+    assert counts.get("fallbacks", 0) == 0 and counts["compiles"] == 1, counts
+    report = minidynamo.explain(calls_a_scripted_helper_in_a_loop)(x)
+    assert (report.graph_count, report.graph_break_count, report.fallback_count) == (1, 0, 0)
