@@ -280,7 +280,7 @@ def wrap_object(value, source) -> VariableTracker:
 
 def _scripted_original(value):
     """The Python function behind a ``torch.jit.ScriptFunction`` (or a ``torch.jit.trace``d
-    function), which torch keeps as ``_torchdynamo_inline`` (a plain attribute: no import)."""
+    function), which torch keeps as its attribute "_torchdynamo_inline" (a plain attribute: no import)."""
     if not isinstance(value, (torch.jit.ScriptFunction, torch.jit.ScriptModule)):
         return None
     original = getattr(value, "_torchdynamo_inline", None)

@@ -50,6 +50,7 @@ from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetG
                                      _AutocastExitVariable, _ExitVariable)
 from .variables.functions import CellVariable, UserMethodVariable, cell_template
 from .variables.new_objects import BuiltinBaseMethod
+from .variables.nn_module import ModuleCallVariable
 from .variables.tensor import TensorMethodVariable, TensorVariable
 
 JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack when jumping)
@@ -214,6 +215,8 @@ class BreakTemplates(Templates):
             return ("getattr", self.of(vt.tensor), vt.name)
         if isinstance(vt, CellVariable):                     # the frame's own cell (stop_values)
             return cell_template(self, vt)
+        if isinstance(vt, ModuleCallVariable):               # super().__call__ of a module: nn.Module.__call__
+            return ("method", ("const", torch.nn.Module.__call__), self.of(vt.module_vt))
         if isinstance(vt, BuiltinBaseMethod):                # super().__getattribute__, object.__setattr__
             slot = ("const", getattr(vt.owner, vt.name))     # the C slot wrapper itself
             return slot if vt.self_vt is None else ("method", slot, self.of(vt.self_vt))

@@ -575,3 +575,29 @@ def test_a_scripted_function_is_traced_through_its_python_original():
     assert counts.get("fallbacks", 0) == 0 and counts["compiles"] == 1, counts
     report = minidynamo.explain(calls_a_scripted_helper_in_a_loop)(x)
     assert (report.graph_count, report.graph_break_count, report.fallback_count) == (1, 0, 0)
+
+
+class CheckpointingLayer(nn.Module):
+    """transformers' GradientCheckpointingLayer: ``__call__`` overridden, ending in ``super().__call__``."""
+
+    def __call__(self, *args, **kwargs):
+        return super().__call__(*args, **kwargs)
+
+    def forward(self, a):
+        y = a + 1
+        print("", end="")                 # the forward breaks: so does the __call__ frame, at super().__call__
+        return y * 2
+
+
+def test_super_call_of_a_module_crosses_a_break():
+    layer = CheckpointingLayer()
+
+    def f(a):
+        return layer(a) - 1
+
+    compiled = minidynamo.optimize("eager")(f)
+    minidynamo.counters.reset()
+    for _ in range(2):
+        assert_same(f(x), compiled(x))
+    counts = minidynamo.counters.snapshot()
+    assert counts.get("fallbacks", 0) == 0, counts["fallback_reasons"]
