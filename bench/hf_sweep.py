@@ -1,4 +1,4 @@
-"""Hugging Face transformers, tried as a new user would: small random-init configs of two dozen
+"""Hugging Face transformers, tried as a new user would: small random-init configs of three dozen
 architectures, called through ``minidynamo.optimize`` beside ``torch.compile`` (with a backend
 that only counts graphs), and compared with eager on every call.
 
