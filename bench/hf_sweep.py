@@ -1,4 +1,4 @@
-"""Hugging Face transformers, tried as a new user would: small random-init configs of two dozen
+"""Hugging Face transformers, tried as a new user would: small random-init configs of three dozen
 architectures, called through ``minidynamo.optimize`` beside ``torch.compile`` (with a backend
 that only counts graphs), and compared with eager on every call.
 
@@ -105,6 +105,33 @@ def _models():
             return {"input_features": torch.randn(BATCH, 16, 32, generator=generator)}
         return T.WhisperModel(config).get_encoder(), inputs
 
+    def whisper():
+        config = T.WhisperConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+                                 encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37,
+                                 decoder_ffn_dim=37, num_mel_bins=16, max_source_positions=16,
+                                 max_target_positions=32, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                                 decoder_start_token_id=0)
+
+        def inputs(generator):
+            return {"input_features": torch.randn(BATCH, 16, 32, generator=generator),
+                    "decoder_input_ids": torch.randint(3, VOCAB, (BATCH, 5), generator=generator)}
+        return T.WhisperModel(config), inputs
+
+    def mbart():
+        config = T.MBartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+                               encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37,
+                               decoder_ffn_dim=37, max_position_embeddings=64)
+        return T.MBartModel(config), _seq2seq_inputs
+
+    def wav2vec2():
+        config = T.Wav2Vec2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=37, conv_dim=(8, 8), conv_stride=(4, 4), conv_kernel=(8, 4),
+                                  num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2)
+
+        def inputs(generator):
+            return {"input_values": torch.randn(BATCH, 400, generator=generator)}
+        return T.Wav2Vec2Model(config), inputs
+
     return {
         "bert": _bert_like(T.BertConfig, T.BertModel),
         "roberta": _bert_like(T.RobertaConfig, T.RobertaModel),
@@ -137,6 +164,25 @@ def _models():
         "convnext": _vision(T.ConvNextConfig, T.ConvNextModel, hidden_sizes=[8, 16], depths=[1, 1], num_stages=2),
         "resnet": _vision(T.ResNetConfig, T.ResNetModel, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1]),
         "clip": clip,
+        "xlm_roberta": _bert_like(T.XLMRobertaConfig, T.XLMRobertaModel),
+        "deberta_v2": _bert_like(T.DebertaV2Config, T.DebertaV2Model),
+        "falcon": _decoder(T.FalconConfig, T.FalconModel, vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                           num_attention_heads=4),
+        "bloom": _decoder(T.BloomConfig, T.BloomModel, vocab_size=VOCAB, hidden_size=32, n_layer=2, n_head=4),
+        "gpt_neox": _decoder(T.GPTNeoXConfig, T.GPTNeoXModel, **TEXT, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=4, intermediate_size=37),
+        "mixtral": _decoder(T.MixtralConfig, T.MixtralModel, **llama_like, num_local_experts=4,
+                            num_experts_per_tok=2),
+        "qwen3": _decoder(T.Qwen3Config, T.Qwen3Model, **llama_like, head_dim=8),
+        "gemma2": _decoder(T.Gemma2Config, T.Gemma2Model, **llama_like, head_dim=8, sliding_window=4),
+        "whisper": whisper,
+        "mbart": mbart,
+        "wav2vec2": wav2vec2,
+        "segformer": _vision(T.SegformerConfig, T.SegformerModel, num_encoder_blocks=2, depths=[1, 1],
+                             sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3], strides=[4, 2],
+                             num_attention_heads=[1, 2], mlp_ratios=[2, 2], decoder_hidden_size=16),
+        "dinov2": _vision(T.Dinov2Config, T.Dinov2Model, image_size=32, patch_size=8, hidden_size=32,
+                          num_hidden_layers=2, num_attention_heads=4, mlp_ratio=2),
     }
 
 

@@ -21,7 +21,7 @@ from . import _eval_frame, config, counting
 from .backends import lookup_backend
 from .exc import BackendCompilerFailed, MinidynamoError, Unsupported
 from .logs import get_logger
-from .skipfiles import disabled_codes, skip_reason
+from .skipfiles import disabled_codes, has_torch_bits, skip_reason
 
 log_recompiles = get_logger("recompiles")
 log_fallbacks = get_logger("fallbacks")
@@ -106,6 +106,12 @@ class FrameConverter:
         entries = cache_of(code)
         mine = [e for e in entries if e.owner is self.ref]
         self._codes.add(code)
+        if not mine and code not in self.roots and not has_torch_bits(func, args):
+            # nothing of torch in the frame: this context runs the code as it is from now on,
+            # as torch.compile does (not a fallback: there was nothing to capture)
+            counting.bump("frames_without_torch")
+            entries.append(CacheEntry(self.ref, None, None))
+            return None
         if mine:
             self._note_recompile(code, mine, func, args)
         if len(mine) >= config.cache_size_limit:

@@ -54,3 +54,41 @@ def skip_reason(code: types.CodeType) -> str | None:
 
 # Code passed to minidynamo.disable: never watched (even after reset()), never inlined.
 disabled_codes: "weakref.WeakSet" = weakref.WeakSet()
+
+
+# -- frames with nothing of torch in them ----------------------------------------------------------
+def _holds_torch_value(value, seen: set, depth: int = 0) -> bool:
+    """A tensor, an nn.Module (or nn.Module class), inside lists, tuples, dicts and namedtuples."""
+    if isinstance(value, (torch.Tensor, torch.nn.Module)):
+        return True
+    if isinstance(value, type):
+        return issubclass(value, torch.nn.Module)
+    kind = type(value)
+    if kind not in (list, tuple, dict) and not (isinstance(value, tuple) and hasattr(kind, "_fields")):
+        return False
+    if id(value) in seen or depth > 8:
+        return False
+    seen.add(id(value))
+    items = list(value.values()) if kind is dict else list(value)
+    return any(_holds_torch_value(v, seen, depth + 1) for v in items)
+
+
+def has_torch_bits(func, args) -> bool:
+    """Whether a frame may do tensor work, by torch.compile's rule: its code reads a global that
+    is torch or one of its modules, or a tensor / nn.Module is among its arguments or closure
+    cells (looking into lists, tuples, dicts and namedtuples).  A frame with neither (a config
+    object's ``__getattribute__`` or ``__setattr__`` called by ``copy.deepcopy``) is not worth a
+    trace; running it as it is is always sound."""
+    code = func.__code__
+    for name in code.co_names:
+        value = func.__globals__.get(name)
+        if isinstance(value, types.ModuleType) and (value is torch or value.__name__.startswith("torch.")):
+            return True
+    cells = []
+    for cell in func.__closure__ or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:
+            pass
+    seen: set = set()
+    return any(_holds_torch_value(v, seen) for v in (*args, *cells))

@@ -40,7 +40,7 @@ import linecache
 import torch
 
 from .. import _eval_frame
-from .resume_code import make_function, resume_code
+from .resume_code import first_argument_leads, make_function, resume_code
 
 
 def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
@@ -119,6 +119,8 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
         namespace[name] = resumed
         resume_codes.append(resumed)
         call_args = [ref for s, ref in stack if s[0] != "null"] + local_refs
+        if first_argument_leads(code, state.locals):      # zero-argument super() reads it
+            call_args.insert(0, call_args.pop(len(call_args) - len(local_refs)))
         call = f"return unpaused(make_function({name}, ___func{cells}){''.join(', ' + a for a in call_args)})"
         if test is None:
             lines.append(f"    {call}")

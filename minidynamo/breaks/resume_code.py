@@ -46,7 +46,20 @@ def resume_code(code: types.CodeType, index: int, stack: list, local_names: list
     return per_code[key]
 
 
-def argument_names(stack: list, local_names: list) -> list:
+def uses_zero_arg_super(code: types.CodeType) -> bool:
+    """Whether ``super()`` without arguments may run in ``code``: CPython then reads the
+    ``__class__`` cell and the frame's *first local*, whatever its name."""
+    return "__class__" in code.co_freevars and code.co_argcount > 0
+
+
+def first_argument_leads(code: types.CodeType, local_names) -> bool:
+    """Whether the resume function takes the original first argument as its own first
+    parameter (before the stack values), so that a zero-argument ``super()`` in the rest of
+    the frame finds it where CPython looks.  ``graph_break.live_locals`` lists it first then."""
+    return uses_zero_arg_super(code) and bool(local_names) and local_names[0] == code.co_varnames[0]
+
+
+def argument_names(stack: list, local_names: list, code: types.CodeType = None) -> list:
     """The resume function's parameters, in order."""
     names = []
     for k, slot in enumerate(stack):
@@ -54,6 +67,8 @@ def argument_names(stack: list, local_names: list) -> list:
             names.append(f"___stack{k}")
         elif slot[0] == "ctx":
             names.append(f"___ctx{k}")
+    if code is not None and first_argument_leads(code, local_names):
+        return [local_names[0]] + names + list(local_names[1:])
     return names + list(local_names)
 
 
@@ -115,7 +130,7 @@ def _build(code, index, stack, local_names):
     resumed.first_lineno = code.co_firstlineno
     resumed.freevars = freevars
     resumed.cellvars = []
-    resumed.argnames = argument_names(stack, local_names)
+    resumed.argnames = argument_names(stack, local_names, code)
     resumed.argcount = len(resumed.argnames)
     resumed.posonlyargcount = 0
     resumed.kwonlyargcount = 0

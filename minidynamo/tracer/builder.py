@@ -129,6 +129,13 @@ def wrap(tx, value, source) -> VariableTracker:
     numpy_kind = numpy_callable_kind(value) if _hashable(value) else None
     if numpy_kind is not None:                  # np.sqrt, np.float32, np.random.rand
         return wrap_numpy_callable(tx, value, source, numpy_kind)
+    original = _scripted_original(value)
+    if original is not None:
+        # torch.jit.script / trace keep the Python function they compiled: it is traced instead
+        # (the scripted function computes the same), guarded by the scripted object's identity
+        if source is not None:
+            guard(G.id_match(source, value))
+        return wrap(tx, original, G.AttrSource(source, "_torchdynamo_inline") if source is not None else None)
     if isinstance(value, types.MethodType):
         from .variables.autograd_function import AutogradFunctionApplyVariable, is_function_apply
         from .variables.functions import UserMethodVariable
@@ -265,6 +272,11 @@ def wrap_object(value, source) -> VariableTracker:
         return PythonModuleVariable(value, source)
     if isinstance(value, type):
         return ClassVariable(value, source)
+    base_slot = _builtin_base_slot(value)
+    if base_slot is not None:                            # object.__setattr__, dict.keys: modelled
+        from .variables.new_objects import BuiltinBaseMethod
+
+        return BuiltinBaseMethod(*base_slot, None)
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.WrapperDescriptorType,
                           types.MethodDescriptorType, types.MethodWrapperType)):
         owner = getattr(value, "__self__", None)
@@ -273,6 +285,28 @@ def wrap_object(value, source) -> VariableTracker:
         # calling it is where the frame breaks
         return OpaqueCallableVariable(value, source, f"call to unknown C function {describe(value)}")
     return UserObjectVariable(value, source)
+
+
+def _scripted_original(value):
+    """The Python function behind a ``torch.jit.ScriptFunction`` (or a ``torch.jit.trace``d
+    function), which torch keeps as its attribute "_torchdynamo_inline" (a plain attribute: no import)."""
+    if not isinstance(value, (torch.jit.ScriptFunction, torch.jit.ScriptModule)):
+        return None
+    original = getattr(value, "_torchdynamo_inline", None)
+    return original if isinstance(original, types.FunctionType) else None
+
+
+def _builtin_base_slot(value):
+    """(owner, name) if ``value`` is an unbound C method of object / dict / OrderedDict (read
+    from a variable rather than as ``object.__setattr__``: handed to a resume function)."""
+    from .variables.new_objects import BUILTIN_BASES
+
+    if not isinstance(value, (types.WrapperDescriptorType, types.MethodDescriptorType)):
+        return None
+    owner, name = getattr(value, "__objclass__", None), getattr(value, "__name__", None)
+    if owner in BUILTIN_BASES and isinstance(name, str) and owner.__dict__.get(name) is value:
+        return owner, name
+    return None
 
 
 _special: dict = {}

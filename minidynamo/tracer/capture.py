@@ -21,6 +21,7 @@ from ..exc import MinidynamoError, Unsupported
 from .builder import wrap
 from .meta import no_dynamo_import
 from .output_graph import OutputGraph, tensor_metadata
+from .side_effects import DELETED
 from .translator import InstructionTranslator
 from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable
@@ -290,8 +291,11 @@ class Templates:
                 replays.append(("dict", self.read(source), None, new))
             else:
                 replays.append(("list", self.read(source), None, [self.of(v) for v in vt.items]))
-        for (_, name), (source, vt) in effects.attribute_stores.items():
-            replays.append(("attr", self.read(source), name, self.of(vt)))
+        for (_, name), (source, vt, raw) in effects.attribute_stores.items():
+            if vt is DELETED:
+                replays.append(("delattr", self.read(source), (name, raw), None))
+            else:
+                replays.append(("attr", self.read(source), (name, raw), self.of(vt)))
         for name, vt in effects.global_stores.items():
             replays.append(("global", None, name, self.of(vt)))
         for index, vt in effects.cell_stores.items():
@@ -345,7 +349,11 @@ class OutputBuilder:
                 real[index].clear()
                 real[index].update(new)
             elif kind == "attr":
-                setattr(real[index], key, _build(template, outputs, real, made))
+                name, raw = key
+                (object.__setattr__ if raw else setattr)(real[index], name, _build(template, outputs, real, made))
+            elif kind == "delattr":
+                name, raw = key
+                (object.__delattr__ if raw else delattr)(real[index], name)
             elif kind == "cell":
                 func.__closure__[key].cell_contents = _build(template, outputs, real, made)
             else:

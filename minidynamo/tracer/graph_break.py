@@ -40,6 +40,7 @@ from typing import Optional
 import torch
 from bytecode import CellVar, Label
 
+from ..breaks.resume_code import uses_zero_arg_super
 from ..exc import Unsupported
 from .capture import Templates
 from .translator import decoded
@@ -48,6 +49,8 @@ from .variables.containers import TupleVariable
 from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
                                      _AutocastExitVariable, _ExitVariable)
 from .variables.functions import CellVariable, UserMethodVariable, cell_template
+from .variables.new_objects import BuiltinBaseMethod
+from .variables.nn_module import ModuleCallVariable
 from .variables.tensor import TensorMethodVariable, TensorVariable
 
 JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack when jumping)
@@ -109,7 +112,12 @@ def live_locals(code, index: int, names) -> list:
     (or deletes) it."""
     instructions = decoded(code)[0]
     used = {inst.arg for inst in instructions[index:] if inst.name in ("LOAD_FAST", "DELETE_FAST")}
-    return [name for name in names if name in used]
+    live = [name for name in names if name in used]
+    if uses_zero_arg_super(code) and code.co_varnames[0] in names:
+        # super() reads the first local implicitly: it stays live, first (resume_code.argument_names)
+        first = code.co_varnames[0]
+        live = [first] + [name for name in live if name != first]
+    return live
 
 
 def _context_of(vt):
@@ -134,6 +142,9 @@ def stop_values(tx, stop_at) -> tuple:
     why = refusal(code, index)
     if why is not None:
         raise Unsupported(why)
+    if uses_zero_arg_super(code) and code.co_varnames[0] in code.co_cellvars:
+        raise Unsupported(f"graph break in {code.co_qualname}, whose zero-argument super() reads its first "
+                          "argument from a cell (the resume function could not hand it over)")
     values, stack = [], []
     for vt in tx.stack:
         if isinstance(vt, NullVariable):
@@ -191,7 +202,8 @@ class BreakTemplates(Templates):
     """Templates of the values handed over at a break: besides what a return value may be,
     any value with a source is re-read from the frame (the very same object, its pending
     attribute changes replayed), a graph input tensor is passed through as itself, a bound
-    method is bound again to its rebuilt ``self`` (``x.item`` is read again from ``x``); a
+    method is bound again to its rebuilt ``self`` (``x.item`` is read again from ``x``; a C
+    slot of ``object``/``dict`` reached by ``super()`` is bound with ``types.MethodType``); a
     function the frame made is made again once per call, as for a return value."""
 
     def of(self, vt):
@@ -205,6 +217,11 @@ class BreakTemplates(Templates):
             return ("getattr", self.of(vt.obj), vt.name)     # m.eval of a module made in the frame
         if isinstance(vt, CellVariable):                     # the frame's own cell (stop_values)
             return cell_template(self, vt)
+        if isinstance(vt, ModuleCallVariable):               # super().__call__ of a module: nn.Module.__call__
+            return ("method", ("const", torch.nn.Module.__call__), self.of(vt.module_vt))
+        if isinstance(vt, BuiltinBaseMethod):                # super().__getattribute__, object.__setattr__
+            slot = ("const", getattr(vt.owner, vt.name))     # the C slot wrapper itself
+            return slot if vt.self_vt is None else ("method", slot, self.of(vt.self_vt))
         try:
             return super().of(vt)
         except Unsupported:

@@ -7,7 +7,10 @@ it here; ``build_output`` then replays it on the REAL objects, re-read from thei
 the new frame:
 
     list / dict from the caller   ->  real[:] = new items  /  real.clear(); real.update(...)
-    attribute of a real object    ->  setattr(real, name, value)
+    attribute of a real object    ->  setattr(real, name, value)       (a module, a plain object)
+                                      object.__setattr__(real, name, value)  (a plain object whose
+                                      Python __setattr__ the trace inlined down to object's)
+                                      object.__delattr__(real, name)    (``delattr``, ``del obj.x``)
     global of the frame           ->  func.__globals__[name] = value
     the frame's own closure cell  ->  func.__closure__[i].cell_contents = value
                                       (a resume function writing a cell of the frame it continues)
@@ -30,11 +33,21 @@ import guards
 from ..exc import Unsupported
 
 
+class _Deleted:
+    """What ``stored_attribute`` answers for an attribute the trace deleted."""
+
+    def __repr__(self):
+        return "DELETED"
+
+
+DELETED = _Deleted()
+
+
 class SideEffects:
     def __init__(self):
         self.containers_read: dict = {}    # source -> VT of every list/dict read from the frame
         self.mutated: dict = {}            # source -> VT mutated
-        self.attribute_stores: dict = {}   # (id(object), name) -> (source, VT assigned)
+        self.attribute_stores: dict = {}   # (id(object), name) -> (source, VT assigned or DELETED, raw)
         self.global_stores: dict = {}      # name -> VT assigned
         self.cell_stores: dict = {}        # index in the frame's closure -> VT assigned
         self.foreign_cells_read = False    # a cell read through another function's __closure__
@@ -62,15 +75,20 @@ class SideEffects:
         self.mutated[vt.source] = vt
 
     # -- attributes and globals ---------------------------------------------------------------
-    def store_attribute(self, obj_vt, name: str, value_vt):
+    def store_attribute(self, obj_vt, name: str, value_vt, raw: bool = False):
         """Keyed by the object itself: two sources naming one module see the same stored value
-        (modules are identity-guarded; which plain objects are one is guarded too)."""
+        (modules are identity-guarded; which plain objects are one is guarded too).  ``raw``:
+        replayed with ``object.__setattr__`` / ``object.__delattr__``, never the class's own
+        hook (the trace already inlined it); ``value_vt`` DELETED: a deletion."""
         if obj_vt.source is None:
             raise Unsupported(f"assignment to attribute {name!r} of an object made during the trace")
         self._note_position()
-        self.attribute_stores[(id(obj_vt.value), name)] = (obj_vt.source, value_vt)
+        key = (id(obj_vt.value), name)
+        raw = raw or (key in self.attribute_stores and self.attribute_stores[key][2])
+        self.attribute_stores[key] = (obj_vt.source, value_vt, raw)
 
     def stored_attribute(self, obj_vt, name: str):
+        """The value the trace stored (DELETED after a deletion), or None."""
         entry = self.attribute_stores.get((id(obj_vt.value), name))
         return entry[1] if entry is not None else None
 

@@ -220,16 +220,42 @@ class InstructionTranslatorBase:
         self.output.side_effects.store_attribute(obj, name, value)
 
     def store_object_attr(self, obj, name, value):
-        """``obj.name = value`` on a plain user object: only a plain instance attribute (no
-        ``__setattr__``, property or slot would run code or refuse it)."""
+        """``obj.name = value`` on a plain user object: a Python ``__setattr__`` is inlined (it
+        ends in ``object.__setattr__``, a raw store), else only a plain instance attribute (no
+        C ``__setattr__``, property or slot would run code or refuse it)."""
+        from .variables.new_objects import python_slot
+        from .variables.objects import lookup_class_attribute
+
         klass = type(obj.value)
-        if klass.__setattr__ is not object.__setattr__ or not isinstance(getattr(obj.value, "__dict__", None), dict):
-            raise Unsupported(f"assignment to attribute {name!r} of a {klass.__name__} (custom __setattr__ or no __dict__)")
-        if name.startswith("__") or any(name in k.__dict__ and hasattr(k.__dict__[name], "__set__") for k in klass.__mro__):
-            raise Unsupported(f"assignment to {klass.__name__}.{name} (a descriptor or special attribute)")
+        if python_slot(klass, "__setattr__") is not None:
+            hook = lookup_class_attribute(self, klass, "__setattr__", obj, obj.source)
+            hook.call_function(self, [ConstantVariable(name), value], {})
+            return
+        if klass.__setattr__ is not object.__setattr__:
+            raise Unsupported(f"assignment to attribute {name!r} of a {klass.__name__} (a __setattr__ in C)")
+        obj.generic_setattr(self, name, value)
+
+    def delete_attr(self, obj, name):
+        """``del obj.name`` / ``delattr(obj, name)`` on a plain user object (a Python
+        ``__delattr__`` is inlined), replayed after the graph like a store."""
+        from .variables.new_objects import python_slot
+        from .variables.objects import UserObjectVariable, lookup_class_attribute
+
+        if not isinstance(obj, UserObjectVariable) or obj.source is None:
+            raise Unsupported(f"deleting attribute {name!r} of {obj} (a side effect)")
+        klass = type(obj.value)
+        if python_slot(klass, "__delattr__") is not None:
+            hook = lookup_class_attribute(self, klass, "__delattr__", obj, obj.source)
+            hook.call_function(self, [ConstantVariable(name)], {})
+            return
+        if klass.__delattr__ is not object.__delattr__:
+            raise Unsupported(f"deleting attribute {name!r} of a {klass.__name__} (a __delattr__ in C)")
+        obj.generic_delattr(self, name)
+
+    def check_storable(self, value, where: str):
+        """Values an attribute store may hold: rebuilt after the graph by the output templates."""
         if not isinstance(value, STORABLE_VALUES):
-            raise Unsupported(f"assignment of {value} to {klass.__name__}.{name}")
-        self.output.side_effects.store_attribute(obj, name, value)
+            raise Unsupported(f"assignment of {value} to {where}")
 
     def implicit_super(self):
         from .variables.objects import SuperVariable
@@ -325,7 +351,7 @@ class InstructionTranslatorBase:
         self.store_attr(obj, inst.arg, value)
 
     def DELETE_ATTR(self, inst):
-        raise Unsupported(f"deleting attribute {inst.arg!r} (a side effect)")
+        self.delete_attr(self.pop(), inst.arg)
 
     def BINARY_SUBSCR(self, inst):
         index = self.pop()

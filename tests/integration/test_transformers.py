@@ -12,6 +12,7 @@ transformers = pytest.importorskip("transformers")
 import minidynamo  # noqa: E402
 from minidynamo.eval_frame import OptimizeContext  # noqa: E402
 from minidynamo.explain import ExplainOutput  # noqa: E402
+from bench.hf_sweep import same  # noqa: E402
 
 
 def tiny_bert():
@@ -102,4 +103,53 @@ def test_decoder_causal_mask_is_in_the_one_graph(make):
     assert report.graph_count == 1, report.reasons
     assert minidynamo.counters["compiles"] == 1, report.reasons
     assert "vmap_call" in report.graph_codes[0]
+    minidynamo.reset()
+
+
+def tiny_deberta_v2():
+    """Its relative-position helpers are ``torch.jit.script`` functions (traced through their
+    Python originals)."""
+    config = transformers.DebertaV2Config(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                          intermediate_size=20, max_position_embeddings=32)
+    return transformers.DebertaV2Model(config), text_inputs
+
+
+def tiny_wav2vec2():
+    """Its positional convolution has a weight-norm parametrization (``self[0](*originals)``
+    with a generator expression)."""
+    config = transformers.Wav2Vec2Config(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                         intermediate_size=20, conv_dim=(8, 8), conv_stride=(4, 4),
+                                         conv_kernel=(8, 4), num_conv_pos_embeddings=8,
+                                         num_conv_pos_embedding_groups=2)
+
+    def inputs(seed):
+        return {"input_values": torch.randn(2, 200, generator=torch.Generator().manual_seed(seed))}
+    return transformers.Wav2Vec2Model(config), inputs
+
+
+def tiny_t5():
+    """Its decoder makes a cache whose config is ``copy.deepcopy``'d: a graph break there, as
+    under torch.compile; the config's own hooks that deepcopy calls are not traced (no torch)."""
+    config = transformers.T5Config(vocab_size=50, d_model=16, d_kv=8, d_ff=20, num_layers=1, num_heads=2)
+
+    def inputs(seed):
+        return dict(text_inputs(seed), decoder_input_ids=torch.randint(3, 50, (2, 3), generator=torch.Generator().manual_seed(seed)))
+    return transformers.T5Model(config), inputs
+
+
+@pytest.mark.parametrize("make, graphs", [(tiny_deberta_v2, 1), (tiny_wav2vec2, 1), (tiny_t5, 3)])
+def test_more_architectures_equal_eager_without_fallbacks(make, graphs):
+    torch.manual_seed(0)
+    model, inputs = make()
+    model.eval()
+    report = ExplainOutput()
+    minidynamo.reset()
+    minidynamo.counters.reset()
+    compiled = OptimizeContext("eager", recorder=report)(model)
+    with torch.no_grad():
+        for seed in range(2):                # outputs (and the cache objects in them) field by field
+            assert same(model(**inputs(seed)), compiled(**inputs(seed)))
+    assert report.fallback_count == 0, report.reasons
+    assert report.graph_count == graphs, report.reasons
+    assert not minidynamo.counters.snapshot()["recompile_reasons"], report.reasons
     minidynamo.reset()

@@ -45,6 +45,19 @@ def test_generator_expression_reads_its_closure_when_consumed():
     check(f, x)
 
 
+def test_generator_expression_unpacked_is_consumed_whole_first():
+    """``f(*gen)`` (torch's parametrizations), ``[*gen]`` and ``a, b = gen``: CPython makes the
+    whole tuple before the call, so the body runs first, in order."""
+    def f(a, log):
+        def g(*ts):
+            log.append(len(ts))
+            return sum(ts)
+        out = g(*(a * i for i in range(3)))
+        first, second = (a + i for i in range(2))
+        return out, [*(t.cos() for t in (first, second))], log
+    check(f, x, [])
+
+
 def test_generator_expression_the_program_keeps_is_refused():
     def iterated(a):
         total = a

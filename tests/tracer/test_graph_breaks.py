@@ -595,3 +595,26 @@ def test_tensor_methods_and_nested_functions_are_rebuilt(capsys):
     run_both(nested_helper_breaks, inputs(3), capsys)
     report = minidynamo.explain(nested_helper_breaks)(*inputs(3)())
     assert report.fallback_count == 0 and report.graph_break_count == 2   # the call site, then pick's jump
+
+
+# -- zero-argument super() after a break: CPython reads the frame's first local ----------------------
+class Scaled:
+    def __init__(self, x):
+        self.x = x * 2
+
+
+class ScaledAfterPrint(Scaled):
+    def __init__(self, x):
+        y = x + 1
+        print("init")                # the break: the rest calls super() without arguments
+        super().__init__(y)
+
+
+def build_through_super(x):
+    return ScaledAfterPrint(x).x + 1
+
+
+def test_zero_argument_super_after_a_break_finds_the_first_argument(capsys):
+    """The resume function takes ``self`` as its first parameter, where super() looks."""
+    run_both(build_through_super, inputs(3), capsys)
+    assert counts(build_through_super, torch.ones(3)) == (3, 2, 0)

@@ -5,6 +5,7 @@ overriding ``__call__``, ``is_compiling()``, decorators reading ``fn.__code__`` 
 ``inspect.signature``.  Each is compared with eager, and with guards that must catch a change."""
 
 import collections
+import copy
 import dataclasses
 import inspect
 from typing import Optional
@@ -448,3 +449,155 @@ def test_an_object_read_from_the_frame_is_returned_as_itself():
         assert_same(cache.keys, eager_cache.keys) and cache.seen == eager_cache.seen == 1
     assert minidynamo.counters["fallbacks"] == 0
     assert minidynamo.counters["compiles"] == 1
+
+
+# ---------------------------------------------------------------- attribute writes on real objects
+class TrackedConfig:
+    """transformers' PretrainedConfig: a Python ``__setattr__`` that ends in ``object.__setattr__``."""
+
+    attribute_map = {"width": "hidden_size"}
+
+    def __init__(self):
+        self.hidden_size = 4
+        self.scale = 2.0
+        self.decoder_only = 1
+
+    def __setattr__(self, key, value):
+        key = type(self).attribute_map.get(key, key)
+        super().__setattr__(key, value)
+
+
+def prune_and_scale(a, config):
+    config.width = 5                               # through the user's __setattr__: hidden_size
+    object.__setattr__(config, "calls", 1)         # the raw store, bypassing it
+    for key in ("decoder_only", "missing"):        # transformers' get_text_config: delattr in a loop
+        if hasattr(config, key):
+            delattr(config, key)
+    return a * config.scale + config.hidden_size + (10 if hasattr(config, "decoder_only") else 0)
+
+
+def test_setattr_and_delattr_on_a_real_object_are_replayed():
+    """Stores and deletions on an object of the caller are side effects replayed after the
+    graph (``object.__setattr__`` / ``object.__delattr__``); later reads in the trace see them,
+    and an attribute the frame deleted is not guarded absent (the next call sees it present)."""
+    compiled = minidynamo.optimize("eager")(prune_and_scale)
+    minidynamo.counters.reset()
+    for _ in range(2):
+        expected_config, got_config = Config_pair()
+        expected = prune_and_scale(x, expected_config)
+        assert_same(expected, compiled(x, got_config))
+        assert vars(got_config) == vars(expected_config) and "decoder_only" not in vars(got_config)
+    counts = minidynamo.counters.snapshot()
+    assert counts.get("fallbacks", 0) == 0 and counts["compiles"] == 1, counts
+    report = minidynamo.explain(prune_and_scale)(x, TrackedConfig())
+    assert (report.graph_count, report.graph_break_count, report.fallback_count) == (1, 0, 0)
+
+
+def Config_pair():
+    return TrackedConfig(), TrackedConfig()
+
+
+def test_deleting_a_missing_attribute_is_refused_not_guessed():
+    def f(a, config):
+        del config.missing
+        return a + 1
+    with pytest.raises(Unsupported, match="no attribute 'missing' to delete"):
+        run_traced(f, x, TrackedConfig())
+
+
+# ---------------------------------------------------------------- frames with nothing of torch
+class NoDeepcopy:
+    """A config whose ``__getattribute__`` raises for ``__deepcopy__``: ``copy.deepcopy`` calls it
+    from C, so it is a frame of its own, with no tensor in it."""
+
+    def __init__(self):
+        self.factor = 3
+
+    def __getattribute__(self, key):
+        return super().__getattribute__(key)
+
+
+def copy_then_scale(a, config):
+    y = a + 1
+    twin = copy.deepcopy(config)                   # the break: deepcopy is not traced
+    return y * twin.factor
+
+
+def test_frames_without_torch_are_run_as_they_are():
+    """Frames that copy.deepcopy calls (the object's own __getattribute__) hold no tensor and
+    name no torch module: they run as they are, as under torch.compile (not fallbacks)."""
+    compiled = minidynamo.optimize("eager")(copy_then_scale)
+    minidynamo.counters.reset()
+    for _ in range(2):
+        assert_same(copy_then_scale(x, NoDeepcopy()), compiled(x, NoDeepcopy()))
+    counts = minidynamo.counters.snapshot()
+    assert counts.get("fallbacks", 0) == 0 and counts["frames_without_torch"] >= 1, counts
+    report = minidynamo.explain(copy_then_scale)(x, NoDeepcopy())
+    assert (report.graph_count, report.graph_break_count, report.fallback_count) == (2, 1, 0)
+
+
+def store_across_a_break(a, obj):
+    y = a * 2
+    object.__setattr__(obj, "note", print("", end=""))     # object.__setattr__ is on the stack at print
+    return y + obj.factor
+
+
+def test_a_builtin_slot_on_the_stack_crosses_a_break():
+    """The unbound C slot is handed to the resume function, which models it again."""
+    compiled = minidynamo.optimize("eager")(store_across_a_break)
+    minidynamo.counters.reset()
+    for _ in range(2):
+        expected_obj, got_obj = NoDeepcopy(), NoDeepcopy()
+        assert_same(store_across_a_break(x, expected_obj), compiled(x, got_obj))
+        assert vars(expected_obj) == vars(got_obj)
+    counts = minidynamo.counters.snapshot()
+    assert counts.get("fallbacks", 0) == 0 and counts["graph_breaks"] == 1, counts
+
+
+# ---------------------------------------------------------------- torch.jit.script helpers
+@torch.jit.script
+def scripted_shift(t, k: int):
+    return t * k + 1                              # DeBERTa-v2's relative-position helpers are scripted
+
+
+def calls_a_scripted_helper_in_a_loop(a):
+    for _ in range(2):
+        a = scripted_shift(a, 3).relu()
+    return a
+
+
+def test_a_scripted_function_is_traced_through_its_python_original():
+    compiled = minidynamo.optimize("eager")(calls_a_scripted_helper_in_a_loop)
+    minidynamo.counters.reset()
+    for _ in range(2):
+        assert_same(calls_a_scripted_helper_in_a_loop(x), compiled(x))
+    counts = minidynamo.counters.snapshot()
+    assert counts.get("fallbacks", 0) == 0 and counts["compiles"] == 1, counts
+    report = minidynamo.explain(calls_a_scripted_helper_in_a_loop)(x)
+    assert (report.graph_count, report.graph_break_count, report.fallback_count) == (1, 0, 0)
+
+
+class CheckpointingLayer(nn.Module):
+    """transformers' GradientCheckpointingLayer: ``__call__`` overridden, ending in ``super().__call__``."""
+
+    def __call__(self, *args, **kwargs):
+        return super().__call__(*args, **kwargs)
+
+    def forward(self, a):
+        y = a + 1
+        print("", end="")                 # the forward breaks: so does the __call__ frame, at super().__call__
+        return y * 2
+
+
+def test_super_call_of_a_module_crosses_a_break():
+    layer = CheckpointingLayer()
+
+    def f(a):
+        return layer(a) - 1
+
+    compiled = minidynamo.optimize("eager")(f)
+    minidynamo.counters.reset()
+    for _ in range(2):
+        assert_same(f(x), compiled(x))
+    counts = minidynamo.counters.snapshot()
+    assert counts.get("fallbacks", 0) == 0, counts["fallback_reasons"]

@@ -96,6 +96,10 @@ class AttributeMissing(Unsupported):
     catch it (after guarding that the attribute is still absent); anything else falls back."""
 
 
+class AttributeDeleted(AttributeMissing):
+    """Missing because the frame deleted it: absent by the trace itself, nothing to guard."""
+
+
 class VariableTracker:
     """A symbolic value.  Subclasses override the operations they support."""
 

@@ -17,7 +17,7 @@ import torch
 from ... import config
 from ...exc import Unsupported
 from ..library import is_library_value
-from .base import NO_CONSTANT, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
+from .base import NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
@@ -102,6 +102,8 @@ def _getattr(tx, obj, name, default=None):
         return obj.var_getattr(tx, name)
     try:
         return obj.var_getattr(tx, name)
+    except AttributeDeleted:             # absent because the frame deleted it: nothing to guard
+        return default
     except AttributeMissing:
         obj.guard_absent(tx, name)
         return default
@@ -115,6 +117,8 @@ def _hasattr(tx, obj, name):
     try:
         obj.var_getattr(tx, name)
         return ConstantVariable(True)
+    except AttributeDeleted:
+        return ConstantVariable(False)
     except AttributeMissing:
         obj.guard_absent(tx, name)
         return ConstantVariable(False)
@@ -403,7 +407,13 @@ class GetterVariable(VariableTracker):
 
 
 def _setattr(tx, obj, name, value):
-    return tx.store_attr(obj, name.as_python_constant(), value)
+    tx.store_attr(obj, name.as_python_constant(), value)
+    return ConstantVariable(None)
+
+
+def _delattr(tx, obj, name):
+    tx.delete_attr(obj, name.as_python_constant())
+    return ConstantVariable(None)
 
 
 BUILTIN_HANDLERS = {
@@ -413,7 +423,7 @@ BUILTIN_HANDLERS = {
     all: _all_any(all), any: _all_any(any), callable: _callable, slice: _slice, type: _type,
     int: _scalar_cast(int), float: _scalar_cast(float), bool: _bool, str: _scalar_cast(str),
     round: _scalar_cast(round), divmod: _scalar_cast(divmod), pow: _operator(operator.pow),
-    print: _print, super: _super, setattr: _setattr, operator.getitem: _getitem,
+    print: _print, super: _super, setattr: _setattr, delattr: _delattr, operator.getitem: _getitem,
     issubclass: _issubclass, repr: _scalar_cast(repr), hash: _scalar_cast(hash),
     sorted: lambda tx, it, key=None, reverse=None: _sorted(tx, it, key, reverse),
     set: _set, map: _map, filter: _filter,

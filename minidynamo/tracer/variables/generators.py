@@ -6,7 +6,8 @@ that holds the paused generator frame (a ``GeneratorTranslator``).  A builtin th
 iterables pulls items one by one (in builtins.py: ``_consumed_items`` for ``tuple``, ``list``,
 ``min``, ``max``, ``sum``, ...; ``_iterator`` for ``any``/``all``), so the generator's body runs
 symbolically in exactly the order CPython would run it, and ``any``/``all`` stop where CPython
-stops.
+stops.  Unpacking (``f(*gen)``, ``[*gen]``, ``a, b = gen``) consumes it whole before anything
+else runs, as CPython does (torch's parametrizations call ``self[0](*originals)``).
 
 Anything else the program could do with the generator object (``for`` over it, ``next``,
 returning or storing it) keeps it alive past the builtin call: refused, like user generator
@@ -49,8 +50,12 @@ class GeneratorExpressionVariable(VariableTracker):
         return items
 
     def unpack(self, tx):
-        raise Unsupported("a generator expression iterated by the program itself (only builtins that consume "
-                          "it whole, like tuple() or any(), are supported)")
+        """``f(*gen)``, ``[*gen]``, ``a, b = gen``: CPython consumes it whole first, like ``tuple``."""
+        return self.consume(tx)
+
+    def refuse_iteration(self):
+        raise Unsupported("a generator expression iterated by the program itself (only builtins and unpacking "
+                          "that consume it whole, like tuple(), any() or f(*gen), are supported)")
 
     def __repr__(self):
         return f"GeneratorExpressionVariable({self.frame.code.co_qualname})"

@@ -54,7 +54,7 @@ def make_iterator(tx, obj) -> VariableTracker:
     if isinstance(obj, IteratorVariable):
         return obj
     if isinstance(obj, GeneratorExpressionVariable):
-        obj.unpack(tx)                      # refused: see generators.py
+        obj.refuse_iteration()              # refused: see generators.py
     if type(obj) is ListVariable:
         return ListIteratorVariable(obj)
     if isinstance(obj, DequeVariable):

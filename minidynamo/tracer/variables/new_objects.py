@@ -220,6 +220,9 @@ class BuiltinBaseMethod(VariableTracker):
         if name == "__setattr__" and len(args) == 2 and not kwargs and hasattr(obj, "generic_setattr"):
             obj.generic_setattr(tx, args[0].as_python_constant(), args[1])
             return ConstantVariable(None)
+        if name == "__delattr__" and len(args) == 1 and not kwargs and hasattr(obj, "generic_delattr"):
+            obj.generic_delattr(tx, args[0].as_python_constant())
+            return ConstantVariable(None)
         if name == "__init__" and self.owner is object:
             if args or kwargs:
                 raise Unsupported("object.__init__() takes exactly one argument (TypeError)")

@@ -13,7 +13,9 @@ import torch
 import guards as G
 from ...exc import Unsupported
 from ..library import LIBRARY_PREFIXES, is_library_value
-from .base import NO_CONSTANT, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
+from ..side_effects import DELETED
+from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker,
+                   describe, maybe_constant)
 from .constant import ConstantVariable
 
 
@@ -265,6 +267,8 @@ class UserObjectVariable(VariableTracker):
         klass = type(self.value)
         if self.source is not None:
             stored = tx.output.side_effects.stored_attribute(self, name)
+            if stored is DELETED:
+                raise AttributeDeleted(f"{klass.__name__} object has no attribute {name!r} (deleted by the frame)")
             if stored is not None:
                 return stored
             if name == "__dict__" and tx.output.side_effects.has_stored_attributes(self):
@@ -296,6 +300,36 @@ class UserObjectVariable(VariableTracker):
         except AttributeError:
             raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)") from None
         return _wrap(tx, value, G.AttrSource(self.source, name) if self.source else None)
+
+    # -- writing attributes: side effects replayed after the graph (side_effects.py) ---------------
+    def _check_plain_attribute(self, name, what):
+        klass = type(self.value)
+        if self.source is None:
+            raise Unsupported(f"{what} attribute {name!r} of a {klass.__name__} without a source")
+        if not isinstance(getattr(self.value, "__dict__", None), dict):
+            raise Unsupported(f"{what} attribute {name!r} of a {klass.__name__} (no instance __dict__)")
+        if name.startswith("__") or any(name in k.__dict__ and hasattr(k.__dict__[name], "__set__")
+                                        for k in klass.__mro__):
+            raise Unsupported(f"{what} {klass.__name__}.{name} (a descriptor or special attribute)")
+
+    def generic_setattr(self, tx, name, value):
+        """``object.__setattr__(obj, name, value)``: the instance ``__dict__`` store, whatever
+        the class's own ``__setattr__`` (which, if in Python, is what called this)."""
+        self._check_plain_attribute(name, "assignment to")
+        tx.check_storable(value, f"{type(self.value).__name__}.{name}")
+        tx.output.side_effects.store_attribute(self, name, value, raw=True)
+
+    def generic_delattr(self, tx, name):
+        """``object.__delattr__(obj, name)``: removes ``name`` from the instance ``__dict__``;
+        later reads in the trace see it missing (``AttributeDeleted``: no absence guard)."""
+        self._check_plain_attribute(name, "deletion of")
+        stored = tx.output.side_effects.stored_attribute(self, name)
+        present = name in self.value.__dict__ if stored is None else stored is not DELETED
+        if not present:
+            raise Unsupported(f"{type(self.value).__name__} object has no attribute {name!r} to delete (AttributeError)")
+        if stored is None:        # its presence now is what the deletion relies on
+            self.generic_getattr(tx, name)
+        tx.output.side_effects.store_attribute(self, name, DELETED, raw=True)
 
     def subscript(self, tx, index):
         """``List[torch.Tensor]``: typing constructs are pure library values, built now."""
