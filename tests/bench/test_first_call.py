@@ -30,6 +30,7 @@ def test_the_tables_have_a_row_per_model_and_a_verdict():
     totals, detail = text.split("Parts of the first call")
     assert "XLA (trace once)" in totals and "openxla_eval" in totals and "XLA lazy" in totals
     assert "yes (0.50x)" in totals                # m1: ours <= openxla_eval
+    assert "yes (0.45x)" in totals                # the same less XLA compile: 0.5 / 1.1
     assert "error" in totals.split("m2")[1]       # m2's openxla_eval failed: said, not hidden
     assert all(part in detail for part in first_call.PARTS)
     assert detail.count("m1") == 2 and detail.count("m2") == 1   # ours + openxla_eval; ours only
@@ -38,3 +39,8 @@ def test_the_tables_have_a_row_per_model_and_a_verdict():
 def test_a_child_that_fails_is_reported_not_raised():
     got = first_call.run_child("no_such_model", "small", "xla_lazy", seed=0, timeout=120)
     assert "error" in got
+
+
+def test_of_several_runs_the_fastest_is_kept():
+    assert first_call.fastest([{"total": 2.0}, {"error": "x"}, {"total": 1.0}]) == {"total": 1.0}
+    assert first_call.fastest([{"error": "x"}]) == {"error": "x"}
