@@ -6,6 +6,8 @@ as one hash. ``find_eager_nodes`` runs the graph node by node on device copies a
 nodes during which the device executed or a fallback op ran. ``PartitionedProgram`` splits the
 graph at those nodes: each run of lowerable nodes becomes a ``ReplayedSegment`` (captured on its
 first call, replayed by hash afterwards), and each eager node runs as it is, between them.
+``split_module`` orders the pieces by data dependence alone, so a split that would not keep the
+graph's order (an in-place write moved past a read of the same tensor) is refused: eager.
 """
 
 import torch
