@@ -42,7 +42,8 @@ CHILD_TIMEOUT_S = 1800
 # -- the child: one peer's first call ---------------------------------------------------------
 
 class PartClock:
-    """Seconds per part; a part's time excludes the XLA compilation inside it."""
+    """Seconds per part; a part's time excludes the XLA compilation inside it and includes the
+    device work it launched (a barrier at its end: the runtime executes asynchronously)."""
 
     def __init__(self, probe):
         self.probe = probe
@@ -54,6 +55,7 @@ class PartClock:
             try:
                 return fn(*args, **kwargs)
             finally:
+                self.probe.wait_device()   # device work the part launched is the part's
                 spent = time.perf_counter() - start - (self.probe.compile_ns() - compiled) / 1e9
                 self.seconds[part] = self.seconds.get(part, 0.0) + spent
         return timed
