@@ -26,5 +26,6 @@ Modules, one job each:
 
 Apart: ``training`` (``python -m bench --training``: one training step per peer, gradients
 checked against lazy mode), ``host_data_cost`` (what xla_bridge's host-data policy costs trace_once, per set-up),
-``xla_resnet18``, ``overhead``, ``hook_overhead``.
+``xla_resnet18``, ``overhead``, ``hook_overhead``, ``first_call`` (``python -m bench.first_call``:
+each peer's first call in a fresh process, split into trace, guards, backend, XLA compile, run).
 """

@@ -52,13 +52,17 @@ def _trace_once_program(flat, device_args):
     try:
         return ReplayedGraph(flat, device_args, shape_positions=user_tensors)
     except NotOneGraph as cut:
-        eager_nodes = find_eager_nodes(flat, device_args)
+        # one set of device copies serves the three traces while none of them writes to it
+        copies = cut.spare_copies if cut.spare_copies is not None else dev.device_copies(device_args)
+        identities = dev.data_identities(copies)
+        eager_nodes = find_eager_nodes(flat, device_args, copies)
         if not eager_nodes:
             raise
         if flat.module_state_names:
             raise NotOneGraph(f"{cut.reason}; cannot split a graph whose call_module nodes hold "
                               f"state (ops {', '.join(eager_nodes)})") from None
-        program = PartitionedProgram(flat, device_args, eager_nodes)
+        program = PartitionedProgram(flat, device_args, eager_nodes,
+                                     dev.untouched(copies, identities))
         counters.record("partitions", f"ops run eagerly between replayed XLA segments: "
                                       f"{', '.join(eager_nodes)}")
         return program

@@ -69,6 +69,27 @@ def device_copies(values: list) -> list:
     return copies
 
 
+def data_identities(values: list) -> tuple:
+    """Per device tensor in ``values``: torch_xla's id of its IR value, its version counter and
+    its shape (None for anything else). A write changes the first (a lazy in-place op gives the
+    tensor a new IR value; a sync gives it new data) and an aten in-place op also the second.
+    The IR value is made first: a tensor that no trace used yet has none, and reading one would
+    otherwise change the id without any write."""
+    tensors = [v for v in values if is_xla(v)]
+    if tensors:
+        xlac()._get_tensors_xla_device_data_node(tensors)     # gives each its IR value
+    return tuple((xlac()._unique_id_for_ir_and_data(v), v._version, tuple(v.shape))
+                 if is_xla(v) else None for v in values)
+
+
+def untouched(copies: list, identities: tuple):
+    """``copies`` (from ``device_copies``) if none changed since ``identities`` was taken, so
+    they still hold their arguments' data and another trace may use them; else None. Copying
+    every weight on the device costs a compile and a pass over all of them: a first call that
+    traces several times (a graph split around a CPU-fallback op) makes one set, not three."""
+    return copies if data_identities(copies) == identities else None
+
+
 def to_host(tensors: list) -> list:
     """Copy device tensors to the CPU in one batched transfer (waits for their values)."""
     return xlac()._xla_get_cpu_tensors(tensors) if tensors else []

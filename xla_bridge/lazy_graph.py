@@ -102,6 +102,7 @@ class NotOneGraph(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+        self.spare_copies = None      # the trace's device copies when it left them untouched
 
 
 class LazyGraph:
@@ -136,9 +137,14 @@ class LazyGraph:
         positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         dev.materialize([args[i] for i in positions])
         copies = dev.device_copies(args)   # fresh device data per argument: its own tensor id
+        identities = dev.data_identities(copies)
         position_of_id = {xlac._xla_get_tensor_id(copies[i]): i for i in positions}
 
-        leaves, treespec = _trace(fn, copies)
+        try:
+            leaves, treespec = _trace(fn, copies)
+        except NotOneGraph as cut:         # the partitioner traces again: offer it the copies
+            cut.spare_copies = dev.untouched(copies, identities)
+            raise
         mutated = tuple(i for i, needs in zip(
             positions, xlac._check_tensor_need_materialization([copies[i] for i in positions]))
             if needs)

@@ -6,6 +6,8 @@ as one hash. ``find_eager_nodes`` runs the graph node by node on device copies a
 nodes during which the device executed or a fallback op ran. ``PartitionedProgram`` splits the
 graph at those nodes: each run of lowerable nodes becomes a ``ReplayedSegment`` (captured on its
 first call, replayed by hash afterwards), and each eager node runs as it is, between them.
+``split_module`` orders the pieces by data dependence alone, so a split that would not keep the
+graph's order (an in-place write moved past a read of the same tensor) is refused: eager.
 """
 
 import torch
@@ -14,7 +16,7 @@ from torch.fx.passes.split_module import split_module
 from torch.utils import _pytree as pytree
 
 from . import device as dev
-from .lazy_graph import HostRandomWatch
+from .lazy_graph import HostRandomWatch, NotOneGraph
 from .programs import ReplayedGraph
 
 
@@ -34,9 +36,11 @@ class _ActivityProbe(fx.Interpreter):
         return result
 
 
-def find_eager_nodes(flat, device_args) -> list:
-    """Names of the nodes of ``flat.graph_module`` that do not stay in the lazy graph."""
-    copies = dev.device_copies(device_args)
+def find_eager_nodes(flat, device_args, copies=None) -> list:
+    """Names of the nodes of ``flat.graph_module`` that do not stay in the lazy graph, found on
+    ``copies`` of ``device_args`` (``dev.device_copies``; made here when None)."""
+    if copies is None:
+        copies = dev.device_copies(device_args)
     probe = _ActivityProbe(flat.graph_module)
     with torch.no_grad():
         flat.run_with(lambda *inputs: probe.run(*inputs), copies)
@@ -74,6 +78,13 @@ def split_at(graph_module: fx.GraphModule, eager_nodes) -> fx.GraphModule:
         part_of[node.name] = part
         previous_eager = is_eager
     split = split_module(graph_module, graph_module, lambda node: part_of[node.name])
+    order = [int(n.target.rsplit("_", 1)[1]) for n in split.graph.nodes
+             if n.op == "call_module" and n.target.startswith("submod_")]
+    if order != sorted(order):
+        # split_module orders the pieces by data dependence only: a piece that writes a tensor
+        # in place could move after a piece that reads it (x.mul_(2); i0(x))
+        raise NotOneGraph("splitting around the CPU-fallback ops would reorder the graph's "
+                          f"pieces ({order}): an in-place write could move past a read")
     for name, child in list(split.named_children()):
         computes = [n.name for n in child.graph.nodes if n.op not in ("placeholder", "output")]
         if not eager.intersection(computes):
@@ -85,11 +96,13 @@ class PartitionedProgram:
     """Program protocol (like ``ReplayedGraph``): ``run(device_args) -> leaves`` plus
     ``mutated`` (positions written in place) and ``argument_leaves`` ({leaf: position})."""
 
-    def __init__(self, flat, device_args, eager_nodes):
+    def __init__(self, flat, device_args, eager_nodes, copies=None):
+        """``copies``: untouched device copies of ``device_args`` to capture on (made if None)."""
         self.flat = flat
         self.eager_nodes = tuple(eager_nodes)
         self.split = split_at(flat.graph_module, eager_nodes)
-        copies = dev.device_copies(device_args)
+        if copies is None:
+            copies = dev.device_copies(device_args)
         xlac = dev.xlac()
         tensor_positions = [i for i, a in enumerate(copies) if isinstance(a, torch.Tensor)]
         identity_before = [xlac._unique_id_for_ir_and_data(copies[i]) for i in tensor_positions]

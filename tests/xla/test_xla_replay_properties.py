@@ -69,6 +69,65 @@ def test_op_without_xla_lowering_is_partitioned_not_retraced():
     assert xla_bridge.counters.retraces == retraces
 
 
+def _counting_device_copies(monkeypatch):
+    from xla_bridge import device as dev
+
+    made, real = [], dev.device_copies
+    monkeypatch.setattr(dev, "device_copies", lambda values: made.append(len(values)) or real(values))
+    return made
+
+
+def test_a_partitioned_first_call_copies_the_arguments_once_for_its_three_traces(monkeypatch):
+    weight = to_xla([torch.randn(5)])[0]
+
+    def with_bessel(x, w):           # whole-graph trace, node probe, split capture: one copy set
+        y = x * w
+        return torch.special.i0(y) + w, y.sum()
+
+    made = _counting_device_copies(monkeypatch)
+    x = to_xla([torch.randn(5)])[0]
+    compiled = compile_with("torchxla_trace_once", with_bessel, [x, weight])
+    assert len(made) == 3        # one set for the three traces; each of 2 segments its inputs
+    for _ in range(2):
+        other = to_xla([torch.randn(5)])[0]
+        assert_same(compiled(other, weight), with_bessel(other, weight))
+
+
+def test_a_partitioned_graph_that_writes_an_argument_traces_on_fresh_copies(monkeypatch):
+    def doubles_then_bessel(x):      # i0 reads mul_'s result: the split keeps the order
+        y = x.mul_(2)
+        return torch.special.i0(y) + y
+
+    made = _counting_device_copies(monkeypatch)
+    x = to_xla([torch.randn(5)])[0]
+    before = x.cpu()
+    compiled = compile_with("torchxla_trace_once", doubles_then_bessel, [x])
+    assert len(made) == 5        # each trace wrote its copy: capture, probe, split, 2 segments
+    torch.testing.assert_close(x.cpu(), before)
+    other = torch.randn(5)
+    on_device = to_xla([other.clone()])[0]
+    expected = doubles_then_bessel(other)
+    torch.testing.assert_close(compiled(on_device).cpu(), expected)
+    torch.testing.assert_close(on_device.cpu(), other)
+
+
+def test_a_split_that_would_move_an_in_place_write_past_a_read_runs_eagerly():
+    def doubles_then_bessel(x):      # split_module would run i0(x) before x.mul_(2)
+        x.mul_(2)
+        return torch.special.i0(x) + x
+
+    x = to_xla([torch.randn(5)])[0]
+    before = x.cpu()
+    compiled = compile_with("torchxla_trace_once", doubles_then_bessel, [x])
+    assert "reorder" in xla_bridge.counters.reasons[-1]
+    torch.testing.assert_close(x.cpu(), before)       # compiling never touched the caller's x
+    other = torch.randn(5)
+    on_device = to_xla([other.clone()])[0]
+    expected = doubles_then_bessel(other)
+    torch.testing.assert_close(compiled(on_device).cpu(), expected)
+    torch.testing.assert_close(on_device.cpu(), other)   # written in place as eager does
+
+
 def test_op_without_lowering_in_a_module_graph_falls_back_to_eager_with_reason():
     class Head(nn.Module):
         def __init__(self):
