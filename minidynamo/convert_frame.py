@@ -115,6 +115,9 @@ class FrameConverter:
         if mine:
             self._note_recompile(code, mine, func, args)
         if len(mine) >= config.cache_size_limit:
+            # the frame keeps changing what its guards check: its entries would only be checked
+            # and missed on every later call; from now on it costs eager plus the hook
+            entries[:] = [e for e in entries if e.owner is not self.ref]
             return self._give_up(entries, code, f"cache_size_limit ({config.cache_size_limit}) reached")
         try:
             try:

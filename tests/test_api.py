@@ -158,6 +158,28 @@ def test_cache_size_limit_then_runs_eagerly(monkeypatch):
     assert minidynamo.counters["recompiles"] >= 1
 
 
+def test_after_cache_size_limit_no_compiled_entry_is_checked_again(monkeypatch):
+    """A frame that hit the limit costs eager plus the hook: its compiled entries are dropped,
+    so a later call, even one an old entry would match, runs the eager entry alone."""
+    monkeypatch.setattr(minidynamo.config, "cache_size_limit", 2)
+    runs = []
+
+    def backend(gm, example_inputs):
+        def run(*args):
+            runs.append(len(example_inputs))
+            return gm.forward(*args)
+        return run
+
+    f = minidynamo.optimize(backend)(add_one)
+    for n in (1, 2, 3):
+        f(torch.ones(n))
+    assert [e.guard_fn for e in minidynamo.cache_entries(add_one)] == [None]   # eager, always
+    before = len(runs)
+    torch.testing.assert_close(f(torch.ones(1)), torch.full((1,), 2.0))       # shape of entry 1
+    assert len(runs) == before                                                  # no graph ran
+    assert minidynamo.counters["fallbacks"] == 1
+
+
 def test_explain_reports_graphs_guards_and_fallbacks():
     def f(x):
         return torch.relu(x) * 2
