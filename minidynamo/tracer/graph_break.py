@@ -129,29 +129,16 @@ MAX_LOOP_NESTING = 64   # nested resume calls of one loop (one per iteration tha
 
 
 def _nested_resumes(code) -> int:
-    """How many resume frames of ``code`` (its loops' breaks) are running on this thread:
-    each iteration of a loop that breaks nests one more call."""
-    prefix = f"{code.co_name.split('__resume_at_')[0]}__resume_at_"
+    """How many graph-break entries of ``code`` and its resume functions are running on this
+    thread: each iteration of a loop that breaks nests one more (the entry calls the resume
+    function, whose own entry runs in its place)."""
+    marker = f"<minidynamo graph break in {code.co_qualname.split('__resume_at_')[0]}"
     frame, count = sys._getframe(), 0
     while frame is not None:
-        c = frame.f_code
-        if c.co_filename == code.co_filename and c.co_name.startswith(prefix):
+        if frame.f_code.co_filename.startswith(marker):
             count += 1
         frame = frame.f_back
     return count
-
-
-def _context_of(vt):
-    """(factory, args) that re-creates the with-block whose ``__exit__`` is on the stack."""
-    manager = vt.manager
-    if isinstance(manager, GradModeVariable):
-        return (torch.enable_grad if manager.enabled else torch.no_grad, ())
-    if isinstance(manager, SetGradEnabledVariable):
-        return (torch.set_grad_enabled, (manager.enabled,))
-    if isinstance(manager, AutocastOffVariable):
-        a = manager.arguments
-        return (torch.autocast, (a.get("device_type"), a.get("dtype"), a.get("enabled", True), a.get("cache_enabled")))
-    raise Unsupported(f"graph break inside a with-block over {manager}")
 
 
 def stop_values(tx, stop_at) -> tuple:

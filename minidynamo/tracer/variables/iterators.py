@@ -420,6 +420,16 @@ def _rest_items(vt) -> list:
     if kind is ListReverseIteratorVariable:
         _fixed(vt.list_vt, "list")
         return list(reversed(vt.list_vt.items[:vt.index + 1])) if vt.index >= 0 else []
+    if kind is DictIteratorVariable:                     # keys fixed; values read now, the dict is fixed
+        _fixed(vt.dict_vt, "dict")
+        if list(reversed(vt.dict_vt.items) if vt.reverse else vt.dict_vt.items) != vt.keys:
+            raise Unsupported("a dict changed size or keys while iterated (RuntimeError)")
+        rest = vt.keys[vt.index:]
+        if vt.kind == "keys":
+            return [key_variable(k) for k in rest]
+        if vt.kind == "values":
+            return [vt.dict_vt.items[k] for k in rest]
+        return [TupleVariable([key_variable(k), vt.dict_vt.items[k]]) for k in rest]
     if kind is EnumerateVariable:
         return [TupleVariable([ConstantVariable(vt.count + j), item]) for j, item in enumerate(_rest_items(vt.iterator))]
     if kind is ZipVariable:
@@ -428,12 +438,12 @@ def _rest_items(vt) -> list:
             raise Unsupported("a graph break inside a loop over zip(..., strict=True) of unequal lengths")
         return [TupleVariable(list(row)) for row in zip(*columns)]
     raise Unsupported(f"a graph break inside a for loop over {vt} (only iterators over fixed items, "
-                      "lists made in the frame, enumerate and zip of those are handed over)")
+                      "lists and dicts made in the frame, enumerate, zip and reversed of those are handed over)")
 
 
 def _fixed(container_vt, what):
-    """A list iterator reads its list live: the snapshot is exact only if nothing after the
-    break can reach the list.  A list made in the frame is checked by ``stop_values`` (it
+    """A list (dict) iterator reads its container live: the snapshot is exact only if nothing
+    after the break can reach it.  One made in the frame is checked by ``stop_values`` (it
     must not be handed over otherwise); one the caller can see may change under us."""
     if getattr(container_vt, "source", None) is not None:
         raise Unsupported(f"a graph break inside a for loop over a {what} the caller can change "
@@ -441,10 +451,12 @@ def _fixed(container_vt, what):
 
 
 def live_containers(vt) -> list:
-    """The lists an iterator reads live (``rest_of`` snapshots them)."""
+    """The lists and dicts an iterator reads live (``rest_of`` snapshots them)."""
     kind = type(vt)
     if kind in (ListIteratorVariable, ListReverseIteratorVariable):
         return [vt.list_vt]
+    if kind is DictIteratorVariable:
+        return [vt.dict_vt]
     if kind is EnumerateVariable:
         return live_containers(vt.iterator)
     if kind is ZipVariable:
