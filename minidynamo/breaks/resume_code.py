@@ -15,7 +15,11 @@ become free variables of the resume code, placed before the original free variab
 entry passes the cells themselves in the closure (``make_function``), so a closure the frame
 made before the break and the rest of the frame share one cell, and a write through either is
 seen by the other.  (MAKE_CELL lies before the resume point and is dropped with it.)  What precedes the resume
-point is dropped: breaks are never inside a loop, so no later instruction jumps back there.
+point is dropped, except for a break inside a loop: the code is then kept from the head of the
+outermost loop holding it and the prologue ends with a ``JUMP_FORWARD`` to the resume point,
+so the loop's backward jumps land where they did (a for loop's iterator comes as the rest of
+its items: ``LOAD_FAST ___stack<k>; GET_ITER``).  A resume code that breaks again maps back
+to its original code and offset (``_origins``), so every iteration shares one resume code.
 Every jump target, the exception table (``bytecode`` rebuilds it from TryBegin/TryEnd; a
 with-block region the resume point lies in restarts right after the prologue, at the stack
 depth the prologue rebuilt) and the line numbers stay valid without rewriting anything.

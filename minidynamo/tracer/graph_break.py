@@ -15,9 +15,15 @@ Only instructions whose effect can be performed on real values by plain Python b
     POP_JUMP_*_IF_TRUE/FALSE,      the condition (``if x.sum() > 0``) is computed by the graph,
     JUMP_IF_*_OR_POP               its truth eagerly; each branch has its own resume function
 
+Inside a loop body (``for``/``while``) every iteration breaks again: the for loop's iterator
+is handed over as the rest of its items (``iterators.rest_of``, ``iter()`` again in the resume
+prologue), the resume code keeps the loop from its head, and a resume function that breaks
+again gets the original's resume code at the same offset (one code, one cache entry per
+iteration; at most MAX_LOOP_NESTING nested per call).
+
 Refused (the frame runs eagerly, the reason says which):
-  - inside a loop body (``for``/``while``): every iteration would break again and nest one
-    more resume call; TorchDynamo refuses these too;
+  - a loop whose iterator reads something the rest of the frame or the caller can change
+    (a list or dict with a source, or still held), or pulls from code (map, generators);
   - inside a ``try`` block: the eager instruction's exception would not reach the handler;
   - a cell variable still empty at the break that the rest of the frame may read before
     writing it (eager raises UnboundLocalError there, the resume function's free variable a
@@ -139,6 +145,19 @@ def _nested_resumes(code) -> int:
             count += 1
         frame = frame.f_back
     return count
+
+
+def _context_of(vt):
+    """(factory, args) that re-creates the with-block whose ``__exit__`` is on the stack."""
+    manager = vt.manager
+    if isinstance(manager, GradModeVariable):
+        return (torch.enable_grad if manager.enabled else torch.no_grad, ())
+    if isinstance(manager, SetGradEnabledVariable):
+        return (torch.set_grad_enabled, (manager.enabled,))
+    if isinstance(manager, AutocastOffVariable):
+        a = manager.arguments
+        return (torch.autocast, (a.get("device_type"), a.get("dtype"), a.get("enabled", True), a.get("cache_enabled")))
+    raise Unsupported(f"graph break inside a with-block over {manager}")
 
 
 def stop_values(tx, stop_at) -> tuple:
