@@ -37,8 +37,9 @@ import weakref
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 _made: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()     # code -> {key: resume code}
-_origins: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # resume code -> (code, prologue
-                                                                      # length, first kept instruction)
+_origins: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # resume code -> (weakref to its code,
+                                                    # prologue length, first kept instruction); weak both
+                                                    # ways: _made holds the resume code while the code lives
 
 
 def resume_code(code: types.CodeType, index: int, stack: list, local_names: list,
@@ -48,10 +49,14 @@ def resume_code(code: types.CodeType, index: int, stack: list, local_names: list
     in order) and ``local_names`` live; ``loop_head``: the break lies in a loop starting at
     that instruction, kept so the loop can jump back to it."""
     origin = _origins.get(code)
-    if origin is not None and index >= origin[1] and (loop_head is None or loop_head >= origin[1]):
-        code, shift = origin[0], origin[2] - origin[1]   # a resume function breaking again (the next
+    original = origin[0]() if origin is not None else None
+    if original is not None and index >= origin[1] and (loop_head is None or loop_head >= origin[1]):
+        code, shift = original, origin[2] - origin[1]   # a resume function breaking again (the next
         index += shift                                     # iteration of a loop): the original's resume
         loop_head = None if loop_head is None else loop_head + shift
+    if loop_head is not None and loop_head >= index:
+        loop_head = None      # nothing of the loop lies before the resume point: the same code as
+                              # without it (equal code objects are one key of codes_with_cache)
     key = (index, tuple(_slot_key(s) for s in stack), tuple(local_names), loop_head)
     per_code = _made.setdefault(code, {})
     if key not in per_code:
@@ -153,7 +158,7 @@ def _build(code, index, stack, local_names, loop_head=None):
     resumed.flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     made = resumed.to_code()
     first = loop_head if start != position else index      # the original index of the first kept instruction
-    _origins[made] = (code, sum(1 for item in prologue if isinstance(item, Instr)), first)
+    _origins[made] = (weakref.ref(code), sum(1 for item in prologue if isinstance(item, Instr)), first)
     return made
 
 
