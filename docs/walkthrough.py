@@ -275,12 +275,13 @@ def capture_part(md: Markdown) -> str:
         minidynamo.config.cache_size_limit = limit
     md.section("cache_size_limit", f"""
         Each recompile adds an entry.  After ``config.cache_size_limit`` entries (default
-        {limit}; here set to 2) the converter stops compiling that code for this context: it adds
-        an entry that always matches and runs the frame eagerly, with the reason logged
+        {limit}; here set to 2) the converter stops compiling that code for this context: it drops
+        the context's compiled entries (they would only be checked and missed on every call) and
+        adds one that always matches and runs the frame eagerly, with the reason logged
         (``MINIDYNAMO_LOG=fallbacks``) and counted.  A bfloat16 call, the third dtype:
         """)
     md.code(f"{fallbacks.text.strip()}\n\n" + counters("compiles", "recompiles", "fallbacks")
-            + f"\nentries: {len(minidynamo.cache_entries(f))} (the last one: guard_fn=None, run eagerly)")
+            + f"\nentries: {len(minidynamo.cache_entries(f))} (guard_fn=None: run eagerly)")
     minidynamo.reset()
 
     readme = io.StringIO()

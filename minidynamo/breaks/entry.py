@@ -78,7 +78,7 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
              "    leave_graph_state()"]
     refs = {}                                 # stack position -> the variable holding its value
     for k, slot in enumerate(state.stack):
-        if slot[0] == "value":
+        if slot[0] in ("value", "iter"):       # "iter": the rest of a for loop's iterator
             refs[k] = f"___stack{k}"
             lines.append(f"    ___stack{k} = ___values[{slot[1]}]")
         elif slot[0] == "ctx":
@@ -112,9 +112,9 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
 
     resume_codes = []
     for test, index, stack in branches:
-        slots = [("null",) if s[0] == "null" else ("ctx", s[1], s[2]) if s[0] == "ctx" else ("value", None)
+        slots = [("null",) if s[0] == "null" else ("ctx", s[1], s[2]) if s[0] == "ctx" else (s[0], None)
                  for s, _ in stack]
-        resumed = resume_code(code, index, slots, state.locals)
+        resumed = resume_code(code, index, slots, state.locals, state.loop_head)
         name = f"resume_{len(resume_codes)}"
         namespace[name] = resumed
         resume_codes.append(resumed)

@@ -15,7 +15,11 @@ become free variables of the resume code, placed before the original free variab
 entry passes the cells themselves in the closure (``make_function``), so a closure the frame
 made before the break and the rest of the frame share one cell, and a write through either is
 seen by the other.  (MAKE_CELL lies before the resume point and is dropped with it.)  What precedes the resume
-point is dropped: breaks are never inside a loop, so no later instruction jumps back there.
+point is dropped, except for a break inside a loop: the code is then kept from the head of the
+outermost loop holding it and the prologue ends with a ``JUMP_FORWARD`` to the resume point,
+so the loop's backward jumps land where they did (a for loop's iterator comes as the rest of
+its items: ``LOAD_FAST ___stack<k>; GET_ITER``).  A resume code that breaks again maps back
+to its original code and offset (``_origins``), so every iteration shares one resume code.
 Every jump target, the exception table (``bytecode`` rebuilds it from TryBegin/TryEnd; a
 with-block region the resume point lies in restarts right after the prologue, at the stack
 depth the prologue rebuilt) and the line numbers stay valid without rewriting anything.
@@ -33,16 +37,30 @@ import weakref
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 _made: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()     # code -> {key: resume code}
+_origins: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # resume code -> (weakref to its code,
+                                                    # prologue length, first kept instruction); weak both
+                                                    # ways: _made holds the resume code while the code lives
 
 
-def resume_code(code: types.CodeType, index: int, stack: list, local_names: list) -> types.CodeType:
+def resume_code(code: types.CodeType, index: int, stack: list, local_names: list,
+                loop_head=None) -> types.CodeType:
     """The code that continues ``code`` at instruction ``index`` (an index into its decoded
     instructions) with ``stack`` (slots as in ``graph_break.BreakState.stack``, "value" slots
-    in order) and ``local_names`` live."""
-    key = (index, tuple(_slot_key(s) for s in stack), tuple(local_names))
+    in order) and ``local_names`` live; ``loop_head``: the break lies in a loop starting at
+    that instruction, kept so the loop can jump back to it."""
+    origin = _origins.get(code)
+    original = origin[0]() if origin is not None else None
+    if original is not None and index >= origin[1] and (loop_head is None or loop_head >= origin[1]):
+        code, shift = original, origin[2] - origin[1]   # a resume function breaking again (the next
+        index += shift                                     # iteration of a loop): the original's resume
+        loop_head = None if loop_head is None else loop_head + shift
+    if loop_head is not None and loop_head >= index:
+        loop_head = None      # nothing of the loop lies before the resume point: the same code as
+                              # without it (equal code objects are one key of codes_with_cache)
+    key = (index, tuple(_slot_key(s) for s in stack), tuple(local_names), loop_head)
     per_code = _made.setdefault(code, {})
     if key not in per_code:
-        per_code[key] = _build(code, index, stack, local_names)
+        per_code[key] = _build(code, index, stack, local_names, loop_head)
     return per_code[key]
 
 
@@ -63,7 +81,7 @@ def argument_names(stack: list, local_names: list, code: types.CodeType = None) 
     """The resume function's parameters, in order."""
     names = []
     for k, slot in enumerate(stack):
-        if slot[0] == "value":
+        if slot[0] in ("value", "iter"):
             names.append(f"___stack{k}")
         elif slot[0] == "ctx":
             names.append(f"___ctx{k}")
@@ -76,10 +94,12 @@ def _slot_key(slot):
     return slot[0] if slot[0] != "ctx" else ("ctx", slot[1], tuple(slot[2]))
 
 
-def _build(code, index, stack, local_names):
+def _build(code, index, stack, local_names, loop_head=None):
     items = list(Bytecode.from_code(code))
-    position, seen, open_try = None, -1, None
+    position, seen, open_try, head = None, -1, None, None
     for p, item in enumerate(items):
+        if isinstance(item, Instr) and seen + 1 == loop_head and head is None:
+            head = p
         if isinstance(item, TryBegin):
             open_try = item
         elif isinstance(item, TryEnd):
@@ -106,6 +126,8 @@ def _build(code, index, stack, local_names):
             prologue.append(instr("PUSH_NULL"))
         elif slot[0] == "value":
             prologue.append(instr("LOAD_FAST", f"___stack{k}"))
+        elif slot[0] == "iter":           # the rest of a for loop's iterator: iter() of it again
+            prologue += [instr("LOAD_FAST", f"___stack{k}"), instr("GET_ITER")]
         else:
             _, _, args = slot
             prologue += [instr("PUSH_NULL"), instr("LOAD_FAST", f"___ctx{k}")]
@@ -119,7 +141,21 @@ def _build(code, index, stack, local_names):
         if isinstance(items[p], Label):
             labels.append(items[p])
         p -= 1
-    items = labels + items[position:]
+    start = position
+    if head is not None and head < position:     # inside a loop: keep it from its head, jump in
+        if open_try is not None:
+            raise ValueError("a resume point inside a loop and an exception-table region")
+        entry = Label()
+        prologue.append(instr("JUMP_FORWARD", entry))
+        items = items[:position] + [entry] + items[position:]
+        start = head
+        p = head - 1
+        labels = []
+        while p >= 0 and not isinstance(items[p], Instr):
+            if isinstance(items[p], Label):
+                labels.append(items[p])
+            p -= 1
+    items = labels + items[start:]
     for item in items:
         if isinstance(item, Instr) and isinstance(item.arg, CellVar):
             item.arg = FreeVar(item.arg.name)
@@ -135,7 +171,10 @@ def _build(code, index, stack, local_names):
     resumed.posonlyargcount = 0
     resumed.kwonlyargcount = 0
     resumed.flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-    return resumed.to_code()
+    made = resumed.to_code()
+    first = loop_head if start != position else index      # the original index of the first kept instruction
+    _origins[made] = (weakref.ref(code), sum(1 for item in prologue if isinstance(item, Instr)), first)
+    return made
 
 
 def make_function(code: types.CodeType, func, cells: tuple = ()) -> types.FunctionType:

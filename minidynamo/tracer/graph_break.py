@@ -15,9 +15,15 @@ Only instructions whose effect can be performed on real values by plain Python b
     POP_JUMP_*_IF_TRUE/FALSE,      the condition (``if x.sum() > 0``) is computed by the graph,
     JUMP_IF_*_OR_POP               its truth eagerly; each branch has its own resume function
 
+Inside a loop body (``for``/``while``) every iteration breaks again: the for loop's iterator
+is handed over as the rest of its items (``iterators.rest_of``, ``iter()`` again in the resume
+prologue), the resume code keeps the loop from its head, and a resume function that breaks
+again gets the original's resume code at the same offset (one code, one cache entry per
+iteration; at most MAX_LOOP_NESTING nested per call).
+
 Refused (the frame runs eagerly, the reason says which):
-  - inside a loop body (``for``/``while``): every iteration would break again and nest one
-    more resume call; TorchDynamo refuses these too;
+  - a loop whose iterator reads something the rest of the frame or the caller can change
+    (a list or dict with a source, or still held), or pulls from code (map, generators);
   - inside a ``try`` block: the eager instruction's exception would not reach the handler;
   - a cell variable still empty at the break that the rest of the frame may read before
     writing it (eager raises UnboundLocalError there, the resume function's free variable a
@@ -35,6 +41,7 @@ through ``nonlocal`` or the frame itself are seen by both.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Optional
 
 import torch
@@ -44,7 +51,9 @@ from ..breaks.resume_code import uses_zero_arg_super
 from ..exc import Unsupported
 from .capture import Templates
 from .translator import decoded
-from .variables.base import NullVariable
+from .variables.base import NullVariable, VariableTracker
+from .variables.containers import IteratorVariable
+from .variables.iterators import live_containers, rest_of
 from .variables.containers import TupleVariable
 from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
                                      _AutocastExitVariable, _ExitVariable)
@@ -82,6 +91,7 @@ class BreakState:
     reason: str = ""              # why the instruction could not be traced (set by the caller)
     grad_enabled: bool = True     # grad mode at the frame's entry
     cells: list = dataclasses.field(default_factory=list)    # co_cellvars: values after the locals'
+    loop_head: Optional[int] = None   # the break lies in a loop starting there (graph_break.loop_head)
 
     @property
     def where(self) -> str:
@@ -96,28 +106,53 @@ def refusal(code, index: int) -> Optional[str]:
     """Why a break at this root instruction is refused, or None if it may break there.
     (Called only for the opcodes in BREAKABLE.)"""
     instructions, targets, try_handlers = decoded(code)
-    for j, inst in enumerate(instructions):
-        if inst.name in BACKWARD_JUMPS and targets[inst.arg] <= index <= j:
-            return (f"graph break inside a loop body in {code.co_qualname} (for/while loops that break are "
-                    "not supported: each iteration would break again)")
     if try_handlers[index]:
         return (f"graph break inside a try block in {code.co_qualname} (not supported: the handler would "
                 "not see the eager instruction's exception)")
     return None
 
 
+def loop_head(code, index: int) -> Optional[int]:
+    """The first instruction of the outermost loop whose body holds ``index`` (a backward
+    jump's target at or before it, the jump at or after it), or None outside loops.  The
+    resume function keeps the bytecode from there on, so its loops jump back as the
+    original's did."""
+    instructions, targets, _ = decoded(code)
+    heads = [targets[inst.arg] for j, inst in enumerate(instructions)
+             if inst.name in BACKWARD_JUMPS and targets[inst.arg] <= index <= j]
+    return min(heads) if heads else None
+
+
 def live_locals(code, index: int, names) -> list:
-    """The locals the rest of the frame may read.  Breaks are never inside a loop, so nothing
-    before ``index`` runs again: a local is live if an instruction from ``index`` on reads
-    (or deletes) it."""
+    """The locals the rest of the frame may read: a local is live if an instruction from
+    ``index`` on, or from the head of the loop ``index`` lies in (the next iteration runs
+    it again), reads (or deletes) it."""
     instructions = decoded(code)[0]
-    used = {inst.arg for inst in instructions[index:] if inst.name in ("LOAD_FAST", "DELETE_FAST")}
-    live = [name for name in names if name in used]
+    head = loop_head(code, index)
+    start = index if head is None else min(head, index)
+    used = {inst.arg for inst in instructions[start:] if inst.name in ("LOAD_FAST", "DELETE_FAST")}
+    live = sorted(name for name in names if name in used)   # sorted: a resume of a resume has the same
     if uses_zero_arg_super(code) and code.co_varnames[0] in names:
         # super() reads the first local implicitly: it stays live, first (resume_code.argument_names)
         first = code.co_varnames[0]
         live = [first] + [name for name in live if name != first]
     return live
+
+
+MAX_LOOP_NESTING = 64   # nested resume calls of one loop (one per iteration that breaks)
+
+
+def _nested_resumes(code) -> int:
+    """How many graph-break entries of ``code`` and its resume functions are running on this
+    thread: each iteration of a loop that breaks nests one more (the entry calls the resume
+    function, whose own entry runs in its place)."""
+    marker = f"<minidynamo graph break in {code.co_qualname.split('__resume_at_')[0]}"
+    frame, count = sys._getframe(), 0
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(marker):
+            count += 1
+        frame = frame.f_back
+    return count
 
 
 def _context_of(vt):
@@ -145,11 +180,24 @@ def stop_values(tx, stop_at) -> tuple:
     if uses_zero_arg_super(code) and code.co_varnames[0] in code.co_cellvars:
         raise Unsupported(f"graph break in {code.co_qualname}, whose zero-argument super() reads its first "
                           "argument from a cell (the resume function could not hand it over)")
-    values, stack = [], []
+    head = loop_head(code, index)
+    if head is not None and _nested_resumes(code) >= MAX_LOOP_NESTING:
+        raise Unsupported(f"graph break inside a loop body in {code.co_qualname}: more than {MAX_LOOP_NESTING} "
+                          "iterations broke in one call (each nests one resume call); the rest runs eagerly")
+    values, stack, iterated = [], [], []
     for vt in tx.stack:
-        if isinstance(vt, NullVariable):
+        if isinstance(vt, IteratorVariable):               # a for loop's iterator: the rest of it
+            if head is None:
+                raise Unsupported(f"graph break: {vt} cannot be rebuilt for the eager instruction and the resume function")
+            iterated += live_containers(vt)
+            stack.append(("iter", len(values)))
+            values.append(rest_of(vt, tx))
+        elif isinstance(vt, NullVariable):
             stack.append(("null",))
         elif isinstance(vt, (_ExitVariable, _AutocastExitVariable)):
+            if head is not None:
+                raise Unsupported(f"graph break inside a with-block inside a loop body in {code.co_qualname} "
+                                  "(the resume function re-enters with-blocks only outside loops)")
             stack.append(("ctx", *_context_of(vt)))
             if vt.manager in tx.output.open_grad_switches:     # left by the with-statement's end
                 tx.output.open_grad_switches.remove(vt.manager)
@@ -164,9 +212,30 @@ def stop_values(tx, stop_at) -> tuple:
             raise Unsupported(f"the cell variable {name!r} of {code.co_qualname} is empty at the graph break and "
                               "may be read before it is assigned (eager's UnboundLocalError would become a NameError)")
     values += [tx.cells[name] for name in code.co_cellvars]
+    for container in iterated:           # a snapshot of a list is exact only if nothing else can change it
+        if any(_holds(v, container) for v in values):
+            raise Unsupported(f"graph break inside a for loop in {code.co_qualname} over a list the rest of the "
+                              "frame can still change (its iterator reads it live)")
     state = BreakState(code, index, inst, stack, n_stack, names, tuple(tx.kw_names or ()), dict(decoded(code)[1]),
-                       cells=list(code.co_cellvars))
+                       cells=list(code.co_cellvars), loop_head=head)
     return TupleVariable(values), state
+
+
+def _holds(vt, target, depth=0) -> bool:
+    """Is ``target`` ``vt`` or inside it (containers, cells, objects' attributes)?"""
+    if vt is target:
+        return True
+    if depth > 8:
+        return True                      # too deep to tell: assume it does
+    children = list(getattr(vt, "items", ()) if isinstance(getattr(vt, "items", None), (list, tuple)) else ())
+    if isinstance(getattr(vt, "items", None), dict):
+        children += list(vt.items.values())
+    for name in ("value", "dict_vt", "list_vt", "self_vt", "obj"):
+        child = getattr(vt, name, None)
+        if isinstance(child, VariableTracker):
+            children.append(child)
+    children += list(getattr(vt, "attrs", {}).values()) if isinstance(getattr(vt, "attrs", None), dict) else []
+    return any(_holds(c, target, depth + 1) for c in children)
 
 
 CELL_READS = {"LOAD_DEREF", "LOAD_CLASSDEREF", "DELETE_DEREF"}

@@ -258,20 +258,22 @@ def test_side_effects_on_a_list_and_an_attribute_across_a_break(capsys):
     assert minidynamo.counters["graph_breaks"] == 1
 
 
-# -- a loop whose body breaks: refused, the frame runs eagerly -----------------------------------
-def loop_body_breaks(x):
-    for i in range(3):
-        x = x + i
-        print("step", i)
+# -- a break inside a try block: refused, the frame runs eagerly ---------------------------------
+def break_in_try(x):
+    try:
+        x = x + 1
+        print("inside")
+    finally:
+        x = x * 2
     return x
 
 
-def test_a_loop_body_that_breaks_is_refused_cleanly(capsys):
-    backend = run_both(loop_body_breaks, inputs(2), capsys)
+def test_a_break_inside_a_try_block_is_refused_cleanly(capsys):
+    backend = run_both(break_in_try, inputs(2), capsys)
     assert backend.compile_count == 0
-    report = minidynamo.explain(loop_body_breaks)(*inputs(2)())
+    report = minidynamo.explain(break_in_try)(*inputs(2)())
     assert report.graph_break_count == 0 and report.fallback_count == 1
-    assert "loop body" in report.reasons[0] and "print" in report.reasons[0]
+    assert "try block" in report.reasons[0] and "print" in report.reasons[0]
 
 
 def loop_after_break(x):
@@ -536,11 +538,11 @@ def test_a_graph_without_operations_is_not_given_to_the_backend():
 
 
 def test_a_frame_that_fell_back_is_never_traced_again(capsys):
-    opt = minidynamo.optimize("eager")(loop_body_breaks)
+    opt = minidynamo.optimize("eager")(break_in_try)
     for _ in range(5):
         opt(torch.ones(2))
     assert minidynamo.counters["fallbacks"] == 1 and minidynamo.counters["compiles"] == 0
-    entries = minidynamo.cache_entries(loop_body_breaks)
+    entries = minidynamo.cache_entries(break_in_try)
     assert len(entries) == 1 and entries[0].guard_fn is None and entries[0].compiled_fn is None   # always matches: eager
 
 

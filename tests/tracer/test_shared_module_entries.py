@@ -46,7 +46,10 @@ def eager_loop(layers, x):
     for layer in layers:
         x = layer(x)
         outputs.append(x)
-        print(end="")          # a break in a loop body: this frame runs eagerly, each forward is its own
+        try:                   # a break inside a try block: this frame runs eagerly, each forward is its own
+            print(end="")
+        finally:
+            pass
     return outputs             # every layer's output is compared
 
 

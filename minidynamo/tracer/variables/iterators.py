@@ -395,3 +395,70 @@ class PullVariable(IteratorVariable):
 
     def next_item(self, tx=None):
         return self.step(tx, self.state)
+
+
+# -- the rest of an iterator, handed over at a graph break ------------------------------------------
+
+def rest_of(vt, tx=None) -> VariableTracker:
+    """An iterable whose ``iter()`` continues ``vt`` exactly where it stands (a graph break
+    inside a ``for`` loop hands its iterator over this way; the resume function's prologue
+    calls ``iter()`` on it): a tuple of its remaining items, exact wherever those items are
+    fixed (a range's are ints, specialized like any int input).  An iterator that
+    reads a container live (a list or dict the rest of the frame can still change) or pulls
+    from code (map, filter, a generator) is refused."""
+    items = _rest_items(vt)
+    return TupleVariable(items)
+
+
+def _rest_items(vt) -> list:
+    kind = type(vt)
+    if kind is IteratorVariable:                         # tuple, range, str, module list: fixed
+        return list(vt.items[vt.index:])
+    if kind is ListIteratorVariable:
+        _fixed(vt.list_vt, "list")
+        return [] if vt.done else list(vt.list_vt.items[vt.index:])
+    if kind is ListReverseIteratorVariable:
+        _fixed(vt.list_vt, "list")
+        return list(reversed(vt.list_vt.items[:vt.index + 1])) if vt.index >= 0 else []
+    if kind is DictIteratorVariable:                     # keys fixed; values read now, the dict is fixed
+        _fixed(vt.dict_vt, "dict")
+        if list(reversed(vt.dict_vt.items) if vt.reverse else vt.dict_vt.items) != vt.keys:
+            raise Unsupported("a dict changed size or keys while iterated (RuntimeError)")
+        rest = vt.keys[vt.index:]
+        if vt.kind == "keys":
+            return [key_variable(k) for k in rest]
+        if vt.kind == "values":
+            return [vt.dict_vt.items[k] for k in rest]
+        return [TupleVariable([key_variable(k), vt.dict_vt.items[k]]) for k in rest]
+    if kind is EnumerateVariable:
+        return [TupleVariable([ConstantVariable(vt.count + j), item]) for j, item in enumerate(_rest_items(vt.iterator))]
+    if kind is ZipVariable:
+        columns = [_rest_items(it) for it in vt.iterators]
+        if vt.strict and len({len(c) for c in columns}) > 1:
+            raise Unsupported("a graph break inside a loop over zip(..., strict=True) of unequal lengths")
+        return [TupleVariable(list(row)) for row in zip(*columns)]
+    raise Unsupported(f"a graph break inside a for loop over {vt} (only iterators over fixed items, "
+                      "lists and dicts made in the frame, enumerate, zip and reversed of those are handed over)")
+
+
+def _fixed(container_vt, what):
+    """A list (dict) iterator reads its container live: the snapshot is exact only if nothing
+    after the break can reach it.  One made in the frame is checked by ``stop_values`` (it
+    must not be handed over otherwise); one the caller can see may change under us."""
+    if getattr(container_vt, "source", None) is not None:
+        raise Unsupported(f"a graph break inside a for loop over a {what} the caller can change "
+                          f"({container_vt.source}): its iterator reads it live")
+
+
+def live_containers(vt) -> list:
+    """The lists and dicts an iterator reads live (``rest_of`` snapshots them)."""
+    kind = type(vt)
+    if kind in (ListIteratorVariable, ListReverseIteratorVariable):
+        return [vt.list_vt]
+    if kind is DictIteratorVariable:
+        return [vt.dict_vt]
+    if kind is EnumerateVariable:
+        return live_containers(vt.iterator)
+    if kind is ZipVariable:
+        return [c for it in vt.iterators for c in live_containers(it)]
+    return []

@@ -1,0 +1,261 @@
+"""Graph breaks inside loop bodies: each iteration that breaks runs its graph, the one eager
+instruction, and the resume function (the rest of the loop and the frame), which breaks again
+at the same offset in the next iteration.  Every case runs eagerly and optimized twice on
+equal fresh inputs (no recompile on the second call) and checks ``explain``'s counts."""
+
+import pytest
+import torch
+
+import minidynamo
+
+from ..corpus.helpers import CountingBackend
+from .test_graph_breaks import inputs, run_both
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    minidynamo.reset()
+    yield
+    minidynamo.reset()
+
+
+def counts(fn, *args):
+    report = minidynamo.explain(fn)(*args)
+    return report.graph_count, report.graph_break_count, report.fallback_count
+
+
+def resume_names(fn, *args):
+    """The functions the breaks happened in: the frame, then one resume code for every iteration."""
+    report = minidynamo.explain(fn)(*args)
+    return {b.function.split(".")[-1] for b in report.breaks}
+
+
+# -- nn.ModuleList with a print in the body ------------------------------------------------------
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(3)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x).relu()
+            print("shape", x.shape)
+        return x.sum()
+
+
+def test_module_list_loop_with_a_print(capsys):
+    model = Stack()
+    backend = run_both(model, inputs(2, 4), capsys)
+    assert backend.compile_count == 4                  # one graph per layer, then x.sum()
+    assert counts(Stack(), *inputs(2, 4)()) == (4, 3, 0)
+    names = resume_names(Stack(), *inputs(2, 4)())
+    assert len(names) == 2, names                      # forward and ONE resume code, reused per iteration
+
+
+# -- for i in range(n) with a data-dependent branch ----------------------------------------------
+def range_item(x, n):
+    for i in range(n):
+        x = x * 1.5 + i
+        if x.sum().item() > 4.0:
+            x = x - 1
+    return x.cos()
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_range_loop_with_an_item_based_branch(capsys, n):
+    run_both(range_item, lambda: (torch.linspace(0, 1, 3), n), capsys)
+    graphs, breaks, fallbacks = counts(range_item, torch.linspace(0, 1, 3), n)
+    assert breaks == n and fallbacks == 0
+
+
+def test_another_trip_count_compiles_more_resume_entries_only(capsys):
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend)(range_item)
+    torch.testing.assert_close(opt(torch.linspace(0, 1, 3), 3), range_item(torch.linspace(0, 1, 3), 3))
+    first = backend.compile_count
+    torch.testing.assert_close(opt(torch.linspace(0, 1, 3), 3), range_item(torch.linspace(0, 1, 3), 3))
+    assert backend.compile_count == first
+    torch.testing.assert_close(opt(torch.linspace(0, 1, 3), 4), range_item(torch.linspace(0, 1, 3), 4))
+    assert backend.compile_count > first               # range(4) is another guard: new entries
+
+
+# -- enumerate / zip over lists and tuples made in the frame ---------------------------------------
+def enumerate_zip(x, y):
+    scales = [x.sin(), x.cos(), x.tanh()]
+    shifts = (y, y * 2, y * 3)
+    total = x * 0
+    for i, (s, t) in enumerate(zip(scales, shifts), start=1):
+        total = total + i * s * t
+        print("step", i, f"{total.sum().item():.4f}")
+    return total
+
+
+def test_enumerate_zip_over_lists(capsys):
+    run_both(enumerate_zip, lambda: (torch.linspace(-1, 1, 4), torch.linspace(0, 2, 4)), capsys)
+    assert counts(enumerate_zip, torch.linspace(-1, 1, 4), torch.linspace(0, 2, 4))[1:] == (6, 0)
+
+
+def dict_items(x):
+    d = {"a": x, "b": x * 2, "c": x + 3}
+    for k, v in d.items():
+        x = x + v
+        print(k)
+    return x
+
+
+def reversed_list(x):
+    ws = [x, x + 1, x * 2]
+    for w in reversed(ws):
+        x = x * w
+        print("w")
+    return x
+
+
+@pytest.mark.parametrize("fn", [dict_items, reversed_list])
+def test_dict_items_and_reversed_list(capsys, fn):
+    run_both(fn, inputs(3), capsys)
+    assert counts(fn, *inputs(3)())[1:] == (3, 0)
+
+
+# -- while loops ---------------------------------------------------------------------------------
+def while_counter(x):
+    i = 0
+    while i < 5:
+        x = x + 1
+        print("i", i)
+        i += 1
+        if x.sum() > 12:
+            break
+    return x * i
+
+
+def test_while_loop_with_a_counter_and_a_break(capsys):
+    run_both(while_counter, inputs(2), capsys)
+    run_both(while_counter, lambda: (torch.full((2,), 3.0),), capsys)
+    assert counts(while_counter, *inputs(2)())[2] == 0
+
+
+# -- nested loops, break / continue / else --------------------------------------------------------
+def nested(x):
+    for i in range(3):
+        for j in range(2):
+            x = x + i * j
+            print(i, j)
+        x = x * 0.5
+    return x
+
+
+def test_a_break_in_a_nested_loop(capsys):
+    run_both(nested, inputs(3), capsys)
+    assert counts(nested, *inputs(3)()) [1:] == (6, 0)
+
+
+def clauses(x):
+    for i in range(6):
+        if i == 1:
+            continue
+        x = x + i
+        print("at", i)
+        if i == 4:
+            break
+    else:
+        x = x * 100
+    for i in range(2):
+        x = x - i
+        print("second", i)
+    else:
+        x = x * 3
+    return x
+
+
+def test_break_continue_and_else_around_the_break(capsys):
+    run_both(clauses, inputs(3), capsys)
+    assert counts(clauses, *inputs(3)())[2] == 0
+
+
+# -- side effects across iterations ---------------------------------------------------------------
+def appends(x, out):
+    for i in range(3):
+        y = x * (i + 1)
+        out.append(y)
+        print("len", len(out))
+        out.append(i)
+    return x
+
+
+def test_side_effects_on_a_list_happen_once_per_iteration_in_order(capsys):
+    for _ in range(2):
+        eager, mine = [], []
+        appends(torch.ones(2), eager)
+        eager_out = capsys.readouterr().out
+        minidynamo.optimize("eager")(appends)(torch.ones(2), mine)
+        assert capsys.readouterr().out == eager_out
+        assert len(mine) == len(eager) == 6
+        for got, want in zip(mine, eager):
+            if isinstance(want, torch.Tensor):
+                torch.testing.assert_close(got, want)
+            else:
+                assert got == want
+
+
+# -- refused: what the break cannot rebuild -------------------------------------------------------
+def over_callers_list(x, xs):
+    for t in xs:
+        x = x + t
+        print("t")
+    return x
+
+
+def over_generator(x):
+    for t in (x * k for k in range(3)):
+        x = x + t
+        print("t")
+    return x
+
+
+def over_list_still_used(x):
+    ws = [x, x + 1]
+    for w in ws:
+        x = x * w
+        print("w")
+        ws.append
+    return x
+
+
+@pytest.mark.parametrize("fn,args,why", [
+    (over_callers_list, lambda: (torch.ones(2), [torch.ones(2), torch.ones(2)]), "the caller can change"),
+    (over_list_still_used, lambda: (torch.ones(2),), "can still change"),
+])
+def test_a_loop_whose_iterator_cannot_be_rebuilt_runs_eagerly(capsys, fn, args, why):
+    run_both(fn, args, capsys)
+    report = minidynamo.explain(fn)(*args())
+    assert report.fallback_count >= 1 and any(why in r for r in report.reasons), report.reasons
+
+
+def test_a_loop_over_a_generator_matches_eager(capsys):
+    run_both(over_generator, inputs(2), capsys)
+
+
+# -- many iterations: bounded nesting, never a RecursionError -------------------------------------
+def many(x, n):
+    for i in range(n):
+        x = x + 1
+        print(end="")
+    return x
+
+
+def test_a_thousand_iterations_that_break_match_eager(capsys, monkeypatch):
+    monkeypatch.setattr(minidynamo.config, "cache_size_limit", 5000)
+    opt = minidynamo.optimize("eager")(many)
+    for _ in range(2):
+        torch.testing.assert_close(opt(torch.zeros(2), 1000), many(torch.zeros(2), 1000))
+    report = minidynamo.explain(many)(torch.zeros(2), 1000)
+    assert any("iterations broke in one call" in r for r in report.reasons)
+
+
+def test_the_default_cache_size_limit_ends_the_nesting(capsys):
+    opt = minidynamo.optimize("eager")(many)
+    for _ in range(2):
+        torch.testing.assert_close(opt(torch.zeros(2), 40), many(torch.zeros(2), 40))
+    assert minidynamo.counters["graph_breaks"] <= minidynamo.config.cache_size_limit + 1
