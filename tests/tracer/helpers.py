@@ -3,8 +3,10 @@
 import copy
 import inspect
 
+import numpy as np
 import torch
 
+import minidynamo
 from guards import build_guard_function
 from minidynamo.tracer import trace_frame
 
@@ -64,3 +66,36 @@ def check(fn, *args, **kwargs):
     assert_same(expected, got)
     assert_same(eager_args, traced_args)
     return capture
+
+
+def compiled_twice(fn, make_args, graphs=1, fallbacks=0, breaks=0):
+    """Run ``fn`` compiled on two calls (new inputs each, the same torch and numpy seeds as the
+    eager run), compare with eager, check the counts the trace reported, return the report.
+    A count given as None is not checked; with no fallback and no break, nothing may compile on
+    call 2."""
+    from minidynamo.eval_frame import OptimizeContext
+    from minidynamo.explain import ExplainOutput
+
+    minidynamo.reset()
+    minidynamo.counters.reset()
+    report = ExplainOutput()
+    compiled = OptimizeContext("eager", recorder=report)(fn)
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        args = make_args()
+        np.random.seed(seed)
+        expected = fn(*args)
+        np.random.seed(seed)
+        assert_same(expected, compiled(*args))
+    if fallbacks is not None:
+        assert report.fallback_count == fallbacks, report.reasons
+    if graphs is not None:
+        assert report.graph_count == graphs, report.reasons
+    if breaks is not None:
+        assert report.graph_break_count == breaks, report.reasons
+    if fallbacks == 0 and breaks == 0:
+        assert minidynamo.counters["compiles"] == 1, report.reasons      # nothing compiled on call 2
+    # a graph that raises re-runs the frame eagerly: right answers that hide a broken graph
+    assert minidynamo.counters.snapshot().get("graph_errors_rerun", 0) == 0
+    minidynamo.reset()
+    return report

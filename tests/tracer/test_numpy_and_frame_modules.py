@@ -2,7 +2,6 @@
 library modules made in the frame (``nn.ReLU()(x)``): each compared with eager on two calls,
 with one graph, no fallback and no recompile; and the refusals next to them, equal to eager."""
 
-import math
 
 import numpy as np
 import pytest
@@ -13,31 +12,7 @@ import minidynamo
 from minidynamo.eval_frame import OptimizeContext
 from minidynamo.explain import ExplainOutput
 
-from .helpers import assert_same
-
-
-def compiled_twice(fn, make_args, graphs=1, fallbacks=0, breaks=0):
-    """Run ``fn`` compiled on two calls (new inputs each), compare with eager, return the report."""
-    minidynamo.reset()
-    minidynamo.counters.reset()
-    report = ExplainOutput()
-    compiled = OptimizeContext("eager", recorder=report)(fn)
-    for seed in (0, 1):
-        torch.manual_seed(seed)
-        args = make_args()
-        np.random.seed(seed)
-        expected = fn(*args)
-        np.random.seed(seed)
-        assert_same(expected, compiled(*args))
-    if fallbacks is not None:
-        assert report.fallback_count == fallbacks, report.reasons
-    if graphs is not None:
-        assert report.graph_count == graphs, report.reasons
-    assert report.graph_break_count == breaks, report.reasons
-    if fallbacks == 0 and breaks == 0:
-        assert minidynamo.counters["compiles"] == 1, report.reasons      # nothing compiled on call 2
-    minidynamo.reset()
-    return report
+from .helpers import assert_same, compiled_twice
 
 
 def x34():

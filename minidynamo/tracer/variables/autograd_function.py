@@ -17,6 +17,8 @@ What this assumes (sound for the graphs the tracer makes):
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from ...exc import Unsupported
@@ -29,6 +31,26 @@ def is_function_apply(value) -> bool:
     func = getattr(value, "__func__", None)
     return isinstance(owner, type) and issubclass(owner, torch.autograd.Function) and \
         getattr(func, "__name__", None) == "apply"
+
+
+_appliers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def apply_of(cls):
+    """A plain function calling ``cls.apply``: the graph's target.  fx names a callable by its
+    module, and a bound ``apply`` reports ``torch.autograd.function`` (where ``Function.apply``
+    is defined), so its generated code would look for ``torch.autograd.function.apply`` and
+    fail on every call.  This one is named after the class and kept in the code's globals."""
+    found = _appliers.get(cls)
+    if found is None:
+        owner = weakref.ref(cls)                 # the cache must not keep the class alive
+
+        def apply(*args):
+            return owner().apply(*args)
+
+        apply.__name__ = apply.__qualname__ = f"{cls.__name__}_apply"
+        found = _appliers[cls] = apply
+    return found
 
 
 class AutogradFunctionApplyVariable(VariableTracker):
@@ -46,7 +68,7 @@ class AutogradFunctionApplyVariable(VariableTracker):
                               "would go through the mode in eager)")
         if kwargs:
             raise Unsupported(f"{cls.__name__}.apply with keyword arguments")
-        return tx.output.call_op("call_function", self.apply, args, {})
+        return tx.output.call_op("call_function", apply_of(cls), args, {})
 
     def __repr__(self):
         return f"AutogradFunctionApplyVariable({describe(self.apply.__self__)})"

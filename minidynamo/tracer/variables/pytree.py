@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch.utils._pytree as pytree
 
 from ...exc import Unsupported
-from .base import KnownObjectVariable, VariableTracker
+from .base import KnownObjectVariable
 from .constant import ConstantVariable
 from .containers import BaseListVariable, DictVariable, ListVariable, NamedTupleVariable, TupleVariable
 
