@@ -291,9 +291,11 @@ class Templates:
                 replays.append(("dict", self.read(source), None, new))
             else:
                 replays.append(("list", self.read(source), None, [self.of(v) for v in vt.items]))
-        for (_, name), (source, vt, raw) in effects.attribute_stores.items():
+        for key, (source, vt, raw) in effects.attribute_stores.items():
+            name = key[1]
             if vt is DELETED:
-                replays.append(("delattr", self.read(source), (name, raw), None))
+                if_present = key in effects.deleted_after_store
+                replays.append(("delattr", self.read(source), (name, raw, if_present), None))
             else:
                 replays.append(("attr", self.read(source), (name, raw), self.of(vt)))
         for name, vt in effects.global_stores.items():
@@ -352,8 +354,9 @@ class OutputBuilder:
                 name, raw = key
                 (object.__setattr__ if raw else setattr)(real[index], name, _build(template, outputs, real, made))
             elif kind == "delattr":
-                name, raw = key
-                (object.__delattr__ if raw else delattr)(real[index], name)
+                name, raw, if_present = key
+                if not if_present or name in getattr(real[index], "__dict__", ()):
+                    (object.__delattr__ if raw else delattr)(real[index], name)
             elif kind == "cell":
                 func.__closure__[key].cell_contents = _build(template, outputs, real, made)
             else:

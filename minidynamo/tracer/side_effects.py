@@ -10,7 +10,8 @@ the new frame:
     attribute of a real object    ->  setattr(real, name, value)       (a module, a plain object)
                                       object.__setattr__(real, name, value)  (a plain object whose
                                       Python __setattr__ the trace inlined down to object's)
-                                      object.__delattr__(real, name)    (``delattr``, ``del obj.x``)
+                                      object.__delattr__(real, name)    (``delattr``, ``del obj.x``;
+                                      if present, after the trace's own store)
     global of the frame           ->  func.__globals__[name] = value
     the frame's own closure cell  ->  func.__closure__[i].cell_contents = value
                                       (a resume function writing a cell of the frame it continues)
@@ -48,6 +49,7 @@ class SideEffects:
         self.containers_read: dict = {}    # source -> VT of every list/dict read from the frame
         self.mutated: dict = {}            # source -> VT mutated
         self.attribute_stores: dict = {}   # (id(object), name) -> (source, VT assigned or DELETED, raw)
+        self.deleted_after_store: set = set()   # keys of attributes stored, then deleted, by the trace
         self.global_stores: dict = {}      # name -> VT assigned
         self.cell_stores: dict = {}        # index in the frame's closure -> VT assigned
         self.foreign_cells_read = False    # a cell read through another function's __closure__
@@ -84,7 +86,14 @@ class SideEffects:
             raise Unsupported(f"assignment to attribute {name!r} of an object made during the trace")
         self._note_position()
         key = (id(obj_vt.value), name)
-        raw = raw or (key in self.attribute_stores and self.attribute_stores[key][2])
+        earlier = self.attribute_stores.get(key)
+        raw = raw or (earlier is not None and earlier[2])
+        if value_vt is DELETED and earlier is not None and earlier[1] is not DELETED:
+            # deleting what the trace itself stored: whether the real object had it before the
+            # call was never read, and the replay has no store to undo, so it ends absent
+            self.deleted_after_store.add(key)
+        else:
+            self.deleted_after_store.discard(key)
         self.attribute_stores[key] = (obj_vt.source, value_vt, raw)
 
     def stored_attribute(self, obj_vt, name: str):

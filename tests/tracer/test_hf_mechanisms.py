@@ -505,6 +505,33 @@ def test_deleting_a_missing_attribute_is_refused_not_guessed():
         run_traced(f, x, TrackedConfig())
 
 
+class Plain:
+    pass
+
+
+def store_then_delete(a, obj):
+    obj.extra = 2                       # the trace's own store ...
+    if hasattr(obj, "extra"):
+        delattr(obj, "extra")           # ... then deleted: the attribute ends absent
+    return a + 1
+
+
+@pytest.mark.parametrize("present_before", [False, True])
+def test_an_attribute_stored_then_deleted_by_the_frame_ends_absent(present_before):
+    """The replay has no store to undo: it deletes only what the real object has (fuzz seed 91
+    #1959: the object never had the attribute, and the replayed deletion raised AttributeError)."""
+    compiled = minidynamo.optimize("eager")(store_then_delete)
+    minidynamo.counters.reset()
+    for _ in range(2):
+        expected_obj, got_obj = Plain(), Plain()
+        if present_before:
+            expected_obj.extra = got_obj.extra = 1
+        assert_same(store_then_delete(x, expected_obj), compiled(x, got_obj))
+        assert vars(got_obj) == vars(expected_obj) == {}
+    counts = minidynamo.counters.snapshot()
+    assert counts.get("fallbacks", 0) == 0 and counts.get("graph_errors_rerun", 0) == 0, counts
+
+
 # ---------------------------------------------------------------- frames with nothing of torch
 class NoDeepcopy:
     """A config whose ``__getattribute__`` raises for ``__deepcopy__``: ``copy.deepcopy`` calls it
