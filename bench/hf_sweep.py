@@ -71,15 +71,15 @@ def _models():
 
     llama_like = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    seq2seq = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                   decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37)    # bart, mbart, whisper
 
     def t5():
         config = T.T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4)
         return T.T5Model(config), _seq2seq_inputs
 
     def bart():
-        config = T.BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
-                              encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37,
-                              decoder_ffn_dim=37, max_position_embeddings=64)
+        config = T.BartConfig(**seq2seq, max_position_embeddings=64)
         return T.BartModel(config), _seq2seq_inputs
 
     def clip():
@@ -94,23 +94,19 @@ def _models():
             return {**_text_inputs(generator), **_image_inputs(generator)}
         return T.CLIPModel(config), inputs
 
+    def whisper_config():
+        return T.WhisperConfig(**seq2seq, num_mel_bins=16, max_source_positions=16, max_target_positions=32,
+                               pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=0)
+
     def whisper_encoder():
-        config = T.WhisperConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
-                                 encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37,
-                                 decoder_ffn_dim=37, num_mel_bins=16, max_source_positions=16,
-                                 max_target_positions=32, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-                                 decoder_start_token_id=0)
+        config = whisper_config()
 
         def inputs(generator):
             return {"input_features": torch.randn(BATCH, 16, 32, generator=generator)}
         return T.WhisperModel(config).get_encoder(), inputs
 
     def whisper():
-        config = T.WhisperConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
-                                 encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37,
-                                 decoder_ffn_dim=37, num_mel_bins=16, max_source_positions=16,
-                                 max_target_positions=32, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-                                 decoder_start_token_id=0)
+        config = whisper_config()
 
         def inputs(generator):
             return {"input_features": torch.randn(BATCH, 16, 32, generator=generator),
@@ -118,9 +114,7 @@ def _models():
         return T.WhisperModel(config), inputs
 
     def mbart():
-        config = T.MBartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
-                               encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=37,
-                               decoder_ffn_dim=37, max_position_embeddings=64)
+        config = T.MBartConfig(**seq2seq, max_position_embeddings=64)
         return T.MBartModel(config), _seq2seq_inputs
 
     def wav2vec2():

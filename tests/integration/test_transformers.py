@@ -42,6 +42,17 @@ def flat(out):
     return [out]
 
 
+def assert_same_outputs(expected_out, got_out):
+    """Field by field: the output's type and keys, then each tensor (close) or value (equal)."""
+    expected, got = flat(expected_out), flat(got_out)
+    assert len(expected) == len(got)
+    for a, b in zip(expected, got):
+        if isinstance(a, torch.Tensor):
+            torch.testing.assert_close(a, b)
+        else:
+            assert a == b
+
+
 @pytest.mark.parametrize("make", [tiny_bert, tiny_distilbert])
 @pytest.mark.parametrize("return_dict", [True, False])
 def test_tiny_model_is_one_graph_equal_to_eager(make, return_dict):
@@ -53,13 +64,7 @@ def test_tiny_model_is_one_graph_equal_to_eager(make, return_dict):
     with torch.no_grad():
         for seed in range(3):
             inputs = text_inputs(seed)
-            expected, got = flat(model(**inputs)), flat(compiled(**inputs))
-            assert len(expected) == len(got)
-            for a, b in zip(expected, got):
-                if isinstance(a, torch.Tensor):
-                    torch.testing.assert_close(a, b)
-                else:
-                    assert a == b
+            assert_same_outputs(model(**inputs), compiled(**inputs))
     assert report.graph_break_count == 0, report.reasons
     assert report.graph_count == 1, report.reasons
     if return_dict:
@@ -91,13 +96,7 @@ def test_decoder_causal_mask_is_in_the_one_graph(make):
     with torch.no_grad():
         for seed in range(2):
             inputs = dict(text_inputs(seed), use_cache=False)     # (the cache object: bench/hf_sweep.py)
-            expected, got = flat(model(**inputs)), flat(compiled(**inputs))
-            assert len(expected) == len(got)
-            for a, b in zip(expected, got):
-                if isinstance(a, torch.Tensor):
-                    torch.testing.assert_close(a, b)
-                else:
-                    assert a == b
+            assert_same_outputs(model(**inputs), compiled(**inputs))
     assert report.fallback_count == 0, report.reasons
     assert report.graph_break_count == 0, report.reasons
     assert report.graph_count == 1, report.reasons
