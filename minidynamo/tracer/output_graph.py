@@ -133,6 +133,7 @@ class OutputGraph:
         example = _meta_like(tensor)
         variable = TensorVariable(node, example, tensor.device, source=source, python_class=type(tensor))
         node.meta["example_value"] = example
+        node.meta["device"] = tensor.device
         node.meta["entry_metadata"] = tensor_metadata(example)   # what in-place metadata ops may change
         self.input_variables[source] = variable
         self.input_sources.append(source)

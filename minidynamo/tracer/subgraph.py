@@ -36,10 +36,11 @@ class SubgraphScope:
         self.lifted: dict = {}           # enclosing-graph node -> placeholder here (insertion order)
         self.submodules: dict = {}       # name -> GraphModule of a body nested in this one
 
-    def argument(self, name: str, example: torch.Tensor):
+    def argument(self, name: str, example: torch.Tensor, device: torch.device):
         """A placeholder for one of the body's parameters (made before anything is lifted)."""
         node = self.graph.placeholder(self._fresh(name))
         node.meta["example_value"] = example
+        node.meta["device"] = device
         self.arguments.append(node)
         return node
 
@@ -57,6 +58,7 @@ class SubgraphScope:
         if placeholders:
             placeholders[-1].append(node)
         node.meta["example_value"] = outer.meta["example_value"]
+        node.meta["device"] = outer.meta.get("device")
         self.lifted[outer] = node
         return node
 

@@ -30,6 +30,7 @@ import torch
 
 from ...exc import Unsupported
 from ..subgraph import MetaBody, register_body, trace_body
+from ..vmap_flatten import flatten_vmap, run_flat
 from .base import VariableTracker, maybe_constant, NO_CONSTANT
 from .constant import ConstantVariable
 from .containers import BaseListVariable, ListVariable, TupleVariable
@@ -130,7 +131,7 @@ class VmappedFunctionVariable(VariableTracker):
                     continue
                 example = arg.example.detach().select(dim, 0)       # what fn sees: one sample
                 example.requires_grad_(arg.example.requires_grad)
-                body_args.append(TensorVariable(scope.argument(f"arg{k}", example), example, arg.device))
+                body_args.append(TensorVariable(scope.argument(f"arg{k}", example, arg.device), example, arg.device))
             result = self.fn.call_function(tx, body_args, {})
             outputs, structure = _body_outputs(output, result)
             if output.side_effects.snapshot() != snapshot:
@@ -143,20 +144,27 @@ class VmappedFunctionVariable(VariableTracker):
         ordered = [arg for arg, _ in mapped]
         ordered_dims = [dim for _, dim in mapped]
         lifted = [_NodeArg(outer) for outer in scope.lifted]
-        body_node = register_body(output, "vmap_body", body)
         out_dims = self.out_dims
         if structure is not None and isinstance(out_dims, (tuple, list)) and len(out_dims) != len(outputs):
             raise Unsupported("vmap out_dims does not match the body's outputs (ValueError)")
         if structure is not None and isinstance(out_dims, list):
             out_dims = tuple(out_dims)
         all_dims = tuple(ordered_dims) + (None,) * len(lifted)
+        flat = _flat_body(body, all_dims, out_dims, ordered, scope)
+        if flat is not None:
+            def flat_on_meta(_flat, *tensors):
+                return _vmap_on_meta(body, all_dims, out_dims, *tensors)
+
+            return output.call_op("call_function", run_flat,
+                                  [_ModuleArg(register_body(output, "vmap_flat", flat), flat), *ordered, *lifted],
+                                  {}, example_fn=flat_on_meta)
         from ..builder import wrap_constant_result
 
-        result = output.call_op("call_function", vmap_call,
-                                [_ModuleArg(body_node, body), wrap_constant_result(all_dims),
-                                 wrap_constant_result(out_dims), *ordered, *lifted], {},
-                                example_fn=_vmap_on_meta)
-        return result
+        body_node = register_body(output, "vmap_body", body)
+        return output.call_op("call_function", vmap_call,
+                              [_ModuleArg(body_node, body), wrap_constant_result(all_dims),
+                               wrap_constant_result(out_dims), *ordered, *lifted], {},
+                              example_fn=_vmap_on_meta)
 
     def _in_dims(self, n):
         in_dims = self.in_dims
@@ -170,6 +178,30 @@ class VmappedFunctionVariable(VariableTracker):
 
     def __repr__(self):
         return f"VmappedFunctionVariable({self.fn!r}, in_dims={self.in_dims!r}, out_dims={self.out_dims!r})"
+
+
+def _flat_body(body, all_dims, out_dims, ordered, scope):
+    """The body flattened (vmap_flatten.py) when every tensor it reads or makes lives on one
+    device, else None (the graph keeps the runtime vmap)."""
+    devices = {arg.device for arg in ordered} | {outer.meta.get("device") for outer in scope.lifted}
+    devices |= _body_devices(body)
+    if len(devices) != 1 or None in devices:
+        return None
+    examples = [arg.example for arg in ordered] + [outer.meta["example_value"] for outer in scope.lifted]
+    return flatten_vmap(lambda *tensors: _vmap_on_meta(body, all_dims, out_dims, *tensors), examples,
+                        devices.pop())
+
+
+def _body_devices(module):
+    """The devices of the tensors a body (and the bodies it calls) reads and makes (None where
+    one is not known)."""
+    devices = set()
+    for node in module.graph.nodes:
+        if isinstance(node.meta.get("example_value"), torch.Tensor):
+            devices.add(node.meta.get("device"))
+        elif node.op == "get_attr" and isinstance(node.meta.get("example_value"), torch.fx.GraphModule):
+            devices |= _body_devices(node.meta["example_value"])
+    return devices
 
 
 def _body_outputs(output, result):

@@ -296,6 +296,7 @@ def wrap_op_result(output, node, example, device):
 
     if isinstance(example, torch.Tensor):
         node.meta["example_value"] = example
+        node.meta["device"] = device
         return TensorVariable(node, example, device)
     if isinstance(example, (tuple, list)):
         items = [wrap_op_result(output, output.getitem_node(node, i), e, device) if isinstance(e, (torch.Tensor, tuple, list))
