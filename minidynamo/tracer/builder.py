@@ -244,7 +244,7 @@ def _identity_guarded(value) -> bool:
     type (their attributes are guarded one by one when the trace reads them)."""
     return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type,
                               functools.partial, types.MethodWrapperType, types.WrapperDescriptorType,
-                              types.MethodDescriptorType))
+                              types.MethodDescriptorType, torch._ops.OpOverloadPacket, torch._ops.OpOverload))
 
 
 def wrap_object(value, source) -> VariableTracker:
@@ -252,8 +252,10 @@ def wrap_object(value, source) -> VariableTracker:
     from .variables.builtins import BUILTIN_HANDLERS, BuiltinVariable
     from .variables.functions import TraceTimeAnswerVariable, UserFunctionVariable, trace_time_answers
     from .variables.objects import ClassVariable, PythonModuleVariable, UserObjectVariable
-    from .variables.torch_fns import TorchFunctionVariable, is_torch_callable
+    from .variables.torch_fns import OPERATOR_OBJECTS, TorchFunctionVariable, is_torch_callable
 
+    if isinstance(value, OPERATOR_OBJECTS):              # (their __hash__ is Python code)
+        return TorchFunctionVariable(value, source)
     if not isinstance(value, (type, types.ModuleType)) and not _hashable(value):
         return UserObjectVariable(value, source)   # a user __hash__: never a torch/builtin callable
     if value in BUILTIN_HANDLERS:                        # modelled C and stdlib callables

@@ -29,6 +29,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
+from .meta import no_dynamo_import
+
 META = torch.device("meta")
 
 
@@ -87,12 +89,13 @@ def flatten_vmap(run_vmap, examples: Sequence[torch.Tensor], device: torch.devic
     env = {id(e): graph.placeholder(f"arg{i}") for i, e in enumerate(examples)}
     recorder = _Recorder(graph, env, device)
     try:
-        with recorder:
-            expected = run_vmap(*examples)
-        leaves, spec = tree_flatten(expected)
-        graph.output(tree_unflatten([env[id(t)] for t in leaves], spec))
-        flat = torch.fx.GraphModule(torch.nn.Module(), graph)
-        _check_on_meta(flat, examples, expected, device)
+        with no_dynamo_import():
+            with recorder:
+                expected = run_vmap(*examples)
+            leaves, spec = tree_flatten(expected)
+            graph.output(tree_unflatten([env[id(t)] for t in leaves], spec))
+            flat = torch.fx.GraphModule(torch.nn.Module(), graph)
+            _check_on_meta(flat, examples, expected, device)
     except (_NotFlat, KeyError, NotImplementedError, RuntimeError, TypeError):
         return None
     return flat

@@ -67,6 +67,11 @@ CONSTANT_FUNCTIONS = {torch.device, torch.Size, torch.finfo, torch.iinfo,
 # Readers of global torch state: answered now, as constants, with a guard on the state.
 STATE_QUERIES = {getattr(torch, name): name for name in G.source.TORCH_STATE_FUNCTIONS}
 
+# Dispatcher operators reached through ``torch.ops`` (their meta kernels give the examples, their
+# schemas the effects: meta.EffectProbe).
+OPERATOR_OBJECTS = (torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+
+
 def is_torch_callable(value) -> bool:
     """Is ``value`` a tensor operation from torch (not a class, not a torch utility)?"""
     if _hashable_in(value, CONSTANT_FUNCTIONS):           # incl. classes like torch.Size
@@ -74,6 +79,8 @@ def is_torch_callable(value) -> bool:
     if isinstance(value, type) or not callable(value):
         return False
     if value in CONTEXT_QUERIES or value in IGNORED_CALLS or _hashable_in(value, AUTOCAST_QUERIES) or _hashable_in(value, STATE_QUERIES) or value is torch._C._len_torch_dispatch_stack or _hashable_in(value, CONSTANT_FUNCTIONS):
+        return True
+    if isinstance(value, OPERATOR_OBJECTS):              # torch.ops.aten.add, torch.ops.aten.add.Tensor
         return True
     if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
         return getattr(value, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
@@ -107,6 +114,11 @@ class TorchFunctionVariable(KnownObjectVariable):
     def var_getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__"):
             return ConstantVariable(getattr(self.value, name))
+        if isinstance(self.value, torch._ops.OpOverloadPacket) and name in self.value.overloads() + ["default"]:
+            from ..builder import wrap
+
+            overload = getattr(self.value, name)         # torch.ops.aten.add.Tensor
+            return wrap(tx, overload, G.AttrSource(self.source, name) if self.source is not None else None)
         raise Unsupported(f"attribute {name!r} of {describe(self.value)}")
 
     def call_function(self, tx, args, kwargs):
