@@ -7,7 +7,9 @@ into a body graph (subgraph.py).  The enclosing graph gets one node::
     vmap_call(self.vmap_body_0, in_dims, out_dims, *args, *lifted)
 
 which runs the real ``torch.vmap`` over the body at run time; its example value comes from
-running the same on meta.  Tensors the body reads from outside are lifted as extra inputs
+running the same on meta.  Where the aten operations vmap reaches can stand for it
+(vmap_flatten.py), the node is ``run_flat(self.vmap_flat_0, *args, *lifted)`` instead, and no vmap
+runs at call time.  Tensors the body reads from outside are lifted as extra inputs
 with in_dim None.  Nested vmaps nest: the inner call is traced while the outer body is the
 current graph, so its node (and its body module) belong to the outer body.
 
