@@ -36,3 +36,14 @@ def test_vmap_body_naming_the_host_device():
         return torch.vmap(row)(torch.arange(x.shape[0], device=x.device), x)
 
     replayed(f, torch.randn(4, 3), torch.randn(2, 2))
+
+
+def test_flattened_vmap_body_making_a_tensor_on_the_host_device():
+    """The flat graph (vmap_flatten.py) of a body that makes a tensor with ``device=``: its
+    recorded device is the host's, and on the bridge it follows the inputs to the device."""
+    def f(x):
+        def row(v):
+            return v * torch.arange(v.shape[0], device=v.device) + torch.ones(3, device=v.device).sum()
+        return torch.vmap(row)(x)
+
+    replayed(f, torch.randn(4, 3))
