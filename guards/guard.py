@@ -212,7 +212,7 @@ def torch_state_match(function: str, value: Any = None) -> Guard:
     on, e.g. ``get_default_dtype`` (factories and int -> float promotion use it)."""
     if value is None:
         value = torch_state_function(function)()
-    if not isinstance(value, (bool, torch.dtype, torch.device)):
+    if not isinstance(value, (bool, torch.dtype, torch.device, str)):
         raise UnguardableValue(f"torch.{function}() returned a {type(value).__name__}")
     return Guard(TorchStateSource(function), TORCH_STATE_MATCH, value, value)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import types
 from typing import Any, Hashable, Optional
 
@@ -186,7 +187,7 @@ def torch_state_function(name: str):
         if _CPU is None:
             _bind_default_device_readers()
         return default_device
-    return getattr(torch, name)
+    return functools.reduce(getattr, name.split("."), torch)
 
 
 def default_device():
@@ -212,8 +213,11 @@ def _bind_default_device_readers():
 _function_stack_length = _device_context = _CPU = None
 
 
+# Paths below ``torch``; each reader takes no argument and answers a bool, dtype, device or str.
 TORCH_STATE_FUNCTIONS = ("get_default_dtype", "is_inference_mode_enabled", "get_default_device",
-                         "are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled")
+                         "are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled",
+                         "_C._get_cublas_allow_tf32", "_C._get_cudnn_allow_tf32", "_C._get_privateuse1_backend_name",
+                         "autograd._is_checkpoint_valid")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,6 +50,41 @@ def test_torch_state_match_device_and_inference_mode():
         torch_state_match("manual_seed")
 
 
+def test_torch_state_below_torch_and_a_string_answer():
+    """State readers below ``torch`` (``torch._C._get_cublas_allow_tf32``, what
+    ``torch.backends.cuda.matmul.allow_tf32`` reads) and one answering a str."""
+    guard_fn = guard_fn_for([torch_state_match("_C._get_cublas_allow_tf32"),
+                             torch_state_match("_C._get_privateuse1_backend_name")], "x")
+    assert both_agree(guard_fn, None)
+    before = torch._C._get_cublas_allow_tf32()
+    torch._C._set_cublas_allow_tf32(not before)
+    try:
+        assert not both_agree(guard_fn, None)
+    finally:
+        torch._C._set_cublas_allow_tf32(before)
+    assert both_agree(guard_fn, None)
+
+
+def test_a_frame_reading_allow_tf32_recompiles_when_it_changes():
+    import minidynamo
+
+    def f(x):
+        if torch.backends.cuda.matmul.allow_tf32:
+            return x.sin() + 1
+        return x.cos() - 1
+
+    compiled = minidynamo.optimize("eager", nopython=True)(f)
+    x = torch.randn(3)
+    before = torch._C._get_cublas_allow_tf32()
+    try:
+        for flag in (before, not before, before):
+            torch._C._set_cublas_allow_tf32(flag)
+            torch.testing.assert_close(compiled(x), f(x))
+    finally:
+        torch._C._set_cublas_allow_tf32(before)
+        minidynamo.reset()
+
+
 def test_absent_match_instance_and_class_mro():
     class Base:
         pass

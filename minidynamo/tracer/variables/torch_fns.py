@@ -65,7 +65,9 @@ CONSTANT_FUNCTIONS = {torch.device, torch.Size, torch.finfo, torch.iinfo,
                       torch.promote_types, torch.can_cast, torch.broadcast_shapes, torch._assert}
 
 # Readers of global torch state: answered now, as constants, with a guard on the state.
-STATE_QUERIES = {getattr(torch, name): name for name in G.source.TORCH_STATE_FUNCTIONS}
+STATE_QUERIES = {G.source.torch_state_function(name): name for name in G.source.TORCH_STATE_FUNCTIONS
+                 if name != "get_default_device"}
+STATE_QUERIES[torch.get_default_device] = "get_default_device"
 
 # Dispatcher operators reached through ``torch.ops`` (their meta kernels give the examples, their
 # schemas the effects: meta.EffectProbe).
