@@ -82,6 +82,16 @@ def to_meta(tensor: torch.Tensor) -> torch.Tensor:
     return meta
 
 
+def meta_examples(value):
+    """``value`` with every real tensor in it replaced by a meta one (a call without tensor
+    arguments and without ``device=``, like ``torch.div(8, 4)``, computed its example for real)."""
+    def to(t):
+        if not isinstance(t, torch.Tensor) or t.is_meta:
+            return t
+        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=META).requires_grad_(t.requires_grad)
+    return tree_map(to, value)
+
+
 def _batch_norm_statistics(input, weight, bias, running_mean, running_var, training, *rest):
     return (running_mean, running_var) if training else ()
 

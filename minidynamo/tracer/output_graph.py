@@ -22,7 +22,8 @@ import torch.fx
 import guards
 
 from ..exc import Unsupported
-from .meta import FACTORIES, EffectProbe, run_on_meta, to_meta
+from . import constant_tensors
+from .meta import FACTORIES, EffectProbe, meta_examples, run_on_meta, to_meta
 from .side_effects import SideEffects
 from .subgraph import module_holding
 
@@ -50,6 +51,7 @@ class OutputGraph:
         self.metadata_mutated: set = set()  # input sources whose metadata an in-place op changes
         self.reads_storage_offset = False   # the trace read some tensor's storage_offset()
         self.needs_rerun: list = []         # why a run-time error must re-run the frame (try_blocks.py)
+        self.known_tensors: list = []       # TensorVariables whose value is known (constant_tensors.py)
         # Factories without dtype=, int -> float promotion and meta example values all use the
         # default dtype: every entry checks it (one C call, next to the grad mode).
         self.add_guard(guards.default_dtype_match())
@@ -182,13 +184,29 @@ class OutputGraph:
                 self.add_guard(guard)
                 device = guard.obj
         probe = EffectProbe()
-        example = run_on_meta(fn, example_args, example_kwargs, probe)
+        try:
+            example = run_on_meta(fn, example_args, example_kwargs, probe)
+        except Unsupported as error:        # it reads a tensor's data: known values may answer
+            scalars = constant_tensors.scalar_arguments(args, kwargs) if constant_tensors.reads_data(error) else None
+            if scalars is None:
+                raise
+            return self.call_op(kind, target, *scalars, device=device, example_fn=example_fn)
+        example = meta_examples(example)
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
         node.meta["draws_random"] = probe.draws_random
         node.meta["writes"] = probe.written
         if self.scopes:                     # a body is re-run on meta as a whole (subgraph.MetaBody)
             node.meta["meta_call"] = (fn, "device" in example_kwargs)
-        return wrap_op_result(self, node, example, device)
+        constant_tensors.forget_written(self, probe.written)
+        result = wrap_op_result(self, node, example, device)
+        if isinstance(example, torch.Tensor) and constant_tensors.pure_target(target):
+            real_fn = _method_caller(target) if kind == "call_method" else target
+            known = constant_tensors.known_result(real_fn, target, args, kwargs, example_args, example_kwargs,
+                                                  probe, device, example)
+            if known is not None:
+                result.known = known
+                self.known_tensors.append(result)
+        return result
 
     def lift(self, node):
         """``node`` as an argument of a node of the current graph: a node of an enclosing graph

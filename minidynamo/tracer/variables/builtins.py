@@ -328,6 +328,9 @@ def _scalar_cast(fn):
     def handler(tx, *args, **kwargs):
         from .tensor import TensorVariable
 
+        if fn in (int, float, complex, operator.index) and len(args) == 1 and not kwargs \
+                and isinstance(args[0], TensorVariable) and args[0].known is not None:
+            return ConstantVariable(fn(args[0].known))      # a tensor made from constants only
         if any(isinstance(a, TensorVariable) for a in args):
             raise Unsupported(f"{fn.__name__}() of a tensor needs its data")
         return _fold(fn, args, kwargs)

@@ -44,6 +44,9 @@ class ConstantVariable(VariableTracker):
         if isinstance(self.value, (int, float, bool, complex, str, type(None), type(Ellipsis), torch.dtype,
                                    torch.device, torch.layout, torch.memory_format, range)):
             return self.value, self.value
+        if isinstance(self.value, slice) and all(
+                isinstance(part, (int, type(None))) for part in (self.value.start, self.value.stop, self.value.step)):
+            return self.value, self.value                   # x[(slice(0, None), slice(i, j))]
         return super().as_graph_arg(devices)
 
     def unpack(self, tx):

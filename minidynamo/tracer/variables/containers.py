@@ -74,7 +74,11 @@ class BaseListVariable(MethodTable, VariableTracker):
         return type(self)(items)
 
     def subscript(self, tx, index):
-        key = index.as_python_constant()
+        from ..constant_tensors import index_of
+
+        key = index_of(index)                       # lst[t]: eager calls t.__index__()
+        if key is None:
+            key = index.as_python_constant()
         if isinstance(key, slice):
             return self.rebuild(self.items[key])
         if not isinstance(key, int):

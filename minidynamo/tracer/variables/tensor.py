@@ -14,6 +14,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
+from .. import constant_tensors
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
@@ -40,6 +41,8 @@ DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "
 
 
 class TensorVariable(VariableTracker):
+    known = None      # the real value, when only constants made it (constant_tensors.py)
+
     def __init__(self, node, example: torch.Tensor, device, source=None, python_class=torch.Tensor):
         super().__init__(source)
         self.node = node
@@ -55,6 +58,8 @@ class TensorVariable(VariableTracker):
         return self.node.op == "placeholder"
 
     def truth(self, tx):
+        if self.known is not None:
+            return bool(self.known)
         raise Unsupported("tensor-data-dependent control flow (bool() of a tensor)")
 
     def as_graph_arg(self, devices):
@@ -173,6 +178,10 @@ class TensorMethodVariable(VariableTracker):
     def _call(self, tx, args, kwargs):
         name, tensor = self.name, self.tensor
         if name in DATA_METHODS:
+            if constant_tensors.answers(tensor, name) and not args and not kwargs:
+                from ..builder import wrap_constant_result
+
+                return wrap_constant_result(getattr(tensor.known, name)())
             raise Unsupported(f"Tensor.{name}() needs the tensor's data")
         if name == "storage_offset":                 # examples carry the inputs' offsets:
             tx.output.reads_storage_offset = True      # the inputs' offsets are guarded

@@ -92,6 +92,20 @@ def is_torch_callable(value) -> bool:
     return isinstance(value, types.FunctionType) and getattr(torch.Tensor, getattr(value, "__name__", ""), None) is value
 
 
+def aten_binding(fn) -> bool:
+    """Is ``fn`` torch's binding of an aten operator (``torch.div``) none of whose functional
+    overloads writes anything?  Then a call on numbers alone is an operation like any other:
+    what it writes or draws the meta run's EffectProbe sees, as for calls on tensors."""
+    name = getattr(fn, "__name__", None)
+    if not isinstance(fn, types.BuiltinFunctionType) or getattr(torch._C._VariableFunctions, name, None) is not fn:
+        return False
+    packet = getattr(torch.ops.aten, name, None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return False
+    return not any(getattr(packet, overload)._schema.is_mutable
+                   for overload in packet.overloads() if "out" not in overload)
+
+
 def _hashable_in(value, table) -> bool:
     try:
         return value in table
@@ -174,9 +188,13 @@ class TorchFunctionVariable(KnownObjectVariable):
             from .functions import UserFunctionVariable   # Python helper on non-tensors: run its code
 
             return UserFunctionVariable(fn, self.source).call_function(tx, args, kwargs)
-        if not tensors_in and not _hashable_in(fn, FACTORIES):
+        if not tensors_in and not _hashable_in(fn, FACTORIES) and not aten_binding(fn):
             raise Unsupported(f"{describe(fn)} called without tensor arguments (may have side effects)")
         if fn is torch.Tensor.item or getattr(fn, "__name__", "") in ("item", "tolist"):
+            from .tensor import TensorMethodVariable, TensorVariable
+
+            if len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+                return TensorMethodVariable(args[0], fn.__name__).call_function(tx, [], {})
             raise Unsupported(f"{describe(fn)} needs the tensor's data")
         if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) or (
                 isinstance(fn, types.FunctionType) and getattr(torch.Tensor, fn.__name__, None) is fn):
