@@ -136,6 +136,17 @@ def answers(vt, name: str) -> bool:
     return getattr(vt, "known", None) is not None and name in DATA_READS
 
 
+def read(vt, name: str):
+    """``vt.name()`` from its known value; what eager would raise there is Unsupported (the
+    frame then runs eagerly and raises it)."""
+    from ..exc import Unsupported
+
+    try:
+        return getattr(vt.known, name)()
+    except Exception as error:
+        raise Unsupported(f"Tensor.{name}() raises: {error}") from error
+
+
 def index_of(vt) -> Optional[int]:
     """``operator.index(vt)`` for a known integer tensor of one element, else None."""
     known = getattr(vt, "known", None)

@@ -70,3 +70,21 @@ def test_values_that_may_differ_between_calls_are_never_read():
         torch.manual_seed(0)
         torch.testing.assert_close(minidynamo.optimize("eager")(fn)(*args), expected)
         minidynamo.reset()
+
+
+def test_a_read_eager_refuses_raises_the_same_error():
+    def ambiguous(x):
+        return x if torch.arange(3) else -x          # bool() of three elements
+
+    def float_index(x):
+        return [x, x + 1][torch.tensor(1.5)]         # not an integer
+
+    for fn, error in ((ambiguous, RuntimeError), (float_index, TypeError)):
+        compiled = minidynamo.optimize("eager")(fn)
+        for call in (fn, compiled):
+            try:
+                call(torch.randn(2))
+            except error:
+                continue
+            raise AssertionError(f"{fn.__name__} did not raise {error.__name__}")
+        minidynamo.reset()

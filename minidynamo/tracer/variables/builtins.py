@@ -329,8 +329,12 @@ def _scalar_cast(fn):
         from .tensor import TensorVariable
 
         if fn in (int, float, complex, operator.index) and len(args) == 1 and not kwargs \
-                and isinstance(args[0], TensorVariable) and args[0].known is not None:
-            return ConstantVariable(fn(args[0].known))      # a tensor made from constants only
+                and isinstance(args[0], TensorVariable) and args[0].known is not None \
+                and args[0].known.numel() == 1:
+            try:                                            # a tensor made from constants only
+                return ConstantVariable(fn(args[0].known))
+            except Exception as error:                      # (eager raises it: run eagerly)
+                raise Unsupported(f"{fn.__name__}() of a tensor raises: {error}") from error
         if any(isinstance(a, TensorVariable) for a in args):
             raise Unsupported(f"{fn.__name__}() of a tensor needs its data")
         return _fold(fn, args, kwargs)

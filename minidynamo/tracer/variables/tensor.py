@@ -58,7 +58,7 @@ class TensorVariable(VariableTracker):
         return self.node.op == "placeholder"
 
     def truth(self, tx):
-        if self.known is not None:
+        if self.known is not None and self.known.numel() == 1:
             return bool(self.known)
         raise Unsupported("tensor-data-dependent control flow (bool() of a tensor)")
 
@@ -181,7 +181,7 @@ class TensorMethodVariable(VariableTracker):
             if constant_tensors.answers(tensor, name) and not args and not kwargs:
                 from ..builder import wrap_constant_result
 
-                return wrap_constant_result(getattr(tensor.known, name)())
+                return wrap_constant_result(constant_tensors.read(tensor, name))
             raise Unsupported(f"Tensor.{name}() needs the tensor's data")
         if name == "storage_offset":                 # examples carry the inputs' offsets:
             tx.output.reads_storage_offset = True      # the inputs' offsets are guarded
