@@ -193,3 +193,21 @@ def test_a_graph_error_reruns_the_frame_or_propagates(monkeypatch, native_entry,
     reruns = minidynamo.counters["graph_errors_rerun"]
     assert_same(call(optimized, x).cpu(), eager(model, x))
     assert minidynamo.counters["graph_errors_rerun"] == reruns + 1
+
+
+def test_a_guard_promise_for_other_sizes_than_the_armed_graph_vouches_nothing():
+    """The replay is re-armed for another shape (a call without the guard), then a guarded call
+    with the traced shape comes: the guard checked sizes the armed graph does not have, so the
+    replay checks the inputs itself, switches back to the traced graph, and answers right."""
+    model = device_model()
+    optimized = minidynamo.optimize("torchxla_trace_once")(model)
+    x = _xla(torch.randn(2, 4))
+    call(optimized, x)
+    entry = the_entry(optimized)
+    other = _xla(torch.randn(6, 4))
+    with torch.no_grad():
+        assert_same(entry(type(model).forward, model, other).cpu(), eager(model, other))
+    if type(entry).__name__ == "Entry":
+        assert 0 not in entry.vouched_positions          # x: (6, 4) armed, the guard checks (2, 4)
+    for _ in range(2):
+        assert_same(call(optimized, x).cpu(), eager(model, x))
