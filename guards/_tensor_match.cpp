@@ -1300,7 +1300,9 @@ PyObject *HandOff_vectorcall(PyObject *self_obj, PyObject *const *args, size_t n
     }
     drop_kept(guard);
     self->handed = 0;
-    return PyObject_Vectorcall(self->reader, args, nargsf, kwnames);
+    PyObject *read = PyObject_Vectorcall(self->reader, args, nargsf, kwnames);
+    self->handed = 0;   // again: another thread's hand-off may have run inside a Python reader
+    return read;
 }
 
 PyObject *HandOff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {

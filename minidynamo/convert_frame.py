@@ -314,7 +314,7 @@ def make_compiled_fn(capture, compiled_graph, read_inputs):
 
 def guard_promises(capture, read_inputs):
     """Per graph input, the (dtype, device, shape) the entry's guard checks of it, when the
-    reader hands over the very values that guard checked (a ``HandOff``: its ``handed`` flag
+    reader hands over the very values that guard checked (a guard's HandOff: its ``handed`` flag
     says so per call); None otherwise.  A C entry body then need not check those again."""
     if not hasattr(read_inputs, "handed"):
         return None

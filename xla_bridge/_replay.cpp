@@ -28,6 +28,10 @@
  *
  * Attributes not found on the object are read from the fallback (``replay.program``...). The
  * fallback refers back to this object weakly (to re-arm it), so no cycle keeps either alive.
+ *
+ * ``replay.cache_entry_fn(...)`` builds an ``Entry`` (below): the cache entry's body around this
+ * object, reader and output included, which may skip step 2's tensor checks that the entry's
+ * guard has just made on the same objects.
  */
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/Device.h>
