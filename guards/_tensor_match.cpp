@@ -1270,13 +1270,15 @@ PyType_Spec Reader_spec = {
  * for.  HandOff answers the very next read with them when it is for that same call (func and
  * every argument the same objects), and forgets them either way; any other call asks `reader`.
  * The values are those the guard verified, read moments before: what the reader would read
- * again, minus the reading. */
+ * again, minus the reading.  ``handed`` says whether the last answer was the guard's values (so
+ * the guard's tensor checks hold for them: a caller may skip repeating those checks). */
 struct HandOff {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *dict;
     PyObject *guard;    // a FastGuard
     PyObject *reader;
+    char handed;        // the last answer was the guard's values
 };
 
 PyTypeObject *fast_guard_type;
@@ -1293,10 +1295,14 @@ PyObject *HandOff_vectorcall(PyObject *self_obj, PyObject *const *args, size_t n
         PyObject *values = guard->kept_values;
         guard->kept_values = nullptr;
         Py_CLEAR(guard->kept_call);
+        self->handed = 1;
         return values;
     }
     drop_kept(guard);
-    return PyObject_Vectorcall(self->reader, args, nargsf, kwnames);
+    self->handed = 0;
+    PyObject *read = PyObject_Vectorcall(self->reader, args, nargsf, kwnames);
+    self->handed = 0;   // again: another thread's hand-off may have run inside a Python reader
+    return read;
 }
 
 PyObject *HandOff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -1342,6 +1348,8 @@ PyMemberDef HandOff_members[] = {
     {"__dictoffset__", T_PYSSIZET, offsetof(HandOff, dict), READONLY, nullptr},
     {"guard", T_OBJECT, offsetof(HandOff, guard), READONLY, "the FastGuard whose reads are handed off"},
     {"reader", T_OBJECT, offsetof(HandOff, reader), READONLY, "what reads when nothing was handed off"},
+    {"handed", T_BOOL, offsetof(HandOff, handed), READONLY,
+     "whether the last answer was the values the guard's passing fast path checked"},
     {nullptr},
 };
 

@@ -23,3 +23,8 @@ share_module_entries = True
 
 # Comma-separated log topics (or "all"): trace, graph, guards, output_code, xla, recompiles, fallbacks.
 log = os.environ.get("MINIDYNAMO_LOG", "")
+
+# A compiled graph that offers its cache entry's body in C (``cache_entry_fn``: the XLA bridge's
+# replay) runs it instead of the generated Python body: no Python frame on a hit, and the tensor
+# checks its guard just made are not repeated.  False: the generated Python body everywhere.
+native_cache_entry = True

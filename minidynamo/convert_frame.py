@@ -297,10 +297,32 @@ def make_compiled_fn(capture, compiled_graph, read_inputs):
     exec(source, namespace)
     compiled_fn = namespace.pop("compiled_fn")     # no cycle through its globals: dies with its entry
     # (not the capture: its example inputs are the first call's real tensors, kept alive by it)
+    # A backend whose compiled graph offers the same body in C (the XLA bridge's replay) runs it
+    # with no Python frame; the generated function stays its readable twin.
+    entry_fn = getattr(compiled_graph, "cache_entry_fn", None)
+    if entry_fn is not None and config.native_cache_entry and not getattr(build_output, "needs_frame", False):
+        python_fn = compiled_fn
+        compiled_fn = entry_fn(read_inputs, build_output, namespace["graph_raised"], rerun_frame,
+                               guard_promises(capture, read_inputs))
+        compiled_fn.python = python_fn
+        source = f"# Runs in C ({type(compiled_fn).__module__}.{type(compiled_fn).__name__}), like:\n" + source
     compiled_fn.compiled_graph = compiled_graph
     compiled_fn.read_inputs = read_inputs
     compiled_fn.source = source         # MINIDYNAMO_LOG=output_code, explain().compiled_fn_sources
     return compiled_fn
+
+
+def guard_promises(capture, read_inputs):
+    """Per graph input, the (dtype, device, shape) the entry's guard checks of it, when the
+    reader hands over the very values that guard checked (a guard's HandOff: its ``handed`` flag
+    says so per call); None otherwise.  A C entry body then need not check those again."""
+    if not hasattr(read_inputs, "handed"):
+        return None
+    from guards.guard import TENSOR_MATCH
+
+    specs = {guard.source: guard.expected for guard in capture.guards if guard.kind == TENSOR_MATCH}
+    promised = [specs.get(source) for source in capture.input_sources]
+    return [None if spec is None else (spec.dtype, spec.device, tuple(spec.shape)) for spec in promised]
 
 
 def make_python_only_fn(read_inputs):

@@ -11,7 +11,9 @@
   op XLA cannot lower are split around it (or run eagerly, with the reason recorded). The
   common call (every tensor argument already on the device, nothing written back) runs in C++
   with no Python frame (``replay_path``, ``_replay.cpp``); every other call, and every call
-  without the extension, takes the Python path, which is the reference.
+  without the extension, takes the Python path, which is the reference. minidynamo's cache
+  entry around such a graph runs in C++ too (``Replay.cache_entry_fn``: read the inputs, replay,
+  shape the output), and skips the input checks the entry's guard has just made.
 
 Host data and the device: every host (CPU) tensor the graph reads, data input or weight
 (parameter, buffer, tensor attribute), is copied to the device on every call, in one batched

@@ -28,6 +28,10 @@
  *
  * Attributes not found on the object are read from the fallback (``replay.program``...). The
  * fallback refers back to this object weakly (to re-arm it), so no cycle keeps either alive.
+ *
+ * ``replay.cache_entry_fn(...)`` builds an ``Entry`` (below): the cache entry's body around this
+ * object, reader and output included, which may skip step 2's tensor checks that the entry's
+ * guard has just made on the same objects.
  */
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/Device.h>
@@ -84,6 +88,7 @@ struct Replay {
     PyObject *dict;
     PyObject *weakreflist;
     Plan *plan;
+    uint64_t generation;       // bumped by every arm/disarm (an Entry re-derives what it vouches)
 };
 
 void clear_plan(Plan *plan) {
@@ -98,9 +103,14 @@ PyObject *call_fallback(Replay *self, PyObject *const *args, size_t nargsf) {
     return PyObject_Vectorcall(self->fallback, args, PyVectorcall_NARGS(nargsf), nullptr);
 }
 
-/* Do the arguments fit the armed graph (step 2)? -1: a Python error. */
-int arguments_fit(const Plan &plan, PyObject *const *args) {
-    for (const TensorSpec &spec : plan.tensors) {
+/* Do the arguments fit the armed graph (step 2)? -1: a Python error.  ``vouched`` (or null):
+ * per tensor spec, whether a guard that just passed on these very objects checked the same
+ * dtype, device and sizes (see Entry), so the check would repeat its answer. */
+int arguments_fit(const Plan &plan, PyObject *const *args, const std::vector<char> *vouched) {
+    for (size_t k = 0; k < plan.tensors.size(); k++) {
+        if (vouched != nullptr && (*vouched)[k])
+            continue;
+        const TensorSpec &spec = plan.tensors[k];
         PyObject *obj = args[spec.position];
         if (!THPVariable_Check(obj))
             return 0;
@@ -174,17 +184,16 @@ PyObject *build_output(const Plan &plan, PyObject *const *args, PyObject *result
     return out;
 }
 
-PyObject *Replay_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    auto *self = reinterpret_cast<Replay *>(self_obj);
+/* One call with positional ``args`` (steps 1-4); ``vouched``: see arguments_fit. */
+PyObject *replay_call(Replay *self, PyObject *const *args, Py_ssize_t nargs, const std::vector<char> *vouched) {
     const Plan &plan = *self->plan;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (self->graph_hash == Py_None || kwnames != nullptr || nargs != plan.nargs ||
-        (plan.check_grad_mode && c10::GradMode::is_enabled()))
-        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    size_t nargsf = static_cast<size_t>(nargs);
+    if (self->graph_hash == Py_None || nargs != plan.nargs || (plan.check_grad_mode && c10::GradMode::is_enabled()))
+        return call_fallback(self, args, nargsf);
     PyObject *timer = PyDict_GetItemWithError(self->timing_dict, str_active);
     if (timer != nullptr && timer != Py_None)
         return call_fallback(self, args, nargsf);
-    int fit = arguments_fit(plan, args);
+    int fit = arguments_fit(plan, args, vouched);
     if (fit <= 0) {
         if (fit < 0)
             PyErr_Clear();
@@ -218,6 +227,13 @@ PyObject *Replay_vectorcall(PyObject *self_obj, PyObject *const *args, size_t na
     PyObject *out = count_replay(self) == nullptr ? nullptr : build_output(plan, args, results);
     Py_DECREF(results);
     return out;
+}
+
+PyObject *Replay_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    auto *self = reinterpret_cast<Replay *>(self_obj);
+    if (kwnames != nullptr)
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    return replay_call(self, args, PyVectorcall_NARGS(nargsf), nullptr);
 }
 
 // ---------------------------------------------------------------------------------- arming
@@ -332,6 +348,7 @@ PyObject *Replay_arm(PyObject *self_obj, PyObject *a) {
     }
     clear_plan(self->plan);
     *self->plan = std::move(plan);
+    self->generation++;
     Py_INCREF(graph_hash);
     Py_SETREF(self->graph_hash, graph_hash);
     Py_INCREF(baked);
@@ -342,6 +359,7 @@ PyObject *Replay_arm(PyObject *self_obj, PyObject *a) {
 PyObject *Replay_disarm(PyObject *self_obj, PyObject *) {
     auto *self = reinterpret_cast<Replay *>(self_obj);
     clear_plan(self->plan);
+    self->generation++;
     Py_INCREF(Py_None);
     Py_SETREF(self->graph_hash, Py_None);
     Py_RETURN_NONE;
@@ -421,10 +439,267 @@ void Replay_dealloc(PyObject *self_obj) {
     Py_DECREF(type);
 }
 
+
+// ---------------------------------------------------------------------------------- Entry
+
+/* The cache entry's body around a Replay, in C: what convert_frame's generated
+ *
+ *     def compiled_fn(func, *slots):
+ *         try:
+ *             outputs = replay(*read_inputs(func, *slots))
+ *         except BaseException as error:
+ *             if not graph_raised(error):
+ *                 raise
+ *         else:
+ *             return build_output(outputs)
+ *         return rerun(func, *slots)
+ *
+ * does, with no Python frame and no ``*`` repacking of the inputs (hundreds: a model's weights).
+ *
+ * Vouching.  When ``read_inputs`` is a guard's HandOff, its ``handed`` flag says the list it
+ * just gave is the objects the entry's guard read and checked a moment ago for this very call
+ * (nothing ran in between).  ``vouch[i]`` is (dtype, device, sizes) the guard's tensor check
+ * requires of input i, or None.  A tensor spec of the armed plan whose position the guard checks
+ * for the same dtype, device and sizes need not be checked again on such a call: the answer is
+ * the guard's.  Which specs that covers is derived once per plan (``generation``), never per
+ * call; every other check (grad mode, Python values, unvouched tensors) still runs. */
+struct Entry {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;
+    Replay *replay;
+    PyObject *reader, *build_output, *graph_raised, *rerun;   // build_output: None = the outputs
+    PyObject *vouch;                 // list of (dtype, device, sizes) or None per input; or None
+    PyObject *weakreflist;
+    uint64_t generation_seen;        // of the plan `skip` was derived for
+    std::vector<char> *skip;         // per tensor spec of that plan: vouched by the guard
+};
+
+PyObject *str_handed;
+
+/* Does the guard's (dtype, device, sizes) promise what `spec` asks, on `device`? */
+bool promises(PyObject *vouched, const TensorSpec &spec, const c10::Device &device) {
+    if (vouched == nullptr || !PyTuple_Check(vouched) || PyTuple_GET_SIZE(vouched) != 3)
+        return false;
+    PyObject *dtype = PyTuple_GET_ITEM(vouched, 0), *dev = PyTuple_GET_ITEM(vouched, 1),
+             *sizes = PyTuple_GET_ITEM(vouched, 2);
+    if (!THPDtype_Check(dtype) || reinterpret_cast<THPDtype *>(dtype)->scalar_type != spec.dtype)
+        return false;
+    if (!THPDevice_Check(dev) || reinterpret_cast<THPDevice *>(dev)->device != device)
+        return false;
+    std::vector<int64_t> promised;
+    if (!read_sizes(sizes, promised)) {
+        PyErr_Clear();
+        return false;
+    }
+    return promised == spec.sizes;
+}
+
+/* `skip` for the Replay's current plan (derived again only when the plan changed). */
+const std::vector<char> *vouched_specs(Entry *self) {
+    Replay *replay = self->replay;
+    if (self->generation_seen != replay->generation) {
+        const Plan &plan = *replay->plan;
+        self->skip->assign(plan.tensors.size(), 0);
+        Py_ssize_t known = PyList_Check(self->vouch) ? PyList_GET_SIZE(self->vouch) : 0;
+        for (size_t k = 0; k < plan.tensors.size(); k++) {
+            Py_ssize_t position = plan.tensors[k].position;
+            PyObject *vouched = position < known ? PyList_GET_ITEM(self->vouch, position) : nullptr;
+            (*self->skip)[k] = promises(vouched, plan.tensors[k], plan.device);
+        }
+        self->generation_seen = replay->generation;
+    }
+    return self->skip;
+}
+
+/* The graph (or the reader) raised: graph_raised(error) decides between re-raising it and
+ * re-running the frame, as the generated Python's `except` does. */
+PyObject *entry_raised(Entry *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != nullptr && value != nullptr)
+        PyException_SetTraceback(value, traceback);
+    PyObject *error = value != nullptr ? value : Py_None;
+    PyObject *answer = PyObject_Vectorcall(self->graph_raised, &error, 1, nullptr);
+    int rerun = answer == nullptr ? -1 : PyObject_IsTrue(answer);
+    Py_XDECREF(answer);
+    if (rerun < 0) {               // the handler itself failed: its error, in the context of ours
+        PyObject *t2, *v2, *tb2;
+        PyErr_Fetch(&t2, &v2, &tb2);
+        PyErr_NormalizeException(&t2, &v2, &tb2);
+        if (v2 != nullptr && value != nullptr)
+            PyException_SetContext(v2, Py_NewRef(value));
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        PyErr_Restore(t2, v2, tb2);
+        return nullptr;
+    }
+    if (!rerun) {
+        PyErr_Restore(type, value, traceback);
+        return nullptr;
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return PyObject_Vectorcall(self->rerun, args, nargsf, kwnames);
+}
+
+PyObject *Entry_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    auto *self = reinterpret_cast<Entry *>(self_obj);
+    PyObject *values = PyObject_Vectorcall(self->reader, args, nargsf, kwnames);
+    if (values == nullptr)
+        return entry_raised(self, args, nargsf, kwnames);
+    const std::vector<char> *vouched = nullptr;
+    if (self->vouch != Py_None) {
+        PyObject *handed = PyObject_GetAttr(self->reader, str_handed);
+        if (handed == Py_True)
+            vouched = vouched_specs(self);
+        if (handed == nullptr)
+            PyErr_Clear();
+        Py_XDECREF(handed);
+    }
+    PyObject *inputs = PySequence_Fast(values, "xla_bridge._replay.Entry: the reader must return a sequence");
+    Py_DECREF(values);
+    if (inputs == nullptr)
+        return entry_raised(self, args, nargsf, kwnames);
+    PyObject *outputs = replay_call(self->replay, PySequence_Fast_ITEMS(inputs), PySequence_Fast_GET_SIZE(inputs),
+                                    vouched);
+    Py_DECREF(inputs);
+    if (outputs == nullptr)
+        return entry_raised(self, args, nargsf, kwnames);
+    if (self->build_output == Py_None)
+        return outputs;
+    PyObject *result = PyObject_Vectorcall(self->build_output, &outputs, 1, nullptr);
+    Py_DECREF(outputs);
+    return result;
+}
+
+int Entry_traverse(PyObject *self_obj, visitproc visit, void *arg) {
+    auto *self = reinterpret_cast<Entry *>(self_obj);
+    Py_VISIT(Py_TYPE(self_obj));
+    Py_VISIT(self->dict);
+    Py_VISIT(reinterpret_cast<PyObject *>(self->replay));
+    Py_VISIT(self->reader);
+    Py_VISIT(self->build_output);
+    Py_VISIT(self->graph_raised);
+    Py_VISIT(self->rerun);
+    Py_VISIT(self->vouch);
+    return 0;
+}
+
+int Entry_clear(PyObject *self_obj) {
+    auto *self = reinterpret_cast<Entry *>(self_obj);
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->replay);
+    Py_CLEAR(self->reader);
+    Py_CLEAR(self->build_output);
+    Py_CLEAR(self->graph_raised);
+    Py_CLEAR(self->rerun);
+    Py_CLEAR(self->vouch);
+    return 0;
+}
+
+void Entry_dealloc(PyObject *self_obj) {
+    auto *self = reinterpret_cast<Entry *>(self_obj);
+    PyTypeObject *type = Py_TYPE(self_obj);
+    PyObject_GC_UnTrack(self_obj);
+    if (self->weakreflist != nullptr)
+        PyObject_ClearWeakRefs(self_obj);
+    Entry_clear(self_obj);
+    delete self->skip;
+    self->skip = nullptr;
+    type->tp_free(self_obj);
+    Py_DECREF(type);
+}
+
+PyMemberDef Entry_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Entry, vectorcall), READONLY, nullptr},
+    {"__dictoffset__", T_PYSSIZET, offsetof(Entry, dict), READONLY, nullptr},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(Entry, weakreflist), READONLY, nullptr},
+    {"vouch", T_OBJECT, offsetof(Entry, vouch), READONLY, "per input: (dtype, device, sizes) its guard checks"},
+    {nullptr},
+};
+
+PyObject *Entry_vouched(PyObject *self_obj, void *) {
+    auto *self = reinterpret_cast<Entry *>(self_obj);
+    if (self->vouch == Py_None)
+        return PyTuple_New(0);
+    const std::vector<char> &skip = *vouched_specs(self);
+    const Plan &plan = *self->replay->plan;
+    PyObject *out = PyList_New(0);
+    for (size_t k = 0; out != nullptr && k < skip.size(); k++) {
+        if (!skip[k])
+            continue;
+        PyObject *position = PyLong_FromSsize_t(plan.tensors[k].position);
+        if (position == nullptr || PyList_Append(out, position) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(position);
+    }
+    if (out == nullptr)
+        return nullptr;
+    Py_SETREF(out, PyList_AsTuple(out));
+    return out;
+}
+
+PyGetSetDef Entry_getset[] = {
+    {"vouched_positions", Entry_vouched, nullptr,
+     "input positions whose tensor checks a handed-off call leaves to the guard (armed plan)", nullptr},
+    {nullptr},
+};
+
+PyType_Slot Entry_slots[] = {
+    {Py_tp_doc, const_cast<char *>("Entry: a cache entry's body around a Replay (Replay.cache_entry_fn)")},
+    {Py_tp_call, reinterpret_cast<void *>(PyVectorcall_Call)},
+    {Py_tp_traverse, reinterpret_cast<void *>(Entry_traverse)},
+    {Py_tp_clear, reinterpret_cast<void *>(Entry_clear)},
+    {Py_tp_dealloc, reinterpret_cast<void *>(Entry_dealloc)},
+    {Py_tp_members, Entry_members},
+    {Py_tp_getset, Entry_getset},
+    {Py_tp_getattro, reinterpret_cast<void *>(PyObject_GenericGetAttr)},
+    {Py_tp_setattro, reinterpret_cast<void *>(PyObject_GenericSetAttr)},
+    {0, nullptr},
+};
+
+PyType_Spec Entry_spec = {
+    "xla_bridge._replay.Entry", sizeof(Entry), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, Entry_slots,
+};
+
+PyTypeObject *entry_type;
+
+/* replay.cache_entry_fn(read_inputs, build_output, graph_raised, rerun, vouch) -> Entry */
+PyObject *Replay_cache_entry_fn(PyObject *self_obj, PyObject *a) {
+    PyObject *reader, *build_output, *graph_raised, *rerun, *vouch;
+    if (!PyArg_ParseTuple(a, "OOOOO", &reader, &build_output, &graph_raised, &rerun, &vouch))
+        return nullptr;
+    if (vouch != Py_None && !PyList_Check(vouch)) {
+        PyErr_SetString(PyExc_TypeError, "vouch must be a list or None");
+        return nullptr;
+    }
+    auto *self = reinterpret_cast<Entry *>(entry_type->tp_alloc(entry_type, 0));
+    if (self == nullptr)
+        return nullptr;
+    self->vectorcall = Entry_vectorcall;
+    self->replay = reinterpret_cast<Replay *>(Py_NewRef(self_obj));
+    self->reader = Py_NewRef(reader);
+    self->build_output = Py_NewRef(build_output);
+    self->graph_raised = Py_NewRef(graph_raised);
+    self->rerun = Py_NewRef(rerun);
+    self->vouch = Py_NewRef(vouch);
+    self->skip = new std::vector<char>();
+    self->generation_seen = self->replay->generation - 1;   // derive on first use
+    return reinterpret_cast<PyObject *>(self);
+}
+
 PyMethodDef Replay_methods[] = {
     {"arm", Replay_arm, METH_VARARGS, "arm(graph_hash, nargs, check_grad_mode, device, tensors, values, pick, "
                                       "baked, leaves, out_kind): the recipe of one compiled graph"},
     {"disarm", Replay_disarm, METH_NOARGS, "send every call to the fallback"},
+    {"cache_entry_fn", Replay_cache_entry_fn, METH_VARARGS,
+     "cache_entry_fn(read_inputs, build_output, graph_raised, rerun, vouch): the cache entry's body in C "
+     "(build_output None: the outputs themselves; vouch: see Entry)"},
     {nullptr},
 };
 
@@ -477,7 +752,8 @@ PyMODINIT_FUNC PyInit__replay(void) {
     str_run_cached_graph = PyUnicode_InternFromString("_run_cached_graph");
     str_active = PyUnicode_InternFromString("active");
     str_replays = PyUnicode_InternFromString("replays");
-    if (str_run_cached_graph == nullptr || str_active == nullptr || str_replays == nullptr)
+    str_handed = PyUnicode_InternFromString("handed");
+    if (str_run_cached_graph == nullptr || str_active == nullptr || str_replays == nullptr || str_handed == nullptr)
         return nullptr;
     PyObject *module = PyModule_Create(&module_def);
     if (module == nullptr)
@@ -489,5 +765,10 @@ PyMODINIT_FUNC PyInit__replay(void) {
         return nullptr;
     }
     Py_DECREF(replay);
+    entry_type = reinterpret_cast<PyTypeObject *>(PyType_FromSpec(&Entry_spec));
+    if (entry_type == nullptr || PyModule_AddObjectRef(module, "Entry", reinterpret_cast<PyObject *>(entry_type)) < 0) {
+        Py_DECREF(module);
+        return nullptr;
+    }
     return module;
 }

@@ -13,6 +13,12 @@ that view or are laid out like an argument, in-place updates to write back, a ra
 draw, results to cast, constant outputs to clone, module state to read (``symbolic_trace``
 graphs), a split graph, an output structure other than one leaf, a tuple or a list of leaves.
 
+A caller that reads the graph's inputs itself can hand the whole cache-entry body to C++:
+``Replay.cache_entry_fn(read_inputs, build_output, graph_raised, rerun, vouch)`` (used by
+minidynamo's ``convert_frame.make_compiled_fn``) reads, replays and shapes the output with no
+Python frame, and when the reader handed over values its guard just checked (``vouch``: what the
+guard checks of each input) it does not check those again (see ``_replay.cpp``, ``Entry``).
+
 The extension is optional (built by ``setup.py``); ``xla_bridge.config.native_replay = False``
 turns it off (read when a graph is compiled). Without it every call takes the Python path.
 """
