@@ -73,6 +73,9 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "closures":        (0.6, False, "nested functions and lambdas closing over locals (arguments too), called in f; "
                                     "a nested function writing a local through nonlocal, read later (after breaks)"),
     "sets_strings":    (0.5, False, "set(), len(set()), f-strings, str methods, tuple(t.shape)"),
+    "const_reads":     (0.5, False, "tensors made from python values only (arange, tensor, div on ints), written "
+                                    "in place sometimes (through views too), then read: int(), .item(), list[t], "
+                                    "if on their value, as a size"),
     # input-set variations (not statements)
     "vary_shape":      (1.0, False, "calls with another B or C"),
     "vary_dtype":      (1.0, False, "calls with float64 inputs"),
@@ -1050,6 +1053,36 @@ class Gen:
         t = self.pick(self.tensors())
         return self.assign(None, ("tuple",), r.choice([f"tuple({t}.shape)", f"{t}.size()", f"({t}.dim(), {t}.dtype)",
                                                        f"str({t}.dtype)"]), "tu")
+
+    def s_const_reads(self):
+        """A tensor made from python values only, maybe written in place, then read by Python
+        (the tracer knows such values: tracer/constant_tensors.py)."""
+        r = self.rng
+        k = self.fresh("k")
+        make = r.choice([f"torch.arange({self.int_expr(1)} % 4 + 2)", f"torch.tensor([n, {self.int_expr(1)}, 3])",
+                         f"torch.div(torch.arange(6), 2, rounding_mode='floor')",
+                         f"torch.arange(0, 8)[1:][::2] + torch.div(n + 7, 2, rounding_mode='floor')"])
+        lines = [f"{k} = {make}"]
+        write = r.random()
+        if write < 0.15:
+            lines.append(f"{k}.add_(n)")
+        elif write < 0.3:
+            lines.append(f"{k}[1:].mul_(2)")          # through a view
+        elif write < 0.4:
+            lines.append(f"{k}[0] = n + 1")
+        name = self.fresh("i")
+        read = r.choice([f"int({k}.sum()) + n", f"{k}.max().item() - n", f"int({k}[-1]) % 3",
+                         f"[1, 2, 3][{k}[0] % 3]", f"len({k}.tolist())"])
+        lines.append(f"{name} = {read}")
+        self.env[name] = ("int",)
+        stmt = Stmt(lines)
+        tens = self.tensors(lambda sh: len(sh) == 2)
+        if tens and r.random() < 0.3:
+            t = self.pick(tens)
+            size = self.fresh("t")
+            stmt.lines.append(f"{size} = {t}.reshape(torch.tensor({t}.shape[0]), -1) + {k}.sum()")
+            self.env[size] = ("T", self.shape(t))
+        return stmt
 
     def s_factories(self):
         r = self.rng

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import os
 import pprint
 from typing import Callable
@@ -21,13 +22,19 @@ def _units(prog: Program) -> list[tuple]:
 
     def walk(stmts, path):
         for i, s in enumerate(stmts):
-            out.append(path + (i,))
+            if not _loop_counter(s):      # without it the while loop would never end
+                out.append(path + (i,))
             if s.body is not None:
                 walk(s.body, path + (i, "body"))
             if s.orelse is not None:
                 walk(s.orelse, path + (i, "orelse"))
     walk(prog.body, ())
     return out
+
+
+def _loop_counter(stmt) -> bool:
+    """The ``cN += 1`` that ends a generated while loop (generator.s_while_loop)."""
+    return stmt.body is None and len(stmt.lines) == 1 and re.fullmatch(r"c\d+ \+= 1", stmt.lines[0]) is not None
 
 
 def _without(prog: Program, path: tuple) -> Program:
