@@ -22,7 +22,7 @@ import torch.fx
 import guards
 
 from ..exc import Unsupported
-from . import constant_tensors
+from .variables import constant_tensors
 from .meta import FACTORIES, EffectProbe, meta_examples, run_on_meta, to_meta
 from .side_effects import SideEffects
 from .subgraph import module_holding
@@ -51,7 +51,7 @@ class OutputGraph:
         self.metadata_mutated: set = set()  # input sources whose metadata an in-place op changes
         self.reads_storage_offset = False   # the trace read some tensor's storage_offset()
         self.needs_rerun: list = []         # why a run-time error must re-run the frame (try_blocks.py)
-        self.known_tensors: list = []       # TensorVariables whose value is known (constant_tensors.py)
+        self.known_tensors: list = []       # TensorVariables whose value is known (variables/constant_tensors.py)
         # Factories without dtype=, int -> float promotion and meta example values all use the
         # default dtype: every entry checks it (one C call, next to the grad mode).
         self.add_guard(guards.default_dtype_match())

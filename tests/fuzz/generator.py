@@ -1056,7 +1056,7 @@ class Gen:
 
     def s_const_reads(self):
         """A tensor made from python values only, maybe written in place, then read by Python
-        (the tracer knows such values: tracer/constant_tensors.py)."""
+        (the tracer knows such values: tracer/variables/constant_tensors.py)."""
         r = self.rng
         k = self.fresh("k")
         make = r.choice([f"torch.arange({self.int_expr(1)} % 4 + 2)", f"torch.tensor([n, {self.int_expr(1)}, 3])",

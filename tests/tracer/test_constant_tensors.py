@@ -1,4 +1,4 @@
-"""Tensors made from constants only (tracer/constant_tensors.py): Python may read their data while
+"""Tensors made from constants only (tracer/variables/constant_tensors.py): Python may read their data while
 tracing, as eager does, because the guards pin everything they were made from; a tensor whose
 value could differ between calls (an input, random numbers, uninitialized memory, a write) is
 never read."""

@@ -74,7 +74,7 @@ class BaseListVariable(MethodTable, VariableTracker):
         return type(self)(items)
 
     def subscript(self, tx, index):
-        from ..constant_tensors import index_of
+        from .constant_tensors import index_of
 
         key = index_of(index)                       # lst[t]: eager calls t.__index__()
         if key is None:

@@ -14,7 +14,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
-from .. import constant_tensors
+from . import constant_tensors
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 

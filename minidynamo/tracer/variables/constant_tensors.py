@@ -74,10 +74,10 @@ def pure_target(target) -> bool:
 
 def _collect(vts, values) -> bool:
     """Map each tensor argument's meta example to its known value; False if one has none."""
-    from .variables.base import NO_CONSTANT, maybe_constant
-    from .variables.constant import ConstantVariable
-    from .variables.containers import BaseListVariable
-    from .variables.tensor import TensorVariable
+    from .base import NO_CONSTANT, maybe_constant
+    from .constant import ConstantVariable
+    from .containers import BaseListVariable
+    from .tensor import TensorVariable
 
     for vt in vts:
         if isinstance(vt, TensorVariable):
@@ -105,9 +105,9 @@ def forget_written(output, written) -> None:
 def scalar_arguments(arg_vts, kwarg_vts):
     """The arguments with every known 0-d tensor replaced by its Python number (what eager's
     ``__index__``/``item()`` gives an operation that reads the data), or None when there is none."""
-    from .variables.constant import ConstantVariable
-    from .variables.containers import ListVariable, SizeVariable, TupleVariable
-    from .variables.tensor import TensorVariable
+    from .constant import ConstantVariable
+    from .containers import ListVariable, SizeVariable, TupleVariable
+    from .tensor import TensorVariable
 
     changed = False
 
@@ -139,7 +139,7 @@ def answers(vt, name: str) -> bool:
 def read(vt, name: str):
     """``vt.name()`` from its known value; what eager would raise there is Unsupported (the
     frame then runs eagerly and raises it)."""
-    from ..exc import Unsupported
+    from ...exc import Unsupported
 
     try:
         return getattr(vt.known, name)()
