@@ -2,7 +2,8 @@
 
 An op without an XLA lowering runs on the CPU inside torch_xla ("CPU fallback"): it forces the
 pending lazy graph to execute and cuts it in two, so a graph containing one cannot be replayed
-as one hash. ``find_eager_nodes`` runs the graph node by node on device copies and reports the
+as one hash. (An op with a decomposition that lowers never gets here: ``decompose`` traces it
+decomposed; the segments here trace those decompositions too.) ``find_eager_nodes`` runs the graph node by node on device copies and reports the
 nodes during which the device executed or a fallback op ran. ``PartitionedProgram`` splits the
 graph at those nodes: each run of lowerable nodes becomes a ``ReplayedSegment`` (captured on its
 first call, replayed by hash afterwards), and each eager node runs as it is, between them.
