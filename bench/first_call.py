@@ -182,7 +182,7 @@ def run_child(model, regime, peer, seed, profile_dir=None, timeout=CHILD_TIMEOUT
 
 def _cell(result):
     if "error" in result:
-        return "error"
+        return "-" if result["error"] == "-" else "error"     # "-": the peer was not run
     rest = result["total"] - result["compile"]
     return f"{result['total']:.2f} ({result['compile']:.2f}+{rest:.2f})"
 

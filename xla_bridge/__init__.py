@@ -7,8 +7,10 @@
 - ``torchxla_trivial`` runs the graph lazily on the device on every call, then syncs: the
   lazy tensor runtime traces it again each time (the baseline the next one improves on).
 - ``torchxla_trace_once`` traces the graph once, compiles it, and replays the compiled XLA
-  graph by its hash (``_run_cached_graph``): later calls do no tracing at all. Graphs with an
-  op XLA cannot lower are split around it (or run eagerly, with the reason recorded). The
+  graph by its hash (``_run_cached_graph``): later calls do no tracing at all. An op XLA
+  cannot lower for its arguments is traced as its PyTorch decomposition where that lowers
+  (``decompose``); graphs with an op that still cannot be lowered are split around it (or run
+  eagerly, with the reason recorded). The
   common call (every tensor argument already on the device, nothing written back) runs in C++
   with no Python frame (``replay_path``, ``_replay.cpp``); every other call, and every call
   without the extension, takes the Python path, which is the reference. minidynamo's cache

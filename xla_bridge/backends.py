@@ -22,6 +22,7 @@ from . import device as dev
 from . import replay_path, timing
 from .aliasing import analyse_memory
 from .counters import counters
+from .decompose import decompositions_on_stand_ins, describe
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .eager_copies import force_eager_copies
 from .lazy_graph import NotOneGraph
@@ -47,25 +48,41 @@ def torchxla_trace_once(gm: torch.fx.GraphModule, example_inputs, *, cache_host_
 
 
 def _trace_once_program(flat, device_args):
+    """One replayed graph, with the ops that would run on the CPU traced as their decomposition
+    where that keeps them on the device (``decompose``: found on stand-ins first, so no trace
+    is cut by them); a graph that still does not stay one lazy graph is split around the ops
+    that leave it (``partition``), on the first trace's device copies while none of the traces
+    writes to them."""
     user_tensors = [i for i, a in enumerate(device_args[:flat.user_input_count])
                     if isinstance(a, torch.Tensor)]
+    decompositions = decompositions_on_stand_ins(flat, device_args)
     try:
-        return ReplayedGraph(flat, device_args, shape_positions=user_tensors)
+        program = ReplayedGraph(flat, device_args, shape_positions=user_tensors,
+                                decompositions=decompositions)
     except NotOneGraph as cut:
-        # one set of device copies serves the three traces while none of them writes to it
-        copies = cut.spare_copies if cut.spare_copies is not None else dev.device_copies(device_args)
-        identities = dev.data_identities(copies)
-        eager_nodes = find_eager_nodes(flat, device_args, copies)
-        if not eager_nodes:
-            raise
-        if flat.module_state_names:
-            raise NotOneGraph(f"{cut.reason}; cannot split a graph whose call_module nodes hold "
-                              f"state (ops {', '.join(eager_nodes)})") from None
-        program = PartitionedProgram(flat, device_args, eager_nodes,
-                                     dev.untouched(copies, identities))
-        counters.record("partitions", f"ops run eagerly between replayed XLA segments: "
-                                      f"{', '.join(eager_nodes)}")
-        return program
+        return _partitioned_program(flat, device_args, cut, cut.spare_copies, decompositions)
+    if decompositions:
+        counters.record("decompositions", "ops without an XLA lowering traced as their "
+                                          f"decomposition: {describe(decompositions)}")
+    return program
+
+
+def _partitioned_program(flat, device_args, cut, copies, decompositions):
+    if copies is None:
+        copies = dev.device_copies(device_args)
+    identities = dev.data_identities(copies)
+    eager_nodes = find_eager_nodes(flat, device_args, copies, decompositions)
+    if not eager_nodes:
+        raise cut
+    if flat.module_state_names:
+        raise NotOneGraph(f"{cut.reason}; cannot split a graph whose call_module nodes hold "
+                          f"state (ops {', '.join(eager_nodes)})") from None
+    program = PartitionedProgram(flat, device_args, eager_nodes,
+                                 dev.untouched(copies, identities), decompositions)
+    decomposed = f" (decomposed: {describe(decompositions)})" if decompositions else ""
+    counters.record("partitions", f"ops run eagerly between replayed XLA segments: "
+                                  f"{', '.join(eager_nodes)}{decomposed}")
+    return program
 
 
 def _build(gm, example_inputs, make_program, cache_host_weights=None, make_training=None):

@@ -1,4 +1,5 @@
-"""What the bridge did, counted: compiles, replays, traces, retraces and fallbacks with reasons.
+"""What the bridge did, counted: compiles, replays, traces, retraces, fallbacks, partitions and
+decompositions, with reasons.
 
 Read ``xla_bridge.counters`` after running a compiled function; ``reset_counters()`` zeroes it.
 """
@@ -14,6 +15,7 @@ class BridgeCounters:
     retraces: int = 0     # recaptures of a graph already compiled (evicted hash, new scalar input)
     fallbacks: int = 0    # graphs, segments or calls run eagerly instead of replayed
     partitions: int = 0   # graphs split into XLA segments and eager fallback ops
+    decompositions: int = 0   # graphs kept one graph by tracing CPU-fallback ops decomposed
     reasons: list = field(default_factory=list)   # one readable line per retrace/fallback/partition
     # one dict per training plan made (trace_once in grad mode): saved_bytes, saved_count,
     # forward_ops, backward_ops, decomposed (ops recorded as their decomposition)

@@ -126,3 +126,14 @@ def device_activity() -> tuple:
 
 def executed_fallback_ops() -> list:
     return list(xlac()._get_executed_fallback_ops())
+
+
+def fallback_counts() -> dict:
+    """{op name: times it ran on the CPU as a fallback} so far in this process."""
+    c = xlac()
+    return {name: c._xla_counter_value(name) or 0 for name in c._get_executed_fallback_ops()}
+
+
+def fallbacks_since(counts: dict) -> list:
+    """The ops that ran on the CPU as a fallback since ``fallback_counts()`` gave ``counts``."""
+    return [name for name, count in fallback_counts().items() if counts.get(name, 0) != count]

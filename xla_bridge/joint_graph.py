@@ -99,22 +99,6 @@ class Partition:
                          self.tangent_shapes)
 
 
-def decompositions_for(op_names) -> dict:
-    """{OpOverload: decomposition} for every overload of the named ops (``"aten::foo"`` or
-    ``"foo"``) that ``torch._decomp`` can decompose; names without one are skipped."""
-    from torch._decomp import decomposition_table
-    table = {}
-    for name in op_names:
-        packet = getattr(torch.ops.aten, name.split("::")[-1], None)
-        if packet is None:
-            continue
-        for overload in packet.overloads():
-            op = getattr(packet, overload)
-            if op in decomposition_table:
-                table[op] = decomposition_table[op]
-    return table
-
-
 def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
                 decompositions=None) -> JointGraph:
     """Record ``fn(*args)`` and its backward (w.r.t. args flagged in ``needs_grad``) on meta;

@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import device as dev
 from .counters import counters
+from .decompose import decomposing
 from .log import log_xla
 from .host_inputs import picker
 
@@ -132,7 +133,8 @@ class LazyGraph:
         self.pick = picker(self.pick_order)
 
     @classmethod
-    def capture(cls, fn, args) -> "LazyGraph":
+    def capture(cls, fn, args, decompositions=None) -> "LazyGraph":
+        """``decompositions``: ops traced as their decomposition (``decompose``)."""
         xlac = dev.xlac()
         positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         dev.materialize([args[i] for i in positions])
@@ -141,7 +143,7 @@ class LazyGraph:
         position_of_id = {xlac._xla_get_tensor_id(copies[i]): i for i in positions}
 
         try:
-            leaves, treespec = _trace(fn, copies)
+            leaves, treespec = _trace(fn, copies, decompositions)
         except NotOneGraph as cut:         # the partitioner traces again: offer it the copies
             cut.spare_copies = dev.untouched(copies, identities)
             raise
@@ -233,16 +235,17 @@ def _write(target: torch.Tensor, result: torch.Tensor) -> None:
         dev.xlac()._replace_xla_tensor(target, result)
 
 
-def _trace(fn, copies):
-    """Run ``fn`` lazily; raise NotOneGraph if that did more than build one pending graph."""
-    before = dev.device_activity()
-    with torch.no_grad(), HostRandomWatch() as watch:
+def _trace(fn, copies, decompositions=None):
+    """Run ``fn`` lazily (ops in ``decompositions`` as their decomposition); raise NotOneGraph
+    if that did more than build one pending graph."""
+    before, fallbacks = dev.device_activity(), dev.fallback_counts()
+    with torch.no_grad(), HostRandomWatch() as watch, decomposing(decompositions):
         out = fn(*copies)
     if watch.ops:
         raise NotOneGraph(f"random ops on host tensors ({', '.join(watch.ops)}) "
                           "would be frozen into the graph")
     if dev.device_activity() != before:
-        ops = dev.executed_fallback_ops()
+        ops = dev.fallbacks_since(fallbacks)
         raise NotOneGraph("the device ran while tracing (CPU-fallback ops: "
                           f"{', '.join(ops) if ops else 'none'}; or a value was read back)")
     return pytree.tree_flatten(out)

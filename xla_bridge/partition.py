@@ -2,7 +2,8 @@
 
 An op without an XLA lowering runs on the CPU inside torch_xla ("CPU fallback"): it forces the
 pending lazy graph to execute and cuts it in two, so a graph containing one cannot be replayed
-as one hash. ``find_eager_nodes`` runs the graph node by node on device copies and reports the
+as one hash. (An op with a decomposition that lowers never gets here: ``decompose`` traces it
+decomposed; the segments here trace those decompositions too.) ``find_eager_nodes`` runs the graph node by node on device copies and reports the
 nodes during which the device executed or a fallback op ran. ``PartitionedProgram`` splits the
 graph at those nodes: each run of lowerable nodes becomes a ``ReplayedSegment`` (captured on its
 first call, replayed by hash afterwards), and each eager node runs as it is, between them.
@@ -16,6 +17,7 @@ from torch.fx.passes.split_module import split_module
 from torch.utils import _pytree as pytree
 
 from . import device as dev
+from .decompose import decomposing
 from .lazy_graph import HostRandomWatch, NotOneGraph
 from .programs import ReplayedGraph
 
@@ -23,25 +25,27 @@ from .programs import ReplayedGraph
 class _ActivityProbe(fx.Interpreter):
     """Runs a graph and notes the nodes during which the device ran or a fallback op ran."""
 
-    def __init__(self, module):
+    def __init__(self, module, decompositions=None):
         super().__init__(module)
         self.eager_nodes = []
+        self.decompositions = decompositions
 
     def run_node(self, node):
         before = dev.device_activity()
-        with HostRandomWatch() as watch:
+        with HostRandomWatch() as watch, decomposing(self.decompositions):
             result = super().run_node(node)
         if dev.device_activity() != before or watch.ops:
             self.eager_nodes.append(node.name)
         return result
 
 
-def find_eager_nodes(flat, device_args, copies=None) -> list:
-    """Names of the nodes of ``flat.graph_module`` that do not stay in the lazy graph, found on
-    ``copies`` of ``device_args`` (``dev.device_copies``; made here when None)."""
+def find_eager_nodes(flat, device_args, copies=None, decompositions=None) -> list:
+    """Names of the nodes of ``flat.graph_module`` that do not stay in the lazy graph (with the
+    ops in ``decompositions`` decomposed), found on ``copies`` of ``device_args``
+    (``dev.device_copies``; made here when None)."""
     if copies is None:
         copies = dev.device_copies(device_args)
-    probe = _ActivityProbe(flat.graph_module)
+    probe = _ActivityProbe(flat.graph_module, decompositions)
     with torch.no_grad():
         flat.run_with(lambda *inputs: probe.run(*inputs), copies)
     return probe.eager_nodes
@@ -51,9 +55,10 @@ class ReplayedSegment(torch.nn.Module):
     """A split-off piece of a graph, captured on its first call and replayed afterwards (a
     ReplayedGraph: recaptured for new non-tensor arguments or an evicted hash)."""
 
-    def __init__(self, module: fx.GraphModule):
+    def __init__(self, module: fx.GraphModule, decompositions=None):
         super().__init__()
         self.module = module
+        self.decompositions = decompositions
         self.program = None
 
     def forward(self, *args):
@@ -61,12 +66,14 @@ class ReplayedSegment(torch.nn.Module):
         dev.materialize([a for a in args if isinstance(a, torch.Tensor)])
         if self.program is None:
             tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-            self.program = ReplayedGraph(self.module, args, shape_positions=tensors)
+            self.program = ReplayedGraph(self.module, args, shape_positions=tensors,
+                                         decompositions=self.decompositions)
         return pytree.tree_unflatten(self.program.run(args), self.program.treespec)
 
 
-def split_at(graph_module: fx.GraphModule, eager_nodes) -> fx.GraphModule:
-    """Split into ReplayedSegments and single eager nodes, in graph order."""
+def split_at(graph_module: fx.GraphModule, eager_nodes, decompositions=None) -> fx.GraphModule:
+    """Split into ReplayedSegments (tracing the ops in ``decompositions`` as their
+    decomposition) and single eager nodes, in graph order."""
     eager = set(eager_nodes)
     part_of, part, previous_eager = {}, 0, None
     for node in graph_module.graph.nodes:
@@ -88,7 +95,7 @@ def split_at(graph_module: fx.GraphModule, eager_nodes) -> fx.GraphModule:
     for name, child in list(split.named_children()):
         computes = [n.name for n in child.graph.nodes if n.op not in ("placeholder", "output")]
         if not eager.intersection(computes):
-            setattr(split, name, ReplayedSegment(child))
+            setattr(split, name, ReplayedSegment(child, decompositions))
     return split
 
 
@@ -96,11 +103,12 @@ class PartitionedProgram:
     """Program protocol (like ``ReplayedGraph``): ``run(device_args) -> leaves`` plus
     ``mutated`` (positions written in place) and ``argument_leaves`` ({leaf: position})."""
 
-    def __init__(self, flat, device_args, eager_nodes, copies=None):
-        """``copies``: untouched device copies of ``device_args`` to capture on (made if None)."""
+    def __init__(self, flat, device_args, eager_nodes, copies=None, decompositions=None):
+        """``copies``: untouched device copies of ``device_args`` to capture on (made if None);
+        ``decompositions``: ops the segments trace as their decomposition (``decompose``)."""
         self.flat = flat
         self.eager_nodes = tuple(eager_nodes)
-        self.split = split_at(flat.graph_module, eager_nodes)
+        self.split = split_at(flat.graph_module, eager_nodes, decompositions)
         if copies is None:
             copies = dev.device_copies(device_args)
         xlac = dev.xlac()

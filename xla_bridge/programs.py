@@ -24,8 +24,10 @@ class ReplayedGraph:
     at ``shape_positions`` (the user's inputs; weights keep theirs), so a call that would not
     fit the compiled graph captures a new one instead of replaying the wrong one."""
 
-    def __init__(self, fn, device_args, shape_positions=()):
+    def __init__(self, fn, device_args, shape_positions=(), decompositions=None):
+        """``decompositions``: ops every capture traces as their decomposition (``decompose``)."""
         self.fn = fn
+        self.decompositions = decompositions or {}
         self.value_positions = tuple(i for i, a in enumerate(device_args)
                                      if not isinstance(a, torch.Tensor))
         self.shape_positions = tuple(shape_positions)
@@ -38,7 +40,7 @@ class ReplayedGraph:
                 tuple((device_args[i].shape, device_args[i].dtype) for i in self.shape_positions))
 
     def _capture(self, device_args, key) -> LazyGraph:
-        graph = self.graphs[key] = LazyGraph.capture(self.fn, device_args)
+        graph = self.graphs[key] = LazyGraph.capture(self.fn, device_args, self.decompositions)
         return graph
 
     # The current graph's output structure, for the host side.

@@ -46,7 +46,8 @@ from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .counters import counters
-from .joint_graph import NotDifferentiable, Partition, decompositions_for, joint_partition
+from .decompose import learn
+from .joint_graph import NotDifferentiable, Partition, joint_partition
 from .lazy_graph import NotOneGraph, Result
 from .programs import ReplayedGraph
 
@@ -170,11 +171,8 @@ class ReplayedTraining:
                 plan = TrainingPlan(partition.to(self.device), device_args, positions)
             except NotOneGraph:
                 # An op the device cannot lower ran on the CPU: record it decomposed, if it can be.
-                more = {op: fn for op, fn in decompositions_for(dev.executed_fallback_ops()).items()
-                        if op not in decompositions}
-                if not more:
+                if not learn(dev.executed_fallback_ops(), decompositions):
                     raise
-                decompositions.update(more)
                 continue
             counters.training_plans.append(dict(
                 saved_bytes=partition.saved_bytes, saved_count=partition.saved_count,
