@@ -30,8 +30,29 @@ log_guards = get_logger("guards")
 log_breaks = get_logger("graph_breaks")
 log_output_code = get_logger("output_code")
 
+class _CodesByIdentity:
+    """A weak set of code objects by identity.  (A weakref.WeakSet compares code objects by value:
+    two equal codes, say the resume functions of two programs with the same text, would be one
+    member, and reset() would leave the other's cache entries alive.)"""
+
+    def __init__(self):
+        self._codes: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+    def add(self, code) -> None:
+        self._codes[id(code)] = code
+
+    def __iter__(self):
+        return iter(list(self._codes.values()))
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    def clear(self) -> None:
+        self._codes.clear()
+
+
 # Every code object that has a cache, so that reset() can drop them all.
-codes_with_cache: "weakref.WeakSet" = weakref.WeakSet()
+codes_with_cache = _CodesByIdentity()
 # Code that some optimize(...) named explicitly: traced whatever file it lives in, so it is
 # never given the global "never watch" mark (torch.nn.Sequential.forward, say).
 root_codes: "weakref.WeakSet" = weakref.WeakSet()

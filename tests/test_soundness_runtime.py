@@ -163,7 +163,8 @@ def test_reset_then_compile_repeatedly_keeps_linecache_and_fx_sources_bounded():
     assert after[2] <= before[2], (before, after)
     minidynamo.reset()
     gc.collect()
-    assert _registry_sizes()[1] == 0       # nothing of ours stays registered once the entries died
+    leftover = [k for k in linecache.cache if isinstance(k, str) and k.startswith("<minidynamo")]
+    assert not leftover, leftover          # nothing of ours stays registered once the entries died
 
 
 def test_dropped_entry_unregisters_its_sources():
@@ -553,3 +554,22 @@ def test_set_grad_enabled_block_left_when_the_graph_raises():
     with pytest.raises(IndexError):
         optimized(x, torch.tensor([7]))
     assert torch.is_grad_enabled()
+
+
+def test_reset_drops_the_entries_of_equal_code_objects_too():
+    """Two programs with the same text have equal code objects (code compares by value): reset()
+    must drop both caches, not the one a value-keyed set kept."""
+    source = "import torch\n\ndef f(x):\n    return torch.relu(x * 2 + 1)\n"
+    fns = []
+    for _ in range(2):
+        namespace = {}
+        exec(compile(source, "<same text>", "exec"), namespace)
+        fns.append(namespace["f"])
+    assert fns[0].__code__ == fns[1].__code__ and fns[0].__code__ is not fns[1].__code__
+    x = torch.randn(3)
+    compiled = [minidynamo.optimize("eager")(fn) for fn in fns]     # (kept: entries belong to them)
+    for fn in compiled:
+        fn(x)
+    assert all(minidynamo.cache_entries(fn) for fn in fns)
+    minidynamo.reset()
+    assert not any(minidynamo.cache_entries(fn) for fn in fns)

@@ -56,7 +56,7 @@ def resume_code(code: types.CodeType, index: int, stack: list, local_names: list
         loop_head = None if loop_head is None else loop_head + shift
     if loop_head is not None and loop_head >= index:
         loop_head = None      # nothing of the loop lies before the resume point: the same code as
-                              # without it (equal code objects are one key of codes_with_cache)
+                              # without it (equal code objects share one resume code)
     key = (index, tuple(_slot_key(s) for s in stack), tuple(local_names), loop_head)
     per_code = _made.setdefault(code, {})
     if key not in per_code:
