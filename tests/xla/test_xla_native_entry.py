@@ -98,6 +98,15 @@ def the_entry(optimized):
     return entries[0].compiled_fn
 
 
+def compiled_once():
+    """The device model, optimized on trace-once and called once: (model, optimized, x)."""
+    model = device_model()
+    optimized = minidynamo.optimize("torchxla_trace_once")(model)
+    x = _xla(torch.randn(2, 4))
+    call(optimized, x)
+    return model, optimized, x
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("change", CHANGES)
 def test_a_changed_weight_gives_the_eager_answer(backend, change, native_entry):
@@ -137,10 +146,7 @@ def test_inputs_of_other_shapes_dtypes_or_pending(backend, native_entry):
 
 
 def test_the_entry_runs_in_c_and_leaves_the_guarded_checks_to_the_guard(native_entry):
-    model = device_model()
-    optimized = minidynamo.optimize("torchxla_trace_once")(model)
-    x = _xla(torch.randn(2, 4))
-    call(optimized, x)
+    model, optimized, x = compiled_once()
     entry = the_entry(optimized)
     if not native_entry or replay_path._replay is None:
         assert type(entry).__name__ == "function"
@@ -161,10 +167,7 @@ def test_the_entry_runs_in_c_and_leaves_the_guarded_checks_to_the_guard(native_e
 def test_an_entry_called_without_its_guard_checks_everything():
     """The reader did not hand off (no guard ran for this call): nothing is vouched, so a tensor
     of another shape is caught by the replay's own checks (the Python path retraces)."""
-    model = device_model()
-    optimized = minidynamo.optimize("torchxla_trace_once")(model)
-    x = _xla(torch.randn(2, 4))
-    call(optimized, x)
+    model, optimized, x = compiled_once()
     entry = the_entry(optimized)
     other = _xla(torch.randn(6, 4))
     with torch.no_grad():
@@ -177,10 +180,7 @@ def test_an_entry_called_without_its_guard_checks_everything():
 def test_a_graph_error_reruns_the_frame_or_propagates(monkeypatch, native_entry, error):
     """As the generated Python's ``except``: an Exception re-runs the frame eagerly (the graph is
     free to run twice), anything else (KeyboardInterrupt) reaches the caller."""
-    model = device_model()
-    optimized = minidynamo.optimize("torchxla_trace_once")(model)
-    x = _xla(torch.randn(2, 4))
-    call(optimized, x)
+    model, optimized, x = compiled_once()
 
     def broken(graph_hash, inputs):
         raise error("the runtime failed")
@@ -199,10 +199,7 @@ def test_a_guard_promise_for_other_sizes_than_the_armed_graph_vouches_nothing():
     """The replay is re-armed for another shape (a call without the guard), then a guarded call
     with the traced shape comes: the guard checked sizes the armed graph does not have, so the
     replay checks the inputs itself, switches back to the traced graph, and answers right."""
-    model = device_model()
-    optimized = minidynamo.optimize("torchxla_trace_once")(model)
-    x = _xla(torch.randn(2, 4))
-    call(optimized, x)
+    model, optimized, x = compiled_once()
     entry = the_entry(optimized)
     other = _xla(torch.randn(6, 4))
     with torch.no_grad():
