@@ -4,7 +4,7 @@
  * The Python check of one tensor (checks.tensor_checks) is
  *
  *     type(x) is T and x.dtype is D and x.device == V and x.shape == S
- *         and x.stride() == R  (or x.is_contiguous())  and x.requires_grad is G
+ *         and Tensor.stride(x) == R  (or Tensor.is_contiguous(x))  and x.requires_grad is G
  *
  * Each getter builds a Python object (a torch.Size, a tuple, a torch.device) from the
  * TensorImpl; this module compares the TensorImpl's own fields with the expected values
@@ -21,8 +21,7 @@
  *    generic one; a subclass must keep torch's default __torch_function__ (or the disabled one):
  *    the default runs the getter with subclass dispatch off and returns an equal value;
  *  - per call: no torch function mode may be active (a mode sees every getter call);
- *  - per tensor: no Python dispatch key, no symbolic sizes, no instance attribute shadowing the
- *    stride()/is_contiguous() methods; and any C++ error (a sparse tensor's strides, say) means
+ *  - per tensor: no Python dispatch key, no symbolic sizes; and any C++ error (a sparse tensor's strides, say) means
  *    "ask Python", never "no".
  * A Python error while checking means "does not match", as in the generated guard's try/except.
  */
@@ -51,10 +50,10 @@ PyObject *builtin_is_grad_enabled;         // torch._C.is_grad_enabled
 PyObject *str_dtype, *str_device, *str_shape, *str_stride, *str_is_contiguous, *str_requires_grad,
     *str_torch_function, *str_layout, *str_values;
 PyObject *torch_strided;                   // torch.strided (is_contiguous() is True for mkldnn too)
+PyObject *tensor_stride, *tensor_is_contiguous;   // torch.Tensor.stride, torch.Tensor.is_contiguous
 const void *plain_autograd_meta_vtable;    // the vtable of torch::autograd::AutogradMeta itself
 
-// The attributes the Python check reads: data descriptors first (an instance attribute cannot
-// hide them), then the two methods (an instance attribute can).
+// The attributes the Python check reads (a subclass that redefines one is read through Python).
 PyObject **metadata_names[] = {&str_dtype, &str_device, &str_shape, &str_requires_grad, &str_layout,
                                &str_stride, &str_is_contiguous};
 
@@ -161,27 +160,23 @@ bool spec_init(Spec &spec, PyObject *item) {
 
 // ---------------------------------------------------------------------------------- checks
 
-/* An instance attribute named stride / is_contiguous hides the method from `x.stride()`. */
-inline bool method_shadowed(PyObject *tensor, PyObject *name) {
+/* `name not in obj.__dict__` as Python answers it: 1, 0, or -1 with an exception (an object
+ * without a __dict__ raises AttributeError there; here it answers 0 without one). */
+int instance_lacks(PyObject *obj, PyObject *name) {
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
     // 3.11 keeps a managed dict three words before the object and its attribute values (before
     // a dict is made) four words before: neither there, no instance attribute at all.
-    if ((Py_TYPE(tensor)->tp_flags & Py_TPFLAGS_MANAGED_DICT) && reinterpret_cast<PyObject **>(tensor)[-3] == nullptr &&
-        reinterpret_cast<void **>(tensor)[-4] == nullptr)
-        return false;
+    if ((Py_TYPE(obj)->tp_flags & Py_TPFLAGS_MANAGED_DICT) && reinterpret_cast<PyObject **>(obj)[-3] == nullptr &&
+        reinterpret_cast<void **>(obj)[-4] == nullptr)
+        return 1;
 #endif
-    Py_ssize_t offset = Py_TYPE(tensor)->tp_dictoffset;   // tensors keep their __dict__ at a fixed offset
-    PyObject **dict = offset > 0 ? reinterpret_cast<PyObject **>(reinterpret_cast<char *>(tensor) + offset)
-                                 : _PyObject_GetDictPtr(tensor);
-    if (dict == nullptr || *dict == nullptr || PyDict_GET_SIZE(*dict) == 0)
-        return false;
-    if (PyDict_GetItemWithError(*dict, name) != nullptr)
-        return true;
-    if (PyErr_Occurred()) {   // the instance dict could not be read: ask Python
-        PyErr_Clear();
-        return true;
-    }
-    return false;
+    PyObject **dict = _PyObject_GetDictPtr(obj);
+    if (dict == nullptr)
+        return PyErr_Occurred() ? -1 : 0;
+    if (*dict == nullptr || PyDict_GET_SIZE(*dict) == 0)
+        return 1;
+    int found = PyDict_Contains(*dict, name);
+    return found < 0 ? -1 : !found;
 }
 
 inline bool same_ints(c10::IntArrayRef got, const std::vector<int64_t> &expected) {
@@ -221,8 +216,6 @@ Outcome match_direct(const Spec &spec, PyObject *tensor, const c10::TensorImpl *
         return NO;
     if (!same_ints(impl->sizes(), spec.sizes_value))   // a custom-sizes tensor may throw: Python then
         return NO;
-    if (method_shadowed(tensor, spec.by_contiguity ? str_is_contiguous : str_stride))
-        return ASK_PYTHON;
     if (spec.by_contiguity) {
         if (!impl->is_contiguous() || impl->layout() != c10::kStrided)   // mkldnn says contiguous too
             return NO;
@@ -260,13 +253,13 @@ int match_python(const Spec &spec, PyObject *tensor) {
     if (ok == 1)
         ok = equal(PyObject_GetAttr(tensor, str_shape), spec.sizes);
     if (ok == 1 && spec.by_contiguity) {
-        PyObject *contiguous = PyObject_CallMethodNoArgs(tensor, str_is_contiguous);
+        PyObject *contiguous = PyObject_CallOneArg(tensor_is_contiguous, tensor);
         ok = contiguous == nullptr ? -1 : PyObject_IsTrue(contiguous);
         Py_XDECREF(contiguous);
         if (ok == 1)
             ok = is_same(PyObject_GetAttr(tensor, str_layout), torch_strided);
     } else if (ok == 1) {
-        ok = equal(PyObject_CallMethodNoArgs(tensor, str_stride), spec.strides);
+        ok = equal(PyObject_CallOneArg(tensor_stride, tensor), spec.strides);
     }
     if (ok == 1)
         ok = is_same(PyObject_GetAttr(tensor, str_requires_grad), spec.requires_grad);
@@ -483,12 +476,12 @@ PyType_Spec TensorMatch_spec = {
  *     (BUILTIN, dst, g, b, name)  dst = g[name] if name in g else b[name]
  *     (CONST, dst, obj)        (IS, src, obj)   (TYPE_IS, src, type)   (EQ, src, obj): src == obj
  *     (CALL_IS, fn, obj): fn() is obj   (CALL_EQ, fn, obj): fn() == obj   (CALL_TRUE, fn): fn()
- *     (NOT_IN, key, src): key not in src
+ *     (NOT_IN, key, src): key not in src     (LACKS, src, name): name not in src.__dict__
  *     (SHORTCUT, dst, holder, base, name, (shadow, ...)):
  *         dst = holder[name] if name in holder and name not in shadow and ... else base.name
  * each exactly the Python the generated guard runs for the same step; an Exception while running
  * means False, as in the generated guard's try/except.  Instances carry a __dict__. */
-enum Op { ATTR, ITEM, BUILTIN, CONST, IS, TYPE_IS, EQ, CALL_IS, CALL_EQ, CALL_TRUE, NOT_IN, SHORTCUT, N_OPS };
+enum Op { ATTR, ITEM, BUILTIN, CONST, IS, TYPE_IS, EQ, CALL_IS, CALL_EQ, CALL_TRUE, NOT_IN, SHORTCUT, LACKS, N_OPS };
 
 constexpr int MAX_SHADOWS = 4;
 
@@ -563,6 +556,35 @@ int contains(PyObject *container, PyObject *key) {
     return PyDict_CheckExact(container) ? PyDict_Contains(container, key) : PySequence_Contains(container, key);
 }
 
+/* What a passing fast path keeps for the HandOff: the hand-off registers' values and the call
+ * ((func, *args)) they were read for, as owned references while `full`. */
+struct Kept {
+    std::vector<PyObject *> values, call;
+    bool full = false;
+
+    Kept(size_t n_values, size_t n_call) : values(n_values, nullptr), call(n_call, nullptr) {}
+
+    void drop() {
+        if (!full)
+            return;
+        full = false;
+        for (PyObject *&value : values)
+            Py_CLEAR(value);
+        for (PyObject *&arg : call)
+            Py_CLEAR(arg);
+    }
+
+    int traverse(visitproc visit, void *arg) {
+        if (full) {
+            for (PyObject *value : values)
+                Py_VISIT(value);
+            for (PyObject *item : call)
+                Py_VISIT(item);
+        }
+        return 0;
+    }
+};
+
 struct FastGuard {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -578,32 +600,27 @@ struct FastGuard {
     std::vector<Py_ssize_t> *tensor_slot;  // per spec: its register
     std::vector<bool> *filled;             // per register: written by the arguments, values or a read
     // The hand-off (see HandOff): registers whose values a passing fast path keeps, and what it
-    // kept last: those values (a list) and the call they were read for ((func, *args), a tuple).
+    // kept last (see Kept).
     std::vector<Py_ssize_t> *hand_off;
-    PyObject *kept_values, *kept_call;
+    Kept *kept;
 };
 
 void drop_kept(FastGuard *self) {
-    Py_CLEAR(self->kept_values);
-    Py_CLEAR(self->kept_call);
+    if (self->kept != nullptr)
+        self->kept->drop();
 }
 
-/* After a passing fast path: keep the hand-off registers' values for the call `args`. */
+/* After a passing fast path: keep the hand-off registers' values for the call `args` (into
+ * arrays kept from call to call: a guard that passes allocates nothing). */
 void keep(FastGuard *self, PyObject **regs, PyObject *const *args) {
     const std::vector<Py_ssize_t> &wanted = *self->hand_off;
-    PyObject *values = PyList_New(static_cast<Py_ssize_t>(wanted.size()));
-    PyObject *call = values == nullptr ? nullptr : PyTuple_New(1 + self->nargs);
-    if (call == nullptr) {   // out of memory: keep nothing (the reader then reads)
-        Py_XDECREF(values);
-        PyErr_Clear();
-        return;
-    }
+    Kept &kept = *self->kept;
+    kept.drop();
     for (size_t i = 0; i < wanted.size(); i++)
-        PyList_SET_ITEM(values, i, Py_NewRef(regs[wanted[i]]));
+        kept.values[i] = Py_NewRef(regs[wanted[i]]);
     for (Py_ssize_t i = 0; i <= self->nargs; i++)
-        PyTuple_SET_ITEM(call, i, Py_NewRef(args[i]));
-    Py_XSETREF(self->kept_values, values);
-    Py_XSETREF(self->kept_call, call);
+        kept.call[i] = Py_NewRef(args[i]);
+    kept.full = true;
 }
 
 /* 1: the call gave exactly `expected` (identity), 0: not, -1: error. */
@@ -703,6 +720,9 @@ int run_program(const std::vector<Step> &steps, PyObject **regs) {
         }
         case SHORTCUT:
             value = shortcut(step, regs);
+            break;
+        case LACKS:
+            ok = instance_lacks(regs[step.a], step.obj);
             break;
         }
         if (step.dst >= 0) {
@@ -821,6 +841,9 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
         break;
     case CALL_TRUE:
         parsed = PyArg_ParseTuple(item, "iO", &op, &obj);
+        break;
+    case LACKS:
+        parsed = PyArg_ParseTuple(item, "inU", &op, &a, &obj);
         break;
     case SHORTCUT: {
         PyObject *shadows;
@@ -981,8 +1004,9 @@ int FastGuard_traverse(PyObject *self_obj, visitproc visit, void *arg) {
     Py_VISIT(self->memo_valid);
     Py_VISIT(self->fallback);
     Py_VISIT(self->program_source);
-    Py_VISIT(self->kept_values);
-    Py_VISIT(self->kept_call);
+    if (self->kept != nullptr)
+        if (int found = self->kept->traverse(visit, arg))
+            return found;
     if (self->steps != nullptr) {
         for (Step &step : *self->steps) {
             Py_VISIT(step.obj);
@@ -1023,6 +1047,8 @@ void FastGuard_dealloc(PyObject *self_obj) {
     delete self->tensor_slot;
     delete self->filled;
     delete self->hand_off;
+    delete self->kept;
+    self->kept = nullptr;
     self->steps = nullptr;
     self->specs = nullptr;
     self->tensor_slot = nullptr;
@@ -1060,7 +1086,9 @@ PyObject *FastGuard_set_hand_off(PyObject *self_obj, PyObject *registers) {
     }
     drop_kept(self);
     delete self->hand_off;
+    delete self->kept;
     self->hand_off = wanted;
+    self->kept = new Kept(wanted->size(), static_cast<size_t>(1 + self->nargs));
     Py_RETURN_NONE;
 }
 
@@ -1287,14 +1315,22 @@ PyObject *HandOff_vectorcall(PyObject *self_obj, PyObject *const *args, size_t n
     auto *self = reinterpret_cast<HandOff *>(self_obj);
     auto *guard = reinterpret_cast<FastGuard *>(self->guard);
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *call = guard->kept_call;
-    bool same = call != nullptr && kwnames == nullptr && PyTuple_GET_SIZE(call) == nargs;
+    Kept *kept = guard->kept;
+    bool same = kept != nullptr && kept->full && kwnames == nullptr &&
+                static_cast<Py_ssize_t>(kept->call.size()) == nargs;
     for (Py_ssize_t i = 0; same && i < nargs; i++)
-        same = PyTuple_GET_ITEM(call, i) == args[i];
+        same = kept->call[i] == args[i];
     if (same) {
-        PyObject *values = guard->kept_values;
-        guard->kept_values = nullptr;
-        Py_CLEAR(guard->kept_call);
+        PyObject *values = PyList_New(static_cast<Py_ssize_t>(kept->values.size()));
+        if (values == nullptr) {
+            kept->drop();
+            return nullptr;
+        }
+        for (size_t i = 0; i < kept->values.size(); i++) {   // the list takes the kept references
+            PyList_SET_ITEM(values, i, kept->values[i]);
+            kept->values[i] = nullptr;
+        }
+        kept->drop();
         self->handed = 1;
         return values;
     }
@@ -1439,6 +1475,16 @@ bool find_torch_objects() {
         return false;
     }
     default_torch_function = _PyType_Lookup(reinterpret_cast<PyTypeObject *>(THPVariableClass), str_torch_function);
+    // torch.Tensor's own stride / is_contiguous (the Python check calls these, not x.stride()).
+    tensor_stride = _PyType_Lookup(tensor_base_type, str_stride);
+    tensor_is_contiguous = _PyType_Lookup(tensor_base_type, str_is_contiguous);
+    if (tensor_stride == nullptr || tensor_is_contiguous == nullptr) {
+        Py_DECREF(torch_module);
+        PyErr_SetString(PyExc_ImportError, "guards._tensor_match: torch._C.TensorBase lacks stride / is_contiguous");
+        return false;
+    }
+    Py_INCREF(tensor_stride);          // kept for the process's life
+    Py_INCREF(tensor_is_contiguous);
     // A leaf that requires grad has a plain AutogradMeta: remember its vtable (else never inline).
     PyObject *leaf = PyObject_CallMethod(torch_module, "ones", "i", 1);
     PyObject *marked = leaf == nullptr ? nullptr : PyObject_CallMethod(leaf, "requires_grad_", nullptr);

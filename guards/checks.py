@@ -31,7 +31,8 @@ class Check(NamedTuple):
     actual: str     # Python expression for what is there now (slow path only)
     # The same test as data, for the native fast path (``native.fast_guard``), or None when only
     # the text expresses it: ("is", var, obj), ("type_is", var, cls), ("eq", var, obj),
-    # ("call_is", fn, obj), ("call_eq", fn, obj), ("call_true", const_name), ("not_in", key, var).
+    # ("call_is", fn, obj), ("call_eq", fn, obj), ("call_true", const_name), ("not_in", key, var),
+    # ("lacks", var, name): var's instance __dict__ lacks name.
     native: Optional[tuple] = None
 
 
@@ -149,9 +150,13 @@ def contiguity_pins_strides(spec: TensorSpec) -> bool:
 def tensor_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     spec: TensorSpec = guard.expected
     label = guard.source.name()
-    # is_contiguous() also answers True for an mkldnn tensor: the layout is checked with it
-    stride_test = (f"{v}.is_contiguous() and {v}.layout is {consts.name_for(torch.strided, 'strided')}"
-                   if contiguity_pins_strides(spec) else f"{v}.stride() == {spec.stride!r}")
+    # torch.Tensor's own methods, not x.stride(): an attribute set on the instance would answer
+    # that (tensor methods the trace read are guarded against such attributes, see absent_match).
+    # is_contiguous() also answers True for an mkldnn tensor: the layout is checked with it.
+    stride_of = consts.name_for(torch.Tensor.stride, "Tensor_stride")
+    stride_test = (f"{consts.name_for(torch.Tensor.is_contiguous, 'Tensor_is_contiguous')}({v}) and "
+                   f"{v}.layout is {consts.name_for(torch.strided, 'strided')}"
+                   if contiguity_pins_strides(spec) else f"{stride_of}({v}) == {spec.stride!r}")
     return [
         _type_check(v, label, spec.type, consts),
         Check(f"{v}.dtype is {consts.name_for(spec.dtype, 'dtype')}", f"{label}.dtype",
@@ -160,7 +165,7 @@ def tensor_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
               str(spec.device), f"{v}.device"),
         Check(f"{v}.shape == {spec.shape!r}", f"{label}.shape", str(list(spec.shape)),
               f"{v}.shape"),
-        Check(stride_test, f"{label}.stride()", str(list(spec.stride)), f"list({v}.stride())"),
+        Check(stride_test, f"{label}.stride()", str(list(spec.stride)), f"list({stride_of}({v}))"),
         Check(f"{v}.requires_grad is {spec.requires_grad!r}", f"{label}.requires_grad",
               repr(spec.requires_grad), f"{v}.requires_grad"),
     ]
@@ -253,6 +258,9 @@ def absent_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     attr, mode, descriptor = guard.expected
     label = guard.source.name()
     missing = consts.name_for(MISSING, "missing")
+    if mode == "instance":   # the class's own attribute stands, unless the instance hides it
+        return [Check(f"{attr!r} not in {v}.__dict__", f"{label}.__dict__[{attr!r}]", "absent",
+                      f"{v}.__dict__.get({attr!r}, {missing})", ("lacks", v, attr))]
     holder = v if mode == "class" else f"type({v})"
     if mode == "slot":    # the class still has the slot (nothing else), and it is unset
         slot = consts.name_for(descriptor, "slot")

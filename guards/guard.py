@@ -124,7 +124,7 @@ def tensor_match(source: Source, tensor: torch.Tensor) -> Guard:
         dtype=tensor.dtype,
         device=tensor.device,
         shape=tuple(tensor.shape),
-        stride=tuple(tensor.stride()),
+        stride=tuple(torch.Tensor.stride(tensor)),   # not an attribute set on the instance
         requires_grad=tensor.requires_grad,
     )
     return Guard(source, TENSOR_MATCH, spec)
@@ -222,12 +222,15 @@ def default_dtype_match(dtype: torch.dtype | None = None) -> Guard:
     return torch_state_match("get_default_dtype", dtype)
 
 
-def absent_match(source: Source, value: Any, attr: str) -> Guard:
+def absent_match(source: Source, value: Any, attr: str, instance_only: bool = False) -> Guard:
     """``source`` has no attribute ``attr``: neither its class (through the MRO) nor, for an
     object with an instance ``__dict__``, the instance defines it.  For a class, ``attr`` is not
-    found on it (``getattr(cls, attr)`` would fail)."""
+    found on it (``getattr(cls, attr)`` would fail).  ``instance_only``: the class does define
+    ``attr`` (a method), and the instance must not hide it with an attribute of its own."""
     descriptor = None
-    if isinstance(value, type):
+    if instance_only:
+        mode = "instance"
+    elif isinstance(value, type):
         mode = "class"
     else:
         mode = "object" if isinstance(getattr(value, "__dict__", None), dict) else "slots"

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
+import torch
+
 from . import module_facts
 from .checks import describe_guard
 from .guard import (
@@ -57,7 +59,7 @@ class _Unreadable(Exception):
 def _tensor(guard: Guard, x: Any, read) -> bool:
     spec: TensorSpec = guard.expected
     return (type(x) is spec.type and x.dtype == spec.dtype and x.device == spec.device
-            and tuple(x.shape) == spec.shape and tuple(x.stride()) == spec.stride
+            and tuple(x.shape) == spec.shape and tuple(torch.Tensor.stride(x)) == spec.stride
             and x.requires_grad == spec.requires_grad)
 
 
@@ -70,6 +72,8 @@ def _equals(guard: Guard, x: Any, read) -> bool:
 
 def _absent(guard: Guard, x: Any, read) -> bool:
     attr, mode, descriptor = guard.expected
+    if mode == "instance":
+        return attr not in getattr(x, "__dict__", {})
     if mode == "class":
         return not hasattr(x, attr)
     found = next((k.__dict__[attr] for k in type(x).__mro__ if attr in k.__dict__), _MISSING)

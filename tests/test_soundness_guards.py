@@ -565,6 +565,26 @@ def test_python_attribute_on_tensor():
     c.check(y, compiled=3)
 
 
+@pytest.mark.parametrize("shadow, read_on_x", [("size", True), ("view", True), ("sum", False)])
+def test_tensor_method_hidden_by_an_instance_attribute(shadow, read_on_x):
+    """A method is not a data descriptor: ``t.size = f`` makes ``t.size(0)`` call f.  A method
+    read through an input is guarded against such an attribute, and one already there is used;
+    a method the trace never read through the input (``sum`` is called on the view) is not."""
+    replacements = {"size": lambda *a: 7, "view": lambda *a: torch.zeros(1), "sum": lambda: torch.tensor(-1.0)}
+
+    def f(x):
+        return x.size(0) + x.view(-1).sum()
+
+    c = Checker(f)
+    x = torch.ones(3)
+    c.check(x, compiled=1)
+    setattr(x, shadow, replacements[shadow])
+    entries = 2 if read_on_x else 1
+    c.check(x, compiled=entries)
+    c.check(x, compiled=entries)           # the attribute is now part of what the entry saw
+    c.check(torch.ones(3), compiled=entries)   # an input without it takes the first entry
+
+
 def test_overlapping_views_in_place():
     def f(a, b):
         a.add_(1)

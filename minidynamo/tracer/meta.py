@@ -76,7 +76,7 @@ def to_meta(tensor: torch.Tensor) -> torch.Tensor:
         raise Unsupported(f"tensor subclass {type(tensor).__name__} as an input")
     if tensor.is_sparse or tensor.is_quantized or tensor.layout != torch.strided:
         raise Unsupported(f"tensor with layout {tensor.layout} as an input")
-    meta = torch.empty_strided(tensor.size(), tensor.stride(), dtype=tensor.dtype, device=META)
+    meta = torch.empty_strided(tensor.shape, torch.Tensor.stride(tensor), dtype=tensor.dtype, device=META)
     if tensor.requires_grad:
         meta.requires_grad_(True)
     return meta
@@ -88,7 +88,7 @@ def meta_examples(value):
     def to(t):
         if not isinstance(t, torch.Tensor) or t.is_meta:
             return t
-        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=META).requires_grad_(t.requires_grad)
+        return torch.empty_strided(t.shape, torch.Tensor.stride(t), dtype=t.dtype, device=META).requires_grad_(t.requires_grad)
     return tree_map(to, value)
 
 
@@ -186,7 +186,7 @@ def _run_on_dummies(fn, args, kwargs):
         def dummy(value):
             if not isinstance(value, torch.Tensor):
                 return value
-            real = torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device="cpu").fill_(fill)
+            real = torch.empty_strided(value.shape, torch.Tensor.stride(value), dtype=value.dtype, device="cpu").fill_(fill)
             return real.requires_grad_(True) if value.requires_grad else real
         try:
             out = fn(*tree_map(dummy, list(args)), **tree_map(dummy, dict(kwargs)))

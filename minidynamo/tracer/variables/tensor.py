@@ -116,10 +116,24 @@ class TensorVariable(VariableTracker):
         if name in ("grad", "grad_fn", "_base", "_version"):
             raise Unsupported(f"tensor attribute .{name} (autograd state)")
         if callable(getattr(torch.Tensor, name, None)):
-            return TensorMethodVariable(self, name)
+            return self._method(tx, name)
         if not hasattr(torch.Tensor, name):
             return self._instance_attribute(tx, name)
         raise Unsupported(f"tensor attribute .{name}")
+
+    def _method(self, tx, name):
+        """``x.name`` for a method of torch.Tensor.  A method is not a data descriptor, so an
+        attribute of that name set on the tensor object answers instead (``t.size = f``): an input
+        tensor's own attribute is used, and its absence is guarded."""
+        source = self.input_source(tx)
+        if source is not None and not _data_descriptor(torch.Tensor, name):
+            real = tx.output.real_inputs[source]
+            if name in getattr(real, "__dict__", {}):
+                from ..builder import wrap
+
+                return wrap(tx, real.__dict__[name], G.AttrSource(source, name))
+            tx.output.add_guard(G.absent_match(source, real, name, instance_only=True))
+        return TensorMethodVariable(self, name)
 
     def input_source(self, tx):
         """The source of the graph input this tensor IS (the very object), or None."""
@@ -157,6 +171,13 @@ class TensorVariable(VariableTracker):
 
     def __repr__(self):
         return f"TensorVariable({self.node.name}: {tuple(self.example.shape)} {self.example.dtype})"
+
+
+def _data_descriptor(cls: type, name: str) -> bool:
+    """Whether ``cls.name`` (found through the MRO) is a data descriptor, which an instance
+    attribute of the same name cannot hide."""
+    found = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
+    return hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")
 
 
 class TensorMethodVariable(VariableTracker):
