@@ -83,7 +83,7 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "reuse_args":      (1.0, False, "calls with the very same argument objects again"),
     "state_mutation":  (1.0, False, "mutations of globals/object/module/helpers between calls"),
     "arg_aliasing":    (0.3, False, "y is x / ts holds x in one call"),
-    "tensor_views":    (0.3, False, "x an offset view / requires_grad leaf in one call"),
+    "tensor_views":    (0.3, False, "x an offset view / requires_grad leaf / with an attribute hiding a method, in one call"),
 }
 
 ALL_FEATURES = frozenset(FEATURES)
@@ -1227,7 +1227,7 @@ def gen_steps(rng: random.Random, features: frozenset) -> list[tuple]:
     if "arg_aliasing" in features:
         variations += ["alias"]
     if "tensor_views" in features:
-        variations += ["view", "grad"]
+        variations += ["view", "grad", "shadow"]
     mutations = [m for feat, ms in MUTATIONS.items() if feat in features for m in ms]
     prev = base
     for _ in range(rng.randint(2, 6)):
@@ -1254,6 +1254,8 @@ def gen_steps(rng: random.Random, features: frozenset) -> list[tuple]:
             spec = dict(prev, reuse=True)
         elif v in ("alias", "view", "grad"):
             spec[v] = True
+        elif v == "shadow":   # oracle.SHADOWS: attributes on x hiding some of its methods
+            spec[v] = rng.sample(["size", "dim", "sum", "relu", "abs"], rng.randint(1, 5))
         steps.append(("call", spec))
         prev = spec
     return steps

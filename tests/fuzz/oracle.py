@@ -52,6 +52,16 @@ class Outcome:
 # ----------------------------------------------------------------------------- inputs
 
 
+# Attributes set on an input tensor that hide its methods (``x.size(-1)`` then calls the lambda).
+SHADOWS = {
+    "size": lambda *args: 5,
+    "dim": lambda: 3,
+    "sum": lambda *args, **kwargs: torch.tensor(-2.0),
+    "relu": lambda: torch.zeros(()),
+    "abs": lambda: torch.ones(1),
+}
+
+
 def make_args(spec: dict) -> tuple:
     g = torch.Generator().manual_seed(spec["seed"])
     dtype = getattr(torch, spec["dtype"])
@@ -64,6 +74,8 @@ def make_args(spec: dict) -> tuple:
     y = x if spec.get("alias") else torch.randn(B, C, generator=g, dtype=dtype)
     if spec.get("grad"):
         x = x.detach().clone().requires_grad_(True)
+    for name in spec.get("shadow", ()):   # attributes on the input that hide tensor methods
+        setattr(x, name, SHADOWS[name])
     ts = [torch.randn(B, C, generator=g, dtype=dtype) for _ in range(spec["nts"])]
     if spec.get("alias") and ts:
         ts[0] = x

@@ -50,7 +50,7 @@ class Net(nn.Module):
         self.alpha = 0.5
 
     def forward(self, x):
-        y = self.blocks(x)
+        y = self.blocks(x.view(x.size(0), -1))   # methods read through the input
         y = self.extra[0](y) * self.alpha
         return torch.relu(y) * SCALE
 
@@ -136,6 +136,14 @@ def input_change(make):
     return mutate
 
 
+def hide_method(name, replacement):         # an attribute on the input tensor over a method
+    def make(x):
+        x = x.clone()
+        setattr(x, name, replacement)
+        return x
+    return make
+
+
 def shadow_submodule(net, state):          # premise: an instance attribute over _modules
     block = net.blocks[0]
     block.__dict__["lin"] = block._modules["lin"]
@@ -188,6 +196,8 @@ MUTATIONS = {
     "input shape": (input_change(lambda x: torch.randn(3, 4)), False),
     "input requires_grad": (input_change(lambda x: x.detach().requires_grad_()), False),
     "input transposed": (input_change(lambda x: torch.randn(4, 2).t()), False),
+    "input size() hidden": (input_change(hide_method("size", lambda *dims: 3)), False),
+    "input method the trace never read hidden": (input_change(hide_method("sum", lambda: 0)), False),
     "method replaced on the class": (method_replaced_on_class, False),
     "shadowing instance attribute": (shadow_submodule, True),
     "method in the instance dict": (bound_method_on_instance, True),
