@@ -35,6 +35,7 @@
 
 #include <structmember.h>
 
+#include <algorithm>
 #include <cstring>
 #include <typeinfo>
 #include <vector>
@@ -557,21 +558,36 @@ int contains(PyObject *container, PyObject *key) {
 }
 
 /* What a passing fast path keeps for the HandOff: the hand-off registers' values and the call
- * ((func, *args)) they were read for, as owned references while `full`. */
+ * ((func, *args)) they were read for, as owned references while `full`.  drop() empties the
+ * slots before it releases anything: a release may run Python code (a finalizer) that calls
+ * this guard again and keeps new values, which must then stay whole. */
 struct Kept {
     std::vector<PyObject *> values, call;
-    bool full = false;
+    std::vector<PyObject *> releasing;   // drop()'s scratch (a nested drop uses its own)
+    bool full = false, busy = false;
 
-    Kept(size_t n_values, size_t n_call) : values(n_values, nullptr), call(n_call, nullptr) {}
+    Kept(size_t n_values, size_t n_call) : values(n_values, nullptr), call(n_call, nullptr) {
+        releasing.reserve(n_values + n_call);
+    }
 
     void drop() {
         if (!full)
             return;
         full = false;
-        for (PyObject *&value : values)
-            Py_CLEAR(value);
-        for (PyObject *&arg : call)
-            Py_CLEAR(arg);
+        std::vector<PyObject *> nested;
+        std::vector<PyObject *> &out = busy ? nested : releasing;
+        out.assign(values.begin(), values.end());
+        out.insert(out.end(), call.begin(), call.end());
+        std::fill(values.begin(), values.end(), nullptr);
+        std::fill(call.begin(), call.end(), nullptr);
+        bool outer = !busy;
+        busy = true;
+        for (PyObject *object : out)
+            Py_XDECREF(object);
+        if (outer) {
+            busy = false;
+            releasing.clear();
+        }
     }
 
     int traverse(visitproc visit, void *arg) {
@@ -615,7 +631,8 @@ void drop_kept(FastGuard *self) {
 void keep(FastGuard *self, PyObject **regs, PyObject *const *args) {
     const std::vector<Py_ssize_t> &wanted = *self->hand_off;
     Kept &kept = *self->kept;
-    kept.drop();
+    while (kept.full)   // (a finalizer run by the drop may have kept values again)
+        kept.drop();
     for (size_t i = 0; i < wanted.size(); i++)
         kept.values[i] = Py_NewRef(regs[wanted[i]]);
     for (Py_ssize_t i = 0; i <= self->nargs; i++)
