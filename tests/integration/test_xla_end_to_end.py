@@ -16,15 +16,7 @@ import minidynamo
 import xla_bridge
 from xla_bridge import device as dev
 from tests.xla.models import SmallCNN, TransformerBlock
-from tests.xla.xla_testing import BACKENDS, assert_same, xla_lazy_baseline, xla_work
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    minidynamo.reset()
-    xla_bridge.reset_counters()
-    yield
-    minidynamo.reset()
+from tests.xla.xla_testing import BACKENDS, assert_same, fresh, xla_lazy_baseline, xla_work  # noqa: F401 (fresh: autouse)
 
 
 def assert_compiled_not_eager():

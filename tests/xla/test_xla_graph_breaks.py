@@ -1,14 +1,13 @@
 """Graph breaks on torchxla_trace_once: every graph of a broken frame is traced once and then
 replayed by hash, with no retrace (torch_xla's own metrics say so)."""
 
-import pytest
 import torch
 import torchvision
 from torchvision.models.resnet import BasicBlock
 
 import minidynamo
 import xla_bridge
-from tests.xla.xla_testing import assert_same, xla_work
+from tests.xla.xla_testing import assert_same, fresh, xla_work  # noqa: F401 (fresh: autouse)
 
 
 class PrintingResNet(torchvision.models.ResNet):
@@ -20,14 +19,6 @@ class PrintingResNet(torchvision.models.ResNet):
         print("features", tuple(x.shape))
         x = self.avgpool(self.layer4(self.layer3(x)))
         return self.fc(torch.flatten(x, 1))
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    minidynamo.reset()
-    xla_bridge.reset_counters()
-    yield
-    minidynamo.reset()
 
 
 def test_resnet18_with_a_print_replays_both_graphs(capsys):

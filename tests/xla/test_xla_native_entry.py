@@ -19,7 +19,7 @@ import xla_bridge
 from minidynamo import config as md_config
 from xla_bridge import device as dev
 from xla_bridge import replay_path
-from tests.xla.xla_testing import BACKENDS, assert_same
+from tests.xla.xla_testing import BACKENDS, assert_same, fresh  # noqa: F401 (autouse)
 
 
 class Affine(nn.Module):
@@ -57,14 +57,6 @@ def changes(model):
 
 
 CHANGES = list(changes(Affine()))
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    minidynamo.reset()
-    xla_bridge.reset_counters()
-    yield
-    minidynamo.reset()
 
 
 @pytest.fixture(params=[True, False], ids=["C entry", "Python entry"])

@@ -2,13 +2,25 @@
 
 import copy
 
+import pytest
 import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
+import minidynamo
+import xla_bridge
 from xla_bridge import device as dev
 
 BACKENDS = ("torchxla_trivial", "torchxla_trace_once")
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    """Empty caches and bridge counters around each test of a module that imports this."""
+    minidynamo.reset()
+    xla_bridge.reset_counters()
+    yield
+    minidynamo.reset()
 
 
 def to_xla(tree):
