@@ -221,3 +221,8 @@ def describe(value: Any) -> str:
         module = getattr(value, "__module__", None)
         return f"{module}.{name}" if module else str(name)
     return f"a {type(value).__name__} object"
+
+
+def static_class_attribute(klass: type, name: str) -> Any:
+    """What ``klass`` holds for ``name`` through its MRO, as stored (no descriptor runs), or None."""
+    return next((k.__dict__[name] for k in klass.__mro__ if name in k.__dict__), None)

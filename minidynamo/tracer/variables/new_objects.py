@@ -25,7 +25,7 @@ import types
 
 import guards as G
 from ...exc import Unsupported
-from .base import AttributeMissing, VariableTracker, describe
+from .base import AttributeMissing, VariableTracker, describe, static_class_attribute
 from .constant import ConstantVariable
 from .containers import DictVariable
 from .objects import ClassVariable, UserObjectVariable, lookup_class_attribute
@@ -37,11 +37,8 @@ BUILTIN_BASES = (object, dict, collections.OrderedDict)
 def python_slot(klass, name):
     """The Python function ``klass`` resolves ``name`` to, or None when a builtin base's slot
     wrapper (or nothing) answers it: the user's override, told from the builtin default."""
-    for base in klass.__mro__:
-        if name in base.__dict__:
-            attr = base.__dict__[name]
-            return attr if isinstance(attr, types.FunctionType) else None
-    return None
+    attr = static_class_attribute(klass, name)
+    return attr if isinstance(attr, types.FunctionType) else None
 
 
 def builtin_owner(klass, name, mro_start=0):
@@ -111,7 +108,7 @@ class NewObjectVariable(UserObjectVariable):
             return self.class_vt
         if name == "__dict__":
             raise Unsupported(f"reading __dict__ of a {self.klass.__name__} made in the trace")
-        descriptor = next((b.__dict__[name] for b in self.klass.__mro__ if name in b.__dict__), None)
+        descriptor = static_class_attribute(self.klass, name)
         if isinstance(descriptor, types.MemberDescriptorType):      # a __slots__ entry
             if name not in self.attrs:
                 raise AttributeMissing(f"{self.klass.__name__}.{name} is an unset slot (AttributeError)")
@@ -135,7 +132,7 @@ class NewObjectVariable(UserObjectVariable):
     def guard_absent(self, tx, name):
         if self.class_source is None:
             raise Unsupported(f"relying on the absence of {self.klass.__name__}.{name} (class without a source)")
-        descriptor = next((b.__dict__[name] for b in self.klass.__mro__ if name in b.__dict__), None)
+        descriptor = static_class_attribute(self.klass, name)
         if isinstance(descriptor, types.MemberDescriptorType):     # an unset slot: it stays a slot
             tx.output.add_guard(G.id_match(G.AttrSource(self.class_source, name), descriptor))
             return
@@ -150,7 +147,7 @@ class NewObjectVariable(UserObjectVariable):
         self.generic_setattr(tx, name, value)
 
     def generic_setattr(self, tx, name, value):
-        descriptor = next((b.__dict__[name] for b in self.klass.__mro__ if name in b.__dict__), None)
+        descriptor = static_class_attribute(self.klass, name)
         if isinstance(descriptor, types.MemberDescriptorType):      # a __slots__ entry: stored
             self.attrs[name] = value
             return

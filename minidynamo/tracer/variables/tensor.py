@@ -15,7 +15,7 @@ import torch
 import guards as G
 from ...exc import Unsupported
 from . import constant_tensors
-from .base import AttributeMissing, VariableTracker
+from .base import AttributeMissing, VariableTracker, static_class_attribute
 from .constant import ConstantVariable
 
 # Attributes answered from the example value as constants.
@@ -126,7 +126,7 @@ class TensorVariable(VariableTracker):
         attribute of that name set on the tensor object answers instead (``t.size = f``): an input
         tensor's own attribute is used, and its absence is guarded."""
         source = self.input_source(tx)
-        if source is not None and not _data_descriptor(torch.Tensor, name):
+        if source is not None and not _data_descriptor(static_class_attribute(torch.Tensor, name)):
             real = tx.output.real_inputs[source]
             if name in getattr(real, "__dict__", {}):
                 from ..builder import wrap
@@ -173,11 +173,10 @@ class TensorVariable(VariableTracker):
         return f"TensorVariable({self.node.name}: {tuple(self.example.shape)} {self.example.dtype})"
 
 
-def _data_descriptor(cls: type, name: str) -> bool:
-    """Whether ``cls.name`` (found through the MRO) is a data descriptor, which an instance
-    attribute of the same name cannot hide."""
-    found = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
-    return hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")
+def _data_descriptor(attr) -> bool:
+    """Whether a class attribute is a data descriptor, which an instance attribute of the same
+    name cannot hide."""
+    return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
 
 
 class TensorMethodVariable(VariableTracker):
