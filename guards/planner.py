@@ -194,7 +194,7 @@ class Planner:
             return self._item_expr(source, self.value_of(source.base_source))
         if isinstance(source, CallSource):
             base = self.value_of(source.base_source)
-            return f"{base}.{source.method}()", ("call", base, source.method)
+            return f"type({base}).{source.method}({base})", ("call", base, source.method)
         raise UnguardableValue(f"no way to read a {type(source).__name__}")
 
     def _method_function(self, source: AttrSource) -> Optional[str]:

@@ -222,7 +222,8 @@ TORCH_STATE_FUNCTIONS = ("get_default_dtype", "is_inference_mode_enabled", "get_
 
 @dataclasses.dataclass(frozen=True)
 class CallSource(Source):
-    """``base.method()``: a metadata method of a tensor (``x.storage_offset()``), no arguments."""
+    """``base.method()`` as the class defines it (``type(x).storage_offset(x)``: an attribute on the
+    instance cannot stand in), no arguments: a tensor's metadata, a set's repr, a scalar's item."""
 
     base_source: Source
     method: str
@@ -235,7 +236,8 @@ class CallSource(Source):
         return f"{self.base_source.name()}.{self.method}()"
 
     def read(self, frame: FrameValues) -> Any:
-        return getattr(self.base_source.read(frame), self.method)()
+        base = self.base_source.read(frame)
+        return getattr(type(base), self.method)(base)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,18 +41,18 @@ class HostView:
     itself: bool = False        # the argument object itself (``x.contiguous()``), not a view of it
 
     def fits(self, base: torch.Tensor) -> bool:
-        return base.shape == self.base_size and base.stride() == self.base_stride
+        return base.shape == self.base_size and torch.Tensor.stride(base) == self.base_stride
 
     def of(self, base: torch.Tensor) -> torch.Tensor:
         if self.itself:
             return base
-        return base.as_strided(self.size, self.stride, base.storage_offset() + self.offset)
+        return torch.Tensor.as_strided(base, self.size, self.stride, torch.Tensor.storage_offset(base) + self.offset)
 
 
 def _meta_like(value):
     if not isinstance(value, torch.Tensor):
         return value
-    meta = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    meta = torch.empty_strided(value.shape, torch.Tensor.stride(value), dtype=value.dtype, device="meta")
     return meta.requires_grad_(value.requires_grad)
 
 
@@ -65,7 +65,7 @@ class InputMetadataMutated(NotOneGraph):
 
 def metadata(tensor: torch.Tensor) -> tuple:
     """What an in-place op can change about a tensor besides its data."""
-    return (tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
+    return (tuple(tensor.shape), torch.Tensor.stride(tensor), torch.Tensor.storage_offset(tensor), tensor.dtype,
             tensor.requires_grad, _storage(tensor))
 
 
@@ -86,7 +86,7 @@ def check_metadata_kept(before: list, after: list) -> None:
 
 
 def _storage(tensor: torch.Tensor) -> int:
-    return tensor.untyped_storage()._cdata
+    return torch.Tensor.untyped_storage(tensor)._cdata
 
 
 @dataclass(frozen=True)

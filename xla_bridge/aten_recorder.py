@@ -82,7 +82,7 @@ def no_dynamo_import():
 
 def meta_like(tensor: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:
     """A meta leaf with ``tensor``'s size, strides and dtype (no data)."""
-    meta = torch.empty_strided(tensor.size(), tensor.stride(), dtype=tensor.dtype, device=META)
+    meta = torch.empty_strided(tensor.shape, torch.Tensor.stride(tensor), dtype=tensor.dtype, device=META)
     return meta.requires_grad_(True) if requires_grad else meta
 
 

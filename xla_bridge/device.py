@@ -44,7 +44,7 @@ def to_device(tensors: list) -> list:
     global _device_name
     if _device_name is None:
         _device_name = str(xla_device())
-    return xlac()._xla_tensors_from_aten([t.detach() for t in tensors],
+    return xlac()._xla_tensors_from_aten([torch.Tensor.detach(t) for t in tensors],
                                          [_device_name] * len(tensors))
 
 
@@ -58,13 +58,13 @@ def device_copies(values: list) -> list:
     on_host = [i for i in positions if not is_xla(values[i])]
     copies = list(values)
     with torch.no_grad():
-        clones = [values[i].detach().clone() for i in on_device]
+        clones = [torch.Tensor.detach(values[i]).clone() for i in on_device]
     if clones:
         xlac()._xla_sync_multi(clones, devices=[], wait=True, sync_xla_data=True)
         wait_device()          # the copies' execution is over before any trace starts
     for i, copy in zip(on_device, clones):
         copies[i] = copy
-    for i, copy in zip(on_host, to_device([values[i].detach() for i in on_host])):
+    for i, copy in zip(on_host, to_device([torch.Tensor.detach(values[i]) for i in on_host])):
         copies[i] = copy
     return copies
 

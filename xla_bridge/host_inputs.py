@@ -139,7 +139,7 @@ class HostInputs:
         values = dev.to_host([device_args[p] for p in positions])
         with torch.no_grad():
             for position, value in zip(positions, values):
-                args[position].copy_(value)
+                torch.Tensor.copy_(args[position], value)
         for position in positions:
             slot = self.slot_of_position.get(position)
             if slot is not None and args[position] is self.objects[slot]:
@@ -153,7 +153,7 @@ def memory_key(tensor: torch.Tensor):
             tensor = tensor._base
         return ("xla", id(tensor))
     try:
-        storage = tensor.untyped_storage()
+        storage = torch.Tensor.untyped_storage(tensor)
     except (RuntimeError, NotImplementedError):    # no plain storage (sparse, ...): itself
         return ("opaque", id(tensor))
     if storage.nbytes() == 0:

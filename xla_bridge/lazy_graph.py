@@ -58,7 +58,7 @@ class ArgumentCopy:
     position: int
 
     def read(self, args, results):
-        return args[self.position].clone()
+        return torch.Tensor.clone(args[self.position])
 
 
 @dataclass(frozen=True, eq=False)
@@ -228,9 +228,9 @@ def describe_leaves(leaves) -> str:
 def _write(target: torch.Tensor, result: torch.Tensor) -> None:
     """An in-place update of a device argument: a plain tensor takes the result's device data;
     a view is written through (a lazy ``copy_``) so that its base sees the update too."""
-    if target._is_view():
+    if torch.Tensor._is_view(target):
         with torch.no_grad():
-            target.copy_(result)
+            torch.Tensor.copy_(target, result)
     else:
         dev.xlac()._replace_xla_tensor(target, result)
 

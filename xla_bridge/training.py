@@ -275,7 +275,7 @@ class LazyTraining:
         device = dev.xla_device()
         for position in bridged.host_positions:
             if needs_grad[position]:
-                device_args[position] = args[position].to(device)
+                device_args[position] = torch.Tensor.to(args[position], device)
         with torch.enable_grad():
             out = bridged.flat(*device_args)
         counters.traces += 1

@@ -114,7 +114,7 @@ class OutputGraph:
         if self.reads_storage_offset:
             for source in self.input_sources:
                 offset_source = guards.CallSource(source, "storage_offset")
-                result.append(guards.equals_match(offset_source, self.real_inputs[source].storage_offset()))
+                result.append(guards.equals_match(offset_source, torch.Tensor.storage_offset(self.real_inputs[source])))
         return result
 
     # -- inputs --------------------------------------------------------------------------
@@ -258,7 +258,8 @@ def _frame_text(filename: str, line: int, name: str) -> str:
 
 
 def tensor_metadata(tensor: torch.Tensor) -> tuple:
-    return tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.requires_grad, tensor.dtype
+    return (tuple(tensor.shape), torch.Tensor.stride(tensor), torch.Tensor.storage_offset(tensor), tensor.requires_grad,
+            tensor.dtype)
 
 
 def _partition_guards(items: list) -> list:
@@ -280,15 +281,16 @@ def _partition_guards(items: list) -> list:
 
 def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
     """The meta example of an input: its metadata, including a view's storage offset (views of
-    it then report the offsets the real ones have)."""
+    it then report the offsets the real ones have).  (torch.Tensor's own methods: an attribute
+    on the input may hide one.)"""
     example = to_meta(tensor)
-    offset = tensor.storage_offset()
+    offset, stride = torch.Tensor.storage_offset(tensor), torch.Tensor.stride(tensor)
     if offset == 0:
         return example
-    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride())) \
+    extent = 1 + sum((size - 1) * step for size, step in zip(tensor.shape, stride)) \
         if all(size > 0 for size in tensor.shape) else 0
     base = torch.empty(offset + extent, dtype=tensor.dtype, device="meta")
-    example = base.as_strided(tensor.size(), tensor.stride(), offset)
+    example = base.as_strided(tensor.shape, stride, offset)
     if tensor.requires_grad:
         example = example.detach().requires_grad_(True)
     return example

@@ -5,13 +5,15 @@ for values and for who shares memory with whom."""
 import pytest
 import torch
 
+import minidynamo
 import xla_bridge
 from tests.xla.xla_testing import (BACKENDS, assert_same, compile_with, to_xla,
                                    xla_metric_samples)
 
 
 def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    storage = torch.Tensor.untyped_storage   # (not a.untyped_storage: an attribute may hide it)
+    return storage(a).data_ptr() == storage(b).data_ptr()
 
 
 def views_and_copies(x):
@@ -151,3 +153,36 @@ def test_aliased_example_inputs_are_caught_on_the_first_call():
     compiled = compile_with("torchxla_trace_once", write_first_read_second, [a, a])
     expected = torch.ones(3)
     assert_same(compiled(a, a), write_first_read_second(expected, expected))
+
+
+# Tensor methods the bridge itself uses on the caller's tensors (transfers, write-backs, views,
+# layout checks), each hidden by an attribute on the instance: the bridge calls torch.Tensor's own.
+BRIDGE_METHODS = ["detach", "clone", "copy_", "to", "stride", "storage_offset", "as_strided",
+                  "untyped_storage", "_is_view"]
+
+
+def write_and_view(x, y):
+    x.add_(1)
+    return x.t(), x * 2 + y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("hidden_at_trace", [False, True], ids=["hidden later", "hidden when traced"])
+def test_attributes_hiding_tensor_methods_do_not_reach_the_bridge(backend, hidden_at_trace):
+    def with_hidden(t):
+        for name in BRIDGE_METHODS:
+            setattr(t, name, lambda *args, **kwargs: 99)
+        return t
+
+    minidynamo.reset()
+    compiled = minidynamo.optimize(backend)(write_and_view)
+    first = torch.ones(2, 3)
+    compiled(with_hidden(first) if hidden_at_trace else first, torch.ones(2, 3))
+    for _ in range(2):
+        ours, theirs = with_hidden(torch.ones(2, 3)), torch.ones(2, 3)
+        got = compiled(ours, torch.ones(2, 3))
+        assert_same(got, write_and_view(theirs, torch.ones(2, 3)))
+        assert torch.equal(ours, theirs)                       # the in-place write reached the caller
+        assert same_memory(got[0], ours)                       # the view is the caller's memory
+    assert not minidynamo.counters["fallback_reasons"], minidynamo.counters["fallback_reasons"]
+    minidynamo.reset()

@@ -213,7 +213,7 @@ class TensorMethodVariable(VariableTracker):
             from ..builder import wrap
 
             source = tensor.input_source(tx)        # the example has no names: ask the input
-            return wrap(tx, tx.output.real_inputs[source].has_names(), G.CallSource(source, "has_names"))
+            return wrap(tx, torch.Tensor.has_names(tx.output.real_inputs[source]), G.CallSource(source, "has_names"))
         if name in METADATA_METHODS:
             values = [a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}
