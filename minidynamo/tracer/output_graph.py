@@ -159,9 +159,11 @@ class OutputGraph:
         """Record ``target(*args, **kwargs)`` (kind: call_function or call_method) and wrap
         its meta result.  ``example_fn`` replaces ``target`` when computing the example value."""
         from .variables.numpy_values import refuse_in_dtype_inferring_factory
-        from .variables.tensor import wrap_op_result
+        from .variables.tensor import TensorVariable, wrap_op_result
 
         refuse_in_dtype_inferring_factory(target, args, kwargs)
+        if kind == "call_method" and args and isinstance(args[0], TensorVariable) and args[0].hides_method(self, target):
+            raise Unsupported(f"the graph would call .{target}() on an input whose own attribute hides that method")
         node_args, example_args, devices = [], [], []
         for a in args:
             n, e = a.as_graph_arg(devices)

@@ -122,25 +122,36 @@ class TensorVariable(VariableTracker):
         raise Unsupported(f"tensor attribute .{name}")
 
     def _method(self, tx, name):
-        """``x.name`` for a method of torch.Tensor.  A method is not a data descriptor, so an
-        attribute of that name set on the tensor object answers instead (``t.size = f``): an input
-        tensor's own attribute is used, and its absence is guarded."""
-        source = self.input_source(tx)
-        if source is not None and not _data_descriptor(static_class_attribute(torch.Tensor, name)):
-            real = tx.output.real_inputs[source]
-            if name in getattr(real, "__dict__", {}):
-                from ..builder import wrap
+        """``x.name`` for a method of torch.Tensor: the input's own attribute when it hides it."""
+        if self.hides_method(tx.output, name):
+            from ..builder import wrap
 
-                return wrap(tx, real.__dict__[name], G.AttrSource(source, name))
-            tx.output.add_guard(G.absent_match(source, real, name, instance_only=True))
+            source = self.input_source(tx)
+            return wrap(tx, tx.output.real_inputs[source].__dict__[name], G.AttrSource(source, name))
         return TensorMethodVariable(self, name)
+
+    def hides_method(self, output, name) -> bool:
+        """Whether this input tensor has an attribute of its own that hides torch.Tensor's method
+        ``name`` (a method is not a data descriptor: ``t.size = f`` makes ``t.size(0)`` call f).
+        When it has none, the absence is guarded: a graph that calls the method by name relies on it."""
+        source = self.input_source_in(output)
+        if source is None or _data_descriptor(static_class_attribute(torch.Tensor, name)):
+            return False
+        real = output.real_inputs[source]
+        if name in getattr(real, "__dict__", {}):
+            return True
+        output.add_guard(G.absent_match(source, real, name, instance_only=True))
+        return False
 
     def input_source(self, tx):
         """The source of the graph input this tensor IS (the very object), or None."""
-        if self.is_input and self.source is not None and self.source in tx.output.real_inputs:
+        return self.input_source_in(tx.output)
+
+    def input_source_in(self, output):
+        if self.is_input and self.source is not None and self.source in output.real_inputs:
             return self.source
-        for source, variable in tx.output.input_variables.items():   # an in-place op returns its input
-            if variable.example is self.example and source in tx.output.real_inputs:
+        for source, variable in output.input_variables.items():   # an in-place op returns its input
+            if variable.example is self.example and source in output.real_inputs:
                 return source
         return None
 
