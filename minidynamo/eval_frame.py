@@ -59,7 +59,12 @@ def watch(fn, callback):
 
 
 class OptimizedModule(torch.nn.Module):
-    """An nn.Module whose calls are watched; its forward is the wrapped module's."""
+    """An nn.Module whose calls are watched; its forward is the wrapped module's.
+
+    ``forward`` is an instance attribute, a C ``Watched`` around the wrapped module: the
+    wrapper's own ``nn.Module.__call__`` still runs (hooks registered on the wrapper fire), then
+    the wrapped module is called with the hook's callback set, with no Python frame between.
+    """
 
     def __init__(self, module: torch.nn.Module, converter: FrameConverter):
         super().__init__()
@@ -68,15 +73,25 @@ class OptimizedModule(torch.nn.Module):
         forward_code = getattr(type(module).forward, "__code__", None)
         if forward_code is not None:
             converter.add_root(forward_code)
+        self._watch()
 
-    def forward(self, *args, **kwargs):
-        previous = _eval_frame.set_callback(self._minidynamo_converter)
-        try:
-            # what ``self._orig_mod`` finds (a submodule lives in _modules), without the detour
-            # through two __getattr__ methods on every call
-            return self._modules["_orig_mod"](*args, **kwargs)
-        finally:
-            _eval_frame.set_callback(previous)
+    def _watch(self) -> None:
+        self.__dict__["forward"] = _eval_frame.Watched(self._modules["_orig_mod"],
+                                                       self.__dict__["_minidynamo_converter"])
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name == "_orig_mod" and "forward" in self.__dict__:   # another module wrapped
+            self._watch()
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("forward", None)             # a C object: remade on restore
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._watch()
 
     def __getattr__(self, name):
         try:

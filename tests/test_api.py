@@ -1,5 +1,6 @@
 """The public API around the hook: optimize, disable, reset, explain, backends, counters, config."""
 
+import copy
 import subprocess
 import sys
 
@@ -209,3 +210,26 @@ def test_optimized_module_keeps_module_behaviour():
     model.note = "kept"
     assert opt.note == "kept"              # attributes read through to the wrapped module
     assert sum(1 for _ in opt.parameters()) == 2
+
+
+def test_optimized_module_hooks_copies_and_a_swapped_module():
+    """The wrapper's forward is a C callable (no Python frame per call); hooks registered on the
+    wrapper still fire, a deep copy is still watched, and a wrapped module swapped in is called."""
+    model = torch.nn.Linear(4, 3)
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend)(model)
+    x = torch.randn(2, 4)
+    calls = []
+    handle = opt.register_forward_hook(lambda module, args, out: calls.append(module) or out * 0)
+    assert torch.equal(opt(x), torch.zeros(2, 3))
+    assert calls == [opt] and len(backend.graphs) == 1      # the hook fired once, on the wrapper
+    handle.remove()
+    torch.testing.assert_close(opt(x), model(x))
+
+    copied = copy.deepcopy(opt)
+    assert copied._orig_mod is not model
+    torch.testing.assert_close(copied(x), model(x))
+    assert minidynamo.cache_entries(copied)                  # the copy's calls were captured
+
+    opt._orig_mod = torch.nn.Linear(4, 5)
+    assert opt(x).shape == (2, 5) and len(backend.graphs) == 2
