@@ -82,7 +82,8 @@ def main(argv=None) -> int:
         for r in records:
             fh.write(json.dumps(r) + "\n")
     print(f"\nseed {a.seed}, programs {a.start}..{a.start + a.n - 1}, features {a.features}, backend {a.backend}")
-    print(f"{summary['programs']} programs, {summary['calls']} calls in {summary['elapsed_s']} s: "
+    print(f"{summary['programs']} programs, {summary['calls']} calls ({summary['grad_checks']} with gradients "
+          f"compared) in {summary['elapsed_s']} s: "
           f"{summary['programs_per_s']} programs/s ({summary['programs_per_s_per_job']} per job)")
     print(f"f captured without fallback in {summary['programs_fully_captured']} programs; "
           f"{summary['programs_with_eager_errors']} programs raise in eager on some call (compared too)")

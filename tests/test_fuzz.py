@@ -5,6 +5,7 @@ The big runs are ``python -m bench.fuzz --n 10000 --seed S --jobs 2`` (see tests
 """
 
 import pytest
+import torch
 
 import guards.checks
 import minidynamo
@@ -120,3 +121,33 @@ def test_known_bug_probe(name):
     out = run_program(source, steps)
     assert out.setup_error is None
     assert out.mismatch is None, f"step {out.step}: {out.mismatch}"
+
+
+class _TwiceTheGradient(torch.autograd.Function):
+    """The identity forward; backward doubles the gradient (a wrong backward, right values)."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return t.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def _wrong_backward_backend(gm, example_inputs):
+    def run(*args):
+        return [_TwiceTheGradient.apply(out) if isinstance(out, torch.Tensor) and out.requires_grad else out
+                for out in gm(*args)]
+    return run
+
+
+def test_the_oracle_compares_gradients():
+    """Values, requires_grad and is_leaf all agree; only the gradient is wrong, and it is caught."""
+    from tests.fuzz.generator import PRELUDE
+    prelude = "\n\n".join(block for _, block in PRELUDE)
+    source = f"{prelude}\n\ndef f(x, y, n, xs):\n    return MOD(x * 3) + y\n"
+    steps = [_call(grad=True), _call(grad=True)]
+    assert run_program(source, steps).mismatch is None
+    out = run_program(source, steps, backend=_wrong_backward_backend)
+    assert out.grad_checks == 1 and out.mismatch is not None and out.mismatch.startswith("grad: input 0"), out.mismatch

@@ -84,6 +84,8 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "state_mutation":  (1.0, False, "mutations of globals/object/module/helpers between calls"),
     "arg_aliasing":    (0.3, False, "y is x / ts holds x in one call"),
     "tensor_views":    (0.3, False, "x an offset view / requires_grad leaf / with an attribute hiding a method, in one call"),
+    "vary_grad":       (1.0, False, "x requires grad from the first call on, or from a later one (the oracle then "
+                                    "compares the gradients of the results too)"),
 }
 
 ALL_FEATURES = frozenset(FEATURES)
@@ -1214,6 +1216,8 @@ def gen_steps(rng: random.Random, features: frozenset) -> list[tuple]:
     base = {"B": rng.choice([2, 3]), "C": rng.choice([3, 4]), "dtype": "float32", "n": rng.randint(0, 3),
             "xs": [rng.randint(0, 4) for _ in range(rng.randint(0, 3))], "nts": rng.randint(0, 2),
             "seed": rng.randrange(1000), "reuse": False, "alias": False, "view": False, "grad": False}
+    if "vary_grad" in features:
+        base["grad"] = rng.random() < 0.4
     steps: list[tuple] = [("call", dict(base))]
     variations = ["values"]
     if "vary_shape" in features:
@@ -1228,6 +1232,8 @@ def gen_steps(rng: random.Random, features: frozenset) -> list[tuple]:
         variations += ["alias"]
     if "tensor_views" in features:
         variations += ["view", "grad", "shadow"]
+    if "vary_grad" in features:
+        variations += ["grad", "no_grad"]
     mutations = [m for feat, ms in MUTATIONS.items() if feat in features for m in ms]
     prev = base
     for _ in range(rng.randint(2, 6)):
@@ -1254,6 +1260,8 @@ def gen_steps(rng: random.Random, features: frozenset) -> list[tuple]:
             spec = dict(prev, reuse=True)
         elif v in ("alias", "view", "grad"):
             spec[v] = True
+        elif v == "no_grad":
+            spec["grad"] = False
         elif v == "shadow":   # oracle.SHADOWS: attributes on x hiding some of its methods
             spec[v] = rng.sample(["size", "dim", "sum", "relu", "abs"], rng.randint(1, 5))
         steps.append(("call", spec))

@@ -7,7 +7,9 @@ step runs a snippet (a state mutation) in the namespace.  After every call the t
 compared: the return value (or the exception), the arguments after the call, the program's
 globals (including the plain object's and the module's state and the class attributes) and what
 was printed.  Aliasing is compared too: if eager returns the caller's list, optimized must
-return the caller's list, not a copy.
+return the caller's list, not a copy.  When the returned tensors carry a graph, the gradients
+of a weighted sum of them (with respect to the inputs and the module's parameters that require
+grad) are compared as well, or the error computing them raises.
 
 ``run_program(source, steps, backend)`` -> :class:`Outcome` (``mismatch`` is None when all
 agree).  ``run_script`` is the entry point of the written repro files.
@@ -42,6 +44,7 @@ class Outcome:
     breaks: list = dataclasses.field(default_factory=list)
     f_breaks: int = 0                    # graph breaks taken in f or its resume functions
     compiles: int = 0
+    grad_checks: int = 0                 # calls whose gradients were compared too
     setup_error: Optional[str] = None
 
     @property
@@ -273,6 +276,58 @@ def result_of(fn, args) -> tuple:
         return ("raise", e, out.getvalue())
 
 
+def tensor_leaves(value, seen=None) -> list:
+    """The tensors in a value, through lists, tuples and dicts (in order; each once)."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return []
+    seen.add(id(value))
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in tensor_leaves(item, seen)]
+    return []
+
+
+def gradients_of(value, args, ns) -> Optional[tuple]:
+    """``("ok", grads)`` or ``("raise", error)``: the gradients of a weighted sum of the returned
+    floating tensors that require grad, with respect to the argument tensors and the module's
+    parameters that require grad (None where one is not used); None when there is nothing to
+    differentiate.  ``retain_graph``: a later call may differentiate through the same tensors."""
+    outputs = [t for t in tensor_leaves(value) if t.requires_grad and t.is_floating_point()]
+    module = ns.get("MOD")
+    parameters = list(module.parameters()) if isinstance(module, torch.nn.Module) else []
+    wrt = [t for t in tensor_leaves(args) + parameters if t.requires_grad and t.is_leaf]
+    if not outputs or not wrt:
+        return None
+    try:
+        loss = sum((t.double() * (i + 1)).sum() for i, t in enumerate(outputs))
+        grads = torch.autograd.grad(loss, wrt, retain_graph=True, allow_unused=True)
+    except Exception as e:   # noqa: BLE001  (the error is the result)
+        return ("raise", type(e).__name__)
+    return ("ok", [None if g is None else g.detach() for g in grads])
+
+
+def compare_gradients(g_e, g_o) -> Optional[str]:
+    if (g_e is None) != (g_o is None):
+        return f"grad: eager {'no' if g_e is None else 'a'} graph, optimized {'no' if g_o is None else 'a'} graph"
+    if g_e is None:
+        return None
+    if g_e[0] != g_o[0] or (g_e[0] == "raise" and g_e[1] != g_o[1]):
+        return f"grad: eager {g_e[0]} {g_e[1] if g_e[0] == 'raise' else ''}, optimized {g_o[0]} " \
+               f"{g_o[1] if g_o[0] == 'raise' else ''}"
+    if g_e[0] == "raise":
+        return None
+    for i, (a, b) in enumerate(zip(g_e[1], g_o[1])):
+        if (a is None) != (b is None):
+            return f"grad: input {i}: eager {'None' if a is None else 'a gradient'}, optimized {'None' if b is None else 'a gradient'}"
+        if a is not None and (a.shape != b.shape or not torch.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True)):
+            return f"grad: input {i}: eager {short(a)}, optimized {short(b)}"
+    return None
+
+
 def exc_key(e: BaseException) -> str:
     msg = str(e).split("\n")[0]
     return f"{type(e).__name__}: {msg}"
@@ -317,6 +372,10 @@ def run_program(source: str, steps: list, backend="eager", compare_messages: boo
             torch.manual_seed(index)
             r_o = result_of(f_o, args_o)
             why = compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages)
+            if not why and r_e[0] == "ok":
+                g_e, g_o = gradients_of(r_e[1], args_e, ns_e), gradients_of(r_o[1], args_o, ns_o)
+                outcome.grad_checks += g_e is not None
+                why = compare_gradients(g_e, g_o)
             if r_e[0] == "raise":
                 outcome.eager_errors += 1
             if why:

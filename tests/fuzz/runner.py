@@ -78,7 +78,7 @@ def fuzz_one(seed: int, index: int, features: frozenset, backend="eager", out_di
            "step": out.step, "calls": out.calls, "eager_errors": out.eager_errors,
            "f_fallbacks": out.f_fallbacks, "setup_error": out.setup_error,
            "fallback_reasons": sorted({normalize_reason(r) for r in out.fallbacks if is_of_f(r)}),
-           "f_breaks": out.f_breaks,
+           "f_breaks": out.f_breaks, "grad_checks": out.grad_checks,
            "break_reasons": sorted({normalize_break(r) for r in out.breaks if is_of_f(r)}),
            "features": sorted(prog.features), "time": 0.0, "repro": None}
     if out.mismatch:
@@ -182,7 +182,8 @@ def summarize(records: list[dict], elapsed: float, jobs: int) -> dict:
     breaks = collections.Counter(reason for r in records for reason in r.get("break_reasons", []))
     calls = sum(r.get("calls", 0) for r in records)
     return {
-        "programs": n, "calls": calls, "elapsed_s": round(elapsed, 1),
+        "programs": n, "calls": calls, "grad_checks": sum(r.get("grad_checks", 0) for r in records),
+        "elapsed_s": round(elapsed, 1),
         "programs_per_s": round(n / elapsed, 2) if elapsed else None,
         "programs_per_s_per_job": round(n / elapsed / jobs, 2) if elapsed else None,
         "mismatches": len(mism), "families": {k: [r["index"] for r in v] for k, v in fams.items()},
