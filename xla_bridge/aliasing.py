@@ -101,7 +101,9 @@ class EagerLayout:
     offset: int
     storage_numel: int
 
-    def of(self, value: torch.Tensor) -> torch.Tensor:
+    def of(self, value: torch.Tensor, differentiable: bool = False) -> torch.Tensor:
+        """``value`` laid out as eager would; ``differentiable``: the copy is recorded by
+        autograd (a result that carries a graph keeps it: its gradient flows to ``value``)."""
         if tuple(value.shape) != self.size or dev.is_xla(value):
             return value
         out = value.new_empty(self.storage_numel).as_strided(self.size, self.stride, self.offset)
@@ -109,7 +111,7 @@ class EagerLayout:
         for dim, (size, stride) in enumerate(zip(self.size, self.stride)):
             if stride == 0 and size > 1:      # broadcast dims: write one slice (equal values)
                 target, source = target.narrow(dim, 0, 1), source.narrow(dim, 0, 1)
-        with torch.no_grad():
+        with torch.set_grad_enabled(differentiable and torch.is_grad_enabled()):
             target.copy_(source)
         return out
 

@@ -90,6 +90,26 @@ def untouched(copies: list, identities: tuple):
     return copies if data_identities(copies) == identities else None
 
 
+_backward_on_device = None
+
+
+def backward_on_device() -> bool:
+    """Whether autograd can run backward functions on the XLA device in this process. The
+    engine sizes its per-device queues once, at the first backward: one that ran before
+    torch_xla was loaded (a CPU-only training step, say) leaves none for the device, and every
+    later device backward fails an internal assert. Asked once, with a one-element probe (which
+    is itself the first backward when none ran yet, and then sizes the queues right)."""
+    global _backward_on_device
+    if _backward_on_device is None:
+        probe = torch.zeros(1, device=xla_device(), requires_grad=True)
+        try:
+            torch.autograd.grad((probe * 2).sum(), probe)
+            _backward_on_device = True
+        except RuntimeError:
+            _backward_on_device = False
+    return _backward_on_device
+
+
 def to_host(tensors: list) -> list:
     """Copy device tensors to the CPU in one batched transfer (waits for their values)."""
     return xlac()._xla_get_cpu_tensors(tensors) if tensors else []

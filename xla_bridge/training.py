@@ -34,7 +34,12 @@ and ``create_graph=True`` (the backward graph is replayed by hash and has no aut
 own: ``DoubleBackwardUnsupported``).
 
 ``LazyTraining`` (``torchxla_trivial``): the graph runs lazily on the device with autograd on,
-so PyTorch/XLA's lazy tensors carry the backward: traced again on every call, the contrast.
+so PyTorch/XLA's lazy tensors carry the backward: traced again on every call, the contrast. It
+refuses what the replayed path refuses (an output viewing an argument, an in-place write to an
+argument that requires grad) and lays non-compact outputs out as eager does, autograd kept.
+
+Both need autograd's engine to have a queue for the device (``device.backward_on_device``): a
+backward that ran before torch_xla was loaded leaves none, and such calls run eagerly.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ from .lazy_graph import NotOneGraph, Result
 from .programs import ReplayedGraph
 
 NO_GRAD_NEEDED = object()   # returned by a training path when no argument requires grad
+_NO_DEVICE_BACKWARD = ("autograd's engine started before torch_xla was loaded and has no queue "
+                       "for the device (import torch_xla before the first backward)")
 _INFERENCE = "no output requires grad"   # a plan's place when the inference graph is the answer
 
 
@@ -121,6 +128,8 @@ class ReplayedTraining:
             return NO_GRAD_NEEDED
         if bridged.views:
             raise NotDifferentiable("an output is a view of an argument")
+        if any(n and dev.is_xla(a) for a, n in zip(args, needs_grad)) and not dev.backward_on_device():
+            raise NotDifferentiable(_NO_DEVICE_BACKWARD)   # the step's backward runs on the device
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         values = tuple(a for a in args if not isinstance(a, torch.Tensor))
         try:
@@ -271,6 +280,17 @@ class LazyTraining:
         args, needs_grad = _arguments(bridged, inputs)
         if not any(needs_grad):
             return NO_GRAD_NEEDED
+        # As on the replayed path: the device copy of an argument is not the caller's tensor, so
+        # an output viewing it would not view the caller's, and an in-place write to it would
+        # escape autograd's check on leaves (eager raises there).
+        if bridged.views:
+            raise NotDifferentiable("an output is a view of an argument")
+        written = [p for p in bridged.written if needs_grad[p]]
+        if written:
+            raise NotDifferentiable(f"the graph writes in place to arguments that require grad "
+                                    f"(positions {written})")
+        if not dev.backward_on_device():
+            raise NotDifferentiable(_NO_DEVICE_BACKWARD)
         device_args, _ = bridged.host_inputs(args)
         device = dev.xla_device()
         for position in bridged.host_positions:
@@ -292,6 +312,8 @@ class LazyTraining:
         leaves = [moved.get(id(leaf), leaf) for leaf in leaves]
         if bridged.returns_to_host:
             leaves = [leaf.to("cpu") if dev.is_xla(leaf) else leaf for leaf in leaves]
+            for k, layout in bridged.layouts.items():    # eager's strides, autograd kept
+                leaves[k] = layout.of(leaves[k], differentiable=True)
         return pytree.tree_unflatten(leaves, treespec)
 
 
