@@ -210,6 +210,10 @@ class _Step:
         written_on_host = [p for p in plan.forward.mutated if p in bridged.host_set]
         if written_on_host:
             bridged.host_inputs.write_back(written_on_host, self.args, self.device_args)
+        # The arguments the backward reads, at their versions after the call: eager's autograd
+        # saves them, and refuses a backward after one changed in place.
+        ctx.read_versions = tuple((self.args[p], torch.Tensor._version.__get__(self.args[p]))
+                                  for p in partition.saved_args)
         leaves = list(results[:partition.leaf_count])
         saved = results[partition.leaf_count:]
         self.tensor_leaves = tuple(k for k, leaf in enumerate(leaves)
@@ -236,6 +240,18 @@ class _Step:
         return tuple(outputs)
 
 
+def _check_versions(read_versions) -> None:
+    """Raise eager's error if an argument the backward reads changed in place since forward."""
+    for tensor, version in read_versions:
+        now = torch.Tensor._version.__get__(tensor)
+        if now != version:
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{tensor.type()} {list(tensor.shape)}] is at version {now}; "
+                f"expected version {version} instead (an argument of the compiled graph that its "
+                f"backward reads)")
+
+
 class _DeviceStep(torch.autograd.Function):
     """Forward: replay the forward graph. Backward: replay the backward graph."""
 
@@ -246,6 +262,7 @@ class _DeviceStep(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         saved = ctx.saved_tensors    # raises autograd's own error after the graph was freed
+        _check_versions(ctx.read_versions)
         if torch.is_grad_enabled():
             raise DoubleBackwardUnsupported(
                 "create_graph=True (double backward) through torchxla_trace_once: the backward "

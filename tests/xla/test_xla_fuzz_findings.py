@@ -13,6 +13,8 @@ X10 a layout copy (``x.t().contiguous()``) aliased the argument on the device, s
 X11 trivial's training path (an argument that requires grad): an output viewing an argument came
     back as a fresh compact tensor, a non-compact output lost eager's strides, an in-place op on
     a view of a leaf that requires grad did not raise (seed 127, programs 108, 169, 192, 248)
+X12 trace_once's training path gave a gradient where eager raises: an argument its backward reads
+    was changed in place after the call (seed 126, programs 422, 440)
 """
 
 import pytest
@@ -495,3 +497,30 @@ def test_trivial_training_after_a_backward_that_ran_before_torch_xla_was_loaded(
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
                          env={**__import__("os").environ, "PJRT_DEVICE": "CPU"})
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
+
+
+# --- X12: a backward after an argument it reads changed in place raises, as in eager ------------
+
+def _scale_then_break(y, w):
+    t = y * w                      # the backward of t reads y
+    print("a graph break")         # the in-place op below runs in another graph
+    y.mul_(2)
+    return t
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trace_once"])
+@pytest.mark.parametrize("when", ["after_the_call", "in_a_later_graph"])
+def test_backward_after_a_read_argument_changed_in_place_raises_as_in_eager(backend, when):
+    w = torch.tensor(1.5, requires_grad=True)
+    program = (lambda y, w: y * w) if when == "after_the_call" else _scale_then_break
+    optimized = minidynamo.optimize(backend)(program)
+    for fn in (program, optimized, optimized):
+        y = torch.arange(3.0)
+        out = fn(y, w)
+        if when == "after_the_call":
+            y.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            torch.autograd.grad(out.sum(), w)
+    if when == "after_the_call":             # y left untouched: the gradient is eager's
+        (grad,) = torch.autograd.grad(optimized(torch.arange(3.0), w).sum(), w)
+        assert grad.item() == 3.0
