@@ -160,8 +160,11 @@ class ReplayedTraining:
         step = _Step(self, plan, args, device_args)
         outputs = _DeviceStep.apply(step, *[args[p] for p in plan.tensor_positions])
         leaves = list(step.leaves)
+        layouts = bridged.layouts if bridged.returns_to_host else {}
         for k, tensor in zip(step.tensor_leaves, outputs):
-            leaves[k] = tensor
+            # eager's strides, laid out outside the Function (autograd records the copy): an
+            # output that is a view made inside a custom Function cannot be written in place
+            leaves[k] = layouts[k].of(tensor, differentiable=True) if k in layouts else tensor
         return pytree.tree_unflatten(leaves, plan.partition.treespec)
 
     def _plan(self, args, device_args, needs_grad) -> TrainingPlan:
@@ -223,11 +226,6 @@ class _Step:
             on_device = [k for k, t in enumerate(outputs) if dev.is_xla(t)]
             for k, moved in zip(on_device, dev.to_host([outputs[k] for k in on_device])):
                 outputs[k] = moved
-            layouts = getattr(bridged, "layouts", None)   # eager's strides, as for inference
-            if layouts:
-                for j, k in enumerate(self.tensor_leaves):
-                    if k in layouts:
-                        outputs[j] = layouts[k].of(outputs[j])
         self.leaves = leaves
         differentiable = set(partition.differentiable)
         ctx.mark_non_differentiable(*[t for k, t in zip(self.tensor_leaves, outputs)
