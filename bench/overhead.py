@@ -7,7 +7,9 @@
 interleaved in one process; median of repeats.  Overhead = call cost - eager cost.
 (c) resnet18's and BERT_pytorch's forward guard check alone: minidynamo's guard function vs the C++
 guard tree of torch.compile's cache entry (by default, and with every tensor checked, as ours
-does).  Then where a minidynamo hit spends its time.
+does), then three changes each guard should see (a weight's ``.data`` replaced, its
+``requires_grad`` flipped, a forward hook registered on a submodule) and which guards see them.
+Then where a minidynamo hit spends its time.
 Only this benchmark may import torch._dynamo (for the peer).
 """
 
