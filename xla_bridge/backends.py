@@ -169,8 +169,10 @@ class BridgedCall:
         user_tensors = [a for a in example_inputs if isinstance(a, torch.Tensor)]
         self.returns_to_host = not dev.is_xla(user_tensors[0]) if user_tensors else \
             not self.device_positions
-        if not self.device_positions and self.host_positions:     # a host program: its device is ours
-            self.flat.host_device = args[self.host_positions[0]].device
+        # The one device the program's arguments live on is the device it names (device_redirect.py)
+        homes = {a.device.type: a.device for a in args if isinstance(a, torch.Tensor)}
+        if len(homes) == 1:
+            self.flat.home_device = next(iter(homes.values()))
         memory = analyse_memory(self.flat, args)
         self.views, self.written = memory.views, memory.written
         self.layouts = memory.layouts or {}   # outputs eager lays out non-compactly

@@ -8,8 +8,10 @@ graph (or fail: a meta tensor cannot be copied to the CPU).  In the program they
 "where the data lives", so while the bridge runs the graph, ``RedirectDevice`` (a
 TorchFunctionMode) replaces the host device by the device the arguments are on, in every
 argument of every torch call, inside ``torch.vmap`` bodies too.  Outputs still come back to
-the host (``BridgedCall.returns_to_host``).  Applied only to programs whose tensor arguments
-were all on the host: a program that itself mixes devices is left alone.
+the host (``BridgedCall.returns_to_host``).  The same holds for a program whose arguments
+are all on the lazy device already (``.to(input.device)`` names it): run on meta tensors to
+learn the aliasing, its device means meta.  Applied only to programs whose tensor arguments
+all share one device: a program that itself mixes devices is left alone.
 """
 
 from __future__ import annotations
@@ -37,7 +39,44 @@ class RedirectDevice(TorchFunctionMode):
             return func(*args, **(kwargs or {}))
         args = tree_map(self._swap, args)
         kwargs = tree_map(self._swap, kwargs or {})
+        if func in _DATA_CONSTRUCTORS and self.target.type == "meta" and _carries_data(args, kwargs):
+            # A meta tensor has no data: made on the CPU and copied, the values stay in the
+            # program (the copy is an op; its CPU operand, a constant of the recorded graph).
+            return func(*args, **dict(kwargs, device="cpu")).to(self.target)
+        if func in _INDEXING and self.target.type == "meta" and len(args) > 1:
+            # x[..., [-2]]: torch makes the list an index tensor on x's device, out of sight
+            # of the recording; made here on the CPU, it is a constant of the recorded graph.
+            index = args[1]
+            if isinstance(index, tuple):
+                index = tuple(map(_list_as_tensor, index))
+            elif isinstance(index, list) and not any(isinstance(i, list) for i in index):
+                index = _list_as_tensor(index)   # (a list of lists on its own reads as a tuple)
+            args = (args[0], index, *args[2:])
         return func(*args, **kwargs)
+
+
+# Constructors that take Python data (``torch.tensor([], device=x.device)``: Hugging Face's caches)
+_DATA_CONSTRUCTORS = frozenset({torch.tensor, torch.as_tensor, torch.asarray})
+
+
+_INDEXING = frozenset({torch.Tensor.__getitem__, torch.Tensor.__setitem__})
+
+
+def _list_as_tensor(index):
+    """A (nested) list of integers as the index tensor torch makes of it; anything else as is."""
+    if isinstance(index, list) and index and all(type(i) is int for i in _flat(index)):
+        return torch.tensor(index, device="cpu")
+    return index
+
+
+def _flat(values) -> list:
+    return [x for v in values for x in (_flat(v) if isinstance(v, list) else [v])]
+
+
+def _carries_data(args, kwargs) -> bool:
+    device = kwargs.get("device")
+    return (bool(args) and not isinstance(args[0], torch.Tensor) and isinstance(device, torch.device)
+            and device.type == "meta" and not kwargs.get("requires_grad", False))
 
 
 def target_of(flat_args) -> torch.device | None:

@@ -40,6 +40,7 @@ function without touching the replay side.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -86,6 +87,11 @@ class Partition:
     saved_bytes: int           # memory of the saved tensors (each counted at its own size)
     saved_shapes: tuple        # ((shape, dtype), ...) of the saved tensors
     tangent_shapes: tuple      # ((shape, dtype), ...) of the output grads the backward takes
+    # What eager autograd would check for in-place changes when a backward runs: per tangent,
+    # the saved results ("saved", i) and arguments ("arg", p) the backward ops its grad flows
+    # through read; and which user leaves are (views of) saved result i: {leaf: i}.
+    tangent_reads: tuple = ()
+    saved_leaves: dict = None
 
     @property
     def saved_count(self) -> int:
@@ -93,10 +99,8 @@ class Partition:
 
     def to(self, device: torch.device) -> "Partition":
         """Both graphs with factory ops and constants moved to ``device`` (graphs copied)."""
-        return Partition(_on_device(self.forward, device), _on_device(self.backward, device),
-                         self.leaf_count, self.treespec, self.differentiable, self.saved_args,
-                         self.grad_positions, self.saved_bytes, self.saved_shapes,
-                         self.tangent_shapes)
+        return dataclasses.replace(self, forward=_on_device(self.forward, device),
+                                   backward=_on_device(self.backward, device))
 
 
 def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
@@ -120,8 +124,7 @@ def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
             with torch.enable_grad(), recorder:
                 out = fn(*metas)
                 leaves, treespec = pytree.tree_flatten(out)
-                differentiable = tuple(k for k, leaf in enumerate(leaves)
-                                       if isinstance(leaf, torch.Tensor) and leaf.requires_grad)
+                differentiable = _takes_tangent(leaves, metas)
                 recorder.phase = BACKWARD
                 tangents = []
                 with recorder.paused():
@@ -145,6 +148,19 @@ def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
                                tuple(recorder.node_of(g) for g in grads)))
     return JointGraph(recorder.graph, recorder.constants, len(args), needs_grad, len(leaves),
                       treespec, differentiable)
+
+
+def _takes_tangent(leaves, metas) -> tuple:
+    """Leaf indices that get an output grad: tensors requiring grad, each once (a tensor
+    returned twice is one output of the step), and not an argument itself (returned as the
+    caller's own tensor, its grad reaches it without the step)."""
+    seen = {id(m) for m in metas if isinstance(m, torch.Tensor)}
+    taken = []
+    for k, leaf in enumerate(leaves):
+        if isinstance(leaf, torch.Tensor) and leaf.requires_grad and id(leaf) not in seen:
+            seen.add(id(leaf))
+            taken.append(k)
+    return tuple(taken)
 
 
 def partition(joint: JointGraph) -> Partition:
@@ -213,6 +229,10 @@ def partition(joint: JointGraph) -> Partition:
     backward.output(tuple(_lookup(env, node) for node in grad_nodes))
     backward.eliminate_dead_code()
 
+    saved_index = {node: i for i, node in enumerate(saved)}
+    saved_leaves = {k: saved_index[_view_root(leaf)[0]] for k, leaf in enumerate(leaf_nodes)
+                    if isinstance(leaf, fx.Node) and _view_root(leaf)[0] in saved_index}
+    tangent_reads = _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of)
     root = _constants_module(joint.constants)
     return Partition(
         forward=fx.GraphModule(root, forward), backward=fx.GraphModule(root, backward),
@@ -220,7 +240,41 @@ def partition(joint: JointGraph) -> Partition:
         differentiable=joint.differentiable, saved_args=tuple(saved_args),
         grad_positions=grad_positions, saved_bytes=sum(map(tensor_bytes, saved)),
         saved_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in saved),
-        tangent_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in tangent_nodes))
+        tangent_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in tangent_nodes),
+        tangent_reads=tangent_reads, saved_leaves=saved_leaves)
+
+
+def _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of) -> tuple:
+    """Per tangent, what the backward ops its grad flows through read from the forward: eager
+    runs an autograd node only when a grad reaches it, and only then checks that what the node
+    saved was not changed in place since."""
+    depends = {node: frozenset({k}) for k, node in enumerate(tangent_nodes)}
+    tangent_free = {}                    # backward op that no grad flows through -> what it reads
+
+    def reads_of(node):
+        if node in depends:
+            return frozenset()
+        if node in tangent_free:
+            return tangent_free[node]
+        root, _ = _view_root(node)
+        if root in position_of:
+            return frozenset({("arg", position_of[root])})
+        if root in saved_index:
+            return frozenset({("saved", saved_index[root])})
+        return frozenset()
+
+    per_tangent = [set() for _ in tangent_nodes]
+    for node in backward_ops:
+        inputs = node.all_input_nodes
+        flows = frozenset().union(*(depends.get(i, frozenset()) for i in inputs))
+        reads = frozenset().union(*map(reads_of, inputs))
+        if flows:
+            depends[node] = flows
+            for k in flows:
+                per_tangent[k] |= reads
+        else:
+            tangent_free[node] = reads
+    return tuple(map(frozenset, per_tangent))
 
 
 def joint_partition(fn, args, needs_grad, decompositions=None) -> Partition:

@@ -42,7 +42,7 @@ class FlatProgram:
         self.state_is_weight = tuple(_is_weight(source, name) for name in lifted_names) + \
             (True,) * len(self.module_state_names)
         self._slots = tuple(_state_slot(source, name) for name in self.module_state_names)
-        self.host_device = None       # set when every argument lives on the host (device_redirect.py)
+        self.home_device = None       # set when every argument lives on one device (device_redirect.py)
 
     def read_state(self) -> list:
         """The module tensors the graph reads, as they are now (a reassigned parameter too).
@@ -58,11 +58,12 @@ class FlatProgram:
 
     def run_with(self, runner, flat):
         """Run ``runner`` (this graph, or a split of it) on flat inputs, module state swapped in;
-        the host device the graph names means the device of the inputs (device_redirect.py)."""
+        the device the graph names (its arguments' own) means the device of the inputs (device_redirect.py)."""
         graph_inputs = flat[:self.user_input_count + self.lifted_count]
         target = target_of(flat)
-        redirect = self.host_device is not None and target is not None and target.type != self.host_device.type
-        with RedirectDevice(self.host_device, target) if redirect else contextlib.nullcontext():
+        home = self.home_device
+        redirect = home is not None and target is not None and target.type != home.type
+        with RedirectDevice(home, target) if redirect else contextlib.nullcontext():
             if not self._slots:
                 return runner(*graph_inputs)
             with _swapped(self._slots, flat[self.user_input_count + self.lifted_count:]):

@@ -27,9 +27,15 @@ written back to the caller's tensors as for inference. Random ops draw from the 
 fresh on every replay; a dropout mask is a forward result saved for the backward, so forward
 and backward see the same mask.
 
+An output that is an argument itself is the caller's tensor, as in eager (its grad reaches it
+without the step), and a tensor returned twice is one output of the step, returned twice.
+
+In-place changes are checked as eager's autograd checks them: a backward raises "modified by
+an inplace operation" when an argument or an output it reads changed since the forward, only
+for the output grads that arrived (eager checks a saved tensor when a grad reaches its node).
+
 Not supported, with the reason (the call runs eagerly, or for double backward, an error):
-an output that is an argument or a view of one, two outputs that are one tensor, a graph
-writing in place to an argument that requires grad, graphs that do not stay one lazy XLA graph,
+an output that is a view of an argument, a graph writing in place to an argument that requires grad, graphs that do not stay one lazy XLA graph,
 and ``create_graph=True`` (the backward graph is replayed by hash and has no autograd of its
 own: ``DoubleBackwardUnsupported``).
 
@@ -86,12 +92,17 @@ class TrainingPlan:
         if written:
             raise NotDifferentiable(f"the graph writes in place to arguments that require grad "
                                     f"(positions {sorted(written)})")
+        # Outputs that are not the step's own: an argument itself (the caller's tensor is
+        # returned, as in eager) and a result returned again (the same tensor as before).
         leaf_count = partition.leaf_count
-        if any(k < leaf_count for k in self.forward.argument_leaves):
-            raise NotDifferentiable("an output is an argument itself")
-        user = [leaf for leaf in self.forward.graph.leaves[:leaf_count] if isinstance(leaf, Result)]
-        if len(set(user)) != len(user):
-            raise NotDifferentiable("two outputs are one tensor")
+        self.argument_leaves = {k: p for k, p in self.forward.argument_leaves.items() if k < leaf_count}
+        self.repeats, first = {}, {}
+        for k, leaf in enumerate(self.forward.graph.leaves[:leaf_count]):
+            if isinstance(leaf, Result) and first.setdefault(leaf, k) != k:
+                self.repeats[k] = first[leaf]
+        if set(partition.differentiable).intersection(self.argument_leaves, self.repeats):
+            raise NotDifferentiable("the device graph's outputs repeat tensors the recorded "
+                                    "graph keeps apart")
         examples = dev.to_device([torch.zeros(shape, dtype=dtype) for shape, dtype in
                                   partition.saved_shapes + partition.tangent_shapes])
         saved_count = len(partition.saved_shapes)
@@ -103,6 +114,11 @@ class TrainingPlan:
         grad_index = {p: k for k, p in enumerate(partition.grad_positions)}
         self.grad_of_input = tuple(grad_index.get(p) for p in tensor_positions)
         self.saved_bytes = partition.saved_bytes
+
+
+def _views_an_argument(bridged) -> bool:
+    """An output views an argument's memory (an argument returned itself is not a view)."""
+    return any(not view.itself for view in bridged.views.values())
 
 
 def _arguments(bridged, inputs) -> tuple:
@@ -126,7 +142,7 @@ class ReplayedTraining:
         args, needs_grad = _arguments(bridged, inputs)
         if not any(needs_grad):
             return NO_GRAD_NEEDED
-        if bridged.views:
+        if _views_an_argument(bridged):
             raise NotDifferentiable("an output is a view of an argument")
         if any(n and dev.is_xla(a) for a, n in zip(args, needs_grad)) and not dev.backward_on_device():
             raise NotDifferentiable(_NO_DEVICE_BACKWARD)   # the step's backward runs on the device
@@ -165,6 +181,12 @@ class ReplayedTraining:
             # eager's strides, laid out outside the Function (autograd records the copy): an
             # output that is a view made inside a custom Function cannot be written in place
             leaves[k] = layouts[k].of(tensor, differentiable=True) if k in layouts else tensor
+        for k, position in plan.argument_leaves.items():
+            leaves[k] = args[position]
+        for k, first in plan.repeats.items():
+            leaves[k] = leaves[first]
+        for k, saved_index in plan.partition.saved_leaves.items():
+            step.output_versions.setdefault(saved_index, []).append((leaves[k], _version(leaves[k])))
         return pytree.tree_unflatten(leaves, plan.partition.treespec)
 
     def _plan(self, args, device_args, needs_grad) -> TrainingPlan:
@@ -205,6 +227,7 @@ class _Step:
         self.training, self.plan, self.args, self.device_args = training, plan, args, device_args
         self.leaves = ()
         self.tensor_leaves = ()
+        self.output_versions = {}     # saved result index -> [(output as returned, its version)]
 
     def forward(self, ctx):
         plan, bridged = self.plan, self.training.bridged
@@ -213,14 +236,17 @@ class _Step:
         written_on_host = [p for p in plan.forward.mutated if p in bridged.host_set]
         if written_on_host:
             bridged.host_inputs.write_back(written_on_host, self.args, self.device_args)
-        # The arguments the backward reads, at their versions after the call: eager's autograd
-        # saves them, and refuses a backward after one changed in place.
-        ctx.read_versions = tuple((self.args[p], torch.Tensor._version.__get__(self.args[p]))
-                                  for p in partition.saved_args)
+        # The arguments the backward reads, at their versions after the call (and the outputs
+        # that are what it saved, once returned): eager's autograd saves them, and refuses a
+        # backward through a node whose saved tensor changed in place since.
+        ctx.arg_versions = {p: (self.args[p], _version(self.args[p])) for p in partition.saved_args}
+        ctx.output_versions = self.output_versions
+        ctx.set_materialize_grads(False)          # which outputs a grad reaches: see backward
+        ctx.device = self.training.device
         leaves = list(results[:partition.leaf_count])
         saved = results[partition.leaf_count:]
-        self.tensor_leaves = tuple(k for k, leaf in enumerate(leaves)
-                                   if isinstance(leaf, torch.Tensor))
+        self.tensor_leaves = tuple(k for k, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)
+                                   and k not in plan.argument_leaves and k not in plan.repeats)
         outputs = [leaves[k] for k in self.tensor_leaves]
         if bridged.returns_to_host:
             on_device = [k for k, t in enumerate(outputs) if dev.is_xla(t)]
@@ -238,16 +264,44 @@ class _Step:
         return tuple(outputs)
 
 
-def _check_versions(read_versions) -> None:
-    """Raise eager's error if an argument the backward reads changed in place since forward."""
-    for tensor, version in read_versions:
-        now = torch.Tensor._version.__get__(tensor)
-        if now != version:
-            raise RuntimeError(
-                f"one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [{tensor.type()} {list(tensor.shape)}] is at version {now}; "
-                f"expected version {version} instead (an argument of the compiled graph that its "
-                f"backward reads)")
+def _version(tensor) -> int:
+    return torch.Tensor._version.__get__(tensor)
+
+
+def _check_versions(ctx, active) -> None:
+    """Raise eager's error if a tensor the backward of the ``active`` tangents reads (an
+    argument, or an output that is what it saved) changed in place since the forward."""
+    reads = frozenset().union(*(ctx.step_plan.partition.tangent_reads[j] for j in active))
+    for kind, index in sorted(reads):
+        watched = [ctx.arg_versions[index]] if kind == "arg" else ctx.output_versions.get(index, ())
+        for tensor, version in watched:
+            _check_version(tensor, version, "an argument" if kind == "arg" else "an output")
+
+
+def _check_version(tensor, version, what) -> None:
+    now = _version(tensor)
+    if now != version:
+        raise RuntimeError(
+            f"one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [{tensor.type()} {list(tensor.shape)}] is at version {now}; "
+            f"expected version {version} instead ({what} of the compiled graph that its "
+            f"backward reads)")
+
+
+class _SavedOnDevice:
+    """A tensor autograd saved while the trivial path ran the graph on the device. When it is
+    the device copy of a caller's tensor (a host argument, or an output brought home), eager
+    would have saved the caller's tensor: unpacking it checks that one's version instead."""
+
+    __slots__ = ("tensor", "watch")
+
+    def __init__(self, tensor):
+        self.tensor, self.watch = tensor, None
+
+    def unpack(self):
+        if self.watch is not None:
+            _check_version(*self.watch)
+        return self.tensor
 
 
 class _DeviceStep(torch.autograd.Function):
@@ -260,14 +314,20 @@ class _DeviceStep(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         saved = ctx.saved_tensors    # raises autograd's own error after the graph was freed
-        _check_versions(ctx.read_versions)
+        plan = ctx.step_plan
+        active = [j for j, k in enumerate(ctx.tangent_outputs) if grads[k] is not None]
+        if not active:
+            return (None,) * (1 + len(plan.grad_of_input))
+        _check_versions(ctx, active)
         if torch.is_grad_enabled():
             raise DoubleBackwardUnsupported(
                 "create_graph=True (double backward) through torchxla_trace_once: the backward "
                 "graph is replayed by hash and has no autograd of its own; compute higher-order "
                 "gradients with the eager backend")
-        plan = ctx.step_plan
         tangents = [grads[k] for k in ctx.tangent_outputs]
+        for j, (shape, dtype) in enumerate(plan.partition.tangent_shapes):
+            if tangents[j] is None:               # no grad reached that output: zeros
+                tangents[j] = torch.zeros(shape, dtype=dtype, device=ctx.device)
         host = [k for k, t in enumerate(tangents) if not dev.is_xla(t)]
         dev.materialize([t for t in tangents if dev.is_xla(t)])   # a lazy loss's backward
         for k, copy in zip(host, dev.to_device([tangents[k] for k in host])):
@@ -298,7 +358,7 @@ class LazyTraining:
         # As on the replayed path: the device copy of an argument is not the caller's tensor, so
         # an output viewing it would not view the caller's, and an in-place write to it would
         # escape autograd's check on leaves (eager raises there).
-        if bridged.views:
+        if _views_an_argument(bridged):
             raise NotDifferentiable("an output is a view of an argument")
         written = [p for p in bridged.written if needs_grad[p]]
         if written:
@@ -311,7 +371,9 @@ class LazyTraining:
         for position in bridged.host_positions:
             if needs_grad[position]:
                 device_args[position] = torch.Tensor.to(args[position], device)
-        with torch.enable_grad():
+        saved = []
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(
+                lambda t: saved.append(_SavedOnDevice(t)) or saved[-1], _SavedOnDevice.unpack):
             out = bridged.flat(*device_args)
         counters.traces += 1
         host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
@@ -325,10 +387,24 @@ class LazyTraining:
         # an output that is an argument itself is that argument, as in eager (not a copy of it)
         moved = {id(device_args[p]): args[p] for p in bridged.host_positions}
         leaves = [moved.get(id(leaf), leaf) for leaf in leaves]
-        if bridged.returns_to_host:
-            leaves = [leaf.to("cpu") if dev.is_xla(leaf) else leaf for leaf in leaves]
-            for k, layout in bridged.layouts.items():    # eager's strides, autograd kept
-                leaves[k] = layout.of(leaves[k], differentiable=True)
+        if bridged.returns_to_host:           # each tensor once: one returned twice stays one
+            home = {}
+            for k, leaf in enumerate(leaves):
+                if dev.is_xla(leaf):
+                    if id(leaf) not in home:
+                        home[id(leaf)] = leaf.to("cpu")
+                        layout = bridged.layouts.get(k)       # eager's strides, autograd kept
+                        if layout is not None:
+                            home[id(leaf)] = layout.of(home[id(leaf)], differentiable=True)
+                    leaves[k] = home[id(leaf)]
+        else:
+            home = {}
+        callers = {id(device_args[p]): (args[p], "an argument") for p in bridged.host_positions}
+        callers.update((key, (tensor, "an output")) for key, tensor in home.items())
+        for handle in saved:                 # eager saved the caller's tensor: watch it
+            caller = callers.get(id(handle.tensor))
+            if caller is not None:
+                handle.watch = (caller[0], _version(caller[0]), caller[1])
         return pytree.tree_unflatten(leaves, treespec)
 
 

@@ -535,3 +535,42 @@ def test_backward_after_a_read_argument_changed_in_place_raises_as_in_eager(back
     if when == "after_the_call":             # y left untouched: the gradient is eager's
         (grad,) = torch.autograd.grad(optimized(torch.arange(3.0), w).sum(), w)
         assert grad.item() == 3.0
+
+
+# --- X14: eager checks in-place changes only in the backward a grad reaches, outputs included ---
+
+def _two_products(x, w, v):
+    t = x * w                      # its backward reads w (and x, an output below)
+    return x.relu(), t, x * v      # the last one's backward reads v
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("changed, loss_of, raises", [
+    ("output relu", "relu", True),   # relu's backward reads its own result, returned and changed
+    ("output relu", "t", False),     # t's backward does not read it
+    ("v", "t", False),               # v is read only by the backward of an output with no grad
+    ("v", "xv", True),
+])
+def test_backward_checks_what_eager_checks_for_the_grads_that_flow(backend, changed, loss_of, raises):
+    xla_bridge.device.xla_device()          # before the first backward (see device.backward_on_device)
+    xla_bridge.reset_counters()
+    optimized = minidynamo.optimize(backend)(_two_products)
+    grads = []
+    for fn in (_two_products, optimized, optimized):
+        x = torch.randn(4, requires_grad=True)
+        w, v = torch.full((4,), 2.0, requires_grad=True), torch.full((4,), 3.0)
+        outs = dict(zip(("relu", "t", "xv"), fn(x, w, v)))
+        if changed == "v":
+            v.add_(1)
+        else:
+            outs["relu"].mul_(2)
+        loss = outs[loss_of].sum()
+        if raises:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                loss.backward()
+        else:
+            loss.backward()
+            grads.append(x.grad)
+    if not raises:
+        assert all(torch.equal(g, torch.full((4,), 2.0)) for g in grads)
+    assert xla_bridge.counters.fallbacks == 0
