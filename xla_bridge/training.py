@@ -35,9 +35,9 @@ an inplace operation" when an argument or an output it reads changed since the f
 for the output grads that arrived (eager checks a saved tensor when a grad reaches its node).
 
 Not supported, with the reason (the call runs eagerly, or for double backward, an error):
-an output that is a view of an argument, a graph writing in place to an argument that requires grad, graphs that do not stay one lazy XLA graph,
-and ``create_graph=True`` (the backward graph is replayed by hash and has no autograd of its
-own: ``DoubleBackwardUnsupported``).
+an output that is a view of an argument, a graph writing in place to an argument that requires
+grad, graphs that do not stay one lazy XLA graph, and ``create_graph=True`` (the backward
+graph is replayed by hash and has no autograd of its own: ``DoubleBackwardUnsupported``).
 
 ``LazyTraining`` (``torchxla_trivial``): the graph runs lazily on the device with autograd on,
 so PyTorch/XLA's lazy tensors carry the backward: traced again on every call, the contrast. It
@@ -372,8 +372,12 @@ class LazyTraining:
             if needs_grad[position]:
                 device_args[position] = torch.Tensor.to(args[position], device)
         saved = []
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(
-                lambda t: saved.append(_SavedOnDevice(t)) or saved[-1], _SavedOnDevice.unpack):
+
+        def pack(tensor):
+            saved.append(_SavedOnDevice(tensor))
+            return saved[-1]
+
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack):
             out = bridged.flat(*device_args)
         counters.traces += 1
         host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
@@ -387,8 +391,8 @@ class LazyTraining:
         # an output that is an argument itself is that argument, as in eager (not a copy of it)
         moved = {id(device_args[p]): args[p] for p in bridged.host_positions}
         leaves = [moved.get(id(leaf), leaf) for leaf in leaves]
+        home = {}                             # id(device output) -> the caller's copy
         if bridged.returns_to_host:           # each tensor once: one returned twice stays one
-            home = {}
             for k, leaf in enumerate(leaves):
                 if dev.is_xla(leaf):
                     if id(leaf) not in home:
@@ -397,8 +401,6 @@ class LazyTraining:
                         if layout is not None:
                             home[id(leaf)] = layout.of(home[id(leaf)], differentiable=True)
                     leaves[k] = home[id(leaf)]
-        else:
-            home = {}
         callers = {id(device_args[p]): (args[p], "an argument") for p in bridged.host_positions}
         callers.update((key, (tensor, "an output")) for key, tensor in home.items())
         for handle in saved:                 # eager saved the caller's tensor: watch it
