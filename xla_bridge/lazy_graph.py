@@ -125,6 +125,7 @@ class LazyGraph:
         self.values = tuple((i, a) for i, a in enumerate(arguments)
                             if not isinstance(a, torch.Tensor))
         self.argument_count = len(arguments)
+        self.leaf_shapes = None               # set by capture
         kinds = [type(p) for p in input_plan]
         self.seed_index = kinds.index(FreshSeed) if FreshSeed in kinds else None
         # The graph's inputs in one C call: pick them from (*args, *baked tensors, seed slot).
@@ -163,6 +164,9 @@ class LazyGraph:
             graph_hash = _compile(xlac, results)
         counters.compiles += 1
         graph = cls(graph_hash, plan, mutated, leaf_plan, treespec, args, casts)
+        # what the device computes for each leaf (XLA's op may shape a result unlike eager's)
+        graph.leaf_shapes = tuple(tuple(leaf.shape) if isinstance(leaf, torch.Tensor) else None
+                                  for leaf in leaves)
         log_xla.debug("captured graph %s: %d inputs (%s), %d results, leaves %s",
                       describe_hash(graph_hash), len(plan), describe_plan(plan), len(results),
                       describe_leaves(leaf_plan))

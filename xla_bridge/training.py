@@ -103,6 +103,11 @@ class TrainingPlan:
         if set(partition.differentiable).intersection(self.argument_leaves, self.repeats):
             raise NotDifferentiable("the device graph's outputs repeat tensors the recorded "
                                     "graph keeps apart")
+        traced = self.forward.graph.leaf_shapes
+        if traced is not None and list(traced[leaf_count:]) != [s for s, _ in partition.saved_shapes]:
+            # XLA's batch norm in eval mode, for one, saves empty statistics for its backward
+            raise NotDifferentiable("the device's forward saves tensors shaped unlike the recorded "
+                                    "graph's, which its backward graph was made for")
         examples = dev.to_device([torch.zeros(shape, dtype=dtype) for shape, dtype in
                                   partition.saved_shapes + partition.tangent_shapes])
         saved_count = len(partition.saved_shapes)
