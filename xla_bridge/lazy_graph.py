@@ -106,6 +106,15 @@ class NotOneGraph(Exception):
         self.spare_copies = None      # the trace's device copies when it left them untouched
 
 
+class LeafShapesDiffer(NotOneGraph):
+    """The device computed output leaves ``leaves`` with other shapes than expected (XLA's own
+    batch norm in eval mode returns empty statistics where eager returns one per channel)."""
+
+    def __init__(self, leaves):
+        super().__init__(f"the device shapes output leaves {leaves} unlike the recorded graph")
+        self.leaves = leaves
+
+
 class LazyGraph:
     """A captured graph; ``replay(args)`` returns the flat output leaves."""
 
@@ -125,7 +134,6 @@ class LazyGraph:
         self.values = tuple((i, a) for i, a in enumerate(arguments)
                             if not isinstance(a, torch.Tensor))
         self.argument_count = len(arguments)
-        self.leaf_shapes = None               # set by capture
         kinds = [type(p) for p in input_plan]
         self.seed_index = kinds.index(FreshSeed) if FreshSeed in kinds else None
         # The graph's inputs in one C call: pick them from (*args, *baked tensors, seed slot).
@@ -134,8 +142,10 @@ class LazyGraph:
         self.pick = picker(self.pick_order)
 
     @classmethod
-    def capture(cls, fn, args, decompositions=None) -> "LazyGraph":
-        """``decompositions``: ops traced as their decomposition (``decompose``)."""
+    def capture(cls, fn, args, decompositions=None, expected_shapes=None) -> "LazyGraph":
+        """``decompositions``: ops traced as their decomposition (``decompose``);
+        ``expected_shapes``: per output leaf, the shape it must have (None: any), checked before
+        anything compiles (``LeafShapesDiffer``)."""
         xlac = dev.xlac()
         positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         dev.materialize([args[i] for i in positions])
@@ -148,6 +158,11 @@ class LazyGraph:
         except NotOneGraph as cut:         # the partitioner traces again: offer it the copies
             cut.spare_copies = dev.untouched(copies, identities)
             raise
+        if expected_shapes is not None:
+            unlike = [k for k, (leaf, shape) in enumerate(zip(leaves, expected_shapes))
+                      if shape is not None and tuple(leaf.shape) != tuple(shape)]
+            if unlike:
+                raise LeafShapesDiffer(unlike)
         mutated = tuple(i for i, needs in zip(
             positions, xlac._check_tensor_need_materialization([copies[i] for i in positions]))
             if needs)
@@ -164,9 +179,6 @@ class LazyGraph:
             graph_hash = _compile(xlac, results)
         counters.compiles += 1
         graph = cls(graph_hash, plan, mutated, leaf_plan, treespec, args, casts)
-        # what the device computes for each leaf (XLA's op may shape a result unlike eager's)
-        graph.leaf_shapes = tuple(tuple(leaf.shape) if isinstance(leaf, torch.Tensor) else None
-                                  for leaf in leaves)
         log_xla.debug("captured graph %s: %d inputs (%s), %d results, leaves %s",
                       describe_hash(graph_hash), len(plan), describe_plan(plan), len(results),
                       describe_leaves(leaf_plan))

@@ -24,10 +24,12 @@ class ReplayedGraph:
     at ``shape_positions`` (the user's inputs; weights keep theirs), so a call that would not
     fit the compiled graph captures a new one instead of replaying the wrong one."""
 
-    def __init__(self, fn, device_args, shape_positions=(), decompositions=None):
-        """``decompositions``: ops every capture traces as their decomposition (``decompose``)."""
+    def __init__(self, fn, device_args, shape_positions=(), decompositions=None, expected_shapes=None):
+        """``decompositions``: ops every capture traces as their decomposition (``decompose``);
+        ``expected_shapes``: what every capture checks its output leaves against (``capture``)."""
         self.fn = fn
         self.decompositions = decompositions or {}
+        self.expected_shapes = expected_shapes
         self.value_positions = tuple(i for i, a in enumerate(device_args)
                                      if not isinstance(a, torch.Tensor))
         self.shape_positions = tuple(shape_positions)
@@ -40,7 +42,8 @@ class ReplayedGraph:
                 tuple((device_args[i].shape, device_args[i].dtype) for i in self.shape_positions))
 
     def _capture(self, device_args, key) -> LazyGraph:
-        graph = self.graphs[key] = LazyGraph.capture(self.fn, device_args, self.decompositions)
+        graph = self.graphs[key] = LazyGraph.capture(self.fn, device_args, self.decompositions,
+                                                     self.expected_shapes)
         return graph
 
     # The current graph's output structure, for the host side.

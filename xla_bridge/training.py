@@ -22,8 +22,11 @@ call, the backward too even if no backward ever runs (a model called for inferen
 depends on it; under ``torch.no_grad()`` the inference graph alone is used. An op the device
 cannot lower (XLA has no ``native_layer_norm_backward``) would run on the CPU and split the
 graph: the joint graph is then recorded again with that op decomposed (``torch._decomp``) into
-ops the device has. In-place updates the forward graph makes (batch norm's running stats) are
-written back to the caller's tensors as for inference. Random ops draw from the device seed,
+ops the device has. Likewise when the device's own op saves other tensors for its backward than
+the recorded one (XLA's batch norm in eval mode saves empty statistics): that op and the backward
+ops reading them are recorded decomposed, so both sides run the same reference formulas.
+In-place updates the forward graph makes (batch norm's running stats) are written back to the
+caller's tensors as for inference. Random ops draw from the device seed,
 fresh on every replay; a dropout mask is a forward result saved for the backward, so forward
 and backward see the same mask.
 
@@ -59,7 +62,7 @@ from . import device as dev
 from .counters import counters
 from .decompose import learn
 from .joint_graph import NotDifferentiable, Partition, joint_partition
-from .lazy_graph import NotOneGraph, Result
+from .lazy_graph import LeafShapesDiffer, NotOneGraph, Result
 from .programs import ReplayedGraph
 
 NO_GRAD_NEEDED = object()   # returned by a training path when no argument requires grad
@@ -87,7 +90,12 @@ class TrainingPlan:
 
     def __init__(self, partition: Partition, device_args, tensor_positions):
         self.partition = partition
-        self.forward = ReplayedGraph(partition.forward, device_args)
+        try:                  # the saved tensors must be what the backward graph is made for
+            self.forward = ReplayedGraph(partition.forward, device_args, expected_shapes=[
+                None] * partition.leaf_count + [shape for shape, _ in partition.saved_shapes])
+        except LeafShapesDiffer as differ:
+            raise SavedShapesDiffer(_ops_around(partition, [k - partition.leaf_count
+                                                            for k in differ.leaves])) from None
         written = set(self.forward.mutated).intersection(partition.grad_positions)
         if written:
             raise NotDifferentiable(f"the graph writes in place to arguments that require grad "
@@ -103,11 +111,6 @@ class TrainingPlan:
         if set(partition.differentiable).intersection(self.argument_leaves, self.repeats):
             raise NotDifferentiable("the device graph's outputs repeat tensors the recorded "
                                     "graph keeps apart")
-        traced = self.forward.graph.leaf_shapes
-        if traced is not None and list(traced[leaf_count:]) != [s for s, _ in partition.saved_shapes]:
-            # XLA's batch norm in eval mode, for one, saves empty statistics for its backward
-            raise NotDifferentiable("the device's forward saves tensors shaped unlike the recorded "
-                                    "graph's, which its backward graph was made for")
         examples = dev.to_device([torch.zeros(shape, dtype=dtype) for shape, dtype in
                                   partition.saved_shapes + partition.tangent_shapes])
         saved_count = len(partition.saved_shapes)
@@ -119,6 +122,33 @@ class TrainingPlan:
         grad_index = {p: k for k, p in enumerate(partition.grad_positions)}
         self.grad_of_input = tuple(grad_index.get(p) for p in tensor_positions)
         self.saved_bytes = partition.saved_bytes
+
+
+class SavedShapesDiffer(NotDifferentiable):
+    """The device's forward saves tensors shaped unlike the recorded graph's (which its backward
+    graph was made for); ``ops``: the aten ops that made them."""
+
+    def __init__(self, ops):
+        super().__init__(f"the device's forward saves tensors shaped unlike the recorded graph's "
+                         f"(made by {', '.join(sorted(ops))}), which its backward graph was made for")
+        self.ops = ops
+
+
+def _ops_around(partition, saved_indices) -> set:
+    """Names (``aten::op``) of the forward ops that made saved tensors ``saved_indices`` and of
+    the backward ops that read them: the device's own pair (batch norm and its backward) agree
+    on what those tensors hold, so one decomposed means both decomposed."""
+    output = next(node for node in reversed(partition.forward.graph.nodes) if node.op == "output")
+    made = [output.args[0][partition.leaf_count + k] for k in saved_indices]
+    made = [node.args[0] if node.target is operator.getitem else node for node in made]
+    wanted = {f"saved{k}" for k in saved_indices}
+    read, reading = [], [node for node in partition.backward.graph.nodes if node.name in wanted]
+    while reading:                             # through views, to the ops that use the values
+        users = [user for node in reading for user in node.users]
+        read += users
+        reading = [user for user in users if getattr(user.target, "is_view", False)]
+    return {node.target._schema.name for node in made + read
+            if isinstance(node.target, torch._ops.OpOverload)}
 
 
 def _views_an_argument(bridged) -> bool:
@@ -211,6 +241,12 @@ class ReplayedTraining:
             except NotOneGraph:
                 # An op the device cannot lower ran on the CPU: record it decomposed, if it can be.
                 if not learn(dev.executed_fallback_ops(), decompositions):
+                    raise
+                continue
+            except SavedShapesDiffer as error:
+                # The device's own op saves other tensors than the recorded one: recorded
+                # decomposed, both run the same ops and save the same tensors.
+                if not learn(error.ops, decompositions):
                     raise
                 continue
             counters.training_plans.append(dict(

@@ -276,12 +276,11 @@ def test_optimizer_steps_between_calls_are_seen_without_retrace_then_no_grad_inf
 
 
 def test_inference_in_grad_mode_replays_instead_of_retracing():
-    """An eval-mode model called without no_grad (parameters require grad). (With batch norm
-    in eval mode such a call runs eagerly: see the batch-norm test below.)"""
+    """An eval-mode model called without no_grad (parameters require grad)."""
     torch.manual_seed(0)
-    eager, ours, step = eager_and_ours(nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.5), nn.ReLU()).eval())
+    eager, ours, step = eager_and_ours(SmallCNN().eval())
     for _ in range(3):
-        x = torch.randn(2, 6)
+        x = torch.randn(2, 3, 8, 8)
         out = step(x)
         assert out.requires_grad
         torch.testing.assert_close(out, eager(x), atol=1e-5, rtol=1e-4)
@@ -413,11 +412,15 @@ def test_training_outputs_keep_eager_strides():
     assert xla_bridge.counters.fallbacks == 0
 
 
-def test_batch_norm_in_eval_mode_with_grad_runs_eagerly_instead_of_failing_in_backward():
-    """XLA's batch norm in eval mode saves empty statistics for its backward (eager: one per
-    channel); the backward graph made from the recorded shapes would fail at the replay."""
+def test_batch_norm_in_eval_mode_trains_through_the_replay_decomposed():
+    """XLA's batch norm in eval mode saves empty statistics for its backward (eager and the
+    recorded graph: one per channel), so the backward graph made from the recording failed at
+    the replay. The plan records that op and its backward decomposed (PyTorch's reference
+    formulas, which the device runs as they are): same saved tensors, eager's gradients."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()).eval()
+    model[1].running_mean.uniform_(-1, 1)
+    model[1].running_var.uniform_(0.5, 2)
     ours = copy.deepcopy(model)
     optimized = minidynamo.optimize("torchxla_trace_once")(ours)
     for _ in range(2):
@@ -427,4 +430,6 @@ def test_batch_norm_in_eval_mode_with_grad_runs_eagerly_instead_of_failing_in_ba
         model(x).square().sum().backward()
         optimized(x).square().sum().backward()
         assert_close_all(grads(ours), grads(model))
-    assert any("saves tensors shaped unlike" in r for r in xla_bridge.counters.reasons)
+    assert xla_bridge.counters.fallbacks == 0, xla_bridge.counters.reasons
+    (plan,) = xla_bridge.counters.training_plans
+    assert {"aten.native_batch_norm", "aten.native_batch_norm_backward"} <= set(plan["decomposed"])
