@@ -91,7 +91,7 @@ class Partition:
     # the saved results ("saved", i) and arguments ("arg", p) the backward ops its grad flows
     # through read; and which user leaves are (views of) saved result i: {leaf: i}.
     tangent_reads: tuple = ()
-    saved_leaves: dict = None
+    saved_leaves: dict = dataclasses.field(default_factory=dict)
 
     @property
     def saved_count(self) -> int:
@@ -230,8 +230,8 @@ def partition(joint: JointGraph) -> Partition:
     backward.eliminate_dead_code()
 
     saved_index = {node: i for i, node in enumerate(saved)}
-    saved_leaves = {k: saved_index[_view_root(leaf)[0]] for k, leaf in enumerate(leaf_nodes)
-                    if isinstance(leaf, fx.Node) and _view_root(leaf)[0] in saved_index}
+    roots = {k: _view_root(leaf)[0] for k, leaf in enumerate(leaf_nodes) if isinstance(leaf, fx.Node)}
+    saved_leaves = {k: saved_index[root] for k, root in roots.items() if root in saved_index}
     tangent_reads = _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of)
     root = _constants_module(joint.constants)
     return Partition(
