@@ -334,12 +334,14 @@ class _SavedOnDevice:
     the device copy of a caller's tensor (a host argument, or an output brought home), eager
     would have saved the caller's tensor: unpacking it checks that one's version instead."""
 
-    __slots__ = ("tensor", "watch")
+    __slots__ = ("tensor", "version", "watch")
 
     def __init__(self, tensor):
-        self.tensor, self.watch = tensor, None
+        # a hooked saved tensor escapes autograd's own version check: it is made here
+        self.tensor, self.version, self.watch = tensor, _version(tensor), None
 
     def unpack(self):
+        _check_version(self.tensor, self.version, "a tensor")
         if self.watch is not None:
             _check_version(*self.watch)
         return self.tensor

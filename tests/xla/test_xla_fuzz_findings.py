@@ -574,3 +574,23 @@ def test_backward_checks_what_eager_checks_for_the_grads_that_flow(backend, chan
     if not raises:
         assert all(torch.equal(g, torch.full((4,), 2.0)) for g in grads)
     assert xla_bridge.counters.fallbacks == 0
+
+
+def _writes_what_its_backward_reads(x, w):
+    t = x * w                      # the backward of t reads x ...
+    x.add_(1)                      # ... which the same graph then changes in place
+    return t
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_graph_changing_what_its_own_backward_reads_raises_in_backward_as_in_eager(backend):
+    """Seed 138 program 43 (trivial): the saved-tensor hooks X14 added bypassed autograd's own
+    version check of the device tensors; the hook makes that check itself."""
+    xla_bridge.device.xla_device()
+    optimized = minidynamo.optimize(backend)(_writes_what_its_backward_reads)
+    for fn in (_writes_what_its_backward_reads, optimized, optimized):
+        x, w = torch.ones(3), torch.tensor(2.0, requires_grad=True)
+        out = fn(x, w)
+        assert torch.equal(x, torch.full((3,), 2.0)) and torch.equal(out.detach(), torch.full((3,), 2.0))
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
