@@ -11,8 +11,10 @@ arguments (no data, no compute): it maps each output leaf sharing an argument's 
 ``HostView`` and lists the arguments the graph writes in place (their ``_version`` moved), for
 every kind of device program alike. Aliasing the host side cannot rebuild raises
 ``NotOneGraph`` (the graph then runs eagerly, with the reason): an output viewing a device
-argument, or two different outputs sharing memory that no argument owns (``y, y.view(-1)``).
-So does a graph that changes an argument's metadata in place (shape, strides, storage offset,
+argument, or two outputs sharing memory that no argument owns where the later is not made of
+elements of the first (``y.chunk(2)``: the device returns the first alone, eager's storage holds
+more). When it is (``y, y[:, 0]``: Hugging Face's pooled outputs), the later output is rebuilt on
+the host as that view of the first, laid out as eager's storage (``OutputView``). So does a graph that changes an argument's metadata in place (shape, strides, storage offset,
 dtype, ``requires_grad`` or its storage: ``x.t_()``, ``x.set_(y)``, ``x.unsqueeze_(0)``,
 ``x.resize_(n)``, ``x.requires_grad_()``; ``InputMetadataMutated``): the device hands back
 data only. An output eager lays out non-compactly (a view of a tensor made inside the graph,
@@ -136,10 +138,49 @@ class EagerLayout:
 
 
 @dataclass(frozen=True)
+class OutputView:
+    """Output = output ``base`` (laid out as eager's storage) viewed with ``size``/``stride`` at
+    storage offset ``offset``."""
+    base: int
+    size: tuple
+    stride: tuple
+    offset: int
+
+    def of(self, base: torch.Tensor) -> torch.Tensor:
+        return torch.Tensor.as_strided(base, self.size, self.stride, self.offset)
+
+
+@dataclass(frozen=True)
 class MemoryPlan:
     views: dict        # {output leaf index: HostView}
     written: tuple     # argument positions the graph updates in place
     layouts: dict = None   # {output leaf index: EagerLayout}: outputs laid out non-compactly
+    output_views: dict = None   # {output leaf index: OutputView}: views of an earlier output
+
+
+def rebuild_output_views(out: list, output_views: dict) -> None:
+    """Replace each output that eager returns as a view of an earlier one by that view."""
+    for k, view in output_views.items():
+        out[k] = view.of(out[view.base])
+
+
+_MAX_CHECKED = 1 << 26        # elements of a storage whose coverage is checked element by element
+
+
+def _output_view(leaf, base, base_k, base_laid_out) -> "OutputView | None":
+    """``leaf`` as a view of output ``base`` (same storage), or None when the host cannot
+    rebuild it so: ``base`` does not come home with eager's storage, or ``leaf`` reads an
+    element of that storage that ``base`` itself does not hold."""
+    compact = base.is_contiguous() and base.storage_offset() == 0 and \
+        base.untyped_storage().nbytes() == base.numel() * base.element_size()
+    storage_numel = base.untyped_storage().nbytes() // base.element_size()
+    if leaf.dtype != base.dtype or not (compact or base_laid_out) or storage_numel > _MAX_CHECKED:
+        return None
+    held = torch.zeros(storage_numel, dtype=torch.bool)
+    held.as_strided(base.shape, base.stride(), base.storage_offset()).fill_(True)
+    if not held.as_strided(leaf.shape, leaf.stride(), leaf.storage_offset()).all():
+        return None
+    return OutputView(base_k, tuple(leaf.shape), leaf.stride(), leaf.storage_offset())
 
 
 def analyse_memory(program, args) -> MemoryPlan:
@@ -157,17 +198,21 @@ def analyse_memory(program, args) -> MemoryPlan:
                                  for m in metas])
     position_of_storage = {_storage(m): i for i, m in enumerate(metas)
                            if isinstance(m, torch.Tensor)}
-    views, owner_of_storage, layouts = {}, {}, {}
+    views, owner_of_storage, layouts, output_views = {}, {}, {}, {}
     for k, leaf in enumerate(pytree.tree_leaves(out)):
         if not isinstance(leaf, torch.Tensor):
             continue
         storage = _storage(leaf)
         position = position_of_storage.get(storage)
         if position is None:
-            other = owner_of_storage.setdefault(storage, leaf)
-            if other is not leaf:
-                raise NotOneGraph("two outputs share memory (one is a view of the other): "
-                                  "the device would return them as separate tensors")
+            base_k, base = owner_of_storage.setdefault(storage, (k, leaf))
+            if base is not leaf:
+                view = _output_view(leaf, base, base_k, base_k in layouts)
+                if view is None:
+                    raise NotOneGraph("two outputs share memory (one is a view of the other): "
+                                      "the device would return them as separate tensors")
+                output_views[k] = view
+                continue
             layout = EagerLayout.of_output(leaf)
             if layout is not None:
                 layouts[k] = layout
@@ -183,4 +228,4 @@ def analyse_memory(program, args) -> MemoryPlan:
                             tuple(base.shape), base.stride(), leaf is base)
     written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
                     if isinstance(m, torch.Tensor) and m._version != v)
-    return MemoryPlan(views, written, layouts)
+    return MemoryPlan(views, written, layouts, output_views)

@@ -20,7 +20,7 @@ from torch.utils import _pytree as pytree
 from . import config
 from . import device as dev
 from . import replay_path, timing
-from .aliasing import analyse_memory
+from .aliasing import analyse_memory, rebuild_output_views
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
@@ -176,6 +176,10 @@ class BridgedCall:
         memory = analyse_memory(self.flat, args)
         self.views, self.written = memory.views, memory.written
         self.layouts = memory.layouts or {}   # outputs eager lays out non-compactly
+        self.output_views = memory.output_views or {}   # outputs eager returns as views of others
+        if self.output_views and not self.returns_to_host:
+            raise NotOneGraph("two outputs share memory (one is a view of the other): the device "
+                              "would return them as separate tensors")
         self.view_positions = tuple(sorted({v.position for v in self.views.values()}))
         cached = ()
         if cache_host_weights:                # opt-in: parameters, and module weights read here
@@ -306,7 +310,7 @@ class BridgedCall:
             out[k] = view.of(args[view.position])
         if self.returns_to_host:
             moving = {id(leaf): leaf for k, leaf in enumerate(out)
-                      if dev.is_xla(leaf) and k not in self.views}
+                      if dev.is_xla(leaf) and k not in self.views and k not in self.output_views}
             if moving:
                 moved = dict(zip(moving, dev.to_host(list(moving.values()))))
                 out = [moved.get(id(leaf), leaf) for leaf in out]
@@ -316,6 +320,7 @@ class BridgedCall:
                     if id(out[k]) not in laid_out:
                         laid_out[id(out[k])] = layout.of(out[k])
                 out = [laid_out.get(id(leaf), leaf) for leaf in out]
+            rebuild_output_views(out, self.output_views)
         return out
 
     def _eager(self, inputs, reason: str):

@@ -50,7 +50,8 @@ def recipe(bridged, program):
     """The arguments of ``Replay.arm`` for the graph ``program`` replays next, or None when its
     calls need the Python path (see the module docstring)."""
     if (type(program) is not ReplayedGraph or bridged.host_positions or bridged.has_state
-            or bridged.views or bridged.layouts or bridged.written or bridged.returns_to_host):
+            or bridged.views or bridged.layouts or bridged.output_views or bridged.written
+            or bridged.returns_to_host):
         return None
     graph = program.graph
     if (graph.graph_hash is None or graph.mutated or graph.casts or graph.seed_index is not None

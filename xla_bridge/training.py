@@ -59,6 +59,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from . import device as dev
+from .aliasing import rebuild_output_views
 from .counters import counters
 from .decompose import learn
 from .joint_graph import NotDifferentiable, Partition, joint_partition
@@ -216,6 +217,7 @@ class ReplayedTraining:
             # eager's strides, laid out outside the Function (autograd records the copy): an
             # output that is a view made inside a custom Function cannot be written in place
             leaves[k] = layouts[k].of(tensor, differentiable=True) if k in layouts else tensor
+        rebuild_output_views(leaves, bridged.output_views)    # (only outputs that come home)
         for k, position in plan.argument_leaves.items():
             leaves[k] = args[position]
         for k, first in plan.repeats.items():
@@ -444,6 +446,7 @@ class LazyTraining:
                         if layout is not None:
                             home[id(leaf)] = layout.of(home[id(leaf)], differentiable=True)
                     leaves[k] = home[id(leaf)]
+            rebuild_output_views(leaves, bridged.output_views)
         callers = {id(device_args[p]): (args[p], "an argument") for p in bridged.host_positions}
         callers.update((key, (tensor, "an output")) for key, tensor in home.items())
         for handle in saved:                 # eager saved the caller's tensor: watch it
