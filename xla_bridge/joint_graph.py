@@ -92,6 +92,9 @@ class Partition:
     # through read; and which user leaves are (views of) saved result i: {leaf: i}.
     tangent_reads: tuple = ()
     saved_leaves: dict = dataclasses.field(default_factory=dict)
+    # Per grad returned (grad_positions order): the tangents it is made from; eager gives an
+    # argument no grad (None) when none of those arrived. None: made from no tangent.
+    grad_tangents: tuple = ()
 
     @property
     def saved_count(self) -> int:
@@ -232,7 +235,9 @@ def partition(joint: JointGraph) -> Partition:
     saved_index = {node: i for i, node in enumerate(saved)}
     roots = {k: _view_root(leaf)[0] for k, leaf in enumerate(leaf_nodes) if isinstance(leaf, fx.Node)}
     saved_leaves = {k: saved_index[root] for k, root in roots.items() if root in saved_index}
-    tangent_reads = _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of)
+    tangent_reads, flows = _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of)
+    # per grad returned: the tangents it is made from (None: from none, a value whatever flows)
+    grad_tangents = tuple(flows.get(node) if isinstance(node, fx.Node) else None for node in grad_nodes)
     root = _constants_module(joint.constants)
     return Partition(
         forward=fx.GraphModule(root, forward), backward=fx.GraphModule(root, backward),
@@ -241,13 +246,13 @@ def partition(joint: JointGraph) -> Partition:
         grad_positions=grad_positions, saved_bytes=sum(map(tensor_bytes, saved)),
         saved_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in saved),
         tangent_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in tangent_nodes),
-        tangent_reads=tangent_reads, saved_leaves=saved_leaves)
+        tangent_reads=tangent_reads, saved_leaves=saved_leaves, grad_tangents=grad_tangents)
 
 
 def _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of) -> tuple:
     """Per tangent, what the backward ops its grad flows through read from the forward: eager
     runs an autograd node only when a grad reaches it, and only then checks that what the node
-    saved was not changed in place since."""
+    saved was not changed in place since. Also ``{node: the tangents it is made from}``."""
     depends = {node: frozenset({k}) for k, node in enumerate(tangent_nodes)}
     tangent_free = {}                    # backward op that no grad flows through -> what it reads
 
@@ -274,7 +279,7 @@ def _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of) ->
                 per_tangent[k] |= reads
         else:
             tangent_free[node] = reads
-    return tuple(map(frozenset, per_tangent))
+    return tuple(map(frozenset, per_tangent)), depends
 
 
 def joint_partition(fn, args, needs_grad, decompositions=None) -> Partition:

@@ -379,7 +379,10 @@ class _DeviceStep(torch.autograd.Function):
             tangents[k] = copy
         backward_args = [*saved, *tangents]
         grads_out = plan.backward.run(backward_args)
-        result = [None if index is None else grads_out[index] for index in plan.grad_of_input]
+        reached = plan.partition.grad_tangents
+        active = frozenset(active)
+        result = [None if index is None or (reached[index] is not None and not reached[index] & active)
+                  else grads_out[index] for index in plan.grad_of_input]
         to_host = [k for k, (g, device) in enumerate(zip(result, ctx.input_devices))
                    if g is not None and device.type != "xla"]
         for k, moved in zip(to_host, dev.to_host([result[k] for k in to_host])):

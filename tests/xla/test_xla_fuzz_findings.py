@@ -594,3 +594,22 @@ def test_a_graph_changing_what_its_own_backward_reads_raises_in_backward_as_in_e
         assert torch.equal(x, torch.full((3,), 2.0)) and torch.equal(out.detach(), torch.full((3,), 2.0))
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             out.sum().backward()
+
+
+# --- X16: a parameter no arriving grad reaches gets no grad (None), as in eager ------------------
+
+def _two_paths(x, w, v):
+    return x * w, x.relu() * 2          # the second output does not depend on w
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trace_once"])
+def test_an_argument_only_an_output_without_grad_reads_gets_none(backend):
+    """Seed 141 programs 584 and 680: a loss on the second output gave ``w`` a zero gradient
+    (the replayed backward ran with a zero grad for the first output); eager gives None."""
+    xla_bridge.device.xla_device()
+    optimized = minidynamo.optimize(backend)(_two_paths)
+    for fn in (_two_paths, optimized, optimized):
+        x, w = torch.randn(4, requires_grad=True), torch.tensor(2.0, requires_grad=True)
+        _, second = fn(x, w, None)
+        grad_x, grad_w = torch.autograd.grad(second.sum(), (x, w), allow_unused=True)
+        assert grad_w is None and torch.equal(grad_x, (x > 0).float() * 2)
