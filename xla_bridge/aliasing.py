@@ -30,7 +30,7 @@ from . import device as dev
 from .lazy_graph import NotOneGraph
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class HostView:
     """Output = ``args[position]`` viewed with ``size``/``stride`` at ``offset`` past its own
     storage offset; valid while the argument has ``base_size`` and ``base_stride``."""
@@ -198,7 +198,7 @@ def analyse_memory(program, args) -> MemoryPlan:
                                  for m in metas])
     position_of_storage = {_storage(m): i for i, m in enumerate(metas)
                            if isinstance(m, torch.Tensor)}
-    views, owner_of_storage, layouts, output_views = {}, {}, {}, {}
+    views, owner_of_storage, layouts, output_views, view_of_leaf = {}, {}, {}, {}, {}
     for k, leaf in enumerate(pytree.tree_leaves(out)):
         if not isinstance(leaf, torch.Tensor):
             continue
@@ -223,9 +223,11 @@ def analyse_memory(program, args) -> MemoryPlan:
                 continue                  # the device argument itself: the program returns it
             raise NotOneGraph(f"an output is a view of device argument {position}: replaying "
                               "would return a new tensor instead")
-        views[k] = HostView(position, tuple(leaf.shape), leaf.stride(),
-                            leaf.storage_offset() - base.storage_offset(),
-                            tuple(base.shape), base.stride(), leaf is base)
+        if id(leaf) not in view_of_leaf:  # a view returned twice: one HostView, rebuilt once
+            view_of_leaf[id(leaf)] = HostView(position, tuple(leaf.shape), leaf.stride(),
+                                              leaf.storage_offset() - base.storage_offset(),
+                                              tuple(base.shape), base.stride(), leaf is base)
+        views[k] = view_of_leaf[id(leaf)]
     written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
                     if isinstance(m, torch.Tensor) and m._version != v)
     return MemoryPlan(views, written, layouts, output_views)

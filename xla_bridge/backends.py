@@ -306,8 +306,11 @@ class BridgedCall:
         out = list(leaves)
         for k, position in self.program.argument_leaves.items():
             out[k] = args[position]
+        made = {}                             # one tensor per HostView (a view returned twice)
         for k, view in self.views.items():
-            out[k] = view.of(args[view.position])
+            if view not in made:
+                made[view] = view.of(args[view.position])
+            out[k] = made[view]
         if self.returns_to_host:
             moving = {id(leaf): leaf for k, leaf in enumerate(out)
                       if dev.is_xla(leaf) and k not in self.views and k not in self.output_views}

@@ -50,7 +50,7 @@ class Argument:
         return args[self.position]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ArgumentCopy:
     """A new tensor equal to an argument (``x.clone()``: lazily it is the argument's own data):
     a copy on every call, never the argument object (a later write to one must not reach the
@@ -134,6 +134,11 @@ class LazyGraph:
         self.values = tuple((i, a) for i, a in enumerate(arguments)
                             if not isinstance(a, torch.Tensor))
         self.argument_count = len(arguments)
+        # leaves that repeat a copy made per call (a constant, an argument's clone): one copy
+        first = {}
+        self.repeated_copies = tuple((k, first[id(leaf)]) for k, leaf in enumerate(leaves)
+                                     if isinstance(leaf, (Constant, ArgumentCopy))
+                                     and first.setdefault(id(leaf), k) != k)
         kinds = [type(p) for p in input_plan]
         self.seed_index = kinds.index(FreshSeed) if FreshSeed in kinds else None
         # The graph's inputs in one C call: pick them from (*args, *baked tensors, seed slot).
@@ -203,7 +208,10 @@ class LazyGraph:
                     results[k] = results[k].to(dtype)
             for k, position in enumerate(self.mutated):
                 _write(args[position], results[k])
-        return [leaf.read(args, results) for leaf in self.leaves]
+        out = [leaf.read(args, results) for leaf in self.leaves]
+        for k, first in self.repeated_copies:
+            out[k] = out[first]
+        return out
 
 
 def _pick_order(input_plan, argument_count):
@@ -277,18 +285,21 @@ def _plan_leaves(leaves, copies, positions, position_of_id, results) -> tuple:
                                  xlac._check_tensor_need_materialization(device_leaves)))
     position_of_copy = {id(copies[i]): i for i in positions}
     index_of_result = {id(r): k for k, r in enumerate(results)}
-    plan = []
+    plan, copy_of_leaf = [], {}     # a tensor returned twice is one copy, returned twice
     for leaf in leaves:
         if not isinstance(leaf, torch.Tensor):
             plan.append(Value(leaf))
         elif id(leaf) in position_of_copy:
             plan.append(Argument(position_of_copy[id(leaf)]))
+        elif id(leaf) in copy_of_leaf:
+            plan.append(copy_of_leaf[id(leaf)])
         elif not needs_compute.get(id(leaf), False):   # plain data: an argument's, or a constant
             ids = xlac._get_tensors_xla_device_data_node([leaf])[0] if dev.is_xla(leaf) else []
             if ids and ids[0] in position_of_id:
                 plan.append(ArgumentCopy(position_of_id[ids[0]]))
             else:
                 plan.append(Constant(leaf))
+            copy_of_leaf[id(leaf)] = plan[-1]
         else:
             if id(leaf) not in index_of_result:
                 index_of_result[id(leaf)] = len(results)

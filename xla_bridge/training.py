@@ -63,7 +63,7 @@ from .aliasing import rebuild_output_views
 from .counters import counters
 from .decompose import learn
 from .joint_graph import NotDifferentiable, Partition, joint_partition
-from .lazy_graph import LeafShapesDiffer, NotOneGraph, Result
+from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
 from .programs import ReplayedGraph
 
 NO_GRAD_NEEDED = object()   # returned by a training path when no argument requires grad
@@ -107,7 +107,7 @@ class TrainingPlan:
         self.argument_leaves = {k: p for k, p in self.forward.argument_leaves.items() if k < leaf_count}
         self.repeats, first = {}, {}
         for k, leaf in enumerate(self.forward.graph.leaves[:leaf_count]):
-            if isinstance(leaf, Result) and first.setdefault(leaf, k) != k:
+            if isinstance(leaf, (Result, Constant, ArgumentCopy)) and first.setdefault(leaf, k) != k:
                 self.repeats[k] = first[leaf]
         if set(partition.differentiable).intersection(self.argument_leaves, self.repeats):
             raise NotDifferentiable("the device graph's outputs repeat tensors the recorded "

@@ -613,3 +613,23 @@ def test_an_argument_only_an_output_without_grad_reads_gets_none(backend):
         _, second = fn(x, w, None)
         grad_x, grad_w = torch.autograd.grad(second.sum(), (x, w), allow_unused=True)
         assert grad_w is None and torch.equal(grad_x, (x > 0).float() * 2)
+
+
+# --- X18: a tensor returned twice is one object, whatever kind of output it is ------------------
+
+def _each_kind_twice(x):
+    copy, constant, row = x.clone(), torch.zeros(()) * 2, x[0]
+    return copy, copy, constant, [constant], row, row, x.clone()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_copy_a_constant_and_a_view_returned_twice_are_one_object_each(backend):
+    """Seed 143 programs 69 (a chunk of the input returned twice) and 503 (a constant): each
+    occurrence came back as its own tensor; eager returns one object twice."""
+    optimized = minidynamo.optimize(backend)(_each_kind_twice)
+    x = torch.randn(2, 3)
+    for _ in range(2):
+        out = optimized(x)
+        assert_same(out, _each_kind_twice(x))
+        assert out[0] is out[1] and out[2] is out[3][0] and out[4] is out[5]
+        assert out[6] is not out[0] and out[0] is not x
