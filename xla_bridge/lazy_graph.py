@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import device as dev
 from .counters import counters
 from .decompose import decomposing
+from .dtype_check import DtypeWatch
 from .log import log_xla
 from .host_inputs import picker
 
@@ -263,8 +264,10 @@ def _trace(fn, copies, decompositions=None):
     """Run ``fn`` lazily (ops in ``decompositions`` as their decomposition); raise NotOneGraph
     if that did more than build one pending graph."""
     before, fallbacks = dev.device_activity(), dev.fallback_counts()
-    with torch.no_grad(), HostRandomWatch() as watch, decomposing(decompositions):
+    with torch.no_grad(), HostRandomWatch() as watch, decomposing(decompositions), DtypeWatch() as dtypes:
         out = fn(*copies)
+    if dtypes.reason():
+        raise NotOneGraph(dtypes.reason())
     if watch.ops:
         raise NotOneGraph(f"random ops on host tensors ({', '.join(watch.ops)}) "
                           "would be frozen into the graph")

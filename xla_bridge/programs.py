@@ -15,8 +15,9 @@ from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .counters import counters
+from .dtype_check import DtypeWatch
+from .lazy_graph import LazyGraph, NotOneGraph, describe_hash, is_evicted
 from .log import log_xla
-from .lazy_graph import LazyGraph, describe_hash, is_evicted
 
 
 class ReplayedGraph:
@@ -95,8 +96,10 @@ class TracedEveryCall:
     def __init__(self, fn, device_args):
         self.fn = fn
         copies = dev.device_copies(device_args)
-        with torch.no_grad():     # one trial trace on copies: a graph the device cannot run
-            fn(*copies)           # fails now (-> eager), not on a call
+        with torch.no_grad(), DtypeWatch() as dtypes:   # one trial trace on copies: a graph the
+            fn(*copies)           # device cannot run fails now (-> eager), not on a call
+        if dtypes.reason():
+            raise NotOneGraph(dtypes.reason())
         self.positions = tuple(i for i, a in enumerate(device_args) if isinstance(a, torch.Tensor))
         self.mutated = self._written(copies)   # as the trial saw it; each run says again
         self.argument_leaves = {}

@@ -62,6 +62,7 @@ from . import device as dev
 from .aliasing import rebuild_output_views
 from .counters import counters
 from .decompose import learn
+from .dtype_check import DtypeWatch
 from .joint_graph import NotDifferentiable, Partition, joint_partition
 from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
 from .programs import ReplayedGraph
@@ -397,6 +398,7 @@ class LazyTraining:
 
     def __init__(self, bridged):
         self.bridged = bridged
+        self.dtypes_checked = False      # the first call checks the device's dtypes (dtype_check)
 
     def __call__(self, inputs):
         bridged = self.bridged
@@ -425,6 +427,12 @@ class LazyTraining:
             saved.append(_SavedOnDevice(tensor))
             return saved[-1]
 
+        if not self.dtypes_checked:          # once, on copies: the caller's tensors untouched
+            with torch.no_grad(), DtypeWatch() as dtypes:
+                bridged.flat(*dev.device_copies(device_args))
+            if dtypes.reason():
+                raise NotDifferentiable(dtypes.reason())
+            self.dtypes_checked = True
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack):
             out = bridged.flat(*device_args)
         counters.traces += 1

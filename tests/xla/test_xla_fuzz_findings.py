@@ -633,3 +633,24 @@ def test_a_copy_a_constant_and_a_view_returned_twice_are_one_object_each(backend
         assert_same(out, _each_kind_twice(x))
         assert out[0] is out[1] and out[2] is out[3][0] and out[4] is out[5]
         assert out[6] is not out[0] and out[0] is not x
+
+
+# --- X19: an op whose device result has another dtype than eager's runs eagerly --------------------
+
+def _where_mixing_dtypes(x, y):
+    return torch.where(x > 0, (y > 0).float(), x)     # float32 and float64: eager gives float64
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("grad", [False, True])
+def test_an_op_the_device_types_unlike_eager_runs_eagerly(backend, grad):
+    """Seed 146 program 648: torch_xla's where gave float32 (values rounded) where eager gives
+    float64; each op's result dtype is checked against its meta kernel while tracing."""
+    xla_bridge.device.xla_device()
+    xla_bridge.reset_counters()
+    optimized = minidynamo.optimize(backend)(_where_mixing_dtypes)
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=grad)
+    y = torch.randn(3, 4, dtype=torch.float64)
+    out = optimized(x, y)
+    assert out.dtype == torch.float64 and torch.equal(out, _where_mixing_dtypes(x, y))
+    assert "the device computes aten.where.self as torch.float32" in xla_bridge.counters.reasons[-1]

@@ -1,0 +1,55 @@
+"""While a graph is traced on the device, check each op's result dtypes against eager's.
+
+torch_xla computes most ops' result dtypes the PyTorch way, but not all: ``torch.where(mask,
+f32, f64)`` is float64 in eager and float32 lazily, so the whole result loses precision and
+changes dtype. Every aten op has a meta kernel that follows eager's type promotion, so the
+trace runs each op once more on meta tensors shaped like its arguments and compares the
+dtypes of the results (once per capture: nothing is computed, the trace is the slow path
+already). An op whose device result has another dtype makes the trace fail with the reason
+(``DtypeDiffers``), and the graph runs eagerly. An op with no meta kernel is not checked.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+META = torch.device("meta")
+
+
+class DtypeWatch(TorchDispatchMode):
+    """Notes ``(op, device dtype, eager dtype)`` for every result whose dtype differs."""
+
+    def __init__(self):
+        super().__init__()
+        self.differences = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        try:
+            with _disable_current_modes():    # eager's answer, not the other modes' business
+                expected = func(*pytree.tree_map(_on_meta, args), **pytree.tree_map(_on_meta, kwargs))
+        except Exception:                 # noqa: BLE001  (no meta kernel: nothing to compare)
+            return out
+        got = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        want = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+        if len(got) == len(want):
+            self.differences += [(str(func), g.dtype, w.dtype) for g, w in zip(got, want)
+                                 if g.dtype != w.dtype]
+        return out
+
+    def reason(self) -> str | None:
+        if not self.differences:
+            return None
+        op, got, want = self.differences[0]
+        return f"the device computes {op} as {got} where eager gives {want}"
+
+
+def _on_meta(value):
+    if isinstance(value, torch.Tensor):
+        return torch.empty(value.shape, dtype=value.dtype, device=META)
+    if isinstance(value, torch.device):
+        return META
+    return value
