@@ -263,6 +263,7 @@ def _write(target: torch.Tensor, result: torch.Tensor) -> None:
 def _trace(fn, copies, decompositions=None):
     """Run ``fn`` lazily (ops in ``decompositions`` as their decomposition); raise NotOneGraph
     if that did more than build one pending graph."""
+    dev.wait_device()   # an execution still finishing (the copies' sync) must not count as ours
     before, fallbacks = dev.device_activity(), dev.fallback_counts()
     with torch.no_grad(), HostRandomWatch() as watch, decomposing(decompositions), DtypeWatch() as dtypes:
         out = fn(*copies)
