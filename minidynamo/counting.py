@@ -6,6 +6,7 @@ The hook counts its hot-path events in C; everything else is counted here.
 from __future__ import annotations
 
 import collections
+import collections.abc
 
 from . import _eval_frame
 
@@ -50,11 +51,23 @@ def reset() -> None:
     break_reasons.clear()
 
 
-class _CountersView:
-    """``minidynamo.counters["compiles"]``: a read-only view that is always current."""
+class _CountersView(collections.abc.Mapping):
+    """``minidynamo.counters["compiles"]``: a read-only mapping that is always current.  A name
+    never counted reads 0 (as in a ``Counter``); ``in``, iteration and ``len`` see the names
+    there are (without ``__iter__``, ``in`` would probe ``counters[0], counters[1], ...``
+    forever)."""
 
     def __getitem__(self, name):
         return snapshot().get(name, 0)
+
+    def __contains__(self, name):
+        return name in snapshot()
+
+    def __iter__(self):
+        return iter(snapshot())
+
+    def __len__(self):
+        return len(snapshot())
 
     def __repr__(self):
         return f"counters({snapshot()})"

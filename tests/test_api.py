@@ -76,6 +76,15 @@ def test_decorator_compiles_once_and_hits_the_cache():
     assert len(minidynamo.cache_entries(f)) == 1
 
 
+def test_counters_read_as_a_mapping():
+    # ``in`` once probed counters[0], counters[1], ... forever (no __iter__): a hang
+    minidynamo.optimize(CountingBackend())(add_one)(torch.randn(3))
+    assert "compiles" in minidynamo.counters and "no such counter" not in minidynamo.counters
+    assert minidynamo.counters["no such counter"] == 0
+    assert dict(minidynamo.counters)["compiles"] == minidynamo.counters["compiles"] == 1
+    assert len(minidynamo.counters) == len(list(minidynamo.counters)) > 0
+
+
 def test_cache_entries_have_named_fields_and_a_recompile_goes_first():
     from minidynamo.convert_frame import CacheEntry
 

@@ -4,14 +4,17 @@
 forward and backward as one aten graph on meta tensors and splits it (``joint_graph``: save
 what backward reads). The forward graph and the backward graph then each become a
 ``ReplayedGraph``: traced on the device once, compiled once, replayed by hash on every later
-call. The call itself is one ``autograd.Function`` (``_DeviceStep``):
+call. The call itself is one ``autograd.Function`` (``_DeviceStep``) per group of outputs that
+eager's autograd graph keeps apart (``backward_groups``; nearly always one group), so that a
+backward through one output runs, frees and checks only what eager would:
 
 - ``forward`` replays the forward graph: the user's outputs plus the saved tensors, which stay
   on the device, held by ``ctx.save_for_backward`` (so ``retain_graph`` and the "backward
   through the graph a second time" error are autograd's own), with the arguments the backward
   reads (weights, for instance; device copies of host ones);
-- ``backward`` replays the backward graph on (saved tensors, output grads) and returns one grad
-  per argument that requires grad, on that argument's device. Autograd does the rest, exactly
+- ``backward`` replays the group's backward graph on (saved tensors, output grads) and returns
+  one grad per argument that requires grad (None for those its grads do not reach, which are
+  not even its edges), on that argument's device. Autograd does the rest, exactly
   as in eager mode: ``.grad`` accumulates on leaves, arguments that do not require grad get
   nothing, non-leaf arguments pass their grad upstream.
 
@@ -63,6 +66,7 @@ from .aliasing import rebuild_output_views
 from .counters import counters
 from .decompose import learn
 from .dtype_check import DtypeWatch
+from .backward_groups import restrict, tangent_groups
 from .joint_graph import NotDifferentiable, Partition, joint_partition
 from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
 from .programs import ReplayedGraph
@@ -116,14 +120,36 @@ class TrainingPlan:
         examples = dev.to_device([torch.zeros(shape, dtype=dtype) for shape, dtype in
                                   partition.saved_shapes + partition.tangent_shapes])
         saved_count = len(partition.saved_shapes)
-        self.backward = ReplayedGraph(partition.backward, [
-            *examples[:saved_count], *[device_args[p] for p in partition.saved_args],
-            *examples[saved_count:]])
+        inputs = [*examples[:saved_count], *[device_args[p] for p in partition.saved_args]]
+        tangents = examples[saved_count:]
         self.tensor_positions = tensor_positions
         # Which of the Function's tensor inputs get a grad, and from which backward output.
         grad_index = {p: k for k, p in enumerate(partition.grad_positions)}
         self.grad_of_input = tuple(grad_index.get(p) for p in tensor_positions)
+        groups = tangent_groups(partition.backward, len(tangents))
+        if len(groups) == 1:
+            self.groups = [_Group(groups[0], partition.backward, inputs + tangents, self.grad_of_input)]
+        else:                            # one autograd node per group, as eager's graph falls apart
+            self.groups = [_Group(group, restrict(partition.backward, group, len(tangents)),
+                                  inputs + [tangents[j] for j in group], self.grad_of_input)
+                           for group in groups]
+        self.group_of_tangent = {j: g for g, group in enumerate(self.groups) for j in group.tangents}
         self.saved_bytes = partition.saved_bytes
+
+
+class _Group:
+    """The outputs whose grads one autograd node takes (``backward_groups``): their tangents
+    (indices), the backward graph replayed for them, and the inputs it gives no grad, which the
+    node is given detached: as its edges, autograd would run their own backward nodes (with no
+    grad), which check their saved tensors for in-place changes, where eager never reaches them."""
+
+    def __init__(self, tangents, backward_gm, examples, grad_of_input):
+        self.tangents = tangents
+        self.backward = ReplayedGraph(backward_gm, examples)
+        grads = next(n for n in backward_gm.graph.nodes if n.op == "output").args[0]
+        self.gives = frozenset(index for index, grad in enumerate(grads) if grad is not None)
+        detached = {k for k, index in enumerate(grad_of_input) if index not in self.gives}
+        self.detached = frozenset() if len(detached) == len(grad_of_input) else frozenset(detached)
 
 
 class SavedShapesDiffer(NotDifferentiable):
@@ -211,10 +237,15 @@ class ReplayedTraining:
             raise NotDifferentiable("an argument the graph writes in place shares memory with "
                                     "another argument")
         step = _Step(self, plan, args, device_args)
-        outputs = _DeviceStep.apply(step, *[args[p] for p in plan.tensor_positions])
+        outputs = {}                               # leaf index -> tensor from its group's node
+        for g, group in enumerate(plan.groups):    # the first node replays the forward graph
+            node_inputs = [args[p].detach() if k in group.detached else args[p]
+                           for k, p in enumerate(plan.tensor_positions)]
+            returned = _DeviceStep.apply(step, g, *node_inputs)
+            outputs.update(zip(step.leaves_of_group[g], returned))
         leaves = list(step.leaves)
         layouts = bridged.layouts if bridged.returns_to_host else {}
-        for k, tensor in zip(step.tensor_leaves, outputs):
+        for k, tensor in outputs.items():
             # eager's strides, laid out outside the Function (autograd records the copy): an
             # output that is a view made inside a custom Function cannot be written in place
             leaves[k] = layouts[k].of(tensor, differentiable=True) if k in layouts else tensor
@@ -256,6 +287,7 @@ class ReplayedTraining:
                 saved_bytes=partition.saved_bytes, saved_count=partition.saved_count,
                 forward_ops=_op_count(partition.forward),
                 backward_ops=_op_count(partition.backward),
+                groups=[group.tangents for group in plan.groups],
                 decomposed=sorted({str(op.overloadpacket) for op in decompositions})))
             return plan
 
@@ -273,7 +305,29 @@ class _Step:
         self.tensor_leaves = ()
         self.output_versions = {}     # saved result index -> [(output as returned, its version)]
 
-    def forward(self, ctx):
+    def forward(self, ctx, group: int):
+        """The outputs of one group's node (the first group's call replays the forward)."""
+        if group == 0:
+            self._replay()
+        plan, partition = self.plan, self.plan.partition
+        ctx.arg_versions = self.arg_versions
+        ctx.output_versions = self.output_versions
+        ctx.set_materialize_grads(False)          # which outputs a grad reaches: see backward
+        ctx.device = self.training.device
+        ctx.group = plan.groups[group]
+        mine = self.leaves_of_group[group]
+        outputs = [self.outputs[k] for k in mine]
+        differentiable = set(partition.differentiable)
+        ctx.mark_non_differentiable(*[t for k, t in zip(mine, outputs) if k not in differentiable])
+        ctx.save_for_backward(*self.saved)
+        ctx.step_plan = plan
+        ctx.tangent_outputs = tuple(mine.index(partition.differentiable[j]) for j in ctx.group.tangents)
+        ctx.input_devices = self.input_devices
+        if group == len(plan.groups) - 1:          # the call's tensors are not kept past forward
+            self.args = self.device_args = self.saved = self.outputs = None
+        return tuple(outputs)
+
+    def _replay(self):
         plan, bridged = self.plan, self.training.bridged
         partition = plan.partition
         results = plan.forward.run(self.device_args)
@@ -283,12 +337,9 @@ class _Step:
         # The arguments the backward reads, at their versions after the call (and the outputs
         # that are what it saved, once returned): eager's autograd saves them, and refuses a
         # backward through a node whose saved tensor changed in place since.
-        ctx.arg_versions = {p: (self.args[p], _version(self.args[p])) for p in partition.saved_args}
-        ctx.output_versions = self.output_versions
-        ctx.set_materialize_grads(False)          # which outputs a grad reaches: see backward
-        ctx.device = self.training.device
+        self.arg_versions = {p: (self.args[p], _version(self.args[p])) for p in partition.saved_args}
         leaves = list(results[:partition.leaf_count])
-        saved = results[partition.leaf_count:]
+        self.saved = (*results[partition.leaf_count:], *[self.device_args[p] for p in partition.saved_args])
         self.tensor_leaves = tuple(k for k, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)
                                    and k not in plan.argument_leaves and k not in plan.repeats)
         outputs = [leaves[k] for k in self.tensor_leaves]
@@ -297,15 +348,12 @@ class _Step:
             for k, moved in zip(on_device, dev.to_host([outputs[k] for k in on_device])):
                 outputs[k] = moved
         self.leaves = leaves
-        differentiable = set(partition.differentiable)
-        ctx.mark_non_differentiable(*[t for k, t in zip(self.tensor_leaves, outputs)
-                                      if k not in differentiable])
-        ctx.save_for_backward(*saved, *[self.device_args[p] for p in partition.saved_args])
-        ctx.step_plan = plan
-        ctx.tangent_outputs = tuple(self.tensor_leaves.index(k) for k in partition.differentiable)
-        ctx.input_devices = tuple(a.device for a in (self.args[p] for p in plan.tensor_positions))
-        self.args = self.device_args = None        # the call's tensors are not kept past forward
-        return tuple(outputs)
+        self.outputs = dict(zip(self.tensor_leaves, outputs))
+        # each differentiable output goes with its tangent's group; the others with the first
+        group_of = {partition.differentiable[j]: g for j, g in plan.group_of_tangent.items()}
+        self.leaves_of_group = [[k for k in self.tensor_leaves if group_of.get(k, 0) == g]
+                                for g in range(len(plan.groups))]
+        self.input_devices = tuple(a.device for a in (self.args[p] for p in plan.tensor_positions))
 
 
 def _version(tensor) -> int:
@@ -354,16 +402,17 @@ class _DeviceStep(torch.autograd.Function):
     """Forward: replay the forward graph. Backward: replay the backward graph."""
 
     @staticmethod
-    def forward(ctx, step: _Step, *tensors):
-        return step.forward(ctx)
+    def forward(ctx, step: _Step, group: int, *tensors):
+        return step.forward(ctx, group)
 
     @staticmethod
     def backward(ctx, *grads):
         saved = ctx.saved_tensors    # raises autograd's own error after the graph was freed
-        plan = ctx.step_plan
-        active = [j for j, k in enumerate(ctx.tangent_outputs) if grads[k] is not None]
+        plan, group = ctx.step_plan, ctx.group
+        arrived = [grads[k] is not None for k in ctx.tangent_outputs]
+        active = [j for j, here in zip(group.tangents, arrived) if here]
         if not active:
-            return (None,) * (1 + len(plan.grad_of_input))
+            return (None, None) + (None,) * len(plan.grad_of_input)
         _check_versions(ctx, active)
         if torch.is_grad_enabled():
             raise DoubleBackwardUnsupported(
@@ -371,24 +420,24 @@ class _DeviceStep(torch.autograd.Function):
                 "graph is replayed by hash and has no autograd of its own; compute higher-order "
                 "gradients with the eager backend")
         tangents = [grads[k] for k in ctx.tangent_outputs]
-        for j, (shape, dtype) in enumerate(plan.partition.tangent_shapes):
-            if tangents[j] is None:               # no grad reached that output: zeros
-                tangents[j] = torch.zeros(shape, dtype=dtype, device=ctx.device)
+        for i, j in enumerate(group.tangents):
+            if tangents[i] is None:               # no grad reached that output: zeros
+                shape, dtype = plan.partition.tangent_shapes[j]
+                tangents[i] = torch.zeros(shape, dtype=dtype, device=ctx.device)
         host = [k for k, t in enumerate(tangents) if not dev.is_xla(t)]
         dev.materialize([t for t in tangents if dev.is_xla(t)])   # a lazy loss's backward
         for k, copy in zip(host, dev.to_device([tangents[k] for k in host])):
             tangents[k] = copy
-        backward_args = [*saved, *tangents]
-        grads_out = plan.backward.run(backward_args)
+        grads_out = group.backward.run([*saved, *tangents])
         reached = plan.partition.grad_tangents
         active = frozenset(active)
-        result = [None if index is None or (reached[index] is not None and not reached[index] & active)
+        result = [None if index not in group.gives or (reached[index] is not None and not reached[index] & active)
                   else grads_out[index] for index in plan.grad_of_input]
         to_host = [k for k, (g, device) in enumerate(zip(result, ctx.input_devices))
                    if g is not None and device.type != "xla"]
         for k, moved in zip(to_host, dev.to_host([result[k] for k in to_host])):
             result[k] = moved
-        return (None, *result)
+        return (None, None, *result)
 
 
 class LazyTraining:
