@@ -654,3 +654,57 @@ def test_an_op_the_device_types_unlike_eager_runs_eagerly(backend, grad):
     out = optimized(x, y)
     assert out.dtype == torch.float64 and torch.equal(out, _where_mixing_dtypes(x, y))
     assert "the device computes aten.where.self as torch.float32" in xla_bridge.counters.reasons[-1]
+
+
+# --- X22: an in-place write overlapping its own input raises, as in eager ----------------------
+
+OVERLAPPING_WRITES = {
+    "y += y[0]": lambda y: y.add_(y[0]),
+    "y[1:] += y[:-1]": lambda y: y[1:].add_(y[:-1]),
+    "y.t().add_(y)": lambda y: y.t().add_(y),
+    "expanded add_": lambda y: y[0].expand(4, 4).add_(1),
+    "copy_ from a shifted view": lambda y: y[:3].copy_(y[1:]),
+    "mul_ by its own column": lambda y: y.mul_(y[:, :1]),       # eager: no error, its own order
+    "add_ a strided overlap": lambda y: y[:, ::2].add_(y[:, :2]),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("write", OVERLAPPING_WRITES)
+def test_a_write_overlapping_its_input_raises_eagers_error(backend, write):
+    """Seed 155 program 1139 (trivial): ``y += y[0]`` raises in eager ("some elements of the
+    input tensor and the written-to tensor refer to a single memory location"); XLA computed a
+    value and changed the caller's ``y``. Where eager cannot see the overlap it computes in its
+    own element order. Meta kernels do not check overlaps: the tracer does, and such an op runs
+    eagerly."""
+    op = OVERLAPPING_WRITES[write]
+
+    def f(y, log):
+        log.append(1)
+        return op(y) * 2
+
+    y, log = torch.arange(16.0).reshape(4, 4), []
+    eager_y = y.clone()
+    try:
+        expected = f(eager_y, [])
+    except RuntimeError as error:
+        assert "single memory location" in str(error)
+        with pytest.raises(RuntimeError, match=str(error).split(".")[0]):
+            minidynamo.optimize(backend)(f)(y, log)
+    else:
+        assert torch.equal(minidynamo.optimize(backend)(f)(y, log), expected)
+    assert torch.equal(y, eager_y) and log == [1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_writes_that_overlap_eagerly_allowed_ways_replay(backend):
+    def f(y):
+        y[:2].copy_(y[2:])                 # disjoint halves
+        y.add_(y)                          # the same elements
+        return y[:, ::2].mul_(y[:, 1::2])  # not dense, and disjoint
+
+    y = torch.arange(16.0).reshape(4, 4)
+    eager_y = y.clone()
+    expected = f(eager_y)
+    assert torch.equal(minidynamo.optimize(backend)(f)(y), expected) and torch.equal(y, eager_y)
+    assert not xla_bridge.counters.reasons and minidynamo.counters["fallbacks"] == 0
