@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import torch
 
 from ..exc import Unsupported
+from . import eager_checks
 
 META = torch.device("meta")
 
@@ -120,79 +121,19 @@ class EffectProbe(TorchDispatchMode):
         kwargs = kwargs or {}
         if torch.Tag.nondeterministic_seeded in func.tags:
             self.draws_random = True
+        written = []
         silent = _SCHEMA_SILENT_WRITES.get(func)
         if silent is not None:
-            self.written.extend(a for a in silent(*args) if isinstance(a, torch.Tensor))
+            written.extend(a for a in silent(*args) if isinstance(a, torch.Tensor))
         for i, arg in enumerate(func._schema.arguments):
             info = arg.alias_info
             if info is not None and info.is_write:
                 value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
                 if isinstance(value, torch.Tensor):
-                    self.written.append(value)
-                    check_overlap(func, value, (args, kwargs))
+                    written.append(value)
+        self.written.extend(written)
+        eager_checks.check(func, args, kwargs, written)   # what eager's kernel refuses, meta's not
         return func(*args, **kwargs)
-
-
-def check_overlap(func, written: torch.Tensor, inputs) -> None:
-    """Refuse a write whose memory overlaps itself or one of the op's inputs (other than the
-    very same elements in the same layout, ``y.add_(y)``).
-
-    Eager's kernels raise for the overlaps they can see ("unsupported operation: some elements
-    of the input tensor and the written-to tensor refer to a single memory location"), and
-    compute the others in their own element order (``y.mul_(y[:, :1])`` reads a column it has
-    already written).  Meta kernels do not check, and a functional backend would compute as
-    if the input were a copy.  A refused op runs eagerly, which gives eager's error or value."""
-    internal = torch._debug_has_internal_overlap(written)
-    if internal == 1 or (internal == 2 and _has_repeats(written)):
-        raise RuntimeError(f"{func}: more than one element of the written-to tensor refers to a "
-                           f"single memory location")
-    for value in _leaves(inputs):
-        if isinstance(value, torch.Tensor) and value is not written and _overlaps(written, value):
-            raise RuntimeError(f"{func}: some elements of the input tensor and the written-to "
-                               f"tensor refer to a single memory location")
-
-
-_MAX_ENUMERATED = 1 << 16    # beyond this many elements an undecided overlap counts as one
-
-
-def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.numel() == 0 or b.numel() == 0 or a.untyped_storage()._cdata != b.untyped_storage()._cdata:
-        return False
-    if (a.storage_offset(), a.shape, a.stride(), a.dtype) == (b.storage_offset(), b.shape, b.stride(), b.dtype):
-        return False                                 # the same elements: eager allows it
-    if _dense(a) and _dense(b):                      # eager's own rule: byte ranges
-        a_begin, b_begin = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
-        a_end, b_end = a_begin + a.numel() * a.element_size(), b_begin + b.numel() * b.element_size()
-        return a_begin < b_end and b_begin < a_end
-    if a.element_size() != b.element_size():
-        return True
-    offsets = _offsets(a), _offsets(b)
-    return any(o is None for o in offsets) or bool(torch.isin(*offsets).any())
-
-
-def _has_repeats(t: torch.Tensor) -> bool:
-    offsets = _offsets(t)
-    return offsets is None or offsets.unique().numel() != offsets.numel()
-
-
-def _offsets(t: torch.Tensor):
-    """The storage offset of each element of ``t`` (None when there are too many to list)."""
-    if t.numel() > _MAX_ENUMERATED:
-        return None
-    offsets = torch.tensor(t.storage_offset())
-    for size, stride in zip(t.shape, t.stride()):
-        offsets = offsets.unsqueeze(-1) + torch.arange(size) * stride
-    return offsets.flatten()
-
-
-def _dense(t: torch.Tensor) -> bool:
-    """Non-overlapping and dense: the elements fill a block of memory, in some dim order."""
-    expected = 1
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 def run_on_meta(fn, args, kwargs, probe: EffectProbe | None = None):

@@ -703,8 +703,50 @@ def test_writes_that_overlap_eagerly_allowed_ways_replay(backend):
         y.add_(y)                          # the same elements
         return y[:, ::2].mul_(y[:, 1::2])  # not dense, and disjoint
 
+    minidynamo.reset()
+    xla_bridge.reset_counters()
     y = torch.arange(16.0).reshape(4, 4)
     eager_y = y.clone()
     expected = f(eager_y)
     assert torch.equal(minidynamo.optimize(backend)(f)(y), expected) and torch.equal(y, eager_y)
     assert not xla_bridge.counters.reasons and minidynamo.counters["fallbacks"] == 0
+
+
+# --- X15: ops whose CPU kernel wants one dtype (meta kernels promote instead) -------------------
+
+MIXED_DTYPES = {
+    "float64 @ float32": lambda x, w: x @ w.float(),
+    "linear": lambda x, w: torch.nn.functional.linear(x, w.float()),
+    "bmm": lambda x, w: torch.bmm(x[None], w.float()[None]),
+    "conv2d": lambda x, w: torch.nn.functional.conv2d(x[None, None], w.float()[None, None]),
+    "layer_norm weight": lambda x, w: torch.nn.functional.layer_norm(x.float(), (4,), w[0]),
+    "setitem values": lambda x, w: x.float().index_put_((torch.tensor([0]),), w[:1]),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", MIXED_DTYPES)
+def test_an_op_eagers_kernel_refuses_for_its_dtypes_raises_eagers_error(backend, case):
+    """Seed 137 program 581: float64 @ float32 raises in eager ("expected m1 and m2 to have the
+    same dtype"); the meta kernel and XLA typed it float64 and the call returned."""
+    op = MIXED_DTYPES[case]
+
+    def f(x, w):
+        return op(x * 2, w) + 1
+
+    x, w = torch.randn(4, 4, dtype=torch.float64), torch.randn(4, 4, dtype=torch.float64)
+    with pytest.raises(RuntimeError) as eager:
+        f(x, w)
+    with pytest.raises(RuntimeError) as ours:
+        minidynamo.optimize(backend)(f)(x, w)
+    assert str(ours.value) == str(eager.value)
+
+
+def test_a_reduced_float_input_with_float32_norm_parameters_is_captured():
+    def f(x, w):
+        return torch.nn.functional.layer_norm(x, (4,), w, w)     # eager's CPU kernel allows it
+
+    minidynamo.reset()
+    x, w = torch.randn(3, 4, dtype=torch.bfloat16), torch.randn(4)
+    torch.testing.assert_close(minidynamo.optimize("eager")(f)(x, w), f(x, w))
+    assert minidynamo.counters["fallbacks"] == 0 and minidynamo.counters["graph_breaks"] == 0

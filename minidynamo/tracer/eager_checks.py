@@ -1,0 +1,138 @@
+"""What eager's CPU kernels refuse and meta kernels let through.
+
+The tracer learns each op's result from its meta kernel, which checks shapes but not
+everything eager's own kernel checks at run time.  An op eager would refuse must not be
+captured: a backend that computes functionally (XLA) would return a value where eager
+raises.  ``check`` runs on every aten op of a meta run (``meta.EffectProbe``) and raises
+eager's kind of error for the two families below; the tracer then refuses the op
+(``Unsupported``), so it runs eagerly and raises there, as eager does.
+
+- Overlapping writes: an op writing memory that overlaps one of its inputs, or itself
+  (``y += y[0]``, ``y[0].expand(4, 4).add_(1)``).  Eager raises where it can see the overlap
+  and computes in its own element order where it cannot (``y.mul_(y[:, :1])``, reading a
+  column it has already written); both run eagerly here.  The same elements in the same
+  layout (``y.add_(y)``) are fine.
+- Dtype agreement: matrix products and convolutions take one dtype; a norm's parameters take
+  the input's (or float32 for a bfloat16/float16 input); ``index_put`` writes values of the
+  destination's dtype.  Meta kernels type the result instead (float64 @ float32 -> float64).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+aten = torch.ops.aten
+_REDUCED_FLOATS = (torch.bfloat16, torch.float16)
+_MAX_ENUMERATED = 1 << 16    # beyond this many elements an undecided overlap counts as one
+
+
+def check(func, args, kwargs, written) -> None:
+    """Raise RuntimeError if eager's kernel would refuse ``func(*args, **kwargs)`` (meta
+    tensors) or compute it in an order of its own; ``written``: the tensors it writes."""
+    for tensor in written:
+        _check_overlap(func, tensor, (args, kwargs))
+    rule = _DTYPE_RULES.get(func.overloadpacket)
+    if rule is not None:
+        rule(func, _tensor_arguments(func, args, kwargs))
+
+
+# -- dtype agreement ----------------------------------------------------------------------------
+
+def _tensor_arguments(func, args, kwargs) -> dict:
+    """{schema argument name: tensor} of the tensors passed to ``func``."""
+    named = {}
+    for i, arg in enumerate(func._schema.arguments):
+        value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+        if isinstance(value, torch.Tensor):
+            named[arg.name] = value
+    return named
+
+
+def _one_dtype(func, tensors: dict) -> None:
+    dtypes = {t.dtype for t in tensors.values()}
+    if len(dtypes) > 1:
+        raise RuntimeError(f"{func}: expected its tensors to have one dtype, got "
+                           f"{', '.join(f'{name} {t.dtype}' for name, t in tensors.items())}")
+
+
+def _parameters_follow_input(func, tensors: dict) -> None:
+    data = tensors.get("input")
+    if data is None:
+        return
+    allowed = {data.dtype} | ({torch.float32} if data.dtype in _REDUCED_FLOATS else set())
+    for name, t in tensors.items():
+        if name != "input" and t.dtype not in allowed:
+            raise RuntimeError(f"{func}: {name} is {t.dtype}, the input {data.dtype}")
+
+
+def _values_follow_destination(func, tensors: dict) -> None:
+    if "values" in tensors and tensors["values"].dtype != tensors["self"].dtype:
+        raise RuntimeError(f"{func}: Index put requires the source and destination dtypes "
+                           f"match, got {tensors['self'].dtype} for the destination and "
+                           f"{tensors['values'].dtype} for the source")
+
+
+_DTYPE_RULES = {
+    **dict.fromkeys((aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.addbmm, aten.mv, aten.addmv,
+                     aten.addr, aten.dot, aten.vdot, aten.convolution), _one_dtype),
+    **dict.fromkeys((aten.native_layer_norm, aten.native_batch_norm, aten._native_batch_norm_legit,
+                     aten._native_batch_norm_legit_no_training, aten.native_group_norm),
+                    _parameters_follow_input),
+    **dict.fromkeys((aten.index_put, aten.index_put_, aten._index_put_impl_), _values_follow_destination),
+}
+
+
+# -- overlapping writes -------------------------------------------------------------------------
+
+def _check_overlap(func, written: torch.Tensor, inputs) -> None:
+    """Eager's rules (``has_internal_overlap``, ``get_overlap_status``) where they decide;
+    listed element offsets where they cannot (eager computes those in its own order)."""
+    internal = torch._debug_has_internal_overlap(written)
+    if internal == 1 or (internal == 2 and _has_repeats(written)):
+        raise RuntimeError(f"{func}: more than one element of the written-to tensor refers to a "
+                           f"single memory location")
+    for value in tree_leaves(inputs):
+        if isinstance(value, torch.Tensor) and value is not written and _overlaps(written, value):
+            raise RuntimeError(f"{func}: some elements of the input tensor and the written-to "
+                               f"tensor refer to a single memory location")
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0 or b.numel() == 0 or a.untyped_storage()._cdata != b.untyped_storage()._cdata:
+        return False
+    if (a.storage_offset(), a.shape, a.stride(), a.dtype) == (b.storage_offset(), b.shape, b.stride(), b.dtype):
+        return False                                 # the same elements: eager allows it
+    if _dense(a) and _dense(b):                      # eager's own rule: byte ranges
+        a_begin, b_begin = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
+        a_end, b_end = a_begin + a.numel() * a.element_size(), b_begin + b.numel() * b.element_size()
+        return a_begin < b_end and b_begin < a_end
+    if a.element_size() != b.element_size():
+        return True
+    offsets = _offsets(a), _offsets(b)
+    return any(o is None for o in offsets) or bool(torch.isin(*offsets).any())
+
+
+def _has_repeats(t: torch.Tensor) -> bool:
+    offsets = _offsets(t)
+    return offsets is None or offsets.unique().numel() != offsets.numel()
+
+
+def _offsets(t: torch.Tensor):
+    """The storage offset of each element of ``t`` (None when there are too many to list)."""
+    if t.numel() > _MAX_ENUMERATED:
+        return None
+    offsets = torch.tensor(t.storage_offset())
+    for size, stride in zip(t.shape, t.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size) * stride
+    return offsets.flatten()
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: the elements fill a block of memory, in some dim order."""
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
