@@ -356,6 +356,17 @@ def list_pop_and_insert(x):
     return items
 
 
+def delete_items_and_pop_pairs(x, xs, d):
+    items = [x, x + 1, x + 2, x + 3]
+    del items[0]
+    del items[-2:]
+    del xs[0]                              # the caller's list and dict change as in eager
+    key, value = d.popitem()
+    d.clear()
+    d["moved"] = key
+    return items, x * value
+
+
 def build_dict_and_update(x):
     d = {"a": x + 1}
     d["b"] = x * 2
@@ -465,6 +476,7 @@ CONTAINERS = [
     single(namedtuple_in_and_out, Point(tensor(2), tensor(2))),
     single(mutate_input_list, [tensor(3)]),
     single(mutate_input_dict, {"x": tensor(3), "drop": 1}),
+    single(delete_items_and_pop_pairs, tensor(3), [1, 2, 3], {"a": 1, "b": 2}),
 ]
 
 

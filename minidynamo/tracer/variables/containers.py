@@ -261,6 +261,18 @@ class ListVariable(BaseListVariable):
                 return ConstantVariable(None)
         raise Unsupported("list.remove(x): x not in list (ValueError)")
 
+    def method_delitem(self, tx, index):
+        """``del xs[i]`` and ``del xs[a:b]``: a bad index raises Python's own error before
+        anything changes."""
+        key = index.as_python_constant()
+        try:
+            del list(range(len(self.items)))[key]
+        except (IndexError, TypeError) as error:
+            raise Unsupported(f"{error} ({type(error).__name__})") from None
+        _check_mutable(tx, self, "del")
+        del self.items[key]
+        return ConstantVariable(None)
+
     def method_reverse(self, tx):
         _check_mutable(tx, self, "reverse")
         self.items.reverse()
@@ -411,9 +423,30 @@ class DictVariable(MethodTable, VariableTracker):
         return ConstantVariable(None)
 
     def method_delitem(self, tx, key):
+        k = dict_key(tx, key)
+        if k not in self.items:
+            raise Unsupported(f"del of missing key {k!r} (KeyError)")
         _check_mutable(tx, self, "item deletion")
-        self.items.pop(dict_key(tx, key))
+        del self.items[k]
         return ConstantVariable(None)
+
+    def method_clear(self, tx):
+        _check_mutable(tx, self, "clear")
+        self.items.clear()
+        return ConstantVariable(None)
+
+    def method_popitem(self, tx, *args, **kwargs):
+        """``d.popitem()``: the last pair; ``OrderedDict.popitem(last=False)``: the first."""
+        last = [*args, *kwargs.values()]
+        if (last and not issubclass(self.dict_type, collections.OrderedDict)) or len(last) > 1 \
+                or set(kwargs) - {"last"}:
+            raise Unsupported(f"{self.dict_type.__name__}.popitem() arguments (TypeError)")
+        if not self.items:
+            raise Unsupported("popitem(): dictionary is empty (KeyError)")
+        _check_mutable(tx, self, "popitem")
+        first = bool(last) and not last[0].as_python_constant()
+        k = next(iter(self.items)) if first else next(reversed(self.items))
+        return TupleVariable([key_variable(k), self.items.pop(k)])
 
     def method_update(self, tx, other=None, /, **kwargs):
         _check_mutable(tx, self, "update")
