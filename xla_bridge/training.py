@@ -63,10 +63,10 @@ from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .aliasing import rebuild_output_views
+from .backward_groups import restrict, tangent_groups
 from .counters import counters
 from .decompose import learn
 from .dtype_check import DtypeWatch
-from .backward_groups import restrict, tangent_groups
 from .joint_graph import NotDifferentiable, Partition, joint_partition
 from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
 from .programs import ReplayedGraph
@@ -303,6 +303,7 @@ class _Step:
         self.training, self.plan, self.args, self.device_args = training, plan, args, device_args
         self.leaves = ()
         self.tensor_leaves = ()
+        self.leaves_of_group = ()     # per group: the tensor leaves its node returns
         self.output_versions = {}     # saved result index -> [(output as returned, its version)]
 
     def forward(self, ctx, group: int):
@@ -431,7 +432,8 @@ class _DeviceStep(torch.autograd.Function):
         grads_out = group.backward.run([*saved, *tangents])
         reached = plan.partition.grad_tangents
         active = frozenset(active)
-        result = [None if index not in group.gives or (reached[index] is not None and not reached[index] & active)
+        result = [None if index not in group.gives
+                  or (reached[index] is not None and not reached[index] & active)
                   else grads_out[index] for index in plan.grad_of_input]
         to_host = [k for k, (g, device) in enumerate(zip(result, ctx.input_devices))
                    if g is not None and device.type != "xla"]
