@@ -24,6 +24,7 @@ from .aliasing import analyse_memory, rebuild_output_views
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
+from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
 from .lazy_graph import NotOneGraph
 from .lifting import FlatProgram
@@ -47,7 +48,7 @@ def torchxla_trace_once(gm: torch.fx.GraphModule, example_inputs, *, cache_host_
     return _build(gm, example_inputs, _trace_once_program, cache_host_weights, ReplayedTraining)
 
 
-def _trace_once_program(flat, device_args):
+def _trace_once_program(flat, device_args, check_indices=False):
     """One replayed graph, with the ops that would run on the CPU traced as their decomposition
     where that keeps them on the device (``decompose``: found on stand-ins first, so no trace
     is cut by them); a graph that still does not stay one lazy graph is split around the ops
@@ -58,7 +59,7 @@ def _trace_once_program(flat, device_args):
     decompositions = decompositions_on_stand_ins(flat, device_args)
     try:
         program = ReplayedGraph(flat, device_args, shape_positions=user_tensors,
-                                decompositions=decompositions)
+                                decompositions=decompositions, check_indices=check_indices)
     except NotOneGraph as cut:
         return _partitioned_program(flat, device_args, cut, cut.spare_copies, decompositions)
     if decompositions:
@@ -138,7 +139,7 @@ class EagerGraph:
         self.reason = reason
 
     def __call__(self, *inputs):
-        return self.gm(*inputs)
+        return self.gm.forward(*inputs)     # (not gm(...): FX would print its traceback)
 
 
 class BridgedCall:
@@ -169,6 +170,8 @@ class BridgedCall:
         user_tensors = [a for a in example_inputs if isinstance(a, torch.Tensor)]
         self.returns_to_host = not dev.is_xla(user_tensors[0]) if user_tensors else \
             not self.device_positions
+        # Host tensors only: each run also checks the indices it reads, as eager does (index_check)
+        self.check_indices = not self.device_positions
         # The one device the program's arguments live on is the device it names (device_redirect.py)
         homes = {a.device.type: a.device for a in args if isinstance(a, torch.Tensor)}
         if len(homes) == 1:
@@ -202,7 +205,8 @@ class BridgedCall:
             self._make_program(args)
 
     def _make_program(self, args) -> None:
-        self.program = self.make_program(self.flat, self._device_args(args)[0])
+        self.program = self.make_program(self.flat, self._device_args(args)[0],
+                                         check_indices=self.check_indices)
         self.program_saw_last_args = True     # the program's current graph fits the last args
         # Meta kernels do not all bump the versions of what they update (batch norm's running
         # stats): the device trace's own account of in-place writes is added.
@@ -234,7 +238,11 @@ class BridgedCall:
             try:
                 out = self.training(inputs)
             except (NotDifferentiable, NotOneGraph) as error:
-                return self._eager(inputs, f"training path: {error.reason}")
+                out = f"training path: {error.reason}"
+            except IndexOutOfRange as error:
+                out = error.reason
+            if isinstance(out, str):          # eager runs outside the handler: its own error
+                return self._eager(inputs, out)   # would otherwise carry ours as its context
             if out is not NO_GRAD_NEEDED:
                 return out
         if self.program is None:
@@ -257,12 +265,18 @@ class BridgedCall:
                                                          self.device_positions):
                 return self._eager(inputs, "an argument the graph writes in place shares "
                                            "memory with another argument")
-        with timing.phase("trace" if self.sync is not None else "hash_lookup_dispatch"):
-            leaves = self.program.run(device_args, same_signature)
-        self.program_saw_last_args = True
-        if self.sync is not None:       # trivial: the lazy trace ran; now dispatch it
-            with timing.phase("hash_lookup_dispatch"):
-                self.sync()
+        try:
+            with timing.phase("trace" if self.sync is not None else "hash_lookup_dispatch"):
+                leaves = self.program.run(device_args, same_signature)
+            self.program_saw_last_args = True
+            if self.sync is not None:       # trivial: the lazy trace ran; now dispatch it
+                with timing.phase("hash_lookup_dispatch"):
+                    self.sync()
+        except IndexOutOfRange as error:    # nothing was written back: eager raises its error
+            leaves = error
+        if isinstance(leaves, IndexOutOfRange):
+            self.host_inputs.forget_cached()
+            return self._eager(inputs, leaves.reason)
         if timing.active is not None:
             with timing.phase("execute"):
                 dev.wait_device()
@@ -331,4 +345,4 @@ class BridgedCall:
         if reason not in self.eager_reasons:
             self.eager_reasons.add(reason)
             counters.record("fallbacks", f"call runs eagerly: {reason}")
-        return self.gm(*inputs)
+        return self.gm.forward(*inputs)     # (not gm(...): FX would print its traceback)

@@ -121,6 +121,11 @@ class HostInputs:
             del copies[len(fresh):]
         return list(self.assemble((*args, *copies, *self.copies))), changed
 
+    def forget_cached(self) -> None:
+        """Make every cached copy again on the next call (a run that was abandoned may have
+        written to them: the trivial path's lazy in-place updates)."""
+        self.versions = [-1] * len(self.versions)
+
     def aliased(self, written, args, device_positions) -> bool:
         """Does an argument written in place share memory with another tensor argument?"""
         positions = self.host_positions + tuple(device_positions)

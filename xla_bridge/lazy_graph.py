@@ -16,6 +16,7 @@ The trace must stay one lazy graph: if the device executed or a CPU-fallback op 
 tracing (an op without an XLA lowering), capture raises ``NotOneGraph``.
 """
 
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ from . import device as dev
 from .counters import counters
 from .decompose import decomposing
 from .dtype_check import DtypeWatch
+from .index_check import IndexOutOfRange, IndexWatch
 from .log import log_xla
 from .host_inputs import picker
 
@@ -119,7 +121,8 @@ class LeafShapesDiffer(NotOneGraph):
 class LazyGraph:
     """A captured graph; ``replay(args)`` returns the flat output leaves."""
 
-    def __init__(self, graph_hash, input_plan, mutated, leaves, treespec, arguments, casts=()):
+    def __init__(self, graph_hash, input_plan, mutated, leaves, treespec, arguments, casts=(),
+                 index_check=None):
         self.graph_hash = graph_hash          # None when no output needs computing
         self.input_plan = input_plan          # per graph parameter: FromArgument, FreshSeed or Baked
         self.mutated = mutated                # positions written in place: the first results
@@ -128,6 +131,7 @@ class LazyGraph:
         self.argument_leaves = {k: leaf.position for k, leaf in enumerate(leaves)
                                 if isinstance(leaf, Argument)}   # {leaf index: position}
         self.casts = casts                    # (result index, PyTorch dtype): see _logical_casts
+        self.index_check = index_check        # result index of "every index in range" (index_check)
         # What the graph was traced for: (position, dtype, sizes) of each tensor argument and
         # (position, value) of each Python value (the C++ replay path checks both per call).
         self.tensor_specs = tuple((i, a.dtype, tuple(a.shape)) for i, a in enumerate(arguments)
@@ -148,10 +152,12 @@ class LazyGraph:
         self.pick = picker(self.pick_order)
 
     @classmethod
-    def capture(cls, fn, args, decompositions=None, expected_shapes=None) -> "LazyGraph":
+    def capture(cls, fn, args, decompositions=None, expected_shapes=None,
+                check_indices=False) -> "LazyGraph":
         """``decompositions``: ops traced as their decomposition (``decompose``);
         ``expected_shapes``: per output leaf, the shape it must have (None: any), checked before
-        anything compiles (``LeafShapesDiffer``)."""
+        anything compiles (``LeafShapesDiffer``); ``check_indices``: the graph also computes
+        whether every index it reads is in range, checked on every replay (``index_check``)."""
         xlac = dev.xlac()
         positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         dev.materialize([args[i] for i in positions])
@@ -160,7 +166,7 @@ class LazyGraph:
         position_of_id = {xlac._xla_get_tensor_id(copies[i]): i for i in positions}
 
         try:
-            leaves, treespec = _trace(fn, copies, decompositions)
+            leaves, treespec, in_range = _trace(fn, copies, decompositions, check_indices)
         except NotOneGraph as cut:         # the partitioner traces again: offer it the copies
             cut.spare_copies = dev.untouched(copies, identities)
             raise
@@ -174,6 +180,10 @@ class LazyGraph:
             if needs)
         results = [copies[i] for i in mutated]
         leaf_plan = _plan_leaves(leaves, copies, positions, position_of_id, results)
+        index_check = None
+        if in_range is not None:
+            index_check = len(results)
+            results.append(in_range)
 
         graph_hash, plan, casts = None, (), ()
         if results:
@@ -184,7 +194,7 @@ class LazyGraph:
                 log_xla.debug("lazy IR of the captured graph:\n%s", xlac._get_xla_tensors_text(results))
             graph_hash = _compile(xlac, results)
         counters.compiles += 1
-        graph = cls(graph_hash, plan, mutated, leaf_plan, treespec, args, casts)
+        graph = cls(graph_hash, plan, mutated, leaf_plan, treespec, args, casts, index_check)
         log_xla.debug("captured graph %s: %d inputs (%s), %d results, leaves %s",
                       describe_hash(graph_hash), len(plan), describe_plan(plan), len(results),
                       describe_leaves(leaf_plan))
@@ -199,17 +209,22 @@ class LazyGraph:
     def replay(self, args) -> list:
         """Run the compiled graph on ``args``; write in-place updates back; return the leaves."""
         results = ()
+        # a copy of an argument is of its value before the graph's in-place writes
+        early = {k: leaf.read(args, results) for k, leaf in enumerate(self.leaves)
+                 if isinstance(leaf, ArgumentCopy)} if self.mutated else {}
         if self.graph_hash is not None:
             xlac = dev.xlac()
             results = xlac._run_cached_graph(self.graph_hash, self.graph_inputs(args))
             counters.replays += 1
+            if self.index_check is not None and not dev.to_host([results[self.index_check]])[0].item():
+                raise IndexOutOfRange()           # before anything is written back
             if self.casts:
                 results = list(results)
                 for k, dtype in self.casts:
                     results[k] = results[k].to(dtype)
             for k, position in enumerate(self.mutated):
                 _write(args[position], results[k])
-        out = [leaf.read(args, results) for leaf in self.leaves]
+        out = [early[k] if k in early else leaf.read(args, results) for k, leaf in enumerate(self.leaves)]
         for k, first in self.repeated_copies:
             out[k] = out[first]
         return out
@@ -260,12 +275,15 @@ def _write(target: torch.Tensor, result: torch.Tensor) -> None:
         dev.xlac()._replace_xla_tensor(target, result)
 
 
-def _trace(fn, copies, decompositions=None):
+def _trace(fn, copies, decompositions=None, check_indices=False):
     """Run ``fn`` lazily (ops in ``decompositions`` as their decomposition); raise NotOneGraph
-    if that did more than build one pending graph."""
+    if that did more than build one pending graph. Returns (leaves, treespec, the lazy flag
+    "every index in range" or None)."""
     dev.wait_device()   # an execution still finishing (the copies' sync) must not count as ours
     before, fallbacks = dev.device_activity(), dev.fallback_counts()
-    with torch.no_grad(), HostRandomWatch() as watch, decomposing(decompositions), DtypeWatch() as dtypes:
+    indices = IndexWatch() if check_indices else contextlib.nullcontext()
+    with torch.no_grad(), HostRandomWatch() as watch, decomposing(decompositions), DtypeWatch() as dtypes, \
+            indices:
         out = fn(*copies)
     if dtypes.reason():
         raise NotOneGraph(dtypes.reason())
@@ -276,7 +294,8 @@ def _trace(fn, copies, decompositions=None):
         ops = dev.fallbacks_since(fallbacks)
         raise NotOneGraph("the device ran while tracing (CPU-fallback ops: "
                           f"{', '.join(ops) if ops else 'none'}; or a value was read back)")
-    return pytree.tree_flatten(out)
+    leaves, treespec = pytree.tree_flatten(out)
+    return leaves, treespec, indices.all_in_range() if check_indices else None
 
 
 def _plan_leaves(leaves, copies, positions, position_of_id, results) -> tuple:

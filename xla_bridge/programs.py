@@ -10,12 +10,15 @@ Each has ``run(device_args) -> flat output leaves`` and, for the host side, ``tr
 - ``PartitionedProgram`` (partition.py): LazyGraph segments around CPU-fallback ops.
 """
 
+import contextlib
+
 import torch
 from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .counters import counters
 from .dtype_check import DtypeWatch
+from .index_check import IndexOutOfRange, IndexWatch
 from .lazy_graph import LazyGraph, NotOneGraph, describe_hash, is_evicted
 from .log import log_xla
 
@@ -25,10 +28,13 @@ class ReplayedGraph:
     at ``shape_positions`` (the user's inputs; weights keep theirs), so a call that would not
     fit the compiled graph captures a new one instead of replaying the wrong one."""
 
-    def __init__(self, fn, device_args, shape_positions=(), decompositions=None, expected_shapes=None):
+    def __init__(self, fn, device_args, shape_positions=(), decompositions=None, expected_shapes=None,
+                 check_indices=False):
         """``decompositions``: ops every capture traces as their decomposition (``decompose``);
-        ``expected_shapes``: what every capture checks its output leaves against (``capture``)."""
+        ``expected_shapes``: what every capture checks its output leaves against (``capture``);
+        ``check_indices``: every run checks the indices it read (``index_check``)."""
         self.fn = fn
+        self.check_indices = check_indices
         self.decompositions = decompositions or {}
         self.expected_shapes = expected_shapes
         self.value_positions = tuple(i for i, a in enumerate(device_args)
@@ -44,7 +50,7 @@ class ReplayedGraph:
 
     def _capture(self, device_args, key) -> LazyGraph:
         graph = self.graphs[key] = LazyGraph.capture(self.fn, device_args, self.decompositions,
-                                                     self.expected_shapes)
+                                                     self.expected_shapes, self.check_indices)
         return graph
 
     # The current graph's output structure, for the host side.
@@ -93,8 +99,10 @@ class ReplayedGraph:
 
 
 class TracedEveryCall:
-    def __init__(self, fn, device_args):
+    def __init__(self, fn, device_args, check_indices=False):
         self.fn = fn
+        self.check_indices = check_indices
+        self.in_range = None                  # the last run's lazy "every index in range"
         copies = dev.device_copies(device_args)
         with torch.no_grad(), DtypeWatch() as dtypes:   # one trial trace on copies: a graph the
             fn(*copies)           # device cannot run fails now (-> eager), not on a call
@@ -107,8 +115,10 @@ class TracedEveryCall:
 
     def run(self, device_args, same_signature=False) -> list:
         """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed."""
-        with torch.no_grad():
+        indices = IndexWatch() if self.check_indices else contextlib.nullcontext()
+        with torch.no_grad(), indices:
             out = self.fn(*device_args)
+        self.in_range = indices.all_in_range() if self.check_indices else None
         counters.traces += 1
         leaves, self.treespec = pytree.tree_flatten(out)
         self.mutated = self._written(device_args)
@@ -125,6 +135,9 @@ class TracedEveryCall:
         pending = dev.xlac()._check_tensor_need_materialization(tensors)
         return tuple(p for p, needs in zip(self.positions, pending) if needs)
 
-    @staticmethod
-    def sync() -> None:
+    def sync(self) -> None:
+        """Execute the run's graph; IndexOutOfRange if it read an index eager refuses."""
         dev.torch_xla().sync()
+        in_range, self.in_range = self.in_range, None
+        if in_range is not None and not in_range.item():
+            raise IndexOutOfRange()

@@ -56,6 +56,7 @@ backward that ran before torch_xla was loaded leaves none, and such calls run ea
 
 from __future__ import annotations
 
+import contextlib
 import operator
 
 import torch
@@ -67,6 +68,7 @@ from .backward_groups import restrict, tangent_groups
 from .counters import counters
 from .decompose import learn
 from .dtype_check import DtypeWatch
+from .index_check import IndexOutOfRange, IndexWatch
 from .joint_graph import NotDifferentiable, Partition, joint_partition
 from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
 from .programs import ReplayedGraph
@@ -94,11 +96,12 @@ class TrainingPlan:
     backward on example values: zeros shaped like the saved tensors and output grads), so a
     graph the device cannot run is found before any call depends on it."""
 
-    def __init__(self, partition: Partition, device_args, tensor_positions):
+    def __init__(self, partition: Partition, device_args, tensor_positions, check_indices=False):
         self.partition = partition
         try:                  # the saved tensors must be what the backward graph is made for
             self.forward = ReplayedGraph(partition.forward, device_args, expected_shapes=[
-                None] * partition.leaf_count + [shape for shape, _ in partition.saved_shapes])
+                None] * partition.leaf_count + [shape for shape, _ in partition.saved_shapes],
+                check_indices=check_indices)
         except LeafShapesDiffer as differ:
             raise SavedShapesDiffer(_ops_around(partition, [k - partition.leaf_count
                                                             for k in differ.leaves])) from None
@@ -271,7 +274,8 @@ class ReplayedTraining:
             if not partition.differentiable:     # argmax, or outputs independent of the grads
                 return _INFERENCE
             try:
-                plan = TrainingPlan(partition.to(self.device), device_args, positions)
+                plan = TrainingPlan(partition.to(self.device), device_args, positions,
+                                    self.bridged.check_indices)
             except NotOneGraph:
                 # An op the device cannot lower ran on the CPU: record it decomposed, if it can be.
                 if not learn(dev.executed_fallback_ops(), decompositions):
@@ -341,6 +345,8 @@ class _Step:
         self.arg_versions = {p: (self.args[p], _version(self.args[p])) for p in partition.saved_args}
         leaves = list(results[:partition.leaf_count])
         self.saved = (*results[partition.leaf_count:], *[self.device_args[p] for p in partition.saved_args])
+        if plan.forward.graph.casts:   # a converted result is pending; the backward graph takes data
+            dev.materialize(list(self.saved))
         self.tensor_leaves = tuple(k for k, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)
                                    and k not in plan.argument_leaves and k not in plan.repeats)
         outputs = [leaves[k] for k in self.tensor_leaves]
@@ -484,8 +490,11 @@ class LazyTraining:
             if dtypes.reason():
                 raise NotDifferentiable(dtypes.reason())
             self.dtypes_checked = True
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack):
+        indices = IndexWatch() if bridged.check_indices else contextlib.nullcontext()
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack), \
+                indices:
             out = bridged.flat(*device_args)
+        in_range = indices.all_in_range() if bridged.check_indices else None
         counters.traces += 1
         host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
         pending = dev.xlac()._check_tensor_need_materialization(
@@ -493,6 +502,8 @@ class LazyTraining:
         written = [p for p, needs in zip(host_tensors, pending) if needs]
         leaves, treespec = pytree.tree_flatten(out)
         dev.torch_xla().sync()
+        if in_range is not None and not in_range.item():
+            raise IndexOutOfRange()               # before anything is written back
         if written:
             bridged.host_inputs.write_back(written, args, device_args)
         # an output that is an argument itself is that argument, as in eager (not a copy of it)

@@ -498,3 +498,42 @@ def test_a_backward_does_not_reach_inputs_its_grads_do_not_flow_to():
         torch.testing.assert_close(y.grad, torch.full((3,), 2.0))
         assert x.grad is None and z.grad is None
 
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trace_once", "torchxla_trivial"])
+def test_an_out_of_range_index_in_a_training_call_raises_eagers_error(backend):
+    torch.manual_seed(0)
+    emb = nn.Embedding(5, 3)
+    optimized = minidynamo.optimize(backend)(lambda ids: emb(ids).sum())
+    optimized(torch.tensor([1, 2])).backward()
+    for bad in (torch.tensor([1, 7]), torch.tensor([-1, 0])):
+        with pytest.raises(IndexError, match="index out of range in self"):
+            optimized(bad)
+    grad = emb.weight.grad.clone()
+    optimized(torch.tensor([4, 0])).backward()
+    assert torch.equal(emb.weight.grad - grad, torch.zeros(5, 3).index_fill_(0, torch.tensor([0, 4]), 1.0))
+
+
+def test_a_saved_result_the_replay_converts_reaches_the_backward_as_data():
+    """Seed 158 program 1557: a float64 0-dim buffer next to float32 tensors. The device
+    computes such a result in float64 and the replay converts it lazily; saved for the
+    backward it was still pending, which the backward graph's runtime refuses."""
+    torch.manual_seed(0)
+    scale = torch.tensor(1.5, requires_grad=True)
+    shift = torch.tensor(1.0, dtype=torch.float64)
+
+    def f(y):
+        return (y.relu() * scale + shift) * scale + shift
+
+    optimized = minidynamo.optimize("torchxla_trace_once")(f)
+    y = torch.randn(3, 4)
+    for fn in (f, optimized, optimized):
+        scale.grad = None
+        out = fn(y)
+        out.sum().backward()
+        if fn is f:
+            expected_out, expected_grad = out.detach(), scale.grad.clone()
+        else:
+            torch.testing.assert_close(out.detach(), expected_out)
+            torch.testing.assert_close(scale.grad, expected_grad)
+    assert xla_bridge.counters.fallbacks == 0

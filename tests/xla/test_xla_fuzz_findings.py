@@ -5,7 +5,7 @@ X1  in-place metadata ops on an argument (``x.t_()``, ``x.unsqueeze_(0)``, ``res
 X2  ``x.requires_grad_()`` on an argument
 X3  a 0-dim tensor of a wider dtype next to a dimensioned one (trace_once replayed the HLO's
     promoted type instead of PyTorch's)
-X4  out-of-range index tensors: XLA clamps instead of raising (a documented difference)
+X4  out-of-range index tensors: XLA clamps; with host tensors the graph checks them and eager raises
 X5  an output viewing a tensor made inside the graph came back compact (seed 5, program 23)
 X9  an in-place op that made an argument require grad lost autograd on the write-back
 X10 a layout copy (``x.t().contiguous()``) aliased the argument on the device, so an in-place op
@@ -24,7 +24,7 @@ import torch
 
 import minidynamo
 import xla_bridge
-from tests.xla.xla_testing import (BACKENDS, assert_same, compile_with, to_xla,
+from tests.xla.xla_testing import (BACKENDS, assert_same, compile_with, to_cpu, to_xla,
                                    xla_lazy_baseline)
 
 
@@ -302,20 +302,63 @@ def test_repeated_output_with_an_eager_layout_stays_one_tensor():
     assert first is second and first.stride() == (1, 3)
 
 
-# --- X4: out-of-range index tensors (XLA semantics, documented) -------------------------------
+# --- X4: out-of-range index tensors ----------------------------------------------------------
+
+INDEXING = {
+    "x[i]": lambda x, i: x[i] * 2,
+    "x[:, i] = v": lambda x, i: _setitem_columns(x, i),
+    "index_select": lambda x, i: x.index_select(0, i),
+    "gather": lambda x, i: x.gather(0, i.reshape(1, 1).expand(1, 2)),
+    "scatter_add": lambda x, i: x.scatter_add(0, i.reshape(1, 1).expand(1, 2), torch.ones(1, 2)),
+    "embedding": lambda x, i: torch.nn.functional.embedding(i, x),
+    "take": lambda x, i: x.take(i),
+}
+
+
+def _setitem_columns(x, i):
+    y = x * 1
+    y[:, i] = 0.5
+    return y
+
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_out_of_range_index_follows_xla_not_eager(backend):
-    """Eager raises IndexError; XLA's gather clamps the index and does not raise, in the plain
-    PyTorch/XLA lazy baseline too. The backends keep XLA's semantics (README "limits")."""
+@pytest.mark.parametrize("op", INDEXING)
+def test_an_out_of_range_index_raises_eagers_error_on_host_tensors(backend, op):
+    """Seed 4 program 6: eager raises IndexError, XLA's gather clamps the index. With host
+    tensors each run also computes whether its indices are in range (index_check); if not,
+    nothing is written back and the call runs eagerly: eager's error, after eager's effects."""
+    index_op, log = INDEXING[op], []
+
+    def program(x, i):
+        log.append(1)
+        return index_op(x + 1, i)
+
+    optimized = minidynamo.optimize(backend)(program)
+    x = torch.arange(6.0).reshape(3, 2)
+    assert_same(optimized(x, torch.tensor([1])), program(x, torch.tensor([1])))
+    for bad in (torch.tensor([7]), torch.tensor([-7])):
+        with pytest.raises((IndexError, RuntimeError)) as eager:
+            program(x, bad)
+        log.clear()
+        with pytest.raises(type(eager.value)) as ours:
+            optimized(x, bad)
+        assert str(ours.value) == str(eager.value) and log == [1]
+    assert_same(optimized(x, torch.tensor([0])), program(x, torch.tensor([0])))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_out_of_range_index_on_device_tensors_follows_xla(backend):
+    """On device tensors the backends keep XLA's semantics, as the lazy PyTorch/XLA baseline
+    (checking would make every call wait for the device; README "limits")."""
     def program(x, index):
         return x[index]
 
     x, index = torch.arange(6.0).reshape(3, 2), torch.tensor([7])
     with pytest.raises(IndexError):
         program(x, index)
-    compiled = compile_with(backend, program, [x, index])
-    assert_same(compiled(x, index), xla_lazy_baseline(program, [x, index]))
+    on_device = to_xla([x, index])
+    compiled = compile_with(backend, program, on_device)
+    assert_same(to_cpu(compiled(*on_device)), xla_lazy_baseline(program, [x, index]))
 
 
 # -- X7: an argument returned as itself from a call that trains --------------------------------
@@ -764,3 +807,24 @@ def test_a_write_to_a_large_strided_slice_is_captured():
     torch.testing.assert_close(minidynamo.optimize("eager")(f)(y), f(eager_y))
     torch.testing.assert_close(y, eager_y)
     assert minidynamo.counters["fallbacks"] == 0 and minidynamo.counters["graph_breaks"] == 0
+
+
+# --- X23: a clone of an argument, then an in-place write to the argument ------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_clone_keeps_the_value_from_before_an_in_place_write(backend):
+    """Seed 158 program 1453: ``t1 = x.clone(); x.mul_(1.5); return t1``. On the device the
+    clone is the argument's own data, so trace_once read it as a copy of the argument after
+    writing the update back: t1 came back multiplied."""
+    def f(x):
+        t1 = x.clone()
+        x.mul_(1.5)
+        return t1, x * 1
+
+    for make in (lambda: torch.arange(6.0).reshape(2, 3), lambda: torch.arange(6.0).reshape(3, 2).t()):
+        optimized = minidynamo.optimize(backend)(f)
+        for _ in range(2):
+            x, eager_x = make(), make()
+            assert_same(optimized(x), f(eager_x))
+            assert torch.equal(x, eager_x)
+        minidynamo.reset()

@@ -1,0 +1,98 @@
+"""Out-of-range indices: eager raises, XLA clamps; the graph computes which happened.
+
+XLA's gather and scatter clamp an index that is out of range, so ``x[torch.tensor([7])]`` on
+three rows returns a row where eager raises ``IndexError`` (and a write through such an index
+lands somewhere).  While a graph is traced lazily, ``IndexWatch`` adds to it, for every index
+tensor an aten op reads, one flag: all its values in the range eager accepts.  The flags become
+one more output of the graph (``LazyGraph.index_check``), read after each run before anything
+is written back; when it is false, ``IndexOutOfRange`` sends the call to eager PyTorch, which
+raises its own error (after the side effects it makes first, as always).
+
+Only for programs whose tensors come from the host: there the call waits for its results
+anyway, and the flag travels with them.  A program on device tensors keeps XLA's semantics,
+as the lazy PyTorch/XLA baseline does: reading the flag would make every call wait for the
+device.
+
+Ranges per op (what eager's CPU kernels accept; a stricter range only sends a call to eager):
+``[-size, size)`` for advanced indexing, ``index_put``, ``index_fill`` and ``take``;
+``[0, size)`` for ``index_select``, ``gather``, the scatters, ``embedding``, ``index_add`` and
+``index_copy``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+aten = torch.ops.aten
+
+
+class IndexOutOfRange(Exception):
+    """A run of the graph read an index eager refuses; ``reason`` says so."""
+
+    reason = "an index is out of range: eager raises where the device clamps it"
+
+
+class IndexWatch(TorchDispatchMode):
+    """Collects one lazy flag per index tensor read while tracing: all values in range."""
+
+    def __init__(self):
+        super().__init__()
+        self.flags: list = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        rule = _RULES.get(func.overloadpacket)
+        if rule is not None:
+            for index, size, negative_ok in rule(*args, **kwargs):
+                if isinstance(index, torch.Tensor) and not index.is_floating_point() \
+                        and index.dtype != torch.bool and index.numel() > 0:
+                    low = -size if negative_ok else 0
+                    self.flags.append(torch.all((index >= low) & (index < size)))
+        return func(*args, **kwargs)
+
+    def all_in_range(self):
+        """One lazy boolean for every flag, or None when nothing was indexed."""
+        return torch.stack(self.flags).all() if self.flags else None
+
+
+def _size(tensor: torch.Tensor, dim: int) -> int:
+    return tensor.shape[dim] if tensor.dim() else 1
+
+
+def _advanced(self, indices, *rest, **kwargs):
+    """``x[i, :, j]``: integer index tensors by the dim they index (None takes one dim, a
+    boolean mask as many as it has)."""
+    dim = 0
+    for index in indices:
+        if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8):
+            dim += index.dim()
+            continue
+        if index is not None:
+            yield index, _size(self, dim), True
+        dim += 1
+
+
+def _along(negative_ok):
+    def rule(self, dim, index, *rest, **kwargs):
+        yield index, _size(self, dim), negative_ok
+    return rule
+
+
+def _embedding(weight, indices, *rest, **kwargs):
+    yield indices, weight.shape[0], False
+
+
+def _take(self, index):
+    yield index, self.numel(), True
+
+
+_RULES = {
+    **dict.fromkeys((aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_), _advanced),
+    **dict.fromkeys((aten.index_select, aten.gather, aten.scatter, aten.scatter_, aten.scatter_add,
+                     aten.scatter_add_, aten.scatter_reduce, aten.scatter_reduce_, aten.index_add,
+                     aten.index_add_, aten.index_copy, aten.index_copy_), _along(False)),
+    **dict.fromkeys((aten.index_fill, aten.index_fill_), _along(True)),
+    aten.embedding: _embedding,
+    aten.take: _take,
+}
