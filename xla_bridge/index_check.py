@@ -56,6 +56,12 @@ class IndexWatch(TorchDispatchMode):
         return torch.stack(self.flags).all() if self.flags else None
 
 
+def reads_indices(node) -> bool:
+    """Does this fx node call an aten op whose index arguments are checked?"""
+    target = getattr(node, "target", None)
+    return isinstance(target, torch._ops.OpOverload) and target.overloadpacket in _RULES
+
+
 def _size(tensor: torch.Tensor, dim: int) -> int:
     return tensor.shape[dim] if tensor.dim() else 1
 

@@ -50,6 +50,7 @@ from torch.utils import _pytree as pytree
 
 from .aten_recorder import AtenRecorder, RecordingError, meta_like, no_dynamo_import, \
     retarget, tensor_bytes
+from .index_check import reads_indices
 
 FORWARD, BACKWARD = "forward", "backward"
 
@@ -213,7 +214,7 @@ def partition(joint: JointGraph) -> Partition:
             env[node] = forward.node_copy(node, env.__getitem__)
     forward.output(tuple(_lookup(env, leaf) for leaf in leaf_nodes) +
                    tuple(env[node] for node in saved))
-    forward.eliminate_dead_code()
+    forward.eliminate_dead_code(is_impure_node=_kept)
 
     backward = fx.Graph()
     env = {}
@@ -296,6 +297,12 @@ def _view_root(node: fx.Node):
         chain.append(node)
         node = node.args[0]
     return node, chain
+
+
+def _kept(node: fx.Node) -> bool:
+    """Kept in the forward graph although unused: impure ops, and ops reading index tensors
+    (eager raises for an index out of range whether or not the result is used: index_check)."""
+    return node.is_impure() or reads_indices(node)
 
 
 def _lookup(env, value):

@@ -537,3 +537,23 @@ def test_a_saved_result_the_replay_converts_reaches_the_backward_as_data():
             torch.testing.assert_close(out.detach(), expected_out)
             torch.testing.assert_close(scale.grad, expected_grad)
     assert xla_bridge.counters.fallbacks == 0
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trace_once", "torchxla_trivial"])
+def test_an_unused_out_of_range_index_in_a_training_call_raises(backend):
+    """Seed 159: an index whose result is never used still raises in eager; the forward graph
+    keeps ops that read indices although nothing uses their result."""
+    w = torch.randn(3, 2, requires_grad=True)
+    log = []
+
+    def f(x, i):
+        log.append(1)
+        unused = x[i]
+        return (x * w).sum()
+
+    optimized = minidynamo.optimize(backend)(f)
+    optimized(torch.randn(3, 2), torch.tensor([1])).backward()
+    log.clear()
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        optimized(torch.randn(3, 2), torch.tensor([7]))
+    assert log == [1]
