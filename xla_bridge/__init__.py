@@ -42,11 +42,13 @@ reaches its base. What cannot be replayed soundly runs eagerly, with the reason 
 call where an argument the graph writes in place shares memory with another argument, an
 output viewing a device argument, two outputs sharing memory.
 
-Where XLA and eager differ (plain PyTorch/XLA behaves the same; not corrected here): an
-out-of-range index tensor (``x[torch.tensor([7])]`` on 3 rows, ``gather``, ``index_select``,
-``take``) is clamped by XLA's gather instead of raising ``IndexError``, so the call returns
-normally and whatever the caller did before it (Python side effects) is not undone; and ops
-compute in XLA's promoted type (f32[2,3] + f64[] adds in f64, so a value that would overflow
+An out-of-range index tensor (``x[torch.tensor([7])]`` on 3 rows, ``gather``, ``embedding``,
+...) is clamped by XLA; with host tensors the graph also computes whether every index it read
+was in range, and if not the call runs eagerly and raises eager's ``IndexError``
+(``index_check``). Programs on device tensors keep XLA's clamping.
+
+Where XLA and eager differ otherwise (plain PyTorch/XLA behaves the same; not corrected here):
+ops compute in XLA's promoted type (f32[2,3] + f64[] adds in f64, so a value that would overflow
 or wrap in the PyTorch dtype may not), though every result, replayed or not, has PyTorch's
 dtype; random ops on the device draw from XLA's generator (seeded by torch_xla's
 ``xm.set_rng_state``, not by ``torch.manual_seed``): the same distributions, other numbers than

@@ -55,6 +55,7 @@ def recipe(bridged, program):
         return None
     graph = program.graph
     if (graph.graph_hash is None or graph.mutated or graph.casts or graph.seed_index is not None
+            or graph.index_check is not None
             or not all(type(leaf) in _LEAF_KINDS for leaf in graph.leaves)):
         return None
     out_kind = _out_kind(graph.treespec, len(graph.leaves))
