@@ -24,6 +24,8 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import device as dev
+
 aten = torch.ops.aten
 
 
@@ -48,7 +50,10 @@ class IndexWatch(TorchDispatchMode):
                 if isinstance(index, torch.Tensor) and not index.is_floating_point() \
                         and index.dtype != torch.bool and index.numel() > 0:
                     low = -size if negative_ok else 0
-                    self.flags.append(torch.all((index >= low) & (index < size)))
+                    flag = torch.all((index >= low) & (index < size))
+                    if not dev.is_xla(flag):     # a host index made while tracing: a constant
+                        flag = flag.to(dev.xla_device())
+                    self.flags.append(flag)
         return func(*args, **kwargs)
 
     def all_in_range(self):

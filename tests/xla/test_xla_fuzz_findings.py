@@ -828,3 +828,19 @@ def test_a_clone_keeps_the_value_from_before_an_in_place_write(backend):
             assert_same(optimized(x), f(eager_x))
             assert torch.equal(x, eager_x)
         minidynamo.reset()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_index_tensor_made_inside_the_graph_is_checked_too(backend):
+    """``x[torch.tensor([k])]``: the index is a host tensor made while tracing; its check is a
+    constant of the graph (a flag on the host would not join the device's)."""
+    def f(x, k):
+        return x[torch.tensor([k])] * 2
+
+    xla_bridge.reset_counters()
+    optimized = minidynamo.optimize(backend)(f)
+    x = torch.randn(3, 2)
+    assert_same(optimized(x, 1), f(x, 1))
+    assert not xla_bridge.counters.reasons
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        optimized(x, 7)
