@@ -129,6 +129,7 @@ def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
                 out = fn(*metas)
                 leaves, treespec = pytree.tree_flatten(out)
                 differentiable = _takes_tangent(leaves, metas)
+                refuse_guarded_views(leaves, differentiable)
                 recorder.phase = BACKWARD
                 tangents = []
                 with recorder.paused():
@@ -152,6 +153,21 @@ def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
                                tuple(recorder.node_of(g) for g in grads)))
     return JointGraph(recorder.graph, recorder.constants, len(args), needs_grad, len(leaves),
                       treespec, differentiable)
+
+
+def refuse_guarded_views(leaves, differentiable) -> None:
+    """A differentiable output that is a view autograd guards (an output of a multi-output op
+    such as ``chunk``, a view made in no-grad mode): eager refuses an in-place change to it,
+    a tensor the step returns would allow it. Such a call runs eagerly."""
+    for k in differentiable:
+        leaf = leaves[k]
+        if leaf._is_view() and torch._C._autograd._get_creation_meta(leaf) != _DEFAULT_VIEW:
+            raise NotDifferentiable(f"output {k} is a view autograd guards "
+                                    f"({torch._C._autograd._get_creation_meta(leaf).name}): "
+                                    f"eager refuses in-place changes to it")
+
+
+_DEFAULT_VIEW = torch._C._autograd.CreationMeta.DEFAULT
 
 
 def _takes_tangent(leaves, metas) -> tuple:

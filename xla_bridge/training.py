@@ -69,7 +69,7 @@ from .counters import counters
 from .decompose import learn
 from .dtype_check import DtypeWatch
 from .index_check import IndexOutOfRange, IndexWatch
-from .joint_graph import NotDifferentiable, Partition, joint_partition
+from .joint_graph import NotDifferentiable, Partition, joint_partition, refuse_guarded_views
 from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
 from .programs import ReplayedGraph
 
@@ -495,6 +495,9 @@ class LazyTraining:
                 indices:
             out = bridged.flat(*device_args)
         in_range = indices.all_in_range() if bridged.check_indices else None
+        if not set(bridged.written).intersection(bridged.device_positions):   # nothing of the caller's
+            leaves, _ = pytree.tree_flatten(out)                              # changed yet
+            refuse_guarded_views(leaves, [k for k, leaf in enumerate(leaves) if _requires_grad(leaf)])
         counters.traces += 1
         host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
         pending = dev.xlac()._check_tensor_need_materialization(

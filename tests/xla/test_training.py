@@ -557,3 +557,24 @@ def test_an_unused_out_of_range_index_in_a_training_call_raises(backend):
     with pytest.raises(IndexError, match="index 7 is out of bounds"):
         optimized(torch.randn(3, 2), torch.tensor([7]))
     assert log == [1]
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trace_once", "torchxla_trivial"])
+def test_an_output_eager_guards_as_a_view_keeps_eagers_in_place_error(backend):
+    """Seed 163 program 852: a graph break leaves ``t4``, the second half of ``t2.chunk(2)``,
+    as a graph output, then ``t4.clamp_`` runs. Eager refuses in-place changes to the outputs
+    of a multi-output view op that require grad; the step's own output allowed it."""
+    scale = torch.tensor(1.5, requires_grad=True)
+
+    def f(x):
+        t2 = (x * scale).relu()
+        t3, t4 = t2.chunk(2)
+        print("break")                          # the graph ends here with t4 live
+        t4.clamp_(-1, 1)
+        return t3
+
+    with pytest.raises(RuntimeError, match="is a view and is being modified inplace") as eager:
+        f(torch.randn(4, 3))
+    with pytest.raises(RuntimeError) as ours:
+        minidynamo.optimize(backend)(f)(torch.randn(4, 3))
+    assert str(ours.value) == str(eager.value)
