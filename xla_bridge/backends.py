@@ -235,14 +235,15 @@ class BridgedCall:
             if self.training is None:
                 return self._eager(inputs, "grad mode is on and an input requires grad "
                                            "(this backend has no training path)")
+            refused = None
             try:
                 out = self.training(inputs)
             except (NotDifferentiable, NotOneGraph) as error:
-                out = f"training path: {error.reason}"
+                refused = f"training path: {error.reason}"
             except IndexOutOfRange as error:
-                out = error.reason
-            if isinstance(out, str):          # eager runs outside the handler: its own error
-                return self._eager(inputs, out)   # would otherwise carry ours as its context
+                refused = error.reason
+            if refused is not None:           # eager runs outside the handler: its own error
+                return self._eager(inputs, refused)   # would otherwise carry ours as context
             if out is not NO_GRAD_NEEDED:
                 return out
         if self.program is None:
@@ -265,6 +266,7 @@ class BridgedCall:
                                                          self.device_positions):
                 return self._eager(inputs, "an argument the graph writes in place shares "
                                            "memory with another argument")
+        refused = None
         try:
             with timing.phase("trace" if self.sync is not None else "hash_lookup_dispatch"):
                 leaves = self.program.run(device_args, same_signature)
@@ -273,10 +275,10 @@ class BridgedCall:
                 with timing.phase("hash_lookup_dispatch"):
                     self.sync()
         except IndexOutOfRange as error:    # nothing was written back: eager raises its error
-            leaves = error
-        if isinstance(leaves, IndexOutOfRange):
+            refused = error.reason
+        if refused is not None:
             self.host_inputs.forget_cached()
-            return self._eager(inputs, leaves.reason)
+            return self._eager(inputs, refused)
         if timing.active is not None:
             with timing.phase("execute"):
                 dev.wait_device()

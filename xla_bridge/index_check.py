@@ -9,7 +9,7 @@ is written back; when it is false, ``IndexOutOfRange`` sends the call to eager P
 raises its own error (after the side effects it makes first, as always).
 
 Only for programs whose tensors come from the host: there the call waits for its results
-anyway, and the flag travels with them.  A program on device tensors keeps XLA's semantics,
+anyway, so the flag costs one more small transfer, not a wait.  A program on device tensors keeps XLA's semantics,
 as the lazy PyTorch/XLA baseline does: reading the flag would make every call wait for the
 device.
 

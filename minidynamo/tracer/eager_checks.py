@@ -39,14 +39,16 @@ def check(func, args, kwargs, written) -> None:
 
 # -- dtype agreement ----------------------------------------------------------------------------
 
+def schema_arguments(func, args, kwargs) -> list:
+    """[(schema argument, the value passed for it), ...] of an aten op's call."""
+    return [(arg, args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name))
+            for i, arg in enumerate(func._schema.arguments)]
+
+
 def _tensor_arguments(func, args, kwargs) -> dict:
     """{schema argument name: tensor} of the tensors passed to ``func``."""
-    named = {}
-    for i, arg in enumerate(func._schema.arguments):
-        value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
-        if isinstance(value, torch.Tensor):
-            named[arg.name] = value
-    return named
+    return {arg.name: value for arg, value in schema_arguments(func, args, kwargs)
+            if isinstance(value, torch.Tensor)}
 
 
 def _one_dtype(func, tensors: dict) -> None:

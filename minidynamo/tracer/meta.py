@@ -125,12 +125,9 @@ class EffectProbe(TorchDispatchMode):
         silent = _SCHEMA_SILENT_WRITES.get(func)
         if silent is not None:
             written.extend(a for a in silent(*args) if isinstance(a, torch.Tensor))
-        for i, arg in enumerate(func._schema.arguments):
-            info = arg.alias_info
-            if info is not None and info.is_write:
-                value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
-                if isinstance(value, torch.Tensor):
-                    written.append(value)
+        for arg, value in eager_checks.schema_arguments(func, args, kwargs):
+            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.Tensor):
+                written.append(value)
         self.written.extend(written)
         eager_checks.check(func, args, kwargs, written)   # what eager's kernel refuses, meta's not
         return func(*args, **kwargs)
