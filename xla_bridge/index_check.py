@@ -21,6 +21,8 @@ Ranges per op (what eager's CPU kernels accept; a stricter range only sends a ca
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -59,6 +61,21 @@ class IndexWatch(TorchDispatchMode):
     def all_in_range(self):
         """One lazy boolean for every flag, or None when nothing was indexed."""
         return torch.stack(self.flags).all() if self.flags else None
+
+
+class _NoWatch(contextlib.nullcontext):
+    """What ``watching_indices(False)`` gives: watches nothing, finds nothing to check."""
+
+    def __enter__(self):
+        return self
+
+    def all_in_range(self):
+        return None
+
+
+def watching_indices(enabled: bool):
+    """An ``IndexWatch`` to trace under, or when not ``enabled`` one that sees nothing."""
+    return IndexWatch() if enabled else _NoWatch()
 
 
 def reads_indices(node) -> bool:

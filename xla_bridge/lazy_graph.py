@@ -16,7 +16,6 @@ The trace must stay one lazy graph: if the device executed or a CPU-fallback op 
 tracing (an op without an XLA lowering), capture raises ``NotOneGraph``.
 """
 
-import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -28,7 +27,7 @@ from . import device as dev
 from .counters import counters
 from .decompose import decomposing
 from .dtype_check import DtypeWatch
-from .index_check import IndexOutOfRange, IndexWatch
+from .index_check import IndexOutOfRange, watching_indices
 from .log import log_xla
 from .host_inputs import picker
 
@@ -281,7 +280,7 @@ def _trace(fn, copies, decompositions=None, check_indices=False):
     "every index in range" or None)."""
     dev.wait_device()   # an execution still finishing (the copies' sync) must not count as ours
     before, fallbacks = dev.device_activity(), dev.fallback_counts()
-    indices = IndexWatch() if check_indices else contextlib.nullcontext()
+    indices = watching_indices(check_indices)
     with torch.no_grad(), HostRandomWatch() as watch, decomposing(decompositions), DtypeWatch() as dtypes, \
             indices:
         out = fn(*copies)
@@ -295,7 +294,7 @@ def _trace(fn, copies, decompositions=None, check_indices=False):
         raise NotOneGraph("the device ran while tracing (CPU-fallback ops: "
                           f"{', '.join(ops) if ops else 'none'}; or a value was read back)")
     leaves, treespec = pytree.tree_flatten(out)
-    return leaves, treespec, indices.all_in_range() if check_indices else None
+    return leaves, treespec, indices.all_in_range()
 
 
 def _plan_leaves(leaves, copies, positions, position_of_id, results) -> tuple:

@@ -10,15 +10,13 @@ Each has ``run(device_args) -> flat output leaves`` and, for the host side, ``tr
 - ``PartitionedProgram`` (partition.py): LazyGraph segments around CPU-fallback ops.
 """
 
-import contextlib
-
 import torch
 from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .counters import counters
 from .dtype_check import DtypeWatch
-from .index_check import IndexOutOfRange, IndexWatch
+from .index_check import IndexOutOfRange, watching_indices
 from .lazy_graph import LazyGraph, NotOneGraph, describe_hash, is_evicted
 from .log import log_xla
 
@@ -115,10 +113,9 @@ class TracedEveryCall:
 
     def run(self, device_args, same_signature=False) -> list:
         """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed."""
-        indices = IndexWatch() if self.check_indices else contextlib.nullcontext()
-        with torch.no_grad(), indices:
+        with torch.no_grad(), watching_indices(self.check_indices) as indices:
             out = self.fn(*device_args)
-        self.in_range = indices.all_in_range() if self.check_indices else None
+        self.in_range = indices.all_in_range()
         counters.traces += 1
         leaves, self.treespec = pytree.tree_flatten(out)
         self.mutated = self._written(device_args)

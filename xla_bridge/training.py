@@ -56,7 +56,6 @@ backward that ran before torch_xla was loaded leaves none, and such calls run ea
 
 from __future__ import annotations
 
-import contextlib
 import operator
 
 import torch
@@ -68,7 +67,7 @@ from .backward_groups import restrict, tangent_groups
 from .counters import counters
 from .decompose import learn
 from .dtype_check import DtypeWatch
-from .index_check import IndexOutOfRange, IndexWatch
+from .index_check import IndexOutOfRange, watching_indices
 from .joint_graph import NotDifferentiable, Partition, joint_partition, refuse_guarded_views
 from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
 from .programs import ReplayedGraph
@@ -490,20 +489,19 @@ class LazyTraining:
             if dtypes.reason():
                 raise NotDifferentiable(dtypes.reason())
             self.dtypes_checked = True
-        indices = IndexWatch() if bridged.check_indices else contextlib.nullcontext()
+        indices = watching_indices(bridged.check_indices)
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack), \
                 indices:
             out = bridged.flat(*device_args)
-        in_range = indices.all_in_range() if bridged.check_indices else None
+        in_range = indices.all_in_range()
+        leaves, treespec = pytree.tree_flatten(out)
         if not set(bridged.written).intersection(bridged.device_positions):   # nothing of the caller's
-            leaves, _ = pytree.tree_flatten(out)                              # changed yet
             refuse_guarded_views(leaves, [k for k, leaf in enumerate(leaves) if _requires_grad(leaf)])
         counters.traces += 1
         host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
         pending = dev.xlac()._check_tensor_need_materialization(
             [device_args[p] for p in host_tensors]) if host_tensors else []
         written = [p for p, needs in zip(host_tensors, pending) if needs]
-        leaves, treespec = pytree.tree_flatten(out)
         dev.torch_xla().sync()
         if in_range is not None and not in_range.item():
             raise IndexOutOfRange()               # before anything is written back
