@@ -127,6 +127,17 @@ def _in_place_write_gains_grad(gm, example_inputs):
     return None
 
 
+def _detached_arguments(gm) -> tuple:
+    """Argument positions the graph calls ``detach_`` on. Eager refuses ``detach_`` of a view,
+    and a device copy of an argument is never a view: a call whose argument there is one runs
+    eagerly (and raises eager's error)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return tuple(sorted({placeholders.index(node.args[0]) for node in gm.graph.nodes
+                         if node.op in ("call_method", "call_function") and node.args
+                         and node.args[0] in placeholders
+                         and getattr(node.target, "__name__", node.target) == "detach_"}))
+
+
 def _requires_grad(value) -> bool:
     return isinstance(value, torch.Tensor) and value.requires_grad
 
@@ -184,6 +195,7 @@ class BridgedCall:
             raise NotOneGraph("two outputs share memory (one is a view of the other): the device "
                               "would return them as separate tensors")
         self.view_positions = tuple(sorted({v.position for v in self.views.values()}))
+        self.detached = _detached_arguments(gm)
         cached = ()
         if cache_host_weights:                # opt-in: parameters, and module weights read here
             weight_state = [len(example_inputs) + k
@@ -231,6 +243,8 @@ class BridgedCall:
             replay_path.arm(native, self)
 
     def __call__(self, *inputs):
+        if self.detached and any(torch.Tensor._is_view(inputs[p]) for p in self.detached):
+            return self._eager(inputs, "detach_ of an argument that is a view (eager refuses it)")
         if self.check_grad_mode and torch.is_grad_enabled():
             if self.training is None:
                 return self._eager(inputs, "grad mode is on and an input requires grad "

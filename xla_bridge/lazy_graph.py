@@ -121,10 +121,12 @@ class LazyGraph:
     """A captured graph; ``replay(args)`` returns the flat output leaves."""
 
     def __init__(self, graph_hash, input_plan, mutated, leaves, treespec, arguments, casts=(),
-                 index_check=None):
+                 index_check=None, data_writes=()):
         self.graph_hash = graph_hash          # None when no output needs computing
         self.input_plan = input_plan          # per graph parameter: FromArgument, FreshSeed or Baked
         self.mutated = mutated                # positions written in place: the first results
+        self.data_writes = data_writes        # (position, ArgumentCopy or Constant): see _writes
+        self.written = mutated + tuple(position for position, _ in data_writes)
         self.leaves = leaves                  # per output leaf: Result, Argument, Constant or Value
         self.treespec = treespec
         self.argument_leaves = {k: leaf.position for k, leaf in enumerate(leaves)
@@ -174,9 +176,7 @@ class LazyGraph:
                       if shape is not None and tuple(leaf.shape) != tuple(shape)]
             if unlike:
                 raise LeafShapesDiffer(unlike)
-        mutated = tuple(i for i, needs in zip(
-            positions, xlac._check_tensor_need_materialization([copies[i] for i in positions]))
-            if needs)
+        mutated, data_writes = _writes(copies, positions, identities, position_of_id)
         results = [copies[i] for i in mutated]
         leaf_plan = _plan_leaves(leaves, copies, positions, position_of_id, results)
         index_check = None
@@ -193,7 +193,7 @@ class LazyGraph:
                 log_xla.debug("lazy IR of the captured graph:\n%s", xlac._get_xla_tensors_text(results))
             graph_hash = _compile(xlac, results)
         counters.compiles += 1
-        graph = cls(graph_hash, plan, mutated, leaf_plan, treespec, args, casts, index_check)
+        graph = cls(graph_hash, plan, mutated, leaf_plan, treespec, args, casts, index_check, data_writes)
         log_xla.debug("captured graph %s: %d inputs (%s), %d results, leaves %s",
                       describe_hash(graph_hash), len(plan), describe_plan(plan), len(results),
                       describe_leaves(leaf_plan))
@@ -210,7 +210,8 @@ class LazyGraph:
         results = ()
         # a copy of an argument is of its value before the graph's in-place writes
         early = {k: leaf.read(args, results) for k, leaf in enumerate(self.leaves)
-                 if isinstance(leaf, ArgumentCopy)} if self.mutated else {}
+                 if isinstance(leaf, ArgumentCopy)} if self.written else {}
+        data = [(position, source.read(args, results)) for position, source in self.data_writes]
         if self.graph_hash is not None:
             xlac = dev.xlac()
             results = xlac._run_cached_graph(self.graph_hash, self.graph_inputs(args))
@@ -223,6 +224,8 @@ class LazyGraph:
                     results[k] = results[k].to(dtype)
             for k, position in enumerate(self.mutated):
                 _write(args[position], results[k])
+        for position, value in data:
+            _write(args[position], value)
         out = [early[k] if k in early else leaf.read(args, results) for k, leaf in enumerate(self.leaves)]
         for k, first in self.repeated_copies:
             out[k] = out[first]
@@ -272,6 +275,30 @@ def _write(target: torch.Tensor, result: torch.Tensor) -> None:
             torch.Tensor.copy_(target, result)
     else:
         dev.xlac()._replace_xla_tensor(target, result)
+
+
+def _writes(copies, positions, identities, position_of_id) -> tuple:
+    """The arguments the trace wrote in place, in two kinds: (positions whose copy now holds
+    pending computation: the graph computes their new value; (position, source) for each whose
+    copy now holds other plain device data). A write is a changed identity (``data_identities``),
+    not pending computation: ``x.copy_(y)`` of another argument, or of a tensor made on the
+    host, leaves ``x`` holding data, no computation. That data is another argument's (read
+    before the graph writes anything, like any ``ArgumentCopy``) or was made while tracing (a
+    constant). Only the version changed (``x.copy_(x)``): the same data, nothing to write."""
+    after = dev.data_identities(copies)
+    written = [i for i in positions if after[i] != identities[i]]
+    if not written:
+        return (), ()
+    pending = dev.xlac()._check_tensor_need_materialization([copies[i] for i in written])
+    computed = tuple(i for i, needs in zip(written, pending) if needs)
+    data_writes = []
+    for i, needs in zip(written, pending):
+        if needs or after[i][0] == identities[i][0]:
+            continue
+        ids = dev.xlac()._get_tensors_xla_device_data_node([copies[i]])[0]
+        source = position_of_id.get(ids[0]) if len(ids) == 1 else None
+        data_writes.append((i, ArgumentCopy(source) if source not in (None, i) else Constant(copies[i])))
+    return computed, tuple(data_writes)
 
 
 def _trace(fn, copies, decompositions=None, check_indices=False):

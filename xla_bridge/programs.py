@@ -58,7 +58,7 @@ class ReplayedGraph:
 
     @property
     def mutated(self) -> tuple:
-        return self.graph.mutated
+        return self.graph.written
 
     @property
     def argument_leaves(self) -> dict:
@@ -102,35 +102,35 @@ class TracedEveryCall:
         self.check_indices = check_indices
         self.in_range = None                  # the last run's lazy "every index in range"
         copies = dev.device_copies(device_args)
+        self.positions = tuple(i for i, a in enumerate(device_args) if isinstance(a, torch.Tensor))
+        before = dev.data_identities(copies)
         with torch.no_grad(), DtypeWatch() as dtypes:   # one trial trace on copies: a graph the
             fn(*copies)           # device cannot run fails now (-> eager), not on a call
         if dtypes.reason():
             raise NotOneGraph(dtypes.reason())
-        self.positions = tuple(i for i, a in enumerate(device_args) if isinstance(a, torch.Tensor))
-        self.mutated = self._written(copies)   # as the trial saw it; each run says again
+        self.mutated = self._written(copies, before)   # as the trial saw it; each run says again
         self.argument_leaves = {}
         self.treespec = None
 
     def run(self, device_args, same_signature=False) -> list:
         """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed."""
+        before = dev.data_identities(device_args)
         with torch.no_grad(), watching_indices(self.check_indices) as indices:
             out = self.fn(*device_args)
         self.in_range = indices.all_in_range()
         counters.traces += 1
         leaves, self.treespec = pytree.tree_flatten(out)
-        self.mutated = self._written(device_args)
+        self.mutated = self._written(device_args, before)
         position_of = {id(device_args[i]): i for i in self.positions}
         self.argument_leaves = {k: position_of[id(leaf)] for k, leaf in enumerate(leaves)
                                 if id(leaf) in position_of}
         return leaves
 
-    def _written(self, device_args) -> tuple:
-        """Positions whose tensor now holds pending lazy computation: written in place."""
-        tensors = [device_args[i] for i in self.positions]
-        if not tensors:
-            return ()
-        pending = dev.xlac()._check_tensor_need_materialization(tensors)
-        return tuple(p for p, needs in zip(self.positions, pending) if needs)
+    def _written(self, device_args, before) -> tuple:
+        """Positions the run wrote in place: their identity changed (pending computation, or
+        other data: ``x.copy_(y)`` leaves plain data, see ``dev.data_identities``)."""
+        after = dev.data_identities(device_args)
+        return tuple(p for p in self.positions if after[p] != before[p])
 
     def sync(self) -> None:
         """Execute the run's graph; IndexOutOfRange if it read an index eager refuses."""

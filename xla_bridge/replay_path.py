@@ -51,10 +51,11 @@ def recipe(bridged, program):
     calls need the Python path (see the module docstring)."""
     if (type(program) is not ReplayedGraph or bridged.host_positions or bridged.has_state
             or bridged.views or bridged.layouts or bridged.output_views or bridged.written
+            or bridged.detached
             or bridged.returns_to_host):
         return None
     graph = program.graph
-    if (graph.graph_hash is None or graph.mutated or graph.casts or graph.seed_index is not None
+    if (graph.graph_hash is None or graph.written or graph.casts or graph.seed_index is not None
             or graph.index_check is not None
             or not all(type(leaf) in _LEAF_KINDS for leaf in graph.leaves)):
         return None

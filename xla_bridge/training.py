@@ -489,6 +489,8 @@ class LazyTraining:
             if dtypes.reason():
                 raise NotDifferentiable(dtypes.reason())
             self.dtypes_checked = True
+        host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
+        before = dev.data_identities([device_args[p] for p in host_tensors])
         indices = watching_indices(bridged.check_indices)
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack), \
                 indices:
@@ -498,10 +500,8 @@ class LazyTraining:
         if not set(bridged.written).intersection(bridged.device_positions):   # nothing of the caller's
             refuse_guarded_views(leaves, [k for k, leaf in enumerate(leaves) if _requires_grad(leaf)])
         counters.traces += 1
-        host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
-        pending = dev.xlac()._check_tensor_need_materialization(
-            [device_args[p] for p in host_tensors]) if host_tensors else []
-        written = [p for p, needs in zip(host_tensors, pending) if needs]
+        after = dev.data_identities([device_args[p] for p in host_tensors])   # a write: new identity
+        written = [p for p, was, now in zip(host_tensors, before, after) if was != now]
         dev.torch_xla().sync()
         if in_range is not None and not in_range.item():
             raise IndexOutOfRange()               # before anything is written back

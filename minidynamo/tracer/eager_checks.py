@@ -15,12 +15,17 @@ eager's kind of error for the two families below; the tracer then refuses the op
 - Dtype agreement: matrix products and convolutions take one dtype; a norm's parameters take
   the input's (or float32 for a bfloat16/float16 input); ``index_put`` writes values of the
   destination's dtype.  Meta kernels type the result instead (float64 @ float32 -> float64).
+- Dtypes a CPU kernel refuses, for ops that draw random numbers (``torch.rand_like`` of an
+  int64 tensor: eager's ``uniform_`` has no integer kernel, its meta kernel does not care).
+  Asked of the CPU kernel itself, once per op, dtypes and ranks, on one-element tensors with
+  the random state put back (never with a ``torch.Generator`` argument, whose state it would
+  move): a refusal counts if the same call in float32 passes.
 """
 
 from __future__ import annotations
 
 import torch
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_map
 
 aten = torch.ops.aten
 _REDUCED_FLOATS = (torch.bfloat16, torch.float16)
@@ -35,6 +40,8 @@ def check(func, args, kwargs, written) -> None:
     rule = _DTYPE_RULES.get(func.overloadpacket)
     if rule is not None:
         rule(func, _tensor_arguments(func, args, kwargs))
+    if torch.Tag.nondeterministic_seeded in func.tags:
+        _cpu_kernel_exists(func, args, kwargs)
 
 
 # -- dtype agreement ----------------------------------------------------------------------------
@@ -83,6 +90,39 @@ _DTYPE_RULES = {
                     _parameters_follow_input),
     **dict.fromkeys((aten.index_put, aten.index_put_, aten._index_put_impl_), _values_follow_destination),
 }
+
+
+# -- dtypes a CPU kernel lacks ---------------------------------------------------------------
+
+_CPU_KERNEL_REFUSES: dict = {}   # (op, tensor dtypes and ranks) -> eager's error, or None
+
+
+def _cpu_kernel_exists(func, args, kwargs) -> None:
+    leaves = tree_leaves((args, kwargs))
+    if any(isinstance(v, torch.Generator) for v in leaves):
+        return
+    tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
+    key = (func, tuple((t.dtype, t.dim()) for t in tensors))
+    if key not in _CPU_KERNEL_REFUSES:
+        refusal = _tiny_run(func, args, kwargs, dtype=None)
+        if refusal is not None and _tiny_run(func, args, kwargs, dtype=torch.float32) is not None:
+            refusal = None                        # it fails in float32 too: the tiny shapes, not the dtype
+        _CPU_KERNEL_REFUSES[key] = refusal
+    refusal = _CPU_KERNEL_REFUSES[key]
+    if refusal is not None:
+        raise type(refusal)(f"{func}: {refusal}")
+
+
+def _tiny_run(func, args, kwargs, dtype):
+    """The error of ``func`` on one-element CPU tensors (of their own dtype, or ``dtype``), or None."""
+    def tiny(v):
+        return torch.zeros((1,) * v.dim(), dtype=dtype or v.dtype) if isinstance(v, torch.Tensor) else v
+    try:
+        with torch.random.fork_rng(devices=[]):
+            func(*tree_map(tiny, args), **tree_map(tiny, kwargs))
+    except (RuntimeError, NotImplementedError) as error:
+        return error
+    return None
 
 
 # -- overlapping writes -------------------------------------------------------------------------

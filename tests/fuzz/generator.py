@@ -829,7 +829,9 @@ class Gen:
         if " if " in t:
             t = f"({t})"
         ops = [f"{t}.add_({u})", f"{t}.mul_({self.float_expr()})", f"{t}.relu_()", f"{t}.sub_(1)",
-               f"{t}.clamp_(-1, 1)"]
+               f"{t}.clamp_(-1, 1)", f"{t}.fill_({self.float_expr()})", f"{t}.copy_(torch.tensor(0.5))"]
+        if partners:                     # a copy leaves the target holding other data
+            ops += [f"{t}.copy_({u})"]
         if " " not in t:
             ops += [f"{t} += {u}", f"{t} *= 2"]
             if len(shape) >= 1:
@@ -1161,7 +1163,9 @@ class Gen:
             v = r.choice(["x", "y"])
             self.env[v] = ("T", ("1",) + self.shape(v))
             return Stmt([f"{v}.unsqueeze_(0)"])
-        return Stmt(["x.requires_grad_(not x.requires_grad) if x.is_leaf else None"])
+        if c < 0.85:
+            return Stmt(["x.requires_grad_(not x.requires_grad) if x.is_leaf else None"])
+        return Stmt([f"{r.choice(['x', 'y'])}.detach_()"])
 
     def ret_expr(self) -> str:
         r = self.rng

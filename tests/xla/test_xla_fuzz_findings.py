@@ -844,3 +844,40 @@ def test_an_index_tensor_made_inside_the_graph_is_checked_too(backend):
     assert not xla_bridge.counters.reasons
     with pytest.raises(IndexError, match="index 7 is out of bounds"):
         optimized(x, 7)
+
+
+# --- random ops on dtypes eager's CPU kernel lacks (meta kernels accept any dtype) ------------
+
+INTEGER_RANDOM = {
+    "rand_like of int64": lambda t: t + torch.rand_like(t),
+    "normal_ of int32": lambda t: t.int().normal_(),
+    "exponential_ of int64": lambda t: t.clone().exponential_(),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", INTEGER_RANDOM)
+def test_a_random_op_without_a_cpu_kernel_for_the_dtype_raises_eagers_error(backend, case):
+    """Seed 170 program 826: ``rand_like`` of an ``arange`` raised in eager ("check_uniform_bounds
+    not implemented for 'Long'") and returned a value on the device."""
+    op = INTEGER_RANDOM[case]
+
+    def f(x):
+        return op(torch.arange(3)), x + 1
+
+    with pytest.raises((NotImplementedError, RuntimeError)) as eager:
+        f(torch.ones(2))
+    with pytest.raises(type(eager.value)) as ours:
+        minidynamo.optimize(backend)(f)(torch.ones(2))
+    assert str(ours.value) == str(eager.value)
+
+
+def test_the_kernel_probe_leaves_the_random_stream_alone():
+    def f(x):
+        return x + torch.rand(3) + torch.rand_like(x)
+
+    torch.manual_seed(5)
+    expected = f(torch.zeros(3))
+    minidynamo.reset()
+    torch.manual_seed(5)
+    torch.testing.assert_close(minidynamo.optimize("eager")(f)(torch.zeros(3)), expected)
