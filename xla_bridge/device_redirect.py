@@ -84,3 +84,24 @@ def target_of(flat_args) -> torch.device | None:
         if isinstance(value, torch.Tensor):
             return value.device
     return None
+
+
+class CopiesFromHost(TorchFunctionMode):
+    """``device_tensor.copy_(host_tensor)`` with the host tensor moved to the device first.
+
+    torch_xla's ``copy_`` from a host tensor of another (broadcast) shape gives the destination
+    the source's own shape underneath its logical one: ``x.copy_(torch.tensor(0.5))`` leaves
+    ``x`` holding one element under a [2, 3] shape (``x.cpu()`` and ``x + 0`` are 0-dim), and
+    ``x[0].copy_(...)`` fails. Eager broadcasts, and so does a copy between two device tensors.
+    Active while the bridge runs a graph on the lazy device (a graph's ``torch.tensor(0.5)``
+    without a device is a host tensor; a recorded training graph keeps 0-dim constants on the
+    host)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in _COPIES and len(args) >= 2 and isinstance(args[1], torch.Tensor) \
+                and args[1].device != args[0].device and args[0].device.type not in ("cpu", "meta"):
+            args = (args[0], args[1].to(args[0].device), *args[2:])
+        return func(*args, **(kwargs or {}))
+
+
+_COPIES = frozenset({torch.Tensor.copy_, torch.ops.aten.copy_.default})

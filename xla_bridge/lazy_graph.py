@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import device as dev
 from .counters import counters
 from .decompose import decomposing
+from .device_redirect import CopiesFromHost
 from .dtype_check import DtypeWatch
 from .index_check import IndexOutOfRange, watching_indices
 from .log import log_xla
@@ -164,7 +165,7 @@ class LazyGraph:
         dev.materialize([args[i] for i in positions])
         copies = dev.device_copies(args)   # fresh device data per argument: its own tensor id
         identities = dev.data_identities(copies)
-        position_of_id = {xlac._xla_get_tensor_id(copies[i]): i for i in positions}
+        argument_data = _ArgumentData(copies, positions)
 
         try:
             leaves, treespec, in_range = _trace(fn, copies, decompositions, check_indices)
@@ -176,9 +177,9 @@ class LazyGraph:
                       if shape is not None and tuple(leaf.shape) != tuple(shape)]
             if unlike:
                 raise LeafShapesDiffer(unlike)
-        mutated, data_writes = _writes(copies, positions, identities, position_of_id)
+        mutated, data_writes = _writes(copies, positions, identities, argument_data)
         results = [copies[i] for i in mutated]
-        leaf_plan = _plan_leaves(leaves, copies, positions, position_of_id, results)
+        leaf_plan = _plan_leaves(leaves, copies, positions, argument_data, results)
         index_check = None
         if in_range is not None:
             index_check = len(results)
@@ -188,7 +189,7 @@ class LazyGraph:
         if results:
             dev.wait_device()
             casts = _logical_casts(results)
-            plan = _plan_inputs(results, position_of_id)
+            plan = _plan_inputs(results, argument_data)
             if log_xla.isEnabledFor(logging.DEBUG):
                 log_xla.debug("lazy IR of the captured graph:\n%s", xlac._get_xla_tensors_text(results))
             graph_hash = _compile(xlac, results)
@@ -277,7 +278,7 @@ def _write(target: torch.Tensor, result: torch.Tensor) -> None:
         dev.xlac()._replace_xla_tensor(target, result)
 
 
-def _writes(copies, positions, identities, position_of_id) -> tuple:
+def _writes(copies, positions, identities, argument_data) -> tuple:
     """The arguments the trace wrote in place, in two kinds: (positions whose copy now holds
     pending computation: the graph computes their new value; (position, source) for each whose
     copy now holds other plain device data). A write is a changed identity (``data_identities``),
@@ -295,9 +296,9 @@ def _writes(copies, positions, identities, position_of_id) -> tuple:
     for i, needs in zip(written, pending):
         if needs or after[i][0] == identities[i][0]:
             continue
-        ids = dev.xlac()._get_tensors_xla_device_data_node([copies[i]])[0]
-        source = position_of_id.get(ids[0]) if len(ids) == 1 else None
-        data_writes.append((i, ArgumentCopy(source) if source not in (None, i) else Constant(copies[i])))
+        ids, data = dev.xlac()._get_tensors_xla_device_data_node([copies[i]])
+        source = argument_data.position(ids[0], data[0]) if len(ids) == 1 else None
+        data_writes.append((i, ArgumentCopy(source) if source is not None else Constant(copies[i])))
     return computed, tuple(data_writes)
 
 
@@ -308,8 +309,8 @@ def _trace(fn, copies, decompositions=None, check_indices=False):
     dev.wait_device()   # an execution still finishing (the copies' sync) must not count as ours
     before, fallbacks = dev.device_activity(), dev.fallback_counts()
     indices = watching_indices(check_indices)
-    with torch.no_grad(), HostRandomWatch() as watch, decomposing(decompositions), DtypeWatch() as dtypes, \
-            indices:
+    with torch.no_grad(), CopiesFromHost(), HostRandomWatch() as watch, decomposing(decompositions), \
+            DtypeWatch() as dtypes, indices:
         out = fn(*copies)
     if dtypes.reason():
         raise NotOneGraph(dtypes.reason())
@@ -324,7 +325,7 @@ def _trace(fn, copies, decompositions=None, check_indices=False):
     return leaves, treespec, indices.all_in_range()
 
 
-def _plan_leaves(leaves, copies, positions, position_of_id, results) -> tuple:
+def _plan_leaves(leaves, copies, positions, argument_data, results) -> tuple:
     """Say where each output leaf comes from; append the distinct computed ones to results."""
     xlac = dev.xlac()
     device_leaves = [leaf for leaf in leaves if dev.is_xla(leaf)]
@@ -343,9 +344,10 @@ def _plan_leaves(leaves, copies, positions, position_of_id, results) -> tuple:
         elif id(leaf) in copy_of_leaf:
             plan.append(copy_of_leaf[id(leaf)])
         elif not needs_compute.get(id(leaf), False):   # plain data: an argument's, or a constant
-            ids = xlac._get_tensors_xla_device_data_node([leaf])[0] if dev.is_xla(leaf) else []
-            if ids and ids[0] in position_of_id:
-                plan.append(ArgumentCopy(position_of_id[ids[0]]))
+            ids, data = xlac._get_tensors_xla_device_data_node([leaf]) if dev.is_xla(leaf) else ([], [])
+            source = argument_data.position(ids[0], data[0]) if len(ids) == 1 else None
+            if source is not None:
+                plan.append(ArgumentCopy(source))
             else:
                 plan.append(Constant(leaf))
             copy_of_leaf[id(leaf)] = plan[-1]
@@ -392,14 +394,34 @@ def _hlo_type_of(dtype: torch.dtype):
     return _hlo_types[dtype]
 
 
-def _plan_inputs(results, position_of_id) -> tuple:
+def _plan_inputs(results, argument_data) -> tuple:
     """Map each device-data parameter of the graph to an argument, the seed, or baked data."""
     xlac = dev.xlac()
     ids, values = xlac._get_tensors_xla_device_data_node(results)
     seed_id = xlac._get_seed_info_id()
-    return tuple(FromArgument(position_of_id[tensor_id]) if tensor_id in position_of_id else
+    positions = [argument_data.position(tensor_id, value) for tensor_id, value in zip(ids, values)]
+    return tuple(FromArgument(position) if position is not None else
                  FreshSeed() if tensor_id == seed_id else Baked(value)
-                 for tensor_id, value in zip(ids, values))
+                 for tensor_id, value, position in zip(ids, values, positions))
+
+
+class _ArgumentData:
+    """Which device data is an argument's own, as its copy was made: the copy's tensor id and
+    its data handle. A write of new data (``x.copy_`` of a tensor made while tracing) keeps the
+    tensor id but not the handle: that data is a constant of the graph, not the argument."""
+
+    def __init__(self, copies, positions):
+        xlac = dev.xlac()
+        tensors = [copies[i] for i in positions]
+        self.position_of_id = {xlac._xla_get_tensor_id(t): i for t, i in zip(tensors, positions)}
+        self.handle = dict(zip(positions, xlac._get_tensors_handle(tensors))) if tensors else {}
+
+    def position(self, tensor_id, data):
+        """The argument whose untouched data ``data`` (with ``tensor_id``) is, or None."""
+        position = self.position_of_id.get(tensor_id)
+        if position is None or dev.xlac()._get_tensors_handle([data])[0] != self.handle[position]:
+            return None
+        return position
 
 
 class HostRandomWatch(TorchDispatchMode):

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import torch
 import torch.fx as fx
 
-from .device_redirect import RedirectDevice, target_of
+from .device_redirect import CopiesFromHost, RedirectDevice, target_of
 
 
 class FlatProgram:
@@ -63,7 +63,9 @@ class FlatProgram:
         target = target_of(flat)
         home = self.home_device
         redirect = home is not None and target is not None and target.type != home.type
-        with RedirectDevice(home, target) if redirect else contextlib.nullcontext():
+        on_device = target is not None and target.type not in ("cpu", "meta")
+        with RedirectDevice(home, target) if redirect else contextlib.nullcontext(), \
+                CopiesFromHost() if on_device else contextlib.nullcontext():
             if not self._slots:
                 return runner(*graph_inputs)
             with _swapped(self._slots, flat[self.user_input_count + self.lifted_count:]):

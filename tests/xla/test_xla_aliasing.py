@@ -231,9 +231,27 @@ def swap_through_a_clone(x, y):
     return old
 
 
+def copy_of_a_host_scalar_then_reads(x, y):
+    x.copy_(torch.tensor(0.5))           # torch_xla alone gives x one element under its shape
+    return x + y, x.clone()
+
+
+def copy_into_a_row_from_the_host(x, y):
+    x[0].copy_(torch.tensor(0.5))
+    x[:, 1].copy_(torch.tensor([7.0, 8.0]))
+    return x.sum() * y
+
+
+def copy_then_read_under_the_arguments_id(x, y):
+    x.copy_(torch.ones(2, 3))           # new data, the argument's tensor id: not the argument
+    return x.sum() * 1, x.clone()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("program", [copy_from_other_argument, copy_from_host_made_tensor,
-                                     copy_of_itself, swap_through_a_clone])
+                                     copy_of_itself, swap_through_a_clone,
+                                     copy_of_a_host_scalar_then_reads, copy_into_a_row_from_the_host,
+                                     copy_then_read_under_the_arguments_id])
 def test_copy_into_an_argument_is_written_back_though_no_computation_is_left(backend, program):
     """On the device ``x.copy_(src)`` leaves ``x`` holding plain data (an argument's, or a host
     tensor's transferred), not pending computation: the write is found by identity, not by
@@ -271,3 +289,21 @@ def test_detach_of_an_argument_that_is_a_view_raises_as_eager_does(backend):
     with pytest.raises(RuntimeError, match="Can't detach views in-place"):
         compiled(torch.ones(6).view(2, 3))
     assert_same(compiled(torch.ones(2, 3)), torch.full((2, 3), 2.0))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_copy_of_a_host_scalar_into_an_intermediate_on_the_training_path(backend):
+    """Seed 171 program 638: the recorded training graph keeps 0-dim constants on the host, and
+    torch_xla's copy from one left ``t`` 0-dim under its [3, 3] shape (the output came back 0-dim)."""
+    def f(x):
+        t = x * 2 + 0.5
+        t.copy_(torch.tensor(0.25))
+        return t * x
+
+    compiled = minidynamo.optimize(backend)(f)
+    for call in range(2):
+        x = torch.randn(3, 3, requires_grad=True)
+        out = compiled(x)
+        assert_same(out, f(x.detach()))
+        (grad,) = torch.autograd.grad(out.sum(), x)
+        assert_same(grad, torch.full((3, 3), 0.25))
