@@ -25,6 +25,7 @@ class DtypeWatch(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.differences = []
+        self.widened = False      # some integer result was converted to eager's width
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -36,9 +37,14 @@ class DtypeWatch(TorchDispatchMode):
             return out                    # not compared; the X19 test keeps the check alive)
         got = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
         want = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
-        if len(got) == len(want):
-            self.differences += [(str(func), g.dtype, w.dtype) for g, w in zip(got, want)
-                                 if _values_differ(g.dtype, w.dtype)]
+        if len(got) != len(want):
+            return out
+        self.differences += [(str(func), g.dtype, w.dtype) for g, w in zip(got, want)
+                             if _values_differ(g.dtype, w.dtype)]
+        widths = {id(g): w.dtype for g, w in zip(got, want) if g.dtype != w.dtype}
+        if widths and not func._schema.is_mutable:   # an integer width: eager's dtype from here on
+            self.widened = True
+            out = pytree.tree_map_only(torch.Tensor, lambda t: t.to(widths[id(t)]) if id(t) in widths else t, out)
         return out
 
     def reason(self) -> str | None:
@@ -51,7 +57,8 @@ class DtypeWatch(TorchDispatchMode):
 def _values_differ(got: torch.dtype, want: torch.dtype) -> bool:
     """Whether computing in ``got`` instead of ``want`` changes values: another kind (float,
     integer, bool) or another floating width (rounding). Integer widths are let through (XLA
-    sums int32 where eager widens ``cumsum`` to int64): equal values short of an overflow."""
+    sums int32 where eager widens ``cumsum`` to int64): equal values short of an overflow; the
+    result is converted to eager's dtype, so later ops and the outputs have it."""
     if got == want:
         return False
     kinds = (got.is_floating_point or got.is_complex, want.is_floating_point or want.is_complex)

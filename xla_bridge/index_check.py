@@ -1,4 +1,5 @@
-"""Out-of-range indices: eager raises, XLA clamps; the graph computes which happened.
+"""Out-of-range indices (and zero integer divisors): eager raises, XLA computes; the graph
+computes which happened.
 
 XLA's gather and scatter clamp an index that is out of range, so ``x[torch.tensor([7])]`` on
 three rows returns a row where eager raises ``IndexError`` (and a write through such an index
@@ -12,6 +13,11 @@ Only for programs whose tensors come from the host: there the call waits for its
 anyway, so the flag costs one more small transfer, not a wait.  A program on device tensors keeps XLA's semantics,
 as the lazy PyTorch/XLA baseline does: reading the flag would make every call wait for the
 device.
+
+The same flag covers the other data eager refuses and XLA computes with: an integer division
+(``//``, ``%``, ``fmod``, ``div`` with a rounding mode) by a tensor holding a zero, where eager
+raises ZeroDivisionError and XLA returns a value (a Python ``0`` divisor is refused while
+tracing, ``minidynamo.tracer.eager_checks``).
 
 Ranges per op (what eager's CPU kernels accept; a stricter range only sends a call to eager):
 ``[-size, size)`` for advanced indexing, ``index_put``, ``index_fill`` and ``take``;
@@ -34,7 +40,8 @@ aten = torch.ops.aten
 class IndexOutOfRange(Exception):
     """A run of the graph read an index eager refuses; ``reason`` says so."""
 
-    reason = "an index is out of range: eager raises where the device clamps it"
+    reason = ("an index is out of range or an integer divisor is zero: eager raises where the "
+              "device clamps the index or returns a value")
 
 
 class IndexWatch(TorchDispatchMode):
@@ -52,11 +59,16 @@ class IndexWatch(TorchDispatchMode):
                 if isinstance(index, torch.Tensor) and not index.is_floating_point() \
                         and index.dtype != torch.bool and index.numel() > 0:
                     low = -size if negative_ok else 0
-                    flag = torch.all((index >= low) & (index < size))
-                    if not dev.is_xla(flag):     # a host index made while tracing: a constant
-                        flag = flag.to(dev.xla_device())
-                    self.flags.append(flag)
+                    self._add(torch.all((index >= low) & (index < size)))
+        divisor = _integer_divisor(func, args, kwargs)
+        if divisor is not None:
+            self._add(torch.all(divisor != 0))
         return func(*args, **kwargs)
+
+    def _add(self, flag) -> None:
+        if not dev.is_xla(flag):     # a host tensor made while tracing: a constant
+            flag = flag.to(dev.xla_device())
+        self.flags.append(flag)
 
     def all_in_range(self):
         """One lazy boolean for every flag, or None when nothing was indexed."""
@@ -79,9 +91,10 @@ def watching_indices(enabled: bool):
 
 
 def reads_indices(node) -> bool:
-    """Does this fx node call an aten op whose index arguments are checked?"""
+    """Does this fx node call an aten op whose indices (or integer divisor) are checked?"""
     target = getattr(node, "target", None)
-    return isinstance(target, torch._ops.OpOverload) and target.overloadpacket in _RULES
+    return isinstance(target, torch._ops.OpOverload) and (target.overloadpacket in _RULES
+                                                         or target.overloadpacket in _INTEGER_DIVISIONS)
 
 
 def _size(tensor: torch.Tensor, dim: int) -> int:
@@ -113,6 +126,27 @@ def _embedding(weight, indices, *rest, **kwargs):
 
 def _take(self, index):
     yield index, self.numel(), True
+
+
+_INTEGER_DIVISIONS = {aten.floor_divide, aten.floor_divide_, aten.remainder, aten.remainder_,
+                      aten.fmod, aten.fmod_, aten.div, aten.div_}
+
+
+def _integer_divisor(func, args, kwargs):
+    """The divisor tensor of an integer division (``//``, ``%``, ``fmod``, ``div`` with a
+    rounding mode) whose zero makes eager raise ZeroDivisionError, or None."""
+    if func.overloadpacket not in _INTEGER_DIVISIONS or len(args) < 2:
+        return None
+    if func.overloadpacket in (aten.div, aten.div_) and kwargs.get("rounding_mode", args[2] if len(args) > 2 else None) is None:
+        return None
+    dividend, divisor = args[0], args[1]
+    integral = [not (t.is_floating_point() or t.is_complex()) for t in (dividend, divisor)
+                if isinstance(t, torch.Tensor)]
+    if not isinstance(divisor, torch.Tensor) or not all(integral) or divisor.numel() == 0:
+        return None
+    if isinstance(dividend, torch.Tensor) and dividend.numel() == 0:
+        return None
+    return divisor
 
 
 _RULES = {

@@ -10,6 +10,8 @@ Each has ``run(device_args) -> flat output leaves`` and, for the host side, ``tr
 - ``PartitionedProgram`` (partition.py): LazyGraph segments around CPU-fallback ops.
 """
 
+import contextlib
+
 import torch
 from torch.utils import _pytree as pytree
 
@@ -108,6 +110,7 @@ class TracedEveryCall:
             fn(*copies)           # device cannot run fails now (-> eager), not on a call
         if dtypes.reason():
             raise NotOneGraph(dtypes.reason())
+        self.widens = dtypes.widened          # then every run converts those results, as the trial did
         self.mutated = self._written(copies, before)   # as the trial saw it; each run says again
         self.argument_leaves = {}
         self.treespec = None
@@ -115,7 +118,8 @@ class TracedEveryCall:
     def run(self, device_args, same_signature=False) -> list:
         """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed."""
         before = dev.data_identities(device_args)
-        with torch.no_grad(), watching_indices(self.check_indices) as indices:
+        with torch.no_grad(), watching_indices(self.check_indices) as indices, \
+                DtypeWatch() if self.widens else contextlib.nullcontext():
             out = self.fn(*device_args)
         self.in_range = indices.all_in_range()
         counters.traces += 1

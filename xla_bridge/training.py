@@ -56,6 +56,7 @@ backward that ran before torch_xla was loaded leaves none, and such calls run ea
 
 from __future__ import annotations
 
+import contextlib
 import operator
 
 import torch
@@ -455,6 +456,7 @@ class LazyTraining:
     def __init__(self, bridged):
         self.bridged = bridged
         self.dtypes_checked = False      # the first call checks the device's dtypes (dtype_check)
+        self.widens = False
 
     def __call__(self, inputs):
         bridged = self.bridged
@@ -489,11 +491,12 @@ class LazyTraining:
             if dtypes.reason():
                 raise NotDifferentiable(dtypes.reason())
             self.dtypes_checked = True
+            self.widens = dtypes.widened     # then every call converts those results, as the check did
         host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
         before = dev.data_identities([device_args[p] for p in host_tensors])
         indices = watching_indices(bridged.check_indices)
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack), \
-                indices:
+                indices, DtypeWatch() if self.widens else contextlib.nullcontext():
             out = bridged.flat(*device_args)
         in_range = indices.all_in_range()
         leaves, treespec = pytree.tree_flatten(out)

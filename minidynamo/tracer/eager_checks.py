@@ -15,6 +15,10 @@ eager's kind of error for the two families below; the tracer then refuses the op
 - Dtype agreement: matrix products and convolutions take one dtype; a norm's parameters take
   the input's (or float32 for a bfloat16/float16 input); ``index_put`` writes values of the
   destination's dtype.  Meta kernels type the result instead (float64 @ float32 -> float64).
+- Scalars and in-place results: an integer tensor divided by the Python int 0 or raised to a
+  negative Python int; an in-place op whose result dtype cannot be cast to its own
+  (``int64.mul_(0.5)``).  A divisor *tensor* holding a zero is data: the XLA bridge checks it
+  on every run (``xla_bridge.index_check``).
 - Dtypes a CPU kernel refuses, for ops that draw random numbers (``torch.rand_like`` of an
   int64 tensor: eager's ``uniform_`` has no integer kernel, its meta kernel does not care).
   Asked of the CPU kernel itself, once per op, dtypes and ranks, on one-element tensors with
@@ -42,6 +46,10 @@ def check(func, args, kwargs, written) -> None:
         rule(func, _tensor_arguments(func, args, kwargs))
     if torch.Tag.nondeterministic_seeded in func.tags:
         _cpu_kernel_exists(func, args, kwargs)
+    if func.overloadpacket in _SCALAR_RULED:
+        _scalar_arguments(func, args)
+    if written and torch.Tag.pointwise in func.tags and func._schema.name.endswith("_"):
+        _result_casts_to_self(func, args, kwargs)
 
 
 # -- dtype agreement ----------------------------------------------------------------------------
@@ -90,6 +98,47 @@ _DTYPE_RULES = {
                     _parameters_follow_input),
     **dict.fromkeys((aten.index_put, aten.index_put_, aten._index_put_impl_), _values_follow_destination),
 }
+
+
+# -- scalars and in-place results -------------------------------------------------------------
+
+_INTEGER_DIVISIONS = {aten.floor_divide, aten.floor_divide_, aten.remainder, aten.remainder_,
+                      aten.fmod, aten.fmod_, aten.div, aten.div_}
+_SCALAR_RULED = _INTEGER_DIVISIONS | {aten.pow, aten.pow_}
+
+
+def _scalar_arguments(func, args) -> None:
+    """An integer tensor divided by the Python int 0, or raised to a negative Python int."""
+    if len(args) < 2 or not isinstance(args[0], torch.Tensor) or args[0].is_floating_point() \
+            or args[0].is_complex() or type(args[1]) not in (int, bool):
+        return
+    packet = func.overloadpacket
+    if packet in _INTEGER_DIVISIONS and args[1] == 0 and (packet not in (aten.div, aten.div_)
+                                                          or "mode" in func._overloadname):
+        raise RuntimeError("ZeroDivisionError")
+    if packet in (aten.pow, aten.pow_) and args[1] < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+
+
+def _result_casts_to_self(func, args, kwargs) -> None:
+    """An in-place op writes its result into ``self``: eager refuses a result dtype that cannot
+    be cast to it (``int64.mul_(0.5)``); meta kernels write it anyway."""
+    self = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    functional = getattr(aten, func._schema.name.split("::")[-1][:-1], None)
+    if self is None or functional is None:
+        return
+    try:
+        result = functional(*args, **kwargs)
+    except Exception:       # no out-of-place twin for these arguments: not decided here
+        return
+    if isinstance(result, torch.Tensor) and not torch.can_cast(result.dtype, self.dtype):
+        raise RuntimeError(f"{func}: result type {_type_name(result.dtype)} can't be cast to the "
+                           f"desired output type {_type_name(self.dtype)}")
+
+
+def _type_name(dtype) -> str:
+    return {torch.float32: "Float", torch.float64: "Double", torch.int64: "Long", torch.int32: "Int",
+            torch.bool: "Bool"}.get(dtype, str(dtype))
 
 
 # -- dtypes a CPU kernel lacks ---------------------------------------------------------------

@@ -405,13 +405,18 @@ class Gen:
                            "{t} + 1.5", "torch.tanh({t})", "{t}.clamp(min=-0.5)",
                            "torch.where({t} > 0, {t}, {t} * 0.1)", "{t}.clone()", "{t} ** 2",
                            "({t} > 0).float()", "{t}.double()", "{t}.float()", "{t} * {i}",
-                           "{t} - {f}", "{t}.sin()", "{t}.exp().clamp(max=10)"])
+                           "{t} - {f}", "{t}.sin()", "{t}.exp().clamp(max=10)",
+                           # integer tensors: eager refuses some integer ops XLA computes
+                           "({t} * 3).long() // 2", "({t} * 3).long() % {i}", "({t} * 4).int() ** 2"]
+                          + (["({t} * 3).int().cumsum(-1)"] if len(s) >= 1 else []))
             return op.format(t=t, i=self.int_expr(1), f=self.float_expr()), s
         if kind < 0.6:
             partners = self.tensors(lambda s2: broadcast(s, s2) is not None)
             u = self.pick(partners)
             op = r.choice(["{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})",
-                           "{a} / ({b}.abs() + 1)", "torch.where({b} > 0, {a}, {b})"])
+                           "{a} / ({b}.abs() + 1)", "torch.where({b} > 0, {a}, {b})",
+                           "({a} * 4).long() // ({b} * 2).long()",
+                           "torch.fmod(({a} * 4).long(), ({b} * 2).long())"])
             return op.format(a=t, b=u), broadcast(s, self.shape(u))
         if kind < 0.68 and self.on("helper_calls"):
             return r.choice([f"helper_tensor({t})", f"helper_tensor({t}, k={r.randint(0, 3)})",

@@ -881,3 +881,68 @@ def test_the_kernel_probe_leaves_the_random_stream_alone():
     minidynamo.reset()
     torch.manual_seed(5)
     torch.testing.assert_close(minidynamo.optimize("eager")(f)(torch.zeros(3)), expected)
+
+
+# --- integer arithmetic eager refuses, and integer widths (hand-written scenarios) -------------
+
+INTEGER_REFUSALS = {
+    "int64 *= 0.5": lambda x, d: x.mul_(0.5),
+    "x // 0": lambda x, d: x // 0,
+    "x % 0": lambda x, d: x % 0,
+    "x ** -1": lambda x, d: x ** -1,
+    "pow_ -2": lambda x, d: x.pow_(-2),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", INTEGER_REFUSALS)
+def test_integer_ops_eager_refuses_for_their_scalars_raise_eagers_error(backend, case):
+    """Meta kernels and XLA compute these; eager's CPU kernels raise."""
+    op = INTEGER_REFUSALS[case]
+    x, d = torch.arange(1, 7), torch.arange(1, 7)
+    with pytest.raises(RuntimeError) as eager:
+        op(x.clone(), d)
+    with pytest.raises(RuntimeError) as ours:
+        minidynamo.optimize(backend)(op)(x.clone(), d)
+    assert str(eager.value) in str(ours.value)
+
+
+INTEGER_DIVISIONS = {
+    "//": lambda x, d: x // d + 1,
+    "%": lambda x, d: x % d,
+    "fmod": lambda x, d: torch.fmod(x, d) * 2,
+    "div floor": lambda x, d: torch.div(x, d, rounding_mode="floor"),
+    "floor_divide_": lambda x, d: x.floor_divide_(d),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", INTEGER_DIVISIONS)
+def test_integer_division_by_a_zero_in_a_tensor_raises_eagers_error_on_any_call(backend, case):
+    """XLA returns a value for an integer divided by 0; eager raises ZeroDivisionError. The
+    divisor is data: the graph checks it on every run (the index flag of X4)."""
+    op = INTEGER_DIVISIONS[case]
+    compiled = minidynamo.optimize(backend)(op)
+    x = torch.arange(-3, 3)
+    assert_same(compiled(x.clone(), torch.full((6,), 2)), op(x.clone(), torch.full((6,), 2)))
+    zeros = torch.tensor([2, 1, 0, 3, 1, 2])
+    left_by_eager = x.clone()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        op(left_by_eager, zeros)
+    kept = x.clone()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        compiled(kept, zeros)
+    assert_same(kept, left_by_eager)              # the graph wrote nothing back; eager did its part
+    assert_same(compiled(x.clone(), torch.full((6,), -2)), op(x.clone(), torch.full((6,), -2)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_integer_result_xla_keeps_narrower_comes_back_in_eagers_dtype(backend):
+    """``cumsum`` of int32 is int64 in eager; XLA keeps int32 (values equal short of overflow)."""
+    def f(x):
+        return x.cumsum(0), x.cumsum(0) * 3
+
+    x = torch.arange(5, dtype=torch.int32)
+    out = minidynamo.optimize(backend)(f)(x)
+    assert [t.dtype for t in out] == [torch.int64, torch.int64]
+    assert_same(out, f(x))
