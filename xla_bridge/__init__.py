@@ -45,7 +45,10 @@ output viewing a device argument, two outputs sharing memory.
 An out-of-range index tensor (``x[torch.tensor([7])]`` on 3 rows, ``gather``, ``embedding``,
 ...) is clamped by XLA; with host tensors the graph also computes whether every index it read
 was in range, and if not the call runs eagerly and raises eager's ``IndexError``
-(``index_check``). Programs on device tensors keep XLA's clamping.
+(``index_check``). Programs on device tensors keep XLA's clamping. The same flag covers an
+integer divisor holding 0 and a NaN reaching an op whose lowering treats NaN otherwise
+(``argmax``, ``max(dim)``, ``cummax``, ``threshold``); XLA:CPU's min and max are told to keep NaN
+(``device._NAN_PROPAGATING_MIN_MAX``) when the bridge starts the runtime.
 
 Where XLA and eager differ otherwise (plain PyTorch/XLA behaves the same; not corrected here):
 ops compute in XLA's promoted type (f32[2,3] + f64[] adds in f64, so a value that would overflow

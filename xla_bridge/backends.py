@@ -90,6 +90,7 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
     if cache_host_weights is None:
         cache_host_weights = config.cache_host_weights
     gm = force_eager_copies(gm)       # a layout copy of eager stays a copy on the device (X10)
+    dev.reductions_propagate_nan()    # asked before any trace watches the device's activity
     try:
         why = _in_place_write_gains_grad(gm, example_inputs)
         if why is not None:

@@ -4,15 +4,29 @@ torch_xla is imported only here and only when a backend first runs: importing it
 torch._dynamo, which ``import minidynamo`` must not.
 """
 
+import os
+
 import torch
 
 _torch_xla = None
+
+# XLA:CPU's min and max drop a NaN unless told not to (``x.max()`` of ``[1, nan]`` gives 1, eager
+# gives nan). The flag is read when the runtime starts; a process that started it first keeps
+# its own setting, and ``reductions_propagate_nan`` then says so.
+_NAN_PROPAGATING_MIN_MAX = "--xla_cpu_enable_fast_min_max=false"
+
+
+def _ask_for_nan_propagating_min_max() -> None:
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_enable_fast_min_max" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {_NAN_PROPAGATING_MIN_MAX}".strip()
 
 
 def torch_xla():
     """The torch_xla module, imported on first use."""
     global _torch_xla
     if _torch_xla is None:
+        _ask_for_nan_propagating_min_max()
         import torch_xla as module
         import torch_xla.core.xla_model  # noqa: F401  (registers the device helpers)
         _torch_xla = module
@@ -108,6 +122,19 @@ def backward_on_device() -> bool:
         except RuntimeError:
             _backward_on_device = False
     return _backward_on_device
+
+
+_reductions_propagate_nan = None
+
+
+def reductions_propagate_nan() -> bool:
+    """Whether the device's max and min reductions give NaN for data holding a NaN, as eager's
+    do (see ``_NAN_PROPAGATING_MIN_MAX``). Asked once, with a two-element probe."""
+    global _reductions_propagate_nan
+    if _reductions_propagate_nan is None:
+        probe = torch.tensor([1.0, float("nan")]).to(xla_device())
+        _reductions_propagate_nan = bool(torch.isnan(probe.max().cpu()) and torch.isnan(probe.min().cpu()))
+    return _reductions_propagate_nan
 
 
 def to_host(tensors: list) -> list:

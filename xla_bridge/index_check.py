@@ -1,5 +1,5 @@
-"""Out-of-range indices (and zero integer divisors): eager raises, XLA computes; the graph
-computes which happened.
+"""Out-of-range indices (and zero integer divisors, and NaN): eager raises or answers otherwise,
+XLA computes; the graph computes which happened.
 
 XLA's gather and scatter clamp an index that is out of range, so ``x[torch.tensor([7])]`` on
 three rows returns a row where eager raises ``IndexError`` (and a write through such an index
@@ -18,6 +18,13 @@ The same flag covers the other data eager refuses and XLA computes with: an inte
 (``//``, ``%``, ``fmod``, ``div`` with a rounding mode) by a tensor holding a zero, where eager
 raises ZeroDivisionError and XLA returns a value (a Python ``0`` divisor is refused while
 tracing, ``minidynamo.tracer.eager_checks``).
+
+And NaN: the ops whose lowering treats a NaN otherwise than eager's kernels (``argmax`` and
+``argmin`` point elsewhere, ``max(dim)`` and ``cummax`` give other indices or values,
+``threshold`` replaces a NaN eager keeps; the max and min reductions and max pools too when the
+runtime could not be told to propagate NaN, ``device.reductions_propagate_nan``) add the flag
+"no NaN in the input". (A NaN converted to an integer type is left alone: the value is
+undefined in C++, eager's kernels give whatever the CPU gives.)
 
 Ranges per op (what eager's CPU kernels accept; a stricter range only sends a call to eager):
 ``[-size, size)`` for advanced indexing, ``index_put``, ``index_fill`` and ``take``;
@@ -38,10 +45,10 @@ aten = torch.ops.aten
 
 
 class IndexOutOfRange(Exception):
-    """A run of the graph read an index eager refuses; ``reason`` says so."""
+    """A run of the graph read data eager treats otherwise; ``reason`` says so."""
 
-    reason = ("an index is out of range or an integer divisor is zero: eager raises where the "
-              "device clamps the index or returns a value")
+    reason = ("an index is out of range, an integer divisor is zero or a NaN meets an op the "
+              "device computes otherwise: eager raises or answers differently")
 
 
 class IndexWatch(TorchDispatchMode):
@@ -63,6 +70,9 @@ class IndexWatch(TorchDispatchMode):
         divisor = _integer_divisor(func, args, kwargs)
         if divisor is not None:
             self._add(torch.all(divisor != 0))
+        if _nan_sensitive(func) and args and isinstance(args[0], torch.Tensor) \
+                and args[0].is_floating_point() and args[0].numel() > 0:
+            self._add(~torch.isnan(args[0]).any())
         return func(*args, **kwargs)
 
     def _add(self, flag) -> None:
@@ -91,7 +101,8 @@ def watching_indices(enabled: bool):
 
 
 def reads_indices(node) -> bool:
-    """Does this fx node call an aten op whose indices (or integer divisor) are checked?"""
+    """Does this fx node call an aten op whose indices (or integer divisor) are checked? (Those
+    make eager raise even when the result is unused; a NaN only changes a result.)"""
     target = getattr(node, "target", None)
     return isinstance(target, torch._ops.OpOverload) and (target.overloadpacket in _RULES
                                                          or target.overloadpacket in _INTEGER_DIVISIONS)
@@ -147,6 +158,21 @@ def _integer_divisor(func, args, kwargs):
     if isinstance(dividend, torch.Tensor) and dividend.numel() == 0:
         return None
     return divisor
+
+
+# Ops whose device result differs from eager's when the input holds a NaN.
+_NAN_SENSITIVE = {aten.argmax.default, aten.argmin.default, aten.max.dim, aten.min.dim,
+                  aten.cummax.default, aten.cummin.default, aten.threshold.default,
+                  aten.threshold_.default}
+# ... and these, unless the runtime propagates NaN through min and max.
+_NAN_DROPPING_MIN_MAX = {aten.max.default, aten.min.default, aten.amax.default, aten.amin.default,
+                         aten.aminmax.default, aten.max_pool1d.default, aten.max_pool2d.default,
+                         aten.max_pool3d.default, aten.max_pool2d_with_indices.default,
+                         aten.max_pool3d_with_indices.default, aten.adaptive_max_pool2d.default}
+
+
+def _nan_sensitive(func) -> bool:
+    return func in _NAN_SENSITIVE or (func in _NAN_DROPPING_MIN_MAX and not dev.reductions_propagate_nan())
 
 
 _RULES = {

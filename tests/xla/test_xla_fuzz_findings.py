@@ -946,3 +946,48 @@ def test_an_integer_result_xla_keeps_narrower_comes_back_in_eagers_dtype(backend
     out = minidynamo.optimize(backend)(f)(x)
     assert [t.dtype for t in out] == [torch.int64, torch.int64]
     assert_same(out, f(x))
+
+
+# --- X32: a NaN meets an op the device computes otherwise -------------------------------------
+
+NAN_OPS = {
+    "max": lambda x: x.max() + 1,
+    "amin": lambda x: x.amin(1),
+    "argmax": lambda x: x.argmax(),
+    "argmin(dim)": lambda x: x.argmin(1),
+    "max(dim)": lambda x: x.max(1),
+    "cummax": lambda x: x.cummax(1),
+    "threshold": lambda x: torch.nn.functional.threshold(x, 0.5, 9.0),
+    "max_pool2d": lambda x: torch.nn.functional.max_pool2d(x.view(1, 1, 2, 4), 2),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", NAN_OPS)
+def test_a_nan_gives_eagers_answer_where_the_device_lowering_differs(backend, case):
+    """XLA:CPU's min and max drop a NaN by default (the bridge starts the runtime with the flag
+    that keeps it); its argmax, max(dim) indices, cummax and threshold treat a NaN otherwise
+    whatever the flag, so the graph checks its input for NaN on every run and a call with one
+    runs eagerly."""
+    op = NAN_OPS[case]
+    minidynamo.reset()
+    compiled = minidynamo.optimize(backend)(op)
+    clean = torch.tensor([[1.0, 2.0, -1.0, 3.0], [2.0, 0.5, 4.0, 5.0]])
+    nan = float("nan")
+    with_nan = torch.tensor([[1.0, nan, -1.0, 3.0], [2.0, 0.5, nan, nan]])
+    for x in (clean, with_nan, clean):
+        torch.testing.assert_close(compiled(x), op(x), equal_nan=True)
+    assert not minidynamo.counters["fallback_reasons"]      # the graph itself ran on the device
+
+
+def test_min_max_reductions_are_checked_for_nan_when_the_runtime_drops_it(monkeypatch):
+    """A process that started the XLA runtime before the bridge keeps its own min/max flag: the
+    probe then says NaN is dropped, and max reductions join the ops whose input is checked."""
+    from xla_bridge import device
+
+    monkeypatch.setattr(device, "_reductions_propagate_nan", False)
+    compiled = minidynamo.optimize("torchxla_trace_once")(lambda x: x.max() * 2)
+    compiled(torch.ones(3))
+    xla_bridge.counters.reasons.clear()
+    assert torch.isnan(compiled(torch.tensor([1.0, float("nan"), 0.0])))
+    assert any("NaN" in reason for reason in xla_bridge.counters.reasons)
