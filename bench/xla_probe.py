@@ -7,9 +7,11 @@ mode, minidynamo, torch.compile). Reading it is a C call outside any timed windo
 
 
 def _xla():
-    import torch_xla
+    """torch_xla, started as the bridge starts it (its ``XLA_FLAGS``), so every peer in the
+    process runs under the same runtime settings whichever starts it first."""
+    from xla_bridge import device
 
-    return torch_xla
+    return device.torch_xla()
 
 
 def device():

@@ -63,8 +63,8 @@ def _trace_once_program(flat, device_args, check_indices=False):
     except NotOneGraph as cut:
         return _partitioned_program(flat, device_args, cut, cut.spare_copies, decompositions)
     if decompositions:
-        counters.record("decompositions", "ops without an XLA lowering traced as their "
-                                          f"decomposition: {describe(decompositions)}")
+        counters.record("decompositions", "ops without an XLA lowering (or whose lowering answers "
+                                          f"otherwise) traced as their decomposition: {describe(decompositions)}")
     return program
 
 

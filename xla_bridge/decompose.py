@@ -16,6 +16,10 @@ replayed as one hash, with no host round trip. A node no decomposition keeps on 
 left to the partitioner (``partition``). Only ops seen falling back are decomposed: where an op
 lowers, its lowering is kept.
 
+The same mode traces the few ops whose XLA lowering *answers otherwise* on ordinary data as a
+formula that answers as eager does (``EAGER_FAITHFUL``: ``cummax`` keeps the first index among
+tied values, eager the last), in every graph that calls them.
+
 Why stand-ins and not the real trace: a fallback during the real trace has already executed
 (so compiled) everything before it, a compile wasted once the graph is traced again decomposed.
 On stand-ins a fallback executes only a graph of zeros. The cost is one more lazy trace, once
@@ -23,6 +27,7 @@ per node signature (op, shapes, dtypes, other arguments): 10-35 ms on the seed m
 """
 
 import contextlib
+import threading
 
 import torch
 import torch.fx as fx
@@ -30,6 +35,51 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import device as dev
+
+
+class _Reentry(threading.local):
+    active = False
+
+
+_reentry = _Reentry()
+
+
+def _cummax_as_eager(x, dim):
+    """``cummax`` whose index among tied values is the last one, as eager's kernels give (XLA's
+    lowering keeps the first). The values are XLA's; the index at j is the last i <= j where x
+    reached its running maximum (after it nothing new came, so x[i] is the maximum at j). Its
+    own ``cummax`` calls are the lowered op (NotImplemented: the mode runs the op itself)."""
+    if _reentry.active or x.dim() == 0:
+        return NotImplemented
+    _reentry.active = True
+    try:
+        values = torch.ops.aten.cummax.default(x, dim)[0]
+        dim = dim % x.dim()
+        shape = [1] * x.dim()
+        shape[dim] = x.shape[dim]
+        positions = torch.arange(x.shape[dim], device=x.device).view(shape).expand(x.shape)
+        reached = torch.where(x == values, positions, torch.zeros_like(positions))
+        return values, torch.ops.aten.cummax.default(reached, dim)[0]
+    finally:
+        _reentry.active = False
+
+
+# Ops whose XLA lowering answers otherwise than eager on ordinary data, traced as a formula
+# that answers as eager does (a NaN or an infinity is ``index_check``'s).
+EAGER_FAITHFUL = {torch.ops.aten.cummax.default: _cummax_as_eager}
+
+
+def _op_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return target.overloadpacket.__name__
+    return target if isinstance(target, str) else getattr(target, "__name__", "")
+
+
+def eager_faithful(graph_module: fx.GraphModule) -> dict:
+    """The entries of ``EAGER_FAITHFUL`` for the ops ``graph_module`` calls (by name: a torch
+    function, a tensor method or an aten op), so that a graph without them traces with no mode."""
+    names = {_op_name(node.target) for node in graph_module.graph.nodes}
+    return {op: fn for op, fn in EAGER_FAITHFUL.items() if op.overloadpacket.__name__ in names}
 
 
 def decompositions_for(op_names) -> dict:
@@ -178,6 +228,7 @@ def decompositions_on_stand_ins(flat, device_args) -> dict:
     is not read: every node runs on stand-ins). A node whose op has no decomposition, or whose
     decomposition runs on the CPU too, adds nothing."""
     probe = _StandInProbe(flat.graph_module)
+    probe.decompositions = eager_faithful(flat.graph_module)
     stand_ins = [probe._swap(a) if dev.is_xla(a) else a for a in device_args]
     try:
         with torch.no_grad():      # module state too: a leaf module may write its buffers

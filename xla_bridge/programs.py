@@ -17,6 +17,7 @@ from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .counters import counters
+from .decompose import decomposing, eager_faithful
 from .dtype_check import DtypeWatch
 from .index_check import IndexOutOfRange, watching_indices
 from .lazy_graph import LazyGraph, NotOneGraph, describe_hash, is_evicted
@@ -102,12 +103,14 @@ class TracedEveryCall:
     def __init__(self, fn, device_args, check_indices=False):
         self.fn = fn
         self.check_indices = check_indices
+        self.faithful = eager_faithful(fn.graph_module)   # ops traced as eager answers
         self.in_range = None                  # the last run's lazy "every index in range"
         copies = dev.device_copies(device_args)
         self.positions = tuple(i for i, a in enumerate(device_args) if isinstance(a, torch.Tensor))
         before = dev.data_identities(copies)
-        with torch.no_grad(), DtypeWatch() as dtypes:   # one trial trace on copies: a graph the
-            fn(*copies)           # device cannot run fails now (-> eager), not on a call
+        # One trial trace on copies: a graph the device cannot run fails now (-> eager), not on a call.
+        with torch.no_grad(), DtypeWatch() as dtypes, decomposing(self.faithful):
+            fn(*copies)
         if dtypes.reason():
             raise NotOneGraph(dtypes.reason())
         self.widens = dtypes.widened          # then every run converts those results, as the trial did
@@ -119,7 +122,7 @@ class TracedEveryCall:
         """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed."""
         before = dev.data_identities(device_args)
         with torch.no_grad(), watching_indices(self.check_indices) as indices, \
-                DtypeWatch() if self.widens else contextlib.nullcontext():
+                DtypeWatch() if self.widens else contextlib.nullcontext(), decomposing(self.faithful):
             out = self.fn(*device_args)
         self.in_range = indices.all_in_range()
         counters.traces += 1

@@ -66,7 +66,7 @@ from . import device as dev
 from .aliasing import rebuild_output_views
 from .backward_groups import restrict, tangent_groups
 from .counters import counters
-from .decompose import learn
+from .decompose import decomposing, eager_faithful, learn
 from .dtype_check import DtypeWatch
 from .index_check import IndexOutOfRange, watching_indices
 from .joint_graph import NotDifferentiable, Partition, joint_partition, refuse_guarded_views
@@ -268,7 +268,7 @@ class ReplayedTraining:
             # XLA device registered after that would have none.
             self.device = dev.xla_device()
         positions = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
-        decompositions = {}
+        decompositions = eager_faithful(self.bridged.flat.graph_module)
         while True:
             partition = joint_partition(self.bridged.flat, args, needs_grad, decompositions)
             if not partition.differentiable:     # argmax, or outputs independent of the grads
@@ -457,6 +457,7 @@ class LazyTraining:
         self.bridged = bridged
         self.dtypes_checked = False      # the first call checks the device's dtypes (dtype_check)
         self.widens = False
+        self.faithful = eager_faithful(bridged.flat.graph_module)   # ops traced as eager answers
 
     def __call__(self, inputs):
         bridged = self.bridged
@@ -486,7 +487,7 @@ class LazyTraining:
             return saved[-1]
 
         if not self.dtypes_checked:          # once, on copies: the caller's tensors untouched
-            with torch.no_grad(), DtypeWatch() as dtypes:
+            with torch.no_grad(), DtypeWatch() as dtypes, decomposing(self.faithful):
                 bridged.flat(*dev.device_copies(device_args))
             if dtypes.reason():
                 raise NotDifferentiable(dtypes.reason())
@@ -496,7 +497,7 @@ class LazyTraining:
         before = dev.data_identities([device_args[p] for p in host_tensors])
         indices = watching_indices(bridged.check_indices)
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack), \
-                indices, DtypeWatch() if self.widens else contextlib.nullcontext():
+                indices, DtypeWatch() if self.widens else contextlib.nullcontext(), decomposing(self.faithful):
             out = bridged.flat(*device_args)
         in_range = indices.all_in_range()
         leaves, treespec = pytree.tree_flatten(out)

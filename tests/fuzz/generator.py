@@ -84,6 +84,7 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "state_mutation":  (1.0, False, "mutations of globals/object/module/helpers between calls"),
     "arg_aliasing":    (0.3, False, "y is x / ts holds x in one call"),
     "tensor_views":    (0.3, False, "x an offset view / requires_grad leaf / with an attribute hiding a method, in one call"),
+    "special_values":  (0.5, False, "calls whose x or y holds a NaN, an infinity, -0.0 or 1e30"),
     "vary_grad":       (1.0, False, "x requires grad from the first call on, or from a later one (the oracle then "
                                     "compares the gradients of the results too)"),
 }
@@ -1189,7 +1190,7 @@ class Gen:
 
 ARGS = ("x", "y", "n", "xs", "ts")
 STMT_KINDS = [name for name in FEATURES if not name.startswith(("vary_", "reuse_", "state_mutation", "arg_aliasing",
-                                                                 "tensor_views"))]
+                                                                 "tensor_views", "special_values"))]
 COMPOUND = {"graph_breaks", "try_except", "grad_mode", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
 
 
@@ -1243,6 +1244,8 @@ def gen_steps(rng: random.Random, features: frozenset) -> list[tuple]:
         variations += ["view", "grad", "shadow"]
     if "vary_grad" in features:
         variations += ["grad", "no_grad"]
+    if "special_values" in features:
+        variations += ["special"]
     mutations = [m for feat, ms in MUTATIONS.items() if feat in features for m in ms]
     prev = base
     for _ in range(rng.randint(2, 6)):
@@ -1271,6 +1274,9 @@ def gen_steps(rng: random.Random, features: frozenset) -> list[tuple]:
             spec[v] = True
         elif v == "no_grad":
             spec["grad"] = False
+        elif v == "special":
+            spec["special"] = [(rng.choice("xy"), rng.randrange(4), rng.randrange(5),
+                                rng.choice(["nan", "inf", "-inf", "-0.0", "1e30"])) for _ in range(rng.randint(1, 2))]
         elif v == "shadow":   # oracle.SHADOWS: attributes on x hiding some of its methods
             spec[v] = rng.sample(["size", "dim", "sum", "relu", "abs"], rng.randint(1, 5))
         steps.append(("call", spec))

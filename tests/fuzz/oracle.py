@@ -78,6 +78,10 @@ def make_args(spec: dict) -> tuple:
     y = x if spec.get("alias") else torch.randn(B, C, generator=g, dtype=dtype)
     if spec.get("grad"):
         x = x.detach().clone().requires_grad_(True)
+    for name, row, col, value in spec.get("special", ()):   # a NaN, an infinity, a -0.0 planted
+        target = x if name == "x" else y
+        with torch.no_grad():
+            target[row % B, col % C] = float(value)
     for name in spec.get("shadow", ()):   # attributes on the input that hide tensor methods
         setattr(x, name, SHADOWS[name])
     ts = [torch.randn(B, C, generator=g, dtype=dtype) for _ in range(spec["nts"])]

@@ -948,9 +948,9 @@ def test_an_integer_result_xla_keeps_narrower_comes_back_in_eagers_dtype(backend
     assert_same(out, f(x))
 
 
-# --- X32: a NaN meets an op the device computes otherwise -------------------------------------
+# --- X32: a NaN or an infinity meets an op the device computes otherwise ----------------------
 
-NAN_OPS = {
+SPECIAL_VALUE_OPS = {
     "max": lambda x: x.max() + 1,
     "amin": lambda x: x.amin(1),
     "argmax": lambda x: x.argmax(),
@@ -959,23 +959,29 @@ NAN_OPS = {
     "cummax": lambda x: x.cummax(1),
     "threshold": lambda x: torch.nn.functional.threshold(x, 0.5, 9.0),
     "max_pool2d": lambda x: torch.nn.functional.max_pool2d(x.view(1, 1, 2, 4), 2),
+    "softshrink": lambda x: torch.nn.functional.softshrink(x),
+    "logsumexp": lambda x: x.logsumexp(1),
+    "logsigmoid": lambda x: torch.nn.functional.logsigmoid(x) * 2,
+    "% by a tensor": lambda x: torch.full_like(x, 3.0) % x,
+    "// 2.0": lambda x: x // 2.0,
 }
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("case", NAN_OPS)
-def test_a_nan_gives_eagers_answer_where_the_device_lowering_differs(backend, case):
+@pytest.mark.parametrize("case", SPECIAL_VALUE_OPS)
+def test_a_nan_or_an_infinity_gives_eagers_answer_where_the_device_lowering_differs(backend, case):
     """XLA:CPU's min and max drop a NaN by default (the bridge starts the runtime with the flag
-    that keeps it); its argmax, max(dim) indices, cummax and threshold treat a NaN otherwise
-    whatever the flag, so the graph checks its input for NaN on every run and a call with one
-    runs eagerly."""
-    op = NAN_OPS[case]
+    that keeps it); its argmax, max(dim) indices, cummax, threshold, logsumexp of inf, % and //
+    with an infinity, ... answer otherwise whatever the flag, so the graph checks those inputs
+    on every run and a call holding such a value runs eagerly."""
+    op = SPECIAL_VALUE_OPS[case]
     minidynamo.reset()
     compiled = minidynamo.optimize(backend)(op)
     clean = torch.tensor([[1.0, 2.0, -1.0, 3.0], [2.0, 0.5, 4.0, 5.0]])
-    nan = float("nan")
+    nan, inf = float("nan"), float("inf")
     with_nan = torch.tensor([[1.0, nan, -1.0, 3.0], [2.0, 0.5, nan, nan]])
-    for x in (clean, with_nan, clean):
+    with_inf = torch.tensor([[inf, 2.0, -inf, 3.0], [inf, inf, 4.0, 5.0]])
+    for x in (clean, with_nan, with_inf, clean):
         torch.testing.assert_close(compiled(x), op(x), equal_nan=True)
     assert not minidynamo.counters["fallback_reasons"]      # the graph itself ran on the device
 
@@ -991,3 +997,36 @@ def test_min_max_reductions_are_checked_for_nan_when_the_runtime_drops_it(monkey
     xla_bridge.counters.reasons.clear()
     assert torch.isnan(compiled(torch.tensor([1.0, float("nan"), 0.0])))
     assert any("NaN" in reason for reason in xla_bridge.counters.reasons)
+
+
+# --- X33: an op whose lowering breaks ties otherwise ------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.uint8, torch.bool])
+def test_cummax_gives_the_last_index_of_tied_values_as_eager_does(backend, dtype):
+    """XLA's cummax lowering keeps the first index among equal values, eager's kernels the
+    last: the bridge traces cummax as an eager-faithful formula (``decompose.EAGER_FAITHFUL``)."""
+    def f(x):
+        values, indices = x.cummax(1)
+        return values, indices, torch.cummax(x, 0).indices
+
+    x = torch.tensor([[1, 1, 0, 2, 2], [3, 3, 3, 1, 1]]).to(dtype)
+    assert_same(minidynamo.optimize(backend)(f)(x), f(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cummax_ties_on_the_training_path(backend):
+    w = torch.nn.Parameter(torch.ones(5))
+    x = torch.tensor([[1.0, 1.0, 0.0, 2.0, 2.0], [3.0, 3.0, 3.0, 1.0, 1.0]])
+
+    def f(x, w):
+        values, indices = (x * w).cummax(1)
+        return values.sum(), indices
+
+    out = minidynamo.optimize(backend)(f)(x, w)
+    expected = f(x, w)
+    assert_same([t.detach() for t in out], [t.detach() for t in expected])
+    out[0].backward()
+    w_grad, w.grad = w.grad, None
+    expected[0].backward()
+    torch.testing.assert_close(w_grad, w.grad)
