@@ -109,11 +109,13 @@ def submodule_key(module: Any, index: Any, guarded_keys: Optional[tuple]) -> Opt
 def where_attr_lives(module: Any, attr: str) -> str:
     """Where ``module.attr`` is found now, in words (for failure reasons)."""
     cls = type(module)
+    instance_dict = getattr(module, "__dict__", {})
+    on_class = next((vars(k)[attr] for k in cls.__mro__ if attr in vars(k)), None)
+    data_descriptor = on_class is not None and hasattr(type(on_class), "__set__")
+    if attr in instance_dict and not data_descriptor:   # Python's order: the instance shadows
+        return "the instance __dict__"                  # all but a data descriptor
     if defined_on_class(cls, attr):
         return f"class attribute of {cls.__qualname__}"
-    instance_dict = getattr(module, "__dict__", {})
-    if attr in instance_dict:
-        return "the instance __dict__"
     for dict_name in MODULE_ATTR_DICTS:
         if attr in instance_dict.get(dict_name, ()):
             return dict_name

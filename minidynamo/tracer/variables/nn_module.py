@@ -11,6 +11,7 @@ from torch.nn.modules import module as module_impl
 import guards as G
 from guards import module_facts
 from ...exc import Unsupported
+from ..library import is_library_value
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 
@@ -90,6 +91,8 @@ class NNModuleVariable(VariableTracker):
 
     def unpack(self, tx):
         module = self.value
+        if self._overridden("__iter__"):
+            raise Unsupported(f"iteration over {type(module).__name__}, whose __iter__ is not torch's")
         if isinstance(module, nn.ModuleDict):
             return [ConstantVariable(k) for k, _ in self.children(tx)]
         if isinstance(module, (nn.Sequential, nn.ModuleList)):
@@ -109,7 +112,10 @@ class NNModuleVariable(VariableTracker):
             tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "_parameters"), module._parameters))
 
     def subscript(self, tx, index):
-        module, key = self.value, index.as_python_constant()
+        module = self.value
+        if self._overridden("__getitem__"):     # a user class's own: inlined
+            return self._class_attribute(tx, "__getitem__").call_function(tx, [index], {})
+        key = index.as_python_constant()
         if isinstance(module, nn.ModuleDict):
             return self._wrap(tx, module[key], self._child_source(module, key))
         if isinstance(module, (nn.Sequential, nn.ModuleList)):
@@ -143,6 +149,34 @@ class NNModuleVariable(VariableTracker):
         sources = {new_key: self._child_source(module, old_key) for new_key, old_key in zip(sliced._modules, picked)}
         return NNModuleVariable(sliced, None, sources)
 
+    def library_method(self, tx, name) -> bool:
+        """Does ``module.name`` (``type(module).name`` for a special method) find torch's own
+        function? Only then may the tracer answer it from its model of nn.Module (children,
+        parameters, iteration, subscripts, keys...); a user class's override, or a function
+        stored on the instance, is inlined as the user's code. Guarded: the instance must keep
+        not shadowing it (the planner's "method of the class" check) while the graph is used."""
+        module = self.value
+        special = name.startswith("__") and name.endswith("__")
+        if not special and name in module.__dict__:
+            return False
+        found = next((vars(k)[name] for k in type(module).__mro__ if name in vars(k)), None)
+        if not (isinstance(found, types.FunctionType) and is_library_value(found)):
+            return False
+        if not special and self.source is not None:
+            tx.output.add_guard(G.id_match(G.AttrSource(G.AttrSource(self.source, name), "__func__"), found))
+        return True
+
+    def _overridden(self, name) -> bool:
+        """Does a class of the module define ``name`` other than torch's own function?"""
+        found = next((vars(k)[name] for k in type(self.value).__mro__ if name in vars(k)), None)
+        return found is not None and not is_library_value(found)
+
+    def _user_method(self, tx, name):
+        """``module.name`` when it is not torch's own method: the instance's or the class's."""
+        if name in self.value.__dict__ and not (name.startswith("__") and name.endswith("__")):
+            return self._wrap(tx, self.value.__dict__[name], self._attr_source(name))
+        return self._class_attribute(tx, name)
+
     def guard_absent(self, tx, name):
         if self.source is not None:            # nn.Module keeps attributes in four dicts
             for where in ("__dict__", "_parameters", "_buffers", "_modules"):
@@ -153,7 +187,7 @@ class NNModuleVariable(VariableTracker):
     def var_getattr(self, tx, name):
         module = self.value
         instance = module.__dict__
-        if name in MODULE_METHODS_HANDLED_HERE and name not in instance:
+        if name in MODULE_METHODS_HANDLED_HERE and self.library_method(tx, name):
             from .base import BoundMethodVariable
 
             return BoundMethodVariable(self, name)
@@ -215,6 +249,8 @@ class NNModuleVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         module = self.value
+        if name in MODULE_METHODS_HANDLED_HERE and not self.library_method(tx, name):
+            return self._user_method(tx, name).call_function(tx, args, kwargs)
         if name == "__len__" and getattr(type(module), "__len__", None) in CONTAINER_LENS:
             if type(module) is nn.ParameterList:
                 self._guard_parameter_list(tx)

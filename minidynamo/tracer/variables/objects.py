@@ -66,13 +66,18 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_
             result = G.AttrSource(result, part)
         return result
 
-    def guarded(fn, fn_source):
+    def guarded(fn, fn_source, through_instance=False):
         """A user function the trace inlines is guarded by identity where it is read from, so
-        replacing the method (on the class, or shadowing it on the instance) recompiles."""
-        if fn_source is not None and not is_library_value(fn):
+        replacing the method (on the class, or shadowing it on the instance) recompiles. A
+        library function too when read through the instance: the library's class is assumed
+        unchanged, but the instance is user state (``m.forward = ...`` shadows the method)."""
+        if fn_source is not None and (through_instance or not is_library_value(fn)):
             tx.output.add_guard(G.id_match(fn_source, fn))
         return UserFunctionVariable(fn, fn_source)
 
+    # Only an instance with a __dict__ can shadow a class's function.
+    shadowable = function_source is not None and not by_class and \
+        hasattr(getattr(self_vt, "value", None), "__dict__")
     for index in range(mro_start, len(klass.__mro__)):
         base = klass.__mro__[index]
         if name not in base.__dict__:
@@ -81,7 +86,7 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_
         if isinstance(attr, types.FunctionType):
             fn_source = G.AttrSource(class_source, name) if by_class else \
                 at(name, "__func__") if function_source is not None else via_super(index)
-            return UserMethodVariable(guarded(attr, fn_source), self_vt)
+            return UserMethodVariable(guarded(attr, fn_source, shadowable), self_vt)
         if isinstance(attr, property):
             if not isinstance(attr.fget, types.FunctionType):
                 raise Unsupported(f"C property {klass.__name__}.{name}")
@@ -95,7 +100,7 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_
                 else via_super(index, "__func__")
             cls_vt = _wrap(tx, klass, class_source) if source is None and class_source is not None else \
                 ClassVariable(klass) if source is None else _wrap(tx, klass, G.AttrSource(source, "__class__"))
-            return UserMethodVariable(guarded(attr.__func__, fn_source), cls_vt)
+            return UserMethodVariable(guarded(attr.__func__, fn_source, shadowable), cls_vt)
         if hasattr(type(attr), "__get__") and not isinstance(attr, HARMLESS_DESCRIPTORS):
             # e.g. functools.cached_property: reading it would run user code for real
             raise Unsupported(f"{klass.__name__}.{name} is a {type(attr).__name__} descriptor")
