@@ -18,7 +18,8 @@ lowers, its lowering is kept.
 
 The same mode traces the few ops whose XLA lowering *answers otherwise* on ordinary data as a
 formula that answers as eager does (``EAGER_FAITHFUL``: ``cummax`` keeps the first index among
-tied values, eager the last), in every graph that calls them.
+tied values, eager the last; batch norm in training mode updates ``running_var`` with the
+biased variance), in every graph that calls them.
 
 Why stand-ins and not the real trace: a fallback during the real trace has already executed
 (so compiled) everything before it, a compile wasted once the graph is traced again decomposed.
@@ -64,9 +65,26 @@ def _cummax_as_eager(x, dim):
         _reentry.active = False
 
 
-# Ops whose XLA lowering answers otherwise than eager on ordinary data, traced as a formula
-# that answers as eager does (a NaN or an infinity is ``index_check``'s).
-EAGER_FAITHFUL = {torch.ops.aten.cummax.default: _cummax_as_eager}
+def _batch_norm_as_eager(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """``native_batch_norm`` in training mode with PyTorch's running statistics: torch_xla's
+    lowering updates ``running_var`` with the biased batch variance, eager with the unbiased
+    one (1.3% apart at 48 values a channel). The lowering still computes the output and what
+    backward saves (without running statistics); the update is made here as eager makes it.
+    Other calls keep the lowering (NotImplemented)."""
+    if _reentry.active or not training or running_mean is None or running_var is None:
+        return NotImplemented
+    _reentry.active = True
+    try:
+        out = torch.ops.aten.native_batch_norm.default(input, weight, bias, None, None, True, momentum, eps)
+    finally:
+        _reentry.active = False
+    dims = [0, *range(2, input.dim())]
+    count = input.numel() // input.shape[1]
+    variance, mean = torch.var_mean(input.detach(), dims, correction=0)
+    running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
+    unbiased = variance * (count / max(count - 1, 1))
+    running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
+    return out
 
 
 def _op_name(target) -> str:
@@ -75,11 +93,37 @@ def _op_name(target) -> str:
     return target if isinstance(target, str) else getattr(target, "__name__", "")
 
 
-def eager_faithful(graph_module: fx.GraphModule) -> dict:
-    """The entries of ``EAGER_FAITHFUL`` for the ops ``graph_module`` calls (by name: a torch
-    function, a tensor method or an aten op), so that a graph without them traces with no mode."""
-    names = {_op_name(node.target) for node in graph_module.graph.nodes}
-    return {op: fn for op, fn in EAGER_FAITHFUL.items() if op.overloadpacket.__name__ in names}
+def _calls(*names):
+    return lambda node: _op_name(node.target) in names
+
+
+def _norm_in_training(node) -> bool:
+    """A batch or instance norm node that may update running statistics (its ``training`` /
+    ``use_input_stats`` argument, the sixth, is not a constant False)."""
+    name = _op_name(node.target)
+    if name not in ("batch_norm", "native_batch_norm", "instance_norm"):
+        return False
+    default = name == "instance_norm"
+    flag = node.args[5] if len(node.args) > 5 else \
+        node.kwargs.get("training", node.kwargs.get("use_input_stats", default))
+    return flag is not False
+
+
+# Ops whose XLA lowering answers otherwise than eager on ordinary data, traced as a formula
+# that answers as eager does (a NaN or an infinity is ``index_check``'s): (which graph nodes
+# reach the op, {op: formula}, whether the grad-mode paths need it too).
+EAGER_FAITHFUL = (
+    (_calls("cummax"), {torch.ops.aten.cummax.default: _cummax_as_eager}, True),
+    (_norm_in_training, {torch.ops.aten.native_batch_norm.default: _batch_norm_as_eager}, True),
+)
+
+
+def eager_faithful(graph_module: fx.GraphModule, training: bool = False) -> dict:
+    """The ``EAGER_FAITHFUL`` formulas for the ops ``graph_module`` calls (on a grad-mode path
+    when ``training``), so that a graph without them (resnet in eval mode) traces with no mode."""
+    nodes = list(graph_module.graph.nodes)
+    return {op: fn for reaches, table, in_training in EAGER_FAITHFUL
+            if (in_training or not training) and any(map(reaches, nodes)) for op, fn in table.items()}
 
 
 def decompositions_for(op_names) -> dict:
@@ -101,9 +145,11 @@ def decompositions_for(op_names) -> dict:
 
 def learn(fallback_ops, decompositions: dict) -> bool:
     """Add the decompositions of ``fallback_ops`` (op names that ran on the CPU) not yet in
-    ``decompositions``; True when one was added (another trace may then stay one graph)."""
+    ``decompositions`` (PyTorch's own replaces an ``EAGER_FAITHFUL`` formula: both answer as
+    eager, and the reference runs no lowering at all); True when one was added (another trace
+    may then stay one graph)."""
     more = {op: fn for op, fn in decompositions_for(fallback_ops).items()
-            if op not in decompositions}
+            if decompositions.get(op) is not fn}
     decompositions.update(more)
     return bool(more)
 

@@ -5,6 +5,7 @@ torch._dynamo, which ``import minidynamo`` must not.
 """
 
 import os
+import sys
 
 import torch
 
@@ -22,13 +23,27 @@ def _ask_for_nan_propagating_min_max() -> None:
         os.environ["XLA_FLAGS"] = f"{flags} {_NAN_PROPAGATING_MIN_MAX}".strip()
 
 
+# Importing torch_xla replaces names in torch's own namespaces (``nn.GRU`` becomes a scan-based
+# GRU that fails on CPU tensors, ``nn.utils.clip_grad_norm_`` its own version): a user's eager
+# code would change behind their back when a backend first runs. When the bridge is the one
+# that imports torch_xla, it puts torch's names back.
+_TORCH_NAMESPACES = (torch, torch.nn, torch.nn.functional, torch.nn.utils)
+
+
 def torch_xla():
-    """The torch_xla module, imported on first use."""
+    """The torch_xla module, imported on first use (torch's names left as they were)."""
     global _torch_xla
     if _torch_xla is None:
         _ask_for_nan_propagating_min_max()
+        ours = "torch_xla" not in sys.modules
+        before = [dict(vars(namespace)) for namespace in _TORCH_NAMESPACES]
         import torch_xla as module
         import torch_xla.core.xla_model  # noqa: F401  (registers the device helpers)
+        if ours:
+            for namespace, names in zip(_TORCH_NAMESPACES, before):
+                for name, value in names.items():
+                    if vars(namespace).get(name) is not value:
+                        setattr(namespace, name, value)
         _torch_xla = module
     return _torch_xla
 

@@ -1030,3 +1030,55 @@ def test_cummax_ties_on_the_training_path(backend):
     w_grad, w.grad = w.grad, None
     expected[0].backward()
     torch.testing.assert_close(w_grad, w.grad)
+
+
+# --- X34: batch norm's running variance in training mode --------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("norm", ["batch_norm", "instance_norm"])
+def test_running_variance_of_a_training_mode_norm_is_eagers_unbiased_one(backend, norm):
+    """torch_xla's batch norm lowering updates ``running_var`` with the biased variance; a
+    forward in training mode whose parameters need no grad (statistics recalibration, frozen
+    affine) took that path. The bridge traces it as PyTorch's definition."""
+    def make():
+        torch.manual_seed(0)
+        if norm == "batch_norm":
+            return torch.nn.BatchNorm2d(4)
+        return torch.nn.InstanceNorm2d(4, track_running_stats=True)
+
+    x = torch.randn(3, 4, 4, 4) * 3 + 1
+    eager, ours = make(), make()
+    compiled = minidynamo.optimize(backend)(ours)
+    with torch.no_grad():
+        for _ in range(2):
+            assert_same(compiled(x), eager(x))
+    assert_same(ours.running_var, eager.running_var)
+    assert_same(ours.running_mean, eager.running_mean)
+
+
+# --- X35: importing torch_xla replaced torch's names -----------------------------------------
+
+def test_a_backend_run_leaves_torchs_gru_and_clip_grad_norm_as_they_were():
+    """torch_xla's import puts a scan-based GRU (which fails on CPU tensors) in ``nn.GRU`` and
+    its own ``clip_grad_norm_`` in ``nn.utils``. The bridge imports torch_xla on a backend's
+    first run and puts torch's names back, so the user's eager code does not change."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    code = textwrap.dedent("""
+        import torch, minidynamo
+        from torch import nn
+        gru, clip = nn.GRU, nn.utils.clip_grad_norm_
+        minidynamo.optimize("torchxla_trace_once")(lambda x: x + 1)(torch.ones(2))
+        import sys
+        assert "torch_xla" in sys.modules
+        assert nn.GRU is gru and nn.utils.clip_grad_norm_ is clip
+        out, _ = nn.GRU(4, 3, batch_first=True)(torch.randn(2, 5, 4))
+        print(tuple(out.shape))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "(2, 5, 3)"
