@@ -19,7 +19,9 @@ lowers, its lowering is kept.
 The same mode traces the few ops whose XLA lowering *answers otherwise* on ordinary data as a
 formula that answers as eager does (``EAGER_FAITHFUL``: ``cummax`` keeps the first index among
 tied values, eager the last; batch norm in training mode updates ``running_var`` with the
-biased variance), in every graph that calls them.
+biased variance; ``arange`` with a float step gets another length; ``cumsum`` of a narrow
+integer does not widen; ``>>`` of a negative integer shifts zeros in), in every graph that calls
+them.
 
 Why stand-ins and not the real trace: a fallback during the real trace has already executed
 (so compiled) everything before it, a compile wasted once the graph is traced again decomposed.
@@ -28,6 +30,7 @@ per node signature (op, shapes, dtypes, other arguments): 10-35 ms on the seed m
 """
 
 import contextlib
+import math
 import threading
 
 import torch
@@ -87,6 +90,66 @@ def _batch_norm_as_eager(input, weight, bias, running_mean, running_var, trainin
     return out
 
 
+def _arange_as_eager(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """``arange`` with a float bound or step as eager's CPU kernel makes it: the length is
+    ``ceil((end - start) / step)`` in double, value i is ``start + i * step`` in double, then
+    cast (XLA's lowering gives ``arange(0.0, 1.0, 0.1)`` an eleventh element, 1.0)."""
+    if _reentry.active or all(type(v) is int for v in (start, end, step)):
+        return NotImplemented
+    length = math.ceil((end - start) / step)
+    if length <= 0:
+        return NotImplemented
+    _reentry.active = True
+    try:
+        positions = torch.ops.aten.arange.default(length, dtype=torch.float64, device=device)
+    finally:
+        _reentry.active = False
+    return (positions * step + start).to(dtype or torch.get_default_dtype())
+
+
+_NARROW_INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32)
+
+
+def _cumsum_as_eager(x, dim, *, dtype=None):
+    """``cumsum`` of a narrow integer (or bool) tensor sums in int64, as eager does; XLA sums in
+    the input's type (``uint8`` wraps at 256, ``bool`` stays True)."""
+    if dtype is not None or x.dtype not in _NARROW_INTEGERS:
+        return NotImplemented
+    return torch.ops.aten.cumsum.default(x.to(torch.int64), dim)
+
+
+def _arithmetic_shift(op, in_place=False):
+    """``x >> k`` of a signed integer as eager's arithmetic shift (XLA shifts a negative value's
+    bits in as zeros: ``-1 >> 1`` gives 0, eager -1): a negative x is ``~(~x >> k)``."""
+    def shift(x, k):
+        if _reentry.active or not isinstance(x, torch.Tensor) or not x.dtype.is_signed \
+                or x.is_floating_point() or x.is_complex():
+            return NotImplemented
+        _reentry.active = True
+        try:
+            result = torch.where(x < 0, ~op(~x, k), op(x, k))
+        finally:
+            _reentry.active = False
+        return x.copy_(result) if in_place else result
+    return shift
+
+
+def _shifts():
+    aten = torch.ops.aten
+    table = {}
+    for packet, in_place_packet in ((aten.__rshift__, aten.__irshift__),
+                                    (aten.bitwise_right_shift, aten.bitwise_right_shift_)):
+        for overload in ("Scalar", "Tensor", "Tensor_Scalar"):
+            op = getattr(packet, overload, None)
+            if op is None:
+                continue
+            table[op] = _arithmetic_shift(op)
+            in_place = getattr(in_place_packet, overload, None)
+            if in_place is not None:
+                table[in_place] = _arithmetic_shift(op, in_place=True)
+    return table
+
+
 def _op_name(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return target.overloadpacket.__name__
@@ -109,12 +172,23 @@ def _norm_in_training(node) -> bool:
     return flag is not False
 
 
+def _arange_with_a_float(node) -> bool:
+    return _op_name(node.target) == "arange" and any(type(a) is float for a in (*node.args, *node.kwargs.values()))
+
+
 # Ops whose XLA lowering answers otherwise than eager on ordinary data, traced as a formula
 # that answers as eager does (a NaN or an infinity is ``index_check``'s): (which graph nodes
 # reach the op, {op: formula}, whether the grad-mode paths need it too).
 EAGER_FAITHFUL = (
     (_calls("cummax"), {torch.ops.aten.cummax.default: _cummax_as_eager}, True),
     (_norm_in_training, {torch.ops.aten.native_batch_norm.default: _batch_norm_as_eager}, True),
+    (_arange_with_a_float, {torch.ops.aten.arange.start_step: _arange_as_eager,
+                            torch.ops.aten.arange.start: _arange_as_eager,
+                            torch.ops.aten.arange.default: lambda end, **kw: _arange_as_eager(0, end, **kw)},
+     True),
+    (_calls("cumsum"), {torch.ops.aten.cumsum.default: _cumsum_as_eager}, True),
+    (_calls("rshift", "__rshift__", "irshift", "__irshift__", "bitwise_right_shift", "bitwise_right_shift_"),
+     _shifts(), True),
 )
 
 

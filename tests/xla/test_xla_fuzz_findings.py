@@ -1082,3 +1082,28 @@ def test_a_backend_run_leaves_torchs_gru_and_clip_grad_norm_as_they_were():
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "(2, 5, 3)"
+
+
+# --- X36: ops whose lowering answers otherwise on ordinary data --------------------------------
+
+LOWERINGS_THAT_DIFFER = {
+    "arange(0.0, 1.0, 0.1)": lambda x: torch.arange(0.0, 1.0, 0.1, device=x.device) + x.sum(),
+    "arange(-1.0, 1.0, 1/3)": lambda x: torch.arange(-1.0, 1.0, 1 / 3, device=x.device) * x[0],
+    "cumsum of uint8": lambda x: x.to(torch.uint8).cumsum(0),
+    "cumsum of bool": lambda x: (x > 50).cumsum(0),
+    "cumsum of int8": lambda x: (x / 2).to(torch.int8).cumsum(0) + 1,
+    "x >> 1 of int64": lambda x: (x.long() - 150) >> 1,
+    "x >> t of int32": lambda x: (x.int() - 150) >> torch.tensor([1, 2, 3], dtype=torch.int32),
+    "x >>= 2": lambda x: x.long().sub_(150).__irshift__(2),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", LOWERINGS_THAT_DIFFER)
+def test_ops_whose_lowering_answers_otherwise_give_eagers_answer(backend, case):
+    """XLA's arange with a float step has one more element, its cumsum of a narrow integer does
+    not widen (uint8 wraps at 256), its >> of a negative integer shifts in zeros: the bridge
+    traces each as a formula that answers as eager (``decompose.EAGER_FAITHFUL``)."""
+    op = LOWERINGS_THAT_DIFFER[case]
+    x = torch.tensor([100.0, 200.0, 2.0])
+    assert_same(minidynamo.optimize(backend)(op)(x), op(x))
