@@ -302,6 +302,11 @@ class BridgedCall:
             written_on_host = [p for p in self.program.mutated if p in self.host_set]
             if written_on_host:
                 self.host_inputs.write_back(written_on_host, args, device_args)
+            # An in-place op that left the data as it was (``x.copy_(x)``) changes nothing on
+            # the device, but eager counts it as a write: autograd sees the version move.
+            for position in self.written:
+                if position in self.host_set and position not in self.program.mutated:
+                    torch.autograd.graph.increment_version(args[position])
             out = self._outputs(leaves, args)
         return pytree.tree_unflatten(out, self.program.treespec)
 

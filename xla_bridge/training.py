@@ -235,7 +235,9 @@ class ReplayedTraining:
             raise plan
         if plan is _INFERENCE:
             return NO_GRAD_NEEDED
-        written = plan.forward.mutated
+        # Writes the device sees, and those it cannot (``y.copy_(y)`` leaves the data as it was;
+        # eager still counts it, and ``y`` may be another argument's memory).
+        written = tuple(sorted(set(plan.forward.mutated) | set(bridged.written)))
         if written and bridged.host_inputs.aliased(written, args, bridged.device_positions):
             raise NotDifferentiable("an argument the graph writes in place shares memory with "
                                     "another argument")

@@ -1107,3 +1107,41 @@ def test_ops_whose_lowering_answers_otherwise_give_eagers_answer(backend, case):
     op = LOWERINGS_THAT_DIFFER[case]
     x = torch.tensor([100.0, 200.0, 2.0])
     assert_same(minidynamo.optimize(backend)(op)(x), op(x))
+
+
+# --- X37: an in-place op that leaves the data as it was is still a write ----------------------
+
+def test_a_self_copy_of_an_aliased_argument_is_a_write_on_the_training_path():
+    """Seed 177 i453: ``t = x * w; y.copy_(y)`` with ``y is x``. Eager's copy_ moves x's
+    version, so backward raises; the device saw no change (same data), so the aliasing check
+    missed the write and trace_once returned a gradient."""
+    w = torch.nn.Parameter(torch.tensor(1.5))
+
+    def f(x, y):
+        t = x * w
+        y.copy_(y)
+        return t
+
+    x = torch.randn(3)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        f(x, x).sum().backward()
+    x = torch.randn(3)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        minidynamo.optimize("torchxla_trace_once")(f)(x, x).sum().backward()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_self_copy_moves_the_callers_version_as_eager_does(backend):
+    w = torch.nn.Parameter(torch.tensor(1.5))
+
+    def f(x):
+        x.copy_(x)
+        return x.sum()
+
+    x = torch.randn(3)
+    saved = x * w                        # autograd saved x at its current version
+    version = x._version
+    minidynamo.optimize(backend)(f)(x)
+    assert x._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        saved.sum().backward()
