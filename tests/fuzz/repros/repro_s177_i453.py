@@ -1,0 +1,58 @@
+"""minidynamo fuzz repro: seed 177 index 453.
+
+grad: eager raise RuntimeError, optimized ok 
+
+Run from the repository root:  PJRT_DEVICE=CPU python tests/fuzz/repros/repro_s177_i453.py
+Prints MISMATCH (eager and optimized differ) or OK.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), '../../..')))
+
+from tests.fuzz.oracle import run_script  # noqa: E402
+
+SOURCE = '''\
+import torch
+import dataclasses
+import operator
+
+class Mod(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(1.5))
+        self.register_buffer("shift", torch.tensor(0.25))
+        self.act = torch.nn.ReLU()
+        self.count = 0
+        self.enabled = True
+
+    def forward(self, t):
+        out = self.act(t) * self.scale + self.shift
+        if self.enabled:
+            out = out + 1
+        return out
+
+MOD = Mod()
+
+def f(x, y, n, xs):
+    t1 = x * MOD.scale + MOD.shift
+    t4 = y
+    t4.copy_(t4)
+    return t1
+'''
+
+STEPS = [('call',
+  {'B': 2,
+   'C': 4,
+   'alias': True,
+   'dtype': 'float32',
+   'grad': False,
+   'n': 0,
+   'nts': 0,
+   'reuse': False,
+   'seed': 26,
+   'view': False,
+   'xs': []})]
+
+if __name__ == "__main__":
+    print(run_script(SOURCE, STEPS, 'torchxla_trace_once'))
