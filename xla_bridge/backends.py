@@ -92,7 +92,7 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
     gm = force_eager_copies(gm)       # a layout copy of eager stays a copy on the device (X10)
     dev.reductions_propagate_nan()    # asked before any trace watches the device's activity
     try:
-        why = _in_place_write_gains_grad(gm, example_inputs)
+        why = _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm)
         if why is not None:
             raise NotOneGraph(why)
         call = BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
@@ -125,6 +125,31 @@ def _in_place_write_gains_grad(gm, example_inputs):
         if isinstance(before, torch.Tensor) and not before.requires_grad and _requires_grad(after):
             return (f"in-place {getattr(node.target, '__name__', node.target)} makes argument "
                     f"{placeholders.index(node.args[0])} require grad (the write-back carries no autograd)")
+    return None
+
+
+def _makes_grad_leaves(gm):
+    """Why the device cannot run ``gm``, if one of its ops makes a tensor require grad that
+    none of its inputs made require it (``t.detach().requires_grad_()``, a factory with
+    ``requires_grad=True``, ``nn.Parameter(...)``): eager's autograd then records from that
+    leaf on (``torch.autograd.grad(y, t)`` after a graph break), and the bridge's outputs
+    carry autograd only back to the graph's arguments."""
+    def value(node):
+        if node.op == "get_attr":
+            return getattr(gm, node.target, None)
+        return node.meta.get("example_value")
+
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        if not any(map(_requires_grad, pytree.tree_leaves(value(node)))):
+            continue
+        inputs = [leaf for n in node.all_input_nodes for leaf in pytree.tree_leaves(value(n))]
+        if node.op == "call_module":                # a leaf module's own state counts as input
+            inputs += list(gm.get_submodule(node.target).parameters())
+        if not any(map(_requires_grad, inputs)):
+            return (f"{getattr(node.target, '__name__', node.target)} makes a tensor that requires "
+                    f"grad inside the graph (its autograd history starts there, in eager)")
     return None
 
 

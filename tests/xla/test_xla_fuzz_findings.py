@@ -1145,3 +1145,21 @@ def test_a_self_copy_moves_the_callers_version_as_eager_does(backend):
     assert x._version > version
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         saved.sum().backward()
+
+
+# --- X38: a graph that makes a tensor require grad ---------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autograd_grad_of_a_leaf_made_inside_the_function_works_as_in_eager(backend):
+    """``x.detach().requires_grad_()`` starts autograd history inside the graph; after the break
+    at ``torch.autograd.grad`` the resume function asks for the gradient of that leaf. The
+    device's outputs carry autograd only back to the graph's arguments: such graphs run eagerly."""
+    def f(x):
+        leaf = x.detach().requires_grad_()
+        y = (leaf ** 3).sum()
+        grad, = torch.autograd.grad(y, leaf, create_graph=True)
+        return grad
+
+    x = torch.randn(3)
+    assert_same(minidynamo.optimize(backend)(f)(x), f(x))
+    assert any("requires grad inside the graph" in reason for reason in xla_bridge.counters.reasons)
