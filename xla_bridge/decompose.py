@@ -17,11 +17,7 @@ left to the partitioner (``partition``). Only ops seen falling back are decompos
 lowers, its lowering is kept.
 
 The same mode traces the few ops whose XLA lowering *answers otherwise* on ordinary data as a
-formula that answers as eager does (``EAGER_FAITHFUL``: ``cummax`` keeps the first index among
-tied values, eager the last; batch norm in training mode updates ``running_var`` with the
-biased variance; ``arange`` with a float step gets another length; ``cumsum`` of a narrow
-integer does not widen; ``>>`` of a negative integer shifts zeros in), in every graph that calls
-them.
+formula that answers as eager does (``eager_faithful``), in every graph that calls them.
 
 Why stand-ins and not the real trace: a fallback during the real trace has already executed
 (so compiled) everything before it, a compile wasted once the graph is traced again decomposed.
@@ -30,8 +26,6 @@ per node signature (op, shapes, dtypes, other arguments): 10-35 ms on the seed m
 """
 
 import contextlib
-import math
-import threading
 
 import torch
 import torch.fx as fx
@@ -39,165 +33,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import device as dev
-
-
-class _Reentry(threading.local):
-    active = False
-
-
-_reentry = _Reentry()
-
-
-def _cummax_as_eager(x, dim):
-    """``cummax`` whose index among tied values is the last one, as eager's kernels give (XLA's
-    lowering keeps the first). The values are XLA's; the index at j is the last i <= j where x
-    reached its running maximum (after it nothing new came, so x[i] is the maximum at j). Its
-    own ``cummax`` calls are the lowered op (NotImplemented: the mode runs the op itself)."""
-    if _reentry.active or x.dim() == 0:
-        return NotImplemented
-    _reentry.active = True
-    try:
-        values = torch.ops.aten.cummax.default(x, dim)[0]
-        dim = dim % x.dim()
-        shape = [1] * x.dim()
-        shape[dim] = x.shape[dim]
-        positions = torch.arange(x.shape[dim], device=x.device).view(shape).expand(x.shape)
-        reached = torch.where(x == values, positions, torch.zeros_like(positions))
-        return values, torch.ops.aten.cummax.default(reached, dim)[0]
-    finally:
-        _reentry.active = False
-
-
-def _batch_norm_as_eager(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    """``native_batch_norm`` in training mode with PyTorch's running statistics: torch_xla's
-    lowering updates ``running_var`` with the biased batch variance, eager with the unbiased
-    one (1.3% apart at 48 values a channel). The lowering still computes the output and what
-    backward saves (without running statistics); the update is made here as eager makes it.
-    Other calls keep the lowering (NotImplemented)."""
-    if _reentry.active or not training or running_mean is None or running_var is None:
-        return NotImplemented
-    _reentry.active = True
-    try:
-        out = torch.ops.aten.native_batch_norm.default(input, weight, bias, None, None, True, momentum, eps)
-    finally:
-        _reentry.active = False
-    dims = [0, *range(2, input.dim())]
-    count = input.numel() // input.shape[1]
-    variance, mean = torch.var_mean(input.detach(), dims, correction=0)
-    running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
-    unbiased = variance * (count / max(count - 1, 1))
-    running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
-    return out
-
-
-def _arange_as_eager(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
-    """``arange`` with a float bound or step as eager's CPU kernel makes it: the length is
-    ``ceil((end - start) / step)`` in double, value i is ``start + i * step`` in double, then
-    cast (XLA's lowering gives ``arange(0.0, 1.0, 0.1)`` an eleventh element, 1.0)."""
-    if _reentry.active or all(type(v) is int for v in (start, end, step)):
-        return NotImplemented
-    length = math.ceil((end - start) / step)
-    if length <= 0:
-        return NotImplemented
-    _reentry.active = True
-    try:
-        positions = torch.ops.aten.arange.default(length, dtype=torch.float64, device=device)
-    finally:
-        _reentry.active = False
-    return (positions * step + start).to(dtype or torch.get_default_dtype())
-
-
-_NARROW_INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32)
-
-
-def _cumsum_as_eager(x, dim, *, dtype=None):
-    """``cumsum`` of a narrow integer (or bool) tensor sums in int64, as eager does; XLA sums in
-    the input's type (``uint8`` wraps at 256, ``bool`` stays True)."""
-    if dtype is not None or x.dtype not in _NARROW_INTEGERS:
-        return NotImplemented
-    return torch.ops.aten.cumsum.default(x.to(torch.int64), dim)
-
-
-def _arithmetic_shift(op, in_place=False):
-    """``x >> k`` of a signed integer as eager's arithmetic shift (XLA shifts a negative value's
-    bits in as zeros: ``-1 >> 1`` gives 0, eager -1): a negative x is ``~(~x >> k)``."""
-    def shift(x, k):
-        if _reentry.active or not isinstance(x, torch.Tensor) or not x.dtype.is_signed \
-                or x.is_floating_point() or x.is_complex():
-            return NotImplemented
-        _reentry.active = True
-        try:
-            result = torch.where(x < 0, ~op(~x, k), op(x, k))
-        finally:
-            _reentry.active = False
-        return x.copy_(result) if in_place else result
-    return shift
-
-
-def _shifts():
-    aten = torch.ops.aten
-    table = {}
-    for packet, in_place_packet in ((aten.__rshift__, aten.__irshift__),
-                                    (aten.bitwise_right_shift, aten.bitwise_right_shift_)):
-        for overload in ("Scalar", "Tensor", "Tensor_Scalar"):
-            op = getattr(packet, overload, None)
-            if op is None:
-                continue
-            table[op] = _arithmetic_shift(op)
-            in_place = getattr(in_place_packet, overload, None)
-            if in_place is not None:
-                table[in_place] = _arithmetic_shift(op, in_place=True)
-    return table
-
-
-def _op_name(target) -> str:
-    if isinstance(target, torch._ops.OpOverload):
-        return target.overloadpacket.__name__
-    return target if isinstance(target, str) else getattr(target, "__name__", "")
-
-
-def _calls(*names):
-    return lambda node: _op_name(node.target) in names
-
-
-def _norm_in_training(node) -> bool:
-    """A batch or instance norm node that may update running statistics (its ``training`` /
-    ``use_input_stats`` argument, the sixth, is not a constant False)."""
-    name = _op_name(node.target)
-    if name not in ("batch_norm", "native_batch_norm", "instance_norm"):
-        return False
-    default = name == "instance_norm"
-    flag = node.args[5] if len(node.args) > 5 else \
-        node.kwargs.get("training", node.kwargs.get("use_input_stats", default))
-    return flag is not False
-
-
-def _arange_with_a_float(node) -> bool:
-    return _op_name(node.target) == "arange" and any(type(a) is float for a in (*node.args, *node.kwargs.values()))
-
-
-# Ops whose XLA lowering answers otherwise than eager on ordinary data, traced as a formula
-# that answers as eager does (a NaN or an infinity is ``index_check``'s): (which graph nodes
-# reach the op, {op: formula}, whether the grad-mode paths need it too).
-EAGER_FAITHFUL = (
-    (_calls("cummax"), {torch.ops.aten.cummax.default: _cummax_as_eager}, True),
-    (_norm_in_training, {torch.ops.aten.native_batch_norm.default: _batch_norm_as_eager}, True),
-    (_arange_with_a_float, {torch.ops.aten.arange.start_step: _arange_as_eager,
-                            torch.ops.aten.arange.start: _arange_as_eager,
-                            torch.ops.aten.arange.default: lambda end, **kw: _arange_as_eager(0, end, **kw)},
-     True),
-    (_calls("cumsum"), {torch.ops.aten.cumsum.default: _cumsum_as_eager}, True),
-    (_calls("rshift", "__rshift__", "irshift", "__irshift__", "bitwise_right_shift", "bitwise_right_shift_"),
-     _shifts(), True),
-)
-
-
-def eager_faithful(graph_module: fx.GraphModule, training: bool = False) -> dict:
-    """The ``EAGER_FAITHFUL`` formulas for the ops ``graph_module`` calls (on a grad-mode path
-    when ``training``), so that a graph without them (resnet in eval mode) traces with no mode."""
-    nodes = list(graph_module.graph.nodes)
-    return {op: fn for reaches, table, in_training in EAGER_FAITHFUL
-            if (in_training or not training) and any(map(reaches, nodes)) for op, fn in table.items()}
+from .eager_faithful import eager_faithful
 
 
 def decompositions_for(op_names) -> dict:
@@ -219,7 +55,7 @@ def decompositions_for(op_names) -> dict:
 
 def learn(fallback_ops, decompositions: dict) -> bool:
     """Add the decompositions of ``fallback_ops`` (op names that ran on the CPU) not yet in
-    ``decompositions`` (PyTorch's own replaces an ``EAGER_FAITHFUL`` formula: both answer as
+    ``decompositions`` (PyTorch's own replaces an ``eager_faithful`` formula: both answer as
     eager, and the reference runs no lowering at all); True when one was added (another trace
     may then stay one graph)."""
     more = {op: fn for op, fn in decompositions_for(fallback_ops).items()

@@ -17,7 +17,8 @@ from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .counters import counters
-from .decompose import decomposing, eager_faithful
+from .decompose import decomposing
+from .eager_faithful import eager_faithful
 from .dtype_check import DtypeWatch
 from .index_check import IndexOutOfRange, watching_indices
 from .lazy_graph import LazyGraph, NotOneGraph, describe_hash, is_evicted

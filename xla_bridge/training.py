@@ -66,7 +66,8 @@ from . import device as dev
 from .aliasing import rebuild_output_views
 from .backward_groups import restrict, tangent_groups
 from .counters import counters
-from .decompose import decomposing, eager_faithful, learn
+from .decompose import decomposing, learn
+from .eager_faithful import eager_faithful
 from .dtype_check import DtypeWatch
 from .index_check import IndexOutOfRange, watching_indices
 from .joint_graph import NotDifferentiable, Partition, joint_partition, refuse_guarded_views

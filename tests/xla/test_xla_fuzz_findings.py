@@ -1005,7 +1005,7 @@ def test_min_max_reductions_are_checked_for_nan_when_the_runtime_drops_it(monkey
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.uint8, torch.bool])
 def test_cummax_gives_the_last_index_of_tied_values_as_eager_does(backend, dtype):
     """XLA's cummax lowering keeps the first index among equal values, eager's kernels the
-    last: the bridge traces cummax as an eager-faithful formula (``decompose.EAGER_FAITHFUL``)."""
+    last: the bridge traces cummax as an eager-faithful formula (``eager_faithful.EAGER_FAITHFUL``)."""
     def f(x):
         values, indices = x.cummax(1)
         return values, indices, torch.cummax(x, 0).indices
@@ -1103,7 +1103,7 @@ LOWERINGS_THAT_DIFFER = {
 def test_ops_whose_lowering_answers_otherwise_give_eagers_answer(backend, case):
     """XLA's arange with a float step has one more element, its cumsum of a narrow integer does
     not widen (uint8 wraps at 256), its >> of a negative integer shifts in zeros: the bridge
-    traces each as a formula that answers as eager (``decompose.EAGER_FAITHFUL``)."""
+    traces each as a formula that answers as eager (``eager_faithful.EAGER_FAITHFUL``)."""
     op = LOWERINGS_THAT_DIFFER[case]
     x = torch.tensor([100.0, 200.0, 2.0])
     assert_same(minidynamo.optimize(backend)(op)(x), op(x))
