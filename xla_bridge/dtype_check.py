@@ -12,6 +12,8 @@ width; integer widths are let through, see ``_values_differ``) makes the trace f
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
@@ -52,6 +54,12 @@ class DtypeWatch(TorchDispatchMode):
             return None
         op, got, want = self.differences[0]
         return f"the device computes {op} as {got} where eager gives {want}"
+
+
+def converting_widths(enabled: bool):
+    """A ``DtypeWatch`` for every run of a graph whose trial trace widened a result (its runs
+    convert the same results), or nothing to enter when it widened none."""
+    return DtypeWatch() if enabled else contextlib.nullcontext()
 
 
 def _values_differ(got: torch.dtype, want: torch.dtype) -> bool:

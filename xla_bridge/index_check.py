@@ -24,8 +24,8 @@ kernels (``argmax`` and ``argmin`` point elsewhere, ``max(dim)`` and ``cummax`` 
 indices or values, ``threshold`` replaces a NaN eager keeps, ``logsumexp`` of ``inf`` is NaN,
 ``%`` and ``//`` by or of an infinity; the max and min reductions and max pools too when the
 runtime could not be told to propagate NaN, ``device.reductions_propagate_nan``) add the flag
-"no NaN (or no infinity) in the input" (``_SPECIAL_VALUES``). (A NaN converted to an integer type is left alone: the value is
-undefined in C++, eager's kernels give whatever the CPU gives.)
+"no NaN (or no infinity) in the input" (``_SPECIAL_VALUES``). (A NaN converted to an integer
+type is left alone: the value is undefined in C++, eager's kernels give whatever the CPU gives.)
 
 Ranges per op (what eager's CPU kernels accept; a stricter range only sends a call to eager):
 ``[-size, size)`` for advanced indexing, ``index_put``, ``index_fill`` and ``take``;
@@ -48,8 +48,8 @@ aten = torch.ops.aten
 class IndexOutOfRange(Exception):
     """A run of the graph read data eager treats otherwise; ``reason`` says so."""
 
-    reason = ("an index is out of range, an integer divisor is zero or a NaN meets an op the "
-              "device computes otherwise: eager raises or answers differently")
+    reason = ("an index is out of range, an integer divisor is zero or a NaN or an infinity "
+              "meets an op the device computes otherwise: eager raises or answers differently")
 
 
 class IndexWatch(TorchDispatchMode):

@@ -10,16 +10,14 @@ Each has ``run(device_args) -> flat output leaves`` and, for the host side, ``tr
 - ``PartitionedProgram`` (partition.py): LazyGraph segments around CPU-fallback ops.
 """
 
-import contextlib
-
 import torch
 from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .counters import counters
 from .decompose import decomposing
+from .dtype_check import DtypeWatch, converting_widths
 from .eager_faithful import eager_faithful
-from .dtype_check import DtypeWatch
 from .index_check import IndexOutOfRange, watching_indices
 from .lazy_graph import LazyGraph, NotOneGraph, describe_hash, is_evicted
 from .log import log_xla
@@ -123,7 +121,7 @@ class TracedEveryCall:
         """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed."""
         before = dev.data_identities(device_args)
         with torch.no_grad(), watching_indices(self.check_indices) as indices, \
-                DtypeWatch() if self.widens else contextlib.nullcontext(), decomposing(self.faithful):
+                converting_widths(self.widens), decomposing(self.faithful):
             out = self.fn(*device_args)
         self.in_range = indices.all_in_range()
         counters.traces += 1

@@ -56,7 +56,6 @@ backward that ran before torch_xla was loaded leaves none, and such calls run ea
 
 from __future__ import annotations
 
-import contextlib
 import operator
 
 import torch
@@ -67,8 +66,8 @@ from .aliasing import rebuild_output_views
 from .backward_groups import restrict, tangent_groups
 from .counters import counters
 from .decompose import decomposing, learn
+from .dtype_check import DtypeWatch, converting_widths
 from .eager_faithful import eager_faithful
-from .dtype_check import DtypeWatch
 from .index_check import IndexOutOfRange, watching_indices
 from .joint_graph import NotDifferentiable, Partition, joint_partition, refuse_guarded_views
 from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
@@ -500,7 +499,7 @@ class LazyTraining:
         before = dev.data_identities([device_args[p] for p in host_tensors])
         indices = watching_indices(bridged.check_indices)
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack), \
-                indices, DtypeWatch() if self.widens else contextlib.nullcontext(), decomposing(self.faithful):
+                indices, converting_widths(self.widens), decomposing(self.faithful):
             out = bridged.flat(*device_args)
         in_range = indices.all_in_range()
         leaves, treespec = pytree.tree_flatten(out)

@@ -408,16 +408,18 @@ class Gen:
                            "({t} > 0).float()", "{t}.double()", "{t}.float()", "{t} * {i}",
                            "{t} - {f}", "{t}.sin()", "{t}.exp().clamp(max=10)",
                            # integer tensors: eager refuses some integer ops XLA computes
-                           "({t} * 3).long() // 2", "({t} * 3).long() % {i}", "({t} * 4).int() ** 2"]
-                          + (["({t} * 3).int().cumsum(-1)"] if len(s) >= 1 else []))
+                           f"{INT.format(v='{t} * 3', to='long')} // 2",
+                           f"{INT.format(v='{t} * 3', to='long')} % {{i}}",
+                           f"{INT.format(v='{t} * 4', to='int')} ** 2"]
+                          + ([f"{INT.format(v='{t} * 3', to='int')}.cumsum(-1)"] if len(s) >= 1 else []))
             return op.format(t=t, i=self.int_expr(1), f=self.float_expr()), s
         if kind < 0.6:
             partners = self.tensors(lambda s2: broadcast(s, s2) is not None)
             u = self.pick(partners)
             op = r.choice(["{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})",
                            "{a} / ({b}.abs() + 1)", "torch.where({b} > 0, {a}, {b})",
-                           "({a} * 4).long() // ({b} * 2).long()",
-                           "torch.fmod(({a} * 4).long(), ({b} * 2).long())"])
+                           f"{INT.format(v='{a} * 4', to='long')} // {INT.format(v='{b} * 2', to='long')}",
+                           f"torch.fmod({INT.format(v='{a} * 4', to='long')}, {INT.format(v='{b} * 2', to='long')})"])
             return op.format(a=t, b=u), broadcast(s, self.shape(u))
         if kind < 0.68 and self.on("helper_calls"):
             return r.choice([f"helper_tensor({t})", f"helper_tensor({t}, k={r.randint(0, 3)})",
@@ -1188,6 +1190,10 @@ class Gen:
         return "(" + ", ".join(pick) + ",)"
 
 
+# A float tensor made integer the way a program that means it would: in range, NaN as 0 (a NaN,
+# an infinity or 1e30 converted as it is is undefined in C++, and INT64_MIN % -1 kills eager
+# with SIGFPE).
+INT = "({v}).clamp(-1e6, 1e6).nan_to_num(0.0).{to}()"
 ARGS = ("x", "y", "n", "xs", "ts")
 STMT_KINDS = [name for name in FEATURES if not name.startswith(("vary_", "reuse_", "state_mutation", "arg_aliasing",
                                                                  "tensor_views", "special_values"))]

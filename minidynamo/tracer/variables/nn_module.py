@@ -159,7 +159,7 @@ class NNModuleVariable(VariableTracker):
         special = name.startswith("__") and name.endswith("__")
         if not special and name in module.__dict__:
             return False
-        found = next((vars(k)[name] for k in type(module).__mro__ if name in vars(k)), None)
+        found = self._on_class(name)
         if not (isinstance(found, types.FunctionType) and is_library_value(found)):
             return False
         if not special and self.source is not None:
@@ -168,8 +168,12 @@ class NNModuleVariable(VariableTracker):
 
     def _overridden(self, name) -> bool:
         """Does a class of the module define ``name`` other than torch's own function?"""
-        found = next((vars(k)[name] for k in type(self.value).__mro__ if name in vars(k)), None)
+        found = self._on_class(name)
         return found is not None and not is_library_value(found)
+
+    def _on_class(self, name):
+        """What the module's class finds for ``name`` through its MRO (None: nothing)."""
+        return next((vars(k)[name] for k in type(self.value).__mro__ if name in vars(k)), None)
 
     def _user_method(self, tx, name):
         """``module.name`` when it is not torch's own method: the instance's or the class's."""
