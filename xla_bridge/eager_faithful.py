@@ -2,13 +2,16 @@
 that answer as eager does.
 
 Eager PyTorch is the oracle; most lowerings agree with it, a few do not on plain inputs (found
-by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36):
+by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 
 - ``cummax`` keeps the first index among tied values, eager the last;
 - batch norm in training mode updates ``running_var`` with the biased batch variance;
 - ``arange`` with a float bound or step gets another length (``arange(0.0, 1.0, 0.1)``: 11);
 - ``cumsum`` of a narrow integer or bool sums in the input's type (eager widens to int64);
-- ``>>`` of a negative integer shifts zeros in (eager's shift is arithmetic).
+- ``>>`` of a negative integer shifts zeros in (eager's shift is arithmetic);
+- backward formulas: elu's (celu's, selu's) gradient for x < 0, and the kinks of hardtanh,
+  relu6, hardsigmoid, hardswish (traced as PyTorch's reference formulas on trace_once's
+  training path; trivial's, whose backward torch_xla's autograd runs, refuses them).
 
 Each formula is an entry of ``EAGER_FAITHFUL``, run by ``decompose.Decomposing`` while a graph
 is traced, and only for graphs that call the op (``eager_faithful``): a graph without them
@@ -162,16 +165,35 @@ def _arange_with_a_float(node) -> bool:
 # Ops whose XLA lowering answers otherwise than eager on ordinary data, traced as a formula
 # that answers as eager does (a NaN or an infinity is ``index_check``'s): (which graph nodes
 # reach the op, {op: formula}, whether the grad-mode paths need it too).
+def _reference(*ops):
+    """PyTorch's own decomposition of each op (its definition, in ops whose lowerings agree)."""
+    from torch._decomp import decomposition_table
+
+    return {op: decomposition_table[op] for op in ops}
+
+
+_aten = torch.ops.aten
+# Backward formulas torch_xla lowers otherwise: elu's gradient for x < 0 (elu'(-3) is -2.0 on the
+# device, 0.0498 in eager; celu and selu too), and the kinks of hardtanh, relu6, hardsigmoid and
+# hardswish (eager's gradient at x == 1 of hardtanh is 0, the device's 1).
+_BACKWARDS_THAT_DIFFER = ("elu", "celu", "selu", "hardtanh", "relu6", "hardsigmoid", "hardswish")
+
+# (which graph nodes reach the formulas, {op: formula}, the paths that need them: the inference
+# path traces forward ops only, the grad-mode paths their backward ops too).
+INFERENCE, TRAINING = "inference", "training"
 EAGER_FAITHFUL = (
-    (_calls("cummax"), {torch.ops.aten.cummax.default: _cummax_as_eager}, True),
-    (_norm_in_training, {torch.ops.aten.native_batch_norm.default: _batch_norm_as_eager}, True),
-    (_arange_with_a_float, {torch.ops.aten.arange.start_step: _arange_as_eager,
-                            torch.ops.aten.arange.start: _arange_as_eager,
-                            torch.ops.aten.arange.default: lambda end, **kw: _arange_as_eager(0, end, **kw)},
-     True),
-    (_calls("cumsum"), {torch.ops.aten.cumsum.default: _cumsum_as_eager}, True),
+    (_calls("cummax"), {_aten.cummax.default: _cummax_as_eager}, {INFERENCE, TRAINING}),
+    (_norm_in_training, {_aten.native_batch_norm.default: _batch_norm_as_eager}, {INFERENCE, TRAINING}),
+    (_arange_with_a_float, {_aten.arange.start_step: _arange_as_eager,
+                            _aten.arange.start: _arange_as_eager,
+                            _aten.arange.default: lambda end, **kw: _arange_as_eager(0, end, **kw)},
+     {INFERENCE, TRAINING}),
+    (_calls("cumsum"), {_aten.cumsum.default: _cumsum_as_eager}, {INFERENCE, TRAINING}),
     (_calls("rshift", "__rshift__", "irshift", "__irshift__", "bitwise_right_shift", "bitwise_right_shift_"),
-     _shifts(), True),
+     _shifts(), {INFERENCE, TRAINING}),
+    (_calls(*_BACKWARDS_THAT_DIFFER, "elu_", "hardtanh_", "relu6_", "hardsigmoid_", "hardswish_"),
+     _reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,
+                _aten.hardsigmoid_backward.default, _aten.hardswish_backward.default), {TRAINING}),
 )
 
 
@@ -179,5 +201,17 @@ def eager_faithful(graph_module: fx.GraphModule, training: bool = False) -> dict
     """The ``EAGER_FAITHFUL`` formulas for the ops ``graph_module`` calls (on a grad-mode path
     when ``training``), so that a graph without them (resnet in eval mode) traces with no mode."""
     nodes = list(graph_module.graph.nodes)
-    return {op: fn for reaches, table, in_training in EAGER_FAITHFUL
-            if (in_training or not training) and any(map(reaches, nodes)) for op, fn in table.items()}
+    path = TRAINING if training else INFERENCE
+    return {op: fn for reaches, table, paths in EAGER_FAITHFUL
+            if path in paths and any(map(reaches, nodes)) for op, fn in table.items()}
+
+
+def backward_differs(graph_module: fx.GraphModule):
+    """Why a grad-mode path whose backward runs in torch_xla's own autograd kernels (trivial's:
+    no trace of ours sees the backward) would give another gradient than eager, or None."""
+    called = {_op_name(node.target) for node in graph_module.graph.nodes}
+    differing = sorted(called & {*_BACKWARDS_THAT_DIFFER, *(f"{n}_" for n in _BACKWARDS_THAT_DIFFER)})
+    if differing:
+        return (f"torch_xla's backward of {', '.join(differing)} gives other gradients than "
+                f"eager's (elu for x < 0, the kinks of hardtanh)")
+    return None

@@ -67,7 +67,7 @@ from .backward_groups import restrict, tangent_groups
 from .counters import counters
 from .decompose import decomposing, learn
 from .dtype_check import DtypeWatch, converting_widths
-from .eager_faithful import eager_faithful
+from .eager_faithful import backward_differs, eager_faithful
 from .index_check import IndexOutOfRange, watching_indices
 from .joint_graph import NotDifferentiable, Partition, joint_partition, refuse_guarded_views
 from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
@@ -460,6 +460,7 @@ class LazyTraining:
         self.dtypes_checked = False      # the first call checks the device's dtypes (dtype_check)
         self.widens = False
         self.faithful = eager_faithful(bridged.flat.graph_module, training=True)   # ops traced as eager answers
+        self.backward_differs = backward_differs(bridged.flat.graph_module)
 
     def __call__(self, inputs):
         bridged = self.bridged
@@ -477,6 +478,8 @@ class LazyTraining:
                                     f"(positions {written})")
         if not dev.backward_on_device():
             raise NotDifferentiable(_NO_DEVICE_BACKWARD)
+        if self.backward_differs:
+            raise NotDifferentiable(self.backward_differs)
         device_args, _ = bridged.host_inputs(args)
         device = dev.xla_device()
         for position in bridged.host_positions:
