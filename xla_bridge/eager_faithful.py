@@ -9,6 +9,7 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 - ``arange`` with a float bound or step gets another length (``arange(0.0, 1.0, 0.1)``: 11);
 - ``cumsum`` of a narrow integer or bool sums in the input's type (eager widens to int64);
 - ``>>`` of a negative integer shifts zeros in (eager's shift is arithmetic);
+- ``clamp`` by one bound turns an infinity into the dtype's largest value;
 - backward formulas: elu's (celu's, selu's) gradient for x < 0, and the kinks of hardtanh,
   relu6, hardsigmoid, hardswish (traced as PyTorch's reference formulas on trace_once's
   training path; trivial's, whose backward torch_xla's autograd runs, refuses them).
@@ -136,6 +137,38 @@ def _shifts():
     return table
 
 
+def _one_sided_clamp(bound_is_min, in_place=False):
+    """``clamp`` by one Python bound as eager gives it: XLA's lowering clamps the other side to
+    the dtype's largest value (``inf.clamp(min=0)`` gives 3.4e38 for float32, 65504 for float16);
+    eager keeps the infinity. ``max(x, bound)`` (``min``) keeps it, and a NaN."""
+    def clamp(x, low=None, high=None):
+        bound = low if bound_is_min else high
+        other = high if bound_is_min else low
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or bound is None \
+                or other is not None or isinstance(bound, torch.Tensor):
+            return NotImplemented
+        bound = torch.full((), bound, dtype=x.dtype, device=x.device)
+        result = torch.maximum(x, bound) if bound_is_min else torch.minimum(x, bound)
+        return x.copy_(result) if in_place else result
+    return clamp
+
+
+def _clamps():
+    """``clamp(x, min)`` / ``clamp(x, max=...)`` (and in place) and ``clamp_min`` / ``clamp_max``."""
+    either = {_aten.clamp.default: False, _aten.clamp_.default: True}
+    table = {}
+    for op, in_place in either.items():
+        by_min, by_max = _one_sided_clamp(True, in_place), _one_sided_clamp(False, in_place)
+        table[op] = lambda x, min=None, max=None, by_min=by_min, by_max=by_max: \
+            by_min(x, min, max) if max is None else by_max(x, min, max)
+    for op, bound_is_min, in_place in ((_aten.clamp_min.default, True, False), (_aten.clamp_min_.default, True, True),
+                                       (_aten.clamp_max.default, False, False), (_aten.clamp_max_.default, False, True)):
+        one_sided = _one_sided_clamp(bound_is_min, in_place)
+        table[op] = (lambda x, bound, f=one_sided: f(x, bound, None)) if bound_is_min else \
+            (lambda x, bound, f=one_sided: f(x, None, bound))
+    return table
+
+
 def _op_name(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return target.overloadpacket.__name__
@@ -191,6 +224,9 @@ EAGER_FAITHFUL = (
     (_calls("cumsum"), {_aten.cumsum.default: _cumsum_as_eager}, {INFERENCE, TRAINING}),
     (_calls("rshift", "__rshift__", "irshift", "__irshift__", "bitwise_right_shift", "bitwise_right_shift_"),
      _shifts(), {INFERENCE, TRAINING}),
+    # (inference only: through maximum, a gradient at x == bound would be split in two)
+    (_calls("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_"),
+     _clamps(), {INFERENCE}),
     (_calls(*_BACKWARDS_THAT_DIFFER, "elu_", "hardtanh_", "relu6_", "hardsigmoid_", "hardswish_"),
      _reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,
                 _aten.hardsigmoid_backward.default, _aten.hardswish_backward.default), {TRAINING}),

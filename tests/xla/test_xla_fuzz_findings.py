@@ -1195,3 +1195,27 @@ def test_gradients_of_activations_whose_device_backward_differs_are_eagers(backe
     expected, w.grad = w.grad, None
     minidynamo.optimize(backend)(f)(x, w).backward()
     torch.testing.assert_close(w.grad, expected)
+
+
+# --- X41: clamp by one bound keeps an infinity ----------------------------------------------------
+
+ONE_SIDED_CLAMPS = {
+    "clamp(min=)": lambda x: x.clamp(min=-0.5),
+    "clamp(max=)": lambda x: x.clamp(max=0.5) * 2,
+    "clamp_min": lambda x: torch.clamp_min(x, 0.0),
+    "clip(min=)": lambda x: x.clip(min=0),
+    "clamp_ in place": lambda x: x.clone().clamp_(max=1.0),
+    "float16": lambda x: x.half().clamp(min=0),
+    "both bounds": lambda x: x.clamp(-1, 1),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ONE_SIDED_CLAMPS)
+def test_clamp_by_one_bound_keeps_infinities_as_eager_does(backend, case):
+    """Seed 183 i377: XLA's clamp by one bound clamps the other side to the dtype's largest value
+    (``inf.clamp(min=0)`` gave 3.4e38); traced as ``maximum``/``minimum`` with the bound."""
+    op = ONE_SIDED_CLAMPS[case]
+    inf = float("inf")
+    x = torch.tensor([inf, -inf, 1.0, -2.0, float("nan")])
+    torch.testing.assert_close(minidynamo.optimize(backend)(op)(x), op(x), equal_nan=True)
