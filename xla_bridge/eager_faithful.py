@@ -22,12 +22,14 @@ traces with no dispatch mode. A formula calls the lowered op itself where it can
 """
 
 import contextlib
+import functools
 import math
 import threading
 
 import torch
 import torch.fx as fx
 
+_aten = torch.ops.aten
 
 class _Reentry(threading.local):
     active = False
@@ -55,13 +57,13 @@ def _cummax_as_eager(x, dim):
     if _reentry.active or x.dim() == 0:
         return NotImplemented
     with _lowered():
-        values = torch.ops.aten.cummax.default(x, dim)[0]
+        values = _aten.cummax.default(x, dim)[0]
         dim = dim % x.dim()
         shape = [1] * x.dim()
         shape[dim] = x.shape[dim]
         positions = torch.arange(x.shape[dim], device=x.device).view(shape).expand(x.shape)
         reached = torch.where(x == values, positions, torch.zeros_like(positions))
-        return values, torch.ops.aten.cummax.default(reached, dim)[0]
+        return values, _aten.cummax.default(reached, dim)[0]
 
 
 def _batch_norm_as_eager(input, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -73,7 +75,7 @@ def _batch_norm_as_eager(input, weight, bias, running_mean, running_var, trainin
     if _reentry.active or not training or running_mean is None or running_var is None:
         return NotImplemented
     with _lowered():
-        out = torch.ops.aten.native_batch_norm.default(input, weight, bias, None, None, True, momentum, eps)
+        out = _aten.native_batch_norm.default(input, weight, bias, None, None, True, momentum, eps)
     dims = [0, *range(2, input.dim())]
     count = input.numel() // input.shape[1]
     variance, mean = torch.var_mean(input.detach(), dims, correction=0)
@@ -93,7 +95,7 @@ def _arange_as_eager(start, end, step=1, *, dtype=None, layout=None, device=None
     if length <= 0:
         return NotImplemented
     with _lowered():
-        positions = torch.ops.aten.arange.default(length, dtype=torch.float64, device=device)
+        positions = _aten.arange.default(length, dtype=torch.float64, device=device)
     return (positions * step + start).to(dtype or torch.get_default_dtype())
 
 
@@ -105,7 +107,7 @@ def _cumsum_as_eager(x, dim, *, dtype=None):
     the input's type (``uint8`` wraps at 256, ``bool`` stays True)."""
     if dtype is not None or x.dtype not in _NARROW_INTEGERS:
         return NotImplemented
-    return torch.ops.aten.cumsum.default(x.to(torch.int64), dim)
+    return _aten.cumsum.default(x.to(torch.int64), dim)
 
 
 def _arithmetic_shift(op, in_place=False):
@@ -122,10 +124,9 @@ def _arithmetic_shift(op, in_place=False):
 
 
 def _shifts():
-    aten = torch.ops.aten
     table = {}
-    for packet, in_place_packet in ((aten.__rshift__, aten.__irshift__),
-                                    (aten.bitwise_right_shift, aten.bitwise_right_shift_)):
+    for packet, in_place_packet in ((_aten.__rshift__, _aten.__irshift__),
+                                    (_aten.bitwise_right_shift, _aten.bitwise_right_shift_)):
         for overload in ("Scalar", "Tensor", "Tensor_Scalar"):
             op = getattr(packet, overload, None)
             if op is None:
@@ -137,36 +138,28 @@ def _shifts():
     return table
 
 
-def _one_sided_clamp(bound_is_min, in_place=False):
+def _clamp_by_one_bound(x, low=None, high=None, *, in_place=False):
     """``clamp`` by one Python bound as eager gives it: XLA's lowering clamps the other side to
     the dtype's largest value (``inf.clamp(min=0)`` gives 3.4e38 for float32, 65504 for float16);
     eager keeps the infinity. ``max(x, bound)`` (``min``) keeps it, and a NaN."""
-    def clamp(x, low=None, high=None):
-        bound = low if bound_is_min else high
-        other = high if bound_is_min else low
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or bound is None \
-                or other is not None or isinstance(bound, torch.Tensor):
-            return NotImplemented
-        bound = torch.full((), bound, dtype=x.dtype, device=x.device)
-        result = torch.maximum(x, bound) if bound_is_min else torch.minimum(x, bound)
-        return x.copy_(result) if in_place else result
-    return clamp
+    bound = high if low is None else low
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or (low is None) == (high is None) \
+            or isinstance(bound, torch.Tensor):
+        return NotImplemented
+    bound = torch.full((), bound, dtype=x.dtype, device=x.device)
+    result = torch.maximum(x, bound) if high is None else torch.minimum(x, bound)
+    return x.copy_(result) if in_place else result
 
 
 def _clamps():
     """``clamp(x, min)`` / ``clamp(x, max=...)`` (and in place) and ``clamp_min`` / ``clamp_max``."""
-    either = {_aten.clamp.default: False, _aten.clamp_.default: True}
-    table = {}
-    for op, in_place in either.items():
-        by_min, by_max = _one_sided_clamp(True, in_place), _one_sided_clamp(False, in_place)
-        table[op] = lambda x, min=None, max=None, by_min=by_min, by_max=by_max: \
-            by_min(x, min, max) if max is None else by_max(x, min, max)
-    for op, bound_is_min, in_place in ((_aten.clamp_min.default, True, False), (_aten.clamp_min_.default, True, True),
-                                       (_aten.clamp_max.default, False, False), (_aten.clamp_max_.default, False, True)):
-        one_sided = _one_sided_clamp(bound_is_min, in_place)
-        table[op] = (lambda x, bound, f=one_sided: f(x, bound, None)) if bound_is_min else \
-            (lambda x, bound, f=one_sided: f(x, None, bound))
-    return table
+    in_place = functools.partial(_clamp_by_one_bound, in_place=True)
+    return {_aten.clamp.default: _clamp_by_one_bound,
+            _aten.clamp_.default: in_place,
+            _aten.clamp_min.default: lambda x, bound: _clamp_by_one_bound(x, bound),
+            _aten.clamp_min_.default: lambda x, bound: in_place(x, bound),
+            _aten.clamp_max.default: lambda x, bound: _clamp_by_one_bound(x, None, bound),
+            _aten.clamp_max_.default: lambda x, bound: in_place(x, None, bound)}
 
 
 def _op_name(target) -> str:
@@ -195,9 +188,6 @@ def _arange_with_a_float(node) -> bool:
     return _op_name(node.target) == "arange" and any(type(a) is float for a in (*node.args, *node.kwargs.values()))
 
 
-# Ops whose XLA lowering answers otherwise than eager on ordinary data, traced as a formula
-# that answers as eager does (a NaN or an infinity is ``index_check``'s): (which graph nodes
-# reach the op, {op: formula}, whether the grad-mode paths need it too).
 def _reference(*ops):
     """PyTorch's own decomposition of each op (its definition, in ops whose lowerings agree)."""
     from torch._decomp import decomposition_table
@@ -205,11 +195,11 @@ def _reference(*ops):
     return {op: decomposition_table[op] for op in ops}
 
 
-_aten = torch.ops.aten
 # Backward formulas torch_xla lowers otherwise: elu's gradient for x < 0 (elu'(-3) is -2.0 on the
 # device, 0.0498 in eager; celu and selu too), and the kinks of hardtanh, relu6, hardsigmoid and
 # hardswish (eager's gradient at x == 1 of hardtanh is 0, the device's 1).
 _BACKWARDS_THAT_DIFFER = ("elu", "celu", "selu", "hardtanh", "relu6", "hardsigmoid", "hardswish")
+_BACKWARDS_THAT_DIFFER += tuple(f"{name}_" for name in _BACKWARDS_THAT_DIFFER)   # in place
 
 # (which graph nodes reach the formulas, {op: formula}, the paths that need them: the inference
 # path traces forward ops only, the grad-mode paths their backward ops too).
@@ -227,7 +217,7 @@ EAGER_FAITHFUL = (
     # (inference only: through maximum, a gradient at x == bound would be split in two)
     (_calls("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_"),
      _clamps(), {INFERENCE}),
-    (_calls(*_BACKWARDS_THAT_DIFFER, "elu_", "hardtanh_", "relu6_", "hardsigmoid_", "hardswish_"),
+    (_calls(*_BACKWARDS_THAT_DIFFER),
      _reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,
                 _aten.hardsigmoid_backward.default, _aten.hardswish_backward.default), {TRAINING}),
 )
@@ -246,7 +236,7 @@ def backward_differs(graph_module: fx.GraphModule):
     """Why a grad-mode path whose backward runs in torch_xla's own autograd kernels (trivial's:
     no trace of ours sees the backward) would give another gradient than eager, or None."""
     called = {_op_name(node.target) for node in graph_module.graph.nodes}
-    differing = sorted(called & {*_BACKWARDS_THAT_DIFFER, *(f"{n}_" for n in _BACKWARDS_THAT_DIFFER)})
+    differing = sorted(called.intersection(_BACKWARDS_THAT_DIFFER))
     if differing:
         return (f"torch_xla's backward of {', '.join(differing)} gives other gradients than "
                 f"eager's (elu for x < 0, the kinks of hardtanh)")
