@@ -10,6 +10,8 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 - ``cumsum`` of a narrow integer or bool sums in the input's type (eager widens to int64);
 - ``>>`` of a negative integer shifts zeros in (eager's shift is arithmetic);
 - ``clamp`` by one bound turns an infinity into the dtype's largest value;
+- a reduction over an empty ``dim`` list (``x.amax()``, ``x.sum(dim=[])``, ``x.var(dim=())``)
+  reduces nothing (eager: every dimension);
 - backward formulas: elu's (celu's, selu's) gradient for x < 0, and the kinks of hardtanh,
   relu6, hardsigmoid, hardswish (traced as PyTorch's reference formulas on trace_once's
   training path; trivial's, whose backward torch_xla's autograd runs, refuses them).
@@ -162,6 +164,41 @@ def _clamps():
             _aten.clamp_max_.default: lambda x, bound: in_place(x, None, bound)}
 
 
+# Reductions whose empty ``dim`` list means every dimension in eager and none in torch_xla's
+# lowerings (``x.amax()`` gave ``x`` itself; ``var`` over no dimension NaN per element).
+_EVERY_DIM_WHEN_EMPTY = tuple(getattr(getattr(_aten, packet), overload) for packet, overload in (
+    ("amax", "default"), ("amin", "default"), ("sum", "dim_IntList"), ("mean", "dim"),
+    ("var", "correction"), ("std", "correction"), ("var_mean", "correction"),
+    ("std_mean", "correction"), ("linalg_vector_norm", "default")))
+
+
+def _every_dim_when_empty(op):
+    """``op`` with an empty ``dim`` list given as the list of every dimension, as eager reads
+    it (a 0-dim input has none to list: the lowering answers as eager)."""
+    arguments = op._schema.arguments
+    position = [a.name for a in arguments].index("dim")
+    default = arguments[position].default_value if arguments[position].has_default_value() else None
+
+    def reduce(*args, **kwargs):
+        given_by_name = "dim" in kwargs
+        dim = kwargs["dim"] if given_by_name else args[position] if len(args) > position else default
+        if not isinstance(dim, (list, tuple)) or len(dim) or args[0].dim() == 0:
+            return NotImplemented
+        every = list(range(args[0].dim()))
+        if given_by_name:
+            kwargs = {**kwargs, "dim": every}
+        elif len(args) > position:
+            args = (*args[:position], every, *args[position + 1:])
+        else:
+            kwargs = {**kwargs, "dim": every}
+        return op(*args, **kwargs)
+    return reduce
+
+
+_REDUCTIONS = ("amax", "amin", "sum", "mean", "var", "std", "var_mean", "std_mean", "norm",
+               "linalg_vector_norm", "vector_norm", "nanmean", "nansum", "dist", "max", "min")
+
+
 def _op_name(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return target.overloadpacket.__name__
@@ -217,6 +254,8 @@ EAGER_FAITHFUL = (
     # (inference only: through maximum, a gradient at x == bound would be split in two)
     (_calls("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_"),
      _clamps(), {INFERENCE}),
+    (_calls(*_REDUCTIONS), {op: _every_dim_when_empty(op) for op in _EVERY_DIM_WHEN_EMPTY},
+     {INFERENCE, TRAINING}),
     (_calls(*_BACKWARDS_THAT_DIFFER),
      _reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,
                 _aten.hardsigmoid_backward.default, _aten.hardswish_backward.default), {TRAINING}),
@@ -240,4 +279,15 @@ def backward_differs(graph_module: fx.GraphModule):
     if differing:
         return (f"torch_xla's backward of {', '.join(differing)} gives other gradients than "
                 f"eager's (elu for x < 0, the kinks of hardtanh)")
+    if any(map(_variance_over_no_dim, graph_module.graph.nodes)):
+        return "torch_xla's backward of a variance over an empty dim list reduces nothing"
     return None
+
+
+def _variance_over_no_dim(node) -> bool:
+    """``x.var(dim=[])`` and kin: the forward is traced as eager reads it (every dim), the
+    backward torch_xla's autograd runs still reduces over none."""
+    if _op_name(node.target) not in ("var", "std", "var_mean", "std_mean"):
+        return False
+    dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+    return isinstance(dim, (list, tuple)) and not dim
