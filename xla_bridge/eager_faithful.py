@@ -12,6 +12,8 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 - ``clamp`` by one bound turns an infinity into the dtype's largest value;
 - a reduction over an empty ``dim`` list (``x.amax()``, ``x.sum(dim=[])``, ``x.var(dim=())``)
   reduces nothing (eager: every dimension);
+- ``norm`` and ``dist`` of order infinity give 1 (``linalg.vector_norm``'s lowering is right);
+- ``logit`` with ``eps`` does not clamp its input from below (NaN where eager gives a value);
 - backward formulas: elu's (celu's, selu's) gradient for x < 0, and the kinks of hardtanh,
   relu6, hardsigmoid, hardswish (traced as PyTorch's reference formulas on trace_once's
   training path; trivial's, whose backward torch_xla's autograd runs, refuses them).
@@ -195,6 +197,33 @@ def _every_dim_when_empty(op):
     return reduce
 
 
+def _norm_as_eager(x, p=2, dim=None, keepdim=False, *, dtype=None):
+    """``norm`` of order +-infinity (every overload) as ``linalg_vector_norm``: torch_xla's
+    ``norm`` lowering gives 1 for ``x.norm(p=inf)`` (eager: the largest absolute value)."""
+    if not (isinstance(p, float) and math.isinf(p)):
+        return NotImplemented
+    return _aten.linalg_vector_norm.default(x, p, dim, keepdim, dtype=dtype)
+
+
+def _dist_as_eager(x, y, p=2):
+    """``dist`` of order +-infinity, which torch_xla's lowering gives as 1."""
+    if not (isinstance(p, float) and math.isinf(p)):
+        return NotImplemented
+    return _aten.linalg_vector_norm.default(x - y, p)
+
+
+def _logit_as_eager(x, eps=None, *, in_place=False):
+    """``logit(x, eps)`` reads x clamped to ``[eps, 1 - eps]``; torch_xla's lowering leaves
+    values below ``eps`` alone (NaN for a negative x)."""
+    if eps is None:
+        return NotImplemented
+    result = _aten.logit.default(x.clamp(eps, 1 - eps))
+    return x.copy_(result) if in_place else result
+
+
+_NORM_OVERLOADS = ("Scalar", "ScalarOpt_dim", "ScalarOpt_dtype", "ScalarOpt_dim_dtype")
+
+
 _REDUCTIONS = ("amax", "amin", "sum", "mean", "var", "std", "var_mean", "std_mean", "norm",
                "linalg_vector_norm", "vector_norm", "nanmean", "nansum", "dist", "max", "min")
 
@@ -255,6 +284,13 @@ EAGER_FAITHFUL = (
     (_calls("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_"),
      _clamps(), {INFERENCE}),
     (_calls(*_REDUCTIONS), {op: _every_dim_when_empty(op) for op in _EVERY_DIM_WHEN_EMPTY},
+     {INFERENCE, TRAINING}),
+    (_calls("norm", "normalize", "dist"),
+     {_aten.dist.default: _dist_as_eager,
+      **{getattr(_aten.norm, overload): _norm_as_eager for overload in _NORM_OVERLOADS}},
+     {INFERENCE, TRAINING}),
+    (_calls("logit", "logit_"), {_aten.logit.default: _logit_as_eager,
+                                 _aten.logit_.default: functools.partial(_logit_as_eager, in_place=True)},
      {INFERENCE, TRAINING}),
     (_calls(*_BACKWARDS_THAT_DIFFER),
      _reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,
