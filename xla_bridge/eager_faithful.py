@@ -14,6 +14,8 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
   reduces nothing (eager: every dimension);
 - ``norm`` and ``dist`` of order infinity give 1 (``linalg.vector_norm``'s lowering is right);
 - ``logit`` with ``eps`` does not clamp its input from below (NaN where eager gives a value);
+- ``gelu`` far out on the left is ``-x`` times one ulp (``gelu(-1e4)`` = -8.9e-4, eager -0.0):
+  ``1 + erf`` cancels where ``erfc`` does not;
 - backward formulas: elu's (celu's, selu's) gradient for x < 0, and the kinks of hardtanh,
   relu6, hardsigmoid, hardswish (traced as PyTorch's reference formulas on trace_once's
   training path; trivial's, whose backward torch_xla's autograd runs, refuses them).
@@ -221,6 +223,15 @@ def _logit_as_eager(x, eps=None, *, in_place=False):
     return x.copy_(result) if in_place else result
 
 
+def _gelu_as_eager(x, *, approximate="none", in_place=False):
+    """Exact ``gelu`` as ``x * erfc(-x / sqrt(2)) / 2``: torch_xla's ``1 + erf(x / sqrt(2))``
+    is one ulp (1.2e-7) where it should be ~0, so ``gelu(-1e4)`` gave -8.9e-4 (eager -0.0)."""
+    if approximate != "none":
+        return NotImplemented
+    result = x * torch.special.erfc(x * -math.sqrt(0.5)) * 0.5
+    return x.copy_(result) if in_place else result
+
+
 _NORM_OVERLOADS = ("Scalar", "ScalarOpt_dim", "ScalarOpt_dtype", "ScalarOpt_dim_dtype")
 
 
@@ -291,6 +302,9 @@ EAGER_FAITHFUL = (
      {INFERENCE, TRAINING}),
     (_calls("logit", "logit_"), {_aten.logit.default: _logit_as_eager,
                                  _aten.logit_.default: functools.partial(_logit_as_eager, in_place=True)},
+     {INFERENCE, TRAINING}),
+    (_calls("gelu", "gelu_"), {_aten.gelu.default: _gelu_as_eager,
+                               _aten.gelu_.default: functools.partial(_gelu_as_eager, in_place=True)},
      {INFERENCE, TRAINING}),
     (_calls(*_BACKWARDS_THAT_DIFFER),
      _reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,

@@ -27,6 +27,15 @@ runtime could not be told to propagate NaN, ``device.reductions_propagate_nan``)
 "no NaN (or no infinity) in the input" (``_SPECIAL_VALUES``). (A NaN converted to an integer
 type is left alone: the value is undefined in C++, eager's kernels give whatever the CPU gives.)
 
+And the data a backward will read (``require_finite``): on a training path every tensor saved
+for the backward (and every argument it reads again) adds "no NaN, no infinity". The device's
+backward kernels branch on such values otherwise than eager's: relu's gradient at a NaN, the
+index a max pool's gradient goes to, ``amax``'s gradient where a mask multiplies an infinity
+(XLA simplifies ``x * mask`` to a select), elu's, mish's, cumprod's; and eager's own answer
+there changes with the vector width (hardtanh's gradient at a NaN is 1 in a 5-element tensor,
+0 in a 16-element one). No formula can follow that; a training call whose saved data holds a
+non-finite value runs eagerly instead.
+
 Ranges per op (what eager's CPU kernels accept; a stricter range only sends a call to eager):
 ``[-size, size)`` for advanced indexing, ``index_put``, ``index_fill`` and ``take``;
 ``[0, size)`` for ``index_select``, ``gather``, the scatters, ``embedding``, ``index_add`` and
@@ -36,13 +45,18 @@ Ranges per op (what eager's CPU kernels accept; a stricter range only sends a ca
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from . import device as dev
 
 aten = torch.ops.aten
+
+
+_tracing = threading.local()     # .watch: the IndexWatch a trace on this thread runs under
 
 
 class IndexOutOfRange(Exception):
@@ -58,6 +72,15 @@ class IndexWatch(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.flags: list = []
+        self.masks = weakref.WeakSet()     # floating tensors converted from bool while tracing
+
+    def __enter__(self):
+        self.outer, _tracing.watch = getattr(_tracing, "watch", None), self
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _tracing.watch = self.outer
+        return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -73,7 +96,23 @@ class IndexWatch(TorchDispatchMode):
             self._add(torch.all(divisor != 0))
         for value, usual in _special_values(func, args):
             self._add(usual(value).all())
-        return func(*args, **kwargs)
+        for value in self._multiplied_by_a_mask(func, args):
+            self._add(torch.isfinite(value).all())
+        out = func(*args, **kwargs)
+        if func in _CONVERSIONS and _is_bool(args[0]) and isinstance(out, torch.Tensor):
+            self.masks.add(out)
+        return out
+
+    def _multiplied_by_a_mask(self, func, args):
+        """The floating factor of ``x * mask`` (a bool tensor, or one converted from bool in
+        this trace): XLA rewrites the product as ``select(mask, x, 0)``, which gives 0 where
+        eager's ``inf * 0`` and ``nan * 0`` give NaN."""
+        if func not in _MULTIPLICATIONS or len(args) < 2:
+            return
+        for value, factor in (args[:2], args[1::-1]):
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 0 \
+                    and (_is_bool(factor) or factor in self.masks):
+                yield value
 
     def _add(self, flag) -> None:
         if not dev.is_xla(flag):     # a host tensor made while tracing: a constant
@@ -83,6 +122,18 @@ class IndexWatch(TorchDispatchMode):
     def all_in_range(self):
         """One lazy boolean for every flag, or None when nothing was indexed."""
         return torch.stack(self.flags).all() if self.flags else None
+
+
+def require_finite(tensors) -> None:
+    """The run being traced answers as eager only if these tensors (saved for a backward)
+    hold no NaN and no infinity: add that to its flag (nothing when no watch is tracing)."""
+    watch = getattr(_tracing, "watch", None)
+    if watch is None:
+        return
+    with _disable_current_modes():    # the check is not the program's: no mode is to see it
+        for tensor in tensors:
+            if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.numel() > 0:
+                watch._add(torch.isfinite(tensor.detach()).all())
 
 
 class _NoWatch(contextlib.nullcontext):
@@ -139,6 +190,14 @@ def _take(self, index):
     yield index, self.numel(), True
 
 
+_MULTIPLICATIONS = {aten.mul.Tensor, aten.mul_.Tensor}
+_CONVERSIONS = {aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout, aten.type_as.default}
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype == torch.bool
+
+
 _INTEGER_DIVISIONS = {aten.floor_divide, aten.floor_divide_, aten.remainder, aten.remainder_,
                       aten.fmod, aten.fmod_, aten.div, aten.div_}
 
@@ -164,16 +223,26 @@ def _not_nan(t):
     return ~torch.isnan(t)
 
 
+def _square_finite(t):
+    """A float32 variance of values past 1.8e19 overflows on the device; eager's CPU kernel
+    accumulates in double (``x.var()`` of ``[1e30, 0]`` is 5e59 there, inf on the device)."""
+    return torch.isfinite(t * t)
+
+
 # Ops whose lowering treats a NaN (``_not_nan``) or any non-finite value (``torch.isfinite``)
 # in the arguments at these positions otherwise than eager's kernels (measured on XLA:CPU:
 # argmax of [1, nan] points at 1, logsumexp of [inf, 1] is nan, logsigmoid(-inf) is nan,
-# 3 % inf is nan and inf // 2 is inf where eager gives 3 and nan, softshrink(nan) is 0).
+# 3 % inf is nan and inf // 2 is inf where eager gives 3 and nan, softshrink(nan) is 0,
+# gelu(inf) is inf where eager's kernel gives nan).
 _SPECIAL_VALUES = {
     **dict.fromkeys((aten.argmax.default, aten.argmin.default, aten.max.dim, aten.min.dim,
                      aten.cummax.default, aten.cummin.default, aten.threshold.default,
                      aten.threshold_.default, aten.softshrink.default, aten.hardshrink.default),
                     (_not_nan, (0,))),
-    **dict.fromkeys((aten.logsumexp.default, aten.log_sigmoid_forward.default), (torch.isfinite, (0,))),
+    **dict.fromkeys((aten.logsumexp.default, aten.log_sigmoid_forward.default, aten.gelu.default,
+                     aten.gelu_.default), (torch.isfinite, (0,))),
+    **dict.fromkeys((aten.var.correction, aten.std.correction, aten.var_mean.correction,
+                     aten.std_mean.correction), (_square_finite, (0,))),
     **dict.fromkeys((aten.remainder.Tensor, aten.remainder_.Tensor, aten.remainder.Scalar,
                      aten.remainder_.Scalar, aten.floor_divide.default, aten.floor_divide_.Tensor,
                      aten.floor_divide.Scalar, aten.floor_divide_.Scalar, aten.div.Tensor_mode,

@@ -120,8 +120,9 @@ class TracedEveryCall:
     def run(self, device_args, same_signature=False) -> list:
         """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed."""
         before = dev.data_identities(device_args)
-        with torch.no_grad(), watching_indices(self.check_indices) as indices, \
-                converting_widths(self.widens), decomposing(self.faithful):
+        # (the watch innermost: it sees the ops the program calls, before any formula)
+        with torch.no_grad(), converting_widths(self.widens), decomposing(self.faithful), \
+                watching_indices(self.check_indices) as indices:
             out = self.fn(*device_args)
         self.in_range = indices.all_in_range()
         counters.traces += 1

@@ -68,7 +68,7 @@ from .counters import counters
 from .decompose import decomposing, learn
 from .dtype_check import DtypeWatch, converting_widths
 from .eager_faithful import backward_differs, eager_faithful
-from .index_check import IndexOutOfRange, watching_indices
+from .index_check import IndexOutOfRange, require_finite, watching_indices
 from .joint_graph import NotDifferentiable, Partition, joint_partition, refuse_guarded_views
 from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
 from .programs import ReplayedGraph
@@ -99,7 +99,7 @@ class TrainingPlan:
     def __init__(self, partition: Partition, device_args, tensor_positions, check_indices=False):
         self.partition = partition
         try:                  # the saved tensors must be what the backward graph is made for
-            self.forward = ReplayedGraph(partition.forward, device_args, expected_shapes=[
+            self.forward = ReplayedGraph(_requiring_finite_saved(partition), device_args, expected_shapes=[
                 None] * partition.leaf_count + [shape for shape, _ in partition.saved_shapes],
                 check_indices=check_indices)
         except LeafShapesDiffer as differ:
@@ -185,6 +185,16 @@ def _ops_around(partition, saved_indices) -> set:
 def _views_an_argument(bridged) -> bool:
     """An output views an argument's memory (an argument returned itself is not a view)."""
     return any(not view.itself for view in bridged.views.values())
+
+
+def _requiring_finite_saved(partition: Partition):
+    """The forward graph, whose traced run also requires what the backward will read (the saved
+    tensors, the arguments it reads again) to hold no NaN or infinity (``index_check``)."""
+    def forward(*args):
+        out = partition.forward(*args)
+        require_finite([*out[partition.leaf_count:], *(args[p] for p in partition.saved_args)])
+        return out
+    return forward
 
 
 def _arguments(bridged, inputs) -> tuple:
@@ -488,6 +498,7 @@ class LazyTraining:
         saved = []
 
         def pack(tensor):
+            require_finite([tensor])     # what torch_xla's backward reads (index_check)
             saved.append(_SavedOnDevice(tensor))
             return saved[-1]
 
@@ -502,7 +513,7 @@ class LazyTraining:
         before = dev.data_identities([device_args[p] for p in host_tensors])
         indices = watching_indices(bridged.check_indices)
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack), \
-                indices, converting_widths(self.widens), decomposing(self.faithful):
+                converting_widths(self.widens), decomposing(self.faithful), indices:
             out = bridged.flat(*device_args)
         in_range = indices.all_in_range()
         leaves, treespec = pytree.tree_flatten(out)

@@ -8,6 +8,10 @@ X44 ``logit(x, eps)`` did not clamp x from below (NaN for a negative x)
 X39 a NaN or an infinity a backward reads: the device's backward kernels branch on it otherwise
     than eager's (whose own answer even depends on the vector width), so a training call whose
     saved tensors hold one runs eagerly
+X45 ``x * mask`` (a bool tensor, or one converted from bool): XLA rewrites it as a select, 0
+    where eager's ``inf * 0`` is NaN
+X46 ``gelu`` far out on the left (``1 + erf`` cancels to one ulp), ``gelu(inf)``, and a variance
+    of values whose squares overflow float32 (eager accumulates in double)
 """
 
 import pytest
@@ -93,3 +97,84 @@ def test_norms_of_order_infinity_and_logit_with_eps_answer_as_eager(backend, cas
         assert_same(minidynamo.optimize(backend)(op)(x), op(x))
     minidynamo.reset()
     assert_same(run(minidynamo.optimize(backend)(op)), run(op))
+
+
+# --- X39: NaN and infinities a backward reads -------------------------------------------------------
+
+F = torch.nn.functional
+BACKWARDS_ON_SPECIAL_VALUES = {
+    "relu": torch.relu,
+    "relu6": F.relu6,
+    "hardtanh": F.hardtanh,
+    "elu": F.elu,
+    "mish": F.mish,
+    "max_pool1d": lambda x: F.max_pool1d(x.view(1, 1, -1), 2),
+    "amax(dim)": lambda x: x.view(4, -1).amax(1),
+    "cumprod": lambda x: x.cumprod(0),
+    "smooth_l1_loss": lambda x: F.smooth_l1_loss(x, torch.zeros_like(x), reduction="none"),
+    "clamp(min=)": lambda x: x.clamp(min=-0.5),
+}
+SPECIAL = [float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1.0, -1.0, 0.5, 3.0, -3.0, 6.0, -6.0,
+           1e30, -1e30, 2.0, -0.5]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", BACKWARDS_ON_SPECIAL_VALUES)
+def test_gradients_at_nan_and_infinity_are_eagers(backend, name):
+    """Seed 181 i114: relu's gradient at a NaN is 1 in eager (``nan <= 0`` is false), 0 replayed.
+    Every backward kernel that branches on its data has such a case (and eager's own answer for
+    hardtanh at a NaN changes with the tensor's length), so a training call whose saved tensors
+    hold a NaN or an infinity runs eagerly; the flag is computed by the forward graph."""
+    op = BACKWARDS_ON_SPECIAL_VALUES[name]
+
+    def run(fn):
+        x = torch.tensor(SPECIAL, requires_grad=True)
+        out = fn(x)
+        return out.detach(), torch.autograd.grad(out, x, torch.ones_like(out))[0]
+
+    expected = run(op)
+    actual = run(minidynamo.optimize(backend)(op))
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, equal_nan=True)
+
+
+def test_a_training_call_with_finite_data_still_replays():
+    """The flag sends only calls with non-finite saved data to eager: finite data replays."""
+    w = torch.nn.Parameter(torch.tensor([0.5, -1.0, 2.0, 1.5]))
+    f = minidynamo.optimize("torchxla_trace_once")(lambda x: torch.relu(x * w).sum())
+    for _ in range(3):
+        f(torch.tensor([1.0, 2.0, -3.0, 4.0])).backward()
+    replays = xla_bridge.counters.replays
+    f(torch.tensor([1.0, 2.0, -3.0, 4.0])).backward()
+    assert xla_bridge.counters.replays > replays
+    w.grad = None
+    f(torch.tensor([float("nan"), 2.0, -3.0, 4.0])).backward()      # relu'(nan) passes the grad
+    assert w.grad[0].isnan() and w.grad[1:].tolist() == [0.0, 0.0, 4.0]
+
+
+# --- X45, X46: a product with a mask, gelu far out, a variance past float32 ------------------------
+
+FORWARDS_ON_SPECIAL_VALUES = {
+    "x * (x > 1)": lambda x: x * (x > 1),
+    "x * (x > 1).float()": lambda x: x * (x > 1).float(),
+    "x * mask.type_as(x)[None]": lambda x: x.view(2, 8) * (x.view(2, 8)[0] < 3).type_as(x)[None],
+    "x.mul_(x > 1)": lambda x: x.clone().mul_(x > 1),
+    "(x * (x < 0)).sum()": lambda x: (x * (x < 0)).sum(),
+    "gelu": F.gelu,
+    "gelu far left": lambda x: F.gelu(-x.abs().nan_to_num(0.0, 0.0, 0.0) * 1000),
+    "x.var()": lambda x: x.nan_to_num(0.0, 0.0, 0.0).var(),
+    "x.std(0)": lambda x: x.nan_to_num(0.0, 0.0, 0.0).view(4, 4).std(0),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", FORWARDS_ON_SPECIAL_VALUES)
+def test_products_with_masks_gelu_and_variances_answer_as_eager(backend, case):
+    """``x * (x > 1)`` of ``[nan, -inf]`` is ``[nan, nan]`` in eager and ``[0, 0]`` on XLA (its
+    simplifier makes the product a select): the other factor is checked finite on every call.
+    ``gelu(-1e4)`` gave -8.9e-4 (traced as ``erfc``), ``gelu(inf)`` inf (eager: NaN), and the
+    variance of ``[1e30, ...]`` inf (eager accumulates in double): calls with such data run
+    eagerly."""
+    op = FORWARDS_ON_SPECIAL_VALUES[case]
+    x = torch.tensor(SPECIAL)
+    torch.testing.assert_close(minidynamo.optimize(backend)(op)(x.clone()), op(x.clone()), equal_nan=True)
