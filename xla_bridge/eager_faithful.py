@@ -14,6 +14,8 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
   reduces nothing (eager: every dimension);
 - ``norm`` and ``dist`` of order infinity give 1 (``linalg.vector_norm``'s lowering is right);
 - ``logit`` with ``eps`` does not clamp its input from below (NaN where eager gives a value);
+- ``x * mask`` of a bool mask is a select for XLA's simplifier: 0.0 where eager's ``-3 * 0`` is
+  -0.0 (and ``inf * 0`` NaN);
 - ``gelu`` far out on the left is ``-x`` times one ulp (``gelu(-1e4)`` = -8.9e-4, eager -0.0):
   ``1 + erf`` cancels where ``erfc`` does not;
 - backward formulas: elu's (celu's, selu's) gradient for x < 0, and the kinks of hardtanh,
@@ -223,6 +225,26 @@ def _logit_as_eager(x, eps=None, *, in_place=False):
     return x.copy_(result) if in_place else result
 
 
+def _times_a_mask_as_eager(x, y, *, in_place=False):
+    """``x * mask`` (either factor a bool tensor) as ``where(mask, x, x * 0)``: XLA rewrites the
+    product as ``select(mask, x, 0)``, which loses eager's -0.0 (``-3 * False``) and NaN
+    (``inf * False``); ``x * 0`` it leaves alone."""
+    mask, value = (y, x) if _is_bool(y) else (x, y)
+    if not _is_bool(mask) or not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        return NotImplemented
+    result = torch.where(mask, value, value * 0)
+    return x.copy_(result) if in_place else result
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype == torch.bool
+
+
+def _multiplies_by_a_bool(node) -> bool:
+    return _op_name(node.target) in ("mul", "mul_", "imul", "__mul__", "__rmul__", "__imul__") and any(
+        isinstance(a, fx.Node) and _is_bool(a.meta.get("example_value")) for a in node.args)
+
+
 def _gelu_as_eager(x, *, approximate="none", in_place=False):
     """Exact ``gelu`` as ``x * erfc(-x / sqrt(2)) / 2``: torch_xla's ``1 + erf(x / sqrt(2))``
     is one ulp (1.2e-7) where it should be ~0, so ``gelu(-1e4)`` gave -8.9e-4 (eager -0.0)."""
@@ -236,7 +258,21 @@ _NORM_OVERLOADS = ("Scalar", "ScalarOpt_dim", "ScalarOpt_dtype", "ScalarOpt_dim_
 
 
 _REDUCTIONS = ("amax", "amin", "sum", "mean", "var", "std", "var_mean", "std_mean", "norm",
-               "linalg_vector_norm", "vector_norm", "nanmean", "nansum", "dist", "max", "min")
+               "linalg_vector_norm", "vector_norm", "nanmean", "nansum")
+
+
+def _may_reduce_over_no_dim(node) -> bool:
+    """A reduction node whose ``dim`` may be an empty list: given as one, computed (a node), or
+    left out of ``amax``/``amin``, whose default is ``[]``."""
+    name = _op_name(node.target)
+    if name not in _REDUCTIONS:
+        return False
+    position = 2 if name in ("norm", "linalg_vector_norm", "vector_norm") else 1
+    dim = node.kwargs.get("dim", node.args[position] if len(node.args) > position else None)
+    if dim is None:
+        return name in ("amax", "amin")
+    return isinstance(dim, fx.Node) or (isinstance(dim, (list, tuple)) and
+                                        (not dim or any(isinstance(d, fx.Node) for d in dim)))
 
 
 def _op_name(target) -> str:
@@ -294,7 +330,7 @@ EAGER_FAITHFUL = (
     # (inference only: through maximum, a gradient at x == bound would be split in two)
     (_calls("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_"),
      _clamps(), {INFERENCE}),
-    (_calls(*_REDUCTIONS), {op: _every_dim_when_empty(op) for op in _EVERY_DIM_WHEN_EMPTY},
+    (_may_reduce_over_no_dim, {op: _every_dim_when_empty(op) for op in _EVERY_DIM_WHEN_EMPTY},
      {INFERENCE, TRAINING}),
     (_calls("norm", "normalize", "dist"),
      {_aten.dist.default: _dist_as_eager,
@@ -303,6 +339,11 @@ EAGER_FAITHFUL = (
     (_calls("logit", "logit_"), {_aten.logit.default: _logit_as_eager,
                                  _aten.logit_.default: functools.partial(_logit_as_eager, in_place=True)},
      {INFERENCE, TRAINING}),
+    # (inference only: a backward's own products with masks are eager's as recorded; a NaN in
+    # a training call's factor is the data flag's, index_check)
+    (_multiplies_by_a_bool, {_aten.mul.Tensor: _times_a_mask_as_eager,
+                             _aten.mul_.Tensor: functools.partial(_times_a_mask_as_eager, in_place=True)},
+     {INFERENCE}),
     (_calls("gelu", "gelu_"), {_aten.gelu.default: _gelu_as_eager,
                                _aten.gelu_.default: functools.partial(_gelu_as_eager, in_place=True)},
      {INFERENCE, TRAINING}),

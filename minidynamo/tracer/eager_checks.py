@@ -19,11 +19,14 @@ eager's kind of error for the two families below; the tracer then refuses the op
   negative Python int; an in-place op whose result dtype cannot be cast to its own
   (``int64.mul_(0.5)``).  A divisor *tensor* holding a zero is data: the XLA bridge checks it
   on every run (``xla_bridge.index_check``).
-- Dtypes a CPU kernel refuses, for ops that draw random numbers (``torch.rand_like`` of an
-  int64 tensor: eager's ``uniform_`` has no integer kernel, its meta kernel does not care).
-  Asked of the CPU kernel itself, once per op, dtypes and ranks, on one-element tensors with
-  the random state put back (never with a ``torch.Generator`` argument, whose state it would
-  move): a refusal counts if the same call in float32 passes.
+- Dtypes a CPU kernel refuses: ops that draw random numbers (``torch.rand_like`` of an int64
+  tensor: eager's ``uniform_`` has no integer kernel, its meta kernel does not care), and any op
+  given a tensor that is not float32/float64 (``gelu``, ``hardswish``, ``lerp``, max pools of an
+  integer tensor; ``dot`` of bools; ``topk`` of bools). Asked of the CPU kernel itself, once per
+  op, dtypes and ranks, on one-element tensors with the random state put back (never with a
+  ``torch.Generator`` argument, whose state it would move): a refusal counts if its message is
+  a dtype's ("not implemented for 'Long'", "does not support bool") and the same call in
+  float32 passes.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def check(func, args, kwargs, written) -> None:
     rule = _DTYPE_RULES.get(func.overloadpacket)
     if rule is not None:
         rule(func, _tensor_arguments(func, args, kwargs))
-    if torch.Tag.nondeterministic_seeded in func.tags:
+    if torch.Tag.nondeterministic_seeded in func.tags or _not_wide_float(args, kwargs):
         _cpu_kernel_exists(func, args, kwargs)
     if func.overloadpacket in _SCALAR_RULED:
         _scalar_arguments(func, args)
@@ -162,15 +165,29 @@ def _cpu_kernel_exists(func, args, kwargs) -> None:
         raise type(refusal)(f"{func}: {refusal}")
 
 
+def _not_wide_float(args, kwargs) -> bool:
+    """Is some tensor argument an integer, a bool or a reduced float (whose CPU kernels are the
+    ones that may be missing)?"""
+    return any(isinstance(v, torch.Tensor) and v.dtype not in _WIDE_FLOATS for v in tree_leaves((args, kwargs)))
+
+
+_WIDE_FLOATS = (torch.float32, torch.float64)
+_DTYPE_REFUSALS = ("not implemented for", "does not support", "not supported", "no longer supported")
+
+
 def _tiny_run(func, args, kwargs, dtype):
-    """The error of ``func`` on one-element CPU tensors (of their own dtype, or ``dtype``), or None."""
+    """Eager's refusal of the dtypes in ``func`` on one-element CPU tensors of ones (of their own
+    dtype, or ``dtype``), or None (an error about anything but a dtype is not one: a value or
+    a shape the tiny tensors do not have)."""
     def tiny(v):
-        return torch.zeros((1,) * v.dim(), dtype=dtype or v.dtype) if isinstance(v, torch.Tensor) else v
+        return torch.ones((1,) * v.dim(), dtype=dtype or v.dtype) if isinstance(v, torch.Tensor) else v
     try:
         with torch.random.fork_rng(devices=[]):
             func(*tree_map(tiny, args), **tree_map(tiny, kwargs))
     except (RuntimeError, NotImplementedError) as error:
-        return error
+        return error if any(words in str(error) for words in _DTYPE_REFUSALS) else None
+    except Exception:                 # noqa: BLE001  (an index or a value the tiny tensors lack)
+        return None
     return None
 
 

@@ -407,6 +407,11 @@ class Gen:
                            "torch.where({t} > 0, {t}, {t} * 0.1)", "{t}.clone()", "{t} ** 2",
                            "({t} > 0).float()", "{t}.double()", "{t}.float()", "{t} * {i}",
                            "{t} - {f}", "{t}.sin()", "{t}.exp().clamp(max=10)",
+                           # lowerings that read an argument or a special value otherwise
+                           "torch.nn.functional.gelu({t})", "torch.nn.functional.elu({t})",
+                           "torch.nn.functional.hardtanh({t})", "{t} * ({t} > 0)",
+                           "torch.logit({t}, eps=0.2)", "{t} * {t}.amax()",
+                           "{t} / ({t}.norm(p=float('inf')) + 1)",
                            # integer tensors: eager refuses some integer ops XLA computes
                            f"{INT.format(v='{t} * 3', to='long')} // 2",
                            f"{INT.format(v='{t} * 3', to='long')} % {{i}}",
@@ -437,6 +442,11 @@ class Gen:
             options.append((f"{t}.sum(dim={d})", s[:d] + s[d + 1:]))
             options.append((f"{t}.mean(dim={d}, keepdim=True)", s[:d] + ("1",) + s[d + 1:]))
             options.append((f"{t}.sum()", ()))
+            options.append((r.choice([f"{t}.amax()", f"{t}.amin()", f"{t}.var()", f"{t}.sum(dim=[])",
+                                      f"{t}.std(dim=())", f"{t}.norm(p=float('inf'))"]), ()))
+            options.append((r.choice([f"{t}.amax(dim={d})", f"{t}.logsumexp(dim={d})",
+                                      f"{t}.std(dim={d})"]), s[:d] + s[d + 1:]))
+            options.append((f"{t}.cumprod(dim={d})", s))
             options.append((f"{t}.unsqueeze(0)", ("1",) + s))
             options.append((f"{t}.reshape(-1)", ("*".join(s),)))
             options.append((f"torch.cat([{t}, {t}], dim={d})",

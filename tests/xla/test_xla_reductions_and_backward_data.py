@@ -10,6 +10,8 @@ X39 a NaN or an infinity a backward reads: the device's backward kernels branch 
     saved tensors hold one runs eagerly
 X45 ``x * mask`` (a bool tensor, or one converted from bool): XLA rewrites it as a select, 0
     where eager's ``inf * 0`` is NaN
+X47 an op whose CPU kernel has no kernel for an integer or bool dtype (``gelu`` of an int64
+    tensor): eager raises, the device computed
 X46 ``gelu`` far out on the left (``1 + erf`` cancels to one ulp), ``gelu(inf)``, and a variance
     of values whose squares overflow float32 (eager accumulates in double)
 """
@@ -178,3 +180,42 @@ def test_products_with_masks_gelu_and_variances_answer_as_eager(backend, case):
     op = FORWARDS_ON_SPECIAL_VALUES[case]
     x = torch.tensor(SPECIAL)
     torch.testing.assert_close(minidynamo.optimize(backend)(op)(x.clone()), op(x.clone()), equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_product_with_a_bool_mask_keeps_eagers_negative_zero(backend):
+    """Seed 186 i739: ``print(x * (x > 0))`` printed ``-0.`` in eager and ``0.`` replayed (XLA's
+    select): a bool factor is traced as ``where(mask, x, x * 0)``; ``1 / (x * mask)`` shows it."""
+    def f(x):
+        y = x * (x > 0)
+        return y, 1 / y
+
+    x = torch.tensor([-3.0, -0.5, 0.0, 2.0])
+    for got, want in zip(minidynamo.optimize(backend)(f)(x), f(x)):
+        torch.testing.assert_close(got, want)
+        assert torch.equal(torch.signbit(got), torch.signbit(want))
+
+
+# --- X47: dtypes a CPU kernel lacks ---------------------------------------------------------------
+
+NO_KERNEL_FOR_THE_DTYPE = {
+    "gelu of int64": lambda x: F.gelu(x.long()),
+    "hardswish of int32": lambda x: F.hardswish(x.int()),
+    "lerp of int64": lambda x: torch.lerp(x.long(), x.long(), 0.5),
+    "dot of bools": lambda x: torch.dot(x > 0, x > 1),
+    "addcdiv of bools": lambda x: torch.addcdiv(x > 0, x > 0, x > 1),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", NO_KERNEL_FOR_THE_DTYPE)
+def test_an_op_eager_has_no_kernel_for_raises_as_in_eager(backend, case):
+    """Seed 187 i421: ``F.gelu`` of an int64 tensor raises NotImplementedError in eager ("not
+    implemented for 'Long'"); meta kernels do not check, the device computed. The tracer asks
+    the CPU kernel once per op and dtypes (one-element tensors) and leaves a refused op to eager."""
+    op = NO_KERNEL_FOR_THE_DTYPE[case]
+    x = torch.tensor([1.0, 2.0, -3.0])
+    with pytest.raises((RuntimeError, NotImplementedError)) as eager_error:
+        op(x)
+    with pytest.raises(type(eager_error.value)):
+        minidynamo.optimize(backend)(op)(x)
