@@ -84,7 +84,7 @@ class Decomposing(TorchDispatchMode):
                 out = decomposition(*args, **kwargs)
             if out is not NotImplemented:
                 return out
-        return func(*args, **kwargs)
+        return dev.run_functionally(func, args, kwargs)
 
 
 def decomposing(decompositions):

@@ -64,6 +64,23 @@ def is_xla(value) -> bool:
 _device_name = None
 
 
+def run_functionally(func, args, kwargs):
+    """``func(*args, **kwargs)`` from inside a Python dispatch mode, its device result made
+    functional as torch_xla makes it outside one.
+
+    torch_xla wraps every device tensor for functionalization, so that a write through a view
+    reaches the base. A tensor made while a dispatch mode is active, from no functional
+    tensor (a factory: ``torch.zeros(.., device=xla)``, the ``empty`` inside ``torch.vander``,
+    or a host tensor's copy; no device tensor among its inputs), comes out bare: a write through its views is lost
+    (``z = torch.zeros(3, 4); z[:, 1:].add_(x)`` left ``z`` zero; ``torch.vander`` gave zeros).
+    Every mode of the bridge runs ops through here."""
+    out = func(*args, **kwargs)
+    if isinstance(out, torch.Tensor) and out.device.type == "xla" and not torch._is_functional_tensor(out) \
+            and not any(is_xla(t) for t in torch.utils._pytree.tree_leaves((args, kwargs))):
+        out = torch._to_functional_tensor(out)
+    return out
+
+
 def to_device(tensors: list) -> list:
     """Copy host tensors to the device in one batched transfer, each as plain device data.
 

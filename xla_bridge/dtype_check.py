@@ -18,6 +18,8 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from . import device as dev
+
 META = torch.device("meta")
 
 
@@ -31,7 +33,7 @@ class DtypeWatch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        out = dev.run_functionally(func, args, kwargs)
         try:
             with _disable_current_modes():    # eager's answer, not the other modes' business
                 expected = func(*pytree.tree_map(_on_meta, args), **pytree.tree_map(_on_meta, kwargs))

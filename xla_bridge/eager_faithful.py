@@ -16,6 +16,10 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 - ``logit`` with ``eps`` does not clamp its input from below (NaN where eager gives a value);
 - ``x * mask`` of a bool mask is a select for XLA's simplifier: 0.0 where eager's ``-3 * 0`` is
   -0.0 (and ``inf * 0`` NaN);
+- upsampling with a scale factor or size that does not divide (nearest at 1.7x picks other
+  source pixels; bilinear to 9 of 5 columns puts ``x[3]`` where eager's weights give ``x[2]``):
+  PyTorch's reference decompositions;
+- ``sort`` orders -0.0 before 0.0 (eager: equal, in index order);
 - ``gelu`` far out on the left is ``-x`` times one ulp (``gelu(-1e4)`` = -8.9e-4, eager -0.0):
   ``1 + erf`` cancels where ``erfc`` does not;
 - backward formulas: elu's (celu's, selu's) gradient for x < 0, and the kinks of hardtanh,
@@ -254,6 +258,44 @@ def _gelu_as_eager(x, *, approximate="none", in_place=False):
     return x.copy_(result) if in_place else result
 
 
+def _sorting_zeros_as_equal(op):
+    """``op`` (``sort``) ordering by keys in which -0.0 is 0.0, as eager compares;
+    XLA's sort orders by the bits (-0.0 first: ``sort([0.0, -0.0])`` gave index 1 first, and a
+    stable sort then broke eager's index order). The values are gathered back from ``x`` (a
+    -0.0 stays -0.0)."""
+    arguments = op._schema.arguments
+    position = [a.name for a in arguments].index("dim")
+
+    def sort(x, *args, **kwargs):
+        if _reentry.active or not x.is_floating_point() or x.dim() == 0:
+            return NotImplemented
+        dim = kwargs.get("dim", args[position - 1] if len(args) >= position and not arguments[position].kwarg_only
+                         else arguments[position].default_value)
+        with _lowered():
+            keys = torch.where(x == 0, torch.zeros_like(x), x)
+            _, indices = op(keys, *args, **kwargs)
+        return torch.gather(x, dim, indices), indices
+    return sort
+
+
+_UPSAMPLES = ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+              "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
+              "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
+              "upsample_bicubic2d", "_upsample_bilinear2d_aa")
+
+
+def _upsampling(node) -> bool:
+    return _op_name(node.target).startswith(("interpolate", "upsample", "_upsample"))
+
+
+def _upsample_references() -> dict:
+    from torch._decomp import decomposition_table
+
+    ops = (getattr(getattr(_aten, name), overload) for name in _UPSAMPLES for overload in ("default", "vec")
+           if hasattr(getattr(_aten, name), overload))
+    return {op: decomposition_table[op] for op in ops if op in decomposition_table}
+
+
 _NORM_OVERLOADS = ("Scalar", "ScalarOpt_dim", "ScalarOpt_dtype", "ScalarOpt_dim_dtype")
 
 
@@ -344,6 +386,10 @@ EAGER_FAITHFUL = (
     (_multiplies_by_a_bool, {_aten.mul.Tensor: _times_a_mask_as_eager,
                              _aten.mul_.Tensor: functools.partial(_times_a_mask_as_eager, in_place=True)},
      {INFERENCE}),
+    (_upsampling, _upsample_references(), {INFERENCE, TRAINING}),
+    (_calls("sort", "argsort", "msort"),
+     {op: _sorting_zeros_as_equal(op) for op in (_aten.sort.default, _aten.sort.stable)},
+     {INFERENCE, TRAINING}),
     (_calls("gelu", "gelu_"), {_aten.gelu.default: _gelu_as_eager,
                                _aten.gelu_.default: functools.partial(_gelu_as_eager, in_place=True)},
      {INFERENCE, TRAINING}),

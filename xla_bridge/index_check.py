@@ -98,7 +98,7 @@ class IndexWatch(TorchDispatchMode):
             self._add(usual(value).all())
         for value in self._multiplied_by_a_mask(func, args):
             self._add(torch.isfinite(value).all())
-        out = func(*args, **kwargs)
+        out = dev.run_functionally(func, args, kwargs)
         if func in _CONVERSIONS and _is_bool(args[0]) and isinstance(out, torch.Tensor):
             self.masks.add(out)
         return out

@@ -436,7 +436,7 @@ class HostRandomWatch(TorchDispatchMode):
         self.ops = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        out = dev.run_functionally(func, args, kwargs or {})
         if torch.Tag.nondeterministic_seeded in func.tags and not any(
                 dev.is_xla(t) for t in pytree.tree_leaves((args, kwargs, out))):
             self.ops.append(str(func.overloadpacket.__name__))

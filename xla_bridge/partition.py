@@ -84,6 +84,7 @@ def split_at(graph_module: fx.GraphModule, eager_nodes, decompositions=None) -> 
             part += 1
         part_of[node.name] = part
         previous_eager = is_eager
+    _refuse_writes_across_pieces(graph_module, part_of)
     split = split_module(graph_module, graph_module, lambda node: part_of[node.name])
     order = [int(n.target.rsplit("_", 1)[1]) for n in split.graph.nodes
              if n.op == "call_module" and n.target.startswith("submod_")]
@@ -97,6 +98,23 @@ def split_at(graph_module: fx.GraphModule, eager_nodes, decompositions=None) -> 
         if not eager.intersection(computes):
             setattr(split, name, ReplayedSegment(child, decompositions))
     return split
+
+
+def _refuse_writes_across_pieces(graph_module: fx.GraphModule, part_of: dict) -> None:
+    """A piece's results come back as tensors of their own: a view made in one piece is no
+    longer a view of its base in the next, so an in-place write there would not reach the base
+    (``z = torch.ones(3, 4); z.narrow(1, 1, 2).add_(x)`` returned z unchanged). A node that
+    writes in place (the tracer's ``meta["writes"]``) must find what it writes made in its own
+    piece (or be given it as an argument)."""
+    for node in graph_module.graph.nodes:
+        if not node.meta.get("writes") or node.name not in part_of:
+            continue
+        crossing = [a.name for a in node.all_input_nodes
+                    if a.op != "placeholder" and part_of.get(a.name) != part_of[node.name]]
+        if crossing:
+            raise NotOneGraph(f"splitting around the CPU-fallback ops would cut {node.name}, an "
+                              f"in-place write, from {', '.join(crossing)} (its views would not "
+                              f"reach their base)")
 
 
 class PartitionedProgram:

@@ -12,6 +12,11 @@ X45 ``x * mask`` (a bool tensor, or one converted from bool): XLA rewrites it as
     where eager's ``inf * 0`` is NaN
 X47 an op whose CPU kernel has no kernel for an integer or bool dtype (``gelu`` of an int64
     tensor): eager raises, the device computed
+X48 a tensor made inside the graph and written through a view (``torch.vander``, ``zeros`` then
+    ``z.narrow(..).add_(x)``): made under a dispatch mode it was not functional, the write was lost
+X49 a partitioned graph whose in-place write was cut from the view it writes
+X50 upsampling by a factor or to a size that does not divide
+X51 ``sort`` of -0.0 and 0.0 (XLA orders them, eager treats them as equal)
 X46 ``gelu`` far out on the left (``1 + erf`` cancels to one ulp), ``gelu(inf)``, and a variance
     of values whose squares overflow float32 (eager accumulates in double)
 """
@@ -219,3 +224,80 @@ def test_an_op_eager_has_no_kernel_for_raises_as_in_eager(backend, case):
         op(x)
     with pytest.raises(type(eager_error.value)):
         minidynamo.optimize(backend)(op)(x)
+
+
+# --- X48, X49: writes through views of tensors made in the graph -------------------------------
+
+WRITES_THROUGH_VIEWS = {
+    "torch.vander": lambda x: torch.vander(x[0], 4),
+    "zeros then narrow().add_": lambda x: torch.zeros(3, 4, device=x.device).narrow(1, 1, 2).add_(x[:, :2]).sum()
+    + torch.zeros(3, 4, device=x.device).sum(),
+    "ones, then a view written": lambda x: _written_through_a_view(torch.ones(3, 4, device=x.device), x),
+    "host ones, then a view written (partition)": lambda x: _written_through_a_view(torch.ones(3, 4), x),
+    "cumprod(out=view)": lambda x: torch.cumprod(x, 1, out=torch.empty(3, 3, device=x.device)),
+}
+
+
+def _written_through_a_view(z, x):
+    z.narrow(1, 1, 2).add_(x[:, :2])
+    z.select(1, 0).fill_(7.0)
+    return z * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", WRITES_THROUGH_VIEWS)
+def test_writes_through_views_of_tensors_made_in_the_graph_reach_their_base(backend, case):
+    """``torch.vander(x, 4)`` came back all zeros: its ``empty`` and the writes into slices of
+    it ran while the bridge's dispatch modes were active, where torch_xla makes a factory's
+    tensor without its functionalization wrapper, so writes through views were lost
+    (``device.run_functionally``). A host tensor written through a view in an eager piece of a
+    partitioned graph lost the write too (the piece got a copy of the view): such graphs run
+    eagerly."""
+    op = WRITES_THROUGH_VIEWS[case]
+    x = torch.arange(9.0).reshape(3, 3) / 4
+    assert_same(minidynamo.optimize(backend)(op)(x.clone()), op(x.clone()))
+
+
+# --- X50: upsampling ---------------------------------------------------------------------------
+
+UPSAMPLINGS = {
+    "nearest x1.7": lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest"),
+    "bilinear to 7x9": lambda x: F.interpolate(x, size=(7, 9), mode="bilinear"),
+    "bilinear x(1.3, 0.7)": lambda x: F.interpolate(x, scale_factor=(1.3, 0.7), mode="bilinear"),
+    "bicubic to 5x7 corners": lambda x: F.interpolate(x, size=(5, 7), mode="bicubic", align_corners=True),
+    "nn.Upsample x2.5": lambda x: torch.nn.Upsample(scale_factor=2.5)(x),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", UPSAMPLINGS)
+def test_upsampling_by_factors_that_do_not_divide_answers_as_eager(backend, case):
+    """torch_xla's bilinear upsampling of 5 columns to 9 gave ``x[3]`` at output 4 (eager's
+    weights give ``x[2]``; the row was not even monotonic), its nearest at 1.7x picked other
+    source pixels: traced as PyTorch's reference decompositions, forward and backward."""
+    op = UPSAMPLINGS[case]
+
+    def run(fn):
+        x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5).sin().requires_grad_()
+        out = fn(x)
+        return out.detach(), torch.autograd.grad(out, x, torch.ones_like(out))[0]
+
+    assert_same(run(minidynamo.optimize(backend)(op)), run(op))
+
+
+# --- X51: sorting signed zeros ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("stable", [False, True])
+def test_sort_treats_negative_and_positive_zero_as_equal(backend, stable):
+    """``(x * 0.3 - 0.1).round()`` makes -0.0 of small negatives: XLA's sort put every -0.0
+    before every 0.0, eager keeps them in index order (they compare equal)."""
+    def f(x):
+        values, indices = x.sort(dim=-1, stable=stable)
+        return values, indices, torch.argsort(x, descending=True, stable=True)
+
+    x = torch.tensor([[0.0, -0.0, 1.0, -0.0, 0.0, -1.0], [-0.0, 2.0, 0.0, 0.0, -0.0, 0.0]])
+    got, want = minidynamo.optimize(backend)(f)(x), f(x)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+    assert torch.equal(torch.signbit(got[0]), torch.signbit(want[0]))
