@@ -263,14 +263,11 @@ def _sorting_zeros_as_equal(op):
     XLA's sort orders by the bits (-0.0 first: ``sort([0.0, -0.0])`` gave index 1 first, and a
     stable sort then broke eager's index order). The values are gathered back from ``x`` (a
     -0.0 stays -0.0)."""
-    arguments = op._schema.arguments
-    position = [a.name for a in arguments].index("dim")
-
     def sort(x, *args, **kwargs):
         if _reentry.active or not x.is_floating_point() or x.dim() == 0:
             return NotImplemented
-        dim = kwargs.get("dim", args[position - 1] if len(args) >= position and not arguments[position].kwarg_only
-                         else arguments[position].default_value)
+        # sort.default(x, dim=-1, descending=False); sort.stable(x, *, stable, dim=-1, ...)
+        dim = kwargs.get("dim", args[0] if args else -1)
         with _lowered():
             keys = torch.where(x == 0, torch.zeros_like(x), x)
             _, indices = op(keys, *args, **kwargs)
