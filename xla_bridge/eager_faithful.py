@@ -236,8 +236,16 @@ def _times_a_mask_as_eager(x, y, *, in_place=False):
     mask, value = (y, x) if _is_bool(y) else (x, y)
     if not _is_bool(mask) or not isinstance(value, torch.Tensor) or not value.is_floating_point():
         return NotImplemented
+    if _in_a_recorded_backward(value):
+        return NotImplemented          # the recorded backward's own products stay as recorded
     result = torch.where(mask, value, value * 0)
     return x.copy_(result) if in_place else result
+
+
+def _in_a_recorded_backward(value) -> bool:
+    """Is this op one of a backward that trace_once's joint graph records (on meta tensors,
+    autograd's engine running with grad mode off), rather than one of a forward?"""
+    return value.device.type == "meta" and not torch.is_grad_enabled()
 
 
 def _is_bool(value) -> bool:
@@ -378,11 +386,9 @@ EAGER_FAITHFUL = (
     (_calls("logit", "logit_"), {_aten.logit.default: _logit_as_eager,
                                  _aten.logit_.default: functools.partial(_logit_as_eager, in_place=True)},
      {INFERENCE, TRAINING}),
-    # (inference only: a backward's own products with masks are eager's as recorded; a NaN in
-    # a training call's factor is the data flag's, index_check)
     (_multiplies_by_a_bool, {_aten.mul.Tensor: _times_a_mask_as_eager,
                              _aten.mul_.Tensor: functools.partial(_times_a_mask_as_eager, in_place=True)},
-     {INFERENCE}),
+     {INFERENCE, TRAINING}),
     (_upsampling, _upsample_references(), {INFERENCE, TRAINING}),
     (_calls("sort", "argsort", "msort"),
      {op: _sorting_zeros_as_equal(op) for op in (_aten.sort.default, _aten.sort.stable)},

@@ -188,15 +188,22 @@ def test_products_with_masks_gelu_and_variances_answer_as_eager(backend, case):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_product_with_a_bool_mask_keeps_eagers_negative_zero(backend):
-    """Seed 186 i739: ``print(x * (x > 0))`` printed ``-0.`` in eager and ``0.`` replayed (XLA's
-    select): a bool factor is traced as ``where(mask, x, x * 0)``; ``1 / (x * mask)`` shows it."""
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_a_product_with_a_bool_mask_keeps_eagers_negative_zero(backend, requires_grad):
+    """Seeds 186 i739, 191 i25: ``print(x * (x > 0))`` printed ``-0.`` in eager and ``0.``
+    replayed (XLA's select): a bool factor is traced as ``where(mask, x, x * 0)`` (in a forward;
+    a recorded backward keeps its own products); ``1 / (x * mask)`` shows it."""
     def f(x):
         y = x * (x > 0)
         return y, 1 / y
 
-    x = torch.tensor([-3.0, -0.5, 0.0, 2.0])
-    for got, want in zip(minidynamo.optimize(backend)(f)(x), f(x)):
+    def run(fn):
+        x = torch.tensor([-3.0, -0.5, 0.0, 2.0], requires_grad=requires_grad)
+        y, z = fn(x)
+        grad = torch.autograd.grad(y.sum(), x)[0] if requires_grad else torch.zeros(4)
+        return y.detach(), z.detach(), grad
+
+    for got, want in zip(run(minidynamo.optimize(backend)(f)), run(f)):
         torch.testing.assert_close(got, want)
         assert torch.equal(torch.signbit(got), torch.signbit(want))
 
