@@ -69,9 +69,9 @@ def run_functionally(func, args, kwargs):
     functional as torch_xla makes it outside one.
 
     torch_xla wraps every device tensor for functionalization, so that a write through a view
-    reaches the base. A tensor made while a dispatch mode is active, from no functional
+    reaches the base. A device tensor made while a dispatch mode is active from no device
     tensor (a factory: ``torch.zeros(.., device=xla)``, the ``empty`` inside ``torch.vander``,
-    or a host tensor's copy; no device tensor among its inputs), comes out bare: a write through its views is lost
+    a host tensor's copy) comes out bare, and a write through its views is lost
     (``z = torch.zeros(3, 4); z[:, 1:].add_(x)`` left ``z`` zero; ``torch.vander`` gave zeros).
     Every mode of the bridge runs ops through here."""
     out = func(*args, **kwargs)
