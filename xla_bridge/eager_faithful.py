@@ -314,12 +314,16 @@ def _may_reduce_over_no_dim(node) -> bool:
     name = _op_name(node.target)
     if name not in _REDUCTIONS:
         return False
-    position = 2 if name in ("norm", "linalg_vector_norm", "vector_norm") else 1
-    dim = node.kwargs.get("dim", node.args[position] if len(node.args) > position else None)
+    dim = _dim_argument(node, 2 if name in ("norm", "linalg_vector_norm", "vector_norm") else 1)
     if dim is None:
         return name in ("amax", "amin")
     return isinstance(dim, fx.Node) or (isinstance(dim, (list, tuple)) and
                                         (not dim or any(isinstance(d, fx.Node) for d in dim)))
+
+
+def _dim_argument(node, position=1):
+    """The ``dim`` a reduction node passes, by name or at ``position`` (None: left out)."""
+    return node.kwargs.get("dim", node.args[position] if len(node.args) > position else None)
 
 
 def _op_name(target) -> str:
@@ -429,5 +433,5 @@ def _variance_over_no_dim(node) -> bool:
     backward torch_xla's autograd runs still reduces over none."""
     if _op_name(node.target) not in ("var", "std", "var_mean", "std_mean"):
         return False
-    dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+    dim = _dim_argument(node)
     return isinstance(dim, (list, tuple)) and not dim
