@@ -13,6 +13,8 @@ C_FLAGS = ["-O2", "-std=c11", "-Wall", "-Wno-missing-braces"]
 ext_modules = [
     # the PEP 523 frame hook and the per-code caches
     Extension("minidynamo._eval_frame", sources=["minidynamo/_eval_frame.c"], extra_compile_args=C_FLAGS),
+    # nn.Module calls that go straight to forward when Module.__call__ would do nothing else
+    Extension("minidynamo._module_call", sources=["minidynamo/_module_call.c"], extra_compile_args=C_FLAGS),
     # optional fast paths for guard checks (guards/ falls back to Python without it)
     Extension("guards._guard_helpers", sources=["guards/_guard_helpers.c"], extra_compile_args=C_FLAGS),
 ]

@@ -16,6 +16,7 @@ import torch
 
 from . import _eval_frame, counting
 from .convert_frame import FrameConverter, codes_with_cache
+from .module_call import ModuleCall
 from .skipfiles import disabled_codes
 
 
@@ -64,7 +65,11 @@ class OptimizedModule(torch.nn.Module):
     ``forward`` is an instance attribute, a C ``Watched`` around the wrapped module: the
     wrapper's own ``nn.Module.__call__`` still runs (hooks registered on the wrapper fire), then
     the wrapped module is called with the hook's callback set, with no Python frame between.
+    Both module calls are ``ModuleCall``s (module_call.py): with no hooks they go straight to
+    forward, so a hit runs no Python frame of ``nn.Module.__call__``.
     """
+
+    __call__ = ModuleCall()
 
     def __init__(self, module: torch.nn.Module, converter: FrameConverter):
         super().__init__()
@@ -76,7 +81,7 @@ class OptimizedModule(torch.nn.Module):
         self._watch()
 
     def _watch(self) -> None:
-        self.__dict__["forward"] = _eval_frame.Watched(self._modules["_orig_mod"],
+        self.__dict__["forward"] = _eval_frame.Watched(ModuleCall(self._modules["_orig_mod"]),
                                                        self.__dict__["_minidynamo_converter"])
 
     def __setattr__(self, name, value):
@@ -172,6 +177,8 @@ def cache_entries(fn) -> list:
     ``CacheEntry`` with fields ``owner``, ``guard_fn``, ``compiled_fn``."""
     if isinstance(fn, _eval_frame.Watched):
         fn = fn.fn
+    if isinstance(fn, ModuleCall) and fn.module is not None:
+        fn = fn.module
     if isinstance(fn, OptimizedModule):
         fn = fn._orig_mod
     if isinstance(fn, torch.nn.Module):

@@ -107,6 +107,8 @@ def defined_names(paths) -> set:
                 names.update(t.id for t in node.targets if isinstance(t, ast.Name))
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 names.add(node.target.id)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("_"):
+                names.update(alias.asname or alias.name for alias in node.names)   # defined in C
     return names
 
 
