@@ -213,8 +213,21 @@ static PyObject *module_call_get_module(ModuleCall *self, void *unused) {
     return Py_NewRef(self->module ? self->module : Py_None);
 }
 
+/* What inspect.signature reports: nn.Module.__call__'s, bound to the module if there is one. */
+static PyObject *module_call_get_signature(ModuleCall *self, void *unused) {
+    PyObject *inspect = PyImport_ImportModule("inspect");
+    if (inspect == NULL)
+        return NULL;
+    PyObject *target = self->module ? PyMethod_New(wrapped_call_impl, self->module) : Py_NewRef(wrapped_call_impl);
+    PyObject *signature = target ? PyObject_CallMethod(inspect, "signature", "O", target) : NULL;
+    Py_XDECREF(target);
+    Py_DECREF(inspect);
+    return signature;
+}
+
 static PyGetSetDef module_call_getset[] = {
     {"module", (getter)module_call_get_module, NULL, "the module called (None: a method)", NULL},
+    {"__signature__", (getter)module_call_get_signature, NULL, "nn.Module.__call__'s signature", NULL},
     {NULL},
 };
 

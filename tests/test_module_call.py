@@ -207,6 +207,14 @@ def test_an_optimized_module_hit_runs_no_module_call_frame():
     minidynamo.reset()
 
 
+def test_signatures_read_as_nn_module_calls():
+    import inspect
+    module = Doubler()
+    optimized = minidynamo.optimize("eager")(module)
+    assert str(inspect.signature(optimized)) == str(inspect.signature(module)) == "(*args, **kwargs)"
+    assert str(inspect.signature(ModuleCall(module))) == "(*args, **kwargs)"
+
+
 def test_a_method_needs_a_module():
     with pytest.raises(TypeError, match="nn.Module first"):
         ModuleCall()(torch.ones(1))
