@@ -26,282 +26,51 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
   relu6, hardsigmoid, hardswish (traced as PyTorch's reference formulas on trace_once's
   training path; trivial's, whose backward torch_xla's autograd runs, refuses them).
 
-Each formula is an entry of ``EAGER_FAITHFUL``, run by ``decompose.Decomposing`` while a graph
-is traced, and only for graphs that call the op (``eager_faithful``): a graph without them
-traces with no dispatch mode. A formula calls the lowered op itself where it can (under
-``_lowered``), so it costs one or two more ops, not a decomposition. (A NaN or an infinity is
-``index_check``'s: data no trace can decide.)
+Each formula (``eager_formulas.py``) is an entry of ``EAGER_FAITHFUL`` below, run by
+``decompose.Decomposing`` while a graph is traced, and only for graphs that call the op
+(``eager_faithful``): a graph without them traces with no dispatch mode. This module decides
+which graph nodes reach which formulas. (A NaN or an infinity is ``index_check``'s: data no
+trace can decide.)
 """
 
-import contextlib
 import functools
-import math
-import threading
 
 import torch
 import torch.fx as fx
 
+from .eager_formulas import (
+    EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, batch_norm_as_eager, clamps, cummax_as_eager,
+    cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, is_bool, logit_as_eager, norm_as_eager,
+    reference, shifts, sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
+)
+
 _aten = torch.ops.aten
 
-class _Reentry(threading.local):
-    active = False
+# -- which graph nodes call an op a formula replaces ------------------------------------------
 
 
-_reentry = _Reentry()
+def _op_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return target.overloadpacket.__name__
+    return target if isinstance(target, str) else getattr(target, "__name__", "")
 
 
-@contextlib.contextmanager
-def _lowered():
-    """Inside a formula: the op it calls runs as the device's own lowering (the formula, asked
-    again by the mode, answers NotImplemented)."""
-    _reentry.active = True
-    try:
-        yield
-    finally:
-        _reentry.active = False
+def _calls(*names):
+    return lambda node: _op_name(node.target) in names
 
 
-def _cummax_as_eager(x, dim):
-    """``cummax`` whose index among tied values is the last one, as eager's kernels give (XLA's
-    lowering keeps the first). The values are XLA's; the index at j is the last i <= j where x
-    reached its running maximum (after it nothing new came, so x[i] is the maximum at j). Its
-    own ``cummax`` calls are the lowered op (NotImplemented: the mode runs the op itself)."""
-    if _reentry.active or x.dim() == 0:
-        return NotImplemented
-    with _lowered():
-        values = _aten.cummax.default(x, dim)[0]
-        dim = dim % x.dim()
-        shape = [1] * x.dim()
-        shape[dim] = x.shape[dim]
-        positions = torch.arange(x.shape[dim], device=x.device).view(shape).expand(x.shape)
-        reached = torch.where(x == values, positions, torch.zeros_like(positions))
-        return values, _aten.cummax.default(reached, dim)[0]
-
-
-def _batch_norm_as_eager(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    """``native_batch_norm`` in training mode with PyTorch's running statistics: torch_xla's
-    lowering updates ``running_var`` with the biased batch variance, eager with the unbiased
-    one (1.3% apart at 48 values a channel). The lowering still computes the output and what
-    backward saves (without running statistics); the update is made here as eager makes it.
-    Other calls keep the lowering (NotImplemented)."""
-    if _reentry.active or not training or running_mean is None or running_var is None:
-        return NotImplemented
-    with _lowered():
-        out = _aten.native_batch_norm.default(input, weight, bias, None, None, True, momentum, eps)
-    dims = [0, *range(2, input.dim())]
-    count = input.numel() // input.shape[1]
-    variance, mean = torch.var_mean(input.detach(), dims, correction=0)
-    running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
-    unbiased = variance * (count / max(count - 1, 1))
-    running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
-    return out
-
-
-def _arange_as_eager(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
-    """``arange`` with a float bound or step as eager's CPU kernel makes it: the length is
-    ``ceil((end - start) / step)`` in double, value i is ``start + i * step`` in double, then
-    cast (XLA's lowering gives ``arange(0.0, 1.0, 0.1)`` an eleventh element, 1.0)."""
-    if _reentry.active or all(type(v) is int for v in (start, end, step)):
-        return NotImplemented
-    length = math.ceil((end - start) / step)
-    if length <= 0:
-        return NotImplemented
-    with _lowered():
-        positions = _aten.arange.default(length, dtype=torch.float64, device=device)
-    return (positions * step + start).to(dtype or torch.get_default_dtype())
-
-
-_NARROW_INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32)
-
-
-def _cumsum_as_eager(x, dim, *, dtype=None):
-    """``cumsum`` of a narrow integer (or bool) tensor sums in int64, as eager does; XLA sums in
-    the input's type (``uint8`` wraps at 256, ``bool`` stays True)."""
-    if dtype is not None or x.dtype not in _NARROW_INTEGERS:
-        return NotImplemented
-    return _aten.cumsum.default(x.to(torch.int64), dim)
-
-
-def _arithmetic_shift(op, in_place=False):
-    """``x >> k`` of a signed integer as eager's arithmetic shift (XLA shifts a negative value's
-    bits in as zeros: ``-1 >> 1`` gives 0, eager -1): a negative x is ``~(~x >> k)``."""
-    def shift(x, k):
-        if _reentry.active or not isinstance(x, torch.Tensor) or not x.dtype.is_signed \
-                or x.is_floating_point() or x.is_complex():
-            return NotImplemented
-        with _lowered():
-            result = torch.where(x < 0, ~op(~x, k), op(x, k))
-        return x.copy_(result) if in_place else result
-    return shift
-
-
-def _shifts():
-    table = {}
-    for packet, in_place_packet in ((_aten.__rshift__, _aten.__irshift__),
-                                    (_aten.bitwise_right_shift, _aten.bitwise_right_shift_)):
-        for overload in ("Scalar", "Tensor", "Tensor_Scalar"):
-            op = getattr(packet, overload, None)
-            if op is None:
-                continue
-            table[op] = _arithmetic_shift(op)
-            in_place = getattr(in_place_packet, overload, None)
-            if in_place is not None:
-                table[in_place] = _arithmetic_shift(op, in_place=True)
-    return table
-
-
-def _clamp_by_one_bound(x, low=None, high=None, *, in_place=False):
-    """``clamp`` by one Python bound as eager gives it: XLA's lowering clamps the other side to
-    the dtype's largest value (``inf.clamp(min=0)`` gives 3.4e38 for float32, 65504 for float16);
-    eager keeps the infinity. ``max(x, bound)`` (``min``) keeps it, and a NaN."""
-    bound = high if low is None else low
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or (low is None) == (high is None) \
-            or isinstance(bound, torch.Tensor):
-        return NotImplemented
-    bound = torch.full((), bound, dtype=x.dtype, device=x.device)
-    result = torch.maximum(x, bound) if high is None else torch.minimum(x, bound)
-    return x.copy_(result) if in_place else result
-
-
-def _clamps():
-    """``clamp(x, min)`` / ``clamp(x, max=...)`` (and in place) and ``clamp_min`` / ``clamp_max``."""
-    in_place = functools.partial(_clamp_by_one_bound, in_place=True)
-    return {_aten.clamp.default: _clamp_by_one_bound,
-            _aten.clamp_.default: in_place,
-            _aten.clamp_min.default: lambda x, bound: _clamp_by_one_bound(x, bound),
-            _aten.clamp_min_.default: lambda x, bound: in_place(x, bound),
-            _aten.clamp_max.default: lambda x, bound: _clamp_by_one_bound(x, None, bound),
-            _aten.clamp_max_.default: lambda x, bound: in_place(x, None, bound)}
-
-
-# Reductions whose empty ``dim`` list means every dimension in eager and none in torch_xla's
-# lowerings (``x.amax()`` gave ``x`` itself; ``var`` over no dimension NaN per element).
-_EVERY_DIM_WHEN_EMPTY = tuple(getattr(getattr(_aten, packet), overload) for packet, overload in (
-    ("amax", "default"), ("amin", "default"), ("sum", "dim_IntList"), ("mean", "dim"),
-    ("var", "correction"), ("std", "correction"), ("var_mean", "correction"),
-    ("std_mean", "correction"), ("linalg_vector_norm", "default")))
-
-
-def _every_dim_when_empty(op):
-    """``op`` with an empty ``dim`` list given as the list of every dimension, as eager reads
-    it (a 0-dim input has none to list: the lowering answers as eager)."""
-    arguments = op._schema.arguments
-    position = [a.name for a in arguments].index("dim")
-    default = arguments[position].default_value if arguments[position].has_default_value() else None
-
-    def reduce(*args, **kwargs):
-        given_by_name = "dim" in kwargs
-        dim = kwargs["dim"] if given_by_name else args[position] if len(args) > position else default
-        if not isinstance(dim, (list, tuple)) or len(dim) or args[0].dim() == 0:
-            return NotImplemented
-        every = list(range(args[0].dim()))
-        if given_by_name:
-            kwargs = {**kwargs, "dim": every}
-        elif len(args) > position:
-            args = (*args[:position], every, *args[position + 1:])
-        else:
-            kwargs = {**kwargs, "dim": every}
-        return op(*args, **kwargs)
-    return reduce
-
-
-def _norm_as_eager(x, p=2, dim=None, keepdim=False, *, dtype=None):
-    """``norm`` of order +-infinity (every overload) as ``linalg_vector_norm``: torch_xla's
-    ``norm`` lowering gives 1 for ``x.norm(p=inf)`` (eager: the largest absolute value)."""
-    if not (isinstance(p, float) and math.isinf(p)):
-        return NotImplemented
-    return _aten.linalg_vector_norm.default(x, p, dim, keepdim, dtype=dtype)
-
-
-def _dist_as_eager(x, y, p=2):
-    """``dist`` of order +-infinity, which torch_xla's lowering gives as 1."""
-    if not (isinstance(p, float) and math.isinf(p)):
-        return NotImplemented
-    return _aten.linalg_vector_norm.default(x - y, p)
-
-
-def _logit_as_eager(x, eps=None, *, in_place=False):
-    """``logit(x, eps)`` reads x clamped to ``[eps, 1 - eps]``; torch_xla's lowering leaves
-    values below ``eps`` alone (NaN for a negative x)."""
-    if eps is None:
-        return NotImplemented
-    result = _aten.logit.default(x.clamp(eps, 1 - eps))
-    return x.copy_(result) if in_place else result
-
-
-def _times_a_mask_as_eager(x, y, *, in_place=False):
-    """``x * mask`` (either factor a bool tensor) as ``where(mask, x, x * 0)``: XLA rewrites the
-    product as ``select(mask, x, 0)``, which loses eager's -0.0 (``-3 * False``) and NaN
-    (``inf * False``); ``x * 0`` it leaves alone."""
-    mask, value = (y, x) if _is_bool(y) else (x, y)
-    if not _is_bool(mask) or not isinstance(value, torch.Tensor) or not value.is_floating_point():
-        return NotImplemented
-    if _in_a_recorded_backward(value):
-        return NotImplemented          # the recorded backward's own products stay as recorded
-    result = torch.where(mask, value, value * 0)
-    return x.copy_(result) if in_place else result
-
-
-def _in_a_recorded_backward(value) -> bool:
-    """Is this op one of a backward that trace_once's joint graph records (on meta tensors,
-    autograd's engine running with grad mode off), rather than one of a forward?"""
-    return value.device.type == "meta" and not torch.is_grad_enabled()
-
-
-def _is_bool(value) -> bool:
-    return isinstance(value, torch.Tensor) and value.dtype == torch.bool
+def _dim_argument(node, position=1):
+    """The ``dim`` a reduction node passes, by name or at ``position`` (None: left out)."""
+    return node.kwargs.get("dim", node.args[position] if len(node.args) > position else None)
 
 
 def _multiplies_by_a_bool(node) -> bool:
     return _op_name(node.target) in ("mul", "mul_", "imul", "__mul__", "__rmul__", "__imul__") and any(
-        isinstance(a, fx.Node) and _is_bool(a.meta.get("example_value")) for a in node.args)
-
-
-def _gelu_as_eager(x, *, approximate="none", in_place=False):
-    """Exact ``gelu`` as ``x * erfc(-x / sqrt(2)) / 2``: torch_xla's ``1 + erf(x / sqrt(2))``
-    is one ulp (1.2e-7) where it should be ~0, so ``gelu(-1e4)`` gave -8.9e-4 (eager -0.0)."""
-    if approximate != "none":
-        return NotImplemented
-    result = x * torch.special.erfc(x * -math.sqrt(0.5)) * 0.5
-    return x.copy_(result) if in_place else result
-
-
-def _sorting_zeros_as_equal(op):
-    """``op`` (``sort``) ordering by keys in which -0.0 is 0.0, as eager compares;
-    XLA's sort orders by the bits (-0.0 first: ``sort([0.0, -0.0])`` gave index 1 first, and a
-    stable sort then broke eager's index order). The values are gathered back from ``x`` (a
-    -0.0 stays -0.0)."""
-    def sort(x, *args, **kwargs):
-        if _reentry.active or not x.is_floating_point() or x.dim() == 0:
-            return NotImplemented
-        # sort.default(x, dim=-1, descending=False); sort.stable(x, *, stable, dim=-1, ...)
-        dim = kwargs.get("dim", args[0] if args else -1)
-        with _lowered():
-            keys = torch.where(x == 0, torch.zeros_like(x), x)
-            _, indices = op(keys, *args, **kwargs)
-        return torch.gather(x, dim, indices), indices
-    return sort
-
-
-_UPSAMPLES = ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
-              "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
-              "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d",
-              "upsample_bicubic2d", "_upsample_bilinear2d_aa")
+        isinstance(a, fx.Node) and is_bool(a.meta.get("example_value")) for a in node.args)
 
 
 def _upsampling(node) -> bool:
     return _op_name(node.target).startswith(("interpolate", "upsample", "_upsample"))
-
-
-def _upsample_references() -> dict:
-    from torch._decomp import decomposition_table
-
-    ops = (getattr(getattr(_aten, name), overload) for name in _UPSAMPLES for overload in ("default", "vec")
-           if hasattr(getattr(_aten, name), overload))
-    return {op: decomposition_table[op] for op in ops if op in decomposition_table}
-
-
-_NORM_OVERLOADS = ("Scalar", "ScalarOpt_dim", "ScalarOpt_dtype", "ScalarOpt_dim_dtype")
 
 
 _REDUCTIONS = ("amax", "amin", "sum", "mean", "var", "std", "var_mean", "std_mean", "norm",
@@ -321,21 +90,6 @@ def _may_reduce_over_no_dim(node) -> bool:
                                         (not dim or any(isinstance(d, fx.Node) for d in dim)))
 
 
-def _dim_argument(node, position=1):
-    """The ``dim`` a reduction node passes, by name or at ``position`` (None: left out)."""
-    return node.kwargs.get("dim", node.args[position] if len(node.args) > position else None)
-
-
-def _op_name(target) -> str:
-    if isinstance(target, torch._ops.OpOverload):
-        return target.overloadpacket.__name__
-    return target if isinstance(target, str) else getattr(target, "__name__", "")
-
-
-def _calls(*names):
-    return lambda node: _op_name(node.target) in names
-
-
 def _norm_in_training(node) -> bool:
     """A batch or instance norm node that may update running statistics (its ``training`` /
     ``use_input_stats`` argument, the sixth, is not a constant False)."""
@@ -352,12 +106,7 @@ def _arange_with_a_float(node) -> bool:
     return _op_name(node.target) == "arange" and any(type(a) is float for a in (*node.args, *node.kwargs.values()))
 
 
-def _reference(*ops):
-    """PyTorch's own decomposition of each op (its definition, in ops whose lowerings agree)."""
-    from torch._decomp import decomposition_table
-
-    return {op: decomposition_table[op] for op in ops}
-
+# -- the table ------------------------------------------------------------------------------
 
 # Backward formulas torch_xla lowers otherwise: elu's gradient for x < 0 (elu'(-3) is -2.0 on the
 # device, 0.0498 in eager; celu and selu too), and the kinks of hardtanh, relu6, hardsigmoid and
@@ -369,40 +118,40 @@ _BACKWARDS_THAT_DIFFER += tuple(f"{name}_" for name in _BACKWARDS_THAT_DIFFER)  
 # path traces forward ops only, the grad-mode paths their backward ops too).
 INFERENCE, TRAINING = "inference", "training"
 EAGER_FAITHFUL = (
-    (_calls("cummax"), {_aten.cummax.default: _cummax_as_eager}, {INFERENCE, TRAINING}),
-    (_norm_in_training, {_aten.native_batch_norm.default: _batch_norm_as_eager}, {INFERENCE, TRAINING}),
-    (_arange_with_a_float, {_aten.arange.start_step: _arange_as_eager,
-                            _aten.arange.start: _arange_as_eager,
-                            _aten.arange.default: lambda end, **kw: _arange_as_eager(0, end, **kw)},
+    (_calls("cummax"), {_aten.cummax.default: cummax_as_eager}, {INFERENCE, TRAINING}),
+    (_norm_in_training, {_aten.native_batch_norm.default: batch_norm_as_eager}, {INFERENCE, TRAINING}),
+    (_arange_with_a_float, {_aten.arange.start_step: arange_as_eager,
+                            _aten.arange.start: arange_as_eager,
+                            _aten.arange.default: lambda end, **kw: arange_as_eager(0, end, **kw)},
      {INFERENCE, TRAINING}),
-    (_calls("cumsum"), {_aten.cumsum.default: _cumsum_as_eager}, {INFERENCE, TRAINING}),
+    (_calls("cumsum"), {_aten.cumsum.default: cumsum_as_eager}, {INFERENCE, TRAINING}),
     (_calls("rshift", "__rshift__", "irshift", "__irshift__", "bitwise_right_shift", "bitwise_right_shift_"),
-     _shifts(), {INFERENCE, TRAINING}),
+     shifts(), {INFERENCE, TRAINING}),
     # (inference only: through maximum, a gradient at x == bound would be split in two)
     (_calls("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_"),
-     _clamps(), {INFERENCE}),
-    (_may_reduce_over_no_dim, {op: _every_dim_when_empty(op) for op in _EVERY_DIM_WHEN_EMPTY},
+     clamps(), {INFERENCE}),
+    (_may_reduce_over_no_dim, {op: every_dim_when_empty(op) for op in EVERY_DIM_WHEN_EMPTY},
      {INFERENCE, TRAINING}),
     (_calls("norm", "normalize", "dist"),
-     {_aten.dist.default: _dist_as_eager,
-      **{getattr(_aten.norm, overload): _norm_as_eager for overload in _NORM_OVERLOADS}},
+     {_aten.dist.default: dist_as_eager,
+      **{getattr(_aten.norm, overload): norm_as_eager for overload in NORM_OVERLOADS}},
      {INFERENCE, TRAINING}),
-    (_calls("logit", "logit_"), {_aten.logit.default: _logit_as_eager,
-                                 _aten.logit_.default: functools.partial(_logit_as_eager, in_place=True)},
+    (_calls("logit", "logit_"), {_aten.logit.default: logit_as_eager,
+                                 _aten.logit_.default: functools.partial(logit_as_eager, in_place=True)},
      {INFERENCE, TRAINING}),
-    (_multiplies_by_a_bool, {_aten.mul.Tensor: _times_a_mask_as_eager,
-                             _aten.mul_.Tensor: functools.partial(_times_a_mask_as_eager, in_place=True)},
+    (_multiplies_by_a_bool, {_aten.mul.Tensor: times_a_mask_as_eager,
+                             _aten.mul_.Tensor: functools.partial(times_a_mask_as_eager, in_place=True)},
      {INFERENCE, TRAINING}),
-    (_upsampling, _upsample_references(), {INFERENCE, TRAINING}),
+    (_upsampling, upsample_references(), {INFERENCE, TRAINING}),
     (_calls("sort", "argsort", "msort"),
-     {op: _sorting_zeros_as_equal(op) for op in (_aten.sort.default, _aten.sort.stable)},
+     {op: sorting_zeros_as_equal(op) for op in (_aten.sort.default, _aten.sort.stable)},
      {INFERENCE, TRAINING}),
-    (_calls("gelu", "gelu_"), {_aten.gelu.default: _gelu_as_eager,
-                               _aten.gelu_.default: functools.partial(_gelu_as_eager, in_place=True)},
+    (_calls("gelu", "gelu_"), {_aten.gelu.default: gelu_as_eager,
+                               _aten.gelu_.default: functools.partial(gelu_as_eager, in_place=True)},
      {INFERENCE, TRAINING}),
     (_calls(*_BACKWARDS_THAT_DIFFER),
-     _reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,
-                _aten.hardsigmoid_backward.default, _aten.hardswish_backward.default), {TRAINING}),
+     reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,
+               _aten.hardsigmoid_backward.default, _aten.hardswish_backward.default), {TRAINING}),
 )
 
 
