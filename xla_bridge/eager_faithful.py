@@ -9,7 +9,10 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 - ``arange`` with a float bound or step gets another length (``arange(0.0, 1.0, 0.1)``: 11);
 - ``cumsum`` of a narrow integer or bool sums in the input's type (eager widens to int64);
 - ``>>`` of a negative integer shifts zeros in (eager's shift is arithmetic);
-- ``clamp`` by one bound turns an infinity into the dtype's largest value;
+- ``clamp`` (``relu``, ``hardtanh``, ``relu6``) turns -0.0 into 0.0 at a bound of 0 (eager's
+  kernels compare and keep x), and by one bound an infinity into the dtype's largest value;
+- ``elu`` (``selu``, ``celu``) and ``softshrink`` of -0.0 give 0.0, eager -0.0; ``sign(-0.0)``
+  gives -0.0, eager 0.0; so does ``x + 0`` (XLA's simplifier drops it);
 - a reduction over an empty ``dim`` list (``x.amax()``, ``x.sum(dim=[])``, ``x.var(dim=())``)
   reduces nothing (eager: every dimension);
 - ``norm`` and ``dist`` of order infinity give 1 (``linalg.vector_norm``'s lowering is right);
@@ -41,7 +44,7 @@ import torch.fx as fx
 from .eager_formulas import (
     EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, batch_norm_as_eager, clamps, cummax_as_eager,
     cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, is_bool, logit_as_eager, norm_as_eager,
-    reference, shifts, sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
+    reference, shifts, signed_zero_selects, sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
 )
 
 _aten = torch.ops.aten
@@ -67,6 +70,11 @@ def _dim_argument(node, position=1):
 def _multiplies_by_a_bool(node) -> bool:
     return _op_name(node.target) in ("mul", "mul_", "imul", "__mul__", "__rmul__", "__imul__") and any(
         isinstance(a, fx.Node) and is_bool(a.meta.get("example_value")) for a in node.args)
+
+
+def _adds_a_zero(node) -> bool:
+    return _op_name(node.target) in ("add", "add_", "iadd", "__add__", "__radd__", "__iadd__") and any(
+        type(a) in (int, float) and a == 0 for a in node.args)
 
 
 def _upsampling(node) -> bool:
@@ -127,9 +135,11 @@ EAGER_FAITHFUL = (
     (_calls("cumsum"), {_aten.cumsum.default: cumsum_as_eager}, {INFERENCE, TRAINING}),
     (_calls("rshift", "__rshift__", "irshift", "__irshift__", "bitwise_right_shift", "bitwise_right_shift_"),
      shifts(), {INFERENCE, TRAINING}),
-    # (inference only: through maximum, a gradient at x == bound would be split in two)
-    (_calls("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_"),
-     clamps(), {INFERENCE}),
+    # (inference only: the formulas' own gradients differ from eager's at x == bound)
+    (_calls("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_",
+            "relu", "relu_", "hardtanh", "hardtanh_", "relu6", "relu6_"), clamps(), {INFERENCE}),
+    (lambda node: _calls("elu", "elu_", "selu", "selu_", "celu", "celu_", "softshrink", "sign", "sign_", "sgn",
+                         "sgn_")(node) or _adds_a_zero(node), signed_zero_selects(), {INFERENCE}),
     (_may_reduce_over_no_dim, {op: every_dim_when_empty(op) for op in EVERY_DIM_WHEN_EMPTY},
      {INFERENCE, TRAINING}),
     (_calls("norm", "normalize", "dist"),

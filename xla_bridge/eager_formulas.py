@@ -125,28 +125,121 @@ def shifts():
     return table
 
 
-def _clamp_by_one_bound(x, low=None, high=None, *, in_place=False):
-    """``clamp`` by one Python bound as eager gives it: XLA's lowering clamps the other side to
-    the dtype's largest value (``inf.clamp(min=0)`` gives 3.4e38 for float32, 65504 for float16);
-    eager keeps the infinity. ``max(x, bound)`` (``min``) keeps it, and a NaN."""
-    bound = high if low is None else low
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or (low is None) == (high is None) \
-            or isinstance(bound, torch.Tensor):
+def _held(x, low=None, high=None):
+    """x held to ``[low, high]`` as eager's kernels compare: ``x < low ? low : x``, then
+    ``> high``. An x equal to a bound stays x, so -0.0 stays -0.0 (XLA's ``max(-0.0, 0.0)`` is
+    0.0), a NaN stays NaN, and ``low > high`` gives ``high``."""
+    def bound(value):
+        return torch.full((), value, dtype=x.dtype, device=x.device)    # no convert per use
+    held = x if low is None else torch.where(x < (low := bound(low)), low, x)
+    return held if high is None else torch.where(held > (high := bound(high)), high, held)
+
+
+def _is_plain_float_tensor(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _clamp_as_eager(x, low=None, high=None, *, in_place=False):
+    """``clamp`` by Python bounds as eager gives it. XLA's lowering is ``min(max(x, low), high)``:
+    it turns -0.0 into 0.0 at a bound of 0 (``relu(-0.0)``: eager -0.0), and, given one bound,
+    clamps an infinity to the dtype's largest value on the other side (``inf.clamp(min=0)`` gave
+    3.4e38 for float32). Tensor bounds keep the lowering."""
+    if not _is_plain_float_tensor(x) or (low is None and high is None) \
+            or not all(bound is None or _number(bound) for bound in (low, high)):
         return NotImplemented
-    bound = torch.full((), bound, dtype=x.dtype, device=x.device)
-    result = torch.maximum(x, bound) if high is None else torch.minimum(x, bound)
+    result = _held(x, low, high)
     return x.copy_(result) if in_place else result
 
 
+def _hardtanh_as_eager(x, low=-1.0, high=1.0, *, in_place=False):
+    """``hardtanh`` is ``clamp`` to ``[low, high]``, except that a NaN bound makes it NaN (the
+    lowering's answer)."""
+    if not all(_number(bound) and not math.isnan(bound) for bound in (low, high)):
+        return NotImplemented
+    return _clamp_as_eager(x, low, high, in_place=in_place)
+
+
+def _in_place(formula):
+    return functools.partial(formula, in_place=True)
+
+
 def clamps():
-    """``clamp(x, min)`` / ``clamp(x, max=...)`` (and in place) and ``clamp_min`` / ``clamp_max``."""
-    in_place = functools.partial(_clamp_by_one_bound, in_place=True)
-    return {_aten.clamp.default: _clamp_by_one_bound,
-            _aten.clamp_.default: in_place,
-            _aten.clamp_min.default: lambda x, bound: _clamp_by_one_bound(x, bound),
-            _aten.clamp_min_.default: lambda x, bound: in_place(x, bound),
-            _aten.clamp_max.default: lambda x, bound: _clamp_by_one_bound(x, None, bound),
-            _aten.clamp_max_.default: lambda x, bound: in_place(x, None, bound)}
+    """``clamp`` (and in place), ``clamp_min`` / ``clamp_max``, ``hardtanh`` (``relu6``), ``relu``."""
+    return {_aten.clamp.default: _clamp_as_eager,
+            _aten.clamp_.default: _in_place(_clamp_as_eager),
+            _aten.clamp_min.default: lambda x, bound: _clamp_as_eager(x, bound),
+            _aten.clamp_min_.default: lambda x, bound: _clamp_as_eager(x, bound, in_place=True),
+            _aten.clamp_max.default: lambda x, bound: _clamp_as_eager(x, None, bound),
+            _aten.clamp_max_.default: lambda x, bound: _clamp_as_eager(x, None, bound, in_place=True),
+            _aten.hardtanh.default: _hardtanh_as_eager,
+            _aten.hardtanh_.default: _in_place(_hardtanh_as_eager),
+            _aten.relu.default: lambda x: _clamp_as_eager(x, 0),
+            _aten.relu_.default: lambda x: _clamp_as_eager(x, 0, in_place=True)}
+
+
+def _elu_as_eager(x, alpha=1.0, scale=1.0, input_scale=1.0, *, in_place=False):
+    """``elu`` (``selu``) as eager's kernel: ``x <= 0 ? expm1(x * input_scale) * alpha * scale :
+    x * scale``. The lowering's ``exp(x) - 1`` turns -0.0 into 0.0 (and loses digits near 0)."""
+    if not _is_plain_float_tensor(x) or not all(map(_number, (alpha, scale, input_scale))) \
+            or not math.isfinite(input_scale):
+        return NotImplemented
+    result = torch.where(x <= 0, torch.expm1(x * input_scale) * (alpha * scale), x * scale)
+    return x.copy_(result) if in_place else result
+
+
+def _celu_as_eager(x, alpha=1.0, *, in_place=False):
+    """``celu`` is ``elu`` with ``input_scale = 1 / alpha`` (alpha 0: the lowering's answer)."""
+    if not _number(alpha) or alpha == 0:
+        return NotImplemented
+    return _elu_as_eager(x, alpha, 1.0, 1.0 / alpha, in_place=in_place)
+
+
+def _softshrink_as_eager(x, lambd=0.5):
+    """``softshrink``: ``x * 0`` between the bounds, as eager (the lowering's 0 loses -0.0)."""
+    if not _is_plain_float_tensor(x) or not _number(lambd):
+        return NotImplemented
+    return torch.where(x > lambd, x - lambd, torch.where(x < -lambd, x + lambd, x * 0))
+
+
+def _sign_as_eager(x, *, in_place=False):
+    """``sign`` of a float: 1, -1 or 0.0 (eager's sign of -0.0 and of NaN is 0.0; XLA's of -0.0
+    is -0.0)."""
+    if not _is_plain_float_tensor(x):
+        return NotImplemented
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    result = torch.where(x > 0, zero + 1, torch.where(x < 0, zero - 1, zero))
+    return x.copy_(result) if in_place else result
+
+
+def _plus_zero_as_eager(x, other, *, alpha=1, in_place=False):
+    """``x + 0``: XLA's simplifier drops the addition, so -0.0 stays -0.0 (eager: 0.0)."""
+    if not _is_plain_float_tensor(x) or not _number(other) or other != 0:
+        return NotImplemented
+    result = torch.where(x == 0, torch.zeros((), dtype=x.dtype, device=x.device), x)
+    return x.copy_(result) if in_place else result
+
+
+def signed_zero_selects() -> dict:
+    """Activations whose eager kernel selects by a comparison, keeping a -0.0 that XLA's
+    lowerings (``max``, ``exp(x) - 1``, a constant 0) make 0.0, and ``x + 0``, which eager
+    makes 0.0 and XLA leaves -0.0."""
+    return {_aten.elu.default: _elu_as_eager,
+            _aten.elu_.default: _in_place(_elu_as_eager),
+            _aten.celu.default: lambda x, alpha=1.0: _celu_as_eager(x, alpha),
+            _aten.celu_.default: lambda x, alpha=1.0: _celu_as_eager(x, alpha, in_place=True),
+            _aten.softshrink.default: _softshrink_as_eager,
+            _aten.sign.default: _sign_as_eager,
+            _aten.sign_.default: _in_place(_sign_as_eager),
+            _aten.sgn.default: _sign_as_eager,
+            _aten.sgn_.default: _in_place(_sign_as_eager),
+            _aten.add.Tensor: _plus_zero_as_eager,
+            _aten.add_.Tensor: _in_place(_plus_zero_as_eager),
+            _aten.add.Scalar: _plus_zero_as_eager,
+            _aten.add_.Scalar: _in_place(_plus_zero_as_eager)}
 
 
 # Reductions whose empty ``dim`` list means every dimension in eager and none in torch_xla's

@@ -17,6 +17,9 @@ X48 a tensor made inside the graph and written through a view (``torch.vander``,
 X49 a partitioned graph whose in-place write was cut from the view it writes
 X50 upsampling by a factor or to a size that does not divide
 X51 ``sort`` of -0.0 and 0.0 (XLA orders them, eager treats them as equal)
+X52 signed zeros: ``relu``/``clamp``/``hardtanh``/``elu``/``softshrink`` of -0.0 gave 0.0 (eager's
+    kernels compare and keep x), ``sign(-0.0)`` -0.0 (eager 0.0), ``x + 0`` kept -0.0 (XLA's
+    simplifier drops the addition)
 X46 ``gelu`` far out on the left (``1 + erf`` cancels to one ulp), ``gelu(inf)``, and a variance
     of values whose squares overflow float32 (eager accumulates in double)
 """
@@ -308,3 +311,48 @@ def test_sort_treats_negative_and_positive_zero_as_equal(backend, stable):
     for g, w in zip(got, want):
         assert torch.equal(g, w)
     assert torch.equal(torch.signbit(got[0]), torch.signbit(want[0]))
+
+
+# --- X52: signed zeros -----------------------------------------------------------------------------
+
+F = torch.nn.functional
+SIGNED_ZERO_OPS = {
+    "relu": torch.relu, "relu_": lambda x: x.clone().relu_(), "clamp(min=0)": lambda x: x.clamp(min=0),
+    "clamp(0, 1)": lambda x: x.clamp(0, 1), "clamp(max=0) of -x": lambda x: (-x).clamp(max=0),
+    "clamp(2, 1)": lambda x: x.clamp(2, 1), "clamp_(min=-0.5)": lambda x: x.clone().clamp_(min=-0.5),
+    "clamp_min": lambda x: torch.clamp_min(x, 0.0), "hardtanh": F.hardtanh, "relu6": F.relu6,
+    "clamp(min=nan)": lambda x: x.clamp(min=float("nan")), "hardtanh(nan, 1)": lambda x: F.hardtanh(x, float("nan"), 1.0),
+    "elu": F.elu, "selu": F.selu, "celu(2)": lambda x: F.celu(x, 2.0), "elu_": lambda x: F.elu_(x.clone()),
+    "softshrink": F.softshrink, "sign": torch.sign, "sgn": torch.sgn, "x + 0": lambda x: x + 0,
+    "0.0 + x": lambda x: 0.0 + x, "add_(0)": lambda x: x.clone().add_(0),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(SIGNED_ZERO_OPS))
+def test_signed_zeros_come_out_as_eager_gives_them(backend, name):
+    """Seed 195 i166: ``print(y.relu() * 2)`` showed 0. where eager shows -0.: XLA's ``max(-0.0,
+    0.0)`` is 0.0, eager's kernels compare and keep x. Values, and the sign of every zero, as eager."""
+    op = SIGNED_ZERO_OPS[name]
+    x = torch.tensor([-0.0, 0.0, -0.3, 0.3, -0.7, 0.7, -2.0, 5.0, float("nan"), float("inf"), -float("inf")])
+    minidynamo.reset()
+    got, want = minidynamo.optimize(backend)(lambda x: op(x) * 2)(x), op(x) * 2
+    torch.testing.assert_close(got, want, equal_nan=True)
+    zeros = want == 0
+    assert torch.equal(torch.signbit(got[zeros]), torch.signbit(want[zeros])), (got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_relu_and_clamp_gradients_at_zero_stay_eager_s(backend):
+    """The formulas serve inference only: their own gradients at x == bound would differ
+    (eager's relu'(0) is 0, a select's 1), so grad-mode graphs keep the lowering."""
+    def f(x):
+        return (torch.relu(x) + x.clamp(min=0.5) + F.hardtanh(x)).sum()
+
+    def run(fn):
+        x = torch.tensor([-1.0, -0.0, 0.0, 0.5, 1.0, 2.0], requires_grad=True)
+        out = fn(x)
+        return out.detach(), torch.autograd.grad(out, x)[0]
+
+    minidynamo.reset()
+    assert_same(run(minidynamo.optimize(backend)(f)), run(f))
