@@ -12,7 +12,8 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 - ``clamp`` (``relu``, ``hardtanh``, ``relu6``) turns -0.0 into 0.0 at a bound of 0 (eager's
   kernels compare and keep x), and by one bound an infinity into the dtype's largest value;
 - ``elu`` (``selu``, ``celu``) and ``softshrink`` of -0.0 give 0.0, eager -0.0; ``sign(-0.0)``
-  gives -0.0, eager 0.0; so does ``x + 0`` (XLA's simplifier drops it);
+  gives -0.0, eager 0.0; so does ``x + 0`` (XLA's simplifier drops it); ``remainder(-1.0, 1.0)``
+  and ``max(x, dim)`` of a row whose first maximum is -0.0 give 0.0, eager -0.0;
 - a reduction over an empty ``dim`` list (``x.amax()``, ``x.sum(dim=[])``, ``x.var(dim=())``)
   reduces nothing (eager: every dimension);
 - ``norm`` and ``dist`` of order infinity give 1 (``linalg.vector_norm``'s lowering is right);
@@ -70,6 +71,10 @@ def _dim_argument(node, position=1):
 def _multiplies_by_a_bool(node) -> bool:
     return _op_name(node.target) in ("mul", "mul_", "imul", "__mul__", "__rmul__", "__imul__") and any(
         isinstance(a, fx.Node) and is_bool(a.meta.get("example_value")) for a in node.args)
+
+
+_SIGNED_ZERO_OPS = ("elu", "elu_", "selu", "selu_", "celu", "celu_", "softshrink", "sign", "sign_", "sgn", "sgn_",
+                    "remainder", "remainder_", "__mod__", "__rmod__", "__imod__", "mod", "imod", "max", "min")
 
 
 def _adds_a_zero(node) -> bool:
@@ -138,8 +143,7 @@ EAGER_FAITHFUL = (
     # (inference only: the formulas' own gradients differ from eager's at x == bound)
     (_calls("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_",
             "relu", "relu_", "hardtanh", "hardtanh_", "relu6", "relu6_"), clamps(), {INFERENCE}),
-    (lambda node: _calls("elu", "elu_", "selu", "selu_", "celu", "celu_", "softshrink", "sign", "sign_", "sgn",
-                         "sgn_")(node) or _adds_a_zero(node), signed_zero_selects(), {INFERENCE}),
+    (lambda node: _calls(*_SIGNED_ZERO_OPS)(node) or _adds_a_zero(node), signed_zero_selects(), {INFERENCE}),
     (_may_reduce_over_no_dim, {op: every_dim_when_empty(op) for op in EVERY_DIM_WHEN_EMPTY},
      {INFERENCE, TRAINING}),
     (_calls("norm", "normalize", "dist"),

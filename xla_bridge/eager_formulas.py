@@ -223,10 +223,36 @@ def _plus_zero_as_eager(x, other, *, alpha=1, in_place=False):
     return x.copy_(result) if in_place else result
 
 
+def _remainder_as_eager(x, other, *, in_place=False):
+    """Float ``remainder`` as eager's kernel: ``m = fmod(x, other)``, plus ``other`` where m is
+    nonzero and of the other sign. The lowering's answer is 0.0 where eager keeps fmod's -0.0
+    (``remainder(-1.0, 1.0)`` is -0.0 in eager)."""
+    if not _is_plain_float_tensor(x) or not (_number(other) or _is_plain_float_tensor(other)):
+        return NotImplemented
+    mod = torch.fmod(x, other)
+    other_negative = other < 0
+    result = torch.where((mod != 0) & ((mod < 0) != other_negative), mod + other, mod)
+    return x.copy_(result) if in_place else result
+
+
+def _extreme_at_its_index(op):
+    """``max(x, dim)`` / ``min(x, dim)`` whose values are x at the returned (first) indices, as
+    eager's are: XLA's reduction gives 0.0 for a row whose first maximum is -0.0."""
+    def extreme(x, dim, keepdim=False):
+        if _reentry.active or not x.is_floating_point() or x.dim() == 0:
+            return NotImplemented
+        with _lowered():
+            _, indices = op(x, dim, keepdim)
+        at = indices if keepdim else indices.unsqueeze(dim)
+        values = torch.gather(x, dim, at)
+        return (values if keepdim else values.squeeze(dim)), indices
+    return extreme
+
+
 def signed_zero_selects() -> dict:
     """Activations whose eager kernel selects by a comparison, keeping a -0.0 that XLA's
-    lowerings (``max``, ``exp(x) - 1``, a constant 0) make 0.0, and ``x + 0``, which eager
-    makes 0.0 and XLA leaves -0.0."""
+    lowerings (``max``, ``exp(x) - 1``, a constant 0) make 0.0, ``x + 0``, which eager makes 0.0
+    and XLA leaves -0.0, ``remainder`` and ``max``/``min`` along a dim."""
     return {_aten.elu.default: _elu_as_eager,
             _aten.elu_.default: _in_place(_elu_as_eager),
             _aten.celu.default: lambda x, alpha=1.0: _celu_as_eager(x, alpha),
@@ -239,7 +265,13 @@ def signed_zero_selects() -> dict:
             _aten.add.Tensor: _plus_zero_as_eager,
             _aten.add_.Tensor: _in_place(_plus_zero_as_eager),
             _aten.add.Scalar: _plus_zero_as_eager,
-            _aten.add_.Scalar: _in_place(_plus_zero_as_eager)}
+            _aten.add_.Scalar: _in_place(_plus_zero_as_eager),
+            _aten.remainder.Tensor: _remainder_as_eager,
+            _aten.remainder.Scalar: _remainder_as_eager,
+            _aten.remainder_.Tensor: _in_place(_remainder_as_eager),
+            _aten.remainder_.Scalar: _in_place(_remainder_as_eager),
+            _aten.max.dim: _extreme_at_its_index(_aten.max.dim),
+            _aten.min.dim: _extreme_at_its_index(_aten.min.dim)}
 
 
 # Reductions whose empty ``dim`` list means every dimension in eager and none in torch_xla's

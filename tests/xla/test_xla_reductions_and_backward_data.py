@@ -325,21 +325,42 @@ SIGNED_ZERO_OPS = {
     "elu": F.elu, "selu": F.selu, "celu(2)": lambda x: F.celu(x, 2.0), "elu_": lambda x: F.elu_(x.clone()),
     "softshrink": F.softshrink, "sign": torch.sign, "sgn": torch.sgn, "x + 0": lambda x: x + 0,
     "0.0 + x": lambda x: 0.0 + x, "add_(0)": lambda x: x.clone().add_(0),
+    "x % 1.0": lambda x: x % 1.0, "remainder(x, -1.5)": lambda x: torch.remainder(x, -1.5),
+    "remainder(x, y)": lambda x: torch.remainder(x, x.flip(0) + 0.25),
 }
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", sorted(SIGNED_ZERO_OPS))
-def test_signed_zeros_come_out_as_eager_gives_them(backend, name):
+@pytest.mark.parametrize("specials", [False, True])
+def test_signed_zeros_come_out_as_eager_gives_them(backend, name, specials):
     """Seed 195 i166: ``print(y.relu() * 2)`` showed 0. where eager shows -0.: XLA's ``max(-0.0,
-    0.0)`` is 0.0, eager's kernels compare and keep x. Values, and the sign of every zero, as eager."""
+    0.0)`` is 0.0, eager's kernels compare and keep x. Values, and the sign of every zero, as eager.
+    (With a NaN or an infinity among the inputs some of these calls run eagerly: index_check.)"""
     op = SIGNED_ZERO_OPS[name]
-    x = torch.tensor([-0.0, 0.0, -0.3, 0.3, -0.7, 0.7, -2.0, 5.0, float("nan"), float("inf"), -float("inf")])
+    x = torch.tensor([-0.0, 0.0, -0.3, 0.3, -0.7, 0.7, -2.0, 5.0, -1.0, 1.5, -3.0])
+    if specials:
+        x[-3:] = torch.tensor([float("nan"), float("inf"), -float("inf")])
     minidynamo.reset()
     got, want = minidynamo.optimize(backend)(lambda x: op(x) * 2)(x), op(x) * 2
     torch.testing.assert_close(got, want, equal_nan=True)
     zeros = want == 0
     assert torch.equal(torch.signbit(got[zeros]), torch.signbit(want[zeros])), (got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_and_min_along_a_dim_give_the_element_at_their_index(backend, keepdim):
+    """Eager's values are x at the first extreme index: -0.0 when that is a -0.0 (XLA's reduction
+    gave 0.0), 0.0 for ``min`` of ``[0.0, -0.0]``."""
+    def f(x):
+        return torch.max(x, 1, keepdim=keepdim), x.min(dim=0, keepdim=keepdim), torch.max(x, -1)[0] * 3
+
+    x = torch.tensor([[-0.0, 0.0, -1.0], [0.0, -0.0, -2.0], [-3.0, -0.0, -0.0]])
+    minidynamo.reset()
+    got, want = minidynamo.optimize(backend)(f)(x), f(x)
+    for g, w in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want)):
+        assert torch.equal(g, w) and torch.equal(torch.signbit(g.float()), torch.signbit(w.float())), (got, want)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
