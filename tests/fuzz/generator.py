@@ -412,6 +412,9 @@ class Gen:
                            "torch.nn.functional.hardtanh({t})", "{t} * ({t} > 0)",
                            "torch.logit({t}, eps=0.2)", "{t} * {t}.amax()",
                            "{t} / ({t}.norm(p=float('inf')) + 1)",
+                           # where a -0.0 shows: eager's kernels compare and keep x
+                           "{t} % 1.5", "torch.sign({t})", "torch.nn.functional.softshrink({t})",
+                           "torch.nn.functional.relu6({t})", "{t}.clamp(-0.5, 0.5)", "{t} + 0",
                            # integer tensors: eager refuses some integer ops XLA computes
                            f"{INT.format(v='{t} * 3', to='long')} // 2",
                            f"{INT.format(v='{t} * 3', to='long')} % {{i}}",
@@ -445,7 +448,8 @@ class Gen:
             options.append((r.choice([f"{t}.amax()", f"{t}.amin()", f"{t}.var()", f"{t}.sum(dim=[])",
                                       f"{t}.std(dim=())", f"{t}.norm(p=float('inf'))"]), ()))
             options.append((r.choice([f"{t}.amax(dim={d})", f"{t}.logsumexp(dim={d})",
-                                      f"{t}.std(dim={d})"]), s[:d] + s[d + 1:]))
+                                      f"{t}.std(dim={d})", f"{t}.max(dim={d}).values",
+                                      f"{t}.min({d})[0]"]), s[:d] + s[d + 1:]))
             options.append((f"{t}.cumprod(dim={d})", s))
             options.append((f"{t}.unsqueeze(0)", ("1",) + s))
             options.append((f"{t}.reshape(-1)", ("*".join(s),)))
