@@ -140,10 +140,10 @@ EAGER_FAITHFUL = (
     (_calls("cumsum"), {_aten.cumsum.default: cumsum_as_eager}, {INFERENCE, TRAINING}),
     (_calls("rshift", "__rshift__", "irshift", "__irshift__", "bitwise_right_shift", "bitwise_right_shift_"),
      shifts(), {INFERENCE, TRAINING}),
-    # (inference only: the formulas' own gradients differ from eager's at x == bound)
     (_calls("clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_",
-            "relu", "relu_", "hardtanh", "hardtanh_", "relu6", "relu6_"), clamps(), {INFERENCE}),
-    (lambda node: _calls(*_SIGNED_ZERO_OPS)(node) or _adds_a_zero(node), signed_zero_selects(), {INFERENCE}),
+            "relu", "relu_", "hardtanh", "hardtanh_", "relu6", "relu6_"), clamps(), {INFERENCE, TRAINING}),
+    (lambda node: _calls(*_SIGNED_ZERO_OPS)(node) or _adds_a_zero(node), signed_zero_selects(),
+     {INFERENCE, TRAINING}),
     (_may_reduce_over_no_dim, {op: every_dim_when_empty(op) for op in EVERY_DIM_WHEN_EMPTY},
      {INFERENCE, TRAINING}),
     (_calls("norm", "normalize", "dist"),

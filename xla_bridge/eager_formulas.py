@@ -156,10 +156,13 @@ def _clamp_as_eager(x, low=None, high=None, *, in_place=False):
 
 
 def _hardtanh_as_eager(x, low=-1.0, high=1.0, *, in_place=False):
-    """``hardtanh`` is ``clamp`` to ``[low, high]``, except that a NaN bound makes it NaN (the
-    lowering's answer)."""
-    if not all(_number(bound) and not math.isnan(bound) for bound in (low, high)):
+    """``hardtanh`` is ``clamp`` to ``[low, high]``, except that a NaN bound makes every value NaN
+    in eager (the device's grad-mode lowering kept x)."""
+    if not _is_plain_float_tensor(x) or not (_number(low) and _number(high)):
         return NotImplemented
+    if math.isnan(low) or math.isnan(high):
+        result = x * math.nan
+        return x.copy_(result) if in_place else result
     return _clamp_as_eager(x, low, high, in_place=in_place)
 
 

@@ -20,6 +20,9 @@ X51 ``sort`` of -0.0 and 0.0 (XLA orders them, eager treats them as equal)
 X52 signed zeros: ``relu``/``clamp``/``hardtanh``/``elu``/``softshrink`` of -0.0 gave 0.0 (eager's
     kernels compare and keep x), ``sign(-0.0)`` -0.0 (eager 0.0), ``x + 0`` kept -0.0 (XLA's
     simplifier drops the addition)
+X53 trace_once training: an in-place op on a slice of an intermediate (``t[:, 1:].fill_(w)``)
+    got the wrong gradient (the recorded backward wrote through an ``as_strided`` view, which
+    torch_xla writes to other elements)
 X46 ``gelu`` far out on the left (``1 + erf`` cancels to one ulp), ``gelu(inf)``, and a variance
     of values whose squares overflow float32 (eager accumulates in double)
 """
@@ -349,6 +352,31 @@ def test_signed_zeros_come_out_as_eager_gives_them(backend, name, specials):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(SIGNED_ZERO_OPS))
+def test_signed_zeros_and_gradients_in_grad_mode(backend, name):
+    """The same ops on a tensor that requires grad: values with the sign of every zero, and the
+    gradient (eager's at x == 0 and at a bound: relu'(0) is 0, clamp'(bound) 1, hardtanh'(bound) 0)."""
+    op = SIGNED_ZERO_OPS[name]
+    weights = torch.linspace(-1.0, 2.0, 11)
+
+    def run(fn):
+        x = torch.tensor([-0.0, 0.0, -0.3, 0.3, -0.7, 0.7, -2.0, 5.0, -1.0, 1.5, -0.5], requires_grad=True)
+        out = fn(x.clone() if name.endswith("_") or "_(" in name else x)
+        grad = torch.autograd.grad((out * weights).sum(), x, allow_unused=True)[0] if out.requires_grad else None
+        return out.detach(), grad
+
+    minidynamo.reset()
+    (got, got_grad), (want, want_grad) = run(minidynamo.optimize(backend)(lambda x: op(x) * 2)), run(lambda x: op(x) * 2)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    zeros = want == 0
+    assert torch.equal(torch.signbit(got[zeros]), torch.signbit(want[zeros])), (got, want)
+    if want_grad is None:
+        assert got_grad is None
+    else:
+        torch.testing.assert_close(got_grad, want_grad)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("keepdim", [False, True])
 def test_max_and_min_along_a_dim_give_the_element_at_their_index(backend, keepdim):
     """Eager's values are x at the first extreme index: -0.0 when that is a -0.0 (XLA's reduction
@@ -365,8 +393,9 @@ def test_max_and_min_along_a_dim_give_the_element_at_their_index(backend, keepdi
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_relu_and_clamp_gradients_at_zero_stay_eager_s(backend):
-    """The formulas serve inference only: their own gradients at x == bound would differ
-    (eager's relu'(0) is 0, a select's 1), so grad-mode graphs keep the lowering."""
+    """The formulas compute the forward values only (the dispatch mode runs below autograd): the
+    gradient is still the op's own, eager's at the kinks (relu'(0) is 0, where a select's own
+    gradient would be 1)."""
     def f(x):
         return (torch.relu(x) + x.clamp(min=0.5) + F.hardtanh(x)).sum()
 
@@ -377,3 +406,38 @@ def test_relu_and_clamp_gradients_at_zero_stay_eager_s(backend):
 
     minidynamo.reset()
     assert_same(run(minidynamo.optimize(backend)(f)), run(f))
+
+
+# --- X53: in-place writes to slices of intermediates, differentiated ------------------------------
+
+IN_PLACE_ON_VIEWS = {
+    "t[:, 1:].fill_(0.5)": lambda t: t[:, 1:].fill_(0.5),
+    "t[1:, :2].mul_(3)": lambda t: t[1:, :2].mul_(3),
+    "t.t()[::2].zero_()": lambda t: t.t()[::2].zero_(),
+    "t[:, 0].add_(1)": lambda t: t[:, 0].add_(1),
+    "t[1:].copy_(t[:2] * 2)": lambda t: t[1:].copy_(t[:2] * 2),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(IN_PLACE_ON_VIEWS))
+def test_in_place_writes_to_slices_of_intermediates_have_eager_s_gradients(backend, name):
+    """Seed 198 i592: ``t7 = MOD(y); t7[:, 1:].fill_(0.5)``, the gradient of the module's scale
+    was 1.08 where eager's is 2.87. Autograd's backward of an in-place op on a view writes
+    through the view; recorded on meta that view was an ``as_strided``, and torch_xla writes
+    through a multi-dimensional non-contiguous ``as_strided`` view to other elements."""
+    scale = torch.nn.Parameter(torch.tensor(1.5))
+    write = IN_PLACE_ON_VIEWS[name]
+
+    def f(y):
+        t = torch.relu(y) * scale + 0.25
+        write(t)
+        return t
+
+    y = torch.tensor([[1.0, 2.0, 3.0], [4.0, -1.0, 2.0], [0.5, 0.5, 0.5]])
+    weights = torch.arange(9.0).view(3, 3) + 1
+    minidynamo.reset()
+    out = minidynamo.optimize(backend)(f)(y)
+    want = f(y)
+    assert_same(out.detach(), want.detach())
+    assert_same(torch.autograd.grad((out * weights).sum(), scale), torch.autograd.grad((want * weights).sum(), scale))
