@@ -132,6 +132,7 @@ def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
             # to other elements (seed 198 i592: ``t[:, 1:].fill_(w)`` got the wrong gradient).
             with torch.enable_grad(), torch.autograd._force_original_view_tracking(True), recorder:
                 out = fn(*metas)
+                refuse_writes_that_require_grad(metas, needs_grad)
                 leaves, treespec = pytree.tree_flatten(out)
                 differentiable = _takes_tangent(leaves, metas)
                 refuse_guarded_views(leaves, differentiable)
@@ -158,6 +159,16 @@ def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
                                tuple(recorder.node_of(g) for g in grads)))
     return JointGraph(recorder.graph, recorder.constants, len(args), needs_grad, len(leaves),
                       treespec, differentiable)
+
+
+def refuse_writes_that_require_grad(arguments, needs_grad) -> None:
+    """An argument that did not require grad and was written in place with a value that does
+    (``y.unsqueeze(0).copy_(x)``, x requiring grad): in eager it now requires grad and has a
+    history; the bridge writes it back as data. Such a call runs eagerly (seed 197 i972)."""
+    for position, (argument, needed) in enumerate(zip(arguments, needs_grad)):
+        if isinstance(argument, torch.Tensor) and not needed and argument.requires_grad:
+            raise NotDifferentiable(f"the graph writes a value that requires grad into argument "
+                                    f"{position} in place (eager gives it an autograd history)")
 
 
 def refuse_guarded_views(leaves, differentiable) -> None:

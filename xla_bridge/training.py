@@ -69,7 +69,9 @@ from .decompose import decomposing, learn
 from .dtype_check import DtypeWatch, converting_widths
 from .eager_faithful import backward_differs, eager_faithful
 from .index_check import IndexOutOfRange, require_finite, watching_indices
-from .joint_graph import NotDifferentiable, Partition, joint_partition, refuse_guarded_views
+from .joint_graph import (
+    NotDifferentiable, Partition, joint_partition, refuse_guarded_views, refuse_writes_that_require_grad,
+)
 from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
 from .programs import ReplayedGraph
 
@@ -525,6 +527,8 @@ class LazyTraining:
         dev.torch_xla().sync()
         if in_range is not None and not in_range.item():
             raise IndexOutOfRange()               # before anything is written back
+        refuse_writes_that_require_grad([device_args[p] if p in written else None for p in range(len(args))],
+                                        needs_grad)
         if written:
             bridged.host_inputs.write_back(written, args, device_args)
         # an output that is an argument itself is that argument, as in eager (not a copy of it)

@@ -23,6 +23,8 @@ X52 signed zeros: ``relu``/``clamp``/``hardtanh``/``elu``/``softshrink`` of -0.0
 X53 trace_once training: an in-place op on a slice of an intermediate (``t[:, 1:].fill_(w)``)
     got the wrong gradient (the recorded backward wrote through an ``as_strided`` view, which
     torch_xla writes to other elements)
+X54 an argument that does not require grad, written in place through a view with a value that
+    does (``y.unsqueeze(0).copy_(x)``): eager gives it an autograd history, the bridge wrote data
 X46 ``gelu`` far out on the left (``1 + erf`` cancels to one ulp), ``gelu(inf)``, and a variance
     of values whose squares overflow float32 (eager accumulates in double)
 """
@@ -441,3 +443,37 @@ def test_in_place_writes_to_slices_of_intermediates_have_eager_s_gradients(backe
     want = f(y)
     assert_same(out.detach(), want.detach())
     assert_same(torch.autograd.grad((out * weights).sum(), scale), torch.autograd.grad((want * weights).sum(), scale))
+
+
+# --- X54: a written argument that then requires grad ----------------------------------------------
+
+WRITES_THAT_REQUIRE_GRAD = {
+    "y.unsqueeze(0).copy_(x)": lambda x, y: y.unsqueeze(0).copy_(x),
+    "y[0].add_(x[0])": lambda x, y: y[0].add_(x[0]),
+    "y.view(-1)[:3].copy_(x.view(-1)[:3] * 2)": lambda x, y: y.view(-1)[:3].copy_(x.view(-1)[:3] * 2),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(WRITES_THAT_REQUIRE_GRAD))
+def test_an_argument_written_with_a_value_that_requires_grad_gets_its_history(backend, name):
+    """Seed 197 i972: ``t4 = y.unsqueeze(0); t4.copy_(x)`` with x requiring grad, returning None:
+    after the call eager's y requires grad (CopySlices), the bridge's did not. Such a call runs
+    eagerly; the gradient through y reaches x as in eager."""
+    write = WRITES_THAT_REQUIRE_GRAD[name]
+
+    def f(x, y):
+        write(x, y)
+        return None
+
+    def run(fn):
+        x = torch.arange(6.0).view(2, 3).requires_grad_(True)
+        y = torch.ones(2, 3)
+        fn(x, y)
+        grad = torch.autograd.grad((y * torch.arange(6.0).view(2, 3)).sum(), x)[0] if y.requires_grad else None
+        return y.detach(), y.requires_grad, grad
+
+    minidynamo.reset()
+    (got, got_requires, got_grad), (want, want_requires, want_grad) = run(minidynamo.optimize(backend)(f)), run(f)
+    assert want_requires and got_requires
+    assert_same((got, got_grad), (want, want_grad))
