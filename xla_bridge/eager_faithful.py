@@ -37,15 +37,14 @@ which graph nodes reach which formulas. (A NaN or an infinity is ``index_check``
 trace can decide.)
 """
 
-import functools
-
 import torch
 import torch.fx as fx
 
 from .eager_formulas import (
     EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, batch_norm_as_eager, clamps, cummax_as_eager,
-    cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, is_bool, logit_as_eager, norm_as_eager,
-    reference, shifts, signed_zero_selects, sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
+    cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, logit_as_eager,
+    norm_as_eager, reference, shifts, signed_zero_selects, sorting_zeros_as_equal, times_a_mask_as_eager,
+    upsample_references,
 )
 
 _aten = torch.ops.aten
@@ -151,17 +150,17 @@ EAGER_FAITHFUL = (
       **{getattr(_aten.norm, overload): norm_as_eager for overload in NORM_OVERLOADS}},
      {INFERENCE, TRAINING}),
     (_calls("logit", "logit_"), {_aten.logit.default: logit_as_eager,
-                                 _aten.logit_.default: functools.partial(logit_as_eager, in_place=True)},
+                                 _aten.logit_.default: in_place(logit_as_eager)},
      {INFERENCE, TRAINING}),
     (_multiplies_by_a_bool, {_aten.mul.Tensor: times_a_mask_as_eager,
-                             _aten.mul_.Tensor: functools.partial(times_a_mask_as_eager, in_place=True)},
+                             _aten.mul_.Tensor: in_place(times_a_mask_as_eager)},
      {INFERENCE, TRAINING}),
     (_upsampling, upsample_references(), {INFERENCE, TRAINING}),
     (_calls("sort", "argsort", "msort"),
      {op: sorting_zeros_as_equal(op) for op in (_aten.sort.default, _aten.sort.stable)},
      {INFERENCE, TRAINING}),
     (_calls("gelu", "gelu_"), {_aten.gelu.default: gelu_as_eager,
-                               _aten.gelu_.default: functools.partial(gelu_as_eager, in_place=True)},
+                               _aten.gelu_.default: in_place(gelu_as_eager)},
      {INFERENCE, TRAINING}),
     (_calls(*_BACKWARDS_THAT_DIFFER),
      reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,

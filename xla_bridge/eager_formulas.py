@@ -166,20 +166,21 @@ def _hardtanh_as_eager(x, low=-1.0, high=1.0, *, in_place=False):
     return _clamp_as_eager(x, low, high, in_place=in_place)
 
 
-def _in_place(formula):
+def in_place(formula):
+    """The in-place variant of a formula (it writes its result into its first argument)."""
     return functools.partial(formula, in_place=True)
 
 
 def clamps():
     """``clamp`` (and in place), ``clamp_min`` / ``clamp_max``, ``hardtanh`` (``relu6``), ``relu``."""
     return {_aten.clamp.default: _clamp_as_eager,
-            _aten.clamp_.default: _in_place(_clamp_as_eager),
+            _aten.clamp_.default: in_place(_clamp_as_eager),
             _aten.clamp_min.default: lambda x, bound: _clamp_as_eager(x, bound),
             _aten.clamp_min_.default: lambda x, bound: _clamp_as_eager(x, bound, in_place=True),
             _aten.clamp_max.default: lambda x, bound: _clamp_as_eager(x, None, bound),
             _aten.clamp_max_.default: lambda x, bound: _clamp_as_eager(x, None, bound, in_place=True),
             _aten.hardtanh.default: _hardtanh_as_eager,
-            _aten.hardtanh_.default: _in_place(_hardtanh_as_eager),
+            _aten.hardtanh_.default: in_place(_hardtanh_as_eager),
             _aten.relu.default: lambda x: _clamp_as_eager(x, 0),
             _aten.relu_.default: lambda x: _clamp_as_eager(x, 0, in_place=True)}
 
@@ -257,22 +258,22 @@ def signed_zero_selects() -> dict:
     lowerings (``max``, ``exp(x) - 1``, a constant 0) make 0.0, ``x + 0``, which eager makes 0.0
     and XLA leaves -0.0, ``remainder`` and ``max``/``min`` along a dim."""
     return {_aten.elu.default: _elu_as_eager,
-            _aten.elu_.default: _in_place(_elu_as_eager),
+            _aten.elu_.default: in_place(_elu_as_eager),
             _aten.celu.default: lambda x, alpha=1.0: _celu_as_eager(x, alpha),
             _aten.celu_.default: lambda x, alpha=1.0: _celu_as_eager(x, alpha, in_place=True),
             _aten.softshrink.default: _softshrink_as_eager,
             _aten.sign.default: _sign_as_eager,
-            _aten.sign_.default: _in_place(_sign_as_eager),
+            _aten.sign_.default: in_place(_sign_as_eager),
             _aten.sgn.default: _sign_as_eager,
-            _aten.sgn_.default: _in_place(_sign_as_eager),
+            _aten.sgn_.default: in_place(_sign_as_eager),
             _aten.add.Tensor: _plus_zero_as_eager,
-            _aten.add_.Tensor: _in_place(_plus_zero_as_eager),
+            _aten.add_.Tensor: in_place(_plus_zero_as_eager),
             _aten.add.Scalar: _plus_zero_as_eager,
-            _aten.add_.Scalar: _in_place(_plus_zero_as_eager),
+            _aten.add_.Scalar: in_place(_plus_zero_as_eager),
             _aten.remainder.Tensor: _remainder_as_eager,
             _aten.remainder.Scalar: _remainder_as_eager,
-            _aten.remainder_.Tensor: _in_place(_remainder_as_eager),
-            _aten.remainder_.Scalar: _in_place(_remainder_as_eager),
+            _aten.remainder_.Tensor: in_place(_remainder_as_eager),
+            _aten.remainder_.Scalar: in_place(_remainder_as_eager),
             _aten.max.dim: _extreme_at_its_index(_aten.max.dim),
             _aten.min.dim: _extreme_at_its_index(_aten.min.dim)}
 
