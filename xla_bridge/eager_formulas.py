@@ -125,14 +125,18 @@ def shifts():
     return table
 
 
+def _scalar_like(x, value):
+    """``value`` as a 0-dim tensor of x's dtype and device (a Python number in ``where`` would
+    cost a convert per use)."""
+    return torch.full((), value, dtype=x.dtype, device=x.device)
+
+
 def _held(x, low=None, high=None):
     """x held to ``[low, high]`` as eager's kernels compare: ``x < low ? low : x``, then
     ``> high``. An x equal to a bound stays x, so -0.0 stays -0.0 (XLA's ``max(-0.0, 0.0)`` is
     0.0), a NaN stays NaN, and ``low > high`` gives ``high``."""
-    def bound(value):
-        return torch.full((), value, dtype=x.dtype, device=x.device)    # no convert per use
-    held = x if low is None else torch.where(x < (low := bound(low)), low, x)
-    return held if high is None else torch.where(held > (high := bound(high)), high, held)
+    held = x if low is None else torch.where(x < (low := _scalar_like(x, low)), low, x)
+    return held if high is None else torch.where(held > (high := _scalar_like(x, high)), high, held)
 
 
 def _is_plain_float_tensor(x) -> bool:
@@ -214,8 +218,7 @@ def _sign_as_eager(x, *, in_place=False):
     is -0.0)."""
     if not _is_plain_float_tensor(x):
         return NotImplemented
-    zero = torch.zeros((), dtype=x.dtype, device=x.device)
-    result = torch.where(x > 0, zero + 1, torch.where(x < 0, zero - 1, zero))
+    result = torch.where(x > 0, _scalar_like(x, 1), torch.where(x < 0, _scalar_like(x, -1), _scalar_like(x, 0)))
     return x.copy_(result) if in_place else result
 
 
@@ -223,7 +226,7 @@ def _plus_zero_as_eager(x, other, *, alpha=1, in_place=False):
     """``x + 0``: XLA's simplifier drops the addition, so -0.0 stays -0.0 (eager: 0.0)."""
     if not _is_plain_float_tensor(x) or not _number(other) or other != 0:
         return NotImplemented
-    result = torch.where(x == 0, torch.zeros((), dtype=x.dtype, device=x.device), x)
+    result = torch.where(x == 0, _scalar_like(x, 0), x)
     return x.copy_(result) if in_place else result
 
 

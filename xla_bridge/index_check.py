@@ -106,8 +106,8 @@ class IndexWatch(TorchDispatchMode):
     def _multiplied_by_a_mask(self, func, args):
         """The floating factor of ``x * mask`` (a bool tensor, or one converted from bool in
         this trace): XLA rewrites the product as ``select(mask, x, 0)``, which gives 0 where
-        eager's ``inf * 0`` and ``nan * 0`` give NaN. (On the inference path a bool factor is
-        also traced as eager answers, ``eager_faithful``, keeping eager's -0.0.)"""
+        eager's ``inf * 0`` and ``nan * 0`` give NaN. (A bool factor is also traced as eager
+        answers, ``eager_faithful``, keeping eager's -0.0.)"""
         if func not in _MULTIPLICATIONS or len(args) < 2:
             return
         for value, factor in (args[:2], args[1::-1]):

@@ -527,6 +527,8 @@ class LazyTraining:
         dev.torch_xla().sync()
         if in_range is not None and not in_range.item():
             raise IndexOutOfRange()               # before anything is written back
+        # (host arguments only: a device argument written is the caller's own tensor, which has
+        # the history eager gives it, and a rerun would write it twice)
         refuse_writes_that_require_grad([device_args[p] if p in written else None for p in range(len(args))],
                                         needs_grad)
         if written:
