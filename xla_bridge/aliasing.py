@@ -122,8 +122,7 @@ class EagerLayout:
         """The layout to rebuild for an output ``leaf`` (a meta tensor), or None when a compact
         contiguous tensor is what eager gives too, or the layout cannot be written safely."""
         storage_numel = leaf.untyped_storage().nbytes() // leaf.element_size()
-        if leaf.numel() == 0 or (leaf.is_contiguous() and leaf.storage_offset() == 0
-                                 and storage_numel == leaf.numel()):
+        if leaf.is_contiguous() and leaf.storage_offset() == 0 and storage_numel == leaf.numel():
             return None
         # Written through the dims that are not broadcast (stride 0): those must not overlap.
         dims = sorted((stride, size) for size, stride in zip(leaf.shape, leaf.stride())
