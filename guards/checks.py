@@ -11,6 +11,7 @@ generated function's globals through ``consts.name_for(obj, hint)``.
 from __future__ import annotations
 
 import math
+import types
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import torch
@@ -41,16 +42,59 @@ class Consts(Protocol):
 
 
 def type_name(cls: type) -> str:
-    """``torch.Tensor``, ``int``, ``mymodule.Net``: how users write the type."""
-    if cls.__module__ == "builtins":
-        return cls.__qualname__
+    """``torch.Tensor``, ``int``, ``mymodule.Net``: how users write the type.  Read through
+    ``type``'s own descriptors: a metaclass ``__getattr__`` is never asked, and a class made by
+    ``type()`` in a namespace without ``__name__`` has no ``__module__`` at all."""
+    module, qualname = _type_attr(cls, "__module__"), _type_attr(cls, "__qualname__")
+    if module == "builtins" or module is None:
+        return str(qualname)
     if cls is torch.Tensor or cls is torch.nn.Parameter:
-        return f"torch.{'nn.' if cls is torch.nn.Parameter else ''}{cls.__qualname__}"
-    return f"{cls.__module__}.{cls.__qualname__}"
+        return f"torch.{'nn.' if cls is torch.nn.Parameter else ''}{qualname}"
+    return f"{module}.{qualname}"
+
+
+def _type_attr(cls: type, name: str):
+    try:
+        return type.__dict__[name].__get__(cls, type)
+    except Exception:
+        return None
+
+
+def name_hint(obj: Any) -> str:
+    """A readable name for ``obj`` in generated code, found without running its code: a class's,
+    function's or module's own ``__name__``, else its type's (a user ``__getattr__`` may raise
+    anything for a name it does not know)."""
+    if isinstance(obj, type):
+        name = _type_attr(obj, "__name__")
+    elif isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
+        try:
+            name = object.__getattribute__(obj, "__name__")
+        except Exception:
+            name = None
+    else:
+        name = None
+    return name if isinstance(name, str) else str(_type_attr(type(obj), "__name__"))
+
+
+# Types whose repr runs no user code (containers only when their items are of these too).
+_PLAIN_REPR = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis),
+               types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    if type(value) in _PLAIN_REPR or type(value) is type:
+        return not isinstance(value, types.BuiltinFunctionType) or isinstance(
+            getattr(value, "__self__", None), (types.ModuleType, type(None)))
+    if type(value) in (tuple, list, set, frozenset) and depth < 3 and len(value) <= 32:
+        return all(_plain(item, depth + 1) for item in value)
+    if type(value) is dict and depth < 3 and len(value) <= 32:
+        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def show(value: Any) -> str:
-    """A short readable rendering of a value found at run time (slow path)."""
+    """A short readable rendering of a value found at run time (slow path).  Only values whose
+    repr runs no user code are rendered by repr; any other object by its type and id."""
     if isinstance(value, type):
         return type_name(value)
     if isinstance(value, torch.Size):
@@ -60,7 +104,9 @@ def show(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"a tensor {value.dtype} {list(value.shape)}"
     if isinstance(value, torch.nn.Module):
-        return f"<{type(value).__qualname__} module at {id(value):#x}>"
+        return f"<{type_name(type(value))} module at {id(value):#x}>"
+    if not _plain(value):
+        return f"<{type_name(type(value))} object at {id(value):#x}>"
     text = " ".join(repr(value).split())
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -79,8 +125,7 @@ def type_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
 
 def id_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     obj = guard.obj
-    hint = getattr(obj, "__name__", type(obj).__name__)
-    return [Check(f"{v} is {consts.name_for(obj, hint)}", guard.source.name(),
+    return [Check(f"{v} is {consts.name_for(obj, name_hint(obj))}", guard.source.name(),
                   f"the object seen at trace time ({show(obj)})", v, ("is", v, obj))]
 
 

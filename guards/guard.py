@@ -233,11 +233,20 @@ def absent_match(source: Source, value: Any, attr: str, instance_only: bool = Fa
     elif isinstance(value, type):
         mode = "class"
     else:
-        mode = "object" if isinstance(getattr(value, "__dict__", None), dict) else "slots"
+        mode = "object" if isinstance(_instance_dict(value), dict) else "slots"
         found = next((k.__dict__[attr] for k in type(value).__mro__ if attr in k.__dict__), None)
         if isinstance(found, types.MemberDescriptorType):    # an unset __slots__ entry
             mode, descriptor = "slot", found
     return Guard(source, ABSENT_MATCH, (attr, mode, descriptor), value_hint(value))
+
+
+def _instance_dict(value: Any):
+    """``value.__dict__``, or None when it has none (a user ``__getattr__`` asked for it may
+    raise anything, not only AttributeError)."""
+    try:
+        return value.__dict__
+    except Exception:
+        return None
 
 
 def alias_match(source: Source, relations: tuple) -> Guard:

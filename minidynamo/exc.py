@@ -16,6 +16,13 @@ class Unsupported(MinidynamoError):
         self.reason = reason
 
 
+class NeedsItsFrame(Unsupported):
+    """A call that reads the frame it runs in or the frames below it (``globals()``,
+    ``locals()``, ``eval``, ``sys._getframe()``, ``warnings.warn``).  A graph break runs its
+    eager instruction in the break's own entry function, another frame, so such a call cannot
+    be one: the whole frame runs eagerly instead, where it sees what it would have seen."""
+
+
 class BackendCompilerFailed(MinidynamoError):
     """A backend raised while compiling a captured graph."""
 

@@ -285,8 +285,24 @@ def wrap_object(value, source) -> VariableTracker:
         if owner is not None and not isinstance(owner, types.ModuleType):   # bound anew at each read:
             raise Unsupported(f"call to unknown C function {describe(value)}")  # no identity to guard
         # calling it is where the frame breaks
-        return OpaqueCallableVariable(value, source, f"call to unknown C function {describe(value)}")
+        return OpaqueCallableVariable(value, source, f"call to unknown C function {describe(value)}",
+                                      frame_readers().get(value, ""))
     return UserObjectVariable(value, source)
+
+
+@functools.lru_cache(maxsize=None)
+def frame_readers() -> dict:
+    """C functions that read the frame calling them: "always own" (its globals or locals),
+    "own" (the same when called without arguments: ``vars()``, ``dir()``), "stack" (frames
+    further down too).  See ``variables.base.refuse_frame_reader``."""
+    import builtins
+    import sys
+    import warnings
+
+    readers = {builtins.globals: "always own", builtins.locals: "always own", builtins.eval: "always own",
+               builtins.exec: "always own", builtins.breakpoint: "stack", builtins.vars: "own",
+               builtins.dir: "own", sys._getframe: "stack", warnings.warn: "stack"}
+    return {fn: kind for fn, kind in readers.items() if isinstance(fn, types.BuiltinFunctionType)}
 
 
 def _scripted_original(value):

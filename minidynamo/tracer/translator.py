@@ -21,7 +21,7 @@ import guards as G
 
 from .. import config
 from ..skipfiles import disabled_codes
-from ..exc import Unsupported
+from ..exc import NeedsItsFrame, Unsupported
 from . import operators, try_blocks
 from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
@@ -667,6 +667,8 @@ class InstructionTranslator(InstructionTranslatorBase):
             count, ip = self.instruction_count, self.ip
             try:
                 self.step()
+            except NeedsItsFrame:
+                raise                  # no break: the call must run in this very frame
             except Unsupported as e:
                 if getattr(e, "break_at", None) is None:
                     e.break_at = (count, ip)

@@ -86,9 +86,10 @@ so whatever the trace reads from the outside world is checked on the next call.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
-from ...exc import Unsupported
+from ...exc import NeedsItsFrame, Unsupported
 
 
 class AttributeMissing(Unsupported):
@@ -185,21 +186,40 @@ class BoundMethodVariable(VariableTracker):
 
 class OpaqueCallableVariable(VariableTracker):
     """A C function the tracer does not model (``id``, ``os.getpid``): loading it is fine,
-    calling it is Unsupported, so the frame breaks at the call and the call runs eagerly."""
+    calling it is Unsupported, so the frame breaks at the call and the call runs eagerly.
+    ``reads_frame`` (see ``refuse_frame_reader``): the call reads the frame it runs in, so it
+    may not be a break's eager instruction."""
 
-    def __init__(self, value, source, reason: str):
+    def __init__(self, value, source, reason: str, reads_frame: str = ""):
         super().__init__(source)
         self.value = value
         self.reason = reason
+        self.reads_frame = reads_frame
 
     def python_type(self):
         return type(self.value)
 
     def call_function(self, tx, args, kwargs):
+        if self.reads_frame == "stack" or (self.reads_frame == "own" and not args and not kwargs) \
+                or self.reads_frame == "always own":
+            refuse_frame_reader(tx, describe(self.value), walks_stack=self.reads_frame == "stack")
         raise Unsupported(self.reason)
 
     def __repr__(self):
         return f"OpaqueCallableVariable({getattr(self.value, '__qualname__', self.value)!r})"
+
+
+def refuse_frame_reader(tx, what: str, walks_stack: bool = False):
+    """Raise for a call of ``what``, which reads its caller's frame.  Called from the frame
+    being compiled (``tx.depth == 0``), it cannot be a graph break's eager instruction (that
+    runs in another frame): NeedsItsFrame, the frame runs eagerly.  Called from an inlined
+    function, the break at the root's call runs that function as a real frame of its own,
+    which the call then reads, unless it walks the stack further down (``sys._getframe(1)``,
+    ``warnings.warn``'s stacklevel), where it would meet the break's entry function."""
+    if tx.depth == 0 or walks_stack:
+        raise NeedsItsFrame(f"{what} reads the frame it is called from: it cannot run at a graph "
+                            "break (another frame), so the frame runs eagerly")
+    raise Unsupported(f"{what} reads the frame it is called from")
 
 
 # ``maybe_constant(vt, NO_CONSTANT)`` tells "no constant" apart from the constant None.
@@ -216,11 +236,27 @@ def maybe_constant(vt: VariableTracker, default=None):
 
 def describe(value: Any) -> str:
     """A short readable name for a real object, used in Unsupported reasons."""
-    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    name = _name_attr(value, "__qualname__") or _name_attr(value, "__name__")
     if name is not None:
-        module = getattr(value, "__module__", None)
-        return f"{module}.{name}" if module else str(name)
+        module = _name_attr(value, "__module__")
+        return f"{module}.{name}" if module else name
     return f"a {type(value).__name__} object"
+
+
+_HEAP_TYPE = 1 << 9          # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
+
+
+def _name_attr(value: Any, attr: str):
+    """``value.attr`` when it is a string, read without running the program's code: an object
+    of a class the program wrote is read statically (its ``__getattr__`` may do anything)."""
+    try:
+        if isinstance(value, type) or not type(value).__flags__ & _HEAP_TYPE:
+            found = type.__dict__[attr].__get__(value, type) if isinstance(value, type) else getattr(value, attr, None)
+        else:
+            found = inspect.getattr_static(value, attr, None)
+    except Exception:
+        return None
+    return found if isinstance(found, str) else None
 
 
 def static_class_attribute(klass: type, name: str) -> Any:

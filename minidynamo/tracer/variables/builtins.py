@@ -17,7 +17,7 @@ import torch
 from ... import config
 from ...exc import Unsupported
 from ..library import is_library_value
-from .base import NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
+from .base import NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant, refuse_frame_reader
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
@@ -318,10 +318,12 @@ def _slice(tx, *args):
     return SliceVariable(*parts)
 
 
-def _type(tx, obj):
+def _type(tx, *args, **kwargs):
     from ..builder import class_of
 
-    return class_of(tx, obj)      # read as obj.__class__ when obj is real: its attributes are guarded
+    if len(args) != 1 or kwargs:  # type(name, bases, namespace): __module__ from the caller's globals
+        refuse_frame_reader(tx, "type(name, bases, namespace)")
+    return class_of(tx, args[0])  # read as obj.__class__ when obj is real: its attributes are guarded
 
 
 def _scalar_cast(fn):

@@ -1,0 +1,163 @@
+"""Calls that read the frame they run in (``globals()``, ``locals()``, ``eval``, ``vars()``,
+``dir()``, ``type(name, bases, ns)``, ``sys._getframe``, ``warnings.warn``, logging's caller
+lookup).  A graph break runs its eager instruction in the break's entry function, another
+frame with other globals and locals, so such a call must never be one: the frame runs eagerly
+(``NeedsItsFrame``), and a helper that makes the call runs as a real frame of its own."""
+
+import inspect
+import logging
+import sys
+import warnings
+
+import pytest
+import torch
+
+import minidynamo
+
+G = 0
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    global G
+    minidynamo.reset()
+    G = 0
+    yield
+    minidynamo.reset()
+
+
+def write_a_global(x):
+    globals()["G"] = 5                       # writes this module's G
+    return x * G
+
+
+def eval_a_local(x):
+    return x * eval("x.shape[0]")
+
+
+def list_locals(x):
+    a = 1
+    return x + a, sorted(locals())
+
+
+def list_vars_and_dir(x):
+    a = 2
+    return x * a, sorted(vars()), sorted(dir())
+
+
+def make_a_class(x):
+    K = type("K", (), {"v": 2})              # __module__ comes from the calling frame's globals
+    return x * K.v, K.__module__, K.__qualname__
+
+
+def own_name(x):
+    return x + 1, sys._getframe().f_code.co_name, inspect.currentframe().f_code.co_name
+
+
+def caller_name():
+    return sys._getframe(1).f_code.co_name
+
+
+def ask_who_called(x):
+    return x + 1, caller_name()
+
+
+def read_globals_in_a_helper():
+    return globals()["G"] + 1
+
+
+def helper_reads_its_globals(x):
+    return x * read_globals_in_a_helper()
+
+
+PROGRAMS = [write_a_global, eval_a_local, list_locals, list_vars_and_dir, make_a_class, own_name,
+            ask_who_called, helper_reads_its_globals]
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda f: f.__name__)
+def test_a_frame_reader_sees_the_frame_eager_would(program):
+    global G
+    x = torch.ones(2)
+    expected, expected_g = program(x), G
+    G = 0
+    got = minidynamo.optimize("eager")(program)(x)
+    assert same(got, expected) and G == expected_g
+    G = 0
+    assert same(minidynamo.optimize("eager")(program)(x), expected)   # the cached decision too
+
+
+def test_a_frame_reader_in_the_frame_runs_it_eagerly_with_the_reason():
+    minidynamo.optimize("eager")(write_a_global)(torch.ones(2))
+    assert any("globals reads the frame it is called from" in reason
+               for reason in minidynamo.counters["fallback_reasons"])
+
+
+def test_a_helper_reading_its_own_globals_still_lets_the_caller_break():
+    """``globals()`` inside an inlined helper: the break at the helper's call runs the helper as
+    a real frame, whose globals are the ones it reads, so the caller keeps its graphs."""
+    minidynamo.optimize("eager")(helper_reads_its_globals)(torch.ones(2))
+    assert not minidynamo.counters["fallback_reasons"]
+
+
+def warn_here(x):
+    warnings.warn("here")
+    return x + 1
+
+
+def warn_about_caller():
+    warnings.warn("your fault", stacklevel=2)
+
+
+def warn_through_a_helper(x):
+    y = x * 2
+    warn_about_caller()
+    return y + 1
+
+
+@pytest.mark.parametrize("program", [warn_here, warn_through_a_helper], ids=lambda f: f.__name__)
+def test_a_warning_names_the_line_eager_names(program):
+    def where(fn):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn(torch.ones(2))
+        return [(w.filename, w.lineno, str(w.message)) for w in caught]
+
+    expected = where(program)
+    assert expected and where(minidynamo.optimize("eager")(program)) == expected
+
+
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def emit(self, record):
+        self.seen.append((record.funcName, record.lineno, record.getMessage()))
+
+
+LOG = logging.getLogger("minidynamo.tests.frame_readers")
+
+
+def log_a_line(x):
+    y = x.sin()
+    LOG.warning("shape %s", tuple(y.shape))
+    return y + 1
+
+
+def test_a_log_record_names_the_function_eager_names():
+    records = Records()
+    LOG.addHandler(records)
+    try:
+        log_a_line(torch.ones(2))
+        minidynamo.optimize("eager")(log_a_line)(torch.ones(2))
+    finally:
+        LOG.removeHandler(records)
+    assert len(records.seen) == 2 and records.seen[0] == records.seen[1]
