@@ -23,6 +23,7 @@ from . import replay_path, timing
 from .aliasing import analyse_memory, rebuild_output_views
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
+from .dtype_check import UNSOUND_ON_DEVICE, UNSOUND_ON_DEVICE_WHY
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
@@ -92,7 +93,8 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
     gm = force_eager_copies(gm)       # a layout copy of eager stays a copy on the device (X10)
     dev.reductions_propagate_nan()    # asked before any trace watches the device's activity
     try:
-        why = _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm)
+        why = _holds_unsound_dtype(gm, example_inputs) or _in_place_write_gains_grad(gm, example_inputs) \
+            or _makes_grad_leaves(gm)
         if why is not None:
             raise NotOneGraph(why)
         call = BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
@@ -110,6 +112,18 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
         reason = f"{type(error).__name__}: {first_line[:200]}"
     counters.record("fallbacks", f"graph runs eagerly: {reason}")
     return EagerGraph(gm, reason)
+
+
+def _holds_unsound_dtype(gm, example_inputs):
+    """Why the device cannot run ``gm``, if an input or a value it makes has a dtype torch_xla
+    gets wrong whatever the op (``dtype_check.UNSOUND_ON_DEVICE``).  Checked on the whole graph
+    before anything reaches the device: a partitioned graph would copy such an input to the
+    device even for an op it then runs eagerly."""
+    values = list(example_inputs) + [node.meta.get("example_value") for node in gm.graph.nodes]
+    for value in pytree.tree_leaves(values):
+        if isinstance(value, torch.Tensor) and value.dtype in UNSOUND_ON_DEVICE:
+            return f"the graph holds a {value.dtype} tensor: {UNSOUND_ON_DEVICE_WHY}"
+    return None
 
 
 def _in_place_write_gains_grad(gm, example_inputs):
