@@ -199,6 +199,15 @@ def _requiring_finite_saved(partition: Partition):
     return forward
 
 
+def _refuse_saved_tensor_hooks() -> None:
+    """The program's saved-tensor hooks (``torch.utils.checkpoint``, offloading) see what each
+    op saves for backward; a device step saves device copies of other tensors (or, replayed,
+    the partition's), so with such hooks on, the call runs eagerly and they see eager's."""
+    if torch._C._autograd._top_saved_tensors_default_hooks(False) is not None:
+        raise NotDifferentiable("saved-tensor hooks are active (torch.utils.checkpoint, say): they "
+                                "would see the device step's saved tensors instead of eager's")
+
+
 def _arguments(bridged, inputs) -> tuple:
     """The graph's arguments (inputs, then the module state it reads) and which require grad."""
     args = list(inputs)
@@ -220,6 +229,7 @@ class ReplayedTraining:
         args, needs_grad = _arguments(bridged, inputs)
         if not any(needs_grad):
             return NO_GRAD_NEEDED
+        _refuse_saved_tensor_hooks()
         if _views_an_argument(bridged):
             raise NotDifferentiable("an output is a view of an argument")
         if any(n and dev.is_xla(a) for a, n in zip(args, needs_grad)) and not dev.backward_on_device():
@@ -479,6 +489,7 @@ class LazyTraining:
         args, needs_grad = _arguments(bridged, inputs)
         if not any(needs_grad):
             return NO_GRAD_NEEDED
+        _refuse_saved_tensor_hooks()
         # As on the replayed path: the device copy of an argument is not the caller's tensor, so
         # an output viewing it would not view the caller's, and an in-place write to it would
         # escape autograd's check on leaves (eager raises there).

@@ -56,12 +56,24 @@ def argument_names(code) -> tuple:
     return tuple(code.co_varnames[:n])
 
 
+def _keep(tensor):
+    return tensor
+
+
+def _program_hooks_unseen():
+    """The tracer's own tensor work (example values on meta, constants) saves tensors for
+    autograd as any op does; the program's saved-tensor hooks (``torch.utils.checkpoint``
+    counts what it saves) must not see it, so an innermost pair that keeps tensors as they
+    are stands in front of them while tracing."""
+    return torch.autograd.graph.saved_tensors_hooks(_keep, _keep)
+
+
 def trace_frame(func, args, stop_at=None) -> Capture:
     """Capture ``func`` called with the raw argument slots ``args``; Unsupported if we cannot.
     ``stop_at``: stop before that root instruction (a graph break, see graph_break.py)."""
     grad_enabled = torch.is_grad_enabled()
     try:
-        with no_dynamo_import():
+        with no_dynamo_import(), _program_hooks_unseen():
             return _trace(func, tuple(args), stop_at)
     except Unsupported:
         raise
