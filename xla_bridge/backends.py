@@ -23,7 +23,7 @@ from . import replay_path, timing
 from .aliasing import analyse_memory, rebuild_output_views
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
-from .dtype_check import UNSOUND_ON_DEVICE, UNSOUND_ON_DEVICE_WHY
+from .dtype_check import UNSOUND_ON_DEVICE
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
@@ -122,7 +122,7 @@ def _holds_unsound_dtype(gm, example_inputs):
     values = list(example_inputs) + [node.meta.get("example_value") for node in gm.graph.nodes]
     for value in pytree.tree_leaves(values):
         if isinstance(value, torch.Tensor) and value.dtype in UNSOUND_ON_DEVICE:
-            return f"the graph holds a {value.dtype} tensor: {UNSOUND_ON_DEVICE_WHY}"
+            return f"the graph holds a {value.dtype} tensor: {UNSOUND_ON_DEVICE[value.dtype]}"
     return None
 
 

@@ -22,11 +22,15 @@ from . import device as dev
 
 META = torch.device("meta")
 
-# Dtypes torch_xla gets wrong whatever the op: a complex128 tensor loses its imaginary part on
-# the way to the device (``x.to(xla).cpu()`` of ``1+2j`` is ``1+0j``), so every graph that
-# holds one runs eagerly.
-UNSOUND_ON_DEVICE = (torch.complex128,)
-UNSOUND_ON_DEVICE_WHY = "torch_xla loses the imaginary part of complex128 values"
+# Dtypes torch_xla gets wrong whatever the op, so every graph that holds one runs eagerly: a
+# complex128 tensor loses its imaginary part on the way to the device (``x.to(xla).cpu()`` of
+# ``1+2j`` is ``1+0j``); the wide unsigned integers come back as the signed type of their width.
+UNSOUND_ON_DEVICE = {
+    torch.complex128: "torch_xla loses the imaginary part of complex128 values",
+    torch.uint16: "torch_xla returns uint16 results as int16",
+    torch.uint32: "torch_xla returns uint32 results as int32",
+    torch.uint64: "torch_xla returns uint64 results as int64",
+}
 
 
 class DtypeWatch(TorchDispatchMode):
@@ -40,9 +44,10 @@ class DtypeWatch(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = dev.run_functionally(func, args, kwargs)
-        if any(t.dtype in UNSOUND_ON_DEVICE for t in pytree.tree_leaves((args, kwargs, out))
-               if isinstance(t, torch.Tensor)):
-            self.differences.append((str(func), None, None))
+        unsound = [t.dtype for t in pytree.tree_leaves((args, kwargs, out))
+                   if isinstance(t, torch.Tensor) and t.dtype in UNSOUND_ON_DEVICE]
+        if unsound:
+            self.differences.append((str(func), unsound[0], None))
             return out
         try:
             with _disable_current_modes():    # eager's answer, not the other modes' business
@@ -65,8 +70,8 @@ class DtypeWatch(TorchDispatchMode):
         if not self.differences:
             return None
         op, got, want = self.differences[0]
-        if got is None:
-            return f"{op} on {', '.join(map(str, UNSOUND_ON_DEVICE))}: {UNSOUND_ON_DEVICE_WHY}"
+        if want is None:
+            return f"{op} on {got}: {UNSOUND_ON_DEVICE[got]}"
         return f"the device computes {op} as {got} where eager gives {want}"
 
 
