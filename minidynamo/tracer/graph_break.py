@@ -102,6 +102,24 @@ class BreakState:
         return self.targets[self.inst.arg] if self.inst.name in JUMPS else None
 
 
+# Builtins (read as globals) and attributes (``sys._getframe``, ``inspect.currentframe``) that
+# read the frame calling them.  After a break the rest of the frame runs in a resume function,
+# another frame holding only the live locals under other names, so a frame that uses one
+# anywhere never breaks (the tracer's own rule for the call itself: builder.frame_readers).
+FRAME_READER_GLOBALS = frozenset({"locals", "globals", "vars", "dir", "eval", "exec", "breakpoint"})
+FRAME_READER_ATTRIBUTES = frozenset({"_getframe", "currentframe"})
+
+
+def frame_reader_in(code) -> Optional[str]:
+    """The name of a frame reader ``code`` uses, or None."""
+    for inst in decoded(code)[0]:
+        if inst.name == "LOAD_GLOBAL" and inst.arg[1] in FRAME_READER_GLOBALS:
+            return f"{inst.arg[1]}()"
+        if inst.name in ("LOAD_ATTR", "LOAD_METHOD") and inst.arg in FRAME_READER_ATTRIBUTES:
+            return f".{inst.arg}()"
+    return None
+
+
 def refusal(code, index: int) -> Optional[str]:
     """Why a break at this root instruction is refused, or None if it may break there.
     (Called only for the opcodes in BREAKABLE.)"""
@@ -109,6 +127,10 @@ def refusal(code, index: int) -> Optional[str]:
     if try_handlers[index]:
         return (f"graph break inside a try block in {code.co_qualname} (not supported: the handler would "
                 "not see the eager instruction's exception)")
+    reader = frame_reader_in(code)
+    if reader is not None:
+        return (f"graph break in {code.co_qualname}, which calls {reader}: the rest of the frame would "
+                "run in a resume function, another frame")
     return None
 
 

@@ -73,6 +73,8 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "closures":        (0.6, False, "nested functions and lambdas closing over locals (arguments too), called in f; "
                                     "a nested function writing a local through nonlocal, read later (after breaks)"),
     "sets_strings":    (0.5, False, "set(), len(set()), f-strings, str methods, tuple(t.shape)"),
+    "frame_builtins":  (0.3, False, "calls that read f's own frame: globals()[...] = ..., eval, len(locals()), "
+                                    "sys._getframe().f_code.co_name, type(name, bases, ns).__module__"),
     "const_reads":     (0.5, False, "tensors made from python values only (arange, tensor, div on ints), written "
                                     "in place sometimes (through views too), then read: int(), .item(), list[t], "
                                     "if on their value, as a size"),
@@ -150,7 +152,7 @@ class Program:
 
 
 PRELUDE = [
-    ("imports", "import torch\nimport dataclasses\nimport operator"),
+    ("imports", "import torch\nimport dataclasses\nimport operator\nimport sys"),
     ("globals", "G_SCALE = 2\nG_W = 0.5\nG_LIST = [1, 2]\nG_DICT = {'a': 1, 'b': 2}"),
     ("helpers", '''def helper_add(a, b=1, *, scale=1):
     return a * scale + b
@@ -1079,6 +1081,19 @@ class Gen:
         t = self.pick(self.tensors())
         return self.assign(None, ("tuple",), r.choice([f"tuple({t}.shape)", f"{t}.size()", f"({t}.dim(), {t}.dtype)",
                                                        f"str({t}.dtype)"]), "tu")
+
+    def s_frame_builtins(self):
+        """Calls that read the frame they run in: they must see f's own frame (never a graph
+        break's entry or a resume function)."""
+        r = self.rng
+        c = r.random()
+        if c < 0.25 and "G_SCALE" not in self.frozen:
+            return Stmt([f"globals()['G_SCALE'] = {self.int_expr(1)}"])
+        if c < 0.5:
+            return self.assign(None, ("int",), r.choice(["eval('n + 1')", "len(locals())",
+                                                         "len([k for k in locals() if k.startswith('t')])"]), "i")
+        return self.assign(None, ("str",), r.choice(["sys._getframe().f_code.co_name",
+                                                     "type('K', (), {'v': n}).__module__"]), "s")
 
     def s_const_reads(self):
         """A tensor made from python values only, maybe written in place, then read by Python

@@ -70,8 +70,29 @@ def helper_reads_its_globals(x):
     return x * read_globals_in_a_helper()
 
 
+def locals_after_a_break(x):
+    a = 1
+    y = x.sin()
+    print("a break before it:", tuple(y.shape))
+    return y, sorted(locals())                 # the resume function's locals are other names
+
+
+def eval_after_a_break(x):
+    a = 5
+    y = x.sin()
+    print("a break before it:", tuple(y.shape))
+    return y * eval("a")                      # ``a`` is dead to the liveness analysis
+
+
+def own_name_after_a_break(x):
+    y = x.sin()
+    print("a break before it:", tuple(y.shape))
+    return y, sys._getframe().f_code.co_name
+
+
 PROGRAMS = [write_a_global, eval_a_local, list_locals, list_vars_and_dir, make_a_class, own_name,
-            ask_who_called, helper_reads_its_globals]
+            ask_who_called, helper_reads_its_globals, locals_after_a_break, eval_after_a_break,
+            own_name_after_a_break]
 
 
 def same(a, b):
