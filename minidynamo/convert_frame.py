@@ -178,7 +178,7 @@ class FrameConverter:
         code = func.__code__
         if decoded(code)[0][index].name not in BREAKABLE:
             raise error
-        why = refusal(code, index)
+        why = refusal(code, index, func.__globals__, func.__builtins__)
         if why is not None:
             raise Unsupported(f"{error.reason}; no graph break: {why}") from error
         try:

@@ -102,32 +102,45 @@ class BreakState:
         return self.targets[self.inst.arg] if self.inst.name in JUMPS else None
 
 
-# Builtins (read as globals) and attributes (``sys._getframe``, ``inspect.currentframe``) that
-# read the frame calling them.  After a break the rest of the frame runs in a resume function,
-# another frame holding only the live locals under other names, so a frame that uses one
-# anywhere never breaks (the tracer's own rule for the call itself: builder.frame_readers).
-FRAME_READER_GLOBALS = frozenset({"locals", "globals", "vars", "dir", "eval", "exec", "breakpoint"})
+# Attributes that read the frame calling them (``sys._getframe``, ``inspect.currentframe``).
+# With the builtins of ``builder.frame_readers``, read as globals: after a break the rest of the
+# frame runs in a resume function, another frame holding only the live locals under other
+# names, so a frame that uses one anywhere never breaks.
 FRAME_READER_ATTRIBUTES = frozenset({"_getframe", "currentframe"})
 
 
-def frame_reader_in(code) -> Optional[str]:
-    """The name of a frame reader ``code`` uses, or None."""
+def frame_reader_in(code, f_globals: dict, f_builtins: dict) -> Optional[str]:
+    """The name under which ``code`` reads a frame reader (a global or builtin that is one, or
+    an attribute named like one), or None."""
+    from .builder import frame_readers
+
+    readers = frame_readers()
     for inst in decoded(code)[0]:
-        if inst.name == "LOAD_GLOBAL" and inst.arg[1] in FRAME_READER_GLOBALS:
-            return f"{inst.arg[1]}()"
-        if inst.name in ("LOAD_ATTR", "LOAD_METHOD") and inst.arg in FRAME_READER_ATTRIBUTES:
+        if inst.name == "LOAD_GLOBAL":
+            name = inst.arg[1]
+            value = f_globals[name] if name in f_globals else f_builtins.get(name)
+            if _is_reader(value, readers):
+                return f"{name}()"
+        elif inst.name in ("LOAD_ATTR", "LOAD_METHOD") and inst.arg in FRAME_READER_ATTRIBUTES:
             return f".{inst.arg}()"
     return None
 
 
-def refusal(code, index: int) -> Optional[str]:
+def _is_reader(value, readers) -> bool:
+    try:
+        return value in readers
+    except TypeError:                 # an unhashable global
+        return False
+
+
+def refusal(code, index: int, f_globals: dict, f_builtins: dict) -> Optional[str]:
     """Why a break at this root instruction is refused, or None if it may break there.
     (Called only for the opcodes in BREAKABLE.)"""
     instructions, targets, try_handlers = decoded(code)
     if try_handlers[index]:
         return (f"graph break inside a try block in {code.co_qualname} (not supported: the handler would "
                 "not see the eager instruction's exception)")
-    reader = frame_reader_in(code)
+    reader = frame_reader_in(code, f_globals, f_builtins)
     if reader is not None:
         return (f"graph break in {code.co_qualname}, which calls {reader}: the rest of the frame would "
                 "run in a resume function, another frame")
@@ -196,7 +209,7 @@ def stop_values(tx, stop_at) -> tuple:
     inst = decoded(code)[0][index]
     if inst.name not in BREAKABLE:
         raise Unsupported(f"graph break at {inst.name} is not supported")
-    why = refusal(code, index)
+    why = refusal(code, index, tx.f_globals, tx.f_builtins)
     if why is not None:
         raise Unsupported(why)
     if uses_zero_arg_super(code) and code.co_varnames[0] in code.co_cellvars:

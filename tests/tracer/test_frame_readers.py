@@ -90,9 +90,18 @@ def own_name_after_a_break(x):
     return y, sys._getframe().f_code.co_name
 
 
+this_frame = sys._getframe                    # a frame reader under another name
+
+
+def renamed_reader_after_a_break(x):
+    y = x.sin()
+    print("a break before it:", tuple(y.shape))
+    return y, this_frame().f_code.co_name
+
+
 PROGRAMS = [write_a_global, eval_a_local, list_locals, list_vars_and_dir, make_a_class, own_name,
             ask_who_called, helper_reads_its_globals, locals_after_a_break, eval_after_a_break,
-            own_name_after_a_break]
+            own_name_after_a_break, renamed_reader_after_a_break]
 
 
 def same(a, b):
