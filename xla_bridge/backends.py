@@ -97,8 +97,9 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
             or _makes_grad_leaves(gm)
         if why is not None:
             raise NotOneGraph(why)
-        call = BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
-                           make_training)
+        with dev.host_random_kept():
+            call = BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
+                               make_training)
         # trace_once: the C++ replay path in front (``replay_path``; None without the extension)
         native = replay_path.native_entry(call) if make_program is _trace_once_program else None
         if native is None:
@@ -257,8 +258,9 @@ class BridgedCall:
             self._make_program(args)
 
     def _make_program(self, args) -> None:
-        self.program = self.make_program(self.flat, self._device_args(args)[0],
-                                         check_indices=self.check_indices)
+        with dev.host_random_kept():          # its trial runs draw nothing the call will not
+            self.program = self.make_program(self.flat, self._device_args(args)[0],
+                                             check_indices=self.check_indices)
         self.program_saw_last_args = True     # the program's current graph fits the last args
         # Meta kernels do not all bump the versions of what they update (batch norm's running
         # stats): the device trace's own account of in-place writes is added.

@@ -4,6 +4,7 @@ torch_xla is imported only here and only when a backend first runs: importing it
 torch._dynamo, which ``import minidynamo`` must not.
 """
 
+import contextlib
 import os
 import sys
 
@@ -216,3 +217,16 @@ def fallback_counts() -> dict:
 def fallbacks_since(counts: dict) -> list:
     """The ops that ran on the CPU as a fallback since ``fallback_counts()`` gave ``counts``."""
     return [name for name, count in fallback_counts().items() if counts.get(name, 0) != count]
+
+
+@contextlib.contextmanager
+def host_random_kept():
+    """Leave the host's random generator as it was.  The bridge's one-time runs of a graph (on
+    meta copies to see its aliasing, trial traces on device copies, the joint graph) run a
+    factory without a device (``torch.rand(5)``) on the host, which draws; the call's real run
+    must then draw what eager draws, from where eager's generator stands."""
+    state = torch.random.get_rng_state()
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)

@@ -246,7 +246,8 @@ class ReplayedTraining:
         plan = self.plans.get(key)
         if plan is None:
             try:
-                plan = self._plan(args, device_args, needs_grad)
+                with dev.host_random_kept():
+                    plan = self._plan(args, device_args, needs_grad)
             except (NotDifferentiable, NotOneGraph) as error:
                 plan = error                     # remembered: not recorded again every call
             except Exception as error:           # a graph the device cannot run: eager is right

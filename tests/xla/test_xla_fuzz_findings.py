@@ -883,6 +883,34 @@ def test_the_kernel_probe_leaves_the_random_stream_alone():
     torch.testing.assert_close(minidynamo.optimize("eager")(f)(torch.zeros(3)), expected)
 
 
+HOST_RANDOM = {
+    "a fallback graph": lambda x: x * torch.rand(5),            # meta aliasing probe drew first
+    "randn of a shape": lambda x: x + torch.randn(x.shape),
+    "after a reduction": lambda x: (x * 2).sum() + torch.rand(1),
+    "two draws": lambda x: (x * torch.rand(5)).sin() + torch.randn(5),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "grad"])
+@pytest.mark.parametrize("case", HOST_RANDOM)
+def test_host_random_factories_draw_once_as_eager(backend, grad, case):
+    """A factory without a device draws from the host generator; the bridge's one-time runs of
+    the graph (aliasing on meta, trial traces, the joint graph) leave the generator as they found
+    it, so each call's result and the program's next draw are eager's (training probe: the
+    eager fallback returned the second draw)."""
+    f = HOST_RANDOM[case]
+    optimized = minidynamo.optimize(backend)(f)
+    for call in range(3):
+        x = torch.ones(5, requires_grad=grad)
+        torch.manual_seed(call)
+        expected, expected_next = f(x), torch.rand(2)
+        torch.manual_seed(call)
+        got, got_next = optimized(x), torch.rand(2)
+        torch.testing.assert_close(got, expected)
+        assert torch.equal(got_next, expected_next)
+
+
 # --- integer arithmetic eager refuses, and integer widths (hand-written scenarios) -------------
 
 INTEGER_REFUSALS = {
