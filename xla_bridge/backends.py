@@ -168,6 +168,15 @@ def _makes_grad_leaves(gm):
     return None
 
 
+def _enables_grad(gm) -> bool:
+    """Whether ``gm`` turns grad mode on somewhere (``with torch.enable_grad():`` in the
+    program).  Called without grad mode, such a graph records autograd history for what it
+    computes inside the block, which only the training path could give, and that path is taken
+    by the mode at the call: the bridge runs such calls eagerly."""
+    return any(node.op == "call_function" and node.target is torch._C._set_grad_enabled
+               and node.args and node.args[0] is True for node in gm.graph.nodes)
+
+
 def _detached_arguments(gm) -> tuple:
     """Argument positions the graph calls ``detach_`` on. Eager refuses ``detach_`` of a view,
     and a device copy of an argument is never a view: a call whose argument there is one runs
@@ -237,6 +246,7 @@ class BridgedCall:
                               "would return them as separate tensors")
         self.view_positions = tuple(sorted({v.position for v in self.views.values()}))
         self.detached = _detached_arguments(gm)
+        self.enables_grad = _enables_grad(gm)
         cached = ()
         if cache_host_weights:                # opt-in: parameters, and module weights read here
             weight_state = [len(example_inputs) + k
@@ -287,6 +297,9 @@ class BridgedCall:
     def __call__(self, *inputs):
         if self.detached and any(torch.Tensor._is_view(inputs[p]) for p in self.detached):
             return self._eager(inputs, "detach_ of an argument that is a view (eager refuses it)")
+        if self.enables_grad and not torch.is_grad_enabled():
+            return self._eager(inputs, "the graph turns grad mode on (enable_grad) inside a call made "
+                                       "without it: its results must carry autograd history")
         if self.check_grad_mode and torch.is_grad_enabled():
             if self.training is None:
                 return self._eager(inputs, "grad mode is on and an input requires grad "

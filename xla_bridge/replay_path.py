@@ -51,7 +51,7 @@ def recipe(bridged, program):
     calls need the Python path (see the module docstring)."""
     if (type(program) is not ReplayedGraph or bridged.host_positions or bridged.has_state
             or bridged.views or bridged.layouts or bridged.output_views or bridged.written
-            or bridged.detached
+            or bridged.detached or bridged.enables_grad
             or bridged.returns_to_host):
         return None
     graph = program.graph

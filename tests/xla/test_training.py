@@ -579,3 +579,50 @@ def test_an_output_eager_guards_as_a_view_keeps_eagers_in_place_error(backend):
     with pytest.raises(RuntimeError) as ours:
         minidynamo.optimize(backend)(f)(torch.randn(4, 3))
     assert str(ours.value) == str(eager.value)
+
+
+# --- grad mode turned on inside a call made without it (training probe) ------------------------
+
+WEIGHT = torch.tensor([1.0, 2.0], requires_grad=True)
+
+
+def enable_grad_around_everything(x):
+    with torch.enable_grad():
+        return x * WEIGHT
+
+
+def enable_grad_around_a_part(x):
+    y = x.sin()
+    with torch.enable_grad():
+        z = y * WEIGHT
+    return z, y
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trivial", "torchxla_trace_once"])
+@pytest.mark.parametrize("program", [enable_grad_around_everything, enable_grad_around_a_part],
+                         ids=lambda f: f.__name__)
+def test_enable_grad_inside_a_no_grad_call_keeps_autograd_history(backend, program):
+    """``with torch.enable_grad():`` in a program called under ``no_grad``: eager's result inside
+    the block requires grad and backpropagates to the weight; the bridge ran the inference path
+    (chosen by the call's mode) and returned results without history."""
+    dev.xla_device()
+    minidynamo.reset()
+    optimized = minidynamo.optimize(backend)(program)
+    for _ in range(2):
+        x = torch.tensor([3.0, 4.0])
+        with torch.no_grad():
+            expected, got = program(x), optimized(x)
+        expected, got = pytree_leaves(expected), pytree_leaves(got)
+        assert [t.requires_grad for t in got] == [t.requires_grad for t in expected]
+        WEIGHT.grad = None
+        expected[0].sum().backward()
+        want = WEIGHT.grad.clone()
+        WEIGHT.grad = None
+        got[0].sum().backward()
+        assert torch.equal(WEIGHT.grad, want)
+        torch.testing.assert_close(got, expected)
+    minidynamo.reset()
+
+
+def pytree_leaves(value):
+    return list(value) if isinstance(value, tuple) else [value]
