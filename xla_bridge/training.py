@@ -563,6 +563,9 @@ class LazyTraining:
         callers.update((key, (tensor, "an output")) for key, tensor in home.items())
         for handle in saved:                 # eager saved the caller's tensor: watch it
             caller = callers.get(id(handle.tensor))
+            base = handle.tensor._base
+            if caller is None and base is not None:   # a view of it (linear saves weight.t()):
+                caller = callers.get(id(base))        # eager's shares the caller's version
             if caller is not None:
                 handle.watch = (caller[0], _version(caller[0]), caller[1])
         return pytree.tree_unflatten(leaves, treespec)

@@ -626,3 +626,44 @@ def test_enable_grad_inside_a_no_grad_call_keeps_autograd_history(backend, progr
 
 def pytree_leaves(value):
     return list(value) if isinstance(value, tuple) else [value]
+
+
+# --- a saved weight changed in place before the backward (training probe) ----------------------
+
+WEIGHT_CHANGES = {
+    "mul_ of a weight": lambda m: m[2].weight.mul_(2),
+    "mul_ of a frozen weight": lambda m: m[2].weight.requires_grad_(False).mul_(2),
+    "load_state_dict": lambda m: m.load_state_dict({k: v * 2 for k, v in m.state_dict().items()}),
+    "copy_ into the first weight": lambda m: m[0].weight.copy_(m[0].weight * 3),
+}
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trivial", "torchxla_trace_once"])
+@pytest.mark.parametrize("change", WEIGHT_CHANGES.values(), ids=WEIGHT_CHANGES)
+def test_a_saved_weight_changed_before_backward_raises_as_eager(backend, change):
+    """Linear saves ``weight.t()``, a view: eager's check of its version catches a write to the
+    weight between forward and backward. The trivial path saved a view of the weight's device
+    copy and watched only tensors that were the copies themselves, so the backward used the old
+    weight silently."""
+    dev.xla_device()
+
+    def outcome(wrap):
+        minidynamo.reset()
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
+        x = torch.randn(3, 4, requires_grad=True)
+        out = wrap(model)(x)
+        with torch.no_grad():
+            change(model)
+        try:
+            out.sum().backward()
+        except RuntimeError as error:
+            return "modified by an inplace operation" in str(error)
+        return x.grad
+
+    expected, got = outcome(lambda m: m), outcome(minidynamo.optimize(backend))
+    if isinstance(expected, bool):
+        assert got is expected
+    else:
+        torch.testing.assert_close(got, expected)
+    minidynamo.reset()
