@@ -85,6 +85,11 @@ class DoubleBackwardUnsupported(RuntimeError):
     """``create_graph=True`` through a replayed backward graph (which has no autograd)."""
 
 
+class BatchedBackwardUnsupported(RuntimeError):
+    """A replayed backward asked for a batch of gradients at once (``is_grads_batched=True``,
+    ``jacobian(vectorize=True)``): its graph takes one gradient per output."""
+
+
 _shape_of = operator.attrgetter("shape")
 _dtype_of = operator.attrgetter("dtype")
 
@@ -430,6 +435,13 @@ class _SavedOnDevice:
         return self.tensor
 
 
+def _batched(tensor) -> bool:
+    """A vmap's batched tensor.  torch.autograd.grad's ``is_grads_batched`` uses the legacy vmap,
+    whose dispatch key (``Batched``) the Python enum does not name: read from the key set's text."""
+    keys = str(torch._C._dispatch_keys(tensor))[len("DispatchKeySet("):-1].split(", ")
+    return "Batched" in keys or "FuncTorchBatched" in keys
+
+
 class _DeviceStep(torch.autograd.Function):
     """Forward: replay the forward graph. Backward: replay the backward graph."""
 
@@ -440,6 +452,11 @@ class _DeviceStep(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         saved = ctx.saved_tensors    # raises autograd's own error after the graph was freed
+        if any(g is not None and _batched(g) for g in grads):
+            raise BatchedBackwardUnsupported(
+                "batched gradients (is_grads_batched=True, jacobian(vectorize=True)) through "
+                "torchxla_trace_once: the backward graph is replayed by hash for one gradient per "
+                "output; ask for them one at a time, or use the torchxla_trivial or eager backend")
         plan, group = ctx.step_plan, ctx.group
         arrived = [grads[k] is not None for k in ctx.tangent_outputs]
         active = [j for j, here in zip(group.tangents, arrived) if here]
@@ -572,4 +589,4 @@ class LazyTraining:
 
 
 __all__ = ["ReplayedTraining", "LazyTraining", "NO_GRAD_NEEDED", "DoubleBackwardUnsupported",
-           "NotDifferentiable"]
+           "BatchedBackwardUnsupported", "NotDifferentiable"]

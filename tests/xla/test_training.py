@@ -21,7 +21,7 @@ import xla_bridge
 from xla_bridge import device as dev
 from xla_bridge.joint_graph import joint_partition
 from xla_bridge.lifting import FlatProgram
-from xla_bridge.training import DoubleBackwardUnsupported
+from xla_bridge.training import BatchedBackwardUnsupported, DoubleBackwardUnsupported
 from tests.xla.models import SmallCNN, TransformerBlock
 from tests.xla.xla_testing import xla_metric_samples
 
@@ -254,6 +254,18 @@ def test_double_backward_is_a_clear_error():
     out = step(x).sum()
     with pytest.raises(DoubleBackwardUnsupported, match="create_graph"):
         torch.autograd.grad(out, x, create_graph=True)
+
+
+def test_batched_gradients_are_a_clear_error():
+    """``is_grads_batched=True`` (and ``jacobian(vectorize=True)``) ran the replayed backward under
+    vmap, which failed deep inside with "Batching rule not implemented for aten::detach"."""
+    torch.manual_seed(0)
+    _, _, step = eager_and_ours(Mlp())
+    x = torch.randn(4, 6, requires_grad=True)
+    out = step(x)
+    batch = torch.eye(out.numel()).reshape(out.numel(), *out.shape)
+    with pytest.raises(BatchedBackwardUnsupported, match="one at a time"):
+        torch.autograd.grad(out, x, batch, is_grads_batched=True)
 
 
 def test_optimizer_steps_between_calls_are_seen_without_retrace_then_no_grad_inference():
