@@ -679,3 +679,19 @@ def test_a_saved_weight_changed_before_backward_raises_as_eager(backend, change)
     else:
         torch.testing.assert_close(got, expected)
     minidynamo.reset()
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trivial", "torchxla_trace_once"])
+def test_backward_through_a_batch_norm_in_eval_mode_gives_eagers_gradients(backend):
+    """torch_xla's own backward of an eval-mode batch norm raises ("offset factor is 0"); trivial
+    runs its backward on the device, so such graphs train eagerly there (training probe)."""
+    dev.xla_device()
+    minidynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8)).eval()
+    twin = copy.deepcopy(model)
+    x = torch.randn(8, 6)
+    model(x).sum().backward()
+    minidynamo.optimize(backend)(twin)(x).sum().backward()
+    torch.testing.assert_close(twin[0].weight.grad, model[0].weight.grad)
+    minidynamo.reset()
