@@ -78,16 +78,16 @@ def name_hint(obj: Any) -> str:
 
 # Types whose repr runs no user code (containers only when their items are of these too).
 _PLAIN_REPR = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis),
-               types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
+               types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type)
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
-    if type(value) in _PLAIN_REPR or type(value) is type:
-        return not isinstance(value, types.BuiltinFunctionType) or isinstance(
-            getattr(value, "__self__", None), (types.ModuleType, type(None)))
-    if type(value) in (tuple, list, set, frozenset) and depth < 3 and len(value) <= 32:
+    kind = type(value)
+    if kind in _PLAIN_REPR:
+        return True
+    if kind in (tuple, list, set, frozenset) and depth < 3 and len(value) <= 32:
         return all(_plain(item, depth + 1) for item in value)
-    if type(value) is dict and depth < 3 and len(value) <= 32:
+    if kind is dict and depth < 3 and len(value) <= 32:
         return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
     return False
 
