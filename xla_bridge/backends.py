@@ -97,7 +97,7 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
             or _makes_grad_leaves(gm)
         if why is not None:
             raise NotOneGraph(why)
-        with dev.host_random_kept():
+        with dev.host_random_kept(), torch._C.DisableTorchFunction():   # (see BridgedCall.__call__)
             call = BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
                                make_training)
         # trace_once: the C++ replay path in front (``replay_path``; None without the extension)
@@ -268,7 +268,9 @@ class BridgedCall:
             self._make_program(args)
 
     def _make_program(self, args) -> None:
-        with dev.host_random_kept():          # its trial runs draw nothing the call will not
+        # its trial runs draw nothing the call will not; the program records the graph's own
+        # ops, not what a TorchFunctionMode active now makes of them (see __call__)
+        with dev.host_random_kept(), torch._C.DisableTorchFunction():
             self.program = self.make_program(self.flat, self._device_args(args)[0],
                                              check_indices=self.check_indices)
         self.program_saw_last_args = True     # the program's current graph fits the last args
@@ -300,6 +302,9 @@ class BridgedCall:
         if self.enables_grad and not torch.is_grad_enabled():
             return self._eager(inputs, "the graph turns grad mode on (enable_grad) inside a call made "
                                        "without it: its results must carry autograd history")
+        if torch._C._is_torch_function_mode_enabled():
+            return self._eager(inputs, "a TorchFunctionMode is active: it sees (and may change) every "
+                                       "op of an eager run, which a replayed or traced program bypasses")
         if self.check_grad_mode and torch.is_grad_enabled():
             if self.training is None:
                 return self._eager(inputs, "grad mode is on and an input requires grad "
