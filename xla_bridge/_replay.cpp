@@ -13,8 +13,8 @@
  * Per call, in order (any "no" hands the call to the fallback, which decides it the Python way):
  *   1. armed, no phase timer active (``xla_bridge.timing.active``: timed calls take the Python
  *      path, which splits them into phases), not a grad-mode call of a graph whose inputs need
- *      gradients (the training path), no TorchFunctionMode active (it would see the ops of
- *      an eager run: the Python path runs such a call eagerly);
+ *      gradients (the training path), no TorchFunctionMode or TorchDispatchMode active (it
+ *      would see the ops of an eager run: the Python path runs such a call eagerly);
  *   2. every tensor argument is a torch.Tensor on the XLA device with the dtype and sizes the
  *      graph was compiled for, read from the TensorImpl (no Python object built); every
  *      Python-value argument is of the same type and equal to the traced one;
@@ -38,6 +38,7 @@
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/core/GradMode.h>
 
 #include <structmember.h>
@@ -191,8 +192,8 @@ PyObject *replay_call(Replay *self, PyObject *const *args, Py_ssize_t nargs, con
     const Plan &plan = *self->plan;
     size_t nargsf = static_cast<size_t>(nargs);
     if (self->graph_hash == Py_None || nargs != plan.nargs || (plan.check_grad_mode && c10::GradMode::is_enabled())
-        || at::impl::torch_function_mode_enabled())   // a mode the replayed program would bypass
-        return call_fallback(self, args, nargsf);
+        || at::impl::torch_function_mode_enabled() || c10::impl::TorchDispatchModeTLS::any_modes_set())
+        return call_fallback(self, args, nargsf);     // (a mode the replayed program would bypass)
     PyObject *timer = PyDict_GetItemWithError(self->timing_dict, str_active);
     if (timer != nullptr && timer != Py_None)
         return call_fallback(self, args, nargsf);

@@ -302,9 +302,10 @@ class BridgedCall:
         if self.enables_grad and not torch.is_grad_enabled():
             return self._eager(inputs, "the graph turns grad mode on (enable_grad) inside a call made "
                                        "without it: its results must carry autograd history")
-        if torch._C._is_torch_function_mode_enabled():
-            return self._eager(inputs, "a TorchFunctionMode is active: it sees (and may change) every "
-                                       "op of an eager run, which a replayed or traced program bypasses")
+        if torch._C._is_torch_function_mode_enabled() or torch._C._len_torch_dispatch_stack():
+            return self._eager(inputs, "a TorchFunctionMode or TorchDispatchMode is active: it sees (and may "
+                                       "change) every op of an eager run, which a replayed or traced program "
+                                       "bypasses")
         if self.check_grad_mode and torch.is_grad_enabled():
             if self.training is None:
                 return self._eager(inputs, "grad mode is on and an input requires grad "
