@@ -97,7 +97,7 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
             or _makes_grad_leaves(gm)
         if why is not None:
             raise NotOneGraph(why)
-        with dev.host_random_kept(), torch._C.DisableTorchFunction():   # (see BridgedCall.__call__)
+        with dev.host_random_kept(), dev.function_modes_set_aside():   # (see BridgedCall.__call__)
             call = BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
                                make_training)
         # trace_once: the C++ replay path in front (``replay_path``; None without the extension)
@@ -270,7 +270,7 @@ class BridgedCall:
     def _make_program(self, args) -> None:
         # its trial runs draw nothing the call will not; the program records the graph's own
         # ops, not what a TorchFunctionMode active now makes of them (see __call__)
-        with dev.host_random_kept(), torch._C.DisableTorchFunction():
+        with dev.host_random_kept(), dev.function_modes_set_aside():
             self.program = self.make_program(self.flat, self._device_args(args)[0],
                                              check_indices=self.check_indices)
         self.program_saw_last_args = True     # the program's current graph fits the last args

@@ -230,3 +230,19 @@ def host_random_kept():
         yield
     finally:
         torch.random.set_rng_state(state)
+
+
+@contextlib.contextmanager
+def function_modes_set_aside():
+    """Take the program's TorchFunctionModes off the stack for the bridge's one-time work (its
+    traces record the graph's own ops, not what a mode makes of them; a call made under a mode
+    runs eagerly, see ``BridgedCall.__call__``), and put them back after.  The bridge's own
+    modes (``device_redirect``) are entered inside, on the emptied stack."""
+    modes = []
+    while torch._C._len_torch_function_stack():
+        modes.append(torch._C._pop_torch_function_stack())
+    try:
+        yield
+    finally:
+        for mode in reversed(modes):
+            torch._C._push_on_torch_function_stack(mode)

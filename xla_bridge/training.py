@@ -251,7 +251,7 @@ class ReplayedTraining:
         plan = self.plans.get(key)
         if plan is None:
             try:
-                with dev.host_random_kept(), torch._C.DisableTorchFunction():
+                with dev.host_random_kept(), dev.function_modes_set_aside():
                     plan = self._plan(args, device_args, needs_grad)
             except (NotDifferentiable, NotOneGraph) as error:
                 plan = error                     # remembered: not recorded again every call
