@@ -93,8 +93,8 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
     gm = force_eager_copies(gm)       # a layout copy of eager stays a copy on the device (X10)
     dev.reductions_propagate_nan()    # asked before any trace watches the device's activity
     try:
-        why = _holds_unsound_dtype(gm, example_inputs) or _in_place_write_gains_grad(gm, example_inputs) \
-            or _makes_grad_leaves(gm)
+        why = _holds_unsound_dtype(gm, example_inputs) or _empty_input_to_a_shuffle(gm) \
+            or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm)
         if why is not None:
             raise NotOneGraph(why)
         with dev.host_random_kept(), dev.function_modes_set_aside():   # (see BridgedCall.__call__)
@@ -124,6 +124,24 @@ def _holds_unsound_dtype(gm, example_inputs):
     for value in pytree.tree_leaves(values):
         if isinstance(value, torch.Tensor) and value.dtype in UNSOUND_ON_DEVICE:
             return f"the graph holds a {value.dtype} tensor: {UNSOUND_ON_DEVICE[value.dtype]}"
+    return None
+
+
+# Ops whose torch_xla lowering divides by, or reshapes into, a size an empty input makes zero:
+# ``roll`` of a tensor with a zero-size dim kills the process (SIGFPE: a shift modulo 0);
+# ``pixel_unshuffle`` of an empty batch returns its input's shape.
+_EMPTY_INPUT_LOWERINGS = frozenset({"roll", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
+                                    "native_channel_shuffle"})
+
+
+def _empty_input_to_a_shuffle(gm):
+    """Why the device cannot run ``gm``, if one of those ops gets an empty tensor."""
+    for node in gm.graph.nodes:
+        name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+        if node.op in ("call_function", "call_method") and name in _EMPTY_INPUT_LOWERINGS:
+            value = node.args[0].meta.get("example_value") if node.args and isinstance(node.args[0], torch.fx.Node) else None
+            if isinstance(value, torch.Tensor) and value.numel() == 0:
+                return f"{name} of an empty tensor: torch_xla's lowering divides by or reshapes into its zero size"
     return None
 
 

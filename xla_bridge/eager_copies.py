@@ -10,6 +10,8 @@ eager is left alone: there, writing through is what eager does too.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.fx
 
@@ -35,9 +37,22 @@ def _copied_in_eager(node) -> bool:
     if node.op not in ("call_method", "call_function") or not node.args:
         return False
     name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-    if name not in LAYOUT_DEPENDENT or not isinstance(node.args[0], torch.fx.Node):
+    if not isinstance(node.args[0], torch.fx.Node):
         return False
     result, source = node.meta.get("example_value"), node.args[0].meta.get("example_value")
     if not isinstance(result, torch.Tensor) or not isinstance(source, torch.Tensor):
         return False
-    return result.untyped_storage()._cdata != source.untyped_storage()._cdata
+    shares = result.untyped_storage()._cdata == source.untyped_storage()._cdata
+    if name in LAYOUT_DEPENDENT:
+        return not shares
+    # A meta kernel that returns a view where the op's schema promises a new tensor (the meta of
+    # channel_shuffle reshapes its input): eager's kernel allocated one.
+    return shares and _returns_a_new_tensor(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _returns_a_new_tensor(name: str) -> bool:
+    """Whether aten's functional ``name`` (its overload without a name) returns tensors that
+    alias none of its inputs, by its schema."""
+    schemas = [s for s in torch._C._jit_get_schemas_for_operator(f"aten::{name}") if s.overload_name == ""]
+    return bool(schemas) and all(r.alias_info is None for r in schemas[0].returns)

@@ -331,3 +331,37 @@ def test_copy_of_a_host_scalar_into_an_intermediate_on_the_training_path(backend
         assert_same(out, f(x.detach()))
         (grad,) = torch.autograd.grad(out.sum(), x)
         assert_same(grad, torch.full((3, 3), 0.25))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_op_whose_meta_kernel_views_its_input_still_copies_as_eager(backend):
+    """``F.channel_shuffle`` allocates in eager, but its meta kernel reshapes the input (a view):
+    the output came back sharing the caller's memory, and a write to it was lost (layout probe).
+    An op whose schema promises a new tensor gets one."""
+    def shuffle_then_bump(x):
+        y = torch.nn.functional.channel_shuffle(x, 2)
+        y.add_(1)
+        return y
+
+    minidynamo.reset()
+    x = torch.arange(8.0).view(1, 2, 2, 2)
+    expected = shuffle_then_bump(x.clone())
+    got = minidynamo.optimize(backend)(shuffle_then_bump)(x)
+    assert_same(got, expected)
+    assert not same_memory(got, x) and torch.equal(x, torch.arange(8.0).view(1, 2, 2, 2))
+
+
+EMPTY_SHUFFLES = {
+    "roll": lambda x: x.roll(-2),                       # torch_xla: SIGFPE (a shift modulo 0)
+    "roll over two dims": lambda x: x.roll((1, -1), (0, 2)),
+    "pixel_unshuffle": lambda x: torch.nn.functional.pixel_unshuffle(x, 2),   # came back unshuffled
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("program", EMPTY_SHUFFLES.values(), ids=EMPTY_SHUFFLES)
+def test_shuffles_of_an_empty_tensor_answer_as_eager(backend, program):
+    minidynamo.reset()
+    x = torch.randn(0, 4, 2, 2)
+    assert_same(minidynamo.optimize(backend)(program)(x), program(x))
+    minidynamo.reset()
