@@ -210,6 +210,16 @@ def _requires_grad(value) -> bool:
     return isinstance(value, torch.Tensor) and value.requires_grad
 
 
+def _unwrapped(leaf):
+    """A host tensor a lazy trace left inside torch_xla's functionalization wrapper (addmm with
+    beta=0 of a tensor the graph made on the host: its storage cannot be read, ``.numpy()``
+    raises) as the plain tensor it wraps; anything else as it is."""
+    if isinstance(leaf, torch.Tensor) and not dev.is_xla(leaf) and torch._is_functional_tensor(leaf):
+        torch._sync(leaf)
+        return torch._from_functional_tensor(leaf)
+    return leaf
+
+
 class EagerGraph:
     """The eager backend, for graphs the bridge does not run; ``reason`` says why."""
 
@@ -417,7 +427,7 @@ class BridgedCall:
         """Leaves for the caller: views of arguments rebuilt on the caller's own tensors (after
         the write-back), device results moved to the host once each when the inputs came
         from the host (a repeated output stays one tensor)."""
-        out = list(leaves)
+        out = [_unwrapped(leaf) for leaf in leaves]
         for k, position in self.program.argument_leaves.items():
             out[k] = args[position]
         made = {}                             # one tensor per HostView (a view returned twice)

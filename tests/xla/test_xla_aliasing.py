@@ -365,3 +365,25 @@ def test_shuffles_of_an_empty_tensor_answer_as_eager(backend, program):
     x = torch.randn(0, 4, 2, 2)
     assert_same(minidynamo.optimize(backend)(program)(x), program(x))
     minidynamo.reset()
+
+
+BETA_ZERO = {
+    "addmm of zeros": lambda x: torch.addmm(torch.zeros(3, 3), x, x.t(), beta=0),
+    "addmm of NaNs, then + 1": lambda x: torch.addmm(torch.full((3, 3), float("nan")), x, x.t(), beta=0) + 1,
+    "addmv of zeros": lambda x: torch.addmv(torch.zeros(3), x, x[0], beta=0),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("program", BETA_ZERO.values(), ids=BETA_ZERO)
+def test_results_come_home_as_plain_tensors(backend, program):
+    """trivial returned ``addmm(..., beta=0)`` of a graph-made tensor inside torch_xla's
+    functionalization wrapper: its storage could not be read (``.numpy()`` raised)."""
+    minidynamo.reset()
+    optimized = minidynamo.optimize(backend)(program)
+    for _ in range(2):
+        x = torch.randn(3, 4)
+        got = optimized(x)
+        assert not torch._is_functional_tensor(got)
+        torch.testing.assert_close(torch.from_numpy(got.numpy()), program(x), rtol=1e-5, atol=1e-5)
+    minidynamo.reset()
