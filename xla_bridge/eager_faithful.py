@@ -42,7 +42,8 @@ import torch.fx as fx
 
 from .eager_formulas import (
     EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, batch_norm_as_eager, clamps, cummax_as_eager,
-    cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, logit_as_eager,
+    cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, lerp_as_eager,
+    logit_as_eager,
     norm_as_eager, reference, shifts, signed_zero_selects, sorting_zeros_as_equal, times_a_mask_as_eager,
     upsample_references,
 )
@@ -148,6 +149,10 @@ EAGER_FAITHFUL = (
     (_calls("norm", "normalize", "dist"),
      {_aten.dist.default: dist_as_eager,
       **{getattr(_aten.norm, overload): norm_as_eager for overload in NORM_OVERLOADS}},
+     {INFERENCE, TRAINING}),
+    (_calls("lerp", "lerp_"), {_aten.lerp.Scalar: lerp_as_eager, _aten.lerp.Tensor: lerp_as_eager,
+                               _aten.lerp_.Scalar: in_place(lerp_as_eager),
+                               _aten.lerp_.Tensor: in_place(lerp_as_eager)},
      {INFERENCE, TRAINING}),
     (_calls("logit", "logit_"), {_aten.logit.default: logit_as_eager,
                                  _aten.logit_.default: in_place(logit_as_eager)},

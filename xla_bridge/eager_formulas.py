@@ -339,6 +339,18 @@ def logit_as_eager(x, eps=None, *, in_place=False):
     return x.copy_(result) if in_place else result
 
 
+def lerp_as_eager(x, end, weight, *, in_place=False):
+    """``lerp(x, end, w)`` as eager's kernel: ``x + w * (end - x)`` while ``|w| < 0.5``, else
+    ``end - (end - x) * (1 - w)``, so that ``w = 1`` gives ``end`` exactly; torch_xla's lowering
+    always takes the first form (``lerp(1e10, 1, 1.0)`` is 0 there, 1 in eager)."""
+    if x.dtype not in (torch.float32, torch.float64):
+        return NotImplemented
+    w = weight if isinstance(weight, torch.Tensor) else _scalar_like(x, weight)
+    diff = end - x
+    result = torch.where(w.abs() < 0.5, x + w * diff, end - diff * (1 - w))
+    return x.copy_(result) if in_place else result
+
+
 def times_a_mask_as_eager(x, y, *, in_place=False):
     """``x * mask`` (either factor a bool tensor) as ``where(mask, x, x * 0)``: XLA rewrites the
     product as ``select(mask, x, 0)``, which loses eager's -0.0 (``-3 * False``) and NaN

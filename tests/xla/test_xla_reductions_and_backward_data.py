@@ -477,3 +477,24 @@ def test_an_argument_written_with_a_value_that_requires_grad_gets_its_history(ba
     (got, got_requires, got_grad), (want, want_requires, want_grad) = run(minidynamo.optimize(backend)(f)), run(f)
     assert want_requires and got_requires
     assert_same((got, got_grad), (want, want_grad))
+
+
+# --- lerp with a weight of at least one half (layout probe) -------------------------------------
+
+LERPS = {
+    "weight 1": lambda x, y: torch.lerp(x, y, 1.0),
+    "weight 0.7": lambda x, y: torch.lerp(x, y, 0.7),
+    "tensor weights": lambda x, y: torch.lerp(x, y, torch.tensor([0.2, 1.0, 0.5])),
+    "in place": lambda x, y: x.clone().lerp_(y, 0.9),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", LERPS)
+def test_lerp_takes_eagers_form_for_large_weights(backend, case):
+    """Eager computes ``end - (end - x) * (1 - w)`` once ``|w| >= 0.5`` (so w = 1 gives ``end``
+    exactly); torch_xla always ``x + w * (end - x)``: ``lerp(1e10, 1, 1.0)`` was 0 on the device."""
+    minidynamo.reset()
+    f = LERPS[case]
+    x, y = torch.tensor([1e10, 3.0, -2.0]), torch.tensor([1.0, 1e-9, 5.0])
+    assert_same(minidynamo.optimize(backend)(f)(x, y), f(x, y))
