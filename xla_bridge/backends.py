@@ -27,6 +27,7 @@ from .dtype_check import UNSOUND_ON_DEVICE
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
+from .eager_faithful import FormulaProbe
 from .lazy_graph import NotOneGraph
 from .lifting import FlatProgram
 from .partition import PartitionedProgram, find_eager_nodes
@@ -265,7 +266,9 @@ class BridgedCall:
         homes = {a.device.type: a.device for a in args if isinstance(a, torch.Tensor)}
         if len(homes) == 1:
             self.flat.home_device = next(iter(homes.values()))
-        memory = analyse_memory(self.flat, args)
+        with FormulaProbe() as formulas:   # (the meta run also tells which formulas it reaches)
+            memory = analyse_memory(self.flat, args)
+        self.flat.formulas_answered = frozenset(formulas.answered)
         self.views, self.written = memory.views, memory.written
         self.layouts = memory.layouts or {}   # outputs eager lays out non-compactly
         self.output_views = memory.output_views or {}   # outputs eager returns as views of others

@@ -184,7 +184,7 @@ def decompositions_on_stand_ins(flat, device_args) -> dict:
     is not read: every node runs on stand-ins). A node whose op has no decomposition, or whose
     decomposition runs on the CPU too, adds nothing."""
     probe = _StandInProbe(flat.graph_module)
-    probe.decompositions = eager_faithful(flat.graph_module)
+    probe.decompositions = eager_faithful(flat.graph_module, answered=flat.formulas_answered)
     stand_ins = [probe._swap(a) if dev.is_xla(a) else a for a in device_args]
     try:
         with torch.no_grad():      # module state too: a leaf module may write its buffers

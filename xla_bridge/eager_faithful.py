@@ -12,14 +12,15 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 - ``clamp`` (``relu``, ``hardtanh``, ``relu6``) turns -0.0 into 0.0 at a bound of 0 (eager's
   kernels compare and keep x), and by one bound an infinity into the dtype's largest value;
 - ``elu`` (``selu``, ``celu``) and ``softshrink`` of -0.0 give 0.0, eager -0.0; ``sign(-0.0)``
-  gives -0.0, eager 0.0; so does ``x + 0`` (XLA's simplifier drops it); ``remainder(-1.0, 1.0)``
+  gives -0.0, eager 0.0; so do ``x + 0`` and ``x - (-0.0)`` (XLA's simplifier drops them); ``remainder(-1.0, 1.0)``
   and ``max(x, dim)`` of a row whose first maximum is -0.0 give 0.0, eager -0.0;
 - a reduction over an empty ``dim`` list (``x.amax()``, ``x.sum(dim=[])``, ``x.var(dim=())``)
   reduces nothing (eager: every dimension);
 - ``norm`` and ``dist`` of order infinity give 1 (``linalg.vector_norm``'s lowering is right);
 - ``logit`` with ``eps`` does not clamp its input from below (NaN where eager gives a value);
 - ``x * mask`` of a bool mask is a select for XLA's simplifier: 0.0 where eager's ``-3 * 0`` is
-  -0.0 (and ``inf * 0`` NaN);
+  -0.0 (and ``inf * 0`` NaN); so is ``x * mask.float()``, seen through views, copies and
+  ``einsum`` (the conversion is traced as a select of 1 and 0, which the simplifier keeps);
 - upsampling with a scale factor or size that does not divide (nearest at 1.7x picks other
   source pixels; bilinear to 9 of 5 columns puts ``x[3]`` where eager's weights give ``x[2]``):
   PyTorch's reference decompositions;
@@ -31,19 +32,25 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
   training path; trivial's, whose backward torch_xla's autograd runs, refuses them).
 
 Each formula (``eager_formulas.py``) is an entry of ``EAGER_FAITHFUL`` below, run by
-``decompose.Decomposing`` while a graph is traced, and only for graphs that call the op
-(``eager_faithful``): a graph without them traces with no dispatch mode. This module decides
-which graph nodes reach which formulas. (A NaN or an infinity is ``index_check``'s: data no
-trace can decide.)
+``decompose.Decomposing`` while a graph is traced, and only for graphs that reach the op
+(``eager_faithful``): a graph without them traces with no dispatch mode. A graph reaches an op
+by calling it (its nodes, by name) or through anything that dispatches it: a composite
+(``F.pairwise_distance`` dispatches ``norm``), an alias (``torch.special.logit``), a module.
+The second is what ``FormulaProbe`` sees, below autograd, in the one run of the graph on meta
+tensors the bridge makes anyway (``aliasing.analyse_memory``): the formulas that answered
+there for the arguments they met. (A NaN or an infinity is ``index_check``'s: data no trace can
+decide.)
 """
 
 import torch
 import torch.fx as fx
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .eager_formulas import (
     EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, batch_norm_as_eager, clamps, cummax_as_eager,
     cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, lerp_as_eager,
-    logit_as_eager,
+    logit_as_eager, mask_to_float_as_eager,
     norm_as_eager, reference, shifts, signed_zero_selects, sorting_zeros_as_equal, times_a_mask_as_eager,
     upsample_references,
 )
@@ -78,8 +85,15 @@ _SIGNED_ZERO_OPS = ("elu", "elu_", "selu", "selu_", "celu", "celu_", "softshrink
 
 
 def _adds_a_zero(node) -> bool:
-    return _op_name(node.target) in ("add", "add_", "iadd", "__add__", "__radd__", "__iadd__") and any(
+    return _op_name(node.target) in ("add", "add_", "iadd", "__add__", "__radd__", "__iadd__",
+                                     "sub", "sub_", "isub", "__sub__", "__isub__") and any(
         type(a) in (int, float) and a == 0 for a in node.args)
+
+
+def _converts_a_bool(node) -> bool:
+    value = node.meta.get("example_value")
+    return any(isinstance(a, fx.Node) and is_bool(a.meta.get("example_value")) for a in node.args[:1]) \
+        and isinstance(value, torch.Tensor) and value.is_floating_point()
 
 
 def _upsampling(node) -> bool:
@@ -160,6 +174,7 @@ EAGER_FAITHFUL = (
     (_multiplies_by_a_bool, {_aten.mul.Tensor: times_a_mask_as_eager,
                              _aten.mul_.Tensor: in_place(times_a_mask_as_eager)},
      {INFERENCE, TRAINING}),
+    (_converts_a_bool, {_aten._to_copy.default: mask_to_float_as_eager}, {INFERENCE, TRAINING}),
     (_upsampling, upsample_references(), {INFERENCE, TRAINING}),
     (_calls("sort", "argsort", "msort"),
      {op: sorting_zeros_as_equal(op) for op in (_aten.sort.default, _aten.sort.stable)},
@@ -173,13 +188,51 @@ EAGER_FAITHFUL = (
 )
 
 
-def eager_faithful(graph_module: fx.GraphModule, training: bool = False) -> dict:
-    """The ``EAGER_FAITHFUL`` formulas for the ops ``graph_module`` calls (on a grad-mode path
-    when ``training``), so that a graph without them (resnet in eval mode) traces with no mode."""
+def eager_faithful(graph_module: fx.GraphModule, training: bool = False, answered=frozenset()) -> dict:
+    """The ``EAGER_FAITHFUL`` formulas for the ops ``graph_module`` reaches (on a grad-mode path
+    when ``training``): those its nodes call, and those of the ops in ``answered`` (what a
+    ``FormulaProbe`` saw answer), so that a graph without them traces with no mode."""
     nodes = list(graph_module.graph.nodes)
     path = TRAINING if training else INFERENCE
     return {op: fn for reaches, table, paths in EAGER_FAITHFUL
-            if path in paths and any(map(reaches, nodes)) for op, fn in table.items()}
+            if path in paths and (not answered.isdisjoint(table) or any(map(reaches, nodes)))
+            for op, fn in table.items()}
+
+
+class FormulaProbe(TorchDispatchMode):
+    """Notes in ``answered`` each dispatched op whose formula answers for the arguments it met
+    (on meta stand-ins: formulas decide by dtypes and Python arguments, never by data), and
+    runs every op as it is, so the run it watches is unchanged.
+
+    It sees what a graph's nodes do not name: ``F.pairwise_distance(p=inf)`` reaches
+    ``norm``'s formula through the composite's own ops (the device gave 1 where eager gives
+    the largest difference)."""
+
+    def __init__(self):
+        super().__init__()
+        self.formulas = {op: fn for _, table, _ in EAGER_FAITHFUL for op, fn in table.items()}
+        self.answered = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        formula = self.formulas.get(func)
+        if formula is not None and func not in self.answered and _answers(formula, args, kwargs):
+            self.answered.add(func)
+        return func(*args, **kwargs)
+
+
+def _answers(formula, args, kwargs) -> bool:
+    """Does ``formula`` answer (not NotImplemented) for these arguments? Asked on fresh meta
+    tensors like them (a formula in place writes its stand-in, not the watched run's tensor),
+    in grad mode (with grad mode off on meta, the mask formula takes itself for a recorded
+    backward); a formula that fails there is taken to answer (the trace will tell)."""
+    stand_ins = pytree.tree_map_only(torch.Tensor, lambda t: torch.empty_strided(
+        t.shape, t.stride(), dtype=t.dtype, device="meta"), (args, kwargs))
+    try:
+        with torch.enable_grad():
+            return formula(*stand_ins[0], **stand_ins[1]) is not NotImplemented
+    except Exception:
+        return True
 
 
 def backward_differs(graph_module: fx.GraphModule):

@@ -222,12 +222,21 @@ def _sign_as_eager(x, *, in_place=False):
     return x.copy_(result) if in_place else result
 
 
-def _plus_zero_as_eager(x, other, *, alpha=1, in_place=False):
-    """``x + 0``: XLA's simplifier drops the addition, so -0.0 stays -0.0 (eager: 0.0)."""
-    if not _is_plain_float_tensor(x) or not _number(other) or other != 0:
+def _plus_zero_as_eager(x, other, *, alpha=1, in_place=False, subtract=False):
+    """``x + 0`` (``x - (-0.0)``): XLA's simplifier drops the addition, so -0.0 stays -0.0;
+    eager's ``-0.0 + 0.0`` is 0.0. Only a zero added with a plus sign changes x: adding -0.0
+    (``x.add(0, alpha=-1)``, ``x - 0``) leaves every x as it is, as the simplifier does."""
+    if not _is_plain_float_tensor(x) or not _number(other) or not _number(alpha) or other != 0:
+        return NotImplemented
+    added = float(alpha) * float(other)      # the product as eager's kernel forms it, in floats
+    if math.copysign(1.0, -added if subtract else added) < 0:
         return NotImplemented
     result = torch.where(x == 0, _scalar_like(x, 0), x)
     return x.copy_(result) if in_place else result
+
+
+def _minus_zero_as_eager(x, other, *, alpha=1, in_place=False):
+    return _plus_zero_as_eager(x, other, alpha=alpha, in_place=in_place, subtract=True)
 
 
 def _remainder_as_eager(x, other, *, in_place=False):
@@ -258,8 +267,8 @@ def _extreme_at_its_index(op):
 
 def signed_zero_selects() -> dict:
     """Activations whose eager kernel selects by a comparison, keeping a -0.0 that XLA's
-    lowerings (``max``, ``exp(x) - 1``, a constant 0) make 0.0, ``x + 0``, which eager makes 0.0
-    and XLA leaves -0.0, ``remainder`` and ``max``/``min`` along a dim."""
+    lowerings (``max``, ``exp(x) - 1``, a constant 0) make 0.0, ``x + 0`` (``x - (-0.0)``),
+    which eager makes 0.0 and XLA leaves -0.0, ``remainder`` and ``max``/``min`` along a dim."""
     return {_aten.elu.default: _elu_as_eager,
             _aten.elu_.default: in_place(_elu_as_eager),
             _aten.celu.default: lambda x, alpha=1.0: _celu_as_eager(x, alpha),
@@ -273,6 +282,10 @@ def signed_zero_selects() -> dict:
             _aten.add_.Tensor: in_place(_plus_zero_as_eager),
             _aten.add.Scalar: _plus_zero_as_eager,
             _aten.add_.Scalar: in_place(_plus_zero_as_eager),
+            _aten.sub.Tensor: _minus_zero_as_eager,
+            _aten.sub_.Tensor: in_place(_minus_zero_as_eager),
+            _aten.sub.Scalar: _minus_zero_as_eager,
+            _aten.sub_.Scalar: in_place(_minus_zero_as_eager),
             _aten.remainder.Tensor: _remainder_as_eager,
             _aten.remainder.Scalar: _remainder_as_eager,
             _aten.remainder_.Tensor: in_place(_remainder_as_eager),
@@ -368,6 +381,19 @@ def _in_a_recorded_backward(value) -> bool:
     """Is this op one of a backward that trace_once's joint graph records (on meta tensors,
     autograd's engine running with grad mode off), rather than one of a forward?"""
     return value.device.type == "meta" and not torch.is_grad_enabled()
+
+
+def mask_to_float_as_eager(x, *, dtype=None, layout=None, device=None, pin_memory=None,
+                           non_blocking=False, memory_format=None):
+    """A bool tensor converted to a floating dtype (``mask.float()``) as ``where(mask, 1, 0)``:
+    XLA's simplifier rewrites ``y * convert(mask)`` as ``select(mask, y, 0)``, through views,
+    copies and ``* 1`` (``y.view(2, 2) * mask.float().view(2, 2)``, ``einsum``), which gives 0
+    where eager's ``inf * 0`` and ``nan * 0`` give NaN. A select of constants it leaves alone."""
+    if not is_bool(x) or dtype is None or not dtype.is_floating_point \
+            or (device is not None and torch.device(device) != x.device):
+        return NotImplemented
+    return torch.where(x, torch.ones((), dtype=dtype, device=x.device),
+                       torch.zeros((), dtype=dtype, device=x.device))
 
 
 def is_bool(value) -> bool:

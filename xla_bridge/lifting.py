@@ -43,6 +43,7 @@ class FlatProgram:
             (True,) * len(self.module_state_names)
         self._slots = tuple(_state_slot(source, name) for name in self.module_state_names)
         self.home_device = None       # set when every argument lives on one device (device_redirect.py)
+        self.formulas_answered = frozenset()   # ops an eager-faithful formula answered for (eager_faithful.py)
 
     def read_state(self) -> list:
         """The module tensors the graph reads, as they are now (a reassigned parameter too).

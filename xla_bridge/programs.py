@@ -102,7 +102,8 @@ class TracedEveryCall:
     def __init__(self, fn, device_args, check_indices=False):
         self.fn = fn
         self.check_indices = check_indices
-        self.faithful = eager_faithful(fn.graph_module)   # ops traced as eager answers
+        # ops traced as eager answers
+        self.faithful = eager_faithful(fn.graph_module, answered=fn.formulas_answered)
         self.in_range = None                  # the last run's lazy "every index in range"
         copies = dev.device_copies(device_args)
         self.positions = tuple(i for i, a in enumerate(device_args) if isinstance(a, torch.Tensor))

@@ -298,7 +298,8 @@ class ReplayedTraining:
             # XLA device registered after that would have none.
             self.device = dev.xla_device()
         positions = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
-        decompositions = eager_faithful(self.bridged.flat.graph_module, training=True)
+        decompositions = eager_faithful(self.bridged.flat.graph_module, training=True,
+                                        answered=self.bridged.flat.formulas_answered)
         while True:
             partition = joint_partition(self.bridged.flat, args, needs_grad, decompositions)
             if not partition.differentiable:     # argmax, or outputs independent of the grads
@@ -499,7 +500,8 @@ class LazyTraining:
         self.bridged = bridged
         self.dtypes_checked = False      # the first call checks the device's dtypes (dtype_check)
         self.widens = False
-        self.faithful = eager_faithful(bridged.flat.graph_module, training=True)   # ops traced as eager answers
+        self.faithful = eager_faithful(bridged.flat.graph_module, training=True,   # ops traced as eager answers
+                                       answered=bridged.flat.formulas_answered)
         self.backward_differs = backward_differs(bridged.flat.graph_module)
 
     def __call__(self, inputs):

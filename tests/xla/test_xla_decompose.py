@@ -99,7 +99,6 @@ def test_a_leaf_module_writing_its_buffers_is_probed_on_stand_ins_and_stays_on_t
     model = torch.nn.Sequential(torch.nn.BatchNorm2d(2), torch.nn.AdaptiveAvgPool2d(3))
     model.train()                     # before this rule, this graph ran eagerly
     reference = copy.deepcopy(model)
-    lazy = copy.deepcopy(model).to(xla_bridge.device.xla_device())   # plain PyTorch/XLA
     x = torch.randn(2, 2, 2, 2)
     with torch.no_grad():
         compiled = compile_with("torchxla_trace_once", model, [x])
@@ -109,9 +108,8 @@ def test_a_leaf_module_writing_its_buffers_is_probed_on_stand_ins_and_stays_on_t
         for _ in range(2):
             other = torch.randn(2, 2, 2, 2)
             assert_same(compiled(other), reference(other))
-            lazy(to_xla([other])[0])
-            xla_bridge.device.torch_xla().sync()
             torch.testing.assert_close(model[0].running_mean, reference[0].running_mean)
-            # XLA's batch norm updates the running variance unlike the CPU kernel (1-2% apart
-            # here): the oracle for it is plain PyTorch/XLA
-            torch.testing.assert_close(model[0].running_var, lazy[0].running_var.cpu())
+            # XLA's batch norm updates the running variance with the biased variance; the
+            # module's batch norm, reached by no node name, still gets eager's formula
+            # (eager_faithful.FormulaProbe)
+            torch.testing.assert_close(model[0].running_var, reference[0].running_var)
