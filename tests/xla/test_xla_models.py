@@ -76,10 +76,11 @@ def test_in_place_updates_reach_the_callers_tensors(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_buffers_updated_in_place_match_xla_baseline(backend):
+def test_buffers_updated_in_place_match_eager(backend):
     torch.manual_seed(0)
     module = module_with_buffers()
     baseline = copy.deepcopy(module).to(dev.xla_device())
+    reference = copy.deepcopy(module)
     inputs = [torch.randn(6, 4) for _ in range(3)]
     with torch.no_grad():
         compiled = compile_with(backend, module, inputs[:1])
@@ -87,8 +88,12 @@ def test_buffers_updated_in_place_match_xla_baseline(backend):
             expected = baseline(x.to(dev.xla_device()))
             dev.torch_xla().sync()
             assert_same(compiled(x), expected.cpu())
-    for name, buffer in baseline.named_buffers():
-        torch.testing.assert_close(module.get_buffer(name), buffer.cpu())
+            reference(x)
+    # The buffers as eager leaves them: plain PyTorch/XLA's batch norm updates running_var with
+    # the biased variance, the bridge traces eager's update (eager_faithful) in a call_module too
+    for name, buffer in reference.named_buffers():
+        torch.testing.assert_close(module.get_buffer(name), buffer)
+    torch.testing.assert_close(module.get_buffer("calls"), baseline.get_buffer("calls").cpu())
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
