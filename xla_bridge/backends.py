@@ -27,7 +27,7 @@ from .dtype_check import UNSOUND_ON_DEVICE
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
-from .eager_faithful import FormulaProbe
+from .eager_faithful import FormulaProbe, op_name
 from .lazy_graph import NotOneGraph
 from .lifting import FlatProgram
 from .partition import PartitionedProgram, find_eager_nodes
@@ -138,7 +138,7 @@ _EMPTY_INPUT_LOWERINGS = frozenset({"roll", "pixel_shuffle", "pixel_unshuffle", 
 def _empty_input_to_a_shuffle(gm):
     """Why the device cannot run ``gm``, if one of those ops gets an empty tensor."""
     for node in gm.graph.nodes:
-        name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+        name = op_name(node.target)
         if node.op in ("call_function", "call_method") and name in _EMPTY_INPUT_LOWERINGS:
             value = node.args[0].meta.get("example_value") if node.args and isinstance(node.args[0], torch.fx.Node) else None
             if isinstance(value, torch.Tensor) and value.numel() == 0:

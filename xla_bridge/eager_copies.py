@@ -15,6 +15,8 @@ import functools
 import torch
 import torch.fx
 
+from .eager_faithful import op_name
+
 # ops that return a view when the layout allows it and a copy otherwise
 LAYOUT_DEPENDENT = frozenset({"contiguous", "reshape", "reshape_as", "flatten"})
 
@@ -36,7 +38,7 @@ def force_eager_copies(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 def _copied_in_eager(node) -> bool:
     if node.op not in ("call_method", "call_function") or not node.args:
         return False
-    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    name = op_name(node.target)
     if not isinstance(node.args[0], torch.fx.Node):
         return False
     result, source = node.meta.get("example_value"), node.args[0].meta.get("example_value")

@@ -60,14 +60,15 @@ _aten = torch.ops.aten
 # -- which graph nodes call an op a formula replaces ------------------------------------------
 
 
-def _op_name(target) -> str:
+def op_name(target) -> str:
+    """A node's op by name: ``aten.add.Tensor`` and ``torch.add`` are both ``add``."""
     if isinstance(target, torch._ops.OpOverload):
         return target.overloadpacket.__name__
     return target if isinstance(target, str) else getattr(target, "__name__", "")
 
 
 def _calls(*names):
-    return lambda node: _op_name(node.target) in names
+    return lambda node: op_name(node.target) in names
 
 
 def _dim_argument(node, position=1):
@@ -76,7 +77,7 @@ def _dim_argument(node, position=1):
 
 
 def _multiplies_by_a_bool(node) -> bool:
-    return _op_name(node.target) in ("mul", "mul_", "imul", "__mul__", "__rmul__", "__imul__") and any(
+    return op_name(node.target) in ("mul", "mul_", "imul", "__mul__", "__rmul__", "__imul__") and any(
         isinstance(a, fx.Node) and is_bool(a.meta.get("example_value")) for a in node.args)
 
 
@@ -85,7 +86,7 @@ _SIGNED_ZERO_OPS = ("elu", "elu_", "selu", "selu_", "celu", "celu_", "softshrink
 
 
 def _adds_a_zero(node) -> bool:
-    return _op_name(node.target) in ("add", "add_", "iadd", "__add__", "__radd__", "__iadd__",
+    return op_name(node.target) in ("add", "add_", "iadd", "__add__", "__radd__", "__iadd__",
                                      "sub", "sub_", "isub", "__sub__", "__isub__") and any(
         type(a) in (int, float) and a == 0 for a in node.args)
 
@@ -97,7 +98,7 @@ def _converts_a_bool(node) -> bool:
 
 
 def _upsampling(node) -> bool:
-    return _op_name(node.target).startswith(("interpolate", "upsample", "_upsample"))
+    return op_name(node.target).startswith(("interpolate", "upsample", "_upsample"))
 
 
 _REDUCTIONS = ("amax", "amin", "sum", "mean", "var", "std", "var_mean", "std_mean", "norm",
@@ -107,7 +108,7 @@ _REDUCTIONS = ("amax", "amin", "sum", "mean", "var", "std", "var_mean", "std_mea
 def _may_reduce_over_no_dim(node) -> bool:
     """A reduction node whose ``dim`` may be an empty list: given as one, computed (a node), or
     left out of ``amax``/``amin``, whose default is ``[]``."""
-    name = _op_name(node.target)
+    name = op_name(node.target)
     if name not in _REDUCTIONS:
         return False
     dim = _dim_argument(node, 2 if name in ("norm", "linalg_vector_norm", "vector_norm") else 1)
@@ -120,7 +121,7 @@ def _may_reduce_over_no_dim(node) -> bool:
 def _norm_in_training(node) -> bool:
     """A batch or instance norm node that may update running statistics (its ``training`` /
     ``use_input_stats`` argument, the sixth, is not a constant False)."""
-    name = _op_name(node.target)
+    name = op_name(node.target)
     if name not in ("batch_norm", "native_batch_norm", "instance_norm"):
         return False
     default = name == "instance_norm"
@@ -130,7 +131,7 @@ def _norm_in_training(node) -> bool:
 
 
 def _arange_with_a_float(node) -> bool:
-    return _op_name(node.target) == "arange" and any(type(a) is float for a in (*node.args, *node.kwargs.values()))
+    return op_name(node.target) == "arange" and any(type(a) is float for a in (*node.args, *node.kwargs.values()))
 
 
 # -- the table ------------------------------------------------------------------------------
@@ -238,7 +239,7 @@ def _answers(formula, args, kwargs) -> bool:
 def backward_differs(graph_module: fx.GraphModule):
     """Why a grad-mode path whose backward runs in torch_xla's own autograd kernels (trivial's:
     no trace of ours sees the backward) would give another gradient than eager, or None."""
-    called = {_op_name(node.target) for node in graph_module.graph.nodes}
+    called = {op_name(node.target) for node in graph_module.graph.nodes}
     differing = sorted(called.intersection(_BACKWARDS_THAT_DIFFER))
     if differing:
         return (f"torch_xla's backward of {', '.join(differing)} gives other gradients than "
@@ -253,13 +254,13 @@ def backward_differs(graph_module: fx.GraphModule):
 def _batch_norm_in_eval(node) -> bool:
     """A batch norm that uses its running statistics (``training`` a constant False): the lazy
     backward torch_xla runs for it fails, where eager's answers (trace_once records eager's)."""
-    return _op_name(node.target) in ("batch_norm", "native_batch_norm") and not _norm_in_training(node)
+    return op_name(node.target) in ("batch_norm", "native_batch_norm") and not _norm_in_training(node)
 
 
 def _variance_over_no_dim(node) -> bool:
     """``x.var(dim=[])`` and kin: the forward is traced as eager reads it (every dim), the
     backward torch_xla's autograd runs still reduces over none."""
-    if _op_name(node.target) not in ("var", "std", "var_mean", "std_mean"):
+    if op_name(node.target) not in ("var", "std", "var_mean", "std_mean"):
         return False
     dim = _dim_argument(node)
     return isinstance(dim, (list, tuple)) and not dim
