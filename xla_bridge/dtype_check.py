@@ -13,6 +13,7 @@ width; integer widths are let through, see ``_values_differ``) makes the trace f
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 from torch.utils import _pytree as pytree
@@ -34,26 +35,33 @@ UNSOUND_ON_DEVICE = {
 
 
 class DtypeWatch(TorchDispatchMode):
-    """Notes ``(op, device dtype, eager dtype)`` for every result whose dtype differs."""
+    """Notes ``(op, device dtype, eager dtype)`` for every result whose dtype differs, and gives
+    a pointwise op its operands in the dtype eager computes it in (``_operands_in``)."""
 
     def __init__(self):
         super().__init__()
         self.differences = []
-        self.widened = False      # some integer result was converted to eager's width
+        self.converts = False     # some operand or integer result was converted to eager's dtype
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        try:
+            with _disable_current_modes():    # eager's answer, not the other modes' business
+                expected = func(*pytree.tree_map(_on_meta, args), **pytree.tree_map(_on_meta, kwargs))
+        except Exception:                 # noqa: BLE001  (no meta kernel for these arguments:
+            expected = None               # not compared; the X19 test keeps the check alive)
+        if expected is not None and torch.Tag.pointwise in func.tags:
+            converted = _operands_in(func, args, expected)
+            if converted is not None:
+                self.converts, args = True, converted
         out = dev.run_functionally(func, args, kwargs)
         unsound = [t.dtype for t in pytree.tree_leaves((args, kwargs, out))
                    if isinstance(t, torch.Tensor) and t.dtype in UNSOUND_ON_DEVICE]
         if unsound:
             self.differences.append((str(func), unsound[0], None))
             return out
-        try:
-            with _disable_current_modes():    # eager's answer, not the other modes' business
-                expected = func(*pytree.tree_map(_on_meta, args), **pytree.tree_map(_on_meta, kwargs))
-        except Exception:                 # noqa: BLE001  (no meta kernel for these arguments:
-            return out                    # not compared; the X19 test keeps the check alive)
+        if expected is None:
+            return out
         got = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
         want = [t for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
         if len(got) != len(want):
@@ -62,7 +70,7 @@ class DtypeWatch(TorchDispatchMode):
                              if _values_differ(g.dtype, w.dtype)]
         widths = {id(g): w.dtype for g, w in zip(got, want) if g.dtype != w.dtype}
         if widths and not func._schema.is_mutable:   # an integer width: eager's dtype from here on
-            self.widened = True
+            self.converts = True
             out = pytree.tree_map_only(torch.Tensor, lambda t: t.to(widths[id(t)]) if id(t) in widths else t, out)
         return out
 
@@ -75,10 +83,64 @@ class DtypeWatch(TorchDispatchMode):
         return f"the device computes {op} as {got} where eager gives {want}"
 
 
-def converting_widths(enabled: bool):
-    """A ``DtypeWatch`` for every run of a graph whose trial trace widened a result (its runs
-    convert the same results), or nothing to enter when it widened none."""
+def converting_dtypes(enabled: bool):
+    """A ``DtypeWatch`` for every run of a graph whose trial trace converted an operand or a
+    result (its runs convert the same ones), or nothing to enter when it converted none."""
     return DtypeWatch() if enabled else contextlib.nullcontext()
+
+
+# -- the dtype a pointwise op computes in ----------------------------------------------------------
+
+def _category(dtype: torch.dtype) -> int:
+    return 0 if dtype == torch.bool else 3 if dtype.is_complex else 2 if dtype.is_floating_point else 1
+
+
+def _operand_promotion(tensors) -> torch.dtype:
+    """PyTorch's promotion of tensor operands: a 0-dim tensor takes part only when it is of a
+    higher category (bool < integer < floating < complex) than the dimensioned ones."""
+    dims = [t.dtype for t in tensors if t.dim() > 0]
+    zeros = [t.dtype for t in tensors if t.dim() == 0]
+    common = functools.reduce(torch.promote_types, dims) if dims else None
+    if zeros:
+        zero = functools.reduce(torch.promote_types, zeros)
+        if common is None or _category(zero) > _category(common):
+            common = zero if common is None else torch.promote_types(common, zero)
+    return common
+
+
+def _operands_in(func, args, expected):
+    """``args`` with each tensor operand of another dtype than the one eager computes ``func``
+    in converted to it, or None when none needs it.
+
+    Eager's pointwise kernels convert their operands to one common dtype first. torch_xla
+    reports that dtype but computes in the widest operand's: ``f32 + f64 0-dim`` (a 0-dim
+    tensor does not widen in eager) ran in float64 (``(x + s) - x`` kept a 1 that float32
+    rounds away; ``x > s`` compared 0.1 in float64), ``i32 * i64 0-dim`` did not wrap,
+    ``bf16 + f16`` rounded one operand to the other's type; and the result's data stayed
+    float64 under a float32 dtype, which a replayed backward graph then refused. The common
+    dtype is the functional op's result dtype, or the operands' promotion for a comparison and
+    for an in-place op (its result is its first operand, left as it is). Bool operands (a
+    ``where`` condition) are not operands of the arithmetic."""
+    in_place = func._schema.is_mutable
+    if in_place and not func.__name__.split(".")[0].endswith("_"):
+        return None                               # an ``out=`` variant: not one of the graph's
+    operands = [(i, a) for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.dtype != torch.bool]
+    if len({a.dtype for _, a in operands}) < 2:
+        return None
+    results = [t.dtype for t in pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    if in_place or not results or results[0] == torch.bool:
+        common = _operand_promotion([a for _, a in operands])
+    else:
+        common = results[0]
+    halves = {torch.bfloat16, torch.float16}
+    both_halves = halves <= {a.dtype for _, a in operands}
+    # (only operands torch_xla computes otherwise with: one wider than the common dtype, and
+    # the two 16-bit floats; an integer operand of a float op it converts as eager does)
+    converting = [i for i, a in operands if not (in_place and i == 0) and a.dtype != common
+                  and (torch.promote_types(a.dtype, common) != common or (both_halves and a.dtype in halves))]
+    if not converting:
+        return None
+    return tuple(a.to(common) if i in converting else a for i, a in enumerate(args))
 
 
 def _values_differ(got: torch.dtype, want: torch.dtype) -> bool:

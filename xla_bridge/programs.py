@@ -16,7 +16,7 @@ from torch.utils import _pytree as pytree
 from . import device as dev
 from .counters import counters
 from .decompose import decomposing
-from .dtype_check import DtypeWatch, converting_widths
+from .dtype_check import DtypeWatch, converting_dtypes
 from .eager_faithful import eager_faithful
 from .index_check import IndexOutOfRange, watching_indices
 from .lazy_graph import LazyGraph, NotOneGraph, describe_hash, is_evicted
@@ -113,7 +113,7 @@ class TracedEveryCall:
             fn(*copies)
         if dtypes.reason():
             raise NotOneGraph(dtypes.reason())
-        self.widens = dtypes.widened          # then every run converts those results, as the trial did
+        self.converts = dtypes.converts       # then every run converts those results, as the trial did
         self.mutated = self._written(copies, before)   # as the trial saw it; each run says again
         self.argument_leaves = {}
         self.treespec = None
@@ -122,7 +122,7 @@ class TracedEveryCall:
         """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed."""
         before = dev.data_identities(device_args)
         # (the watch innermost: it sees the ops the program calls, before any formula)
-        with torch.no_grad(), converting_widths(self.widens), decomposing(self.faithful), \
+        with torch.no_grad(), converting_dtypes(self.converts), decomposing(self.faithful), \
                 watching_indices(self.check_indices) as indices:
             out = self.fn(*device_args)
         self.in_range = indices.all_in_range()

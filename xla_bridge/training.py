@@ -66,7 +66,7 @@ from .aliasing import rebuild_output_views
 from .backward_groups import restrict, tangent_groups
 from .counters import counters
 from .decompose import decomposing, learn
-from .dtype_check import DtypeWatch, converting_widths
+from .dtype_check import DtypeWatch, converting_dtypes
 from .eager_faithful import backward_differs, eager_faithful
 from .index_check import IndexOutOfRange, require_finite, watching_indices
 from .joint_graph import (
@@ -499,7 +499,7 @@ class LazyTraining:
     def __init__(self, bridged):
         self.bridged = bridged
         self.dtypes_checked = False      # the first call checks the device's dtypes (dtype_check)
-        self.widens = False
+        self.converts = False
         self.faithful = eager_faithful(bridged.flat.graph_module, training=True,   # ops traced as eager answers
                                        answered=bridged.flat.formulas_answered)
         self.backward_differs = backward_differs(bridged.flat.graph_module)
@@ -541,12 +541,12 @@ class LazyTraining:
             if dtypes.reason():
                 raise NotDifferentiable(dtypes.reason())
             self.dtypes_checked = True
-            self.widens = dtypes.widened     # then every call converts those results, as the check did
+            self.converts = dtypes.converts     # then every call converts those results, as the check did
         host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
         before = dev.data_identities([device_args[p] for p in host_tensors])
         indices = watching_indices(bridged.check_indices)
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack), \
-                converting_widths(self.widens), decomposing(self.faithful), indices:
+                converting_dtypes(self.converts), decomposing(self.faithful), indices:
             out = bridged.flat(*device_args)
         in_range = indices.all_in_range()
         leaves, treespec = pytree.tree_flatten(out)
