@@ -50,10 +50,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .eager_formulas import (
     EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, batch_norm_as_eager, clamps, cummax_as_eager,
     cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, lerp_as_eager,
-    logit_as_eager, mask_to_float_as_eager,
-    norm_as_eager, reference, shifts, signed_zero_selects, sorting_zeros_as_equal, times_a_mask_as_eager,
-    upsample_references,
+    logit_as_eager, mask_to_float_as_eager, norm_as_eager, reference, shifts, signed_zero_selects,
+    sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
 )
+from .eager_precision import accumulations_in_float32, integer_divisions, to_integer_as_eager
 
 _aten = torch.ops.aten
 
@@ -130,6 +130,11 @@ def _norm_in_training(node) -> bool:
     return flag is not False
 
 
+def _by_dispatch_only(node) -> bool:
+    """No node name: the formulas are for what dtypes the ops meet, which ``FormulaProbe`` sees."""
+    return False
+
+
 def _arange_with_a_float(node) -> bool:
     return op_name(node.target) == "arange" and any(type(a) is float for a in (*node.args, *node.kwargs.values()))
 
@@ -183,6 +188,10 @@ EAGER_FAITHFUL = (
     (_calls("gelu", "gelu_"), {_aten.gelu.default: gelu_as_eager,
                                _aten.gelu_.default: in_place(gelu_as_eager)},
      {INFERENCE, TRAINING}),
+    # (reached through the ops a graph dispatches: FormulaProbe)
+    (_by_dispatch_only, accumulations_in_float32(), {INFERENCE, TRAINING}),
+    (_by_dispatch_only, integer_divisions(), {INFERENCE, TRAINING}),
+    (_by_dispatch_only, {_aten._to_copy.default: to_integer_as_eager}, {INFERENCE, TRAINING}),
     (_calls(*_BACKWARDS_THAT_DIFFER),
      reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,
                _aten.hardsigmoid_backward.default, _aten.hardswish_backward.default), {TRAINING}),
@@ -195,9 +204,28 @@ def eager_faithful(graph_module: fx.GraphModule, training: bool = False, answere
     ``FormulaProbe`` saw answer), so that a graph without them traces with no mode."""
     nodes = list(graph_module.graph.nodes)
     path = TRAINING if training else INFERENCE
-    return {op: fn for reaches, table, paths in EAGER_FAITHFUL
-            if path in paths and (not answered.isdisjoint(table) or any(map(reaches, nodes)))
-            for op, fn in table.items()}
+    return _merged((op, fn) for reaches, table, paths in EAGER_FAITHFUL
+                   if path in paths and (not answered.isdisjoint(table) or any(map(reaches, nodes)))
+                   for op, fn in table.items())
+
+
+def _merged(pairs) -> dict:
+    """{op: formula}, where an op with formulas in several entries (``_to_copy``: a bool mask,
+    a float to an integer) gets the first of them that answers."""
+    formulas = {}
+    for op, fn in pairs:
+        formulas.setdefault(op, []).append(fn)
+    return {op: fns[0] if len(fns) == 1 else _first_answer(fns) for op, fns in formulas.items()}
+
+
+def _first_answer(formulas):
+    def formula(*args, **kwargs):
+        for fn in formulas:
+            out = fn(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        return NotImplemented
+    return formula
 
 
 class FormulaProbe(TorchDispatchMode):
@@ -211,7 +239,7 @@ class FormulaProbe(TorchDispatchMode):
 
     def __init__(self):
         super().__init__()
-        self.formulas = {op: fn for _, table, _ in EAGER_FAITHFUL for op, fn in table.items()}
+        self.formulas = _merged((op, fn) for _, table, _ in EAGER_FAITHFUL for op, fn in table.items())
         self.answered = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):

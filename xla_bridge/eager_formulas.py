@@ -4,7 +4,7 @@ torch_xla's lowering answers otherwise on ordinary data (the list, and why each 
 
 A formula is called by ``decompose.Decomposing`` in place of the op while a graph is traced. It
 answers ``NotImplemented`` for calls its lowering gets right (the mode then runs the op itself),
-and calls the lowered op itself where it can (under ``_lowered``), so it costs one or two more
+and calls the lowered op itself where it can (under ``lowered``), so it costs one or two more
 ops, not a decomposition.
 """
 
@@ -22,18 +22,18 @@ class _Reentry(threading.local):
     active = False
 
 
-_reentry = _Reentry()
+reentry = _Reentry()
 
 
 @contextlib.contextmanager
-def _lowered():
+def lowered():
     """Inside a formula: the op it calls runs as the device's own lowering (the formula, asked
     again by the mode, answers NotImplemented)."""
-    _reentry.active = True
+    reentry.active = True
     try:
         yield
     finally:
-        _reentry.active = False
+        reentry.active = False
 
 
 def cummax_as_eager(x, dim):
@@ -41,9 +41,9 @@ def cummax_as_eager(x, dim):
     lowering keeps the first). The values are XLA's; the index at j is the last i <= j where x
     reached its running maximum (after it nothing new came, so x[i] is the maximum at j). Its
     own ``cummax`` calls are the lowered op (NotImplemented: the mode runs the op itself)."""
-    if _reentry.active or x.dim() == 0:
+    if reentry.active or x.dim() == 0:
         return NotImplemented
-    with _lowered():
+    with lowered():
         values = _aten.cummax.default(x, dim)[0]
         dim = dim % x.dim()
         shape = [1] * x.dim()
@@ -59,9 +59,9 @@ def batch_norm_as_eager(input, weight, bias, running_mean, running_var, training
     one (1.3% apart at 48 values a channel). The lowering still computes the output and what
     backward saves (without running statistics); the update is made here as eager makes it.
     Other calls keep the lowering (NotImplemented)."""
-    if _reentry.active or not training or running_mean is None or running_var is None:
+    if reentry.active or not training or running_mean is None or running_var is None:
         return NotImplemented
-    with _lowered():
+    with lowered():
         out = _aten.native_batch_norm.default(input, weight, bias, None, None, True, momentum, eps)
     dims = [0, *range(2, input.dim())]
     count = input.numel() // input.shape[1]
@@ -76,12 +76,12 @@ def arange_as_eager(start, end, step=1, *, dtype=None, layout=None, device=None,
     """``arange`` with a float bound or step as eager's CPU kernel makes it: the length is
     ``ceil((end - start) / step)`` in double, value i is ``start + i * step`` in double, then
     cast (XLA's lowering gives ``arange(0.0, 1.0, 0.1)`` an eleventh element, 1.0)."""
-    if _reentry.active or all(type(v) is int for v in (start, end, step)):
+    if reentry.active or all(type(v) is int for v in (start, end, step)):
         return NotImplemented
     length = math.ceil((end - start) / step)
     if length <= 0:
         return NotImplemented
-    with _lowered():
+    with lowered():
         positions = _aten.arange.default(length, dtype=torch.float64, device=device)
     return (positions * step + start).to(dtype or torch.get_default_dtype())
 
@@ -101,10 +101,10 @@ def _arithmetic_shift(op, in_place=False):
     """``x >> k`` of a signed integer as eager's arithmetic shift (XLA shifts a negative value's
     bits in as zeros: ``-1 >> 1`` gives 0, eager -1): a negative x is ``~(~x >> k)``."""
     def shift(x, k):
-        if _reentry.active or not isinstance(x, torch.Tensor) or not x.dtype.is_signed \
+        if reentry.active or not isinstance(x, torch.Tensor) or not x.dtype.is_signed \
                 or x.is_floating_point() or x.is_complex():
             return NotImplemented
-        with _lowered():
+        with lowered():
             result = torch.where(x < 0, ~op(~x, k), op(x, k))
         return x.copy_(result) if in_place else result
     return shift
@@ -255,9 +255,9 @@ def _extreme_at_its_index(op):
     """``max(x, dim)`` / ``min(x, dim)`` whose values are x at the returned (first) indices, as
     eager's are: XLA's reduction gives 0.0 for a row whose first maximum is -0.0."""
     def extreme(x, dim, keepdim=False):
-        if _reentry.active or not x.is_floating_point() or x.dim() == 0:
+        if reentry.active or not x.is_floating_point() or x.dim() == 0:
             return NotImplemented
-        with _lowered():
+        with lowered():
             _, indices = op(x, dim, keepdim)
         at = indices if keepdim else indices.unsqueeze(dim)
         values = torch.gather(x, dim, at)
@@ -415,11 +415,11 @@ def sorting_zeros_as_equal(op):
     stable sort then broke eager's index order). The values are gathered back from ``x`` (a
     -0.0 stays -0.0)."""
     def sort(x, *args, **kwargs):
-        if _reentry.active or not x.is_floating_point() or x.dim() == 0:
+        if reentry.active or not x.is_floating_point() or x.dim() == 0:
             return NotImplemented
         # sort.default(x, dim=-1, descending=False); sort.stable(x, *, stable, dim=-1, ...)
         dim = kwargs.get("dim", args[0] if args else -1)
-        with _lowered():
+        with lowered():
             keys = torch.where(x == 0, torch.zeros_like(x), x)
             _, indices = op(keys, *args, **kwargs)
         return torch.gather(x, dim, indices), indices

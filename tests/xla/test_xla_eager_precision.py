@@ -1,0 +1,85 @@
+"""Ops whose XLA lowering computes in another precision than eager's CPU kernels answer as eager.
+
+``xla_bridge.eager_precision``: 16-bit float reductions accumulate in float32 (XLA summed a bf16
+tensor over two dimensions in bf16: 256 for 1024 ones), integer ``//`` divides exactly (torch_xla
+went through float32: wrong above 2**24), and a float converted to an integer out of range wraps
+as eager's conversion does (XLA saturated ``-1.0`` to uint8 0; eager gives 255).
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import minidynamo
+from tests.xla.xla_testing import BACKENDS
+
+BF16, F16 = torch.bfloat16, torch.float16
+
+
+def ones(*shape, dtype=BF16):
+    return torch.ones(*shape, dtype=dtype)
+
+
+REDUCTIONS = {
+    "bf16 sum over two dims": (lambda x: x.sum((-1, -2)), ones(2, 32, 32)),
+    "bf16 sum of everything": (lambda x: x.sum(), ones(2, 32, 32)),
+    "bf16 global average pool": (lambda x: x.mean((-1, -2)), ones(2, 32, 32) * 3),
+    "bf16 adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, 1), ones(1, 1, 64, 64) * 3),
+    "bf16 vector_norm over two dims": (lambda x: torch.linalg.vector_norm(x, dim=(-1, -2)), ones(64, 64)),
+    "bf16 avg_pool2d of a large window": (lambda x: F.avg_pool2d(x, 64), ones(1, 1, 64, 64) * 3),
+    "fp16 avg_pool1d of a large window": (lambda x: F.avg_pool1d(x, 4096), ones(1, 1, 4096, dtype=F16)),
+    "fp16 mean of more than 65504": (lambda x: x.mean(), ones(70000, dtype=F16)),
+    "fp16 mean(dtype=float32)": (lambda x: x.mean(dtype=torch.float32), ones(70000, dtype=F16)),
+    "fp16 softmax over more than 65504": (lambda x: torch.softmax(x, 0)[:2], torch.zeros(70000, dtype=F16)),
+    "fp16 l1_loss over more than 65504": (lambda x: F.l1_loss(x, torch.zeros_like(x)), ones(100000, dtype=F16)),
+    "fp16 var over more than 65504": (lambda x: x.var(), torch.arange(70000.).remainder(2).half()),
+    "fp16 bmm over 1000 terms": (lambda x: torch.bmm(x, x.transpose(1, 2)),
+                                 torch.randn(4, 32, 1000, generator=torch.Generator().manual_seed(0)).half()),
+    "bf16 nan_to_num of infinities": (lambda x: torch.nan_to_num(x * 1),
+                                      torch.tensor([float("inf"), -float("inf"), float("nan")], dtype=BF16)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", REDUCTIONS)
+def test_a_16_bit_reduction_accumulates_in_float32_as_eager(backend, case):
+    fn, x = REDUCTIONS[case]
+    expected = fn(x)
+    actual = minidynamo.optimize(backend)(fn)(x)
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual, expected, rtol=1e-2, atol=1e-6)
+
+
+DIVISIONS = {
+    "int32 // 7": (lambda x: x // 7, torch.tensor([20000001, -20000001], dtype=torch.int32)),
+    "int32 // 3 near 2**30": (lambda x: x // 3, torch.tensor([1073741825], dtype=torch.int32)),
+    "int64 flat-index math": (lambda i: (i // 640, i % 640), torch.tensor([17141759, 3])),
+    "int64 beyond 2**53": (lambda i: torch.floor_divide(i, 1), torch.tensor([2 ** 53 + 1, 2 ** 60 + 3])),
+    "int64 trunc of negatives": (lambda i: torch.div(i, 3, rounding_mode="trunc"), torch.tensor([-(2 ** 40) - 1, 7])),
+    "int64 by a tensor": (lambda i: torch.div(i, torch.tensor([1000003, -7]), rounding_mode="floor"),
+                          torch.tensor([99999999 * 1000003, 2 ** 55 + 1])),
+    "in place //=": (lambda i: i.clone().floor_divide_(7), torch.tensor([20000001], dtype=torch.int32)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", DIVISIONS)
+def test_integer_division_is_exact(backend, case):
+    fn, x = DIVISIONS[case]
+    expected = fn(x)
+    actual = minidynamo.optimize(backend)(fn)(x)
+    for a, e in zip(torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(expected)):
+        assert a.dtype == e.dtype and torch.equal(a, e), (a, e)
+
+
+OUT_OF_RANGE = torch.tensor([-1.0, 200.0, 300.0, float("nan"), 3e9, -3e9, 70000.0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("source", [torch.float32, torch.float64, BF16, F16])
+def test_a_float_out_of_an_integers_range_converts_as_eager(backend, dtype, source):
+    fn = lambda x: (x * 1).to(dtype)      # noqa: E731  (an op first: the conversion is in the graph)
+    x = OUT_OF_RANGE.to(source)
+    expected = fn(x)
+    assert torch.equal(minidynamo.optimize(backend)(fn)(x), expected)

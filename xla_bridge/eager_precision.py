@@ -1,0 +1,163 @@
+"""Formulas for ops whose XLA lowering computes in another precision than eager's CPU kernels.
+
+Part of ``eager_faithful``'s table (its docstring says how formulas are chosen and run). Three
+families, found by a sweep of dtypes against the device (tests/fuzz/FINDINGS.md, "dtypes"):
+
+- Reductions of 16-bit floats. Eager's kernels accumulate a ``bfloat16`` or ``float16`` tensor
+  in float32 and round once; XLA:CPU accumulates some in the 16-bit type itself: a bf16 sum
+  over several dimensions stops growing at 256 (``ones(2, 32, 32).sum((-1, -2))`` gave 256,
+  eager 1024), a global average pool of bf16 was off by 40%, an fp16 mean over more than 65504
+  elements divided by an infinite count (0 or NaN), ``mean(dtype=float32)`` of bf16 summed in
+  bf16. ``in_float32`` computes them in float32 and rounds the result once.
+- Integer ``//`` and ``div(rounding_mode=...)``. torch_xla divides in float32, so quotients
+  above 2**24 come out wrong (``20000001 // 7`` gave 2857142). ``integer_division_as_eager``
+  divides the exact multiple ``x - remainder`` in float64 and corrects the rounding once.
+- Float to integer conversions out of the target's range. Eager's CPU conversion truncates to a
+  32-bit integer (64-bit for int64), gives its smallest value for NaN and for anything out of
+  that range, then wraps to a narrower type (``-1.0 -> uint8`` is 255, ``300.0 -> int8`` 44);
+  XLA saturates (0 and 127). PyTorch documents such conversions as undefined; eager's answer on
+  this machine is the oracle. ``to_integer_as_eager`` makes that conversion explicit.
+"""
+
+import torch
+from torch.utils import _pytree as pytree
+
+from .eager_formulas import lowered, reentry
+
+_aten = torch.ops.aten
+_HALVES = (torch.bfloat16, torch.float16)
+
+
+# -- 16-bit floats, accumulated in float32 --------------------------------------------------------
+
+def _widened(value):
+    return value.float() if isinstance(value, torch.Tensor) and value.dtype in _HALVES else value
+
+
+def in_float32(op, half_to_float_at=None, dtypes=_HALVES):
+    """``op`` of a 16-bit float tensor (of ``dtypes``) computed on its float32 values and
+    rounded to the result dtype eager gives (a ``dtype=`` asked for, or the input's).
+    ``half_to_float_at``: the position of softmax's flag that asks for a float32 result."""
+    def formula(*args, **kwargs):
+        x = args[0] if args else None
+        if not isinstance(x, torch.Tensor) or x.dtype not in dtypes:
+            return NotImplemented
+        result_dtype = kwargs.get("dtype") or x.dtype
+        args, kwargs = pytree.tree_map(_widened, (args, kwargs))
+        if half_to_float_at is not None and len(args) > half_to_float_at:
+            if args[half_to_float_at]:
+                result_dtype = torch.float32
+            args = (*args[:half_to_float_at], False, *args[half_to_float_at + 1:])
+        out = op(*args, **kwargs)
+        return pytree.tree_map_only(
+            torch.Tensor, lambda t: t.to(result_dtype) if t.dtype == torch.float32 else t, out)
+    return formula
+
+
+# Each checked against eager's own answer (its error from a float64 reference is float32's, then
+# one rounding): eager's ``prod``, ``cumprod``, ``adaptive_avg_pool3d`` and bf16 ``nll_loss``
+# accumulate in the 16-bit type, so they are not here. ``lerp`` is here for its float32 opmath.
+_ACCUMULATING = (
+    ("sum", "default"), ("sum", "dim_IntList"), ("nansum", "default"), ("mean", "default"),
+    ("mean", "dim"), ("var", "correction"), ("std", "correction"), ("var_mean", "correction"),
+    ("std_mean", "correction"), ("linalg_vector_norm", "default"), ("norm", "Scalar"),
+    ("norm", "ScalarOpt_dim"), ("norm", "ScalarOpt_dtype"), ("norm", "ScalarOpt_dim_dtype"),
+    ("logsumexp", "default"), ("cumsum", "default"), ("avg_pool1d", "default"),
+    ("avg_pool2d", "default"), ("_adaptive_avg_pool2d", "default"), ("mse_loss", "default"),
+    ("l1_loss", "default"), ("smooth_l1_loss", "default"), ("huber_loss", "default"),
+    ("binary_cross_entropy", "default"), ("lerp", "Scalar"), ("lerp", "Tensor"),
+)
+
+
+def accumulations_in_float32() -> dict:
+    """The reductions (and softmax, and float16 products) eager accumulates in float32."""
+    table = {}
+    for name, overload in _ACCUMULATING:
+        op = getattr(getattr(_aten, name, None), overload, None)
+        if op is not None:
+            table[op] = in_float32(op)
+    for op in (_aten._softmax.default, _aten._log_softmax.default):
+        table[op] = in_float32(op, half_to_float_at=2)
+    # float16 products: eager's CPU kernels accumulate them in float32, XLA:CPU in float16
+    # (a bmm over 1000 terms was off by 5.5 where eager's was by 0.5); bfloat16's agree
+    for op in (_aten.mm.default, _aten.bmm.default, _aten.addmm.default, _aten.baddbmm.default,
+               _aten.convolution.default):
+        table[op] = in_float32(op, dtypes=(torch.float16,))
+    table[_aten.nan_to_num.default] = nan_to_num_as_eager
+    return table
+
+
+def nan_to_num_as_eager(x, nan=None, posinf=None, neginf=None):
+    """``nan_to_num`` of a 16-bit float with the dtype's own largest values, as eager's: torch_xla
+    used float32's, which bfloat16 rounds to infinity (``nan_to_num(inf)`` stayed inf)."""
+    if reentry.active or not isinstance(x, torch.Tensor) or x.dtype not in _HALVES \
+            or (posinf is not None and neginf is not None):
+        return NotImplemented
+    info = torch.finfo(x.dtype)
+    with lowered():
+        return _aten.nan_to_num.default(x, nan, info.max if posinf is None else posinf,
+                                        info.min if neginf is None else neginf)
+
+
+# -- integer division --------------------------------------------------------------------------
+
+def _is_integer(value) -> bool:
+    if isinstance(value, torch.Tensor):
+        return not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _exact_quotient(multiple, other, dtype):
+    """``multiple / other`` for a ``multiple`` of ``other``: divided in float64 (exact below
+    2**53), then once more for what that rounding left (exact for any int64 quotient)."""
+    def divided(numerator):
+        return torch.round(numerator.double() / (other.double() if isinstance(other, torch.Tensor) else float(other)))
+
+    quotient = divided(multiple).to(dtype)
+    return quotient + divided(multiple - quotient * other).to(dtype)
+
+
+def integer_division_as_eager(rounding_mode, in_place=False):
+    """``x // other`` (``rounding_mode`` "floor") or ``div(x, other, rounding_mode="trunc")`` of
+    integers: the exact multiple of ``other`` below x (``remainder``/``fmod``, which the device
+    computes in integers) divided exactly. A zero divisor is ``index_check``'s (eager raises)."""
+    def formula(x, other, *, rounding_mode=rounding_mode):
+        if not (_is_integer(x) and _is_integer(other)) or rounding_mode not in ("floor", "trunc"):
+            return NotImplemented
+        dtype = torch.result_type(x, other)
+        left = torch.remainder(x, other) if rounding_mode == "floor" else torch.fmod(x, other)
+        result = _exact_quotient((x - left).to(dtype), other, dtype)
+        return x.copy_(result) if in_place else result
+    return formula
+
+
+def integer_divisions() -> dict:
+    table = {_aten.floor_divide.default: integer_division_as_eager("floor"),
+             _aten.floor_divide.Scalar: integer_division_as_eager("floor"),
+             _aten.floor_divide_.Tensor: integer_division_as_eager("floor", in_place=True),
+             _aten.floor_divide_.Scalar: integer_division_as_eager("floor", in_place=True)}
+    for overload in ("Tensor_mode", "Scalar_mode"):
+        table[getattr(_aten.div, overload)] = integer_division_as_eager(None)
+        table[getattr(_aten.div_, overload)] = integer_division_as_eager(None, in_place=True)
+    return table
+
+
+# -- float to integer ----------------------------------------------------------------------------
+
+def to_integer_as_eager(x, *, dtype=None, layout=None, device=None, pin_memory=None,
+                        non_blocking=False, memory_format=None):
+    """A floating tensor converted to an integer dtype as eager's CPU conversion does: truncated
+    to int32 (int64 for an int64 target), its smallest value for NaN and for what is out of its
+    range, then wrapped to the target's width (the device's narrowing wraps too)."""
+    if reentry.active or not isinstance(x, torch.Tensor) or not x.is_floating_point() or dtype is None \
+            or dtype.is_floating_point or dtype.is_complex or dtype in (torch.bool, torch.uint64) \
+            or (device is not None and torch.device(device) != x.device):
+        return NotImplemented
+    wide = torch.int64 if dtype == torch.int64 else torch.int32
+    bound = 2.0 ** (63 if wide == torch.int64 else 31)
+    values = x.float() if x.dtype in _HALVES else x
+    inside = (values >= -bound) & (values < bound)            # NaN is outside
+    with lowered():
+        truncated = torch.where(inside, values, torch.full((), -bound, dtype=values.dtype,
+                                                          device=x.device)).to(wide)
+        return truncated if dtype == wide else truncated.to(dtype)
