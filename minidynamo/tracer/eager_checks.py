@@ -24,9 +24,10 @@ eager's kind of error for the two families below; the tracer then refuses the op
   given a tensor that is not float32/float64 (``gelu``, ``hardswish``, ``lerp``, max pools of an
   integer tensor; ``dot`` of bools; ``topk`` of bools). Asked of the CPU kernel itself, once per
   op, dtypes and ranks, on one-element tensors with the random state put back (never with a
-  ``torch.Generator`` argument, whose state it would move): a refusal counts if its message is
-  a dtype's ("not implemented for 'Long'", "does not support bool") and the same call in
-  float32 passes.
+  ``torch.Generator`` argument, whose state it would move), or at the real shapes when those
+  fail for their size (``topk(k=2)``, a 3-d pool's window) and are small: a refusal counts if its
+  message is a dtype's ("not implemented for 'Long'", "does not support bool") and the same
+  call in float32 passes.
 """
 
 from __future__ import annotations
@@ -156,13 +157,27 @@ def _cpu_kernel_exists(func, args, kwargs) -> None:
     tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
     key = (func, tuple((t.dtype, t.dim()) for t in tensors))
     if key not in _CPU_KERNEL_REFUSES:
-        refusal = _tiny_run(func, args, kwargs, dtype=None)
-        if refusal is not None and _tiny_run(func, args, kwargs, dtype=torch.float32) is not None:
-            refusal = None                        # it fails in float32 too: the tiny shapes, not the dtype
-        _CPU_KERNEL_REFUSES[key] = refusal
+        _CPU_KERNEL_REFUSES[key] = _refusal(func, args, kwargs)
     refusal = _CPU_KERNEL_REFUSES[key]
     if refusal is not None:
         raise type(refusal)(f"{func}: {refusal}")
+
+
+def _refusal(func, args, kwargs):
+    """Eager's refusal of the dtypes in ``func``, asked on one-element tensors, or, where those
+    fail for their shape (``topk(k=2)``, a 3-d pool's window), on tensors of the real shapes
+    when they are small; None when the kernel takes the dtypes (or nothing can tell)."""
+    for shaped in (False, True):
+        if shaped and sum(t.numel() for t in tree_leaves((args, kwargs))
+                          if isinstance(t, torch.Tensor)) > _MAX_SHAPED_RUN:
+            return None
+        outcome, refusal = _run_on_ones(func, args, kwargs, None, shaped)
+        if outcome == "dtype":
+            # the same call in float32 passes: the dtype, not the values, is refused
+            return refusal if _run_on_ones(func, args, kwargs, torch.float32, shaped)[0] == "ran" else None
+        if outcome == "ran":
+            return None
+    return None
 
 
 def _not_wide_float(args, kwargs) -> bool:
@@ -173,22 +188,27 @@ def _not_wide_float(args, kwargs) -> bool:
 
 _WIDE_FLOATS = (torch.float32, torch.float64)
 _DTYPE_REFUSALS = ("not implemented for", "does not support", "not supported", "no longer supported")
+_MAX_SHAPED_RUN = 1 << 16    # elements: a run at the real shapes costs at most this much, once
 
 
-def _tiny_run(func, args, kwargs, dtype):
-    """Eager's refusal of the dtypes in ``func`` on one-element CPU tensors of ones (of their own
-    dtype, or ``dtype``), or None (an error about anything but a dtype is not one: a value or
-    a shape the tiny tensors do not have)."""
-    def tiny(v):
-        return torch.ones((1,) * v.dim(), dtype=dtype or v.dtype) if isinstance(v, torch.Tensor) else v
+def _run_on_ones(func, args, kwargs, dtype, shaped):
+    """``func`` on CPU tensors of ones (of their own dtype, or ``dtype``), one-element or of the
+    real shapes: ("ran", None), ("dtype", eager's error about a dtype) or ("other", None): an
+    error about a value or a shape the stand-ins lack, which says nothing of the dtype."""
+    def ones(v):
+        if not isinstance(v, torch.Tensor):
+            return v
+        return torch.ones(v.shape if shaped else (1,) * v.dim(), dtype=dtype or v.dtype)
     try:
         with torch.random.fork_rng(devices=[]):
-            func(*tree_map(tiny, args), **tree_map(tiny, kwargs))
+            func(*tree_map(ones, args), **tree_map(ones, kwargs))
     except (RuntimeError, NotImplementedError) as error:
-        return error if any(words in str(error) for words in _DTYPE_REFUSALS) else None
-    except Exception:                 # noqa: BLE001  (an index or a value the tiny tensors lack)
-        return None
-    return None
+        if any(words in str(error) for words in _DTYPE_REFUSALS):
+            return "dtype", error
+        return "other", None
+    except Exception:                 # noqa: BLE001  (an index or a value the stand-ins lack)
+        return "other", None
+    return "ran", None
 
 
 # -- overlapping writes -------------------------------------------------------------------------
