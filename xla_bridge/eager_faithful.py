@@ -12,8 +12,9 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 - ``clamp`` (``relu``, ``hardtanh``, ``relu6``) turns -0.0 into 0.0 at a bound of 0 (eager's
   kernels compare and keep x), and by one bound an infinity into the dtype's largest value;
 - ``elu`` (``selu``, ``celu``) and ``softshrink`` of -0.0 give 0.0, eager -0.0; ``sign(-0.0)``
-  gives -0.0, eager 0.0; so do ``x + 0`` and ``x - (-0.0)`` (XLA's simplifier drops them); ``remainder(-1.0, 1.0)``
-  and ``max(x, dim)`` of a row whose first maximum is -0.0 give 0.0, eager -0.0;
+  gives -0.0, eager 0.0; so do ``x + 0`` and ``x - (-0.0)`` (XLA's simplifier drops them);
+  ``remainder(-1.0, 1.0)`` and ``max(x, dim)`` of a row whose first maximum is -0.0 give 0.0,
+  eager -0.0;
 - a reduction over an empty ``dim`` list (``x.amax()``, ``x.sum(dim=[])``, ``x.var(dim=())``)
   reduces nothing (eager: every dimension);
 - ``norm`` and ``dist`` of order infinity give 1 (``linalg.vector_norm``'s lowering is right);
@@ -27,6 +28,8 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 - ``sort`` orders -0.0 before 0.0 (eager: equal, in index order);
 - ``gelu`` far out on the left is ``-x`` times one ulp (``gelu(-1e4)`` = -8.9e-4, eager -0.0):
   ``1 + erf`` cancels where ``erfc`` does not;
+- ops computed in another precision: 16-bit float reductions, integer division, floats
+  converted to integers out of range (``eager_precision.py``);
 - backward formulas: elu's (celu's, selu's) gradient for x < 0, and the kinks of hardtanh,
   relu6, hardsigmoid, hardswish (traced as PyTorch's reference formulas on trace_once's
   training path; trivial's, whose backward torch_xla's autograd runs, refuses them).
