@@ -50,12 +50,20 @@ integer divisor holding 0 and a NaN reaching an op whose lowering treats NaN oth
 (``argmax``, ``max(dim)``, ``cummax``, ``threshold``); XLA:CPU's min and max are told to keep NaN
 (``device._NAN_PROPAGATING_MIN_MAX``) when the bridge starts the runtime.
 
+Random ops follow ``torch.manual_seed`` as eager's do (``host_random``): while a graph is traced
+on the device, each random op's draw is made on the host generator as eager makes it, and
+reaches the device as data; trace_once makes the draws again, in order, on every replay. The
+same seed gives eager's dropout masks, and the generator ends where eager's does. A random op
+whose eager kernel draws according to tensor values (``multinomial``, ``bernoulli`` of a tensor,
+``rrelu`` in training) makes its graph run eagerly.
+
+A pointwise op gets its operands in the dtype eager computes it in (``dtype_check``: torch_xla
+added f32[2,3] + f64[] in f64), and ops computed in another precision than eager's CPU kernels
+(16-bit reductions, integer division, float to integer conversions) are traced as eager
+computes them (``eager_precision``).
+
 Where XLA and eager differ otherwise (plain PyTorch/XLA behaves the same; not corrected here):
-ops compute in XLA's promoted type (f32[2,3] + f64[] adds in f64, so a value that would overflow
-or wrap in the PyTorch dtype may not), though every result, replayed or not, has PyTorch's
-dtype; random ops on the device draw from XLA's generator (seeded by torch_xla's
-``xm.set_rng_state``, not by ``torch.manual_seed``): the same distributions, other numbers than
-eager. A graph that changes an argument's metadata in place (shape, strides, storage offset,
+denormals flush to zero on XLA:CPU. A graph that changes an argument's metadata in place (shape, strides, storage offset,
 storage, ``requires_grad``: ``x.t_()``, ``x.unsqueeze_(0)``, ``x.resize_(n)``, ``x.set_(y)``,
 ``x.requires_grad_()``) runs eagerly with the reason (``aliasing.InputMetadataMutated``): the
 device hands back data only. An output that eager lays out non-compactly (a view of a tensor
@@ -85,11 +93,11 @@ the graph's forward and backward once as one aten graph on meta tensors (``joint
 ``torch._dynamo``, no AOT autograd), splits it (save what backward reads), and replays the
 forward graph and the backward graph by hash inside one ``autograd.Function`` (``training``):
 ``.grad`` accumulates on leaves, frozen parameters get none, non-leaf inputs pass grads
-upstream, batch norm's running stats are written back, dropout draws fresh masks per step and
-the backward uses the forward's. ``create_graph=True`` raises ``DoubleBackwardUnsupported``.
-``torchxla_trivial`` runs the graph lazily with autograd on (traced every step). Import
-torch_xla (or make the first backend call) before the process runs its first backward: the
-autograd engine sizes its per-device queues then, once.
+upstream, batch norm's running stats are written back, dropout draws eager's masks (from the
+host generator) and the backward uses the forward's. ``create_graph=True`` raises
+``DoubleBackwardUnsupported``. ``torchxla_trivial`` runs the graph lazily with autograd on
+(traced every step). Import torch_xla (or make the first backend call) before the process runs
+its first backward: the autograd engine sizes its per-device queues then, once.
 
 Modules: ``backends`` (the two entry points, host side), ``config`` (``cache_host_weights``),
 ``host_inputs`` (arguments to device copies, per call), ``aliasing`` (outputs viewing arguments, in-place writes, found on meta
@@ -97,7 +105,8 @@ tensors), ``programs`` (what runs on the device), ``lazy_graph`` (capture and re
 graph), ``partition`` (ops without an XLA lowering), ``lifting`` (module state as inputs),
 ``device`` (torch_xla access, transfers), ``aten_recorder`` (aten ops on meta tensors into an
 fx graph), ``joint_graph`` (forward + backward, partitioned), ``training`` (the grad-mode paths),
-``replay_path`` (when a call can take the C++ replay, and its recipe), ``timing``, ``log``.
+``replay_path`` (when a call can take the C++ replay, and its recipe), ``host_random`` (random
+ops drawn on the host generator, as eager draws them), ``timing``, ``log``.
 """
 
 from . import config

@@ -28,7 +28,7 @@ from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
 from .eager_faithful import FormulaProbe, op_name
-from .lazy_graph import NotOneGraph
+from .lazy_graph import DrawReadsValues, NotOneGraph
 from .lifting import FlatProgram
 from .partition import PartitionedProgram, find_eager_nodes
 from .programs import ReplayedGraph, TracedEveryCall
@@ -62,6 +62,8 @@ def _trace_once_program(flat, device_args, check_indices=False):
     try:
         program = ReplayedGraph(flat, device_args, shape_positions=user_tensors,
                                 decompositions=decompositions, check_indices=check_indices)
+    except DrawReadsValues:
+        raise                     # (split around, the op would run on the device's generator)
     except NotOneGraph as cut:
         return _partitioned_program(flat, device_args, cut, cut.spare_copies, decompositions)
     if decompositions:

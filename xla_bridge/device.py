@@ -75,7 +75,13 @@ def run_functionally(func, args, kwargs):
     a host tensor's copy) comes out bare, and a write through its views is lost
     (``z = torch.zeros(3, 4); z[:, 1:].add_(x)`` left ``z`` zero; ``torch.vander`` gave zeros).
     Every mode of the bridge runs ops through here."""
-    out = func(*args, **kwargs)
+    return functional_like_a_kernel(func(*args, **kwargs), args, kwargs)
+
+
+def functional_like_a_kernel(out, args, kwargs):
+    """``out``, a device tensor a mode gives as the answer to an op on ``args``, wrapped for
+    functionalization when the op's own kernel would have been wrapped (see
+    ``run_functionally``)."""
     if isinstance(out, torch.Tensor) and out.device.type == "xla" and not torch._is_functional_tensor(out) \
             and not any(is_xla(t) for t in torch.utils._pytree.tree_leaves((args, kwargs))):
         out = torch._to_functional_tensor(out)

@@ -110,8 +110,10 @@ def _is_integer(value) -> bool:
 def _exact_quotient(multiple, other, dtype):
     """``multiple / other`` for a ``multiple`` of ``other``: divided in float64 (exact below
     2**53), then once more for what that rounding left (exact for any int64 quotient)."""
+    divisor = other.double() if isinstance(other, torch.Tensor) else float(other)
+
     def divided(numerator):
-        return torch.round(numerator.double() / (other.double() if isinstance(other, torch.Tensor) else float(other)))
+        return torch.round(numerator.double() / divisor)
 
     quotient = divided(multiple).to(dtype)
     return quotient + divided(multiple - quotient * other).to(dtype)

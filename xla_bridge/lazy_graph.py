@@ -7,7 +7,11 @@ caller's tensors are never touched), and from the pending lazy computation it ta
 - the graph hash (``_get_graph_hash``), compiling the graph into XLA's cache
   (``_xla_warm_up_cache``);
 - the graph parameters (``_get_tensors_xla_device_data_node``), each mapped by tensor id to an
-  argument position, to the random seed, or kept as a constant made inside the graph.
+  argument position, to a random draw, or kept as a constant made inside the graph.
+
+Random ops are drawn on the host while tracing (``host_random``): each draw's numbers reach
+the graph as data, read like an extra argument after the caller's, and every replay makes the
+draws again (``Draws``) on the host generator, as eager would.
 
 ``replay(args)`` is then one ``_run_cached_graph(hash, inputs)`` call: no Python tracing.
 The trace's pending computation lives only on the throwaway copies and outputs, and is dropped
@@ -28,6 +32,7 @@ from .counters import counters
 from .decompose import decomposing
 from .device_redirect import CopiesFromHost
 from .dtype_check import DtypeWatch
+from .host_random import GeneratorRewind, HostDraws
 from .index_check import IndexOutOfRange, watching_indices
 from .log import log_xla
 from .host_inputs import picker
@@ -89,11 +94,6 @@ class FromArgument:
     position: int
 
 
-@dataclass(frozen=True)
-class FreshSeed:
-    """The device's random seed, drawn anew on every call."""
-
-
 @dataclass(frozen=True, eq=False)
 class Baked:
     """Device data made while tracing (a Python scalar, a literal tensor), passed as it is."""
@@ -109,6 +109,11 @@ class NotOneGraph(Exception):
         self.spare_copies = None      # the trace's device copies when it left them untouched
 
 
+class DrawReadsValues(NotOneGraph):
+    """A random op the host cannot draw for the device (``host_random``): the graph runs
+    eagerly, not split around the op (a split would run it on the device's generator)."""
+
+
 class LeafShapesDiffer(NotOneGraph):
     """The device computed output leaves ``leaves`` with other shapes than expected (XLA's own
     batch norm in eval mode returns empty statistics where eager returns one per channel)."""
@@ -122,9 +127,12 @@ class LazyGraph:
     """A captured graph; ``replay(args)`` returns the flat output leaves."""
 
     def __init__(self, graph_hash, input_plan, mutated, leaves, treespec, arguments, casts=(),
-                 index_check=None, data_writes=()):
+                 index_check=None, data_writes=(), draws=None):
         self.graph_hash = graph_hash          # None when no output needs computing
-        self.input_plan = input_plan          # per graph parameter: FromArgument, FreshSeed or Baked
+        self.input_plan = input_plan          # per graph parameter: FromArgument or Baked
+        # random draws made again per call (host_random.Draws), read as arguments after the
+        # caller's (``FromArgument``, ``ArgumentCopy``); None when the graph draws nothing
+        self.draws = draws
         self.mutated = mutated                # positions written in place: the first results
         self.data_writes = data_writes        # (position, ArgumentCopy or Constant): see _writes
         self.written = mutated + tuple(position for position, _ in data_writes)
@@ -146,11 +154,10 @@ class LazyGraph:
         self.repeated_copies = tuple((k, first[id(leaf)]) for k, leaf in enumerate(leaves)
                                      if isinstance(leaf, (Constant, ArgumentCopy))
                                      and first.setdefault(id(leaf), k) != k)
-        kinds = [type(p) for p in input_plan]
-        self.seed_index = kinds.index(FreshSeed) if FreshSeed in kinds else None
-        # The graph's inputs in one C call: pick them from (*args, *baked tensors, seed slot).
+        # The graph's inputs in one C call: pick them from (*args, *draws, *baked tensors).
         self.baked = tuple(p.tensor for p in input_plan if isinstance(p, Baked))
-        self.pick_order = tuple(_pick_order(input_plan, self.argument_count))
+        draw_count = len(draws.recipes) if draws is not None else 0
+        self.pick_order = tuple(_pick_order(input_plan, self.argument_count + draw_count))
         self.pick = picker(self.pick_order)
 
     @classmethod
@@ -168,10 +175,11 @@ class LazyGraph:
         argument_data = _ArgumentData(copies, positions)
 
         try:
-            leaves, treespec, in_range = _trace(fn, copies, decompositions, check_indices)
+            leaves, treespec, in_range, drawn = _trace(fn, copies, decompositions, check_indices)
         except NotOneGraph as cut:         # the partitioner traces again: offer it the copies
             cut.spare_copies = dev.untouched(copies, identities)
             raise
+        argument_data.add(drawn.tensors(), first_position=len(args))   # draws read as arguments
         if expected_shapes is not None:
             unlike = [k for k, (leaf, shape) in enumerate(zip(leaves, expected_shapes))
                       if shape is not None and tuple(leaf.shape) != tuple(shape)]
@@ -194,20 +202,28 @@ class LazyGraph:
                 log_xla.debug("lazy IR of the captured graph:\n%s", xlac._get_xla_tensors_text(results))
             graph_hash = _compile(xlac, results)
         counters.compiles += 1
-        graph = cls(graph_hash, plan, mutated, leaf_plan, treespec, args, casts, index_check, data_writes)
+        graph = cls(graph_hash, plan, mutated, leaf_plan, treespec, args, casts, index_check, data_writes,
+                    drawn.recipes())
         log_xla.debug("captured graph %s: %d inputs (%s), %d results, leaves %s",
                       describe_hash(graph_hash), len(plan), describe_plan(plan), len(results),
                       describe_leaves(leaf_plan))
         return graph
 
-    def graph_inputs(self, args) -> list:
-        inputs = list(self.pick((*args, *self.baked, None)))
-        if self.seed_index is not None:
-            inputs[self.seed_index] = _fresh_seed()
-        return inputs
-
     def replay(self, args) -> list:
-        """Run the compiled graph on ``args``; write in-place updates back; return the leaves."""
+        """Run the compiled graph on ``args``; write in-place updates back; return the leaves.
+        A graph that draws makes this call's random numbers first, read after the arguments;
+        if the call then fails (an index out of range: it runs eagerly; an evicted hash: it is
+        captured and replayed again), the draws are put back, to be made once more."""
+        if self.draws is None:
+            return self._replay(args)
+        rewind = GeneratorRewind(True)
+        try:
+            return self._replay([*args, *self.draws.make()])
+        except (IndexOutOfRange, RuntimeError):
+            rewind.rewind()
+            raise
+
+    def _replay(self, args) -> list:
         results = ()
         # a copy of an argument is of its value before the graph's in-place writes
         early = {k: leaf.read(args, results) for k, leaf in enumerate(self.leaves)
@@ -215,7 +231,7 @@ class LazyGraph:
         data = [(position, source.read(args, results)) for position, source in self.data_writes]
         if self.graph_hash is not None:
             xlac = dev.xlac()
-            results = xlac._run_cached_graph(self.graph_hash, self.graph_inputs(args))
+            results = xlac._run_cached_graph(self.graph_hash, self.pick((*args, *self.baked)))
             counters.replays += 1
             if self.index_check is not None and not dev.to_host([results[self.index_check]])[0].item():
                 raise IndexOutOfRange()           # before anything is written back
@@ -234,17 +250,15 @@ class LazyGraph:
 
 
 def _pick_order(input_plan, argument_count):
-    """Per graph parameter, its index in ``(*args, *baked tensors, seed slot)``."""
+    """Per graph parameter, its index in ``(*args, *baked tensors)`` (``argument_count``
+    counts the draws, read as arguments)."""
     baked = argument_count
-    seed_slot = argument_count + sum(isinstance(p, Baked) for p in input_plan)
     for source in input_plan:
         if isinstance(source, FromArgument):
             yield source.position
-        elif isinstance(source, Baked):
+        else:
             yield baked
             baked += 1
-        else:
-            yield seed_slot
 
 
 def describe_hash(graph_hash) -> str:
@@ -256,7 +270,6 @@ def describe_hash(graph_hash) -> str:
 
 def describe_plan(plan) -> str:
     return ", ".join(f"arg {p.position}" if isinstance(p, FromArgument) else
-                     "seed" if isinstance(p, FreshSeed) else
                      f"baked {tuple(p.tensor.shape)}" for p in plan)
 
 
@@ -309,9 +322,13 @@ def _trace(fn, copies, decompositions=None, check_indices=False):
     dev.wait_device()   # an execution still finishing (the copies' sync) must not count as ours
     before, fallbacks = dev.device_activity(), dev.fallback_counts()
     indices = watching_indices(check_indices)
-    with torch.no_grad(), CopiesFromHost(), HostRandomWatch() as watch, decomposing(decompositions), \
-            DtypeWatch() as dtypes, indices:
+    # (the trace's draws are throwaway: a capture in the middle of a call, for new shapes, must
+    # leave the host generator where the call's replay will draw from)
+    with dev.host_random_kept(), torch.no_grad(), CopiesFromHost(), HostRandomWatch() as watch, \
+            HostDraws() as drawn, decomposing(decompositions), DtypeWatch() as dtypes, indices:
         out = fn(*copies)
+    if drawn.reason():
+        raise DrawReadsValues(drawn.reason())
     if dtypes.reason():
         raise NotOneGraph(dtypes.reason())
     if watch.ops:
@@ -322,7 +339,7 @@ def _trace(fn, copies, decompositions=None, check_indices=False):
         raise NotOneGraph("the device ran while tracing (CPU-fallback ops: "
                           f"{', '.join(ops) if ops else 'none'}; or a value was read back)")
     leaves, treespec = pytree.tree_flatten(out)
-    return leaves, treespec, indices.all_in_range()
+    return leaves, treespec, indices.all_in_range(), drawn
 
 
 def _plan_leaves(leaves, copies, positions, argument_data, results) -> tuple:
@@ -395,14 +412,17 @@ def _hlo_type_of(dtype: torch.dtype):
 
 
 def _plan_inputs(results, argument_data) -> tuple:
-    """Map each device-data parameter of the graph to an argument, the seed, or baked data."""
+    """Map each device-data parameter of the graph to an argument (or a draw), or baked data.
+    A graph reading the device's random seed would draw from XLA's generator, not eager's
+    (an op ``host_random`` does not know): it runs eagerly."""
     xlac = dev.xlac()
     ids, values = xlac._get_tensors_xla_device_data_node(results)
-    seed_id = xlac._get_seed_info_id()
+    if xlac._get_seed_info_id() in ids:
+        raise DrawReadsValues("the graph reads the device's random seed (XLA's generator, "
+                              "not the host's that eager draws from)")
     positions = [argument_data.position(tensor_id, value) for tensor_id, value in zip(ids, values)]
-    return tuple(FromArgument(position) if position is not None else
-                 FreshSeed() if tensor_id == seed_id else Baked(value)
-                 for tensor_id, value, position in zip(ids, values, positions))
+    return tuple(FromArgument(position) if position is not None else Baked(value)
+                 for value, position in zip(values, positions))
 
 
 class _ArgumentData:
@@ -411,10 +431,19 @@ class _ArgumentData:
     tensor id but not the handle: that data is a constant of the graph, not the argument."""
 
     def __init__(self, copies, positions):
+        self.position_of_id, self.handle = {}, {}
+        self._add([copies[i] for i in positions], positions)
+
+    def add(self, tensors, first_position: int) -> None:
+        """More device data read as arguments (a graph's draws), from ``first_position`` on."""
+        self._add(tensors, range(first_position, first_position + len(tensors)))
+
+    def _add(self, tensors, positions) -> None:
+        if not tensors:
+            return
         xlac = dev.xlac()
-        tensors = [copies[i] for i in positions]
-        self.position_of_id = {xlac._xla_get_tensor_id(t): i for t, i in zip(tensors, positions)}
-        self.handle = dict(zip(positions, xlac._get_tensors_handle(tensors))) if tensors else {}
+        self.position_of_id.update((xlac._xla_get_tensor_id(t), i) for t, i in zip(tensors, positions))
+        self.handle.update(zip(positions, xlac._get_tensors_handle(tensors)))
 
     def position(self, tensor_id, data):
         """The argument whose untouched data ``data`` (with ``tensor_id``) is, or None."""
@@ -441,16 +470,6 @@ class HostRandomWatch(TorchDispatchMode):
                 dev.is_xla(t) for t in pytree.tree_leaves((args, kwargs, out))):
             self.ops.append(str(func.overloadpacket.__name__))
         return out
-
-
-def _fresh_seed() -> torch.Tensor:
-    """The device's current base seed as a device tensor, then step the seed (an LCG), as the
-    lazy runtime does at each sync, so every replay draws new random numbers."""
-    xlac, device = dev.xlac(), str(dev.xla_device())
-    seed = xlac._get_base_seed_as_tensor(device)
-    step = xlac._xla_get_rng_seed(device) * 6364136223846793005 + 1442695040888963407
-    xlac._xla_set_rng_seed(step % (1 << 63), device)
-    return seed
 
 
 def _compile(xlac, results):

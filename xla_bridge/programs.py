@@ -6,7 +6,8 @@ Each has ``run(device_args) -> flat output leaves`` and, for the host side, ``tr
 
 - ``ReplayedGraph`` (trace_once): one LazyGraph per value of the non-tensor arguments,
   replayed by hash; recaptured if XLA's cache evicted the hash.
-- ``TracedEveryCall`` (trivial): runs the graph lazily on every call, then syncs.
+- ``TracedEveryCall`` (trivial): runs the graph lazily on every call, then syncs; its random
+  ops draw on the host while it traces (``host_random``).
 - ``PartitionedProgram`` (partition.py): LazyGraph segments around CPU-fallback ops.
 """
 
@@ -18,8 +19,9 @@ from .counters import counters
 from .decompose import decomposing
 from .dtype_check import DtypeWatch, converting_dtypes
 from .eager_faithful import eager_faithful
+from .host_random import GeneratorRewind, HostDraws
 from .index_check import IndexOutOfRange, watching_indices
-from .lazy_graph import LazyGraph, NotOneGraph, describe_hash, is_evicted
+from .lazy_graph import DrawReadsValues, LazyGraph, NotOneGraph, describe_hash, is_evicted
 from .log import log_xla
 
 
@@ -109,10 +111,14 @@ class TracedEveryCall:
         self.positions = tuple(i for i, a in enumerate(device_args) if isinstance(a, torch.Tensor))
         before = dev.data_identities(copies)
         # One trial trace on copies: a graph the device cannot run fails now (-> eager), not on a call.
-        with torch.no_grad(), DtypeWatch() as dtypes, decomposing(self.faithful):
+        with torch.no_grad(), HostDraws() as drawn, DtypeWatch() as dtypes, decomposing(self.faithful):
             fn(*copies)
+        if drawn.reason():
+            raise DrawReadsValues(drawn.reason())
         if dtypes.reason():
             raise NotOneGraph(dtypes.reason())
+        self.draws = bool(drawn.draws)        # (a graph without any pays nothing for the mode)
+        self.rewind = None
         self.converts = dtypes.converts       # then every run converts those results, as the trial did
         self.mutated = self._written(copies, before)   # as the trial saw it; each run says again
         self.argument_leaves = {}
@@ -121,9 +127,10 @@ class TracedEveryCall:
     def run(self, device_args, same_signature=False) -> list:
         """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed."""
         before = dev.data_identities(device_args)
+        self.rewind = GeneratorRewind(self.draws and self.check_indices)
         # (the watch innermost: it sees the ops the program calls, before any formula)
-        with torch.no_grad(), converting_dtypes(self.converts), decomposing(self.faithful), \
-                watching_indices(self.check_indices) as indices:
+        with torch.no_grad(), HostDraws.when(self.draws), converting_dtypes(self.converts), \
+                decomposing(self.faithful), watching_indices(self.check_indices) as indices:
             out = self.fn(*device_args)
         self.in_range = indices.all_in_range()
         counters.traces += 1
@@ -145,4 +152,5 @@ class TracedEveryCall:
         dev.torch_xla().sync()
         in_range, self.in_range = self.in_range, None
         if in_range is not None and not in_range.item():
+            self.rewind.rewind()              # the eager run draws them again
             raise IndexOutOfRange()

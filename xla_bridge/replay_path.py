@@ -9,9 +9,10 @@ hands any call it does not cover to the BridgedCall, whose answer is the referen
 The recipe of the graph the BridgedCall would replay next is installed (``arm``) after every
 Python-path call that changed it. A graph gets none, so every call stays in Python, when it
 needs what only the Python path does: host tensors to copy in or outputs to move home, outputs
-that view or are laid out like an argument, in-place updates to write back, a random seed to
-draw, results to cast, constant outputs to clone, module state to read (``symbolic_trace``
-graphs), a split graph, an output structure other than one leaf, a tuple or a list of leaves.
+that view or are laid out like an argument, in-place updates to write back, random numbers to
+draw on the host (``host_random``), results to cast, constant outputs to clone, module state to
+read (``symbolic_trace`` graphs), a split graph, an output structure other than one leaf, a
+tuple or a list of leaves.
 
 A caller that reads the graph's inputs itself can hand the whole cache-entry body to C++:
 ``Replay.cache_entry_fn(read_inputs, build_output, graph_raised, rerun, vouch)`` (used by
@@ -55,7 +56,7 @@ def recipe(bridged, program):
             or bridged.returns_to_host):
         return None
     graph = program.graph
-    if (graph.graph_hash is None or graph.written or graph.casts or graph.seed_index is not None
+    if (graph.graph_hash is None or graph.written or graph.casts or graph.draws is not None
             or graph.index_check is not None
             or not all(type(leaf) in _LEAF_KINDS for leaf in graph.leaves)):
         return None

@@ -29,9 +29,9 @@ ops the device has. Likewise when the device's own op saves other tensors for it
 the recorded one (XLA's batch norm in eval mode saves empty statistics): that op and the backward
 ops reading them are recorded decomposed, so both sides run the same reference formulas.
 In-place updates the forward graph makes (batch norm's running stats) are written back to the
-caller's tensors as for inference. Random ops draw from the device seed,
-fresh on every replay; a dropout mask is a forward result saved for the backward, so forward
-and backward see the same mask.
+caller's tensors as for inference. Random ops draw on the host generator, as eager does
+(``host_random``: the forward graph takes each replay's draws as inputs); a dropout mask is a
+forward result saved for the backward, so forward and backward see the same mask.
 
 An output that is an argument itself is the caller's tensor, as in eager (its grad reaches it
 without the step), and a tensor returned twice is one output of the step, returned twice.
@@ -72,7 +72,8 @@ from .index_check import IndexOutOfRange, require_finite, watching_indices
 from .joint_graph import (
     NotDifferentiable, Partition, joint_partition, refuse_guarded_views, refuse_writes_that_require_grad,
 )
-from .lazy_graph import ArgumentCopy, Constant, LeafShapesDiffer, NotOneGraph, Result
+from .host_random import GeneratorRewind, HostDraws
+from .lazy_graph import ArgumentCopy, Constant, DrawReadsValues, LeafShapesDiffer, NotOneGraph, Result
 from .programs import ReplayedGraph
 
 NO_GRAD_NEEDED = object()   # returned by a training path when no argument requires grad
@@ -307,6 +308,8 @@ class ReplayedTraining:
             try:
                 plan = TrainingPlan(partition.to(self.device), device_args, positions,
                                     self.bridged.check_indices)
+            except DrawReadsValues:
+                raise
             except NotOneGraph:
                 # An op the device cannot lower ran on the CPU: record it decomposed, if it can be.
                 if not learn(dev.executed_fallback_ops(), decompositions):
@@ -499,6 +502,7 @@ class LazyTraining:
     def __init__(self, bridged):
         self.bridged = bridged
         self.dtypes_checked = False      # the first call checks the device's dtypes (dtype_check)
+        self.draws = False               # and whether the graph draws random numbers (host_random)
         self.converts = False
         self.faithful = eager_faithful(bridged.flat.graph_module, training=True,   # ops traced as eager answers
                                        answered=bridged.flat.formulas_answered)
@@ -536,17 +540,22 @@ class LazyTraining:
             return saved[-1]
 
         if not self.dtypes_checked:          # once, on copies: the caller's tensors untouched
-            with torch.no_grad(), DtypeWatch() as dtypes, decomposing(self.faithful):
+            with dev.host_random_kept(), torch.no_grad(), HostDraws() as drawn, DtypeWatch() as dtypes, \
+                    decomposing(self.faithful):
                 bridged.flat(*dev.device_copies(device_args))
+            if drawn.reason():
+                raise NotDifferentiable(drawn.reason())
             if dtypes.reason():
                 raise NotDifferentiable(dtypes.reason())
+            self.draws = bool(drawn.draws)
             self.dtypes_checked = True
             self.converts = dtypes.converts     # then every call converts those results, as the check did
         host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
         before = dev.data_identities([device_args[p] for p in host_tensors])
         indices = watching_indices(bridged.check_indices)
+        rewind = GeneratorRewind(self.draws and bridged.check_indices)
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack), \
-                converting_dtypes(self.converts), decomposing(self.faithful), indices:
+                HostDraws.when(self.draws), converting_dtypes(self.converts), decomposing(self.faithful), indices:
             out = bridged.flat(*device_args)
         in_range = indices.all_in_range()
         leaves, treespec = pytree.tree_flatten(out)
@@ -557,6 +566,7 @@ class LazyTraining:
         written = [p for p, was, now in zip(host_tensors, before, after) if was != now]
         dev.torch_xla().sync()
         if in_range is not None and not in_range.item():
+            rewind.rewind()                       # the eager run draws them again
             raise IndexOutOfRange()               # before anything is written back
         # (host arguments only: a device argument written is the caller's own tensor, which has
         # the history eager gives it, and a rerun would write it twice)

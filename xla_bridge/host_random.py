@@ -1,0 +1,188 @@
+"""Random ops on the device draw their numbers from the host's generator, as eager does.
+
+Eager PyTorch on the CPU draws every random number from the host's default generator
+(``torch.manual_seed``): the same seed gives the same dropout masks, and a call advances the
+generator by exactly what it drew, so the random numbers drawn after it follow too. XLA's
+lowerings draw from the device's own generator instead (seeded by ``xm.set_rng_state``, and a
+replayed graph reads a fresh device seed per call): other numbers, and the host's generator
+never moves. So the bridge does not let a random op reach XLA: while it traces a graph on the
+device, ``HostDraws`` (a dispatch mode) answers each random op on device tensors by making that
+op's draw on the host, exactly as eager makes it (the same aten op, the same sizes, dtype and
+arguments, on the host generator, in the program's order), and handing the device the drawn
+tensor as data. Everything computed from it (dropout's ``div`` and ``mul``, ``x + rand``) stays
+in the device graph.
+
+One rule for the family: a random op whose tensor arguments give only their sizes and dtype
+(``bernoulli.p`` of dropout's noise tensor, ``uniform``, ``normal_functional``, ``exponential``,
+``random``, the ``*_like`` factories, ``rand``/``randn``/``randint``/``randperm``/
+``normal(float, float, size)``) is drawn on the host: its draw does not depend on any value the
+device computes, so the host can make it before the device runs. ``trivial`` draws while it
+traces, every call; ``trace_once`` records each draw (``Draw``) and makes them again, in order,
+on every replay (``Draws``), passing them to the compiled graph as extra inputs.
+
+A random op whose draw reads tensor values (``bernoulli(p)``, ``normal(mean_tensor, std)``,
+``multinomial``, ``poisson``, ``binomial``, ``_standard_gamma``, ``_sample_dirichlet``,
+``rrelu`` in training: its CPU kernel draws only for negative inputs) cannot be drawn before
+the device computes those values: a graph holding one runs eagerly (``HostDraws.reason``, raised
+as ``lazy_graph.DrawReadsValues``: not split around the op, which would run it on the device).
+Random ops on host tensors (``torch.rand(3)`` without a device) are ``lazy_graph``'s
+``HostRandomWatch``'s: they run on the host, between replayed segments.
+
+Left as it is: eager's stand-in for a ``*_like`` draw keeps its input's memory format, and the
+CPU kernels fill it in memory order; the device's tensors have no strides, so a ``rand_like``
+of a channels-last host tensor gets eager's numbers in another order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from . import device as dev
+
+_aten = torch.ops.aten
+
+# Random ops whose tensor arguments give only their sizes and dtype (their values are
+# overwritten, or only shaped the result): as their functional forms reach a dispatch mode
+# under torch_xla's functionalization, and their in-place forms (without it).
+DRAWS_FROM_SIZES = frozenset({
+    _aten.bernoulli.p, _aten.bernoulli_.float,
+    _aten.uniform.default, _aten.uniform_.default,
+    _aten.normal_functional.default, _aten.normal_.default,
+    _aten.exponential.default, _aten.exponential_.default,
+    _aten.cauchy.default, _aten.cauchy_.default,
+    _aten.log_normal.default, _aten.log_normal_.default,
+    _aten.geometric.default, _aten.geometric_.default,
+    _aten.random.default, getattr(_aten.random, "from"), _aten.random.to,
+    _aten.random_.default, getattr(_aten.random_, "from"), _aten.random_.to,
+    _aten.rand_like.default, _aten.randn_like.default,
+    _aten.randint_like.default, _aten.randint_like.low_dtype,
+    _aten.rand.default, _aten.rand.generator, _aten.randn.default, _aten.randn.generator,
+    _aten.randint.default, _aten.randint.generator, _aten.randint.low, _aten.randint.low_generator,
+    _aten.randperm.default, _aten.randperm.generator,
+    _aten.normal.float_float,
+})
+
+
+def is_random(func) -> bool:
+    return torch.Tag.nondeterministic_seeded in func.tags
+
+
+@dataclass(frozen=True)
+class _StandIn:
+    """A tensor argument of a draw: only its sizes and dtype matter."""
+    shape: tuple
+    dtype: torch.dtype
+
+    def make(self) -> torch.Tensor:
+        return torch.empty(self.shape, dtype=self.dtype)
+
+
+def _on_host(value):
+    if isinstance(value, torch.Tensor):
+        return _StandIn(tuple(value.shape), value.dtype)
+    if isinstance(value, torch.device) and value.type == dev.xla_device().type:
+        return torch.device("cpu")
+    return value
+
+
+def _made(value):
+    return value.make() if isinstance(value, _StandIn) else value
+
+
+@dataclass(frozen=True, eq=False)
+class Draw:
+    """One random op as eager makes it on the host: the op, its arguments with each tensor a
+    stand-in of its sizes and dtype, the device named as the host."""
+    func: object
+    args: tuple
+    kwargs: dict
+
+    @classmethod
+    def of(cls, func, args, kwargs) -> "Draw":
+        return cls(func, pytree.tree_map(_on_host, tuple(args)), pytree.tree_map(_on_host, dict(kwargs)))
+
+    def make(self) -> torch.Tensor:
+        """The draw on the host generator (in-place forms write their stand-in, returned)."""
+        args = pytree.tree_map(_made, self.args, is_leaf=lambda v: isinstance(v, _StandIn))
+        kwargs = pytree.tree_map(_made, self.kwargs, is_leaf=lambda v: isinstance(v, _StandIn))
+        return self.func(*args, **kwargs)
+
+
+def touches_device(args, kwargs) -> bool:
+    device = kwargs.get("device")
+    return (device is not None and torch.device(device).type == dev.xla_device().type) or \
+        any(dev.is_xla(t) for t in pytree.tree_leaves((args, kwargs)))
+
+
+class HostDraws(TorchDispatchMode):
+    """Active while the bridge traces a graph on the device: each random op on the device is
+    drawn on the host (see the module docstring) and reaches the device as data. ``draws``:
+    each draw's recipe with the device tensor it made, in the program's order; ``reason()``:
+    why the graph cannot draw on the host, or None."""
+
+    def __init__(self):
+        super().__init__()
+        self.draws = []           # (Draw, device tensor holding its numbers)
+        self.reads_values = []    # random ops on the device whose draw reads tensor values
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not is_random(func) or not touches_device(args, kwargs):
+            return dev.run_functionally(func, args, kwargs)
+        if func not in DRAWS_FROM_SIZES:       # (runs on the device; the graph will run eagerly)
+            self.reads_values.append(str(func.overloadpacket.__name__))
+            return dev.run_functionally(func, args, kwargs)
+        draw = Draw.of(func, args, kwargs)
+        with _disable_current_modes():            # the bridge's own work, not the program's
+            drawn = dev.to_device([draw.make()])[0]
+        self.draws.append((draw, drawn))
+        if func._schema.arguments[0].alias_info is not None:    # in place: its argument holds them
+            _aten.copy_.default(args[0], drawn)
+            return args[0]
+        return dev.functional_like_a_kernel(drawn, args, kwargs)
+
+    @classmethod
+    def when(cls, draws: bool):
+        """The mode for a graph that draws; nothing for one that does not (a dispatch mode
+        costs a Python call per op)."""
+        return cls() if draws else contextlib.nullcontext()
+
+    def reason(self):
+        if self.reads_values:
+            return (f"random ops whose draw reads tensor values ({', '.join(sorted(set(self.reads_values)))}): "
+                    "eager's CPU kernels draw according to them, which the host cannot do before the "
+                    "device computes them")
+        return None
+
+    def recipes(self) -> "Draws | None":
+        return Draws(tuple(draw for draw, _ in self.draws)) if self.draws else None
+
+    def tensors(self) -> list:
+        return [tensor for _, tensor in self.draws]
+
+
+@dataclass(frozen=True, eq=False)
+class Draws:
+    """A compiled graph's draws, made again on every replay: on the host generator, in the
+    program's order, moved to the device in one transfer."""
+    recipes: tuple
+
+    def make(self) -> list:
+        return dev.to_device([draw.make() for draw in self.recipes])
+
+
+class GeneratorRewind:
+    """The host generator's state before a call's draws, put back when the call then runs
+    eagerly (its eager run draws again, from where eager's generator stands)."""
+
+    def __init__(self, draws: bool):
+        self.state = torch.random.get_rng_state() if draws else None
+
+    def rewind(self) -> None:
+        if self.state is not None:
+            torch.random.set_rng_state(self.state)
