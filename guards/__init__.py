@@ -25,7 +25,9 @@ kind, and the plain list that ``describe_guard`` prints); the fast layer decides
 (``guard_fn.source``) as its readable form.
 Besides values at sources, guards cover global torch state (``torch_state_match``: the default
 dtype on every entry, the default device, inference mode, ...), attributes that must stay
-absent on an object and its class's MRO (``absent_match``), and which sources hold one object
+absent on an object and its class's MRO (``absent_match``), what an isinstance / issubclass /
+callable answer read from a class (``class_match``: its MRO, its lookups, the ABC registries),
+and which sources hold one object
 (``alias_match``, ``distinct_match``).  Attribute shortcuts through module dicts stay exact
 while no class defines the names read past it (``native.class_lacks``, one check per entry).
 Layers: this package never imports minidynamo (it sits below it) nor torch._dynamo.
@@ -33,12 +35,13 @@ Layers: this package never imports minidynamo (it sits below it) nor torch._dyna
 
 from .codegen import GuardFunction, build_guard_function
 from .guard import (
-    Guard, TensorSpec, UnguardableValue, absent_match, alias_match, autocast_match, distinct_match, default_dtype_match,
+    NOT_FOUND, Guard, TensorSpec, UnguardableValue, absent_match, alias_match, autocast_match, class_lookup,
+    class_match, distinct_match, default_dtype_match, mro_of,
     torch_state_match, dict_keys_match, equals_match, global_hooks_empty,
     grad_mode_match, id_match, length_match, module_state_match, tensor_match, type_match,
 )
 from .source import (
-    AttrSource, AutocastSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
+    AttrSource, AutocastSource, BuiltinSource, ClassSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
     GlobalSource, GradModeSource, ItemSource, LocalSource, Source, CallSource, NamespaceSource, TorchStateSource,
 )
 from .reader import compile_reader
@@ -50,4 +53,5 @@ __all__ = [
     "dict_keys_match", "equals_match", "global_hooks_empty", "grad_mode_match", "id_match",
     "length_match", "module_state_match", "tensor_match", "type_match", "absent_match", "alias_match", "distinct_match",
     "default_dtype_match", "torch_state_match", "CallSource", "NamespaceSource", "TorchStateSource",
+    "ClassSource", "class_match", "class_lookup", "mro_of", "NOT_FOUND",
 ]

@@ -10,6 +10,8 @@ generated function's globals through ``consts.name_for(obj, hint)``.
 
 from __future__ import annotations
 
+import abc
+import functools
 import math
 import types
 from typing import Any, Callable, NamedTuple, Optional, Protocol
@@ -19,9 +21,9 @@ import torch
 from . import module_facts
 from .source import torch_state_function
 from .guard import (
-    ABSENT_MATCH, ALIAS_MATCH, DISTINCT_MATCH, TORCH_STATE_MATCH, AUTOCAST_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
-    LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, TensorSpec,
-    UnguardableValue,
+    ABSENT_MATCH, ALIAS_MATCH, CLASS_MATCH, DISTINCT_MATCH, NOT_FOUND, TORCH_STATE_MATCH, AUTOCAST_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
+    LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, ClassFacts, Guard, TensorSpec,
+    UnguardableValue, class_lookup, mro_of,
 )
 
 
@@ -287,6 +289,65 @@ def torch_state_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     return [Check(test, f"torch.{function}()", show(value), f"{fn}()", native)]
 
 
+def class_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    """The class's MRO is the tuple seen (``mro_of(cls) is mro``), its lookups find what they found
+    (one ``ClassLacks`` call, answered from the type version tag while the class is unchanged), and
+    the ABC registries are as they were (``abc.get_cache_token()``)."""
+    from . import native     # native needs this module's contiguity rule: imported on first use
+
+    facts: ClassFacts = guard.obj
+    cls, label = guard.source.cls, guard.source.name()
+    name = consts.name_for(cls, name_hint(cls))
+    checks = []
+    if facts.mro_tuple is not None:
+        mro_of_cls = consts.name_for(mro_of, "mro_of")
+        checks.append(Check(f"{mro_of_cls}({name}) is {consts.name_for(facts.mro_tuple, 'mro')}", f"{label}.__mro__",
+                            "the MRO seen at trace time", f"{mro_of_cls}({name})",
+                            ("call_is", functools.partial(mro_of, cls), facts.mro_tuple)))
+    if facts.lookups:
+        absent = {attr for attr, found in facts.lookups if found is NOT_FOUND}
+        found = {attr: obj for attr, obj in facts.lookups if obj is not NOT_FOUND}
+        finds = consts.name_for(native.class_lacks([(cls, absent, found)]), "class_finds")
+        attrs = tuple(attr for attr, _ in facts.lookups)
+        now = consts.name_for(lookups_now, "lookups_now")
+        checks.append(Check(f"{finds}()", f"{label} lookups of {', '.join(attrs)}",
+                            lookups_text(facts.lookups), f"{now}({name}, {attrs!r})", ("call_true", finds)))
+    if facts.abc_token is not None:
+        token = consts.name_for(abc.get_cache_token, "abc_get_cache_token")
+        checks.append(Check(f"{token}() == {facts.abc_token}", "abc.get_cache_token() (the ABC registries)",
+                            str(facts.abc_token), f"{token}()", ("call_eq", abc.get_cache_token, facts.abc_token)))
+    return checks
+
+
+def lookups_text(lookups: tuple) -> str:
+    """``__call__ -> <function ...>, __class__ -> not found``: what each MRO lookup found."""
+    return ", ".join(f"{attr} -> {_found_name(found)}" for attr, found in lookups)
+
+
+def lookups_now(cls: type, attrs: tuple) -> str:
+    """What the lookups find now, in words (the slow path's report)."""
+    return lookups_text(tuple((attr, class_lookup(cls, attr)) for attr in attrs))
+
+
+_NAMED_BY_QUALNAME = (types.FunctionType, types.BuiltinFunctionType, types.WrapperDescriptorType,
+                      types.MethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType,
+                      types.ClassMethodDescriptorType)
+
+
+def _found_name(found: Any) -> str:
+    """``object.__class__``, ``Thing.<lambda>``: a function or descriptor by its own qualified name."""
+    if found is NOT_FOUND:
+        return "not found"
+    if isinstance(found, _NAMED_BY_QUALNAME):
+        try:
+            qualname = object.__getattribute__(found, "__qualname__")
+        except Exception:
+            qualname = None
+        if isinstance(qualname, str):
+            return qualname
+    return show(found)
+
+
 class _Missing:
     """The default ``getattr`` returns in absence checks (no object has it as an attribute)."""
 
@@ -343,6 +404,7 @@ def distinct_checks(guard: Guard, v: str, other_vars: list[str]) -> list[Check]:
 
 CHECK_BUILDERS: dict[str, Callable[[Guard, str, Consts], list[Check]]] = {
     TORCH_STATE_MATCH: torch_state_checks,
+    CLASS_MATCH: class_checks,
     ABSENT_MATCH: absent_checks,
     TYPE_MATCH: type_checks,
     ID_MATCH: id_checks,
@@ -388,6 +450,8 @@ def describe_guard(guard: Guard) -> str:
         return f"torch autocast enabled (any device) == {expected}"
     if kind == TORCH_STATE_MATCH:
         return f"{name} == {show(guard.obj)}"
+    if kind == CLASS_MATCH:
+        return f"{name}: {describe_class_facts(guard.obj)}"
     if kind == ABSENT_MATCH:
         where = {"class": "", "object": " (instance and class)", "slot": " (unset slot)"}.get(expected[1], " (class)")
         return f"{name} has no attribute {expected[0]!r}{where}"
@@ -396,3 +460,12 @@ def describe_guard(guard: Guard) -> str:
     if kind == ALIAS_MATCH:
         return " and ".join(f"{name} {'is' if same else 'is not'} {other.name()}" for other, same in expected)
     return f"{name} {kind} {expected!r}"
+
+
+def describe_class_facts(facts: ClassFacts) -> str:
+    parts = ["the MRO seen at trace time"] if facts.mro_tuple is not None else []
+    if facts.lookups:
+        parts.append(f"lookups {lookups_text(facts.lookups)}")
+    if facts.abc_token is not None:
+        parts.append(f"abc.get_cache_token() == {facts.abc_token} (no ABC registered a class since)")
+    return "; ".join(parts)

@@ -11,16 +11,17 @@ lives in ``checks.py`` (one builder per kind), which turns a guard into lines of
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 import types
 import weakref
-from typing import Any, Hashable
+from typing import Any, Hashable, Optional, Sequence
 
 import torch
 
 from . import module_facts
-from .source import (AutocastSource, GlobalModuleHooksSource, GradModeSource, Source, TorchStateSource,
+from .source import (AutocastSource, ClassSource, GlobalModuleHooksSource, GradModeSource, Source, TorchStateSource,
                      torch_state_function)
 
 
@@ -45,6 +46,7 @@ GLOBAL_HOOKS_EMPTY = "GLOBAL_HOOKS_EMPTY"
 GRAD_MODE_MATCH = "GRAD_MODE_MATCH"
 AUTOCAST_MATCH = "AUTOCAST_MATCH"
 TORCH_STATE_MATCH = "TORCH_STATE_MATCH"
+CLASS_MATCH = "CLASS_MATCH"
 ABSENT_MATCH = "ABSENT_MATCH"
 ALIAS_MATCH = "ALIAS_MATCH"
 DISTINCT_MATCH = "DISTINCT_MATCH"
@@ -54,7 +56,7 @@ KIND_ORDER = {
     for rank, kind in enumerate(
         (ID_MATCH, TYPE_MATCH, EQUALS_MATCH, TENSOR_MATCH, LENGTH_MATCH, DICT_KEYS_MATCH,
          MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, AUTOCAST_MATCH, TORCH_STATE_MATCH,
-         ABSENT_MATCH, ALIAS_MATCH, DISTINCT_MATCH)
+         CLASS_MATCH, ABSENT_MATCH, ALIAS_MATCH, DISTINCT_MATCH)
     )
 }
 
@@ -220,6 +222,50 @@ def torch_state_match(function: str, value: Any = None) -> Guard:
 def default_dtype_match(dtype: torch.dtype | None = None) -> Guard:
     """``torch.get_default_dtype()`` as at trace time."""
     return torch_state_match("get_default_dtype", dtype)
+
+
+# ``cls.__mro__`` and ``cls.__dict__`` through type's own descriptors: a metaclass never answers them.
+mro_of = type.__dict__["__mro__"].__get__
+_dict_of = type.__dict__["__dict__"].__get__
+
+
+class _NotFound:
+    """What ``class_lookup`` gives for a name no class of the MRO defines."""
+
+    def __repr__(self) -> str:
+        return "<not found>"
+
+
+NOT_FOUND = _NotFound()
+
+
+def class_lookup(cls: type, name: str) -> Any:
+    """What the MRO lookup of ``name`` on ``cls`` finds (each class's own ``__dict__``, in MRO order),
+    as CPython's ``_PyType_Lookup`` does: no descriptor is run, no metaclass is asked."""
+    return next((_dict_of(klass)[name] for klass in mro_of(cls) if name in _dict_of(klass)), NOT_FOUND)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ClassFacts:
+    """What an answer read from a class relied on (the guard keeps these objects alive)."""
+
+    mro_tuple: Optional[tuple]     # the very ``__mro__`` tuple, or None when not relied on
+    lookups: tuple                 # ((name, what class_lookup finds, maybe NOT_FOUND), ...)
+    abc_token: Optional[int]       # ``abc.get_cache_token()``, when an ABC registry answered
+
+
+def class_match(cls: type, *, mro: bool = False, lookups: Sequence[str] = (), registry: bool = False) -> Guard:
+    """What ``isinstance`` / ``issubclass`` / ``callable`` answered from ``cls`` relied on, still so:
+    its MRO is the very tuple seen (assigning ``__bases__`` to it or to a base makes a new one),
+    each name of ``lookups`` still resolves along it to the same object (or to none), and with
+    ``registry`` no ABC has registered a class since (``abc.get_cache_token()`` moves on every
+    ``register``).  Reads only type's own slots and class dicts: no program code runs."""
+    facts = ClassFacts(mro_of(cls) if mro else None,
+                       tuple((name, class_lookup(cls, name)) for name in sorted(set(lookups))),
+                       abc.get_cache_token() if registry else None)
+    expected = (id(facts.mro_tuple) if mro else None, tuple((name, id(found)) for name, found in facts.lookups),
+                facts.abc_token)
+    return Guard(ClassSource.of(cls), CLASS_MATCH, expected, facts)
 
 
 def absent_match(source: Source, value: Any, attr: str, instance_only: bool = False) -> Guard:

@@ -17,7 +17,9 @@ from types import ModuleType
 from typing import Any, Optional, Sequence
 
 from .checks import contiguity_pins_strides
-from .guard import TensorSpec
+from .guard import TensorSpec, mro_of
+
+_dict_of = type.__dict__["__dict__"].__get__
 from .source import FrameInfo, LocalSource, Source
 
 try:
@@ -51,12 +53,12 @@ class PyClassLacks:
 
     @staticmethod
     def _lookup(mro, name):
-        return next((vars(klass)[name] for klass in mro if name in vars(klass)), _NOT_FOUND)
+        return next((_dict_of(klass)[name] for klass in mro if name in _dict_of(klass)), _NOT_FOUND)
 
     def __call__(self) -> bool:
         for cls, names, found in self.pairs:
-            mro = cls.__mro__
-            if any(name in vars(klass) for klass in mro for name in names):
+            mro = mro_of(cls)          # type's own descriptors, as the C helper: no metaclass asked
+            if any(name in _dict_of(klass) for klass in mro for name in names):
                 return False
             if any(self._lookup(mro, name) is not obj for name, obj in found):
                 return False

@@ -21,7 +21,7 @@ from .guard import (
     MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, UnguardableValue, hinted_value,
 )
 from .source import (
-    AttrSource, BuiltinSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
+    AttrSource, BuiltinSource, ClassSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
     AutocastSource, CallSource, GlobalSource, GradModeSource, ItemSource, LocalSource, NamespaceSource,
     namespace_builtins,
     Source, TorchStateSource,
@@ -141,8 +141,9 @@ class Planner:
                 raise UnguardableValue(f"{source.name()} is not an argument of the frame "
                                        f"(arguments: {self.frame_info.arg_names})")
             var = local_var(source.local_name)
-        elif isinstance(source, (GradModeSource, AutocastSource, GlobalModuleHooksSource, TorchStateSource)):
-            var = "None"  # global state: its checks call torch directly
+        elif isinstance(source, (GradModeSource, AutocastSource, GlobalModuleHooksSource, TorchStateSource,
+                                 ClassSource)):
+            var = "None"  # global state (a class is one): its checks name what they read directly
         elif isinstance(source, NamespaceSource):
             var = self.consts.name_for(source.namespace, "globals")   # the dict itself, read each call
         else:

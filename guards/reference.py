@@ -13,6 +13,7 @@ touched (``tests/guards/test_fast_vs_plain.py``).
 
 from __future__ import annotations
 
+import abc
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -20,9 +21,9 @@ import torch
 from . import module_facts
 from .checks import describe_guard
 from .guard import (
-    ABSENT_MATCH, ALIAS_MATCH, AUTOCAST_MATCH, DICT_KEYS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY,
+    ABSENT_MATCH, ALIAS_MATCH, AUTOCAST_MATCH, CLASS_MATCH, DICT_KEYS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY,
     GRAD_MODE_MATCH, ID_MATCH, LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TORCH_STATE_MATCH, TYPE_MATCH, Guard,
-    TensorSpec, UnguardableValue, constant_key,
+    TensorSpec, UnguardableValue, class_lookup, constant_key, mro_of,
 )
 from .source import FrameInfo, FrameValues, Source
 
@@ -87,6 +88,13 @@ def _absent(guard: Guard, x: Any, read) -> bool:
 _MISSING = object()
 
 
+def _class_facts(guard: Guard, cls: Any, read) -> bool:
+    facts = guard.obj
+    return ((facts.mro_tuple is None or mro_of(cls) is facts.mro_tuple)
+            and all(class_lookup(cls, name) is found for name, found in facts.lookups)
+            and (facts.abc_token is None or abc.get_cache_token() == facts.abc_token))
+
+
 def _module_state(guard: Guard, module: Any, read) -> bool:
     return module.training is guard.expected and not module_facts.module_hooks(module)
 
@@ -117,6 +125,7 @@ PREDICATES: dict[str, Callable[[Guard, Any, Callable], bool]] = {
     GRAD_MODE_MATCH: lambda guard, x, read: x is guard.expected,
     AUTOCAST_MATCH: lambda guard, x, read: x is guard.expected,
     TORCH_STATE_MATCH: lambda guard, x, read: x == guard.obj and type(x) is type(guard.obj),
+    CLASS_MATCH: _class_facts,
     ABSENT_MATCH: _absent,
     ALIAS_MATCH: _relations,
     DISTINCT_MATCH: _distinct,

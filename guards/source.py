@@ -137,6 +137,28 @@ class NamespaceSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class ClassSource(Source):
+    """A class an answer was read from (``isinstance(o, K)`` reads ``type(o)`` and ``K``), held as
+    the object itself: which class it is was settled by another guard (``type(L['o']) is C``) or
+    by the program's constant, so only what can change on the class itself is guarded."""
+
+    qualname: str
+    ident: int
+    cls: type = dataclasses.field(compare=False, hash=False, repr=False)
+
+    @staticmethod
+    def of(cls: type) -> "ClassSource":
+        qualname = type.__dict__["__qualname__"].__get__(cls, type)   # never a metaclass's code
+        return ClassSource(str(qualname), id(cls), cls)
+
+    def name(self) -> str:
+        return f"class {self.qualname}"
+
+    def read(self, frame: FrameValues) -> Any:
+        return self.cls
+
+
+@dataclasses.dataclass(frozen=True)
 class GradModeSource(Source):
     """Global autograd state, ``torch.is_grad_enabled()`` (not a frame value, but guarded)."""
 

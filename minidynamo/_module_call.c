@@ -13,7 +13,9 @@
  * itself; otherwise (or whenever a read could run Python code or differ from Python's) it calls
  * the module as usual.  Every read is a plain dict lookup or a type-attribute lookup, so taking
  * the usual path after reading changes nothing.  `ModuleCall()` (no module) is the same as a
- * method: `OptimizedModule.__call__`, where the module is the object it is called on.
+ * method: `OptimizedModule.__call__`, where the module is the object it is called on;
+ * `ModuleCall(None, usual)` calls `usual(module, ...)` instead of nn.Module.__call__ when the
+ * shortcut does not apply (the wrapper leaves the global hooks to the module it wraps).
  * `minidynamo/module_call.py` states the same rule in Python (the tests compare them).
  */
 #define PY_SSIZE_T_CLEAN
@@ -131,8 +133,9 @@ static PyObject *call_prepended(PyObject *callable, PyObject *first, PyObject *c
     return result;
 }
 
-/* module(*args, **kwargs): forward directly when direct_forward allows, else the usual call. */
-static PyObject *call_module(PyObject *module, int as_method, PyObject *const *args, size_t nargsf,
+/* module(*args, **kwargs): forward directly when direct_forward allows, else the usual call
+ * (`usual`, a method's own, when given). */
+static PyObject *call_module(PyObject *module, int as_method, PyObject *usual, PyObject *const *args, size_t nargsf,
                              PyObject *kwnames) {
     PyObject *forward = direct_forward(module, as_method);
     if (forward != NULL) {
@@ -145,8 +148,8 @@ static PyObject *call_module(PyObject *module, int as_method, PyObject *const *a
     n_usual++;
     if (!as_method)
         return PyObject_Vectorcall(module, args, nargsf, kwnames);
-    /* nn.Module.__call__(module, *args, **kwargs), whatever it is now */
-    PyObject *usual = PyObject_GetAttr(module_type, str_call);
+    /* usual(module, ...), or nn.Module.__call__(module, *args, **kwargs), whatever it is now */
+    usual = usual != NULL ? Py_NewRef(usual) : PyObject_GetAttr(module_type, str_call);
     if (usual == NULL)
         return NULL;
     PyObject *result = call_prepended(usual, module, args, nargsf, kwnames);
@@ -159,40 +162,57 @@ static PyObject *call_module(PyObject *module, int as_method, PyObject *const *a
 typedef struct {
     PyObject_HEAD
     PyObject *module;          /* NULL: a method, the module comes first in each call */
+    PyObject *usual;           /* a method's usual call (NULL: nn.Module.__call__, whatever it is now) */
     vectorcallfunc vectorcall;
 } ModuleCall;
 
 static PyObject *module_call_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     PyObject *module = ((ModuleCall *)self)->module;
     if (module != NULL)
-        return call_module(module, 0, args, nargsf, kwnames);
+        return call_module(module, 0, NULL, args, nargsf, kwnames);
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs < 1 || !PyObject_TypeCheck(args[0], (PyTypeObject *)module_type)) {
         PyErr_SetString(PyExc_TypeError, "ModuleCall() as a method needs an nn.Module first");
         return NULL;
     }
-    return call_module(args[0], 1, args + 1, nargs - 1, kwnames);
+    return call_module(args[0], 1, ((ModuleCall *)self)->usual, args + 1, nargs - 1, kwnames);
 }
 
 static PyObject *module_call_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *module = NULL;
-    if (!PyArg_ParseTuple(args, "|O!:ModuleCall", (PyTypeObject *)module_type, &module))
+    PyObject *module = NULL, *usual = NULL;
+    if (!PyArg_ParseTuple(args, "|OO:ModuleCall", &module, &usual))
         return NULL;
+    if (module == Py_None)
+        module = NULL;
+    if (module != NULL && !PyObject_TypeCheck(module, (PyTypeObject *)module_type)) {
+        PyErr_Format(PyExc_TypeError, "ModuleCall() argument 1 must be an nn.Module or None, not %.100s",
+                     Py_TYPE(module)->tp_name);
+        return NULL;
+    }
+    if (usual == Py_None)
+        usual = NULL;
+    if (usual != NULL && (module != NULL || !PyCallable_Check(usual))) {
+        PyErr_SetString(PyExc_TypeError, "ModuleCall(None, usual): a method's usual call must be a callable");
+        return NULL;
+    }
     ModuleCall *self = (ModuleCall *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     self->module = Py_XNewRef(module);
+    self->usual = Py_XNewRef(usual);
     self->vectorcall = module_call_vectorcall;
     return (PyObject *)self;
 }
 
 static int module_call_traverse(ModuleCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->module);
+    Py_VISIT(self->usual);
     return 0;
 }
 
 static int module_call_clear(ModuleCall *self) {
     Py_CLEAR(self->module);
+    Py_CLEAR(self->usual);
     return 0;
 }
 
@@ -235,7 +255,8 @@ static PyTypeObject ModuleCallType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "minidynamo._module_call.ModuleCall",
     .tp_doc = "ModuleCall(module): calling it is module(*args, **kwargs), with forward called directly "
-              "when nn.Module.__call__ would do nothing else. ModuleCall(): the same as a method.",
+              "when nn.Module.__call__ would do nothing else. ModuleCall(): the same as a method. "
+              "ModuleCall(None, usual): a method whose usual call is usual(module, *args, **kwargs).",
     .tp_basicsize = sizeof(ModuleCall),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
     .tp_new = module_call_new,

@@ -16,7 +16,7 @@ import torch
 
 from . import _eval_frame, counting
 from .convert_frame import FrameConverter, codes_with_cache
-from .module_call import ModuleCall
+from .module_call import ModuleCall, call_without_global_hooks
 from .skipfiles import disabled_codes
 
 
@@ -66,10 +66,12 @@ class OptimizedModule(torch.nn.Module):
     wrapper's own ``nn.Module.__call__`` still runs (hooks registered on the wrapper fire), then
     the wrapped module is called with the hook's callback set, with no Python frame between.
     Both module calls are ``ModuleCall``s (module_call.py): with no hooks they go straight to
-    forward, so a hit runs no Python frame of ``nn.Module.__call__``.
+    forward, so a hit runs no Python frame of ``nn.Module.__call__``.  Global module hooks fire
+    in the wrapped module's call only, for that module, once, as in eager
+    (``call_without_global_hooks`` is the wrapper's usual call).
     """
 
-    __call__ = ModuleCall()
+    __call__ = ModuleCall(None, call_without_global_hooks)
 
     def __init__(self, module: torch.nn.Module, converter: FrameConverter):
         super().__init__()

@@ -11,11 +11,16 @@ itself; otherwise it makes the usual call. ``direct_forward`` below is the same 
 for readers and for the tests that compare the two. Every read is a dict lookup or a lookup in
 the class (no ``__getattr__``, no descriptor's code), so reading and then calling the usual way
 runs exactly what the usual call alone runs.
+
+``ModuleCall(None, call_without_global_hooks)`` is ``OptimizedModule.__call__``: the wrapper's
+forward is the wrapped module's own call, which fires the global hooks (``register_module_forward_hook``
+and friends) for that module, once, as eager does; the wrapper's usual call fires only its own.
 """
 
 from __future__ import annotations
 
 import collections
+import types
 
 import torch
 import torch.nn.modules.module as module_py
@@ -94,4 +99,29 @@ def direct_forward(module, as_method: bool = False):
     return descr.__get__(module, cls)
 
 
-__all__ = ["ModuleCall", "direct_forward", "stats", "reset_stats", "OWN_HOOKS", "GLOBAL_HOOKS"]
+def call_without_global_hooks(module, *args, **kwargs):
+    """``nn.Module.__call__(module, ...)`` for a wrapper whose forward calls the module it wraps:
+    the wrapper's own hooks fire, the global ones are left to the wrapped module's call (else
+    they would fire twice, once with the wrapper).  A patched ``nn.Module.__call__`` (torch.fx
+    patches it while tracing) runs as it is."""
+    if _Module.__dict__["__call__"] is not _WRAPPED_CALL_IMPL:
+        return _Module.__call__(module, *args, **kwargs)
+    if module._compiled_call_impl is not None:
+        return module._compiled_call_impl(*args, **kwargs)
+    call_impl = module._call_impl
+    if getattr(call_impl, "__func__", None) is _CALL_IMPL:
+        call_impl = types.MethodType(_call_impl_seeing_no_global_hooks(), module)
+    return call_impl(*args, **kwargs)
+
+
+def _call_impl_seeing_no_global_hooks():
+    """``nn.Module._call_impl`` itself (its code, nn.Module's namespace as it is now) with the
+    global hook dicts it reads bound to empty ones: its own-hook logic, unchanged."""
+    namespace = dict(module_py.__dict__)
+    namespace.update({name: {} for name in GLOBAL_HOOKS})
+    return types.FunctionType(_CALL_IMPL.__code__, namespace, _CALL_IMPL.__name__, _CALL_IMPL.__defaults__,
+                              _CALL_IMPL.__closure__)
+
+
+__all__ = ["ModuleCall", "direct_forward", "call_without_global_hooks", "stats", "reset_stats", "OWN_HOOKS",
+           "GLOBAL_HOOKS"]

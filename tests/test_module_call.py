@@ -218,3 +218,66 @@ def test_signatures_read_as_nn_module_calls():
 def test_a_method_needs_a_module():
     with pytest.raises(TypeError, match="nn.Module first"):
         ModuleCall()(torch.ones(1))
+
+
+# ----------------------------------------------------------------------------- an optimized module's global hooks
+
+
+GLOBAL_HOOKS = {   # kind -> a hook that notes, in the list given, each module it fires for
+    "forward": lambda seen: lambda m, args, out: seen.append(m) or out * 2,
+    "forward_pre": lambda seen: lambda m, args: seen.append(m) or (args[0] + 1,),
+    "backward": lambda seen: lambda m, grad_in, grad_out: seen.append(m),
+}
+
+
+def _step(call, x):
+    out = call(x.clone().requires_grad_())
+    out.sum().backward()
+    return out.detach()
+
+
+@pytest.mark.parametrize("backend", ["eager", "torchxla_trace_once"])
+@pytest.mark.parametrize("hook_kind", sorted(GLOBAL_HOOKS))
+def test_an_optimized_module_fires_global_hooks_once_for_the_module_it_wraps(hook_kind, backend):
+    """As eager: ``g(x)`` is ``m(x)``, each global hook firing once, given ``m`` (never the wrapper),
+    whether it was registered before the first call, between calls, or removed since."""
+    if backend != "eager":
+        from xla_bridge import device as dev
+        dev.torch_xla()
+        dev.xla_device()
+    minidynamo.reset()
+    module, x = Doubler(), torch.randn(3)
+    optimized = minidynamo.optimize(backend)(module)
+    register = getattr(module_py, f"register_module_{hook_kind}_hook")
+    seen, handle = [], None
+    try:
+        for phase in ("no hook", "registered", "still registered", "removed"):
+            if phase == "registered":
+                handle = register(GLOBAL_HOOKS[hook_kind](seen))
+            if phase == "removed":
+                handle.remove()
+            expected, eager_seen = _step(module, x), seen[:]
+            seen.clear()
+            got = _step(optimized, x)
+            torch.testing.assert_close(got.cpu(), expected, msg=phase)
+            assert seen == eager_seen and all(m is module for m in seen), (phase, seen)
+            seen.clear()
+    finally:
+        if handle is not None:
+            handle.remove()
+    minidynamo.reset()
+
+
+def test_a_hook_on_the_wrapper_and_a_global_hook_each_fire_once():
+    minidynamo.reset()
+    module, x, seen = Doubler(), torch.randn(3), []
+    optimized = minidynamo.optimize("eager")(module)
+    optimized.register_forward_hook(lambda m, args, out: seen.append(("own", m)) or out + 100)
+    handle = module_py.register_module_forward_hook(lambda m, args, out: seen.append(("global", m)) or out * 2)
+    try:
+        out = optimized(x)
+        torch.testing.assert_close(out, module(x) + 100)   # module(x): the global hook doubles it
+        assert seen == [("global", module), ("own", optimized), ("global", module)]
+    finally:
+        handle.remove()
+    minidynamo.reset()

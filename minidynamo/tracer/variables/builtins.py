@@ -16,6 +16,7 @@ import torch
 
 from ... import config
 from ...exc import Unsupported
+from .. import class_answers
 from ..library import is_library_value
 from .base import NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant, refuse_frame_reader
 from .constant import ConstantVariable
@@ -49,51 +50,22 @@ def _len(tx, obj):
     return obj.call_method(tx, "__len__", [], {})
 
 
-def _user_class_check(kinds, name: str):
-    """isinstance/issubclass consult ``type(cls).__instancecheck__``/``__subclasscheck__``: one
-    written in Python (a user metaclass) would run user code on real values: refused.  ABCMeta
-    (C, library) and type's own are answered by the real check."""
-    for k in kinds if isinstance(kinds, tuple) else (kinds,):
-        if isinstance(k, tuple):
-            _user_class_check(k, name)
-            continue
-        for base in type(k).__mro__:
-            if name in base.__dict__:
-                if isinstance(base.__dict__[name], types.FunctionType) and not is_library_value(base):
-                    raise Unsupported(f"{name} of metaclass {type(k).__name__} (user code)")
-                break
-        hook = getattr(k, "__subclasshook__", None)     # ABCMeta consults it
-        hook = getattr(hook, "__func__", None)
-        if isinstance(k, type) and isinstance(hook, types.FunctionType) and not is_library_value(
-                next((b for b in k.__mro__ if "__subclasshook__" in b.__dict__), object)):
-            raise Unsupported(f"{name} through {k.__name__}.__subclasshook__ (user code)")
-
-
 def _isinstance(tx, obj, classes):
-    kinds = classes.as_python_constant()
-    _user_class_check(kinds, "__instancecheck__")
-    return ConstantVariable(isinstance_of(obj, kinds))
+    return ConstantVariable(class_answers.isinstance_answer(tx, _class_asked(obj), classes.as_python_constant()))
 
 
 def _issubclass(tx, cls, classes):
-    kinds = classes.as_python_constant()
-    _user_class_check(kinds, "__subclasscheck__")
-    return _fold(issubclass, [cls, classes], {})
+    return ConstantVariable(class_answers.issubclass_answer(tx, cls.as_python_constant(), classes.as_python_constant()))
 
 
-def isinstance_of(obj, kinds) -> bool:
+def _class_asked(obj) -> type:
+    """The class isinstance asks about: the object's exact type (guarded where the object is read
+    from the frame); a tensor's is Parameter or Tensor (its exact type is in its tensor guard)."""
     from .tensor import TensorVariable
 
     if isinstance(obj, TensorVariable):
-        probe = torch.nn.Parameter if obj.python_type() is torch.nn.Parameter else torch.Tensor
-        kinds_t = kinds if isinstance(kinds, tuple) else (kinds,)
-        return any(isinstance(k, type) and issubclass(probe, k) for k in kinds_t)
-    return isinstance_type(obj.python_type(), kinds)
-
-
-def isinstance_type(kind, kinds) -> bool:
-    kinds_t = kinds if isinstance(kinds, tuple) else (kinds,)
-    return any(issubclass(kind, k) for k in kinds_t if isinstance(k, type))
+        return torch.nn.Parameter if obj.python_type() is torch.nn.Parameter else torch.Tensor
+    return obj.python_type()
 
 
 def _getattr(tx, obj, name, default=None):
@@ -296,19 +268,15 @@ def _callable(tx, obj):
     from .functions import BaseFunctionVariable, UserMethodVariable
     from .nn_module import NNModuleVariable
 
+    # functions, methods and builtins have built-in types; a module class always finds nn.Module's
     if isinstance(obj, (BaseFunctionVariable, UserMethodVariable, NNModuleVariable, BuiltinVariable)):
         return ConstantVariable(True)
     value = maybe_constant(obj, NO_CONSTANT)
-    if value is not NO_CONSTANT:
-        return ConstantVariable(callable(value))
-    if hasattr(obj, "value"):
-        return ConstantVariable(callable(obj.value))
-    # callable(x) is "type(x) has __call__" (tp_call): the type is enough (a tensor: False)
-    return ConstantVariable(callable_type(obj.python_type()))
-
-
-def callable_type(kind) -> bool:
-    return any("__call__" in k.__dict__ for k in kind.__mro__) if isinstance(kind, type) else False
+    if value is NO_CONSTANT:
+        value = getattr(obj, "value", NO_CONSTANT)
+    # callable(x) is "type(x) finds __call__" (tp_call): the type is enough (a tensor: False)
+    cls = type(value) if value is not NO_CONSTANT else obj.python_type()
+    return ConstantVariable(class_answers.callable_answer(tx, cls))
 
 
 def _slice(tx, *args):
