@@ -36,6 +36,11 @@ there changes with the vector width (hardtanh's gradient at a NaN is 1 in a 5-el
 0 in a 16-element one). No formula can follow that; a training call whose saved data holds a
 non-finite value runs eagerly instead.
 
+And the values a loss's kernel validates (``_DOMAINS``): ``binary_cross_entropy`` raises for an
+input or a target outside [0, 1] (a NaN included), ``nll_loss`` (``cross_entropy``) and
+``multi_margin_loss`` for a class index outside the classes (``ignore_index`` aside); XLA
+computed NaN, or a loss with a clamped index.
+
 Ranges per op (what eager's CPU kernels accept; a stricter range only sends a call to eager):
 ``[-size, size)`` for advanced indexing, ``index_put``, ``index_fill`` and ``take``;
 ``[0, size)`` for ``index_select``, ``gather``, the scatters, ``embedding``, ``index_add`` and
@@ -91,6 +96,11 @@ class IndexWatch(TorchDispatchMode):
                         and index.dtype != torch.bool and index.numel() > 0:
                     low = -size if negative_ok else 0
                     self._add(torch.all((index >= low) & (index < size)))
+        domain = _DOMAINS.get(func.overloadpacket)
+        if domain is not None:
+            for accepted in domain(*args, **kwargs):
+                if accepted.numel() > 0:
+                    self._add(accepted.all())
         divisor = _integer_divisor(func, args, kwargs)
         if divisor is not None:
             self._add(torch.all(divisor != 0))
@@ -157,6 +167,7 @@ def reads_indices(node) -> bool:
     make eager raise even when the result is unused; a NaN only changes a result.)"""
     target = getattr(node, "target", None)
     return isinstance(target, torch._ops.OpOverload) and (target.overloadpacket in _RULES
+                                                         or target.overloadpacket in _DOMAINS
                                                          or target.overloadpacket in _INTEGER_DIVISIONS)
 
 
@@ -282,4 +293,36 @@ _RULES = {
     **dict.fromkeys((aten.index_fill, aten.index_fill_), _along(True)),
     aten.embedding: _embedding,
     aten.take: _take,
+}
+
+
+# -- the values a loss's kernel validates ---------------------------------------------------------
+
+def _probabilities(self, target, *rest, **kwargs):
+    for values in (self, target):
+        if isinstance(values, torch.Tensor) and values.is_floating_point():
+            yield (values >= 0) & (values <= 1)          # a NaN is outside too
+
+
+def _class_indices(ignore_index_at=None):
+    """Targets that index the classes (dim 1, or 0 of a 1-d input), or equal ``ignore_index``
+    (the argument after self and target at ``ignore_index_at``)."""
+    def rule(self, target, *rest, **kwargs):
+        if not isinstance(target, torch.Tensor) or target.is_floating_point():
+            return
+        accepted = (target >= 0) & (target < _size(self, 1 if self.dim() > 1 else 0))
+        ignore_index = None
+        if ignore_index_at is not None:
+            ignore_index = kwargs.get("ignore_index",
+                                      rest[ignore_index_at] if len(rest) > ignore_index_at else None)
+        yield accepted if ignore_index is None else accepted | (target == ignore_index)
+    return rule
+
+
+_DOMAINS = {
+    aten.binary_cross_entropy: _probabilities,
+    # (self, target, weight, reduction, ignore_index)
+    aten.nll_loss_forward: _class_indices(ignore_index_at=2),
+    aten.nll_loss2d_forward: _class_indices(ignore_index_at=2),
+    aten.multi_margin_loss: _class_indices(),     # (self, target, p, margin, weight, reduction)
 }
