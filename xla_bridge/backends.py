@@ -150,17 +150,21 @@ def _empty_input_to_a_shuffle(gm):
 
 def _in_place_write_gains_grad(gm, example_inputs):
     """Why the device cannot run ``gm``, if an in-place op makes an argument that does not require
-    grad require it (``x.add_(w * y)`` under grad mode): eager gives the caller's ``x`` a
-    ``grad_fn``, but the bridge writes results back into arguments without autograd (X9)."""
+    grad require it (``x.add_(w * y)`` under grad mode, or a write through a view of it): eager
+    gives the caller's ``x`` a ``grad_fn``, but the bridge writes results back into arguments
+    without autograd (X9). What an op writes is what the tracer saw it write (``writes``: the
+    arguments' meta tensors or views of them), not its first argument (batch norm writes its
+    running statistics)."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    arguments = dict(zip(placeholders, example_inputs))
+    position_of = {id(n.meta.get("example_value")): k for k, n in enumerate(placeholders)}
     for node in gm.graph.nodes:
-        if not node.meta.get("writes") or not node.args or node.args[0] not in arguments:
-            continue
-        before, after = arguments[node.args[0]], node.meta.get("example_value")
-        if isinstance(before, torch.Tensor) and not before.requires_grad and _requires_grad(after):
-            return (f"in-place {getattr(node.target, '__name__', node.target)} makes argument "
-                    f"{placeholders.index(node.args[0])} require grad (the write-back carries no autograd)")
+        for written in node.meta.get("writes") or ():
+            root = written._base if written._base is not None else written
+            k = position_of.get(id(root))
+            before = example_inputs[k] if k is not None and k < len(example_inputs) else None
+            if isinstance(before, torch.Tensor) and not before.requires_grad and written.requires_grad:
+                return (f"in-place {getattr(node.target, '__name__', node.target)} makes argument "
+                        f"{k} require grad (the write-back carries no autograd)")
     return None
 
 
@@ -175,12 +179,21 @@ def _makes_grad_leaves(gm):
             return getattr(gm, node.target, None)
         return node.meta.get("example_value")
 
+    def known_inputs(node):
+        """The values ``node`` reads; through a node with no example value of its own (a
+        multi-output op, ``chunk``, ``split``, ``sort``: its ``getitem``s have them), its inputs."""
+        for n in node.all_input_nodes:
+            if n.op != "get_attr" and "example_value" not in n.meta and n.op != "placeholder":
+                yield from known_inputs(n)
+            else:
+                yield from pytree.tree_leaves(value(n))
+
     for node in gm.graph.nodes:
         if node.op not in ("call_function", "call_method", "call_module"):
             continue
         if not any(map(_requires_grad, pytree.tree_leaves(value(node)))):
             continue
-        inputs = [leaf for n in node.all_input_nodes for leaf in pytree.tree_leaves(value(n))]
+        inputs = list(known_inputs(node))
         if node.op == "call_module":                # a leaf module's own state counts as input
             inputs += list(gm.get_submodule(node.target).parameters())
         if not any(map(_requires_grad, inputs)):
