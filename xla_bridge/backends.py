@@ -100,7 +100,8 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
             or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm)
         if why is not None:
             raise NotOneGraph(why)
-        with dev.host_random_kept(), dev.function_modes_set_aside():   # (see BridgedCall.__call__)
+        # (inference mode off for the one-time work: its meta and device probes read versions)
+        with dev.host_random_kept(), dev.function_modes_set_aside(), torch.inference_mode(False):
             call = BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
                                make_training)
         # trace_once: the C++ replay path in front (``replay_path``; None without the extension)
@@ -411,7 +412,8 @@ class BridgedCall:
             # An in-place op that left the data as it was (``x.copy_(x)``) changes nothing on
             # the device, but eager counts it as a write: autograd sees the version move.
             for position in self.written:
-                if position in self.host_set and position not in self.program.mutated:
+                if position in self.host_set and position not in self.program.mutated \
+                        and not args[position].is_inference():     # (which has no version)
                     torch.autograd.graph.increment_version(args[position])
             out = self._outputs(leaves, args)
         return pytree.tree_unflatten(out, self.program.treespec)

@@ -131,8 +131,14 @@ def data_identities(values: list) -> tuple:
     tensors = [v for v in values if is_xla(v)]
     if tensors:
         xlac()._get_tensors_xla_device_data_node(tensors)     # gives each its IR value
-    return tuple((xlac()._unique_id_for_ir_and_data(v), v._version, tuple(v.shape))
+    return tuple((xlac()._unique_id_for_ir_and_data(v), version(v), tuple(v.shape))
                  if is_xla(v) else None for v in values)
+
+
+def version(tensor: torch.Tensor) -> int:
+    """``tensor._version``, or 0 for an inference tensor (made under ``torch.inference_mode``),
+    which has no version counter: its writes show in the other parts of an identity."""
+    return 0 if tensor.is_inference() else tensor._version
 
 
 def untouched(copies: list, identities: tuple):

@@ -181,8 +181,9 @@ def graph_effects(graph: torch.fx.Graph) -> Optional[str]:
             example = node.meta.get("example_value")
             if isinstance(example, torch.Tensor):
                 # a meta example starts at version 0; an in-place op on it (or on a view of
-                # it) bumps the shared version counter
-                if example._version != 0:
+                # it) bumps the shared version counter (an inference tensor has none: its
+                # writes are the nodes' own, below)
+                if not example.is_inference() and example._version != 0:
                     return f"it changes the graph input {node.name} in place"
                 if tensor_metadata(example) != node.meta.get("entry_metadata", tensor_metadata(example)):
                     return f"it changes the metadata of the graph input {node.name} in place"
