@@ -124,7 +124,8 @@ def integer_division_as_eager(rounding_mode, in_place=False):
     integers: the exact multiple of ``other`` below x (``remainder``/``fmod``, which the device
     computes in integers) divided exactly. A zero divisor is ``index_check``'s (eager raises)."""
     def formula(x, other, *, rounding_mode=rounding_mode):
-        if not (_is_integer(x) and _is_integer(other)) or rounding_mode not in ("floor", "trunc"):
+        if not (isinstance(x, torch.Tensor) and _is_integer(x) and _is_integer(other)) \
+                or rounding_mode not in ("floor", "trunc"):
             return NotImplemented
         dtype = torch.result_type(x, other)
         left = torch.remainder(x, other) if rounding_mode == "floor" else torch.fmod(x, other)

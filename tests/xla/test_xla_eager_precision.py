@@ -83,3 +83,11 @@ def test_a_float_out_of_an_integers_range_converts_as_eager(backend, dtype, sour
     x = OUT_OF_RANGE.to(source)
     expected = fn(x)
     assert torch.equal(minidynamo.optimize(backend)(fn)(x), expected)
+
+
+def test_integer_division_of_python_numbers_is_left_to_the_op():
+    """Fuzz seed 216 i545: ``torch.div(n + 7, 2, rounding_mode="floor")`` of Python ints reached
+    the formula with a Python int dividend (``remainder(int, int)`` raised TypeError)."""
+    from xla_bridge.eager_precision import integer_division_as_eager
+    assert integer_division_as_eager("floor")(7, 2) is NotImplemented
+    assert torch.equal(integer_division_as_eager("floor")(torch.tensor([7]), 2), torch.tensor([3]))
