@@ -145,6 +145,13 @@ def wrap(tx, value, source) -> VariableTracker:
                 wrap(tx, value.__self__, G.AttrSource(source, "__self__"))
                 guard(G.id_match(G.AttrSource(source, "__func__"), value.__func__))
             return AutogradFunctionApplyVariable(value, source)
+        if not isinstance(value.__func__, types.FunctionType) and source is not None:
+            # a C callable bound to an object (functools.lru_cache's wrapper as a method:
+            # transformers' ``logger.warning_once``): the function guarded where it is read,
+            # calling it is where the frame breaks
+            guard(G.id_match(G.AttrSource(source, "__func__"), value.__func__))
+            wrap(tx, value.__self__, G.AttrSource(source, "__self__"))
+            return OpaqueCallableVariable(value, source, f"call to unknown C method {describe(value.__func__)}")
         raise_if_unsupported_method(value)
         attr = (lambda name: G.AttrSource(source, name)) if source is not None else (lambda name: None)
         return UserMethodVariable(wrap(tx, value.__func__, attr("__func__")), wrap(tx, value.__self__, attr("__self__")))

@@ -7,6 +7,7 @@ overriding ``__call__``, ``is_compiling()``, decorators reading ``fn.__code__`` 
 import collections
 import copy
 import dataclasses
+import functools
 import inspect
 from typing import Optional
 
@@ -628,3 +629,33 @@ def test_super_call_of_a_module_crosses_a_break():
         assert_same(f(x), compiled(x))
     counts = minidynamo.counters.snapshot()
     assert counts.get("fallbacks", 0) == 0, counts["fallback_reasons"]
+
+
+class OnceLogger:
+    """transformers' ``Logger.warning_once``: a method that is an ``functools.lru_cache`` wrapper."""
+
+    @functools.lru_cache(None)
+    def warning_once(self, message):
+        print("warning:", message)
+
+
+LOGGER = OnceLogger()
+
+
+def test_a_lru_cache_method_call_breaks_the_graph_instead_of_the_frame(capsys):
+    """Reading ``LOGGER.warning_once`` used to refuse the frame ("a _lru_cache_wrapper
+    descriptor": GPT-2's loss ran eagerly); its ``__get__`` is C that binds it, so it is read,
+    and its call (a side effect) is where the frame breaks."""
+    def f(x):
+        y = x.sin() * 2
+        LOGGER.warning_once("once")
+        return y.cos() + 1
+
+    minidynamo.reset()
+    x = torch.ones(3)
+    compiled = minidynamo.optimize("eager")(f)
+    for _ in range(2):
+        assert torch.equal(compiled(x), f(x))
+    assert capsys.readouterr().out == "warning: once\n"
+    assert not minidynamo.counters.snapshot().get("fallback_reasons")
+    assert any("warning_once" in r for r in minidynamo.counters.snapshot().get("break_reasons", []))

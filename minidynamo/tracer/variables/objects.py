@@ -108,9 +108,12 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_
     return None
 
 
-# Descriptors whose __get__ only reads a field or binds a C function (no user code runs).
+# Descriptors whose __get__ only reads a field or binds a C function (no user code runs);
+# ``functools.lru_cache``'s wrapper binds itself to the instance in C (a method of the cache:
+# transformers' ``Logger.warning_once``), calling it is a call like any other.
 HARMLESS_DESCRIPTORS = (types.MemberDescriptorType, types.GetSetDescriptorType, types.MethodDescriptorType,
-                        types.WrapperDescriptorType, types.BuiltinFunctionType, types.ClassMethodDescriptorType)
+                        types.WrapperDescriptorType, types.BuiltinFunctionType, types.ClassMethodDescriptorType,
+                        functools._lru_cache_wrapper)
 
 
 class PythonModuleVariable(VariableTracker):
