@@ -100,8 +100,7 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
             or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm)
         if why is not None:
             raise NotOneGraph(why)
-        # (inference mode off for the one-time work: its meta and device probes read versions)
-        with dev.host_random_kept(), dev.function_modes_set_aside(), torch.inference_mode(False):
+        with dev.host_random_kept(), dev.function_modes_set_aside(), dev.outside_inference_mode():
             call = BridgedCall(gm, list(example_inputs), make_program, bool(cache_host_weights),
                                make_training)
         # trace_once: the C++ replay path in front (``replay_path``; None without the extension)

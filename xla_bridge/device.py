@@ -258,3 +258,16 @@ def function_modes_set_aside():
     finally:
         for mode in reversed(modes):
             torch._C._push_on_torch_function_stack(mode)
+
+
+@contextlib.contextmanager
+def outside_inference_mode():
+    """The bridge's one-time work (meta and device probes, which read version counters that
+    inference tensors lack) run outside ``torch.inference_mode``, grad mode kept as it is
+    (``inference_mode(False)`` alone turns it on)."""
+    if not torch.is_inference_mode_enabled():
+        yield
+        return
+    grad = torch.is_grad_enabled()
+    with torch.inference_mode(False), torch.set_grad_enabled(grad):
+        yield

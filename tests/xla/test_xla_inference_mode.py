@@ -12,7 +12,7 @@ import torch
 
 import minidynamo
 import xla_bridge
-from tests.xla.xla_testing import BACKENDS
+from tests.xla.xla_testing import BACKENDS, fresh  # noqa: F401  (autouse: caches and counters reset)
 
 
 def test_an_inference_mode_frame_is_captured_on_the_eager_backend():

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import minidynamo
 import xla_bridge
-from tests.xla.xla_testing import BACKENDS
+from tests.xla.xla_testing import BACKENDS, fresh  # noqa: F401  (autouse: caches and counters reset)
 
 
 class GatedMLP(torch.nn.Module):
