@@ -56,6 +56,10 @@ def apply(tx, fn, args: list) -> VariableTracker:
         result = _container_op(tx, fn, *args)     # before folding: lists, dicts, sets are mutable
         if result is not None:
             return result
+        if IN_PLACE_TO_PLAIN.get(fn, fn) in (operator.add, operator.mul) and any(map(_holds_mutable, args)):
+            # ``[a] * 3``, ``[a] + [a]``: the same item objects, not folded copies (folding would
+            # turn the inner lists into new, unrelated ones: ``a.append(1)`` then missed them)
+            return _sequence_op(tx, fn, args)
     if any(isinstance(a, NNModuleVariable) and _module_overrides(a, fn) for a in args):
         raise Unsupported(f"{fn.__name__} on a module whose class defines it in Python")
     if all(maybe_constant(a, NO_CONSTANT) is not NO_CONSTANT for a in args):
@@ -105,6 +109,13 @@ def _sequence_op(tx, fn, args):
             same = is_same(tx, a, b)
             return ConstantVariable(same if plain is operator.eq else not same)
     raise Unsupported(f"operator {fn.__name__} on {', '.join(type(a).__name__ for a in args)}")
+
+
+def _holds_mutable(vt) -> bool:
+    """A list or tuple with a list, dict or set among its items (at any depth), whose identity
+    a folded constant copy would lose."""
+    return isinstance(vt, BaseListVariable) and any(
+        isinstance(item, (ListVariable, DictVariable, SetVariable)) or _holds_mutable(item) for item in vt.items)
 
 
 def _sequence_kind(vt):
@@ -195,6 +206,8 @@ def identical_or_equal(tx, a, b) -> bool:
         return False
     ca, cb = maybe_constant(a, NO_CONSTANT), maybe_constant(b, NO_CONSTANT)
     if ca is not NO_CONSTANT and cb is not NO_CONSTANT:
+        if ca is cb:                      # identity first: ``nan in [nan]`` is True
+            return True
         refuse_user_dunders([ca, cb], "==")
         return ca == cb
     return is_same(tx, a, b)

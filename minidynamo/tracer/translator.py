@@ -25,7 +25,7 @@ from ..exc import NeedsItsFrame, Unsupported
 from . import operators, try_blocks
 from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
-from .variables.base import NullVariable, VariableTracker
+from .variables.base import NullVariable, VariableTracker, maybe_constant
 from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, ListVariable, SetVariable, SliceVariable, TupleVariable
 from .variables.functions import CO_GENERATOR, CO_GENERATOR_LIKE, BaseFunctionVariable, CellVariable, NestedFunctionVariable
@@ -445,7 +445,19 @@ class InstructionTranslatorBase:
         other = self.pop()
         self.stack[-inst.arg].method_update(self, other)
 
-    DICT_MERGE = DICT_UPDATE
+    def DICT_MERGE(self, inst):
+        """``f(**a, **b)``, ``f(k=1, **b)``: a call's keywords, so a key given twice or a key that
+        is not a string is the call's TypeError (the frame runs eagerly and raises it)."""
+        other, target = self.pop(), self.stack[-inst.arg]
+        keys = other.items if isinstance(other, DictVariable) else \
+            [maybe_constant(k, None) for k in other.unpack(self)]
+        if isinstance(target, DictVariable):
+            if any(not isinstance(k, str) for k in keys):
+                raise Unsupported("** keywords that are not strings (TypeError)")
+            twice = sorted(set(keys) & set(target.items))
+            if twice:
+                raise Unsupported(f"keyword argument {twice[0]!r} given twice (TypeError)")
+        target.method_update(self, other)
 
     def BUILD_SLICE(self, inst): self.push(SliceVariable(*self.popn(inst.arg), *([ConstantVariable(None)] * (3 - inst.arg))))
 

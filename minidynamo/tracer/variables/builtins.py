@@ -236,6 +236,8 @@ def _abs(tx, x):
 def _sum(tx, iterable, start=None):
     from ..operators import apply
 
+    if start is not None and isinstance(maybe_constant(start, None), (str, bytes, bytearray)):
+        raise Unsupported("sum() of strings or bytes (TypeError: sum() can't sum them)")
     total = start if start is not None else ConstantVariable(0)
     for item in _consumed_items(tx, iterable):
         total = apply(tx, operator.add, [total, item])

@@ -706,7 +706,13 @@ class SetVariable(MethodTable, VariableTracker):
 
     def method_update(self, tx, *others):
         for other in others:
-            self.values.update(_key(v) for v in other.unpack(tx))
+            real = other.values if isinstance(other, SetVariable) else maybe_constant(other, None)
+            if isinstance(real, (set, frozenset)):
+                # a set merges its table (the compiler's frozenset of a display ``{8, 3, 64}``):
+                # the order it iterates in is that table's, not the one of re-inserting items
+                self.values.update(real)
+            else:
+                self.values.update(_key(v) for v in other.unpack(tx))
         return ConstantVariable(None)
 
     def method_discard(self, tx, value):

@@ -1,0 +1,99 @@
+"""Python semantics the interpreter models, against CPython (a probe of 1,135 programs).
+
+Each case is compiled with the eager backend and compared with the plain function: values,
+identities of the lists it returns, and exceptions.
+"""
+
+import pytest
+import torch
+
+import minidynamo
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    minidynamo.reset()
+    yield
+    minidynamo.reset()
+
+
+def same_outcome(fn, *args):
+    def outcome(f):
+        try:
+            return "ok", f(*args)
+        except Exception as error:        # noqa: BLE001  (the error is the outcome)
+            return "raise", (type(error), str(error))
+    expected, actual = outcome(fn), outcome(minidynamo.optimize("eager")(fn))
+    assert expected[0] == actual[0], (expected, actual)
+    if expected[0] == "raise":
+        assert expected[1][0] is actual[1][0], (expected, actual)
+        return None
+    return expected[1], actual[1]
+
+
+def test_repeated_and_concatenated_lists_share_their_inner_lists():
+    """``[a] * 3`` folded as a constant made three new lists: ``a.append(1)`` then reached none
+    (the tensor op read the stale length)."""
+    def f(x):
+        a, b = [0], [1]
+        repeated, joined, summed = [a] * 3, [b] + [b], sum([[a], [b]], [])
+        a.append(1)
+        b.append(2)
+        return x * len(repeated[2]), repeated, joined, summed, repeated[0] is repeated[2], joined[0] is b
+
+    expected, actual = same_outcome(f, torch.ones(2))
+    assert torch.equal(actual[0], expected[0]) and actual[1:] == expected[1:]
+
+
+def test_a_shape_plus_a_tuple_is_still_a_size():
+    def f(x):
+        return type(x.shape + (1,)), type((1,) + x.shape), type(x.shape * 2), x.view(x.shape + (1,))
+
+    expected, actual = same_outcome(f, torch.ones(2, 3))
+    assert actual[:3] == expected[:3] == (torch.Size,) * 3
+
+
+def test_in_and_count_compare_by_identity_first():
+    def f(x):
+        nan = float("nan")
+        values = [1.0, nan]
+        return x + 1, nan in values, values.count(nan), float("nan") in values
+
+    expected, actual = same_outcome(f, torch.ones(1))
+    assert actual[1:] == expected[1:] == (True, 1, False)
+
+
+def test_a_set_display_iterates_in_cpythons_order():
+    """The compiler's frozenset is merged as a table (``set_update``), not re-inserted item by
+    item: ``list({8, 3, 64})`` is [8, 3, 64] in CPython."""
+    def f(x):
+        s = {8, 3, 64}
+        t = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta"}
+        return x + 1, list(s), list(t)
+
+    expected, actual = same_outcome(f, torch.ones(1))
+    assert actual[1:] == expected[1:]
+
+
+def g(**kwargs):
+    return kwargs
+
+
+@pytest.mark.parametrize("call", [
+    lambda: g(a=1, **{"a": 2}),
+    lambda: g(**{"a": 1}, **{"a": 2}),
+    lambda: g(**{1: 2}),
+    lambda: dict(**{"a": 1}, **{"a": 2}),
+])
+def test_keywords_given_twice_or_not_strings_raise_typeerror(call):
+    def f(x):
+        return x + 1, call()
+
+    assert same_outcome(f, torch.ones(1)) is None      # both raised TypeError
+
+
+def test_sum_of_strings_raises_typeerror():
+    def f(x):
+        return x + 1, sum(["a", "b"], "")
+
+    assert same_outcome(f, torch.ones(1)) is None
