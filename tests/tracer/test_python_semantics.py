@@ -97,3 +97,13 @@ def test_sum_of_strings_raises_typeerror():
         return x + 1, sum(["a", "b"], "")
 
     assert same_outcome(f, torch.ones(1)) is None
+
+
+def test_index_with_start_and_stop():
+    def f(x):
+        values = [1, 2, 1, 3, 1]
+        return x + 1, values.index(1, 1), values.index(1, -2), values.index(3, 0, 4)
+
+    expected, actual = same_outcome(f, torch.ones(1))
+    assert actual[1:] == expected[1:] == (2, 4, 3)
+    assert not minidynamo.counters.snapshot().get("fallback_reasons")

@@ -99,11 +99,13 @@ class BaseListVariable(MethodTable, VariableTracker):
 
         return make_iterator(tx, self)
 
-    def method_index(self, tx, value):
+    def method_index(self, tx, value, start=None, stop=None):
         from .. import operators
 
-        for i, item in enumerate(self.items):
-            if operators.identical_or_equal(tx, item, value):
+        bounds = slice(maybe_constant(start, None) if start is not None else None,
+                       maybe_constant(stop, None) if stop is not None else None)
+        for i in range(len(self.items))[bounds]:    # (start and stop as a slice reads them)
+            if operators.identical_or_equal(tx, self.items[i], value):
                 return ConstantVariable(i)
         raise Unsupported("list.index found nothing (an exception)")
 
