@@ -102,9 +102,10 @@ class BaseListVariable(MethodTable, VariableTracker):
     def method_index(self, tx, value, start=None, stop=None):
         from .. import operators
 
-        bounds = slice(maybe_constant(start, None) if start is not None else None,
-                       maybe_constant(stop, None) if stop is not None else None)
-        for i in range(len(self.items))[bounds]:    # (start and stop as a slice reads them)
+        start, stop = (None if v is None else maybe_constant(v, _NO) for v in (start, stop))
+        if not all(v is None or type(v) is int for v in (start, stop)):
+            raise Unsupported("list.index with start or stop not a known int")
+        for i in range(len(self.items))[start:stop]:    # (start and stop as a slice reads them)
             if operators.identical_or_equal(tx, self.items[i], value):
                 return ConstantVariable(i)
         raise Unsupported("list.index found nothing (an exception)")
