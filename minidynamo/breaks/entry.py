@@ -189,6 +189,13 @@ def _format(state, refs, jumps):
     return f"___result = format({CONVERSIONS[flags & 0x03]}({value}), {spec})", _after(state, refs, top, "___result")
 
 
+def _subscript(state, refs, jumps):
+    """BINARY_SUBSCR: container key -> container[key] (``y[y > 0]``: a shape the data decides)."""
+    top = len(state.stack) - 2
+    container, key = _value(refs, top, "container"), _value(refs, top + 1, "key")
+    return f"___result = {container}[{key}]", _after(state, refs, top, "___result")
+
+
 def _jump(state, refs, jumps):
     """POP_JUMP_*_IF_TRUE/FALSE, JUMP_IF_*_OR_POP: the truth eagerly, one resume per branch."""
     jumps_when, keeps = jumps[state.inst.name]
@@ -205,7 +212,8 @@ def _after(state, refs, base, result):
     return [(None, state.index + 1, [(s, refs.get(k)) for k, s in enumerate(state.stack[:base])] + [(("value",), result)])]
 
 
-_EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, "jump": _jump}
+_EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, "BINARY_SUBSCR": _subscript,
+          "jump": _jump}
 
 
 def _context_helpers(contexts):

@@ -12,6 +12,8 @@ Only instructions whose effect can be performed on real values by plain Python b
     CALL, CALL_FUNCTION_EX         the call is made eagerly (an inlined callee that could not
                                    be traced then runs as its own watched frame)
     FORMAT_VALUE                   f"{tensor}" formats the real value
+    BINARY_SUBSCR                  ``y[y > 0]`` indexes the real value (a boolean mask's result
+                                   has a shape only the data decides)
     POP_JUMP_*_IF_TRUE/FALSE,      the condition (``if x.sum() > 0``) is computed by the graph,
     JUMP_IF_*_OR_POP               its truth eagerly; each branch has its own resume function
 
@@ -67,7 +69,7 @@ JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack w
     "POP_JUMP_FORWARD_IF_FALSE": (False, False), "POP_JUMP_BACKWARD_IF_FALSE": (False, False),
     "JUMP_IF_TRUE_OR_POP": (True, True), "JUMP_IF_FALSE_OR_POP": (False, True),
 }
-BREAKABLE = {"CALL", "CALL_FUNCTION_EX", "FORMAT_VALUE", *JUMPS}
+BREAKABLE = {"CALL", "CALL_FUNCTION_EX", "FORMAT_VALUE", "BINARY_SUBSCR", *JUMPS}
 BACKWARD_JUMPS = {"JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "POP_JUMP_BACKWARD_IF_TRUE",
                   "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE"}
 

@@ -620,3 +620,21 @@ def test_zero_argument_super_after_a_break_finds_the_first_argument(capsys):
     """The resume function takes ``self`` as its first parameter, where super() looks."""
     run_both(build_through_super, inputs(3), capsys)
     assert counts(build_through_super, torch.ones(3)) == (3, 2, 0)
+
+
+def test_a_boolean_mask_subscript_breaks_the_graph_instead_of_the_frame():
+    """``y[y > 0]`` has a shape only the data decides (no meta kernel for ``nonzero``): the
+    subscript runs eagerly at a graph break (``BINARY_SUBSCR``), the rest is traced again;
+    before, the whole frame ran eagerly (real-model probe F6)."""
+    def f(x):
+        y = x * 2
+        z = y[y > 0]
+        return z.sum() + 1, z
+
+    compiled = minidynamo.optimize("eager")(f)
+    for x in (torch.tensor([1.0, -2.0, 3.0]), torch.tensor([-1.0, 2.0, -3.0, 4.0])):
+        got, want = compiled(x), f(x)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    snapshot = minidynamo.counters.snapshot()
+    assert not snapshot.get("fallback_reasons")
+    assert any("BINARY_SUBSCR" in r for r in snapshot.get("break_reasons", []))
