@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._device import _device_constructors
 from torch.utils._pytree import tree_map
 
 
@@ -26,6 +27,9 @@ class RedirectDevice(TorchFunctionMode):
         super().__init__()
         self.host = host
         self.target = target
+
+    def _means_host(self, device: torch.device) -> bool:
+        return device.type == self.host.type
 
     def _swap(self, value):
         if isinstance(value, torch.device) and value.type == self.host.type:
@@ -39,6 +43,8 @@ class RedirectDevice(TorchFunctionMode):
             return func(*args, **(kwargs or {}))
         args = tree_map(self._swap, args)
         kwargs = tree_map(self._swap, kwargs or {})
+        if func in _FACTORIES and kwargs.get("device") is None and self._means_host(torch.get_default_device()):
+            kwargs["device"] = self.target  # ``torch.zeros(3, 4)``: the default device, the host's
         if func in _DATA_CONSTRUCTORS and self.target.type == "meta" and _carries_data(args, kwargs):
             # A meta tensor has no data: made on the CPU and copied, the values stay in the
             # program (the copy is an op; its CPU operand, a constant of the recorded graph).
@@ -57,6 +63,10 @@ class RedirectDevice(TorchFunctionMode):
 
 # Constructors that take Python data (``torch.tensor([], device=x.device)``: Hugging Face's caches)
 _DATA_CONSTRUCTORS = frozenset({torch.tensor, torch.as_tensor, torch.asarray})
+# Factories that make a tensor from sizes alone (``torch.zeros``, ``arange``, ``rand``, ...): without
+# a ``device`` they make it on the default device, which in a host program is the host. (A data
+# constructor without one stays a host constant, copied in where it is used.)
+_FACTORIES = frozenset(_device_constructors()) - _DATA_CONSTRUCTORS
 
 
 _INDEXING = frozenset({torch.Tensor.__getitem__, torch.Tensor.__setitem__})

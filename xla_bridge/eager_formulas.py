@@ -99,13 +99,19 @@ def cumsum_as_eager(x, dim, *, dtype=None):
 
 def _arithmetic_shift(op, in_place=False):
     """``x >> k`` of a signed integer as eager's arithmetic shift (XLA shifts a negative value's
-    bits in as zeros: ``-1 >> 1`` gives 0, eager -1): a negative x is ``~(~x >> k)``."""
+    bits in as zeros: ``-1 >> 1`` gives 0, eager -1): a negative x is ``~(~x >> k)``. A tensor
+    ``k`` shifts through ``bitwise_right_shift``: torch_xla's ``__rshift__.Tensor`` lowering
+    swaps its operands (``[-50, 50] >> [1, 2]`` gave [0, 0])."""
+    swapped = op in (_aten.__rshift__.Tensor, _aten.__irshift__.Tensor)
+    if swapped:
+        op = _aten.bitwise_right_shift.Tensor
+
     def shift(x, k):
-        if reentry.active or not isinstance(x, torch.Tensor) or not x.dtype.is_signed \
-                or x.is_floating_point() or x.is_complex():
+        if reentry.active or not isinstance(x, torch.Tensor) or x.is_floating_point() or x.is_complex() \
+                or x.dtype == torch.bool or not (x.dtype.is_signed or swapped):
             return NotImplemented
         with lowered():
-            result = torch.where(x < 0, ~op(~x, k), op(x, k))
+            result = torch.where(x < 0, ~op(~x, k), op(x, k)) if x.dtype.is_signed else op(x, k)
         return x.copy_(result) if in_place else result
     return shift
 

@@ -132,3 +132,20 @@ def test_a_composite_formula_on_the_training_path(backend):
     actual.backward()
     torch.testing.assert_close(actual, expected)
     torch.testing.assert_close(a2.grad, a.grad)
+
+
+SHIFTS = {
+    "int32 >> tensor": lambda x, k: (x.int() - 150) >> k,
+    "int64 >>= tensor": lambda x, k: (x.long() - 150).__irshift__(k.long()),
+    "uint8 >> tensor": lambda x, k: x.to(torch.uint8) >> k.to(torch.uint8),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", SHIFTS)
+def test_a_right_shift_by_a_tensor_argument_is_eagers(backend, case):
+    """torch_xla's ``__rshift__.Tensor`` lowering swaps its operands (``[-50, 50] >> [1, 2]`` gave
+    [0, 0]); the shift formula shifts through ``bitwise_right_shift``, which it lowers right."""
+    x, k = T([100., 200., 2.]), T([1, 2, 3], dtype=torch.int32)
+    fn = SHIFTS[case]
+    assert torch.equal(minidynamo.optimize(backend)(fn)(x, k), fn(x, k))
