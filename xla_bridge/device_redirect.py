@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._device import _device_constructors
 from torch.utils._pytree import tree_map
 
 
@@ -63,10 +62,12 @@ class RedirectDevice(TorchFunctionMode):
 
 # Constructors that take Python data (``torch.tensor([], device=x.device)``: Hugging Face's caches)
 _DATA_CONSTRUCTORS = frozenset({torch.tensor, torch.as_tensor, torch.asarray})
-# Factories that make a tensor from sizes alone (``torch.zeros``, ``arange``, ``rand``, ...): without
-# a ``device`` they make it on the default device, which in a host program is the host. (A data
-# constructor without one stays a host constant, copied in where it is used.)
-_FACTORIES = frozenset(_device_constructors()) - _DATA_CONSTRUCTORS
+# Factories whose values are exact wherever they are made (``torch.zeros(3, 4)``, ``torch.full``,
+# an integer ``arange``): without a ``device`` they make their tensor on the default device, which
+# in a host program is the host. Those that compute values (``linspace``: XLA's lowering rounds
+# otherwise, ``(linspace(0, 1, 4) * 3).long()`` differed), random ones and data constructors stay
+# host constants, copied in where they are used.
+_FACTORIES = frozenset({torch.zeros, torch.ones, torch.empty, torch.full, torch.eye, torch.empty_strided})
 
 
 _INDEXING = frozenset({torch.Tensor.__getitem__, torch.Tensor.__setitem__})

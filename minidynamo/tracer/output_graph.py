@@ -193,6 +193,11 @@ class OutputGraph:
             if scalars is None:
                 raise
             return self.call_op(kind, target, *scalars, device=device, example_fn=example_fn)
+        itself = _returns_an_argument_itself(target, example, example_args, probe)
+        if itself is not None:
+            # ``F.dropout(t, p, training=False)`` is ``t`` itself in eager: a write to one is a
+            # write to the other (a device op would answer with a copy)
+            return args[itself]
         example = meta_examples(example)
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
         node.meta["draws_random"] = probe.draws_random
@@ -308,3 +313,12 @@ def _method_caller(name: str):
 
 def _accepts_device(target) -> bool:
     return target in FACTORIES
+
+
+def _returns_an_argument_itself(target, example, example_args, probe):
+    """The position of the tensor argument an op returned as its very result object (no write,
+    no draw, not an in-place op, whose result is its argument after the write), or None."""
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if not isinstance(example, torch.Tensor) or probe.written or probe.draws_random or name.endswith("_"):
+        return None
+    return next((i for i, e in enumerate(example_args) if e is example), None)

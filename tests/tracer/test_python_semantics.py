@@ -107,3 +107,23 @@ def test_index_with_start_and_stop():
     expected, actual = same_outcome(f, torch.ones(1))
     assert actual[1:] == expected[1:] == (2, 4, 3)
     assert not minidynamo.counters.snapshot().get("fallback_reasons")
+
+
+@pytest.mark.parametrize("backend", ["eager", "torchxla_trace_once"])
+def test_an_op_that_returns_its_argument_itself_is_that_argument(backend):
+    """Fuzz seed 220 i5: ``F.dropout(t, p, training=False)`` is ``t`` itself in eager, so a later
+    ``t.add_(...)`` changes what it returned too; recorded as an op, the device answered with a
+    copy that kept the old values. Such a result is now the argument's own tracker."""
+    if backend != "eager":
+        from xla_bridge import device as dev
+        dev.xla_device()
+
+    def f(x):
+        t = torch.relu(x)
+        same = torch.nn.functional.dropout(t, 0.3, False)
+        t.add_(same)
+        return same, same is t
+
+    x = torch.randn(2, 3)
+    (got, got_same), (want, want_same) = minidynamo.optimize(backend)(f)(x), f(x)
+    assert torch.equal(got, want) and got_same is want_same is True

@@ -1,6 +1,6 @@
-"""A factory without a device (``torch.zeros(3, 4)``, ``torch.arange(4)``) in a host program means
-the host, which the bridge runs on the device: ``device_redirect`` gives it the device the graph
-runs on. Before, such a graph ran eagerly on both XLA backends (its meta run mixed a CPU tensor
+"""A factory without a device (``torch.zeros(3, 4)``, ``torch.full``) in a host program means the
+host, which the bridge runs on the device: ``device_redirect`` gives it the device the graph runs
+on (factories whose values are exact anywhere; ``linspace`` and random ones stay host constants). Before, such a graph ran eagerly on both XLA backends (its meta run mixed a CPU tensor
 with meta ones: "Tensor on device meta is not on the expected device cpu").
 """
 
@@ -14,7 +14,7 @@ from tests.xla.xla_testing import BACKENDS, fresh  # noqa: F401  (autouse: cache
 PROGRAMS = {
     "zeros + x": lambda w, i: torch.zeros(3, 4) + w * 2,
     "scatter_add into zeros": lambda w, i: torch.zeros(3, 4).scatter_add(0, i, w),
-    "arange * x": lambda w, i: torch.arange(4) * w,
+    "ones(4) * x": lambda w, i: torch.ones(4) * w,
     "ones.cumsum * x": lambda w, i: torch.ones(3, 4).cumsum(0) * w,
     "full and eye": lambda w, i: torch.full((3, 4), 0.5) * w + torch.eye(3, 4),
 }
