@@ -142,9 +142,11 @@ def _empty_input_to_a_shuffle(gm):
     for node in gm.graph.nodes:
         name = op_name(node.target)
         if node.op in ("call_function", "call_method") and name in _EMPTY_INPUT_LOWERINGS:
-            value = node.args[0].meta.get("example_value") if node.args and isinstance(node.args[0], torch.fx.Node) else None
+            first = node.args[0] if node.args else None
+            value = first.meta.get("example_value") if isinstance(first, torch.fx.Node) else None
             if isinstance(value, torch.Tensor) and value.numel() == 0:
-                return f"{name} of an empty tensor: torch_xla's lowering divides by or reshapes into its zero size"
+                return (f"{name} of an empty tensor: torch_xla's lowering divides by or reshapes into "
+                        "its zero size")
     return None
 
 

@@ -27,9 +27,6 @@ class RedirectDevice(TorchFunctionMode):
         self.host = host
         self.target = target
 
-    def _means_host(self, device: torch.device) -> bool:
-        return device.type == self.host.type
-
     def _swap(self, value):
         if isinstance(value, torch.device) and value.type == self.host.type:
             return self.target
@@ -42,7 +39,8 @@ class RedirectDevice(TorchFunctionMode):
             return func(*args, **(kwargs or {}))
         args = tree_map(self._swap, args)
         kwargs = tree_map(self._swap, kwargs or {})
-        if func in _FACTORIES and kwargs.get("device") is None and self._means_host(torch.get_default_device()):
+        if func in _FACTORIES and kwargs.get("device") is None \
+                and torch.get_default_device().type == self.host.type:
             kwargs["device"] = self.target  # ``torch.zeros(3, 4)``: the default device, the host's
         if func in _DATA_CONSTRUCTORS and self.target.type == "meta" and _carries_data(args, kwargs):
             # A meta tensor has no data: made on the CPU and copied, the values stay in the
