@@ -115,8 +115,8 @@ static PyTypeObject ArgumentReaderType = {
  * While the full guard runs, it notes every dict it read through (note) and every object
  * whose __dict__ it used (note_owner); when the guard passes it commits, keeping the values
  * the cheap path needs.  valid() then says whether every noted dict still has the noted tag
- * and every owner still has that __dict__ (and every noted object its type): if so each read through them would give the same
- * objects again, and the checks decided by identity need not run.  begin() returns a token
+ * and every owner still has that __dict__ (and every noted object its type): if so each read
+ * through them would give the same objects again, and the checks decided by identity need not run.  begin() returns a token
  * that commit() must present, so that of two threads interleaving only a guard whose notes
  * are complete can commit.  note(x, 1) insists that x
  * be a dict or a tuple (a container whose contents the memo vouches for); anything else
@@ -132,12 +132,21 @@ typedef struct {
     PyObject *dict;
 } NotedOwner;
 
+/* An object whose __dict__ the guard read through: that dict, its tag, and (folded in at commit
+ * when the object's type was noted too) its type; valid() checks all three in one visit. */
+typedef struct {
+    PyObject *owner;
+    PyObject *dict;
+    uint64_t tag;
+    PyObject *type;               /* NULL: the type is not checked here */
+} NotedInstance;
+
 typedef struct {
     NotedDict *dicts;
     Py_ssize_t n_dicts, cap_dicts;
-    NotedOwner *owners;           /* (object, its __dict__) */
+    NotedInstance *owners;        /* (object, its __dict__, the dict's tag, its type) */
     Py_ssize_t n_owners, cap_owners;
-    NotedOwner *types;            /* (object, its type) */
+    NotedOwner *types;            /* (object, its type), for objects not among the owners */
     Py_ssize_t n_types, cap_types;
 } Notes;
 
@@ -155,6 +164,7 @@ static void notes_clear(Notes *notes) {
     for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
         Py_CLEAR(notes->owners[i].owner);
         Py_CLEAR(notes->owners[i].dict);
+        Py_CLEAR(notes->owners[i].type);
     }
     for (Py_ssize_t i = 0; i < notes->n_types; i++) {
         Py_CLEAR(notes->types[i].owner);
@@ -169,7 +179,8 @@ static void notes_free(Notes *notes) {
     PyMem_Free(notes->owners);
     PyMem_Free(notes->types);
     notes->dicts = NULL;
-    notes->owners = notes->types = NULL;
+    notes->owners = NULL;
+    notes->types = NULL;
     notes->cap_dicts = notes->cap_owners = notes->cap_types = 0;
 }
 
@@ -243,10 +254,19 @@ static PyObject *DictMemo_note_owner(DictMemo *self, PyObject *const *args, Py_s
         Py_RETURN_NONE;
     }
     Notes *notes = &self->pending;
-    if (pairs_add(&notes->owners, &notes->n_owners, &notes->cap_owners, args[0], args[1]) < 0)
-        return PyErr_NoMemory();
-    if (notes_add_dict(notes, args[1]) < 0)
-        return NULL;
+    if (notes->n_owners == notes->cap_owners) {
+        Py_ssize_t cap = notes->cap_owners ? 2 * notes->cap_owners : 16;
+        NotedInstance *grown = PyMem_Realloc(notes->owners, cap * sizeof(NotedInstance));
+        if (grown == NULL)
+            return PyErr_NoMemory();
+        notes->owners = grown;
+        notes->cap_owners = cap;
+    }
+    NotedInstance *noted = &notes->owners[notes->n_owners++];
+    noted->owner = Py_NewRef(args[0]);
+    noted->dict = Py_NewRef(args[1]);
+    noted->tag = ((PyDictObject *)args[1])->ma_version_tag;
+    noted->type = NULL;
     Py_RETURN_NONE;
 }
 
@@ -255,6 +275,36 @@ static PyObject *DictMemo_note_type(DictMemo *self, PyObject *obj) {
     if (pairs_add(&notes->types, &notes->n_types, &notes->cap_types, obj, (PyObject *)Py_TYPE(obj)) < 0)
         return PyErr_NoMemory();
     Py_RETURN_NONE;
+}
+
+static int by_owner(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)((const NotedOwner *)a)->owner, y = (uintptr_t)((const NotedOwner *)b)->owner;
+    return (x > y) - (x < y);
+}
+
+/* Move each noted type onto its object's owner record, so that valid() visits the object once.
+ * A type noted for an object that is not an owner (or noted twice) stays in `types`. */
+static void notes_fold_types(Notes *notes) {
+    if (notes->n_types == 0 || notes->n_owners == 0)
+        return;
+    qsort(notes->types, notes->n_types, sizeof(NotedOwner), by_owner);
+    for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
+        NotedInstance *noted = &notes->owners[i];
+        NotedOwner key = {noted->owner, NULL};
+        NotedOwner *found = bsearch(&key, notes->types, notes->n_types, sizeof(NotedOwner), by_owner);
+        if (found != NULL && found->dict != NULL && noted->type == NULL) {
+            noted->type = found->dict;   /* the reference moves to the owner record */
+            found->dict = NULL;
+        }
+    }
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < notes->n_types; i++) {
+        if (notes->types[i].dict == NULL)
+            Py_DECREF(notes->types[i].owner);
+        else
+            notes->types[kept++] = notes->types[i];
+    }
+    notes->n_types = kept;
 }
 
 static PyObject *DictMemo_commit(DictMemo *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -275,6 +325,7 @@ static PyObject *DictMemo_commit(DictMemo *self, PyObject *const *args, Py_ssize
         notes_clear(&self->pending);
         Py_RETURN_FALSE;
     }
+    notes_fold_types(&self->pending);
     Notes old = self->active;
     self->active = self->pending;
     self->pending = old;
@@ -299,11 +350,20 @@ static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
         Py_RETURN_FALSE;
     Notes *notes = &self->active;
     for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
-        PyObject **slot = dict_slot(notes->owners[i].owner);
-        if (slot == NULL || *slot != notes->owners[i].dict) {
+        const NotedInstance *noted = &notes->owners[i];
+        if (i + 8 < notes->n_owners) {
+            __builtin_prefetch(notes->owners[i + 8].owner);
+            __builtin_prefetch(notes->owners[i + 8].dict);
+        }
+        if (noted->type != NULL && (PyObject *)Py_TYPE(noted->owner) != noted->type)
+            Py_RETURN_FALSE;
+        PyObject **slot = dict_slot(noted->owner);
+        if (slot == NULL || *slot != noted->dict) {
             PyErr_Clear();
             Py_RETURN_FALSE;
         }
+        if (((PyDictObject *)noted->dict)->ma_version_tag != noted->tag)
+            Py_RETURN_FALSE;
     }
     for (Py_ssize_t i = 0; i < notes->n_dicts; i++) {
         if (i + 16 < notes->n_dicts)   /* the dicts lie all over the heap: ask for them early */
@@ -337,6 +397,7 @@ static int DictMemo_traverse(DictMemo *self, visitproc visit, void *arg) {
         for (Py_ssize_t i = 0; i < all[n]->n_owners; i++) {
             Py_VISIT(all[n]->owners[i].owner);
             Py_VISIT(all[n]->owners[i].dict);
+            Py_VISIT(all[n]->owners[i].type);
         }
         for (Py_ssize_t i = 0; i < all[n]->n_types; i++) {
             Py_VISIT(all[n]->types[i].owner);

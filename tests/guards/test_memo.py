@@ -45,6 +45,8 @@ CHANGES = {
     "a shadowing instance attribute": lambda net: net.__dict__.__setitem__("layers", torch.nn.ReLU()),
     "a whole new __dict__": lambda net: setattr(net, "__dict__", {**net.__dict__, "scale": 5.0}),
     "another class": lambda net: setattr(net, "__class__", type("Other", (Net,), {})),
+    "a submodule of another class": lambda net: setattr(net.layers[0], "__class__",
+                                                        type("OtherLinear", (torch.nn.Linear,), {})),
     "a _parameters entry written directly": lambda net: net.__dict__["_parameters"].__setitem__("layers", torch.nn.Parameter(torch.ones(1))),
 }
 
@@ -106,3 +108,23 @@ def test_a_commit_from_an_interrupted_guard_is_refused():
     third = memo.begin()
     memo.note([], True)                # not a container the memo can vouch for
     assert memo.commit((), third) is False and not memo.valid()
+
+
+def test_a_noted_type_is_checked_with_its_owner_and_alone():
+    """A type noted for an object whose __dict__ was noted too is checked in the same visit;
+    one noted for any other object is checked on its own: both count."""
+    from guards import native
+
+    if native.DictMemo is None:
+        return
+    memo, owner, loner = native.DictMemo(), Net(), Net()
+    token = memo.begin()
+    memo.note_type(owner)
+    memo.note_owner(owner, owner.__dict__)
+    memo.note_type(loner)
+    assert memo.commit((), token) is True and memo.valid()
+    for obj in (owner, loner):
+        obj.__class__ = type("Other", (Net,), {})
+        assert not memo.valid()
+        obj.__class__ = Net
+        assert memo.valid()
