@@ -7,7 +7,8 @@
 interleaved in one process; median of repeats.  Overhead = call cost - eager cost.
 (c) resnet18's and BERT_pytorch's forward guard check alone: minidynamo's guard function vs the C++
 guard tree of torch.compile's cache entry (by default, and with every tensor checked, as ours
-does), then three changes each guard should see (a weight's ``.data`` replaced, its
+does), warm (checks back to back) and cold (each right after a sweep that empties the caches, as
+the model's own run does between two calls on the hit path), then three changes each guard should see (a weight's ``.data`` replaced, its
 ``requires_grad`` flipped, a forward hook registered on a submodule) and which guards see them.
 Then where a minidynamo hit spends its time.
 Only this benchmark may import torch._dynamo (for the peer).
@@ -61,6 +62,28 @@ def interleaved_medians(variants: dict[str, Callable[[], object]], n: int, repea
         for name, call in variants.items():
             samples[name].append(per_call_ns(call, n))
     return {name: summary(values) for name, values in samples.items()}
+
+
+# Twice this machine's last-level cache (32 MB L3): a sweep through it leaves the caches and the
+# TLB holding none of what a guard reads, as a model's forward does between two calls.
+SWEEP_MB = 64
+
+
+def cold_medians(variants: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median ns of one call of each variant made right after a sweep through ``SWEEP_MB`` of
+    memory (timed one call at a time; the median of an empty call, timed the same way, is
+    subtracted). A guard on the hit path meets its objects cold: the model ran in between."""
+    sweep = torch.ones(SWEEP_MB * 2**20 // 4)
+    calls = {"(empty)": lambda: None, **variants}
+    samples: dict[str, list[int]] = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            sweep.sum()
+            start = time.perf_counter_ns()
+            call()
+            samples[name].append(time.perf_counter_ns() - start)
+    empty = statistics.median(samples.pop("(empty)"))
+    return {name: statistics.median(values) - empty for name, values in samples.items()}
 
 
 def call_variants(fn, args) -> dict[str, Callable[[], object]]:
@@ -186,6 +209,14 @@ def guard_check(name: str, build, repeats: int) -> dict[str, float]:
     print(f"  ratio minidynamo / torch.compile (all tensors) = "
           f"{best['minidynamo guard_fn'] / best['torch.compile (all tensors)']:.2f} (best), "
           f"{medians['minidynamo guard_fn'] / medians['torch.compile (all tensors)']:.2f} (median)")
+    cold = cold_medians(checks, repeats=3 * repeats)
+    for manager in (default_manager, strict_manager):
+        _passing(manager, f_locals)
+    print(f"  cold (each check right after a {SWEEP_MB} MB sweep, as after a forward; median of {3 * repeats}):")
+    for label, ns in cold.items():
+        print(f"  {label:28s} {ns / 1000:8.2f} us")
+    print(f"  ratio minidynamo / torch.compile (default) = {best['minidynamo guard_fn'] / best['torch.compile (default)']:.2f} "
+          f"(warm, best), {cold['minidynamo guard_fn'] / cold['torch.compile (default)']:.2f} (cold)")
     # What each guard sees: a weight deep in the module tree changed in place (no module dict
     # changes), and a forward hook registered on the module that holds it.
     name, weight = max(((n, p) for n, p in model.named_parameters() if p.dim() >= 2), key=lambda np: np[0].count("."))
