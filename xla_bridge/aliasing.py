@@ -41,6 +41,10 @@ class HostView:
     base_size: tuple
     base_stride: tuple
     itself: bool = False        # the argument object itself (``x.contiguous()``), not a view of it
+    # Eager's view was written through after it was made, under no_grad, of a tensor that
+    # requires grad: autograd then refuses to rebase it, and its ``.grad_fn`` (``.is_leaf``,
+    # ``.backward()``) raises. Made before the write-back, the host's view raises the same.
+    made_before_writes: bool = False
 
     def fits(self, base: torch.Tensor) -> bool:
         return base.shape == self.base_size and torch.Tensor.stride(base) == self.base_stride
@@ -182,6 +186,15 @@ def _output_view(leaf, base, base_k, base_laid_out) -> "OutputView | None":
     return OutputView(base_k, tuple(leaf.shape), leaf.stride(), leaf.storage_offset())
 
 
+def _grad_fn_raises(view: torch.Tensor) -> bool:
+    """Whether autograd refuses ``view.grad_fn`` (the meta run made it as eager makes it)."""
+    try:
+        view.grad_fn
+    except RuntimeError:
+        return True
+    return False
+
+
 def analyse_memory(program, args) -> MemoryPlan:
     """How the outputs of ``program(*args)`` and its in-place updates touch the arguments."""
     metas = [_meta_like(a) for a in args]
@@ -225,7 +238,8 @@ def analyse_memory(program, args) -> MemoryPlan:
         if id(leaf) not in view_of_leaf:  # a view returned twice: one HostView, rebuilt once
             view_of_leaf[id(leaf)] = HostView(position, tuple(leaf.shape), leaf.stride(),
                                               leaf.storage_offset() - base.storage_offset(),
-                                              tuple(base.shape), base.stride(), leaf is base)
+                                              tuple(base.shape), base.stride(), leaf is base,
+                                              leaf is not base and _grad_fn_raises(leaf))
         views[k] = view_of_leaf[id(leaf)]
     written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
                     if isinstance(m, torch.Tensor) and m._version != v)

@@ -407,6 +407,8 @@ class BridgedCall:
                 dev.wait_device()
         self._arm_native()
         with timing.phase("transfer_out"):
+            made = {view: view.of(args[view.position]) for view in self.views.values()
+                    if view.made_before_writes}     # in eager's order: see HostView
             written_on_host = [p for p in self.program.mutated if p in self.host_set]
             if written_on_host:
                 self.host_inputs.write_back(written_on_host, args, device_args)
@@ -416,7 +418,7 @@ class BridgedCall:
                 if position in self.host_set and position not in self.program.mutated \
                         and not args[position].is_inference():     # (which has no version)
                     torch.autograd.graph.increment_version(args[position])
-            out = self._outputs(leaves, args)
+            out = self._outputs(leaves, args, made)
         return pytree.tree_unflatten(out, self.program.treespec)
 
     def _device_args(self, args):
@@ -444,14 +446,14 @@ class BridgedCall:
                 return f"argument {position}, which an output views, changed shape or strides"
         return None
 
-    def _outputs(self, leaves, args) -> list:
+    def _outputs(self, leaves, args, made) -> list:
         """Leaves for the caller: views of arguments rebuilt on the caller's own tensors (after
-        the write-back), device results moved to the host once each when the inputs came
-        from the host (a repeated output stays one tensor)."""
+        the write-back, unless ``made`` already holds them), device results moved to the host
+        once each when the inputs came from the host (a repeated output stays one tensor)."""
         out = [_unwrapped(leaf) for leaf in leaves]
         for k, position in self.program.argument_leaves.items():
             out[k] = args[position]
-        made = {}                             # one tensor per HostView (a view returned twice)
+        made = dict(made)                     # one tensor per HostView (a view returned twice)
         for k, view in self.views.items():
             if view not in made:
                 made[view] = view.of(args[view.position])

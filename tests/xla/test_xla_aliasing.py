@@ -387,3 +387,57 @@ def test_results_come_home_as_plain_tensors(backend, program):
         assert not torch._is_functional_tensor(got)
         torch.testing.assert_close(torch.from_numpy(got.numpy()), program(x), rtol=1e-5, atol=1e-5)
     minidynamo.reset()
+
+
+def _grad_fn_or_error(t):
+    try:
+        return ("grad_fn", type(t.grad_fn).__name__)
+    except RuntimeError as error:
+        return ("raises", str(error)[:40])
+
+
+WRITES_AND_VIEWS = {   # under no_grad, of an argument that requires grad
+    "written through the view after it": lambda x: _write_through(x),
+    "the same data written back after it": lambda x: _copy_self(x),
+    "written before the view was made": lambda x: _write_then_view(x),
+    "the base written after the view": lambda x: _view_then_write_base(x),
+}
+
+
+def _write_through(x):
+    view = x[:, 1:]
+    view.mul_(2)
+    return view
+
+
+def _copy_self(x):
+    view = x[:, 1:]
+    view.copy_(view)          # no value changes, but eager counts the write
+    return view
+
+
+def _write_then_view(x):
+    x.add_(1)
+    return x[:, 1:]
+
+
+def _view_then_write_base(x):
+    view = x[1:]
+    x.add_(1)
+    return view
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("program", WRITES_AND_VIEWS.values(), ids=WRITES_AND_VIEWS)
+def test_a_no_grad_view_written_after_it_was_made_refuses_its_grad_fn_as_eager(backend, program):
+    """Eager: a view made under no_grad of a tensor that requires grad, then written in place
+    (through it or its base), raises on ``.grad_fn``; one made after the write does not. The
+    host's view of the argument is made in eager's order relative to the write-back."""
+    leaf = torch.randn(3, 4, requires_grad=True)
+    with torch.no_grad():
+        compiled = compile_with(backend, program, [leaf.detach().clone().requires_grad_()])
+        x_eager, x_ours = (leaf.detach().clone().requires_grad_() for _ in range(2))
+        expected, got = program(x_eager), compiled(x_ours)
+    assert_same(got.data, expected.data)        # (.data: comparing reads no grad_fn)
+    assert_same(x_ours.data, x_eager.data)
+    assert _grad_fn_or_error(got) == _grad_fn_or_error(expected)
