@@ -8,8 +8,9 @@ interleaved in one process; median of repeats.  Overhead = call cost - eager cos
 (c) resnet18's and BERT_pytorch's forward guard check alone: minidynamo's guard function vs the C++
 guard tree of torch.compile's cache entry (by default, and with every tensor checked, as ours
 does), warm (checks back to back) and cold (each right after a sweep that empties the caches, as
-the model's own run does between two calls on the hit path), then three changes each guard should see (a weight's ``.data`` replaced, its
-``requires_grad`` flipped, a forward hook registered on a submodule) and which guards see them.
+the model's own run does between two calls on the hit path), then three changes each guard
+should see (a weight's ``.data`` replaced, its ``requires_grad`` flipped, a forward hook
+registered on a submodule) and which guards see them.
 Then where a minidynamo hit spends its time.
 Only this benchmark may import torch._dynamo (for the peer).
 """
@@ -212,11 +213,13 @@ def guard_check(name: str, build, repeats: int) -> dict[str, float]:
     cold = cold_medians(checks, repeats=3 * repeats)
     for manager in (default_manager, strict_manager):
         _passing(manager, f_locals)
-    print(f"  cold (each check right after a {SWEEP_MB} MB sweep, as after a forward; median of {3 * repeats}):")
+    print(f"  cold (each check right after a {SWEEP_MB} MB sweep, as after a forward; "
+          f"median of {3 * repeats}):")
     for label, ns in cold.items():
         print(f"  {label:28s} {ns / 1000:8.2f} us")
-    print(f"  ratio minidynamo / torch.compile (default) = {best['minidynamo guard_fn'] / best['torch.compile (default)']:.2f} "
-          f"(warm, best), {cold['minidynamo guard_fn'] / cold['torch.compile (default)']:.2f} (cold)")
+    ours, peer = "minidynamo guard_fn", "torch.compile (default)"
+    print(f"  ratio minidynamo / torch.compile (default) = {best[ours] / best[peer]:.2f} (warm, best), "
+          f"{cold[ours] / cold[peer]:.2f} (cold)")
     # What each guard sees: a weight deep in the module tree changed in place (no module dict
     # changes), and a forward hook registered on the module that holds it.
     name, weight = max(((n, p) for n, p in model.named_parameters() if p.dim() >= 2), key=lambda np: np[0].count("."))

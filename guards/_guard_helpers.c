@@ -116,9 +116,9 @@ static PyTypeObject ArgumentReaderType = {
  * whose __dict__ it used (note_owner); when the guard passes it commits, keeping the values
  * the cheap path needs.  valid() then says whether every noted dict still has the noted tag
  * and every owner still has that __dict__ (and every noted object its type): if so each read
- * through them would give the same objects again, and the checks decided by identity need not run.  begin() returns a token
- * that commit() must present, so that of two threads interleaving only a guard whose notes
- * are complete can commit.  note(x, 1) insists that x
+ * through them would give the same objects again, and the checks decided by identity need not
+ * run.  begin() returns a token that commit() must present, so that of two threads
+ * interleaving only a guard whose notes are complete can commit.  note(x, 1) insists that x
  * be a dict or a tuple (a container whose contents the memo vouches for); anything else
  * makes the commit fail, and the memo stays invalid (the full guard always runs).
  */
@@ -278,7 +278,8 @@ static PyObject *DictMemo_note_type(DictMemo *self, PyObject *obj) {
 }
 
 static int by_owner(const void *a, const void *b) {
-    uintptr_t x = (uintptr_t)((const NotedOwner *)a)->owner, y = (uintptr_t)((const NotedOwner *)b)->owner;
+    uintptr_t x = (uintptr_t)((const NotedOwner *)a)->owner;
+    uintptr_t y = (uintptr_t)((const NotedOwner *)b)->owner;
     return (x > y) - (x < y);
 }
 
