@@ -42,7 +42,8 @@ from .guard import (
 )
 from .source import (
     AttrSource, AutocastSource, BuiltinSource, ClassSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
-    GlobalSource, GradModeSource, ItemSource, LocalSource, Source, CallSource, NamespaceSource, TorchStateSource,
+    GlobalSource, GradModeSource, HeldSource, ItemSource, LocalSource, Source, CallSource, NamespaceSource,
+    TorchStateSource,
 )
 from .reader import compile_reader
 
@@ -53,5 +54,5 @@ __all__ = [
     "dict_keys_match", "equals_match", "global_hooks_empty", "grad_mode_match", "id_match",
     "length_match", "module_state_match", "tensor_match", "type_match", "absent_match", "alias_match", "distinct_match",
     "default_dtype_match", "torch_state_match", "CallSource", "NamespaceSource", "TorchStateSource",
-    "ClassSource", "class_match", "class_lookup", "mro_of", "NOT_FOUND",
+    "ClassSource", "HeldSource", "class_match", "class_lookup", "mro_of", "NOT_FOUND",
 ]

@@ -22,7 +22,7 @@ from .guard import (
 )
 from .source import (
     AttrSource, BuiltinSource, ClassSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
-    AutocastSource, CallSource, GlobalSource, GradModeSource, ItemSource, LocalSource, NamespaceSource,
+    AutocastSource, CallSource, GlobalSource, GradModeSource, HeldSource, ItemSource, LocalSource, NamespaceSource,
     namespace_builtins,
     Source, TorchStateSource,
 )
@@ -146,6 +146,8 @@ class Planner:
             var = "None"  # global state (a class is one): its checks name what they read directly
         elif isinstance(source, NamespaceSource):
             var = self.consts.name_for(source.namespace, "globals")   # the dict itself, read each call
+        elif isinstance(source, HeldSource):
+            var = self.consts.name_for(source.obj, "held")    # the object itself: its fields are read
         else:
             var = self._cached(*self._read_expr(source), source.name())
         self.var_of[source] = var

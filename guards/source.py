@@ -137,6 +137,27 @@ class NamespaceSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class HeldSource(Source):
+    """A long-lived object the trace met without a way to re-read it (an enum member made by
+    ``E(1)`` or found by iterating ``E``), held as the object itself, so that what can change
+    *on* it (its fields) can still be read, and guarded, on every call."""
+
+    label: str
+    ident: int
+    obj: Any = dataclasses.field(compare=False, hash=False, repr=False)
+
+    @staticmethod
+    def of(obj: Any) -> "HeldSource":
+        return HeldSource(f"{type(obj).__qualname__} object", id(obj), obj)
+
+    def name(self) -> str:
+        return f"held {self.label} at {self.ident:#x}"
+
+    def read(self, frame: FrameValues) -> Any:
+        return self.obj
+
+
+@dataclasses.dataclass(frozen=True)
 class ClassSource(Source):
     """A class an answer was read from (``isinstance(o, K)`` reads ``type(o)`` and ``K``), held as
     the object itself: which class it is was settled by another guard (``type(L['o']) is C``) or

@@ -4,11 +4,14 @@ from the frame).  Operations on constants are simply evaluated: the trace specia
 from __future__ import annotations
 
 import enum
+import types
 
 import torch
 
+import guards as G
+
 from ...exc import Unsupported
-from ..library import refuse_user_dunders
+from ..library import is_library_value, refuse_user_dunders
 from .base import AttributeMissing, VariableTracker
 from .numpy_values import as_torch_number, is_numpy_scalar
 
@@ -55,6 +58,10 @@ class ConstantVariable(VariableTracker):
         return super().unpack(tx)
 
     def var_getattr(self, tx, name):
+        if isinstance(self.value, enum.Enum):
+            found = self._member_getattr(tx, name)
+            if found is not None:
+                return found
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
@@ -65,8 +72,43 @@ class ConstantVariable(VariableTracker):
             return ConstantMethodVariable(self, name)
         raise Unsupported(f"attribute {name!r} of constant {self.value!r}")
 
+    def _member_getattr(self, tx, name):
+        """``member.name`` of an enum member.  A member is guarded by identity, but it is an
+        ordinary object: its fields (its value and name, whatever its ``__init__`` set) can be
+        reassigned, and its class's properties and methods are Python code that may read
+        globals.  So it is read like a user object's attribute: fields (and ``value`` / ``name``,
+        enum's own properties) through a source that guards re-read on every call, Python
+        properties and methods inlined (what they read is guarded).  A member met without a
+        source is held as itself (``HeldSource``).  None: a C method, folded as before."""
+        from ..builder import wrap
+        from .objects import lookup_class_attribute
+
+        member, klass = self.value, type(self.value)
+        source = self.source if self.source is not None else G.HeldSource.of(member)
+        found = next((base.__dict__[name] for base in klass.__mro__ if name in base.__dict__), _ABSENT)
+        if isinstance(found, types.DynamicClassAttribute):       # enum.property: value, name
+            if found.fget is None or not is_library_value(found.fget):
+                raise Unsupported(f"{klass.__name__}.{name} is a {type(found).__name__} with Python code")
+            return wrap(tx, getattr(member, name), G.AttrSource(source, name))   # enum's own: reads a field
+        fields = getattr(member, "__dict__", {})
+        if name in fields and not hasattr(type(found), "__set__"):
+            return wrap(tx, fields[name], G.AttrSource(source, name))
+        result = lookup_class_attribute(tx, klass, name, self, source)
+        if result is not None:
+            return result
+        if found is _ABSENT:
+            if any("__getattr__" in base.__dict__ for base in klass.__mro__ if base is not object):
+                raise Unsupported(f"{klass.__name__} defines __getattr__ (an enum member's attribute)")
+            raise AttributeMissing(f"{klass.__name__} member has no attribute {name!r} (AttributeError)")
+        if callable(found) and not isinstance(found, (type, enum.Enum)):
+            return None                                   # a C method (int.bit_length of an IntEnum)
+        return wrap(tx, getattr(member, name), G.AttrSource(source, name))
+
     def __repr__(self) -> str:
         return f"ConstantVariable({self.value!r})"
+
+
+_ABSENT = object()
 
 
 class ConstantMethodVariable(VariableTracker):

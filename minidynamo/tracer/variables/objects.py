@@ -351,10 +351,15 @@ class UserObjectVariable(VariableTracker):
         return self.call_method(tx, "__getitem__", [index], {})
 
     def call_function(self, tx, args, kwargs):
-        call = getattr(type(self.value), "__call__", None)
+        # ``obj(...)`` runs what ``type(obj)`` finds for ``__call__`` in its MRO's class dicts
+        # (tp_call; never the instance's own attribute), guarded there: ``Cls.__call__ = g``
+        # after the first call must be seen
+        call = G.class_lookup(type(self.value), "__call__")
         if isinstance(call, types.FunctionType):
+            from ..class_answers import guard_class
             from .functions import UserFunctionVariable
 
+            guard_class(tx, type(self.value), lookups=("__call__",))
             return UserFunctionVariable(call).call_function(tx, [self, *args], kwargs)
         raise Unsupported(f"call to {describe(self.value)}")
 
