@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from . import device as dev
 from .lazy_graph import NotOneGraph
@@ -45,6 +46,9 @@ class HostView:
     # requires grad: autograd then refuses to rebase it, and its ``.grad_fn`` (``.is_leaf``,
     # ``.backward()``) raises. Made before the write-back, the host's view raises the same.
     made_before_writes: bool = False
+    # The view's own dtype where it reinterprets the argument's bytes (``x.view(torch.int32)``);
+    # None: the argument's. ``offset`` is then in bytes (elements of two sizes meet there).
+    dtype: torch.dtype = None
 
     def fits(self, base: torch.Tensor) -> bool:
         return base.shape == self.base_size and torch.Tensor.stride(base) == self.base_stride
@@ -52,7 +56,15 @@ class HostView:
     def of(self, base: torch.Tensor) -> torch.Tensor:
         if self.itself:
             return base
-        return torch.Tensor.as_strided(base, self.size, self.stride, torch.Tensor.storage_offset(base) + self.offset)
+        if self.dtype is None:
+            return torch.Tensor.as_strided(base, self.size, self.stride,
+                                           torch.Tensor.storage_offset(base) + self.offset)
+        # the argument's whole storage as one row, reinterpreted (still a view of the argument)
+        element, item = base.element_size(), self.dtype.itemsize
+        row = torch.Tensor.as_strided(base, (base.untyped_storage().nbytes() // element,), (1,), 0)
+        start = torch.Tensor.storage_offset(base) * element + self.offset
+        return torch.Tensor.as_strided(torch.Tensor.view(row, self.dtype), self.size, self.stride,
+                                       start // item)
 
 
 def _meta_like(value):
@@ -126,7 +138,8 @@ class EagerLayout:
         """The layout to rebuild for an output ``leaf`` (a meta tensor), or None when a compact
         contiguous tensor is what eager gives too, or the layout cannot be written safely."""
         storage_numel = leaf.untyped_storage().nbytes() // leaf.element_size()
-        if leaf.is_contiguous() and leaf.storage_offset() == 0 and storage_numel == leaf.numel():
+        # (strides compared exactly: those of a size-1 dim are observable too, ``stride()``)
+        if _compact_strides(leaf) and leaf.storage_offset() == 0 and storage_numel == leaf.numel():
             return None
         # Written through the dims that are not broadcast (stride 0): those must not overlap.
         dims = sorted((stride, size) for size, stride in zip(leaf.shape, leaf.stride())
@@ -138,6 +151,12 @@ class EagerLayout:
             reach += (size - 1) * stride
         return EagerLayout(tuple(leaf.shape), leaf.stride(), leaf.storage_offset(),
                            storage_numel)
+
+
+def _compact_strides(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` has exactly the strides ``torch.empty(shape)`` gives (size-1 dims
+    included, where ``is_contiguous()`` looks past them)."""
+    return tuple(tensor.stride()) == tuple(torch._prims_common.make_contiguous_strides_for(tensor.shape))
 
 
 @dataclass(frozen=True)
@@ -200,8 +219,9 @@ def analyse_memory(program, args) -> MemoryPlan:
     metas = [_meta_like(a) for a in args]
     versions = [m._version if isinstance(m, torch.Tensor) else None for m in metas]
     before = [metadata(m) if isinstance(m, torch.Tensor) else None for m in metas]
+    strided = _StridedOps()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), strided:
             out = program(*metas)
     except Exception as error:
         raise NotOneGraph(f"cannot tell whether outputs alias inputs: the graph does not run on "
@@ -236,11 +256,79 @@ def analyse_memory(program, args) -> MemoryPlan:
             raise NotOneGraph(f"an output is a view of device argument {position}: replaying "
                               "would return a new tensor instead")
         if id(leaf) not in view_of_leaf:  # a view returned twice: one HostView, rebuilt once
-            view_of_leaf[id(leaf)] = HostView(position, tuple(leaf.shape), leaf.stride(),
-                                              leaf.storage_offset() - base.storage_offset(),
+            retyped = leaf.dtype != base.dtype
+            offset = leaf.storage_offset() * leaf.element_size() - \
+                base.storage_offset() * base.element_size() if retyped else \
+                leaf.storage_offset() - base.storage_offset()
+            view_of_leaf[id(leaf)] = HostView(position, tuple(leaf.shape), leaf.stride(), offset,
                                               tuple(base.shape), base.stride(), leaf is base,
-                                              leaf is not base and _grad_fn_raises(leaf))
+                                              leaf is not base and _grad_fn_raises(leaf),
+                                              leaf.dtype if retyped else None)
         views[k] = view_of_leaf[id(leaf)]
     written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
                     if isinstance(m, torch.Tensor) and m._version != v)
+    if strided.seen:
+        _layouts_as_eager(program, args, written, views, layouts, output_views)
     return MemoryPlan(views, written, layouts, output_views)
+
+
+class _StridedOps(TorchDispatchMode):
+    """Notes (``seen``) whether an op that makes a new tensor met one not laid out compactly,
+    as an input or as its result: only there do meta kernels and the host's own kernels lay
+    out results differently (``group_norm``, ``roll``, ``pixel_shuffle``, reflection padding
+    of a channels_last tensor: eager keeps channels_last, the meta kernel gives a contiguous
+    tensor; ``2 ** x`` the other way round)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not self.seen and not getattr(func, "is_view", False):
+            self.seen = any(not _compact_strides(t) for t in pytree.tree_leaves((args, kwargs, out))
+                            if isinstance(t, torch.Tensor))
+        return out
+
+
+def _copy_as_laid_out(value):
+    """A copy of a tensor with its strides and storage offset (a broadcast argument stays one,
+    where ``clone`` would compact it), in a storage of its own."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    storage = torch.Tensor.untyped_storage(value).clone()
+    return torch.empty(0, dtype=value.dtype).set_(storage, torch.Tensor.storage_offset(value),
+                                                   value.shape, torch.Tensor.stride(value))
+
+
+def _layouts_as_eager(program, args, written, views, layouts, output_views) -> None:
+    """Correct the output layouts the meta run found by one eager run of ``program`` on the
+    host arguments, copies of those it writes (``written``: the arguments themselves and the
+    host's generator are left as they were): eager's kernels decide the strides a caller sees,
+    and meta kernels do not always agree with them. A graph eager cannot run on these (an
+    index its data makes out of range), or one with a device argument, keeps the meta run's
+    answer."""
+    if any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args):
+        return
+    try:
+        with _disable_current_modes(), torch.no_grad(), dev.host_random_kept():
+            out = program(*[_copy_as_laid_out(a) if i in written else a
+                            for i, a in enumerate(args)])
+    except Exception:
+        return
+    leaves = pytree.tree_leaves(out)
+    for k, leaf in enumerate(leaves):
+        if not isinstance(leaf, torch.Tensor) or k in views:
+            continue
+        if k in output_views:
+            base = leaves[output_views[k].base]
+            if _storage(leaf) == _storage(base):
+                output_views[k] = OutputView(output_views[k].base, tuple(leaf.shape), leaf.stride(),
+                                             leaf.storage_offset())
+            continue
+        layout = EagerLayout.of_output(leaf)
+        if layout is None:
+            layouts.pop(k, None)
+        else:
+            layouts[k] = layout
