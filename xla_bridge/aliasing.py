@@ -268,7 +268,7 @@ def analyse_memory(program, args) -> MemoryPlan:
     written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
                     if isinstance(m, torch.Tensor) and m._version != v)
     if strided.seen:
-        _layouts_as_eager(program, args, written, views, layouts, output_views)
+        _layouts_as_eager(program, args, views, layouts, output_views)
     return MemoryPlan(views, written, layouts, output_views)
 
 
@@ -302,19 +302,18 @@ def _copy_as_laid_out(value):
                                                    value.shape, torch.Tensor.stride(value))
 
 
-def _layouts_as_eager(program, args, written, views, layouts, output_views) -> None:
-    """Correct the output layouts the meta run found by one eager run of ``program`` on the
-    host arguments, copies of those it writes (``written``: the arguments themselves and the
-    host's generator are left as they were): eager's kernels decide the strides a caller sees,
-    and meta kernels do not always agree with them. A graph eager cannot run on these (an
-    index its data makes out of range), or one with a device argument, keeps the meta run's
-    answer."""
+def _layouts_as_eager(program, args, views, layouts, output_views) -> None:
+    """Correct the output layouts the meta run found by one eager run of ``program`` on copies
+    of the host arguments (the arguments themselves and the host's generator are left as they
+    were; all are copied: a batch norm's running statistics are updated where the meta run
+    sees no write to them): eager's kernels decide the strides a caller sees, and meta
+    kernels do not always agree with them. A graph eager cannot run on these copies (an index
+    its data makes out of range), or one with a device argument, keeps the meta run's answer."""
     if any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args):
         return
     try:
         with _disable_current_modes(), torch.no_grad(), dev.host_random_kept():
-            out = program(*[_copy_as_laid_out(a) if i in written else a
-                            for i, a in enumerate(args)])
+            out = program(*[_copy_as_laid_out(a) for a in args])
     except Exception:
         return
     leaves = pytree.tree_leaves(out)
