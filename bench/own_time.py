@@ -21,6 +21,7 @@ subtracting it leaves the part each implementation controls.
 """
 
 import contextlib
+import inspect
 import statistics
 import time
 
@@ -123,7 +124,11 @@ def _split_minidynamo(peer, inputs, calls, loops):
     entries = [e for e in minidynamo.cache_entries(peer.optimized)
                if e.guard_fn is not None and e.owner() is converter]
     _, guard_fn, compiled_fn = entries[0]
-    args = (peer.model, *on_device)
+    # The frame's argument slots as the hook hands them over: defaults filled in
+    # (timm's ViT: ``forward(self, x, attn_mask=None, is_causal=False)``).
+    bound = inspect.signature(func).bind(peer.model, *on_device)
+    bound.apply_defaults()
+    args = tuple(bound.arguments.values())
     graph_args = compiled_fn.read_inputs(func, *args)
     with runtime_stand_in() as stand_in:
         peer.optimized(*on_device)
