@@ -8,6 +8,7 @@ state, and checks the next call answers as plain Python does.
 """
 
 import enum
+import sys
 
 import torch
 
@@ -35,13 +36,18 @@ class Activation(enum.Enum):
         self.gain = gain
 
 
-def run_twice(fn, change, *args):
-    """The compiled answers before and after ``change()``, each next to plain Python's."""
+def run_twice(fn, owner, name, value, *args):
+    """The compiled answers before and after ``owner.name = value`` (set back afterwards), each
+    next to plain Python's."""
     minidynamo.reset()
     compiled = minidynamo.optimize("eager")(fn)
     first = compiled(*args), fn(*args)
-    change()
-    second = compiled(*args), fn(*args)
+    old = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        second = compiled(*args), fn(*args)
+    finally:
+        setattr(owner, name, old)
     return first, second
 
 
@@ -54,41 +60,28 @@ def test_enum_value_reassigned_on_the_member():
     def f(x):
         return x * Mode.FAST.value
 
-    try:
-        assert_fresh(run_twice(f, lambda: setattr(Mode.FAST, "_value_", 5), torch.arange(4.)))
-    finally:
-        Mode.FAST._value_ = 1
+    assert_fresh(run_twice(f, Mode.FAST, "_value_", 5, torch.arange(4.)))
 
 
 def test_enum_member_passed_as_an_argument_and_its_name_changed():
     def f(x, mode):
         return x * len(mode.name)
 
-    try:
-        assert_fresh(run_twice(f, lambda: setattr(Mode.SLOW, "_name_", "SLOWEST"), torch.arange(4.), Mode.SLOW))
-    finally:
-        Mode.SLOW._name_ = "SLOW"
+    assert_fresh(run_twice(f, Mode.SLOW, "_name_", "SLOWEST", torch.arange(4.), Mode.SLOW))
 
 
 def test_enum_field_set_by_its_init_changed():
     def f(x):
         return x * Activation.RELU.gain
 
-    try:
-        assert_fresh(run_twice(f, lambda: setattr(Activation.RELU, "gain", 7), torch.arange(4.)))
-    finally:
-        Activation.RELU.gain = 2
+    assert_fresh(run_twice(f, Activation.RELU, "gain", 7, torch.arange(4.)))
 
 
 def test_enum_method_and_property_reading_a_global():
     def f(x):
         return x * Mode.FAST.factor() + Mode.SLOW.weight
 
-    global SCALE
-    try:
-        assert_fresh(run_twice(f, lambda: globals().__setitem__("SCALE", 3), torch.arange(4.)))
-    finally:
-        SCALE = 2
+    assert_fresh(run_twice(f, sys.modules[__name__], "SCALE", 3, torch.arange(4.)))
 
 
 def test_enum_value_through_a_graph_break():
@@ -96,10 +89,7 @@ def test_enum_value_through_a_graph_break():
         mode = Mode(2)             # not traced: the member reaches the resumed frame as a local
         return x * mode.value
 
-    try:
-        assert_fresh(run_twice(f, lambda: setattr(Mode.SLOW, "_value_", 9), torch.arange(4.)))
-    finally:
-        Mode.SLOW._value_ = 2
+    assert_fresh(run_twice(f, Mode.SLOW, "_value_", 9, torch.arange(4.)))
 
 
 class Scaler:
@@ -109,13 +99,8 @@ class Scaler:
 
 def test_call_replaced_on_the_class_of_a_callable_object():
     scaler = Scaler()
-    original = Scaler.__call__
 
     def f(x):
         return scaler(x)
 
-    try:
-        assert_fresh(run_twice(f, lambda: setattr(Scaler, "__call__", lambda self, x: x * 3), torch.arange(4.)))
-    finally:
-        Scaler.__call__ = original
-
+    assert_fresh(run_twice(f, Scaler, "__call__", lambda self, x: x * 3, torch.arange(4.)))
