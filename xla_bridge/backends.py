@@ -293,6 +293,8 @@ class BridgedCall:
             raise NotOneGraph("two outputs share memory (one is a view of the other): the device "
                               "would return them as separate tensors")
         self.view_positions = tuple(sorted({v.position for v in self.views.values()}))
+        # views eager made before writing through them: made before the write-back (HostView)
+        self.views_made_first = tuple({id(v): v for v in self.views.values() if v.made_before_writes}.values())
         self.detached = _detached_arguments(gm)
         self.enables_grad = _enables_grad(gm)
         cached = ()
@@ -407,8 +409,7 @@ class BridgedCall:
                 dev.wait_device()
         self._arm_native()
         with timing.phase("transfer_out"):
-            made = {view: view.of(args[view.position]) for view in self.views.values()
-                    if view.made_before_writes}     # in eager's order: see HostView
+            made = {view: view.of(args[view.position]) for view in self.views_made_first}
             written_on_host = [p for p in self.program.mutated if p in self.host_set]
             if written_on_host:
                 self.host_inputs.write_back(written_on_host, args, device_args)
