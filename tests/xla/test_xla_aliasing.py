@@ -396,14 +396,6 @@ def _grad_fn_or_error(t):
         return ("raises", str(error)[:40])
 
 
-WRITES_AND_VIEWS = {   # under no_grad, of an argument that requires grad
-    "written through the view after it": lambda x: _write_through(x),
-    "the same data written back after it": lambda x: _copy_self(x),
-    "written before the view was made": lambda x: _write_then_view(x),
-    "the base written after the view": lambda x: _view_then_write_base(x),
-}
-
-
 def _write_through(x):
     view = x[:, 1:]
     view.mul_(2)
@@ -425,6 +417,14 @@ def _view_then_write_base(x):
     view = x[1:]
     x.add_(1)
     return view
+
+
+WRITES_AND_VIEWS = {   # under no_grad, of an argument that requires grad
+    "written through the view after it": _write_through,
+    "the same data written back after it": _copy_self,
+    "written before the view was made": _write_then_view,
+    "the base written after the view": _view_then_write_base,
+}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -85,7 +85,7 @@ class ConstantVariable(VariableTracker):
 
         member, klass = self.value, type(self.value)
         source = self.source if self.source is not None else G.HeldSource.of(member)
-        found = next((base.__dict__[name] for base in klass.__mro__ if name in base.__dict__), _ABSENT)
+        found = G.class_lookup(klass, name)
         if isinstance(found, types.DynamicClassAttribute):       # enum.property: value, name
             if found.fget is None or not is_library_value(found.fget):
                 raise Unsupported(f"{klass.__name__}.{name} is a {type(found).__name__} with Python code")
@@ -96,7 +96,7 @@ class ConstantVariable(VariableTracker):
         result = lookup_class_attribute(tx, klass, name, self, source)
         if result is not None:
             return result
-        if found is _ABSENT:
+        if found is G.NOT_FOUND:
             if any("__getattr__" in base.__dict__ for base in klass.__mro__ if base is not object):
                 raise Unsupported(f"{klass.__name__} defines __getattr__ (an enum member's attribute)")
             raise AttributeMissing(f"{klass.__name__} member has no attribute {name!r} (AttributeError)")
@@ -107,8 +107,6 @@ class ConstantVariable(VariableTracker):
     def __repr__(self) -> str:
         return f"ConstantVariable({self.value!r})"
 
-
-_ABSENT = object()
 
 
 class ConstantMethodVariable(VariableTracker):
