@@ -260,10 +260,10 @@ def analyse_memory(program, args) -> MemoryPlan:
             offset = leaf.storage_offset() * leaf.element_size() - \
                 base.storage_offset() * base.element_size() if retyped else \
                 leaf.storage_offset() - base.storage_offset()
-            view_of_leaf[id(leaf)] = HostView(position, tuple(leaf.shape), leaf.stride(), offset,
-                                              tuple(base.shape), base.stride(), leaf is base,
-                                              leaf is not base and _grad_fn_raises(leaf),
-                                              leaf.dtype if retyped else None)
+            view_of_leaf[id(leaf)] = HostView(
+                position, tuple(leaf.shape), leaf.stride(), offset, tuple(base.shape), base.stride(),
+                itself=leaf is base, made_before_writes=leaf is not base and _grad_fn_raises(leaf),
+                dtype=leaf.dtype if retyped else None)
         views[k] = view_of_leaf[id(leaf)]
     written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
                     if isinstance(m, torch.Tensor) and m._version != v)
