@@ -170,3 +170,39 @@ def test_printed_output_is_compared_without_grad_fn_names():
     eager, replayed, other = repr(x * 2), repr(Replayed.apply(x * 2)), repr(x * 3)
     assert eager != replayed and printed(eager) == printed(replayed)
     assert printed(eager) != printed(other)
+
+
+def test_a_candidate_that_spins_or_grows_is_stopped_and_rejected():
+    """The minimizer's variants run in this process: one whose loop lost its bound is stopped
+    (time or memory) and counts as not failing, and the process goes on."""
+    from tests.fuzz.limits import Bound
+    from tests.fuzz.minimize import still_fails
+
+    with Bound(0.3, 1 << 40) as bound:
+        while True:
+            pass
+    assert bound.exceeded == "ran past 0.3 s"
+
+    hoard = []
+    with Bound(60, 64 << 20) as bound:
+        while True:
+            hoard.append(bytearray(1 << 20))
+    assert bound.exceeded == "grew past 64 MB"
+    del hoard
+
+    def spins_in_a_swallowing_handler(source, steps, backend):
+        try:
+            while True:
+                pass
+        except KeyboardInterrupt:   # a program's bare except swallows the first interrupt
+            pass
+        while True:
+            pass
+
+    import tests.fuzz.minimize as minimize_module
+    original = minimize_module.CANDIDATE_SECONDS
+    minimize_module.CANDIDATE_SECONDS = 0.3
+    try:
+        assert not still_fails(generate(SUITE_SEED, 0, SAFE_FEATURES), "value", "eager", run=spins_in_a_swallowing_handler)
+    finally:
+        minimize_module.CANDIDATE_SECONDS = original

@@ -9,11 +9,18 @@ import os
 import pprint
 from typing import Callable
 
+import minidynamo
+import torch
+
 from .generator import Program, Stmt
+from .limits import Bound
 from .oracle import Outcome, run_program
 
 # eager raising one of these means the candidate is not a program any more
 BROKEN = ("NameError", "UnboundLocalError", "SyntaxError")
+# A candidate may run this long and grow this much (see limits.py); the programs take well under a second.
+CANDIDATE_SECONDS = 30.0
+CANDIDATE_EXTRA_BYTES = 4 << 30
 
 
 def _units(prog: Program) -> list[tuple]:
@@ -60,9 +67,17 @@ def _unwrap(prog: Program, path: tuple) -> Program | None:
 
 
 def still_fails(prog: Program, category: str, backend, run=run_program) -> bool:
+    """The candidate still mismatches in ``category`` (one that runs past the bounds does not)."""
+    dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
     try:
-        out: Outcome = run(prog.source(), prog.steps, backend)
+        with Bound(CANDIDATE_SECONDS, CANDIDATE_EXTRA_BYTES) as bound:
+            out: Outcome = run(prog.source(), prog.steps, backend)
     except Exception:   # noqa: BLE001
+        return False
+    if bound.exceeded:   # stopped anywhere, perhaps in the run's own clean-up: redo it
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+        minidynamo.reset()
         return False
     if out.setup_error or out.mismatch is None:
         return False
