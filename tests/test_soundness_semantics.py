@@ -676,3 +676,53 @@ def test_items_view_contains_only_two_tuples():
         i = d.items()
         return ("a", 1) in i, ["a", 1] in i, ("a", 2) in i, "a" in i, ("a", x) in {"a": x}.items(), x + 1
     check(f, {"a": 1}, torch.ones(2), compiled=True)
+
+
+# -- the order of an object's attributes after the replay ------------------------------------------
+
+class _ThreeAttributes:
+    def __init__(self):
+        self.a, self.b, self.c = 1, 2, 3
+
+
+def _delete_then_store(x, o):
+    del o.a
+    o.a = 5
+    return x + 1
+
+
+def _delete_store_other_then_store(x, o):
+    del o.a
+    o.d = 1
+    o.a = 5
+    return x + 1
+
+
+def _store_delete_store_around_another(x, o):
+    o.d = 1
+    del o.d
+    o.e = 2
+    o.d = 3
+    return x + 1
+
+
+def _setattr_delattr_setattr(x, o):
+    setattr(o, "a", 9)
+    delattr(o, "b")
+    setattr(o, "b", 1)
+    return x + 1
+
+
+@pytest.mark.parametrize("fn", [_delete_then_store, _delete_store_other_then_store,
+                                _store_delete_store_around_another, _setattr_delattr_setattr],
+                         ids=lambda fn: fn.__name__.strip("_"))
+def test_an_attribute_deleted_then_stored_again_ends_last_as_in_eager(fn):
+    """``del o.a; o.a = v`` moves ``a`` to the end of ``o.__dict__``; a replay that only sets
+    it would leave it where it was (seen by anything that lists the attributes: vars(),
+    __repr__s, serialisers).  Fuzz seed 231 index 712."""
+    compiled = minidynamo.optimize(CountingBackend())(fn)
+    for _ in range(2):
+        eager_obj, compiled_obj = _ThreeAttributes(), _ThreeAttributes()
+        fn(torch.ones(2), eager_obj)
+        compiled(torch.ones(2), compiled_obj)
+        assert list(vars(compiled_obj).items()) == list(vars(eager_obj).items())

@@ -310,7 +310,7 @@ class Templates:
                 if_present = key in effects.deleted_after_store
                 replays.append(("delattr", self.read(source), (name, raw, if_present), None))
             else:
-                replays.append(("attr", self.read(source), (name, raw), self.of(vt)))
+                replays.append(("attr", self.read(source), (name, raw, key in effects.reinserted), self.of(vt)))
         for name, vt in effects.global_stores.items():
             replays.append(("global", None, name, self.of(vt)))
         for index, vt in effects.cell_stores.items():
@@ -364,8 +364,11 @@ class OutputBuilder:
                 real[index].clear()
                 real[index].update(new)
             elif kind == "attr":
-                name, raw = key
-                (object.__setattr__ if raw else setattr)(real[index], name, _build(template, outputs, real, made))
+                name, raw, reinserted = key
+                value = _build(template, outputs, real, made)
+                if reinserted and name in getattr(real[index], "__dict__", ()):
+                    (object.__delattr__ if raw else delattr)(real[index], name)
+                (object.__setattr__ if raw else setattr)(real[index], name, value)
             elif kind == "delattr":
                 name, raw, if_present = key
                 if not if_present or name in getattr(real[index], "__dict__", ()):

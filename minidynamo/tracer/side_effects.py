@@ -12,6 +12,9 @@ the new frame:
                                       Python __setattr__ the trace inlined down to object's)
                                       object.__delattr__(real, name)    (``delattr``, ``del obj.x``;
                                       if present, after the trace's own store)
+                                      an attribute deleted, then stored again, is deleted (if
+                                      present) before its store: it moves to the end of the
+                                      object's ``__dict__``, as in eager
     global of the frame           ->  func.__globals__[name] = value
     the frame's own closure cell  ->  func.__closure__[i].cell_contents = value
                                       (a resume function writing a cell of the frame it continues)
@@ -50,6 +53,7 @@ class SideEffects:
         self.mutated: dict = {}            # source -> VT mutated
         self.attribute_stores: dict = {}   # (id(object), name) -> (source, VT assigned or DELETED, raw)
         self.deleted_after_store: set = set()   # keys of attributes stored, then deleted, by the trace
+        self.reinserted: set = set()            # keys of attributes deleted, then stored again
         self.global_stores: dict = {}      # name -> VT assigned
         self.cell_stores: dict = {}        # index in the frame's closure -> VT assigned
         self.foreign_cells_read = False    # a cell read through another function's __closure__
@@ -94,6 +98,11 @@ class SideEffects:
             self.deleted_after_store.add(key)
         else:
             self.deleted_after_store.discard(key)
+        if value_vt is not DELETED and earlier is not None and earlier[1] is DELETED:
+            # stored after a deletion: the attribute now comes last in the object's __dict__,
+            # after attributes stored in between, so its replay moves to the end too
+            del self.attribute_stores[key]
+            self.reinserted.add(key)
         self.attribute_stores[key] = (obj_vt.source, value_vt, raw)
 
     def stored_attribute(self, obj_vt, name: str):
