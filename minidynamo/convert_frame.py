@@ -19,7 +19,7 @@ import torch.fx.graph_module
 
 from . import _eval_frame, config, counting
 from .backends import lookup_backend
-from .exc import BackendCompilerFailed, MinidynamoError, Unsupported
+from .exc import BackendCompilerFailed, MinidynamoError, Unsupported, raised_by_program
 from .logs import get_logger
 from .skipfiles import disabled_codes, has_torch_bits, skip_reason
 
@@ -146,7 +146,7 @@ class FrameConverter:
             except Unsupported as e:
                 entry = self._compile_break(func, args, e)
         except Unsupported as e:
-            return self._fallback(entries, code, e.reason, e)
+            return self._fallback(entries, code, e.reason, e, func, args)
         except BackendCompilerFailed as e:
             return self._fallback(entries, code, str(e), e)
         entries.insert(0, entry)
@@ -264,18 +264,44 @@ class FrameConverter:
         if self.recorder is not None:
             self.recorder.on_recompile(reason)
 
-    def _fallback(self, entries, code, reason, error):
+    def _fallback(self, entries, code, reason, error, func=None, args=()):
         if self.nopython:
             raise error
-        return self._give_up(entries, code, reason)
+        path_guard = self._path_guard(error, func, args)
+        if path_guard is None:
+            return self._give_up(entries, code, reason)
+        # the program raised on these values: run eagerly while they take the same path
+        self._note_fallback(f"{describe(code)}: {reason}")
+        entries.insert(0, CacheEntry(self.ref, path_guard, None))
+        return None
 
-    def _give_up(self, entries, code, reason):
-        """From now on this context runs the code eagerly: an entry that always matches."""
-        full = f"{describe(code)}: {reason}"
+    @staticmethod
+    def _path_guard(error, func, args):
+        """A guard passing the calls that take the traced path to the raise (exc.ProgramRaises),
+        or None when there is none (the frame then runs eagerly from now on)."""
+        raising = raised_by_program(error)
+        if raising is None or raising.path_guards is None or func is None:
+            return None
+        from guards import build_guard_function
+
+        try:
+            guard_fn = build_guard_function(*raising.path_guards)
+            if not guard_fn(func, *args):
+                return None
+        except Exception:   # noqa: BLE001 (an unguardable read: give up on the frame as before)
+            return None
+        getattr(guard_fn, "drop_kept", lambda: None)()
+        return guard_fn
+
+    def _note_fallback(self, full):
         counting.record_fallback(full)
         log_fallbacks.debug("running eagerly: %s", full)
         if self.recorder is not None:
             self.recorder.on_fallback(full)
+
+    def _give_up(self, entries, code, reason):
+        """From now on this context runs the code eagerly: an entry that always matches."""
+        self._note_fallback(f"{describe(code)}: {reason}")
         entries.append(CacheEntry(self.ref, None, None))
         return None
 

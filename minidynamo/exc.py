@@ -16,6 +16,28 @@ class Unsupported(MinidynamoError):
         self.reason = reason
 
 
+class ProgramRaises(Unsupported):
+    """The traced code itself raises here, on these values: a missing key, an index out of
+    range, a division by zero, a local read before assignment.  The frame runs eagerly, where
+    Python raises it; but only calls that take the same path need to.  The tracer attaches
+    ``path_guards`` = (guards, frame): what it had read up to the raise, so the frame's cache
+    entry runs eagerly while they pass and other values are still traced (an eager entry needs
+    no guard to be right: guards only decide when tracing is worth another try)."""
+
+    path_guards = None
+
+
+def raised_by_program(error: BaseException):
+    """The ``ProgramRaises`` an Unsupported came from (itself, or along its causes), or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, ProgramRaises):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 class NeedsItsFrame(Unsupported):
     """A call that reads the frame it runs in or the frames below it (``globals()``,
     ``locals()``, ``eval``, ``sys._getframe()``, ``warnings.warn``).  A graph break runs its

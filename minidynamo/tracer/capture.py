@@ -17,7 +17,7 @@ import torch
 import torch.fx
 
 import guards as G
-from ..exc import MinidynamoError, Unsupported
+from ..exc import MinidynamoError, Unsupported, raised_by_program
 from .builder import wrap
 from .meta import no_dynamo_import
 from .output_graph import OutputGraph, tensor_metadata
@@ -109,7 +109,13 @@ def _trace(func, args, stop_at=None) -> Capture:
     tx = InstructionTranslator(func, {}, output, G.GlobalSource)
     tx.locals = {name: wrap(tx, value, G.LocalSource(name)) for name, value in zip(names, args)}
     tx.stop_at = stop_at
-    result = tx.run()
+    try:
+        result = tx.run()
+    except Unsupported as e:
+        raising = raised_by_program(e)
+        if raising is not None and raising.path_guards is None:   # what led the trace there
+            raising.path_guards = (list(output.guards), frame)
+        raise
     break_state = None
     if tx.stopped:                 # the graph ends at a break: it outputs the live stack and locals
         from .graph_break import BreakTemplates, stop_values

@@ -12,7 +12,7 @@ import types
 
 import guards as G
 
-from ..exc import Unsupported
+from ..exc import ProgramRaises, Unsupported
 from .library import refuse_user_dunders
 from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
 from .variables.constant import ConstantVariable
@@ -82,7 +82,7 @@ def fold(fn, args, kwargs=None, what=None) -> VariableTracker:
     except Unsupported:
         raise
     except Exception as e:
-        raise Unsupported(f"{what} on constants raised {type(e).__name__}: {e}") from e
+        raise ProgramRaises(f"{what} on constants raised {type(e).__name__}: {e}") from e
     from .builder import wrap_constant_result
 
     return wrap_constant_result(result)
@@ -270,7 +270,7 @@ def _view_op(tx, fn, a, b):
     except Unsupported:
         raise
     except Exception as e:
-        raise Unsupported(f"{fn.__name__} on a dict view raised {type(e).__name__}: {e}") from e
+        raise ProgramRaises(f"{fn.__name__} on a dict view raised {type(e).__name__}: {e}") from e
     from .builder import wrap_constant_result
 
     return wrap_constant_result(value)

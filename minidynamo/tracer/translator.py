@@ -21,7 +21,7 @@ import guards as G
 
 from .. import config
 from ..skipfiles import disabled_codes
-from ..exc import NeedsItsFrame, Unsupported
+from ..exc import NeedsItsFrame, ProgramRaises, Unsupported
 from . import operators, try_blocks
 from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
@@ -286,7 +286,7 @@ class InstructionTranslatorBase:
 
     def LOAD_FAST(self, inst):
         if inst.arg not in self.locals:
-            raise Unsupported(f"local {inst.arg!r} read before assignment (UnboundLocalError)")
+            raise ProgramRaises(f"local {inst.arg!r} read before assignment (UnboundLocalError)")
         self.push(self.locals[inst.arg])
 
     def STORE_FAST(self, inst): self.locals[inst.arg] = self.pop()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import types
 
-from ...exc import Unsupported
+from ...exc import ProgramRaises, Unsupported
 from .base import NO_CONSTANT, AttributeMissing, maybe_constant
 from .constant import ConstantVariable
 from .containers import DictVariable, ListVariable, _check_mutable, dict_key
@@ -148,7 +148,7 @@ class DefaultDictVariable(DictVariable):
         key = dict_key(tx, index)
         if key not in self.items:
             if self.factory is None:
-                raise Unsupported(f"defaultdict without a factory has no key {key!r} (KeyError)")
+                raise ProgramRaises(f"defaultdict without a factory has no key {key!r} (KeyError)")
             _check_mutable(tx, self, "__missing__")
             self.items[key] = self.factory.call_function(tx, [], {})
         return self.items[key]

@@ -12,7 +12,7 @@ import types
 
 import torch
 
-from ...exc import Unsupported
+from ...exc import ProgramRaises, Unsupported
 from ..library import refuse_user_dunders
 from .base import AttributeMissing, BoundMethodVariable, VariableTracker, maybe_constant
 from .constant import ConstantVariable
@@ -86,7 +86,7 @@ class BaseListVariable(MethodTable, VariableTracker):
         try:
             return self.items[key]
         except IndexError as e:
-            raise Unsupported(f"{self.python_type().__name__} index out of range (an exception)") from e
+            raise ProgramRaises(f"{self.python_type().__name__} index out of range (an exception)") from e
 
     def method_getitem(self, tx, index):
         return self.subscript(tx, index)
@@ -108,7 +108,7 @@ class BaseListVariable(MethodTable, VariableTracker):
         for i in range(len(self.items))[start:stop]:    # (start and stop as a slice reads them)
             if operators.identical_or_equal(tx, self.items[i], value):
                 return ConstantVariable(i)
-        raise Unsupported("list.index found nothing (an exception)")
+        raise ProgramRaises("list.index found nothing (an exception)")
 
     def method_count(self, tx, value):
         from .. import operators
@@ -250,7 +250,7 @@ class ListVariable(BaseListVariable):
     def method_pop(self, tx, index=None):
         _check_mutable(tx, self, "pop")
         if not self.items:
-            raise Unsupported("pop from an empty list (an exception)")
+            raise ProgramRaises("pop from an empty list (an exception)")
         return self.items.pop(-1 if index is None else index.as_python_constant())
 
     def method_remove(self, tx, value):
@@ -372,7 +372,7 @@ class DictVariable(MethodTable, VariableTracker):
     def subscript(self, tx, index):
         key = dict_key(tx, index)
         if key not in self.items:
-            raise Unsupported(f"dict has no key {key!r} (KeyError)")
+            raise ProgramRaises(f"dict has no key {key!r} (KeyError)")
         return self.items[key]
 
     def method_getitem(self, tx, key):
@@ -428,7 +428,7 @@ class DictVariable(MethodTable, VariableTracker):
     def method_delitem(self, tx, key):
         k = dict_key(tx, key)
         if k not in self.items:
-            raise Unsupported(f"del of missing key {k!r} (KeyError)")
+            raise ProgramRaises(f"del of missing key {k!r} (KeyError)")
         _check_mutable(tx, self, "item deletion")
         del self.items[k]
         return ConstantVariable(None)
@@ -445,7 +445,7 @@ class DictVariable(MethodTable, VariableTracker):
                 or set(kwargs) - {"last"}:
             raise Unsupported(f"{self.dict_type.__name__}.popitem() arguments (TypeError)")
         if not self.items:
-            raise Unsupported("popitem(): dictionary is empty (KeyError)")
+            raise ProgramRaises("popitem(): dictionary is empty (KeyError)")
         _check_mutable(tx, self, "popitem")
         first = bool(last) and not last[0].as_python_constant()
         k = next(iter(self.items)) if first else next(reversed(self.items))
@@ -471,7 +471,7 @@ class DictVariable(MethodTable, VariableTracker):
         if k in self.items:
             return self.items.pop(k)
         if default is None:
-            raise Unsupported(f"dict.pop of missing key {k!r} (KeyError)")
+            raise ProgramRaises(f"dict.pop of missing key {k!r} (KeyError)")
         return default
 
     def method_setdefault(self, tx, key, default=None):
@@ -756,12 +756,12 @@ class SetVariable(MethodTable, VariableTracker):
 
     def method_pop(self, tx):
         if not self.values:
-            raise Unsupported("pop from an empty set (KeyError)")
+            raise ProgramRaises("pop from an empty set (KeyError)")
         return ConstantVariable(self.values.pop())
 
     def method_remove(self, tx, value):
         if _key(value) not in self.values:
-            raise Unsupported("set.remove of a missing element (KeyError)")
+            raise ProgramRaises("set.remove of a missing element (KeyError)")
         self.values.remove(_key(value))
         return ConstantVariable(None)
 

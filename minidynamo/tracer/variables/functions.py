@@ -7,7 +7,7 @@ import inspect
 import types
 
 import guards as G
-from ...exc import Unsupported
+from ...exc import ProgramRaises, Unsupported
 from ..library import is_library_value
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -27,7 +27,7 @@ class CellVariable(VariableTracker):
 
     def load(self, tx):
         if self.value is None:
-            raise Unsupported("free variable read before assignment (NameError)")
+            raise ProgramRaises("free variable read before assignment (NameError)")
         return self.value
 
     def store(self, tx, value):
