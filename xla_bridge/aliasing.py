@@ -272,12 +272,19 @@ def analyse_memory(program, args) -> MemoryPlan:
     return MemoryPlan(views, written, layouts, output_views)
 
 
+# Ops that lay out their result the same way whatever their inputs' strides (a new row-major
+# matrix: both kernels allocate it so): a transposed weight going into one tells nothing.
+_LAYOUT_BLIND_OPS = frozenset(
+    getattr(torch.ops.aten, name).default for name in ("mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot"))
+
+
 class _StridedOps(TorchDispatchMode):
     """Notes (``seen``) whether an op that makes a new tensor met one not laid out compactly,
     as an input or as its result: only there do meta kernels and the host's own kernels lay
     out results differently (``group_norm``, ``roll``, ``pixel_shuffle``, reflection padding
     of a channels_last tensor: eager keeps channels_last, the meta kernel gives a contiguous
-    tensor; ``2 ** x`` the other way round)."""
+    tensor; ``2 ** x`` the other way round).  Of a matrix product only the result is looked
+    at: every ``nn.Linear`` feeds one its weight transposed."""
 
     def __init__(self):
         super().__init__()
@@ -287,7 +294,8 @@ class _StridedOps(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if not self.seen and not getattr(func, "is_view", False):
-            self.seen = any(not _compact_strides(t) for t in pytree.tree_leaves((args, kwargs, out))
+            looked_at = out if func in _LAYOUT_BLIND_OPS else (args, kwargs, out)
+            self.seen = any(not _compact_strides(t) for t in pytree.tree_leaves(looked_at)
                             if isinstance(t, torch.Tensor))
         return out
 

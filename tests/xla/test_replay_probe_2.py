@@ -78,3 +78,26 @@ def test_an_argument_reinterpreted_as_another_dtype_comes_back_as_that_view(bits
         x.zero_()
         assert not actual.any()
     assert xla_bridge.counters.fallbacks == 0
+
+
+def _runs_of_the_layout_check(monkeypatch):
+    import xla_bridge.aliasing as aliasing
+
+    runs, check = [], aliasing._layouts_as_eager
+    monkeypatch.setattr(aliasing, "_layouts_as_eager", lambda *a: (runs.append(1), check(*a))[1])
+    return runs
+
+
+def test_a_linear_layer_needs_no_eager_layout_run_and_a_shuffle_does(monkeypatch):
+    """The eager run that corrects output layouts copies every host argument (the weights too):
+    a transposed weight going into a matrix product, which lays out its result the same way
+    whatever its inputs' strides, does not call for it; a channels_last shuffle does."""
+    runs = _runs_of_the_layout_check(monkeypatch)
+    linear = torch.nn.Linear(5, 4)
+    compiled = minidynamo.optimize("torchxla_trace_once")(lambda x: torch.relu(linear(x)))
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(compiled(x), torch.relu(linear(x)), atol=1e-5, rtol=1e-4)
+    assert runs == []
+
+    _same_as_eager(lambda x: F.pixel_shuffle(x.repeat(1, 4, 1, 1), 2))
+    assert runs == [1]
