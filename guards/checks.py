@@ -240,9 +240,10 @@ def dict_keys_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
 
 def module_state_checks(guard: Guard, v: str, consts: Consts,
                         read: Callable[[str], str] | None = None) -> list[Check]:
-    """Training flag and empty hook dicts.  ``read(attr)`` gives the expression for each
-    attribute when codegen knows a faster exact way (from the instance ``__dict__``: nn.Module's
-    ``__getattr__`` makes every plain attribute read on a module slow)."""
+    """Training flag, empty hook dicts, and no replaced call (``module_facts.CALL_OVERRIDES``).
+    ``read(attr)`` gives the expression for each attribute (and ``__dict__``) when codegen knows
+    a faster exact way (from the instance ``__dict__``: nn.Module's ``__getattr__`` makes every
+    plain attribute read on a module slow)."""
     label = guard.source.name()
     read = read or (lambda attr: f"{v}.{attr}")
     checks = [Check(f"{read('training')} is {guard.expected!r}", f"{label}.training",
@@ -250,7 +251,26 @@ def module_state_checks(guard: Guard, v: str, consts: Consts,
     for hooks in module_facts.MODULE_HOOK_DICTS:
         checks.append(Check(f"not {read(hooks)}", f"len({label}.{hooks})", "0",
                             f"len({read(hooks)})"))
+    compiled, instance_dict = read("_compiled_call_impl"), read("__dict__")
+    checks.append(Check(f"{compiled} is None", f"{label}._compiled_call_impl", "None", compiled))
+    checks.append(Check(f"'_call_impl' not in {instance_dict}", f"{label}.__dict__['_call_impl']", "absent",
+                        f"{instance_dict}.get('_call_impl', {consts.name_for(MISSING, 'missing')})"))
     return checks + global_hooks_checks(guard, v, consts)
+
+
+def module_call_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    """The module's class still finds what the traced call found (``module_facts.CALL_LOOKUPS``):
+    a class can change behind its instances' dicts, so these run on every call."""
+    return type_lookup_checks(guard.obj, v, guard.source.name(), consts)
+
+
+def type_lookup_checks(lookups: tuple, v: str, label: str, consts: Consts) -> list[Check]:
+    """For each ``(name, found)``: the MRO lookup of ``name`` on ``type(v)`` still finds ``found``
+    (``class_lookup``: class dicts only, no descriptor or metaclass code runs)."""
+    lookup = consts.name_for(class_lookup, "class_lookup")
+    return [Check(f"{lookup}(type({v}), {name!r}) is {consts.name_for(found, name.strip('_'))}",
+                  f"type({label}).{name}", _found_name(found), f"{lookup}(type({v}), {name!r})")
+            for name, found in lookups]
 
 
 def global_hooks_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
@@ -361,7 +381,7 @@ MISSING = _Missing()
 def absent_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     """``attr`` is still absent: not found through the class's MRO (``getattr`` on the class
     goes through CPython's type attribute cache), and not in the instance ``__dict__``."""
-    attr, mode, descriptor = guard.expected
+    attr, mode, descriptor, _ = guard.expected
     label = guard.source.name()
     missing = consts.name_for(MISSING, "missing")
     if mode == "instance":   # the class's own attribute stands, unless the instance hides it
@@ -380,7 +400,7 @@ def absent_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     if mode == "object":
         checks.append(Check(f"{attr!r} not in {v}.__dict__", f"{label}.__dict__[{attr!r}]", "absent",
                             f"{v}.__dict__.get({attr!r}, {missing})"))
-    return checks
+    return checks + type_lookup_checks(guard.obj, v, label, consts)   # no hook added since answers attr
 
 
 def alias_checks(guard: Guard, v: str, other_vars: list[str]) -> list[Check]:
@@ -441,7 +461,7 @@ def describe_guard(guard: Guard) -> str:
     if kind == DICT_KEYS_MATCH:
         return f"{name}.keys() == {list(expected[1])!r}"
     if kind == MODULE_STATE_MATCH:
-        return f"{name} module: training={expected}, no hooks"
+        return f"{name} module: training={expected}, no hooks, call not replaced"
     if kind == GLOBAL_HOOKS_EMPTY:
         return "no global nn.Module hooks"
     if kind == GRAD_MODE_MATCH:

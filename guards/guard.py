@@ -177,17 +177,22 @@ def dict_keys_match(source: Source, d: dict) -> Guard:
 
 
 def module_state_match(source: Source, module: torch.nn.Module) -> Guard:
-    """Training flag as at trace time, no hooks on the module and no global module hooks.
+    """Training flag as at trace time, no hooks on the module and no global module hooks, and
+    nothing else replaces what its call runs (``module_facts.CALL_OVERRIDES``).
 
-    Raises ``UnguardableValue`` if hooks are present now: a trace that inlined ``forward``
-    without them would be wrong from its very first call.
+    Raises ``UnguardableValue`` if hooks or such a replacement are present now: a trace that
+    inlined ``forward`` without them would be wrong from its very first call.
     """
     if not isinstance(module, torch.nn.Module):
         raise UnguardableValue(f"{source.name()}: module_state_match on a {type(module).__name__}")
     hooks = module_facts.module_hooks(module)
     if hooks:
         raise UnguardableValue(f"{source.name()}: module has hooks ({', '.join(hooks)})")
-    return Guard(source, MODULE_STATE_MATCH, bool(module.training))
+    overrides = module_facts.call_overrides(module)
+    if overrides:
+        raise UnguardableValue(f"{source.name()}: module's call is replaced ({', '.join(overrides)})")
+    calls = tuple((name, class_lookup(type(module), name)) for name in module_facts.CALL_LOOKUPS)
+    return Guard(source, MODULE_STATE_MATCH, bool(module.training), calls)   # obj: what its class's call finds
 
 
 def global_hooks_empty() -> Guard:
@@ -270,10 +275,12 @@ def class_match(cls: type, *, mro: bool = False, lookups: Sequence[str] = (), re
 
 def absent_match(source: Source, value: Any, attr: str, instance_only: bool = False) -> Guard:
     """``source`` has no attribute ``attr``: neither its class (through the MRO) nor, for an
-    object with an instance ``__dict__``, the instance defines it.  For a class, ``attr`` is not
-    found on it (``getattr(cls, attr)`` would fail).  ``instance_only``: the class does define
-    ``attr`` (a method), and the instance must not hide it with an attribute of its own."""
-    descriptor = None
+    object with an instance ``__dict__``, the instance defines it, and the class still answers a
+    missing name as it did (``MISSING_NAME_HOOKS``: one added later would answer ``attr``).  For
+    a class, ``attr`` is not found on it (``getattr(cls, attr)`` would fail).  ``instance_only``:
+    the class does define ``attr`` (a method), and the instance must not hide it with an
+    attribute of its own.  ``obj`` keeps what the hooks' lookups found (``expected``: their ids)."""
+    descriptor, hooks = None, ()
     if instance_only:
         mode = "instance"
     elif isinstance(value, type):
@@ -283,7 +290,14 @@ def absent_match(source: Source, value: Any, attr: str, instance_only: bool = Fa
         found = next((k.__dict__[attr] for k in type(value).__mro__ if attr in k.__dict__), None)
         if isinstance(found, types.MemberDescriptorType):    # an unset __slots__ entry
             mode, descriptor = "slot", found
-    return Guard(source, ABSENT_MATCH, (attr, mode, descriptor), value_hint(value))
+        else:    # (an unset slot is read with getattr itself: the hooks run there)
+            hooks = tuple((name, class_lookup(type(value), name)) for name in MISSING_NAME_HOOKS)
+    expected = (attr, mode, descriptor, tuple((name, id(found)) for name, found in hooks))
+    return Guard(source, ABSENT_MATCH, expected, hooks)
+
+
+# What ``getattr(obj, name)`` runs for a name that neither the instance nor its class defines.
+MISSING_NAME_HOOKS = ("__getattr__", "__getattribute__")
 
 
 def _instance_dict(value: Any):

@@ -54,6 +54,26 @@ def module_hooks(module: torch.nn.Module) -> list[str]:
     return found
 
 
+# What makes ``module(...)`` run something else than its hooks and forward
+# (``nn.Module._wrapped_call_impl``): ``module.compile()`` sets ``_compiled_call_impl``, and a
+# ``_call_impl`` other than nn.Module's (on the instance or a class) replaces nn.Module's.
+CALL_OVERRIDES = ("_compiled_call_impl", "_call_impl")
+# What ``module(...)`` looks up on the module's class: ``__call__``, and the ``_call_impl``
+# nn.Module's ``__call__`` calls (a trace relies on both staying what they were).
+CALL_LOOKUPS = ("__call__", "_call_impl")
+
+
+def call_overrides(module: torch.nn.Module) -> list[str]:
+    """Which of ``CALL_OVERRIDES`` ``module`` has (a ``_compiled_call_impl`` that is not None)."""
+    found = []
+    if getattr(module, "_compiled_call_impl", None) is not None:
+        found.append("_compiled_call_impl")
+    if "_call_impl" in getattr(module, "__dict__", {}) \
+            or getattr(type(module), "_call_impl", None) is not torch.nn.Module._call_impl:
+        found.append("_call_impl")
+    return found
+
+
 def uses_module_getattr(cls: type) -> bool:
     """True when ``cls`` resolves missing attributes exactly like ``nn.Module``."""
     return (

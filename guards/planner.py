@@ -15,7 +15,8 @@ import types
 from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
 from . import module_facts, native
-from .checks import CHECK_BUILDERS, Check, alias_checks, describe_guard, distinct_checks, module_state_checks
+from .checks import (CHECK_BUILDERS, Check, alias_checks, describe_guard, distinct_checks, module_call_checks,
+                     module_state_checks)
 from .guard import (
     ALIAS_MATCH, DISTINCT_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, KIND_ORDER, LENGTH_MATCH,
     MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, UnguardableValue, hinted_value,
@@ -356,6 +357,12 @@ class Planner:
                 read_vars: set[str] = set()
                 checks = module_state_checks(guard, var, self.consts, self._instance_reader(source, var, read_vars))
                 uses = frozenset(read_vars)
+                for name, _ in guard.obj:    # the class check (every call) covers the class's call
+                    self._class_finds(self._traced_module(source), name)
+            elif guard.kind == MODULE_STATE_MATCH:   # what the class's call finds: every call
+                checks = module_state_checks(guard, var, self.consts)
+                self._emit_test(Test(tuple(module_call_checks(guard, var, self.consts)),
+                                     f"{source.name()}'s class calls as traced", None, False, guard.kind, own))
             else:
                 checks = list(CHECK_BUILDERS[guard.kind](guard, var, self.consts))
             batched = None
@@ -379,10 +386,16 @@ class Planner:
         if self.mode == "guard" and traced is not None:
             for attr in ("training",) + module_facts.MODULE_HOOK_DICTS:
                 self._class_lacks(traced, attr)      # no class attribute hides the instance's
+            self._class_finds(traced, "_compiled_call_impl")   # nn.Module's None, unless the instance's
 
         def read(attr: str) -> str:
             if attr == "training":
                 return f"{instance_dict}['training']"
+            if attr == "__dict__":
+                return instance_dict
+            if attr == "_compiled_call_impl":   # the instance's, else the class's (guarded above)
+                default = self.consts.name_for(getattr(type(traced), attr, None), "class_value")
+                return f"{instance_dict}.get({attr!r}, {default})"
             hooks = self._read_item(instance_dict, attr, f"{source.name()}.{attr}")
             read_vars.add(hooks)
             return hooks

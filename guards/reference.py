@@ -72,7 +72,9 @@ def _equals(guard: Guard, x: Any, read) -> bool:
 
 
 def _absent(guard: Guard, x: Any, read) -> bool:
-    attr, mode, descriptor = guard.expected
+    attr, mode, descriptor, _ = guard.expected
+    if any(class_lookup(type(x), name) is not found for name, found in guard.obj):
+        return False
     if mode == "instance":
         return attr not in getattr(x, "__dict__", {})
     if mode == "class":
@@ -96,7 +98,9 @@ def _class_facts(guard: Guard, cls: Any, read) -> bool:
 
 
 def _module_state(guard: Guard, module: Any, read) -> bool:
-    return module.training is guard.expected and not module_facts.module_hooks(module)
+    return (module.training is guard.expected and not module_facts.module_hooks(module)
+            and not module_facts.call_overrides(module)
+            and all(class_lookup(type(module), name) is found for name, found in guard.obj))
 
 
 def _keys(guard: Guard, d: Any, read) -> bool:
