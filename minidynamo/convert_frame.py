@@ -101,7 +101,7 @@ class FrameConverter:
         self.nopython = nopython
         self.recorder = recorder            # explain() listens here
         self.ref = weakref.ref(self)        # what the entries name as their owner
-        self._codes: "weakref.WeakSet" = weakref.WeakSet()
+        self._codes = _CodesByIdentity()   # equal codes (fx's generated forwards) are still distinct
         self.roots: "weakref.WeakSet" = weakref.WeakSet()
         weakref.finalize(self, _drop_entries_of, self.ref, self._codes)
 
@@ -207,6 +207,8 @@ class FrameConverter:
             read_inputs = compile_reader(capture.input_sources, capture.frame, capture.guards, guard_fn)
         except UnguardableValue as e:
             raise Unsupported(f"cannot guard a value the trace relies on: {e}") from e
+        except Exception as e:  # a guard-building bug must not become the user's crash
+            raise Unsupported(f"internal guard error: {type(e).__name__}: {e}") from e
         if not guard_fn(func, *args):   # the guards must accept the very call they came from
             why = guard_fn.failure_reason(func, *args)
             raise Unsupported(f"guards reject the traced call itself ({why}); refusing to cache")

@@ -242,3 +242,25 @@ def test_optimized_module_hooks_copies_and_a_swapped_module():
 
     opt._orig_mod = torch.nn.Linear(4, 5)
     assert opt(x).shape == (2, 5) and len(backend.graphs) == 2
+
+
+def test_a_dropped_context_drops_its_entries_of_equal_but_distinct_codes():
+    """fx generates each GraphModule's forward: the codes are equal (``==`` ignores the file
+    name) but distinct objects, each with its own entries, and all of them go with the context."""
+    import gc
+
+    class Affine(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 + 1
+
+    graph_modules = [torch.fx.symbolic_trace(Affine()) for _ in range(3)]
+    codes = [type(gm).forward.__code__ for gm in graph_modules]
+    assert codes[0] == codes[1] and codes[0] is not codes[1]
+    context = minidynamo.optimize("eager")
+    wrapped = [context(gm) for gm in graph_modules]
+    for fn in wrapped:
+        fn(torch.ones(2))
+    assert [len(minidynamo.cache_entries(gm)) for gm in graph_modules] == [1, 1, 1]
+    del context, wrapped, fn
+    gc.collect()
+    assert [len(minidynamo.cache_entries(gm)) for gm in graph_modules] == [0, 0, 0]
