@@ -28,7 +28,8 @@ the eager instruction and the resume function see them, once.  ``unpaused`` runs
 the hook watching again (the hook is paused while an entry runs): a callee the tracer could
 not inline runs as its own watched frame, and the resume function is traced, guarded and
 cached like any frame.  Open ``with`` blocks (grad mode, autocast off) are re-entered around
-the eager instruction and, by the resume function's prologue, around the rest.
+the eager instruction and, by the resume function's prologue, around the rest; the innermost
+grad-mode block there in the grad mode the instruction left (``live_grad_block``).
 """
 
 from __future__ import annotations
@@ -102,8 +103,12 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
         namespace["enter_contexts"], namespace["exit_contexts"] = _context_helpers(contexts)
         lines += ["    ___managers = enter_contexts()",
                   "    try:",
-                  f"        {eager}",
-                  "    except BaseException as ___error:",
+                  f"        {eager}"]
+        grad_blocks = [k for k, slot in enumerate(state.stack) if slot[0] == "ctx" and slot[1] in GRAD_BLOCKS]
+        if grad_blocks:     # the rest of the innermost grad-mode block runs in the mode the instruction left
+            namespace["live_grad_block"] = live_grad_block
+            lines.append(f"        ___ctx{grad_blocks[-1]} = live_grad_block()")
+        lines += ["    except BaseException as ___error:",
                   "        exit_contexts(___managers, ___error)",
                   "        raise",
                   "    exit_contexts(___managers, None)"]
@@ -214,6 +219,17 @@ def _after(state, refs, base, result):
 
 _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, "BINARY_SUBSCR": _subscript,
           "jump": _jump}
+
+
+GRAD_BLOCKS = (torch.no_grad, torch.enable_grad)   # graph_break._context_of's grad-mode factories
+
+
+def live_grad_block():
+    """The factory that re-enters the innermost open grad-mode block in the resume function:
+    the eager instruction may have switched grad mode inside it (``torch.set_grad_enabled(True)``
+    in a callee), and eager keeps that mode until the block ends.  The block's ``__exit__``
+    still restores the mode from before it.  (The resume function guards the factory it gets.)"""
+    return torch.enable_grad if torch.is_grad_enabled() else torch.no_grad
 
 
 def _context_helpers(contexts):

@@ -197,8 +197,8 @@ def _context_of(vt):
     manager = vt.manager
     if isinstance(manager, GradModeVariable):
         return (torch.enable_grad if manager.enabled else torch.no_grad, ())
-    if isinstance(manager, SetGradEnabledVariable):
-        return (torch.set_grad_enabled, (manager.enabled,))
+    if isinstance(manager, SetGradEnabledVariable):     # as a with-block, the same as these two
+        return (torch.enable_grad if manager.enabled else torch.no_grad, ())
     if isinstance(manager, AutocastOffVariable):
         a = manager.arguments
         return (torch.autocast, (a.get("device_type"), a.get("dtype"), a.get("enabled", True), a.get("cache_enabled")))

@@ -145,10 +145,18 @@ class AutocastOffVariable(ContextManagerVariable):
 
     def enter(self, tx):
         self.node = tx.output.graph.call_function(enter_autocast, (), dict(self.arguments))
-        return ConstantVariable(None)
+        return _AutocastObjectVariable()
 
     def exit_callable(self):
         return _AutocastExitVariable(self)
+
+
+class _AutocastObjectVariable(VariableTracker):
+    """What ``with torch.autocast(...) as a`` binds: eager's ``__enter__`` returns the autocast
+    object itself (not None, as the grad-mode blocks do).  Not modelled: any use is refused."""
+
+    def python_type(self):
+        return torch.autocast
 
 
 class _AutocastExitVariable(VariableTracker):
