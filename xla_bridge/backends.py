@@ -347,6 +347,10 @@ class BridgedCall:
             replay_path.arm(native, self)
 
     def __call__(self, *inputs):
+        with dev.DEVICE_STEP:
+            return self._call(*inputs)
+
+    def _call(self, *inputs):
         if self.detached and any(torch.Tensor._is_view(inputs[p]) for p in self.detached):
             return self._eager(inputs, "detach_ of an argument that is a view (eager refuses it)")
         if self.enables_grad and not torch.is_grad_enabled():

@@ -7,6 +7,7 @@ torch._dynamo, which ``import minidynamo`` must not.
 import contextlib
 import os
 import sys
+import threading
 
 import torch
 
@@ -29,6 +30,13 @@ def _ask_for_nan_propagating_min_max() -> None:
 # code would change behind their back when a backend first runs. When the bridge is the one
 # that imports torch_xla, it puts torch's names back.
 _TORCH_NAMESPACES = (torch, torch.nn, torch.nn.functional, torch.nn.utils)
+
+
+# One device step at a time, process-wide: torch_xla's lazy tensors are per device, not per
+# thread, and ``sync()`` runs every pending tensor of the device, another thread's half-traced
+# or half-transferred ones included (threads calling one compiled function crashed the process).
+# Re-entrant: a hook inside a step may call another compiled function.
+DEVICE_STEP = threading.RLock()
 
 
 def torch_xla():

@@ -455,6 +455,11 @@ class _DeviceStep(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
+        with dev.DEVICE_STEP:
+            return _DeviceStep._backward(ctx, *grads)
+
+    @staticmethod
+    def _backward(ctx, *grads):
         saved = ctx.saved_tensors    # raises autograd's own error after the graph was freed
         if any(g is not None and _batched(g) for g in grads):
             raise BatchedBackwardUnsupported(
