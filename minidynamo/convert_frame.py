@@ -9,8 +9,10 @@ owner of the entries it makes, so two contexts never share compiled code.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import linecache
+import numbers
 import weakref
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -97,6 +99,7 @@ class FrameConverter:
 
     def __init__(self, backend, *, nopython: bool = False, recorder=None):
         self.backend = lookup_backend(backend)
+        self._made_with = (backend, nopython)
         self.backend_name = backend if isinstance(backend, str) else getattr(backend, "__name__", repr(backend))
         self.nopython = nopython
         self.recorder = recorder            # explain() listens here
@@ -104,6 +107,25 @@ class FrameConverter:
         self._codes = _CodesByIdentity()   # equal codes (fx's generated forwards) are still distinct
         self.roots: "weakref.WeakSet" = weakref.WeakSet()
         weakref.finalize(self, _drop_entries_of, self.ref, self._codes)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        """A new context with a copy of the backend.  (A field-by-field copy would keep
+        ``ref``, the original's: its entries would name the original as owner, never be found,
+        and each call would recompile, then drop the original's entries at the limit.)"""
+        backend, nopython = self._made_with
+        return FrameConverter(copy.deepcopy(backend, memo), nopython=nopython)
+
+    def __reduce__(self):
+        """Pickled as it was made: a fresh context once loaded (entries and weak references
+        do not travel; a backend given as a callable must itself be picklable)."""
+        return (FrameConverter._remade, self._made_with)
+
+    @staticmethod
+    def _remade(backend, nopython):
+        return FrameConverter(backend, nopython=nopython)
 
     def add_root(self, code) -> None:
         """Trace this code even if it lives where code is normally skipped (torch, stdlib)."""
@@ -135,7 +157,7 @@ class FrameConverter:
             return None
         if mine:
             self._note_recompile(code, mine, func, args)
-        if len(mine) >= config.cache_size_limit:
+        if len(mine) >= _cache_size_limit():
             # the frame keeps changing what its guards check: its entries would only be checked
             # and missed on every later call; from now on it costs eager plus the hook
             entries[:] = [e for e in entries if e.owner is not self.ref]
@@ -217,6 +239,8 @@ class FrameConverter:
         try:
             # a graph with no operations is not worth a backend compile: fx runs it as it is
             compiled_graph = self.backend(capture.graph_module, capture.example_inputs) if has_ops else capture.graph_module
+            if not callable(compiled_graph):    # else every call would fail inside and rerun eagerly
+                raise TypeError(f"a backend must return a callable, got {type(compiled_graph).__name__}")
         except Exception as e:
             raise BackendCompilerFailed(self.backend_name, e) from e
         if state is None and not has_ops:
@@ -306,6 +330,14 @@ class FrameConverter:
         self._note_fallback(f"{describe(code)}: {reason}")
         entries.append(CacheEntry(self.ref, None, None))
         return None
+
+
+def _cache_size_limit() -> int:
+    """``config.cache_size_limit``, checked: a bad setting fails with its name, not inside a compare."""
+    limit = config.cache_size_limit
+    if not isinstance(limit, numbers.Real):     # an int; float("inf") means no limit
+        raise TypeError(f"minidynamo.config.cache_size_limit must be a number, got {limit!r}")
+    return limit
 
 
 def graph_has_ops(gm) -> bool:

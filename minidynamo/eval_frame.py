@@ -7,6 +7,7 @@ has a callback, so unwatched programs run at full speed.
 
 from __future__ import annotations
 
+import copyreg
 import functools
 import inspect
 import sys
@@ -38,6 +39,8 @@ class OptimizeContext:
     def __call__(self, fn):
         if isinstance(fn, torch.nn.Module):
             return OptimizedModule(fn, self.converter)
+        if isinstance(fn, (staticmethod, classmethod)):   # in a class body: keep how it binds
+            return type(fn)(self(fn.__func__))
         if not callable(fn):
             raise TypeError(f"optimize(...) expects a function or an nn.Module, got {type(fn).__name__}")
         if inspect.isclass(fn):
@@ -59,6 +62,19 @@ def watch(fn, callback):
     return watched
 
 
+def _reduce_watched(watched):
+    """Copied and pickled as a function is: by reference (copy keeps the object itself; pickle
+    saves ``module.qualname``, so a decorated module-level function loads as itself).  A wrapped
+    callable with no name (a partial) is remade around a copy of it."""
+    name = getattr(watched, "__qualname__", None)
+    if isinstance(name, str):
+        return name
+    return watch, (watched.fn, watched.callback)
+
+
+copyreg.pickle(_eval_frame.Watched, _reduce_watched)
+
+
 class OptimizedModule(torch.nn.Module):
     """An nn.Module whose calls are watched; its forward is the wrapped module's.
 
@@ -77,14 +93,14 @@ class OptimizedModule(torch.nn.Module):
         super().__init__()
         self._orig_mod = module
         self._minidynamo_converter = converter
-        forward_code = getattr(type(module).forward, "__code__", None)
-        if forward_code is not None:
-            converter.add_root(forward_code)
         self._watch()
 
     def _watch(self) -> None:
-        self.__dict__["forward"] = _eval_frame.Watched(ModuleCall(self._modules["_orig_mod"]),
-                                                       self.__dict__["_minidynamo_converter"])
+        module, converter = self._modules["_orig_mod"], self.__dict__["_minidynamo_converter"]
+        forward_code = _forward_code(module)
+        if forward_code is not None:       # a new converter after unpickling, a swapped module
+            converter.add_root(forward_code)
+        self.__dict__["forward"] = _eval_frame.Watched(ModuleCall(module), converter)
 
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
@@ -107,6 +123,14 @@ class OptimizedModule(torch.nn.Module):
             return getattr(self._modules["_orig_mod"], name)
 
 
+def _forward_code(module):
+    """The code of the module class's ``forward``, or None.  Read statically: a TorchScript
+    module's class attribute raises when read from the class, a property is not a function."""
+    forward = inspect.getattr_static(type(module), "forward", None)
+    forward = getattr(forward, "__func__", forward)      # a staticmethod's function
+    return getattr(forward, "__code__", None)
+
+
 def optimize(backend="eager", *, nopython: bool = False) -> OptimizeContext:
     """Capture the frames of a function (or module, or ``with`` block) and run them compiled.
 
@@ -121,6 +145,8 @@ def disable(fn=None):
     """Never trace ``fn`` (or, as a context manager with no argument, the frames of a block)."""
     if fn is None:
         return _Disabled()
+    if isinstance(fn, (staticmethod, classmethod)):   # in a class body: keep how it binds
+        return type(fn)(disable(fn.__func__))
     if not callable(fn):
         raise TypeError(f"disable(...) expects a callable, got {type(fn).__name__}")
     code = getattr(fn, "__code__", None)
@@ -183,9 +209,7 @@ def cache_entries(fn) -> list:
         fn = fn.module
     if isinstance(fn, OptimizedModule):
         fn = fn._orig_mod
-    if isinstance(fn, torch.nn.Module):
-        fn = type(fn).forward
-    code = getattr(fn, "__code__", None)
+    code = _forward_code(fn) if isinstance(fn, torch.nn.Module) else getattr(fn, "__code__", None)
     if code is None:
         raise TypeError(f"{fn!r} has no code object")
     entries = _eval_frame.get_cache(code)

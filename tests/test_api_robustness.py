@@ -1,0 +1,107 @@
+"""Unusual callables and bad settings given to the public API: a clear error or eager, never an
+internal error, and a copied or pickled optimized object keeps working."""
+
+import copy
+import pickle
+
+import pytest
+import torch
+
+import minidynamo
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    minidynamo.reset()
+    yield
+    minidynamo.reset()
+
+
+@minidynamo.optimize("eager")
+def sin_plus_one(a):
+    return a.sin() + 1
+
+
+def test_torchscript_module_is_optimized_not_an_attribute_error():
+    """A ScriptModule's class attribute ``forward`` raises when read from the class."""
+    lin = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 4)
+    for module in (torch.jit.script(lin), torch.jit.trace(lin, x)):
+        torch.testing.assert_close(minidynamo.optimize("eager")(module)(x), lin(x))
+    with pytest.raises(TypeError, match="has no code object"):
+        minidynamo.cache_entries(torch.jit.script(lin))
+
+
+def test_backend_returning_a_non_callable_is_a_named_fallback():
+    x = torch.randn(3)
+    f = minidynamo.optimize(lambda gm, example_inputs: None)(lambda a: a + 1)
+    assert torch.equal(f(x), x + 1)
+    assert any("a backend must return a callable, got NoneType" in r for r in minidynamo.counters["fallback_reasons"])
+    g = minidynamo.optimize(lambda gm, example_inputs: 42, nopython=True)(lambda a: a + 1)
+    with pytest.raises(minidynamo.BackendCompilerFailed, match="must return a callable, got int"):
+        g(x)
+
+
+def test_a_bad_cache_size_limit_is_named(monkeypatch):
+    monkeypatch.setattr(minidynamo.config, "cache_size_limit", None)
+    with pytest.raises(TypeError, match="config.cache_size_limit must be a number, got None"):
+        minidynamo.optimize("eager")(lambda a: a + 1)(torch.ones(2))
+    monkeypatch.setattr(minidynamo.config, "cache_size_limit", float("inf"))
+    assert torch.equal(minidynamo.optimize("eager")(lambda a: a + 1)(torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_deep_copy_of_an_optimized_module_hits_its_own_entries():
+    """The copy's converter used to keep the original's ``ref``: every call recompiled, and at
+    the cache size limit the original's entries were dropped too."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    opt = minidynamo.optimize("eager")(model)
+    x = torch.randn(2, 4)
+    opt(x)
+    copied = copy.deepcopy(opt)
+    for _ in range(12):
+        torch.testing.assert_close(copied(x), model(x))
+    assert minidynamo.counters["compiles"] == 2 and not minidynamo.counters["fallback_reasons"]
+    assert any(e.compiled_fn is not None for e in minidynamo.cache_entries(opt))
+
+
+def test_optimized_module_and_function_pickle_and_copy():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    x = torch.randn(2, 4)
+    loaded = pickle.loads(pickle.dumps(minidynamo.optimize("eager")(model)))
+    torch.testing.assert_close(loaded(x), model(x))
+    assert minidynamo.counters["compiles"] == 1          # Sequential.forward is still a root
+    assert pickle.loads(pickle.dumps(sin_plus_one)) is sin_plus_one   # by reference, as a function
+    assert copy.deepcopy(sin_plus_one) is sin_plus_one
+    holder = torch.nn.Module()
+    holder.act = sin_plus_one
+    assert copy.deepcopy(holder).act is sin_plus_one
+
+
+def test_staticmethod_and_classmethod_decorated_in_a_class_body_bind_as_eager():
+    opt = minidynamo.optimize("eager")
+
+    class A:
+        k = 2
+
+        @opt
+        @staticmethod
+        def s(a):
+            return a + 1
+
+        @opt
+        @classmethod
+        def c(cls, a):
+            return a * cls.k
+
+        @minidynamo.disable
+        @staticmethod
+        def d(a):
+            return a - 1
+
+    class B(A):
+        k = 5
+
+    x = torch.randn(3)
+    assert torch.equal(A().s(x), x + 1) and torch.equal(A.s(x), x + 1)
+    assert torch.equal(A.c(x), x * 2) and torch.equal(B().c(x), x * 5)
+    assert torch.equal(A().d(x), x - 1)
