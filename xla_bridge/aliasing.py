@@ -49,6 +49,11 @@ class HostView:
     # The view's own dtype where it reinterprets the argument's bytes (``x.view(torch.int32)``);
     # None: the argument's. ``offset`` is then in bytes (elements of two sizes meet there).
     dtype: torch.dtype = None
+    # The view's lazy conjugate / negative bits (``x.conj()``, ``x.conj().imag``,
+    # ``torch._neg_view(x)``): as_strided keeps the argument's, which has none (an argument
+    # with one runs eagerly: ``device.LazyBitArgument``).
+    conj: bool = False
+    neg: bool = False
 
     def fits(self, base: torch.Tensor) -> bool:
         return base.shape == self.base_size and torch.Tensor.stride(base) == self.base_stride
@@ -56,6 +61,12 @@ class HostView:
     def of(self, base: torch.Tensor) -> torch.Tensor:
         if self.itself:
             return base
+        view = self._strided(base)
+        if self.conj:
+            view = torch.Tensor.conj(view)
+        return torch._neg_view(view) if self.neg else view
+
+    def _strided(self, base: torch.Tensor) -> torch.Tensor:
         if self.dtype is None:
             return torch.Tensor.as_strided(base, self.size, self.stride,
                                            torch.Tensor.storage_offset(base) + self.offset)
@@ -118,6 +129,10 @@ class EagerLayout:
     stride: tuple
     offset: int
     storage_numel: int
+    # eager's lazy conjugate / negative bit (``(x * 2).conj()``): the device's values are
+    # stored conjugated / negated under the bit, as eager's are
+    conj: bool = False
+    neg: bool = False
 
     def of(self, value: torch.Tensor, differentiable: bool = False) -> torch.Tensor:
         """``value`` laid out as eager would; ``differentiable``: the copy is recorded by
@@ -125,6 +140,10 @@ class EagerLayout:
         if tuple(value.shape) != self.size or dev.is_xla(value):
             return value
         out = value.new_empty(self.storage_numel).as_strided(self.size, self.stride, self.offset)
+        if self.conj:
+            out = out.conj()
+        if self.neg:
+            out = torch._neg_view(out)
         target, source = out, value
         for dim, (size, stride) in enumerate(zip(self.size, self.stride)):
             if stride == 0 and size > 1:      # broadcast dims: write one slice (equal values)
@@ -139,18 +158,28 @@ class EagerLayout:
         contiguous tensor is what eager gives too, or the layout cannot be written safely."""
         storage_numel = leaf.untyped_storage().nbytes() // leaf.element_size()
         # (strides compared exactly: those of a size-1 dim are observable too, ``stride()``)
-        if _compact_strides(leaf) and leaf.storage_offset() == 0 and storage_numel == leaf.numel():
+        bits = leaf.is_conj(), leaf.is_neg()
+        if _compact_strides(leaf) and leaf.storage_offset() == 0 and storage_numel == leaf.numel() \
+                and not any(bits):
             return None
         # Written through the dims that are not broadcast (stride 0): those must not overlap.
-        dims = sorted((stride, size) for size, stride in zip(leaf.shape, leaf.stride())
-                      if size > 1 and stride != 0)
-        reach = 0                             # the farthest element the smaller dims reach
-        for stride, size in dims:
-            if stride <= reach:
-                return None
-            reach += (size - 1) * stride
+        kept = [dim for dim, stride in enumerate(leaf.stride()) if stride != 0]
+        if may_overlap([leaf.shape[d] for d in kept], [leaf.stride(d) for d in kept]):
+            return None
         return EagerLayout(tuple(leaf.shape), leaf.stride(), leaf.storage_offset(),
-                           storage_numel)
+                           storage_numel, *bits)
+
+
+def may_overlap(shape, stride) -> bool:
+    """Whether two elements of a tensor laid out so may share memory (a broadcast dim, an
+    ``as_strided`` whose rows overlap); False is certain, True may be a false alarm."""
+    dims = sorted((step, size) for size, step in zip(shape, stride) if size > 1)
+    reach = 0                                 # the farthest element the smaller dims reach
+    for step, size in dims:
+        if step <= reach:
+            return True
+        reach += (size - 1) * step
+    return False
 
 
 def _compact_strides(tensor: torch.Tensor) -> bool:
@@ -263,7 +292,7 @@ def analyse_memory(program, args) -> MemoryPlan:
             view_of_leaf[id(leaf)] = HostView(
                 position, tuple(leaf.shape), leaf.stride(), offset, tuple(base.shape), base.stride(),
                 itself=leaf is base, made_before_writes=leaf is not base and _grad_fn_raises(leaf),
-                dtype=leaf.dtype if retyped else None)
+                dtype=leaf.dtype if retyped else None, conj=leaf.is_conj(), neg=leaf.is_neg())
         views[k] = view_of_leaf[id(leaf)]
     written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
                     if isinstance(m, torch.Tensor) and m._version != v)

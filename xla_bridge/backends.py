@@ -20,7 +20,7 @@ from torch.utils import _pytree as pytree
 from . import config
 from . import device as dev
 from . import replay_path, timing
-from .aliasing import analyse_memory, rebuild_output_views
+from .aliasing import analyse_memory, may_overlap, rebuild_output_views
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
 from .dtype_check import UNSOUND_ON_DEVICE
@@ -97,6 +97,7 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
     dev.reductions_propagate_nan()    # asked before any trace watches the device's activity
     try:
         why = _holds_unsound_dtype(gm, example_inputs) or _empty_input_to_a_shuffle(gm) \
+            or _as_strided_of_stored_memory(gm) \
             or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm)
         if why is not None:
             raise NotOneGraph(why)
@@ -147,6 +148,27 @@ def _empty_input_to_a_shuffle(gm):
             if isinstance(value, torch.Tensor) and value.numel() == 0:
                 return (f"{name} of an empty tensor: torch_xla's lowering divides by or reshapes into "
                         "its zero size")
+    return None
+
+
+def _as_strided_of_stored_memory(gm):
+    """Why the device cannot run ``gm``, if it calls ``as_strided`` on a tensor it did not make
+    itself as one compact block: ``as_strided`` reads the storage behind its input, which for an
+    argument or any view (its offset, its strides, the elements around it) the device's dense
+    copy does not have (``x[::2].as_strided((2, 2), (1, 1))``), and torch_xla's own
+    ``as_strided`` of a view reads other elements than eager's."""
+    for node in gm.graph.nodes:
+        if node.op in ("call_function", "call_method") and \
+                op_name(node.target) in ("as_strided", "as_strided_"):
+            first = node.args[0] if node.args else node.kwargs.get("input")
+            value = first.meta.get("example_value") if isinstance(first, torch.fx.Node) else None
+            if op_name(node.target) == "as_strided_" and getattr(first, "op", None) == "placeholder":
+                continue        # an argument's metadata changed in place: refused by its own check
+            if not isinstance(value, torch.Tensor) or first.op in ("placeholder", "get_attr") \
+                    or value._base is not None or value.storage_offset() != 0 \
+                    or not value.is_contiguous() \
+                    or value.untyped_storage().nbytes() != value.numel() * value.element_size():
+                return "as_strided of an argument or of a view: it reads storage the device's copy has not"
     return None
 
 
@@ -287,6 +309,10 @@ class BridgedCall:
             memory = analyse_memory(self.flat, args)
         self.flat.formulas_answered = frozenset(formulas.answered)
         self.views, self.written = memory.views, memory.written
+        for position in self.written:         # (the guard pins shapes and strides)
+            if may_overlap(args[position].shape, torch.Tensor.stride(args[position])):
+                raise NotOneGraph(f"argument {position}, written in place, has elements sharing memory "
+                                  "(expanded, or as_strided): the device's copy of it has not")
         self.layouts = memory.layouts or {}   # outputs eager lays out non-compactly
         self.output_views = memory.output_views or {}   # outputs eager returns as views of others
         if self.output_views and not self.returns_to_host:
@@ -315,7 +341,10 @@ class BridgedCall:
         # Built in grad mode for a training path: the inference program waits for a call that
         # needs it (a training step never compiles a graph it does not run).
         if self.training is None or not torch.is_grad_enabled():
-            self._make_program(args)
+            try:
+                self._make_program(args)
+            except dev.LazyBitArgument:       # made by the first call without such a tensor
+                self.program = None
 
     def _make_program(self, args) -> None:
         # its trial runs draw nothing the call will not; the program records the graph's own
@@ -348,7 +377,11 @@ class BridgedCall:
 
     def __call__(self, *inputs):
         with dev.DEVICE_STEP:
-            return self._call(*inputs)
+            try:
+                return self._call(*inputs)
+            except dev.LazyBitArgument as error:   # raised by the transfer in, before any run
+                self.program_saw_last_args = False
+                return self._eager(inputs, error.reason)
 
     def _call(self, *inputs):
         if self.detached and any(torch.Tensor._is_view(inputs[p]) for p in self.detached):

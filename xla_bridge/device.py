@@ -105,8 +105,21 @@ def to_device(tensors: list) -> list:
     global _device_name
     if _device_name is None:
         _device_name = str(xla_device())
-    return xlac()._xla_tensors_from_aten([torch.Tensor.detach(t) for t in tensors],
-                                         [_device_name] * len(tensors))
+    try:
+        return xlac()._xla_tensors_from_aten([torch.Tensor.detach(t) for t in tensors],
+                                             [_device_name] * len(tensors))
+    except RuntimeError:
+        if any(map(torch.Tensor.is_conj, tensors)) or any(map(torch.Tensor.is_neg, tensors)):
+            raise LazyBitArgument() from None
+        raise
+
+
+class LazyBitArgument(RuntimeError):
+    """A host tensor with a lazy conjugate or negative bit (``x.conj()``, ``torch._neg_view(x)``)
+    was to be copied to the device: torch_xla refuses them, and a copy of its values alone would
+    lose what eager does with the bit (``view_as_real`` refuses it, views of it keep it), so the
+    call runs eagerly. Found by the failed transfer: a call without such a tensor pays nothing."""
+    reason = "an argument is a lazy conjugate or negative view (conj/neg bit): the device holds values only"
 
 
 def device_copies(values: list) -> list:

@@ -136,8 +136,12 @@ def _operands_in(func, args, expected):
     both_halves = halves <= {a.dtype for _, a in operands}
     # (only operands torch_xla computes otherwise with: one wider than the common dtype, and
     # the two 16-bit floats; an integer operand of a float op it converts as eager does)
+    # and signed with unsigned integers: ``int8 + uint8`` widened the int8 as if unsigned)
+    mixed_sign = common.is_signed and not common.is_floating_point and not common.is_complex \
+        and torch.uint8 in {a.dtype for _, a in operands}
     converting = [i for i, a in operands if not (in_place and i == 0) and a.dtype != common
-                  and (torch.promote_types(a.dtype, common) != common or (both_halves and a.dtype in halves))]
+                  and (torch.promote_types(a.dtype, common) != common or (both_halves and a.dtype in halves)
+                       or mixed_sign)]
     if not converting:
         return None
     return tuple(a.to(common) if i in converting else a for i, a in enumerate(args))

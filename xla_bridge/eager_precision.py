@@ -128,14 +128,32 @@ def integer_division_as_eager(rounding_mode, in_place=False):
                 or rounding_mode not in ("floor", "trunc"):
             return NotImplemented
         dtype = torch.result_type(x, other)
-        left = torch.remainder(x, other) if rounding_mode == "floor" else torch.fmod(x, other)
-        result = _exact_quotient((x - left).to(dtype), other, dtype)
+        # (8- and 16-bit integers in int32: torch_xla widens an int8 remainder as if unsigned)
+        wide = torch.int32 if dtype.itemsize < 4 else dtype
+        a = x.to(wide)
+        b = other.to(wide) if isinstance(other, torch.Tensor) else other
+        left = torch.remainder(a, b) if rounding_mode == "floor" else torch.fmod(a, b)
+        result = _exact_quotient((a - left).to(wide), b, wide).to(dtype)
         return x.copy_(result) if in_place else result
     return formula
 
 
+def narrow_integer_remainder(x, other):
+    """``remainder`` of 8- and 16-bit integers, computed in int32: torch_xla's int8 remainder
+    is widened later as if unsigned (``(x % -3).long()`` of -14 gave 254)."""
+    if not (isinstance(x, torch.Tensor) and _is_integer(x) and _is_integer(other)):
+        return NotImplemented
+    dtype = torch.result_type(x, other)
+    if dtype.itemsize >= 4:
+        return NotImplemented
+    wide = other.to(torch.int32) if isinstance(other, torch.Tensor) else other
+    return torch.remainder(x.to(torch.int32), wide).to(dtype)
+
+
 def integer_divisions() -> dict:
-    table = {_aten.floor_divide.default: integer_division_as_eager("floor"),
+    table = {_aten.remainder.Tensor: narrow_integer_remainder,
+             _aten.remainder.Scalar: narrow_integer_remainder,
+             _aten.floor_divide.default: integer_division_as_eager("floor"),
              _aten.floor_divide.Scalar: integer_division_as_eager("floor"),
              _aten.floor_divide_.Tensor: integer_division_as_eager("floor", in_place=True),
              _aten.floor_divide_.Scalar: integer_division_as_eager("floor", in_place=True)}
