@@ -128,26 +128,30 @@ def integer_division_as_eager(rounding_mode, in_place=False):
                 or rounding_mode not in ("floor", "trunc"):
             return NotImplemented
         dtype = torch.result_type(x, other)
-        # (8- and 16-bit integers in int32: torch_xla widens an int8 remainder as if unsigned)
-        wide = torch.int32 if dtype.itemsize < 4 else dtype
-        a = x.to(wide)
-        b = other.to(wide) if isinstance(other, torch.Tensor) else other
+        wide, a, b = _widened(dtype, x, other)
         left = torch.remainder(a, b) if rounding_mode == "floor" else torch.fmod(a, b)
         result = _exact_quotient((a - left).to(wide), b, wide).to(dtype)
         return x.copy_(result) if in_place else result
     return formula
 
 
+def _widened(dtype, x, other):
+    """The dtype to compute integer ``dtype`` in, and both operands in it: 8- and 16-bit
+    integers in int32 (torch_xla widens an int8 remainder as if unsigned: ``(x % -3).long()``
+    of -14 gave 254), wider ones as they are."""
+    wide = torch.int32 if dtype.itemsize < 4 else dtype
+    return wide, x.to(wide), other.to(wide) if isinstance(other, torch.Tensor) else other
+
+
 def narrow_integer_remainder(x, other):
-    """``remainder`` of 8- and 16-bit integers, computed in int32: torch_xla's int8 remainder
-    is widened later as if unsigned (``(x % -3).long()`` of -14 gave 254)."""
+    """``remainder`` of 8- and 16-bit integers, computed in int32 (``_widened``)."""
     if not (isinstance(x, torch.Tensor) and _is_integer(x) and _is_integer(other)):
         return NotImplemented
     dtype = torch.result_type(x, other)
     if dtype.itemsize >= 4:
         return NotImplemented
-    wide = other.to(torch.int32) if isinstance(other, torch.Tensor) else other
-    return torch.remainder(x.to(torch.int32), wide).to(dtype)
+    _, a, b = _widened(dtype, x, other)
+    return torch.remainder(a, b).to(dtype)
 
 
 def integer_divisions() -> dict:
