@@ -128,14 +128,14 @@ def integer_division_as_eager(rounding_mode, in_place=False):
                 or rounding_mode not in ("floor", "trunc"):
             return NotImplemented
         dtype = torch.result_type(x, other)
-        wide, a, b = _widened(dtype, x, other)
+        wide, a, b = _in_wide_integers(dtype, x, other)
         left = torch.remainder(a, b) if rounding_mode == "floor" else torch.fmod(a, b)
         result = _exact_quotient((a - left).to(wide), b, wide).to(dtype)
         return x.copy_(result) if in_place else result
     return formula
 
 
-def _widened(dtype, x, other):
+def _in_wide_integers(dtype, x, other):
     """The dtype to compute integer ``dtype`` in, and both operands in it: 8- and 16-bit
     integers in int32 (torch_xla widens an int8 remainder as if unsigned: ``(x % -3).long()``
     of -14 gave 254), wider ones as they are."""
@@ -144,13 +144,13 @@ def _widened(dtype, x, other):
 
 
 def narrow_integer_remainder(x, other):
-    """``remainder`` of 8- and 16-bit integers, computed in int32 (``_widened``)."""
+    """``remainder`` of 8- and 16-bit integers, computed in int32 (``_in_wide_integers``)."""
     if not (isinstance(x, torch.Tensor) and _is_integer(x) and _is_integer(other)):
         return NotImplemented
     dtype = torch.result_type(x, other)
     if dtype.itemsize >= 4:
         return NotImplemented
-    _, a, b = _widened(dtype, x, other)
+    _, a, b = _in_wide_integers(dtype, x, other)
     return torch.remainder(a, b).to(dtype)
 
 
