@@ -29,7 +29,8 @@ the hook watching again (the hook is paused while an entry runs): a callee the t
 not inline runs as its own watched frame, and the resume function is traced, guarded and
 cached like any frame.  Open ``with`` blocks (grad mode, autocast off) are re-entered around
 the eager instruction and, by the resume function's prologue, around the rest; the innermost
-grad-mode block there in the grad mode the instruction left (``live_grad_block``).
+grad-mode block there in the grad mode the instruction left (``live_grad_block``), the innermost
+autocast block of each device in the autocast state it left (``live_autocast_block``).
 """
 
 from __future__ import annotations
@@ -101,13 +102,8 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
     lines.append(f"    # the eager instruction, {state.inst.name} at {state.where}: {reason}")
     if contexts:
         namespace["enter_contexts"], namespace["exit_contexts"] = _context_helpers(contexts)
-        lines += ["    ___managers = enter_contexts()",
-                  "    try:",
-                  f"        {eager}"]
-        grad_blocks = [k for k, slot in enumerate(state.stack) if slot[0] == "ctx" and slot[1] in GRAD_BLOCKS]
-        if grad_blocks:     # the rest of the innermost grad-mode block runs in the mode the instruction left
-            namespace["live_grad_block"] = live_grad_block
-            lines.append(f"        ___ctx{grad_blocks[-1]} = live_grad_block()")
+        before, after = _live_blocks(state.stack, namespace)
+        lines += ["    ___managers = enter_contexts()", "    try:", *before, f"        {eager}", *after]
         lines += ["    except BaseException as ___error:",
                   "        exit_contexts(___managers, ___error)",
                   "        raise",
@@ -222,6 +218,54 @@ _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, 
 
 
 GRAD_BLOCKS = (torch.no_grad, torch.enable_grad)   # graph_break._context_of's grad-mode factories
+
+
+def _live_blocks(stack, namespace) -> tuple[list[str], list[str]]:
+    """Lines before and after the eager instruction that pick the factories re-entering the
+    innermost grad-mode block and the innermost autocast block of each device: the instruction
+    may have switched that state inside them, and eager keeps the switch until the block ends."""
+    before, after = [], []
+    grad_blocks = [k for k, slot in enumerate(stack) if slot[0] == "ctx" and slot[1] in GRAD_BLOCKS]
+    if grad_blocks:
+        namespace["live_grad_block"] = live_grad_block
+        after.append(f"        ___ctx{grad_blocks[-1]} = live_grad_block()")
+    innermost = {}     # device -> the innermost autocast block's stack position
+    for k, slot in enumerate(stack):
+        if slot[0] == "ctx" and slot[1] is torch.autocast:
+            innermost[slot[2][0]] = k
+    if innermost:
+        namespace["live_autocast_block"], namespace["autocast_state"] = live_autocast_block, autocast_state
+        before.append(f"        ___autocast_set = {{d: autocast_state(d) for d in {tuple(innermost)!r}}}")
+    for device, k in innermost.items():
+        after.append(f"        ___ctx{k} = live_autocast_block({device!r}, ___autocast_set[{device!r}])")
+    return before, after
+
+
+def autocast_state(device: str) -> tuple:
+    """What an autocast block sets for ``device``: enabled, dtype, cache."""
+    return (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device), torch.is_autocast_cache_enabled())
+
+
+_AUTOCAST_AS_LEFT: dict = {}    # state -> its factory: one object per state, so guards on it hold
+
+
+def live_autocast_block(device: str, state_set: tuple):
+    """The factory that re-enters an autocast block in the resume function: ``torch.autocast``
+    itself (with the block's own arguments) while the eager instruction left the state the block
+    set, else one that enters the state the instruction left (a callee's
+    ``torch.set_autocast_enabled``).  The tracer refuses the latter's enabled autocast, so that
+    rest of the frame runs eagerly, in the right state."""
+    left = autocast_state(device)
+    if left == state_set:
+        return torch.autocast
+    key = (device, *left)
+    if key not in _AUTOCAST_AS_LEFT:
+        enabled, dtype, cache = left
+
+        def enter_as_left(*_block_arguments):
+            return torch.autocast(device, dtype=dtype, enabled=enabled, cache_enabled=cache)
+        _AUTOCAST_AS_LEFT[key] = enter_as_left
+    return _AUTOCAST_AS_LEFT[key]
 
 
 def live_grad_block():

@@ -129,3 +129,57 @@ def test_autocast_as_target_is_the_autocast_object(fn, capsys):
         eager_out = capsys.readouterr().out
         assert described(opt(x)) == expected
         assert capsys.readouterr().out == eager_out
+
+
+# -- the eager instruction switches autocast inside an autocast block (the sibling of grad mode):
+# -- eager keeps the switch for the rest of the block -------------------------------------------
+@minidynamo.disable
+def switch_autocast(enabled, dtype=None):
+    """A callee the frame breaks at, which switches CPU autocast and leaves it switched."""
+    torch.set_autocast_enabled("cpu", enabled)
+    if dtype is not None:
+        torch.set_autocast_dtype("cpu", dtype)
+
+
+@pytest.fixture
+def autocast_restored():
+    yield
+    torch.set_autocast_enabled("cpu", False)
+    torch.set_autocast_dtype("cpu", torch.bfloat16)
+
+
+def autocast_on_inside_autocast_off(x, w, switch):
+    with torch.autocast("cpu", enabled=False):
+        a = x @ w
+        if switch:
+            switch_autocast(True)
+        else:
+            print("no switch")
+        b = x @ w
+        inside = torch.is_autocast_enabled("cpu")
+    return a.dtype, b.dtype, inside, torch.is_autocast_enabled("cpu"), (x @ w).dtype
+
+
+def autocast_dtype_inside_nested_autocast_off(x, w, switch):
+    with torch.autocast("cpu", enabled=False):
+        with torch.autocast("cpu", enabled=False):
+            switch_autocast(switch, torch.float16)
+            b = x @ w
+        c = x @ w
+    return b.dtype, c.dtype, torch.get_autocast_dtype("cpu")
+
+
+@pytest.mark.parametrize("fn", [autocast_on_inside_autocast_off, autocast_dtype_inside_nested_autocast_off])
+def test_autocast_the_eager_instruction_switches_inside_a_block_holds_until_its_end(fn, autocast_restored):
+    opt = minidynamo.optimize("eager")(fn)
+    x, w = torch.randn(3, 3), torch.randn(3, 3)
+    for switch in (False, True, False, True):
+        expected = fn(x, w, switch)
+        state_after = (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
+        torch.set_autocast_enabled("cpu", False)
+        torch.set_autocast_dtype("cpu", torch.bfloat16)
+        assert opt(x, w, switch) == expected
+        assert (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")) == state_after
+        torch.set_autocast_enabled("cpu", False)
+        torch.set_autocast_dtype("cpu", torch.bfloat16)
+    assert minidynamo.counters["graph_breaks"] >= 1
