@@ -16,6 +16,7 @@ from .exc import UnknownBackend
 
 Backend = Callable
 _registry: Dict[str, Backend] = {}
+_built_in: set = set()      # names a user's registration may not take (filled below)
 # name -> "module:function", imported on first lookup
 _lazy: Dict[str, str] = {
     "torchxla_trivial": "xla_bridge:torchxla_trivial",
@@ -30,7 +31,10 @@ def register_backend(name_or_fn=None, *, name: str | None = None):
         if not callable(fn):
             raise TypeError(f"a backend must be callable, got {type(fn).__name__}")
         key = backend_name or fn.__name__
-        _registry[key] = fn
+        if key in _built_in:
+            raise ValueError(f"backend name {key!r} is built in and cannot be replaced; "
+                             "register yours under another name")
+        _registry[key] = fn    # a name of the user's own is replaced (re-running a notebook cell)
         return fn
 
     if callable(name_or_fn):
@@ -62,3 +66,6 @@ def lookup_backend(backend) -> Backend:
 def eager(gm, example_inputs):
     """Run the captured graph with PyTorch itself: the reference for every other backend."""
     return gm.forward
+
+
+_built_in.update(_registry, _lazy)     # registered above by this module: never replaced

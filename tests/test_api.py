@@ -264,3 +264,25 @@ def test_a_dropped_context_drops_its_entries_of_equal_but_distinct_codes():
     del context, wrapped, fn
     gc.collect()
     assert [len(minidynamo.cache_entries(gm)) for gm in graph_modules] == [0, 0, 0]
+
+
+def test_a_built_in_backend_name_cannot_be_replaced():
+    def impostor(gm, example_inputs):
+        return lambda *args: ()
+
+    for name in ("eager", "torchxla_trace_once"):
+        with pytest.raises(ValueError, match="built in"):
+            minidynamo.register_backend(name)(impostor)
+    assert minidynamo.lookup_backend("eager") is not impostor
+
+
+def test_a_users_backend_name_registered_again_is_replaced():
+    @minidynamo.register_backend("mine_twice")
+    def first(gm, example_inputs):
+        return gm.forward
+
+    @minidynamo.register_backend("mine_twice")
+    def second(gm, example_inputs):
+        return gm.forward
+
+    assert minidynamo.lookup_backend("mine_twice") is second
