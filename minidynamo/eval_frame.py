@@ -12,6 +12,7 @@ import functools
 import inspect
 import sys
 import threading
+import types
 
 import torch
 
@@ -149,10 +150,12 @@ def disable(fn=None):
         return type(fn)(disable(fn.__func__))
     if not callable(fn):
         raise TypeError(f"disable(...) expects a callable, got {type(fn).__name__}")
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        disabled_codes.add(code)
-        _mark_disabled(code)
+    if isinstance(fn, types.FunctionType):
+        # The function's code is marked, so that no traced caller inlines it.  A bound method
+        # (``disable(lin.forward)``) is not: its code is every instance's; its wrapper alone runs
+        # untraced (a traced caller breaks at a call of the wrapper).
+        disabled_codes.add(fn.__code__)
+        _mark_disabled(fn.__code__)
     return watch(fn, None)
 
 

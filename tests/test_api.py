@@ -286,3 +286,25 @@ def test_a_users_backend_name_registered_again_is_replaced():
         return gm.forward
 
     assert minidynamo.lookup_backend("mine_twice") is second
+
+
+def test_disable_of_a_bound_method_reaches_that_instance_only():
+    class TwoLayers(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.b(self.a(x).relu())
+
+    model = TwoLayers()
+    model.a.forward = minidynamo.disable(model.a.forward)
+    opt = minidynamo.optimize("eager")(model)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(opt(x), model(x))
+    assert minidynamo.counters["graph_breaks"] == 1       # at self.a only: self.b is traced
+
+    minidynamo.reset()
+    other = minidynamo.optimize("eager")(torch.nn.Linear(4, 4))
+    other(x)
+    assert minidynamo.counters["compiles"] == 1           # Linear.forward itself is not disabled
