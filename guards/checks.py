@@ -246,11 +246,12 @@ def module_state_checks(guard: Guard, v: str, consts: Consts,
     plain attribute read on a module slow)."""
     label = guard.source.name()
     read = read or (lambda attr: f"{v}.{attr}")
-    checks = [Check(f"{read('training')} is {guard.expected!r}", f"{label}.training",
-                    repr(guard.expected), read("training"))]
-    for hooks in module_facts.MODULE_HOOK_DICTS:
-        checks.append(Check(f"not {read(hooks)}", f"len({label}.{hooks})", "0",
-                            f"len({read(hooks)})"))
+    training, hook_counts = guard.expected
+    checks = [Check(f"{read('training')} is {training!r}", f"{label}.training",
+                    repr(training), read("training"))]
+    for hooks, count in zip(module_facts.MODULE_HOOK_DICTS, hook_counts):
+        test = f"not {read(hooks)}" if count == 0 else f"len({read(hooks)}) == {count}"
+        checks.append(Check(test, f"len({label}.{hooks})", str(count), f"len({read(hooks)})"))
     compiled, instance_dict = read("_compiled_call_impl"), read("__dict__")
     checks.append(Check(f"{compiled} is None", f"{label}._compiled_call_impl", "None", compiled))
     checks.append(Check(f"'_call_impl' not in {instance_dict}", f"{label}.__dict__['_call_impl']", "absent",
@@ -461,7 +462,8 @@ def describe_guard(guard: Guard) -> str:
     if kind == DICT_KEYS_MATCH:
         return f"{name}.keys() == {list(expected[1])!r}"
     if kind == MODULE_STATE_MATCH:
-        return f"{name} module: training={expected}, no hooks, call not replaced"
+        hooks = "no hooks" if not any(expected[1]) else f"hooks per dict {expected[1]}"
+        return f"{name} module: training={expected[0]}, {hooks}, call not replaced"
     if kind == GLOBAL_HOOKS_EMPTY:
         return "no global nn.Module hooks"
     if kind == GRAD_MODE_MATCH:

@@ -177,22 +177,25 @@ def dict_keys_match(source: Source, d: dict) -> Guard:
 
 
 def module_state_match(source: Source, module: torch.nn.Module) -> Guard:
-    """Training flag as at trace time, no hooks on the module and no global module hooks, and
-    nothing else replaces what its call runs (``module_facts.CALL_OVERRIDES``).
+    """Training flag as at trace time, as many hooks in each of the module's hook dicts as then
+    (almost always none: a trace that calls the module guards the hooks it ran one by one), no
+    global module hooks, and nothing else replaces what its call runs
+    (``module_facts.CALL_OVERRIDES``).
 
-    Raises ``UnguardableValue`` if hooks or such a replacement are present now: a trace that
-    inlined ``forward`` without them would be wrong from its very first call.
+    Raises ``UnguardableValue`` if global hooks or such a replacement are present now: a trace
+    that inlined ``forward`` without them would be wrong from its very first call.
     """
     if not isinstance(module, torch.nn.Module):
         raise UnguardableValue(f"{source.name()}: module_state_match on a {type(module).__name__}")
-    hooks = module_facts.module_hooks(module)
-    if hooks:
-        raise UnguardableValue(f"{source.name()}: module has hooks ({', '.join(hooks)})")
+    global_hooks = [name for name, hooks in module_facts.global_hook_dicts().items() if hooks]
+    if global_hooks:
+        raise UnguardableValue(f"{source.name()}: global module hooks are registered ({', '.join(global_hooks)})")
     overrides = module_facts.call_overrides(module)
     if overrides:
         raise UnguardableValue(f"{source.name()}: module's call is replaced ({', '.join(overrides)})")
     calls = tuple((name, class_lookup(type(module), name)) for name in module_facts.CALL_LOOKUPS)
-    return Guard(source, MODULE_STATE_MATCH, bool(module.training), calls)   # obj: what its class's call finds
+    hook_counts = module_facts.hook_counts(module)
+    return Guard(source, MODULE_STATE_MATCH, (bool(module.training), hook_counts), calls)   # obj: what its class's call finds
 
 
 def global_hooks_empty() -> Guard:

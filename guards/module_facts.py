@@ -47,6 +47,13 @@ def global_hook_dicts() -> dict[str, dict]:
     return {name: getattr(_module_impl, name) for name in GLOBAL_HOOK_DICT_NAMES}
 
 
+def hook_counts(module: torch.nn.Module) -> tuple:
+    """How many hooks each of ``MODULE_HOOK_DICTS`` holds on ``module`` (a dict that is not one
+    counts as -1: the guard then never passes)."""
+    return tuple(len(hooks) if isinstance(hooks := getattr(module, name, None), dict) else -1
+                 for name in MODULE_HOOK_DICTS)
+
+
 def module_hooks(module: torch.nn.Module) -> list[str]:
     """Names of the hook dicts that are not empty on ``module`` or globally."""
     found = [name for name in MODULE_HOOK_DICTS if getattr(module, name, None)]

@@ -98,8 +98,9 @@ def _class_facts(guard: Guard, cls: Any, read) -> bool:
 
 
 def _module_state(guard: Guard, module: Any, read) -> bool:
-    return (module.training is guard.expected and not module_facts.module_hooks(module)
-            and not module_facts.call_overrides(module)
+    training, hook_counts = guard.expected
+    return (module.training is training and module_facts.hook_counts(module) == hook_counts
+            and not any(module_facts.global_hook_dicts().values()) and not module_facts.call_overrides(module)
             and all(class_lookup(type(module), name) is found for name, found in guard.obj))
 
 

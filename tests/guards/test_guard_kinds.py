@@ -181,11 +181,24 @@ def test_module_state_match_sees_training_flag_and_hooks():
     assert passes(guard_fn, module)
 
 
-def test_module_state_match_refuses_a_module_with_hooks():
+def test_module_state_match_counts_a_modules_hooks_as_traced():
     module = torch.nn.Linear(2, 2)
     module.register_forward_pre_hook(lambda *a: None)
-    with pytest.raises(UnguardableValue, match="_forward_pre_hooks"):
-        module_state_match(X, module)
+    guard_fn = guard_fn_for([module_state_match(X, module)], "x")
+    assert passes(guard_fn, module)
+    handle = module.register_forward_pre_hook(lambda *a: None)
+    assert guard_fn.failure_reason(f, module) == "len(L['x']._forward_pre_hooks): expected 1, got 2"
+    handle.remove()
+    assert passes(guard_fn, module)
+
+
+def test_module_state_match_refuses_global_hooks():
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda *a: None)
+    try:
+        with pytest.raises(UnguardableValue, match="_global_forward_pre_hooks"):
+            module_state_match(X, torch.nn.Linear(2, 2))
+    finally:
+        handle.remove()
 
 
 def test_grad_mode_match():

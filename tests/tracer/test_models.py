@@ -87,11 +87,11 @@ def test_training_flag_is_guarded():
     assert not guard_fn(func, model, x)
 
 
-def test_hooks_are_refused():
+def test_backward_hooks_are_refused():
     model = torch.nn.Linear(4, 4)
-    model.register_forward_hook(lambda m, i, o: o * 2)
+    model.register_full_backward_hook(lambda m, gi, go: None)
     wrapper = torch.nn.Sequential(model)
-    with pytest.raises(Unsupported, match="hook"):
+    with pytest.raises(Unsupported, match="backward hooks"):
         run_traced(wrapper, torch.randn(2, 4))
 
 

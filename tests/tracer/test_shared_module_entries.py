@@ -93,7 +93,8 @@ def test_a_layer_with_a_hook_does_not_share():
     layers = layers_of(4)
     layers[2].register_forward_hook(lambda module, args, out: out * 10)
     backend = compare(layers, torch.randn(2, 8))
-    assert backend.compile_count <= 3          # the hooked layer runs eagerly (or gets its own entry)
+    # layer 0, the shared entry, the hooked layer's own entry, and the hook itself (a frame of its own)
+    assert backend.compile_count <= 4
 
 
 def test_a_layer_whose_attribute_is_no_longer_a_tensor_does_not_share():

@@ -1,9 +1,11 @@
-"""``NNModuleVariable``: an ``nn.Module`` instance.  Calling it inlines ``forward``; its
-parameters and buffers become graph inputs read from the module on every call."""
+"""``NNModuleVariable``: an ``nn.Module`` instance.  Calling it inlines its forward pre-hooks,
+``forward`` and its forward hooks; its parameters and buffers become graph inputs read from the
+module on every call."""
 
 from __future__ import annotations
 
 import types
+from collections import OrderedDict
 
 from torch import nn
 from torch.nn.modules import module as module_impl
@@ -14,6 +16,7 @@ from ...exc import Unsupported
 from ..library import is_library_value
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
+from .containers import DictVariable, TupleVariable
 
 # The hook dicts that change a call, or see a registration (one home: guards/module_facts.py).
 GLOBAL_HOOK_DICTS = module_facts.GLOBAL_HOOK_DICT_NAMES + module_facts.GLOBAL_REGISTRATION_HOOK_DICT_NAMES
@@ -27,13 +30,25 @@ MODULE_METHODS_HANDLED_HERE = {"children", "modules", "parameters", "named_param
                                "zero_grad", "items", "keys", "values", "__len__", "__getitem__", "__contains__"}
 
 
-def check_no_hooks(module: nn.Module) -> None:
-    for name in GLOBAL_HOOK_DICTS:
-        if getattr(module_impl, name, None):
-            raise Unsupported(f"a global nn.Module hook is registered ({name})")
-    for name in module_facts.MODULE_HOOK_DICTS:
-        if getattr(module, name, None):
-            raise Unsupported(f"{type(module).__name__} has {name} registered")
+# The forward hooks a call inlines: (hook dict, the dict of the ids registered with kwargs).
+FORWARD_HOOKS = {"pre": ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs"),
+                 "post": ("_forward_hooks", "_forward_hooks_with_kwargs")}
+
+
+def _is_none(vt) -> bool:
+    return isinstance(vt, ConstantVariable) and vt.value is None
+
+
+def _args_and_kwargs(changed):
+    """A with-kwargs pre-hook's ``(new_args, new_kwargs)``, as nn.Module insists on it."""
+    if not (isinstance(changed, TupleVariable) and changed.python_type() is tuple and len(changed.items) == 2):
+        raise Unsupported("a forward pre-hook with kwargs returned something else than (args, kwargs) "
+                          "(nn.Module raises RuntimeError)")
+    new_args, new_kwargs = changed.items
+    if not (isinstance(new_args, TupleVariable) and isinstance(new_kwargs, DictVariable)
+            and all(isinstance(k, str) for k in new_kwargs.items)):
+        raise Unsupported("a forward pre-hook with kwargs returned args or kwargs the tracer cannot unpack")
+    return list(new_args.items), dict(new_kwargs.items)
 
 
 def _child_source(parent_source, module, key):
@@ -243,13 +258,60 @@ class NNModuleVariable(VariableTracker):
         return self.call_forward(tx, args, kwargs)
 
     def call_forward(self, tx, args, kwargs):
-        """What ``nn.Module.__call__`` does when no hook is registered: ``forward``."""
+        """What ``nn.Module.__call__`` does: the forward pre-hooks, ``forward``, the forward
+        hooks, in nn.Module's order and with its rules for what a hook returns."""
         module = self.value
-        check_no_hooks(module)
+        for name in GLOBAL_HOOK_DICTS:
+            if getattr(module_impl, name, None):
+                raise Unsupported(f"a global nn.Module hook is registered ({name})")
+        for name in ("_backward_hooks", "_backward_pre_hooks"):
+            if getattr(module, name, None):
+                raise Unsupported(f"{type(module).__name__} has {name} registered (backward hooks are not traced)")
         forward = type(module).forward
         if forward is nn.Module.forward or not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(module).__name__} has no Python forward")
-        return self.call_method(tx, "forward", args, kwargs)
+        pre_hooks, post_hooks = self._forward_hooks(tx, "pre"), self._forward_hooks(tx, "post")
+        args, kwargs = list(args), dict(kwargs)
+        for hook, with_kwargs in pre_hooks:
+            if with_kwargs:
+                changed = hook.call_function(tx, [self, TupleVariable(args), DictVariable(kwargs)], {})
+                if not _is_none(changed):
+                    args, kwargs = _args_and_kwargs(changed)
+            else:
+                changed = hook.call_function(tx, [self, TupleVariable(args)], {})
+                if not _is_none(changed):
+                    args = list(changed.items) if type(changed) is TupleVariable else [changed]
+                    if changed.python_type() is not tuple and isinstance(changed, TupleVariable):
+                        raise Unsupported("a forward pre-hook returned a tuple subclass")
+        result = self.call_method(tx, "forward", args, kwargs)
+        for hook, with_kwargs in post_hooks:
+            hook_args = [self, TupleVariable(args), *([DictVariable(kwargs)] if with_kwargs else []), result]
+            changed = hook.call_function(tx, hook_args, {})
+            if not _is_none(changed):
+                result = changed
+        return result
+
+    def _forward_hooks(self, tx, which):
+        """[(hook, registered with kwargs)] of one hook dict, in its order, each hook guarded by
+        identity (and the dict by its keys, so none is added or removed unseen)."""
+        hooks_name, kwargs_name = FORWARD_HOOKS[which]
+        hooks = getattr(self.value, hooks_name, None)
+        if not hooks:
+            return []
+        if self.source is None:
+            raise Unsupported(f"{type(self.value).__name__} made in the trace has {hooks_name} registered")
+        with_kwargs = getattr(self.value, kwargs_name, None)
+        always = getattr(self.value, "_forward_hooks_always_called", None) if which == "post" else None
+        if type(hooks) not in (dict, OrderedDict) or not isinstance(with_kwargs, dict) or always:
+            raise Unsupported(f"{type(self.value).__name__}.{hooks_name}: hooks this tracer does not model "
+                              "(always_call=True, or a hook dict replaced)")
+        hooks_source = G.AttrSource(self.source, hooks_name)
+        tx.output.add_guard(G.dict_keys_match(hooks_source, hooks))
+        tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, kwargs_name), with_kwargs))
+        if which == "post":
+            tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "_forward_hooks_always_called"), always))
+        return [(self._wrap(tx, hook, G.ItemSource(hooks_source, key)), key in with_kwargs)
+                for key, hook in hooks.items()]
 
     def call_method(self, tx, name, args, kwargs):
         module = self.value
