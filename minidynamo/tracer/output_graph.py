@@ -194,10 +194,15 @@ class OutputGraph:
                 raise
             return self.call_op(kind, target, *scalars, device=device, example_fn=example_fn)
         itself = _returns_an_argument_itself(target, example, example_args, probe)
-        if itself is not None:
+        if itself is not None and same_device(device, args[itself].device):
             # ``F.dropout(t, p, training=False)`` is ``t`` itself in eager: a write to one is a
             # write to the other (a device op would answer with a copy)
             return args[itself]
+        if itself is not None:
+            # every example lives on meta, so a move to another device (``x.to('meta')``,
+            # ``x.cpu()`` of a device tensor, ``torch.as_tensor(x, device=d)``) answered the
+            # argument itself there: eager copies, with the layout ``to`` keeps
+            example = example.clone(memory_format=torch.preserve_format)
         example = meta_examples(example)
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
         node.meta["draws_random"] = probe.draws_random
@@ -313,6 +318,15 @@ def _method_caller(name: str):
 
 def _accepts_device(target) -> bool:
     return target in FACTORIES
+
+
+def same_device(target, current) -> bool:
+    """``x.to(target)`` keeps ``x`` (on ``current``): the same device type, and the same index
+    unless the target names none (``'xla'`` is the tensor's own ``xla:0``)."""
+    if target is None or current is None:
+        return True
+    target, current = torch.device(target), torch.device(current)
+    return target.type == current.type and (target.index is None or target.index == current.index)
 
 
 def _returns_an_argument_itself(target, example, example_args, probe):
