@@ -138,9 +138,39 @@ def device_copies(values: list) -> list:
         wait_device()          # the copies' execution is over before any trace starts
     for i, copy in zip(on_device, clones):
         copies[i] = copy
-    for i, copy in zip(on_host, to_device([torch.Tensor.detach(values[i]) for i in on_host])):
-        copies[i] = copy
+    if on_host:
+        for i, copy in zip(on_host, to_device([torch.Tensor.detach(values[i]) for i in on_host])):
+            copies[i] = copy
     return copies
+
+
+def positions_sharing_data(identities: tuple) -> list:
+    """Positions whose device data an earlier position holds too (one tensor passed twice, tied
+    weights, a ``detach()`` of another argument), from ``data_identities``. torch_xla's graph
+    hash does not say which parameters are one data: a lazy trace over such arguments is given
+    the executable compiled for a graph of the same ops whose parameters were shared otherwise
+    (``x.sin() + y.cos()`` for ``(a, a)`` and ``(a, b)``), so a trace must see each position's
+    own data."""
+    first, repeats = set(), []
+    for position, identity in enumerate(identities):
+        if identity is None:
+            continue
+        if identity[0] in first:
+            repeats.append(position)
+        first.add(identity[0])
+    return repeats
+
+
+def own_data_per_position(values: list, identities: tuple) -> tuple:
+    """``values`` (a list, changed in place) with each position that shares its device data
+    with an earlier one given a device copy of its own (``positions_sharing_data``: never one
+    the graph writes, as such calls run eagerly), and the identities anew."""
+    repeats = positions_sharing_data(identities)
+    if not repeats:
+        return values, identities
+    for position, copy in zip(repeats, device_copies([values[p] for p in repeats])):
+        values[position] = copy
+    return values, data_identities(values)
 
 
 def data_identities(values: list) -> tuple:

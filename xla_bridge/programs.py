@@ -125,8 +125,10 @@ class TracedEveryCall:
         self.treespec = None
 
     def run(self, device_args, same_signature=False) -> list:
-        """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed."""
-        before = dev.data_identities(device_args)
+        """The lazy trace; the sync (execution) is ``sync``, separate so it can be timed.
+        Each argument position is traced on device data of its own (``dev.own_data_per_position``:
+        the compiled graph is looked up by a hash blind to which parameters are one data)."""
+        device_args, before = dev.own_data_per_position(device_args, dev.data_identities(device_args))
         self.rewind = GeneratorRewind(self.draws and self.check_indices)
         # (the watch innermost: it sees the ops the program calls, before any formula)
         with torch.no_grad(), HostDraws.when(self.draws), converting_dtypes(self.converts), \

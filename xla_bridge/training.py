@@ -499,6 +499,17 @@ class _DeviceStep(torch.autograd.Function):
         return (None, None, *result)
 
 
+def _own_data_per_position(device_args, needs_grad) -> None:
+    """Give each position of the lazy trace device data of its own (``dev.own_data_per_position``);
+    a shared one that requires grad cannot be copied without cutting autograd: eager runs it."""
+    identities = dev.data_identities(device_args)
+    shared_grad = [p for p in dev.positions_sharing_data(identities) if needs_grad[p]]
+    if shared_grad:
+        raise NotDifferentiable(f"arguments {shared_grad} that require grad hold the device data of an "
+                                f"earlier argument (torch_xla's graph hash cannot tell them apart)")
+    dev.own_data_per_position(device_args, identities)
+
+
 class LazyTraining:
     """The grad-mode path of ``torchxla_trivial``: the graph runs lazily on the device with
     autograd on (host tensors that require grad move with a differentiable ``.to``), synced
@@ -528,6 +539,11 @@ class LazyTraining:
         if written:
             raise NotDifferentiable(f"the graph writes in place to arguments that require grad "
                                     f"(positions {written})")
+        # each position gets its own device copy: a write through one would not reach another
+        # argument viewing the same memory (``f(p.data, p)``), as the inference path checks too
+        if bridged.written and bridged.host_inputs.aliased(bridged.written, args, bridged.device_positions):
+            raise NotDifferentiable("an argument the graph writes in place shares memory with "
+                                    "another argument")
         if not dev.backward_on_device():
             raise NotDifferentiable(_NO_DEVICE_BACKWARD)
         if self.backward_differs:
@@ -555,6 +571,7 @@ class LazyTraining:
             self.draws = bool(drawn.draws)
             self.dtypes_checked = True
             self.converts = dtypes.converts     # then every call converts those results, as the check did
+        _own_data_per_position(device_args, needs_grad)
         host_tensors = [p for p in bridged.host_positions if not needs_grad[p]]
         before = dev.data_identities([device_args[p] for p in host_tensors])
         indices = watching_indices(bridged.check_indices)
