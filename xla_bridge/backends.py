@@ -330,6 +330,7 @@ class BridgedCall:
             cached = tuple(i for i, a in enumerate(args) if isinstance(a, torch.nn.Parameter)) \
                 + tuple(weight_state)
         self.host_inputs = HostInputs(len(args), self.host_positions, cached)
+        self.draws_random = any(node.meta.get("draws_random") for node in gm.graph.nodes)
         self.last_signature = None            # of the device and Python-value arguments
         self.make_program = make_program
         self.training = make_training(self) if make_training and self.check_grad_mode else None
@@ -398,14 +399,18 @@ class BridgedCall:
                 return self._eager(inputs, "grad mode is on and an input requires grad "
                                            "(this backend has no training path)")
             refused = None
+            before = self._before_device_run()
             try:
                 out = self.training(inputs)
             except (NotDifferentiable, NotOneGraph) as error:
                 refused = f"training path: {error.reason}"
             except IndexOutOfRange as error:
                 refused = error.reason
+            except Exception as error:
+                refused = self._raised_before_write_back(error, before)
             if refused is not None:           # eager runs outside the handler: its own error
-                return self._eager(inputs, refused)   # would otherwise carry ours as context
+                self._rewind_random(before)   # would otherwise carry ours as context
+                return self._eager(inputs, refused)
             if out is not NO_GRAD_NEEDED:
                 return out
         if self.program is None:
@@ -429,6 +434,7 @@ class BridgedCall:
                 return self._eager(inputs, "an argument the graph writes in place shares "
                                            "memory with another argument")
         refused = None
+        before = self._before_device_run()
         try:
             with timing.phase("trace" if self.sync is not None else "hash_lookup_dispatch"):
                 leaves = self.program.run(device_args, same_signature)
@@ -438,7 +444,10 @@ class BridgedCall:
                     self.sync()
         except IndexOutOfRange as error:    # nothing was written back: eager raises its error
             refused = error.reason
+        except Exception as error:
+            refused = self._raised_before_write_back(error, before)
         if refused is not None:
+            self._rewind_random(before)
             self.host_inputs.forget_cached()
             return self._eager(inputs, refused)
         if timing.active is not None:
@@ -510,6 +519,33 @@ class BridgedCall:
                 out = [laid_out.get(id(leaf), leaf) for leaf in out]
             rebuild_output_views(out, self.output_views)
         return out
+
+    def _before_device_run(self):
+        """What a device run may change that an eager run of the same call must find as it was:
+        the host generator (a graph with random ops: a host factory such as ``torch.rand(2)``
+        draws while the lazy trace runs) and how many calls wrote the caller's tensors back."""
+        state = torch.random.get_rng_state() if self.draws_random else None
+        return state, self.host_inputs.write_backs
+
+    def _rewind_random(self, before) -> None:
+        """Before a call runs eagerly after its device run: the eager run draws again, from where
+        eager's generator stands."""
+        if before[0] is not None:
+            torch.random.set_rng_state(before[0])
+
+    def _raised_before_write_back(self, error: Exception, before) -> str:
+        """The reason to run a call eagerly whose device run raised (a CPU-fallback op such as
+        ``linalg.cholesky`` refusing its data while the lazy trace runs), or ``error`` again.
+
+        Eager would have made the graph's in-place writes that precede the failing op; the
+        device run made them on device copies only.  When every tensor argument lives on the
+        host and nothing was written back, the eager run is exact: it makes those writes on the
+        caller's tensors and raises eager's own error.  A device-resident argument was written
+        by the run itself: its error stands."""
+        if not self.check_indices or self.host_inputs.write_backs != before[1]:
+            raise error
+        return (f"the device run raised {type(error).__name__} before anything was written back: "
+                "eager makes its writes up to the failing op, then raises")
 
     def _eager(self, inputs, reason: str):
         """Run the original graph on the caller's tensors: eager semantics, whatever aliases."""

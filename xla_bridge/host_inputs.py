@@ -92,6 +92,7 @@ class HostInputs:
         self.versions = [-1] * slots          # (kept alive, so its id is never reused), its
         self.copies = [None] * slots          # version, the copy and its signature
         self.signatures = [None] * slots
+        self.write_backs = 0                  # calls that wrote the caller's tensors, so far
 
     def __call__(self, args):
         """(the device arguments, whether some host argument has another shape or dtype than
@@ -141,6 +142,7 @@ class HostInputs:
     def write_back(self, positions, args, device_args) -> None:
         """Copy in-place results to the caller's host tensors (one batched transfer); a cached
         weight's device copy already holds the new value, so its slot stays valid."""
+        self.write_backs += 1             # (a call that then fails cannot be re-run eagerly)
         values = dev.to_host([device_args[p] for p in positions])
         with torch.no_grad():
             for position, value in zip(positions, values):

@@ -65,6 +65,8 @@ class FlatProgram:
         home = self.home_device
         redirect = home is not None and target is not None and target.type != home.type
         on_device = target is not None and target.type not in ("cpu", "meta")
+        if isinstance(runner, fx.GraphModule):   # not runner(...): FX prints its traceback to stderr
+            runner = runner.forward              # when the graph raises (eager prints nothing)
         with RedirectDevice(home, target) if redirect else contextlib.nullcontext(), \
                 CopiesFromHost() if on_device else contextlib.nullcontext():
             if not self._slots:
