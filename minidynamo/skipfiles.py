@@ -58,13 +58,15 @@ disabled_codes: "weakref.WeakSet" = weakref.WeakSet()
 
 # -- frames with nothing of torch in them ----------------------------------------------------------
 def _holds_torch_value(value, seen: set, depth: int = 0) -> bool:
-    """A tensor, an nn.Module (or nn.Module class), inside lists, tuples, dicts and namedtuples."""
-    if isinstance(value, (torch.Tensor, torch.nn.Module)):
-        return True
-    if isinstance(value, type):
-        return issubclass(value, torch.nn.Module)
+    """A tensor, an nn.Module (or nn.Module class), inside lists, tuples, dicts and namedtuples.
+    Asked of the real type: ``isinstance`` would read ``value.__class__`` through a user
+    ``__getattribute__``, whose exception would reach the program from a frame it never made."""
     kind = type(value)
-    if kind not in (list, tuple, dict) and not (isinstance(value, tuple) and hasattr(kind, "_fields")):
+    if issubclass(kind, (torch.Tensor, torch.nn.Module)):
+        return True
+    if issubclass(kind, type):
+        return issubclass(value, torch.nn.Module)
+    if kind not in (list, tuple, dict) and not (issubclass(kind, tuple) and hasattr(kind, "_fields")):
         return False
     if id(value) in seen or depth > 8:
         return False

@@ -6,7 +6,9 @@ body that traced without raising never needs its handler, with one exception: th
 the body put in the graph run again at call time, and kernels can raise there for reasons
 the meta example values cannot see (out of memory, an index out of range in the data, ...).
 They raise ``RuntimeError`` (and subclasses), ``IndexError``, ``ValueError``, ``TypeError``,
-``ArithmeticError``, ``MemoryError``; ``KeyboardInterrupt`` can arrive anywhere.
+``ArithmeticError``, ``MemoryError``; ``KeyboardInterrupt`` can arrive anywhere; and any
+``Warning`` a torch function in the graph emits at call time raises when the program's filters
+turn warnings into errors (``warnings.simplefilter("error")``: the filters are not guarded).
 
 Rule: executing a try body is fine; if an instruction inside it adds graph nodes (directly or
 through an inlined call), every ``try`` handler that would see an exception from that
@@ -39,7 +41,8 @@ import builtins
 
 from ..exc import Unsupported
 
-KERNEL_ERRORS = (RuntimeError, IndexError, ValueError, TypeError, ArithmeticError, MemoryError, KeyboardInterrupt)
+KERNEL_ERRORS = (RuntimeError, IndexError, ValueError, TypeError, ArithmeticError, MemoryError, KeyboardInterrupt,
+                 Warning)
 
 
 def handler_chains(instructions, handler_of: list) -> list:
