@@ -16,7 +16,7 @@ from ...exc import Unsupported
 from ..library import is_library_value
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
-from .containers import DictVariable, TupleVariable
+from .containers import BaseListVariable, DictVariable, TupleVariable
 
 # The hook dicts that change a call, or see a registration (one home: guards/module_facts.py).
 GLOBAL_HOOK_DICTS = module_facts.GLOBAL_HOOK_DICT_NAMES + module_facts.GLOBAL_REGISTRATION_HOOK_DICT_NAMES
@@ -40,15 +40,34 @@ def _is_none(vt) -> bool:
 
 
 def _args_and_kwargs(changed):
-    """A with-kwargs pre-hook's ``(new_args, new_kwargs)``, as nn.Module insists on it."""
+    """A with-kwargs pre-hook's ``(new_args, new_kwargs)``, as nn.Module insists on it: the two
+    objects themselves (forward unpacks them; the later hooks receive them as they are)."""
     if not (isinstance(changed, TupleVariable) and changed.python_type() is tuple and len(changed.items) == 2):
         raise Unsupported("a forward pre-hook with kwargs returned something else than (args, kwargs) "
                           "(nn.Module raises RuntimeError)")
     new_args, new_kwargs = changed.items
-    if not (isinstance(new_args, TupleVariable) and isinstance(new_kwargs, DictVariable)
-            and all(isinstance(k, str) for k in new_kwargs.items)):
+    if not (isinstance(new_args, BaseListVariable) and new_args.python_type() in (tuple, list)
+            and isinstance(new_kwargs, DictVariable)):
         raise Unsupported("a forward pre-hook with kwargs returned args or kwargs the tracer cannot unpack")
-    return list(new_args.items), dict(new_kwargs.items)
+    return new_args, new_kwargs
+
+
+def _new_args(changed):
+    """A plain pre-hook's result as the new args: a tuple is the args, anything else is wrapped in
+    one (nn.Module's ``isinstance(result, tuple)``; a tuple subclass is refused: its own
+    iteration would unpack it)."""
+    if isinstance(changed, TupleVariable) and changed.python_type() is tuple:
+        return changed
+    if issubclass(changed.python_type(), tuple):
+        raise Unsupported("a forward pre-hook returned a tuple subclass")
+    return TupleVariable([changed])
+
+
+def _forward_kwargs(kwargs_vt) -> dict:
+    """``**kwargs`` of forward: the kwargs dict as the hooks left it (they may write it in place)."""
+    if not all(isinstance(k, str) for k in kwargs_vt.items):
+        raise Unsupported("forward's kwargs have a key that is not a string (TypeError)")
+    return dict(kwargs_vt.items)
 
 
 def _child_source(parent_source, module, key):
@@ -259,7 +278,11 @@ class NNModuleVariable(VariableTracker):
 
     def call_forward(self, tx, args, kwargs):
         """What ``nn.Module.__call__`` does: the forward pre-hooks, ``forward``, the forward
-        hooks, in nn.Module's order and with its rules for what a hook returns."""
+        hooks, in nn.Module's order and with its rules for what a hook returns.  As
+        ``_call_impl``: ``forward`` is read before any hook runs, each hook dict when its turn
+        comes (the forward hooks after forward: a pre-hook or forward may change them), whether a
+        hook takes kwargs when it is called, and every hook sees the same args and kwargs objects
+        (a with-kwargs hook may write the kwargs dict in place)."""
         module = self.value
         for name in GLOBAL_HOOK_DICTS:
             if getattr(module_impl, name, None):
@@ -270,48 +293,72 @@ class NNModuleVariable(VariableTracker):
         forward = type(module).forward
         if forward is nn.Module.forward or not isinstance(forward, types.FunctionType):
             raise Unsupported(f"{type(module).__name__} has no Python forward")
-        pre_hooks, post_hooks = self._forward_hooks(tx, "pre"), self._forward_hooks(tx, "post")
-        args, kwargs = list(args), dict(kwargs)
-        for hook, with_kwargs in pre_hooks:
-            if with_kwargs:
-                changed = hook.call_function(tx, [self, TupleVariable(args), DictVariable(kwargs)], {})
+        forward = self.var_getattr(tx, "forward")
+        args, kwargs = TupleVariable(list(args)), DictVariable(dict(kwargs))
+        for key, hook in self._forward_hooks(tx, "pre"):
+            if self._takes_kwargs(tx, "pre", key):
+                changed = hook.call_function(tx, [self, args, kwargs], {})
                 if not _is_none(changed):
                     args, kwargs = _args_and_kwargs(changed)
             else:
-                changed = hook.call_function(tx, [self, TupleVariable(args)], {})
+                changed = hook.call_function(tx, [self, args], {})
                 if not _is_none(changed):
-                    args = list(changed.items) if type(changed) is TupleVariable else [changed]
-                    if changed.python_type() is not tuple and isinstance(changed, TupleVariable):
-                        raise Unsupported("a forward pre-hook returned a tuple subclass")
-        result = self.call_method(tx, "forward", args, kwargs)
-        for hook, with_kwargs in post_hooks:
-            hook_args = [self, TupleVariable(args), *([DictVariable(kwargs)] if with_kwargs else []), result]
-            changed = hook.call_function(tx, hook_args, {})
+                    args = _new_args(changed)
+        result = forward.call_function(tx, list(args.items), _forward_kwargs(kwargs))
+        for key, hook in self._forward_hooks(tx, "post"):
+            with_kwargs = self._takes_kwargs(tx, "post", key)
+            changed = hook.call_function(tx, [self, args, *([kwargs] if with_kwargs else []), result], {})
             if not _is_none(changed):
                 result = changed
         return result
 
     def _forward_hooks(self, tx, which):
-        """[(hook, registered with kwargs)] of one hook dict, in its order, each hook guarded by
-        identity (and the dict by its keys, so none is added or removed unseen)."""
-        hooks_name, kwargs_name = FORWARD_HOOKS[which]
-        hooks = getattr(self.value, hooks_name, None)
+        """[(key, hook)] of one hook dict as it is now, in its order (a snapshot, as nn.Module
+        iterates one), each hook guarded by identity and the dict by its keys, so none is added
+        or removed unseen."""
+        hooks = self._hook_dict(tx, FORWARD_HOOKS[which][0])
         if not hooks:
             return []
+        if which == "post" and self._hook_dict(tx, "_forward_hooks_always_called", hooks=False):
+            raise Unsupported(f"{type(self.value).__name__} has a forward hook with always_call=True")
+        return list(hooks.items())
+
+    def _takes_kwargs(self, tx, which, key) -> bool:
+        """Is hook ``key`` called with the kwargs (read when it is called, as nn.Module does)?"""
+        return key in self._hook_dict(tx, FORWARD_HOOKS[which][1], hooks=False)
+
+    def _hook_dict(self, tx, name, hooks=True) -> dict:
+        """The module's hook dict ``name`` as the trace sees it now (its keys always guarded;
+        ``hooks``: its values are hooks to call, each wrapped, so guarded).  Once the trace read
+        or wrote the dict, the tracer's own copy (a hook or forward may have changed it);
+        otherwise the module's.  An empty ``_forward_hooks`` / ``_forward_pre_hooks`` the
+        trace did not touch needs no guard: module_state_match guards how many it holds."""
+        real = getattr(self.value, name, None)
+        if type(real) not in (dict, OrderedDict):
+            raise Unsupported(f"{type(self.value).__name__}.{name} is not a dict (hooks this tracer does not model)")
         if self.source is None:
-            raise Unsupported(f"{type(self.value).__name__} made in the trace has {hooks_name} registered")
-        with_kwargs = getattr(self.value, kwargs_name, None)
-        always = getattr(self.value, "_forward_hooks_always_called", None) if which == "post" else None
-        if type(hooks) not in (dict, OrderedDict) or not isinstance(with_kwargs, dict) or always:
-            raise Unsupported(f"{type(self.value).__name__}.{hooks_name}: hooks this tracer does not model "
-                              "(always_call=True, or a hook dict replaced)")
-        hooks_source = G.AttrSource(self.source, hooks_name)
-        tx.output.add_guard(G.dict_keys_match(hooks_source, hooks))
-        tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, kwargs_name), with_kwargs))
-        if which == "post":
-            tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "_forward_hooks_always_called"), always))
-        return [(self._wrap(tx, hook, G.ItemSource(hooks_source, key)), key in with_kwargs)
-                for key, hook in hooks.items()]
+            if real:
+                raise Unsupported(f"{type(self.value).__name__} made in the trace has {name} registered")
+            return {}
+        source = G.AttrSource(self.source, name)
+        side_effects = tx.output.side_effects
+        if (side_effects.cached_container(source) is None and side_effects.stored_attribute(self, name) is None
+                and not self._mutated_under_another_name(tx, real)):
+            if not real and name in module_facts.MODULE_HOOK_DICTS:
+                return {}
+            tx.output.add_guard(G.dict_keys_match(source, real))
+            return {key: self._wrap(tx, hook, G.ItemSource(source, key)) if hooks else None
+                    for key, hook in real.items()}
+        found = self.var_getattr(tx, name)
+        if not isinstance(found, DictVariable):
+            raise Unsupported(f"{type(self.value).__name__}.{name} is not a dict the tracer models")
+        return found.items
+
+    @staticmethod
+    def _mutated_under_another_name(tx, real) -> bool:
+        """Did the trace change this very dict through another name (``m.__dict__[...]``)?"""
+        wrapped = tx.output.wrapped_values
+        return any(wrapped.get(source) is real for source in tx.output.side_effects.mutated)
 
     def call_method(self, tx, name, args, kwargs):
         module = self.value
