@@ -22,9 +22,16 @@ class ProgramRaises(Unsupported):
     Python raises it; but only calls that take the same path need to.  The tracer attaches
     ``path_guards`` = (guards, frame): what it had read up to the raise, so the frame's cache
     entry runs eagerly while they pass and other values are still traced (an eager entry needs
-    no guard to be right: guards only decide when tracing is worth another try)."""
+    no guard to be right: guards only decide when tracing is worth another try).
+
+    ``exception`` is the exception CPython raises there, when known: a ``try`` statement of the
+    traced code then catches it at trace time (``tracer/exceptions.py``)."""
 
     path_guards = None
+
+    def __init__(self, reason: str, exception: BaseException | None = None):
+        super().__init__(reason)
+        self.exception = exception
 
 
 def raised_by_program(error: BaseException):

@@ -31,11 +31,13 @@ import torch
 import guards as G
 from .. import config
 from ..exc import Unsupported
-from .library import LIBRARY_PREFIXES, is_library_value
+from .class_answers import guard_protocol
+from .library import LIBRARY_PREFIXES, is_library_value, is_program_class, is_program_function
 from .variables.base import OpaqueCallableVariable, VariableTracker, describe
 from .variables.constant import ConstantVariable, is_constant_value
 from .variables.numpy_values import is_numpy_scalar, is_type_info, numpy_callable_kind, scalar_guards, wrap_numpy_callable
 from .variables.containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
+                                   check_named_tuple_model,
                                    is_named_tuple_type)
 
 
@@ -80,6 +82,8 @@ def wrap(tx, value, source) -> VariableTracker:
             singleton = isinstance(value, (type(Ellipsis), type(NotImplemented), torch.layout, torch.memory_format,
                                            enum.Enum))           # singletons: identity is equality
             guard(G.id_match(source, value) if singleton else G.equals_match(source, value))
+        if is_program_class(type(value)):      # an enum member, an int subclass: folded by its class's methods
+            guard_protocol(tx, type(value))
         return ConstantVariable(value, source)
     if type(value) is tuple and _is_plain_constant_tuple(value):
         if source is not None:                  # kernel_size=(3, 3): one guard for the whole tuple
@@ -97,6 +101,9 @@ def wrap(tx, value, source) -> VariableTracker:
             guard(G.type_match(source, value) if shared else G.id_match(source, value))
             guard(G.module_state_match(source, value))
             sharing.add(source, value, shared)
+        _refuse_replaced_module_protocol(type(value))
+        if not config.assume_libraries_unpatched:       # nn.Module.__call__ / __getattr__ patched later
+            guard_protocol(tx, type(value), MODULE_PROTOCOL)
         vt = NNModuleVariable(value, source)
         vt.by_structure = shared          # this call's module is re-read from its source
         return vt
@@ -205,6 +212,22 @@ def _wrap_nested_function(tx, fn, source, guard) -> VariableTracker:
     return vt
 
 
+# What the module model stands for: torch's attribute lookup, stores and call of nn.Module.
+MODULE_PROTOCOL = ("__getattr__", "__getattribute__", "__setattr__", "__delattr__", "__call__", "_call_impl",
+                   "_wrapped_call_impl")
+
+
+def _refuse_replaced_module_protocol(kind) -> None:
+    """A module is modelled as torch's ``nn.Module`` looks attributes up and calls ``forward``; a
+    program that put its own function in place of torch's (``nn.Module.__getattr__ = f``) gets
+    that function's behaviour only eagerly.  (A module class of the program overriding them is
+    handled by the module model itself.)"""
+    for name in MODULE_PROTOCOL:
+        owner = next((k for k in G.mro_of(kind) if name in k.__dict__), None)
+        if owner is not None and is_library_value(owner) and is_program_function(owner.__dict__[name]):
+            raise Unsupported(f"{owner.__qualname__}.{name} was replaced by the program")
+
+
 def class_of(tx, vt) -> VariableTracker:
     """``type(obj)`` / ``obj.__class__``: read from the object (``obj.__class__``) when it is a
     real object with a source, so reading the class's attributes is guarded."""
@@ -216,7 +239,7 @@ def class_of(tx, vt) -> VariableTracker:
     heap_type = value is not _MISSING and bool(type(value).__flags__ & (1 << 9))   # builtin types are immutable
     if source is not None and heap_type and type(value) is vt.python_type():
         return wrap(tx, type(value), G.AttrSource(source, "__class__"))
-    return ClassVariable(vt.python_type())
+    return ClassVariable(vt.python_type())        # a program's class is re-read as itself (HeldSource)
 
 
 def _is_plain_constant_tuple(value) -> bool:
@@ -243,6 +266,7 @@ def _wrap_container(tx, value, source, guard) -> VariableTracker:
         return ListVariable(items, source)
     if kind is tuple:
         return TupleVariable(items, source)
+    check_named_tuple_model(tx, kind)
     return NamedTupleVariable(items, kind, source)
 
 

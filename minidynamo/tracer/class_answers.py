@@ -148,3 +148,33 @@ def _refuse_own_checks(kind: type, question: str) -> None:
 
 def _name(cls: type) -> str:
     return str(type.__dict__["__qualname__"].__get__(cls, type))
+
+
+# -- the protocols a model of an object relies on -----------------------------------------------------
+_BINARY = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift", "rshift",
+           "and", "xor", "or")
+# The special names CPython looks up on an object's class (``_PyType_Lookup``) for what the tracer
+# models without running the class's code: attribute access and stores, construction, truth,
+# length, iteration, containment, indexing, hashing, comparisons, operators, calls, conversions.
+PROTOCOL_NAMES = tuple(sorted({
+    "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__class__",
+    "__new__", "__init__", "__del__", "__call__", "__get__", "__set__", "__delete__",
+    "__bool__", "__len__", "__length_hint__", "__iter__", "__next__", "__reversed__", "__contains__",
+    "__getitem__", "__setitem__", "__delitem__", "__missing__", "__index__", "__hash__",
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+    "__neg__", "__pos__", "__abs__", "__invert__", "__int__", "__float__", "__complex__", "__round__",
+    "__trunc__", "__floor__", "__ceil__", "__repr__", "__str__", "__format__", "__bytes__",
+    "__enter__", "__exit__", "__torch_function__",
+    *(f"__{prefix}{op}__" for op in _BINARY for prefix in ("", "r", "i")),
+}))
+
+
+def guard_protocol(tx, cls: type, names: tuple = PROTOCOL_NAMES) -> None:
+    """A model of ``cls``'s instances (a namedtuple as a tuple, an object made in the trace) holds
+    while each of ``names`` resolves along ``cls``'s MRO as it did: a method added to, replaced
+    on or deleted from the class or a base later (``C.__setattr__ = f``, ``C.x = property(...)``)
+    fails the guard.  Free on a hit while the class is unchanged (its version tag answers)."""
+    guard_class(tx, cls, lookups=tuple(names))
+    meta = type(cls)
+    if meta is not type:                       # ``cls(...)`` runs the metaclass's ``__call__``
+        guard_class(tx, meta, lookups=("__call__",))

@@ -214,6 +214,8 @@ def stop_values(tx, stop_at) -> tuple:
     why = refusal(code, index, tx.f_globals, tx.f_builtins)
     if why is not None:
         raise Unsupported(why)
+    if tx.exc_info:       # the resume function could not hold the exception being handled
+        raise Unsupported(f"graph break inside an except block in {code.co_qualname}")
     if uses_zero_arg_super(code) and code.co_varnames[0] in code.co_cellvars:
         raise Unsupported(f"graph break in {code.co_qualname}, whose zero-argument super() reads its first "
                           "argument from a cell (the resume function could not hand it over)")

@@ -8,7 +8,6 @@ builtin touches its instances, so such values may be folded at trace time (opera
 
 from __future__ import annotations
 
-import functools
 import types
 
 from ..exc import Unsupported
@@ -26,6 +25,19 @@ def is_library_value(value) -> bool:
     return isinstance(module, str) and module.split(".")[0] in LIBRARY_PREFIXES
 
 
+def is_program_class(kind) -> bool:
+    """A class of the program: a heap type outside the libraries (its attributes can change)."""
+    return isinstance(kind, type) and bool(type.__dict__["__flags__"].__get__(kind) & (1 << 9)) \
+        and not is_library_value(kind)
+
+
+def is_program_function(value) -> bool:
+    """A Python function of the program (a staticmethod, classmethod or property unwrapped to
+    it), as opposed to a library's function or a C slot: what a program puts on a library class."""
+    value = getattr(value, "__func__", None) or getattr(value, "fget", None) or value
+    return isinstance(value, types.FunctionType) and not is_library_value(value)
+
+
 # Special methods that no operator or builtin calls on a value (construction, pickling, attribute
 # access, descriptors): a class defining only these runs no user code when folded.
 NOT_OPERATOR_DUNDERS = {"__new__", "__init__", "__init_subclass__", "__class_getitem__", "__set_name__",
@@ -34,11 +46,11 @@ NOT_OPERATOR_DUNDERS = {"__new__", "__init__", "__init_subclass__", "__class_get
                         "__delattr__", "__get__", "__set__", "__delete__", "__call__", "__subclasshook__"}
 
 
-@functools.lru_cache(maxsize=4096)
 def has_user_dunders(klass) -> bool:
     """Whether ``klass`` (or a base outside the libraries) defines a special method in Python
     that operators and builtins could run: ``__eq__``, ``__str__``, ``__hash__``, ...  A value of
-    such a type folded at trace time would run the user's code on real values: refused."""
+    such a type folded at trace time would run the user's code on real values: refused.  Asked
+    anew each time (not cached): a class can gain such a method between two traces."""
     for base in klass.__mro__:
         if base is object or is_library_value(base):
             continue

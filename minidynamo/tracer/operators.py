@@ -20,7 +20,7 @@ from .variables.containers import (BaseListVariable, DictVariable, DictViewVaria
                                    TupleVariable, _real_operand)
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import UserObjectVariable
-from .variables.tensor import TensorVariable
+from .variables.tensor import TensorVariable, pin_special_methods
 
 
 IN_PLACE_TO_PLAIN = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
@@ -51,6 +51,7 @@ def apply(tx, fn, args: list) -> VariableTracker:
             fn = IN_PLACE_TO_PLAIN[fn]
         from .variables.torch_function_modes import operator_call
 
+        _pin_tensor_dunders(tx, fn, args)
         return operator_call(tx, fn, args, lambda: tx.output.call_op("call_function", fn, args, {}))
     if len(args) == 2:
         result = _container_op(tx, fn, *args)     # before folding: lists, dicts, sets are mutable
@@ -65,6 +66,12 @@ def apply(tx, fn, args: list) -> VariableTracker:
     if all(maybe_constant(a, NO_CONSTANT) is not NO_CONSTANT for a in args):
         return fold(fn, args, what=fn.__name__)
     return _sequence_op(tx, fn, args)
+
+
+def _pin_tensor_dunders(tx, fn, args) -> None:
+    """An operator recorded on tensors runs what their classes find for its special methods."""
+    plain = IN_PLACE_TO_PLAIN.get(fn, fn).__name__.strip("_")
+    pin_special_methods(tx, (f"__{plain}__", f"__r{plain}__", f"__i{plain}__"), args)
 
 
 def fold(fn, args, kwargs=None, what=None) -> VariableTracker:
@@ -82,7 +89,7 @@ def fold(fn, args, kwargs=None, what=None) -> VariableTracker:
     except Unsupported:
         raise
     except Exception as e:
-        raise ProgramRaises(f"{what} on constants raised {type(e).__name__}: {e}") from e
+        raise ProgramRaises(f"{what} on constants raised {type(e).__name__}: {e}", e) from e
     from .builder import wrap_constant_result
 
     return wrap_constant_result(result)
@@ -270,7 +277,7 @@ def _view_op(tx, fn, a, b):
     except Unsupported:
         raise
     except Exception as e:
-        raise ProgramRaises(f"{fn.__name__} on a dict view raised {type(e).__name__}: {e}") from e
+        raise ProgramRaises(f"{fn.__name__} on a dict view raised {type(e).__name__}: {e}", e) from e
     from .builder import wrap_constant_result
 
     return wrap_constant_result(value)

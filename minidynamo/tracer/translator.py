@@ -23,6 +23,7 @@ from .. import config
 from ..skipfiles import disabled_codes
 from ..exc import NeedsItsFrame, ProgramRaises, Unsupported
 from . import operators, try_blocks
+from .exceptions import ExceptionOpcodes, left_generator, unwind
 from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
 from .variables.base import NullVariable, VariableTracker, maybe_constant
@@ -74,7 +75,7 @@ def decoded(code):
     return entry
 
 
-class InstructionTranslatorBase:
+class InstructionTranslatorBase(ExceptionOpcodes):
     runs_generators = False      # GeneratorTranslator: a generator expression's frame
 
     def __init__(self, code, f_locals: dict, f_globals: dict, globals_source, f_builtins: dict, output,
@@ -95,6 +96,7 @@ class InstructionTranslatorBase:
         self.ip = 0
         self.return_value = None
         self.instruction_count = 0
+        self.exc_info: list = []      # the exceptions its handlers are handling (exceptions.py)
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> VariableTracker:
@@ -104,8 +106,9 @@ class InstructionTranslatorBase:
 
     def step(self) -> None:
         """Execute one instruction."""
-        handlers = self.try_handlers[self.ip]
-        inst = self.instructions[self.ip]
+        index = self.ip
+        handlers = self.try_handlers[index]
+        inst = self.instructions[index]
         self.ip += 1
         self.instruction_count += 1
         if self.instruction_count > MAX_INSTRUCTIONS:
@@ -123,6 +126,9 @@ class InstructionTranslatorBase:
                 handler(inst)
                 if len(self.output.graph.nodes) != nodes_before:
                     try_blocks.check_handlers(self, handlers)
+        except ProgramRaises as error:         # the program's own exception: its try may catch it
+            if not unwind(self, error, index):
+                raise
         finally:
             running.pop()
             if log.isEnabledFor(logging.DEBUG):     # the stack after it (an inlined call's lines come first)
@@ -168,8 +174,9 @@ class InstructionTranslatorBase:
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than inline_depth_limit={config.inline_depth_limit} (recursion?)")
         code = fn.get_code()
-        if getattr(fn, "source", None) is not None and not is_library_value(getattr(fn, "value", None)):
-            self.output.add_guard(G.id_match(G.AttrSource(fn.source, "__code__"), code))   # f.__code__ = ...
+        source = fn.attribute_source() if hasattr(fn, "attribute_source") else getattr(fn, "source", None)
+        if source is not None and not is_library_value(getattr(fn, "value", None)):
+            self.output.add_guard(G.id_match(G.AttrSource(source, "__code__"), code))   # f.__code__ = ...
         if code in disabled_codes:
             raise Unsupported(f"call to {code.co_qualname}, which is marked minidynamo.disable")
         if code.co_flags & CO_GENERATOR_LIKE:
@@ -213,20 +220,38 @@ class InstructionTranslatorBase:
             raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
         if not isinstance(value, STORABLE_VALUES):
             raise Unsupported(f"assignment of {value} to {type(module).__name__}.{name}")
+        self.check_module_store(type(module), name)
         if obj.by_structure:                           # a module the frame changes keeps its identity guard
             from .module_sharing import sharing_of
 
             sharing_of(self.output).pin(obj.source, f"the frame assigns {name!r} on it")
         self.output.side_effects.store_attribute(obj, name, value)
 
+    def check_module_store(self, klass, name):
+        """``module.name = value`` is modelled as ``nn.Module.__setattr__`` storing a plain value:
+        refused when the module's class has its own ``__setattr__`` or a descriptor for ``name``
+        (its code would run), and guarded so that one added later recompiles."""
+        import torch
+
+        from .class_answers import guard_class
+
+        hook, found = G.class_lookup(klass, "__setattr__"), G.class_lookup(klass, name)
+        if hook is not torch.nn.Module.__dict__["__setattr__"]:
+            raise Unsupported(f"assignment to {klass.__name__}.{name} (the class has its own __setattr__)")
+        if hasattr(type(found), "__set__"):
+            raise Unsupported(f"assignment to {klass.__name__}.{name} (a descriptor)")
+        guard_class(self, klass, lookups=("__setattr__", name))
+
     def store_object_attr(self, obj, name, value):
         """``obj.name = value`` on a plain user object: a Python ``__setattr__`` is inlined (it
         ends in ``object.__setattr__``, a raw store), else only a plain instance attribute (no
         C ``__setattr__``, property or slot would run code or refuse it)."""
+        from .class_answers import guard_class
         from .variables.new_objects import python_slot
         from .variables.objects import lookup_class_attribute
 
         klass = type(obj.value)
+        guard_class(self, klass, lookups=("__setattr__", name))     # no hook, property or slot added later
         if python_slot(klass, "__setattr__") is not None:
             hook = lookup_class_attribute(self, klass, "__setattr__", obj, obj.source)
             hook.call_function(self, [ConstantVariable(name), value], {})
@@ -238,12 +263,14 @@ class InstructionTranslatorBase:
     def delete_attr(self, obj, name):
         """``del obj.name`` / ``delattr(obj, name)`` on a plain user object (a Python
         ``__delattr__`` is inlined), replayed after the graph like a store."""
+        from .class_answers import guard_class
         from .variables.new_objects import python_slot
         from .variables.objects import UserObjectVariable, lookup_class_attribute
 
         if not isinstance(obj, UserObjectVariable) or obj.source is None:
             raise Unsupported(f"deleting attribute {name!r} of {obj} (a side effect)")
         klass = type(obj.value)
+        guard_class(self, klass, lookups=("__delattr__", name))     # no hook or descriptor added later
         if python_slot(klass, "__delattr__") is not None:
             hook = lookup_class_attribute(self, klass, "__delattr__", obj, obj.source)
             hook.call_function(self, [ConstantVariable(name)], {})
@@ -286,7 +313,8 @@ class InstructionTranslatorBase:
 
     def LOAD_FAST(self, inst):
         if inst.arg not in self.locals:
-            raise ProgramRaises(f"local {inst.arg!r} read before assignment (UnboundLocalError)")
+            raise ProgramRaises(f"local {inst.arg!r} read before assignment (UnboundLocalError)",
+                                 UnboundLocalError(f"cannot access local variable {inst.arg!r}"))
         self.push(self.locals[inst.arg])
 
     def STORE_FAST(self, inst): self.locals[inst.arg] = self.pop()
@@ -360,8 +388,10 @@ class InstructionTranslatorBase:
     def STORE_SUBSCR(self, inst):
         index, obj, value = self.pop(), self.pop(), self.pop()
         if isinstance(obj, TensorVariable):
+            from .variables.tensor import pin_special_methods
             from .variables.torch_function_modes import dispatch
 
+            pin_special_methods(self, ("__setitem__",), [obj])
             dispatch(self, torch_setitem(), [obj, index, value], {},
                      lambda: self.output.call_op("call_function", operator.setitem, [obj, index, value], {}))
         else:
@@ -710,7 +740,10 @@ class GeneratorTranslator(InliningTranslator):
         """Run to the next ``yield``: its value, or None when the generator returned."""
         self.yielded = None
         while self.return_value is None and self.yielded is None:
-            self.step()
+            try:
+                self.step()
+            except ProgramRaises as error:
+                raise left_generator(error) from error
         return self.yielded
 
     def RETURN_GENERATOR(self, inst):

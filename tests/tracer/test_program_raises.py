@@ -1,5 +1,6 @@
-"""When the traced code itself raises (a missing key, a division by zero), the frame runs eagerly
-for that call, where Python raises; later calls that take another path are still compiled.
+"""When the traced code itself raises (a missing key, a division by zero) and no handler of its
+own catches it, the frame runs eagerly for that call, where Python raises; later calls that
+take another path are still compiled.  (A handler that catches it is traced: exceptions.py.)
 
 Before, one raising call made the frame eager for good: a function first called with a value
 its ``try`` handles, or once with a bad argument its caller catches, never compiled again.
@@ -46,14 +47,15 @@ def _entries(fn):
     return [(e.guard_fn is not None, e.compiled_fn is not None) for e in minidynamo.cache_entries(fn)]
 
 
-def test_a_raise_the_program_handles_does_not_stop_later_calls_compiling():
+def test_a_raise_the_program_handles_is_traced_through_its_handler():
+    """(tracer/exceptions.py: both paths compile, the handler's too.)"""
     backend = CountingBackend()
     compiled = minidynamo.optimize(backend)(lookup_with_default)
     x = torch.ones(3)
     for d in ({}, {"k": 2}, {}, {"k": 2}):
         torch.testing.assert_close(compiled(x, d), lookup_with_default(x, d))
-    assert backend.compiles == 1
-    assert sorted(_entries(lookup_with_default)) == [(True, False), (True, True)]
+    assert backend.compiles == 2
+    assert sorted(_entries(lookup_with_default)) == [(True, True), (True, True)]
 
 
 def test_a_raise_that_reaches_the_caller_is_eager_and_other_values_compile():

@@ -148,7 +148,7 @@ class DefaultDictVariable(DictVariable):
         key = dict_key(tx, index)
         if key not in self.items:
             if self.factory is None:
-                raise ProgramRaises(f"defaultdict without a factory has no key {key!r} (KeyError)")
+                raise ProgramRaises(f"defaultdict without a factory has no key {key!r} (KeyError)", KeyError(key))
             _check_mutable(tx, self, "__missing__")
             self.items[key] = self.factory.call_function(tx, [], {})
         return self.items[key]

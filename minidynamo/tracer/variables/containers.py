@@ -86,7 +86,7 @@ class BaseListVariable(MethodTable, VariableTracker):
         try:
             return self.items[key]
         except IndexError as e:
-            raise ProgramRaises(f"{self.python_type().__name__} index out of range (an exception)") from e
+            raise ProgramRaises(f"{self.python_type().__name__} index out of range (an exception)", e) from e
 
     def method_getitem(self, tx, index):
         return self.subscript(tx, index)
@@ -108,7 +108,7 @@ class BaseListVariable(MethodTable, VariableTracker):
         for i in range(len(self.items))[start:stop]:    # (start and stop as a slice reads them)
             if operators.identical_or_equal(tx, self.items[i], value):
                 return ConstantVariable(i)
-        raise ProgramRaises("list.index found nothing (an exception)")
+        raise ProgramRaises("list.index found nothing (an exception)", ValueError("list.index(x): x not in list"))
 
     def method_count(self, tx, value):
         from .. import operators
@@ -145,9 +145,10 @@ class SizeVariable(TupleVariable):
 class NamedTupleVariable(TupleVariable):
     """A namedtuple (incl. ``torch.return_types.max``); fields readable by name."""
 
-    def __init__(self, items, tuple_type, source=None):
+    def __init__(self, items, tuple_type, source=None, class_vt=None):
         super().__init__(items, source)
         self.tuple_type = tuple_type
+        self.class_vt = class_vt          # made in the trace: the class as read (its methods are guarded)
 
     def python_type(self):
         return self.tuple_type
@@ -191,10 +192,13 @@ class NamedTupleVariable(TupleVariable):
         if name == "_asdict" and not args and not kwargs:
             return DictVariable(dict(zip(named_tuple_fields(self.tuple_type), self.items)))
         if name == "_replace" and not args:
+            from ..builder import class_of
+
             fields = named_tuple_fields(self.tuple_type)
             if not set(kwargs) <= set(fields):
                 raise Unsupported(f"_replace() of unknown fields {sorted(set(kwargs) - set(fields))} (ValueError)")
-            return NamedTupleVariable([kwargs.get(f, item) for f, item in zip(fields, self.items)], self.tuple_type)
+            return NamedTupleVariable([kwargs.get(f, item) for f, item in zip(fields, self.items)], self.tuple_type,
+                                      class_vt=class_of(tx, self))
         if name in self.NAMEDTUPLE_METHODS:
             raise Unsupported(f"{self.tuple_type.__name__}.{name} with arguments {args} {kwargs}")
         return super().call_method(tx, name, args, kwargs)
@@ -211,6 +215,52 @@ def is_named_tuple_type(kind) -> bool:
 
 def make_named_tuple(kind, items):
     return kind(*items) if hasattr(kind, "_fields") else kind(items)
+
+
+# ``collections.namedtuple`` makes these functions anew for each class, from the same code objects.
+_REFERENCE = collections.namedtuple("_Reference", "a")
+_GENERATED_CODE = {name: getattr(_REFERENCE, name).__code__ for name in ("_asdict", "_replace", "__repr__",
+                                                                         "__getnewargs__")}
+_GENERATED_CODE["_make"] = _REFERENCE._make.__func__.__code__
+_NAMEDTUPLE_NAMES = ("_make", "_asdict", "_replace", "_fields", "__getnewargs__", "__match_args__", "count", "index")
+
+
+def check_named_tuple_model(tx, kind) -> None:
+    """A namedtuple of the program's class is modelled as a plain tuple whose fields have names:
+    its length, items, iteration, comparisons, ``_asdict`` and construction are tuple's and
+    namedtuple's own.  That holds only while the class overrides none of them, so a class that
+    does is refused (the frame runs its code eagerly), and what each name resolves to is guarded:
+    ``NT.__len__ = f``, ``NT.a = property(...)`` or a new ``__new__`` later recompiles."""
+    from ..class_answers import PROTOCOL_NAMES, guard_protocol
+    from ..library import is_library_value
+
+    if not kind.__flags__ & (1 << 9) or is_library_value(kind):     # a structseq, torch.return_types
+        return
+    fields = named_tuple_fields(kind)
+    names = tuple(sorted({*PROTOCOL_NAMES, *_NAMEDTUPLE_NAMES, *fields}))
+    overridden = [name for name in names if not _as_namedtuple_made_it(kind, name, fields)]
+    if overridden:
+        raise Unsupported(f"namedtuple {kind.__name__} overrides {', '.join(overridden)} (its own code would run)")
+    guard_protocol(tx, kind, names)
+
+
+def _as_namedtuple_made_it(kind, name, fields) -> bool:
+    """``kind``'s MRO finds for ``name`` what ``collections.namedtuple`` (or ``tuple``) put there."""
+    import guards as G
+
+    found = G.class_lookup(kind, name)
+    if name in fields:                 # the field's getter, reading the item at its index
+        return type(found) is type(_REFERENCE.a) and found.__reduce__()[1][0] == fields.index(name)
+    if name in ("_fields", "__match_args__"):
+        return True                    # read by the model itself; the getters check the fields
+    if name == "__new__":          # a class's __new__ is kept as a staticmethod
+        found = getattr(found, "__func__", found)
+        return isinstance(found, types.FunctionType) and found.__globals__.get("_tuple_new") is tuple.__new__ \
+            and found.__code__.co_argcount == 1 + len(fields)
+    if name in _GENERATED_CODE:
+        code = getattr(getattr(found, "__func__", found), "__code__", None)
+        return code is _GENERATED_CODE[name]
+    return found is G.class_lookup(tuple, name)
 
 
 class ListVariable(BaseListVariable):
@@ -250,7 +300,7 @@ class ListVariable(BaseListVariable):
     def method_pop(self, tx, index=None):
         _check_mutable(tx, self, "pop")
         if not self.items:
-            raise ProgramRaises("pop from an empty list (an exception)")
+            raise ProgramRaises("pop from an empty list (an exception)", IndexError("pop from empty list"))
         return self.items.pop(-1 if index is None else index.as_python_constant())
 
     def method_remove(self, tx, value):
@@ -372,7 +422,7 @@ class DictVariable(MethodTable, VariableTracker):
     def subscript(self, tx, index):
         key = dict_key(tx, index)
         if key not in self.items:
-            raise ProgramRaises(f"dict has no key {key!r} (KeyError)")
+            raise ProgramRaises(f"dict has no key {key!r} (KeyError)", KeyError(key))
         return self.items[key]
 
     def method_getitem(self, tx, key):
@@ -428,7 +478,7 @@ class DictVariable(MethodTable, VariableTracker):
     def method_delitem(self, tx, key):
         k = dict_key(tx, key)
         if k not in self.items:
-            raise ProgramRaises(f"del of missing key {k!r} (KeyError)")
+            raise ProgramRaises(f"del of missing key {k!r} (KeyError)", KeyError(k))
         _check_mutable(tx, self, "item deletion")
         del self.items[k]
         return ConstantVariable(None)
@@ -445,7 +495,7 @@ class DictVariable(MethodTable, VariableTracker):
                 or set(kwargs) - {"last"}:
             raise Unsupported(f"{self.dict_type.__name__}.popitem() arguments (TypeError)")
         if not self.items:
-            raise ProgramRaises("popitem(): dictionary is empty (KeyError)")
+            raise ProgramRaises("popitem(): dictionary is empty (KeyError)", KeyError("popitem(): dictionary is empty"))
         _check_mutable(tx, self, "popitem")
         first = bool(last) and not last[0].as_python_constant()
         k = next(iter(self.items)) if first else next(reversed(self.items))
@@ -471,7 +521,7 @@ class DictVariable(MethodTable, VariableTracker):
         if k in self.items:
             return self.items.pop(k)
         if default is None:
-            raise ProgramRaises(f"dict.pop of missing key {k!r} (KeyError)")
+            raise ProgramRaises(f"dict.pop of missing key {k!r} (KeyError)", KeyError(k))
         return default
 
     def method_setdefault(self, tx, key, default=None):
@@ -756,12 +806,12 @@ class SetVariable(MethodTable, VariableTracker):
 
     def method_pop(self, tx):
         if not self.values:
-            raise ProgramRaises("pop from an empty set (KeyError)")
+            raise ProgramRaises("pop from an empty set (KeyError)", KeyError("pop from an empty set"))
         return ConstantVariable(self.values.pop())
 
     def method_remove(self, tx, value):
         if _key(value) not in self.values:
-            raise ProgramRaises("set.remove of a missing element (KeyError)")
+            raise ProgramRaises("set.remove of a missing element (KeyError)", KeyError(_key(value)))
         self.values.remove(_key(value))
         return ConstantVariable(None)
 

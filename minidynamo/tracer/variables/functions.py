@@ -27,7 +27,8 @@ class CellVariable(VariableTracker):
 
     def load(self, tx):
         if self.value is None:
-            raise ProgramRaises("free variable read before assignment (NameError)")
+            raise ProgramRaises("free variable read before assignment (NameError)",
+                                NameError("cannot access free variable where it is not associated with a value"))
         return self.value
 
     def store(self, tx, value):
@@ -111,19 +112,22 @@ class UserFunctionVariable(BaseFunctionVariable):
         from ..builder import wrap
 
         values = self.value.__defaults__ or ()
-        base = G.AttrSource(self.source, "__defaults__") if self.source is not None else None
+        source = self.attribute_source()
+        base = G.AttrSource(source, "__defaults__") if source is not None else None
         return [wrap(tx, v, G.ItemSource(base, i) if base is not None else None) for i, v in enumerate(values)]
 
     def kwdefaults(self, tx):
         from ..builder import wrap
 
         values = self.value.__kwdefaults__ or {}
-        base = G.AttrSource(self.source, "__kwdefaults__") if self.source is not None else None
+        source = self.attribute_source()
+        base = G.AttrSource(source, "__kwdefaults__") if source is not None else None
         return {k: wrap(tx, v, G.ItemSource(base, k) if base is not None else None) for k, v in values.items()}
 
     def closure_cells(self, tx) -> list:
         cells = self.value.__closure__ or ()
-        base = G.AttrSource(self.source, "__closure__") if self.source is not None else None
+        source = self.attribute_source()
+        base = G.AttrSource(source, "__closure__") if source is not None else None
         return [RealCellVariable(c, G.AttrSource(G.ItemSource(base, i), "cell_contents") if base is not None else None)
                 for i, c in enumerate(cells)]
 
@@ -138,17 +142,25 @@ class UserFunctionVariable(BaseFunctionVariable):
     def var_getattr(self, tx, name):
         from ..builder import wrap
 
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
-            return ConstantVariable(getattr(self.value, name))
+        source = self.attribute_source()
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):      # assignable: guarded
+            return wrap(tx, getattr(self.value, name), G.AttrSource(source, name) if source else None)
         if name == "__class__":
             from .objects import ClassVariable
 
             return ClassVariable(types.FunctionType)
         if name in self.value.__dict__:
-            return wrap(tx, self.value.__dict__[name], G.AttrSource(self.source, name) if self.source else None)
+            return wrap(tx, self.value.__dict__[name], G.AttrSource(source, name) if source else None)
         if name == "__code__" and self.source is not None and not _is_library(self.value):
             tx.output.add_guard(G.id_match(G.AttrSource(self.source, "__code__"), self.value.__code__))
         return super().var_getattr(tx, name)
+
+    def attribute_source(self):
+        """Where the function's own attributes are re-read from: its source, or (a program's
+        function met without one) the function held as itself; a library's needs none."""
+        if self.source is not None or _is_library(self.value):
+            return self.source
+        return G.HeldSource.of(self.value)
 
     def __repr__(self):
         return f"UserFunctionVariable({self.fn_name()})"

@@ -28,6 +28,7 @@ from ...exc import Unsupported
 from .base import AttributeMissing, VariableTracker, describe, static_class_attribute
 from .constant import ConstantVariable
 from .containers import DictVariable
+from ..class_answers import guard_class, guard_protocol
 from .objects import ClassVariable, UserObjectVariable, lookup_class_attribute
 
 # The builtin classes a modelled class may inherit from, and the state each gives it.
@@ -108,6 +109,7 @@ class NewObjectVariable(UserObjectVariable):
             return self.class_vt
         if name == "__dict__":
             raise Unsupported(f"reading __dict__ of a {self.klass.__name__} made in the trace")
+        guard_class(tx, self.klass, lookups=(name,))          # a descriptor added later would answer
         descriptor = static_class_attribute(self.klass, name)
         if isinstance(descriptor, types.MemberDescriptorType):      # a __slots__ entry
             if name not in self.attrs:
@@ -147,6 +149,7 @@ class NewObjectVariable(UserObjectVariable):
         self.generic_setattr(tx, name, value)
 
     def generic_setattr(self, tx, name, value):
+        guard_class(tx, self.klass, lookups=(name,))          # a property or slot added later would take it
         descriptor = static_class_attribute(self.klass, name)
         if isinstance(descriptor, types.MemberDescriptorType):      # a __slots__ entry: stored
             self.attrs[name] = value
@@ -244,6 +247,7 @@ def create(tx, class_vt, args, kwargs) -> NewObjectVariable:
     why = modelled_class(klass)
     if why is not None:
         raise Unsupported(f"creating an instance of {describe(klass)}: {why}")
+    guard_protocol(tx, klass)       # what the model read of the class: no __new__, __setattr__, ...
     obj = NewObjectVariable(klass, class_vt)
     init = obj.generic_getattr(tx, "__init__") if python_slot(klass, "__init__") is not None \
         else BuiltinBaseMethod(builtin_owner(klass, "__init__"), "__init__", obj)

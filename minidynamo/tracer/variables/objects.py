@@ -12,7 +12,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
-from ..library import LIBRARY_PREFIXES, is_library_value
+from ..library import LIBRARY_PREFIXES, is_library_value, is_program_class
 from ..side_effects import DELETED
 from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker,
                    describe, maybe_constant)
@@ -152,28 +152,37 @@ class ClassVariable(KnownObjectVariable):
                                                                     types.MethodDescriptorType)) \
                 and (self.value in BUILTIN_BASES or name in ("__getattribute__", "__setattr__", "__init__")):
             return BuiltinBaseMethod(owner, name, None)   # object.__setattr__(self, name, value)
+        source = self.reread_source()
         for base in self.value.__mro__:
             if name in base.__dict__:
                 attr = base.__dict__[name]
                 if isinstance(attr, types.FunctionType):   # read through the class: replacing it is seen
-                    if self.source is None:
+                    if source is None:
                         return UserFunctionVariable(attr, None)
-                    return _wrap(tx, attr, G.AttrSource(self.source, name))
+                    return _wrap(tx, attr, G.AttrSource(source, name))
                 if isinstance(attr, staticmethod):
-                    return _wrap(tx, attr.__func__, G.AttrSource(self.source, name) if self.source else None)
+                    return _wrap(tx, attr.__func__, G.AttrSource(source, name) if source else None)
                 break
         if not hasattr(self.value, name):
             raise AttributeMissing(f"class {self.value.__name__} has no attribute {name!r} (AttributeError)")
-        return _wrap(tx, getattr(self.value, name), G.AttrSource(self.source, name) if self.source else None)
+        return _wrap(tx, getattr(self.value, name), G.AttrSource(source, name) if source else None)
+
+    def reread_source(self):
+        """Where the class's attributes are re-read from: its source, or (a program's class met
+        without one) the class held as itself, so that what the trace reads of it is guarded."""
+        if self.source is not None or not is_program_class(self.value):
+            return self.source
+        return G.HeldSource.of(self.value)
 
     def guard_absent(self, tx, name):
-        if self.source is not None:             # not on the class nor any base (MRO)
-            tx.output.add_guard(G.absent_match(self.source, self.value, name))
+        source = self.reread_source()
+        if source is not None:             # not on the class nor any base (MRO)
+            tx.output.add_guard(G.absent_match(source, self.value, name))
             return
         super().guard_absent(tx, name)
 
     def call_function(self, tx, args, kwargs):
-        from .containers import DictVariable, NamedTupleVariable
+        from .containers import DictVariable, NamedTupleVariable, check_named_tuple_model
 
         klass = self.value
         from .ctx_managers import GRAD_MODE_CLASSES, GradModeVariable
@@ -196,7 +205,8 @@ class ClassVariable(KnownObjectVariable):
             fields = list(args) + [kwargs[f] for f in klass._fields[len(args):] if f in kwargs]
             if len(fields) != len(klass._fields):
                 raise Unsupported(f"{klass.__name__}(...) with defaulted fields")
-            return NamedTupleVariable(fields, klass)
+            check_named_tuple_model(tx, klass)
+            return NamedTupleVariable(fields, klass, class_vt=self)
         if klass is functools.partial and args:
             from .functions import PartialVariable
 

@@ -9,11 +9,13 @@ tensor's *data* (``.item()``, ``bool(t)``, ``.tolist()``) cannot be traced: Unsu
 from __future__ import annotations
 
 import operator
+import types
 
 import torch
 
 import guards as G
 from ...exc import Unsupported
+from ..library import is_program_function
 from . import constant_tensors
 from .base import AttributeMissing, VariableTracker, static_class_attribute
 from .constant import ConstantVariable
@@ -71,17 +73,22 @@ class TensorVariable(VariableTracker):
             raise Unsupported("iteration over a tensor inside a TorchFunctionMode block (not routed)")
         if self.example.dim() == 0:
             raise Unsupported("iteration over a 0-d tensor")
+        pin_special_methods(tx, ("__iter__",), [self])
+        if is_program_function(G.class_lookup(self.python_class, "__iter__")):
+            raise Unsupported("iteration over a tensor whose class's __iter__ the program replaced")
         return [self.subscript(tx, ConstantVariable(i)) for i in range(self.example.shape[0])]
 
     def subscript(self, tx, index: VariableTracker):
         from .torch_function_modes import dispatch
 
+        pin_special_methods(tx, ("__getitem__",), [self])
         return dispatch(tx, torch.Tensor.__getitem__, [self, index], {},
                         lambda: tx.output.call_op("call_function", operator.getitem, [self, index], {}))
 
     def var_getattr(self, tx, name):
         from .torch_function_modes import tensor_attribute
 
+        pin_special_methods(tx, (name,), [self])      # x.shape, x.T: what the class finds for them
         return tensor_attribute(tx, self, name, lambda: self._getattr(tx, name))
 
     def _getattr(self, tx, name):
@@ -128,7 +135,25 @@ class TensorVariable(VariableTracker):
 
             source = self.input_source(tx)
             return wrap(tx, tx.output.real_inputs[source].__dict__[name], G.AttrSource(source, name))
-        return TensorMethodVariable(self, name)
+        return self.program_method(tx, name) or TensorMethodVariable(self, name)
+
+    def program_method(self, tx, name):
+        """``x.name`` found on the tensor's class as a Python function of the program (one it
+        added to ``torch.Tensor``, or put in place of torch's): inlined, never recorded as a
+        method call by name (a graph replayed as traced would keep the old function).  What the
+        class finds for ``name`` is guarded, for the program's functions always, for torch's own
+        when libraries are not assumed unpatched.  None: torch's own method."""
+        from ... import config
+
+        found = G.class_lookup(self.python_class, name)
+        program_function = isinstance(found, types.FunctionType) and is_program_function(found)
+        if program_function or not config.assume_libraries_unpatched:
+            tx.output.add_guard(G.class_match(self.python_class, lookups=(name,)))
+        if not program_function:
+            return None
+        from .functions import UserFunctionVariable, UserMethodVariable
+
+        return UserMethodVariable(UserFunctionVariable(found), self)
 
     def hides_method(self, output, name) -> bool:
         """Whether this input tensor has an attribute of its own that hides torch.Tensor's method
@@ -178,10 +203,23 @@ class TensorVariable(VariableTracker):
             tx.output.add_guard(G.absent_match(source, tx.output.real_inputs[source], name))
 
     def call_method(self, tx, name, args, kwargs):
-        return TensorMethodVariable(self, name).call_function(tx, args, kwargs)
+        method = self.program_method(tx, name) or TensorMethodVariable(self, name)
+        return method.call_function(tx, args, kwargs)
 
     def __repr__(self):
         return f"TensorVariable({self.node.name}: {tuple(self.example.shape)} {self.example.dtype})"
+
+
+def pin_special_methods(tx, names: tuple, args) -> None:
+    """With libraries not assumed unpatched (``config.assume_libraries_unpatched = False``), an
+    attribute read, operator, index, iteration or store on tensors relies on what their classes
+    find for ``names`` (``torch.Tensor.__add__ = f`` changes ``x + 1``): guarded."""
+    from ... import config
+
+    if config.assume_libraries_unpatched:
+        return
+    for kind in {a.python_class for a in args if isinstance(a, TensorVariable)}:
+        tx.output.add_guard(G.class_match(kind, lookups=names))
 
 
 def _data_descriptor(attr) -> bool:

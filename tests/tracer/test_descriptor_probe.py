@@ -1,0 +1,132 @@
+"""What a class defines decides what its instances do, already on the first call.
+
+The tracer models some objects without running their class's code: a namedtuple as a tuple with
+named fields, ``module.name = value`` as ``nn.Module.__setattr__``, a module's attribute lookup
+and call as torch's, iteration over a tensor as indexing.  A class that overrides what the model
+stands for (a namedtuple with its own ``__len__`` or ``__new__``, a module with its own
+``__setattr__``, torch's ``nn.Module.__getattr__`` replaced by the program before compiling) must
+run that code: here the frame runs eagerly.
+"""
+
+import collections
+
+import pytest
+import torch
+from torch import nn
+
+import minidynamo
+
+X = torch.arange(1.0, 5.0)
+Base = collections.namedtuple("Base", "a b")
+
+
+def with_methods(**methods):
+    return type("Pair", (Base,), methods)
+
+
+OVERRIDES = {
+    "__new__": (dict(__new__=lambda cls, a, b: Base.__new__(cls, a * 10, b)), lambda x, p: x * p.a),
+    "__len__": (dict(__len__=lambda self: 7), lambda x, p: x * len(p)),
+    "__contains__": (dict(__contains__=lambda self, item: True), lambda x, p: x + 1 if 5.0 in p else x - 1),
+    "__bool__": (dict(__bool__=lambda self: False), lambda x, p: x + 1 if p else x - 1),
+    "__getitem__": (dict(__getitem__=lambda self, i: 9.0), lambda x, p: x * p[0]),
+    "__iter__": (dict(__iter__=lambda self: iter([7.0, 8.0])), lambda x, p: x * sum(p)),
+    "__reversed__": (dict(__reversed__=lambda self: iter([9.0])), lambda x, p: x * list(reversed(p))[0]),
+    "__getattribute__": (dict(__getattribute__=lambda self, n: 5.0 if n == "a" else tuple.__getattribute__(self, n)),
+                         lambda x, p: x * p.a),
+    "field property": (dict(a=property(lambda self: 5.0)), lambda x, p: x * p.a),
+    "_asdict": (dict(_asdict=lambda self: {"a": 9.0}), lambda x, p: x * p._asdict()["a"]),
+    "_replace": (dict(_replace=lambda self, **kw: self), lambda x, p: x * p._replace(a=5.0).a),
+}
+
+
+@pytest.mark.parametrize("made_in_frame", [False, True], ids=["argument", "made in the frame"])
+@pytest.mark.parametrize("name", sorted(OVERRIDES))
+def test_a_namedtuple_subclass_runs_its_own_methods(name, made_in_frame):
+    methods, use = OVERRIDES[name]
+    pair_class = with_methods(**methods)
+    if made_in_frame:
+        def f(x):
+            return use(x, pair_class(2.0, 3.0))
+        args = (X,)
+    else:
+        f, args = use, (X, Base.__new__(pair_class, 2.0, 3.0))
+    minidynamo.reset()
+    got = minidynamo.optimize("eager")(f)(*args)
+    assert torch.equal(got, f(*args))
+
+
+def test_a_plain_namedtuple_is_still_captured():
+    Point = collections.namedtuple("Point", "a b")
+
+    def f(x, p):
+        q = Point(p.a + 1, p.b)
+        return x * q.a + len(q) + sum(q) + q._asdict()["b"], q._replace(b=x)
+
+    minidynamo.reset()
+    got = minidynamo.optimize("eager")(f)(X, Point(2.0, 3.0))
+    expected = f(X, Point(2.0, 3.0))
+    assert torch.equal(got[0], expected[0]) and torch.equal(got[1].b, expected[1].b)
+    assert minidynamo.counters["compiles"] == 1 and not minidynamo.counters["fallback_reasons"]
+
+
+def test_a_module_with_its_own_setattr_stores_through_it():
+    class Doubling(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.k = 2.0
+
+        def __setattr__(self, name, value):
+            nn.Module.__setattr__(self, name, value * 2 if isinstance(value, float) else value)
+
+        def forward(self, x):
+            self.k = 3.0
+            return x * self.k
+
+    minidynamo.reset()
+    net = Doubling()
+    got = minidynamo.optimize("eager")(net)(X)
+    assert torch.equal(got, X * 6.0) and net.k == 6.0
+
+
+LINEAR, OTHER_LINEAR = nn.Linear(4, 4), nn.Linear(4, 4)
+_torch_getattr = nn.Module.__getattr__
+
+
+class Holder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = LINEAR
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def summed(x):
+    total = 0
+    for v in x:
+        total = total + v
+    return total
+
+
+LIBRARY_PATCHES = {
+    "nn.Module.__getattr__": (nn.Module, "__getattr__",
+                              lambda self, name: OTHER_LINEAR if name == "lin" else _torch_getattr(self, name),
+                              Holder()),
+    "nn.Module.__call__": (nn.Module, "__call__", lambda self, *args: args[0] * 100, Holder()),
+    "torch.Tensor.__iter__": (torch.Tensor, "__iter__", lambda self: iter([self[0]]), summed),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LIBRARY_PATCHES))
+def test_a_library_protocol_the_program_replaced_before_compiling_runs(case):
+    owner, name, replacement, f = LIBRARY_PATCHES[case]
+    original = owner.__dict__[name]
+    setattr(owner, name, replacement)
+    try:
+        minidynamo.reset()
+        with torch.no_grad():
+            got, expected = minidynamo.optimize("eager")(f)(X), f(X)
+    finally:
+        setattr(owner, name, original)
+    assert torch.equal(got, expected)
