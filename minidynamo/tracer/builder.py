@@ -122,7 +122,13 @@ def wrap(tx, value, source) -> VariableTracker:
         cached = tx.output.side_effects.cached_container(source)   # one tracker per caller's list:
         if cached is not None:                                    # mutations must be seen by all reads
             return cached
-        vt = _wrap_container(tx, value, source, guard)
+        if kind is list:          # read only when the trace needs more than appends (caller_lists.py)
+            from .variables.caller_lists import CallerListVariable
+
+            guard(G.type_match(source, value))
+            vt = CallerListVariable(source, lambda: _sequence_items(tx, value, source, guard))
+        else:
+            vt = _wrap_container(tx, value, source, guard)
         tx.output.side_effects.note_container(source, vt)
         return vt
     if kind in (tuple, list, dict, collections.OrderedDict) or (isinstance(value, tuple) and is_named_tuple_type(kind)):
@@ -260,14 +266,20 @@ def _wrap_container(tx, value, source, guard) -> VariableTracker:
         return DictVariable(items, kind, source)
     if source is not None:
         guard(G.type_match(source, value))
-        guard(G.length_match(source, value))
-    items = [wrap(tx, v, G.ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+    items = _sequence_items(tx, value, source, guard)
     if kind is list:
         return ListVariable(items, source)
     if kind is tuple:
         return TupleVariable(items, source)
     check_named_tuple_model(tx, kind)
     return NamedTupleVariable(items, kind, source)
+
+
+def _sequence_items(tx, value, source, guard) -> list:
+    """The wrapped items of a list or tuple, its length guarded."""
+    if source is not None:
+        guard(G.length_match(source, value))
+    return [wrap(tx, v, G.ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
 
 
 def _identity_guarded(value) -> bool:

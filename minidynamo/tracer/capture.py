@@ -308,6 +308,8 @@ class Templates:
                     raise Unsupported(f"storing {vt.cannot_rebuild()} into the caller's dict")
                 new = [(k, self.of(v)) for k, v in vt.items.items()]
                 replays.append(("dict", self.read(source), None, new))
+            elif getattr(vt, "unread", False):     # appended to only: the caller's items stay
+                replays.append(("extend", self.read(source), None, [self.of(v) for v in vt.appended]))
             else:
                 replays.append(("list", self.read(source), None, [self.of(v) for v in vt.items]))
         for key, (source, vt, raw) in effects.attribute_stores.items():
@@ -365,6 +367,8 @@ class OutputBuilder:
         for kind, index, key, template in self.replays:
             if kind == "list":
                 real[index][:] = [_build(t, outputs, real, made) for t in template]
+            elif kind == "extend":
+                real[index].extend([_build(t, outputs, real, made) for t in template])
             elif kind == "dict":
                 new = [(k, _build(t, outputs, real, made)) for k, t in template]
                 real[index].clear()

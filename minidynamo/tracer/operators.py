@@ -17,7 +17,7 @@ from .library import refuse_user_dunders
 from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
 from .variables.constant import ConstantVariable
 from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable, SetVariable,
-                                   TupleVariable, _real_operand)
+                                   TupleVariable, _real_operand, sequence_kind)
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import UserObjectVariable
 from .variables.tensor import TensorVariable, pin_special_methods
@@ -241,9 +241,9 @@ def _container_op(tx, fn, a, b):
     """Operators whose meaning depends on a container being mutable (``xs += ys`` changes xs
     itself: every name for it, and the caller's list, see the change), and dict views.
     None: not one of these (constant folding and the sequence rules apply)."""
-    if type(a) is ListVariable and fn is operator.iadd:
+    if sequence_kind(a) is list and fn is operator.iadd:
         return a.method_iadd(tx, b)
-    if type(a) is ListVariable and fn is operator.imul:
+    if sequence_kind(a) is list and fn is operator.imul:
         return a.method_imul(tx, b)
     if isinstance(a, DictVariable) and fn is operator.ior:
         return a.method_ior(tx, b)

@@ -7,6 +7,7 @@ it here; ``build_output`` then replays it on the REAL objects, re-read from thei
 the new frame:
 
     list / dict from the caller   ->  real[:] = new items  /  real.clear(); real.update(...)
+    list only appended to         ->  real.extend(appended)   (its items never read: caller_lists.py)
     attribute of a real object    ->  setattr(real, name, value)       (a module, a plain object)
                                       object.__setattr__(real, name, value)  (a plain object whose
                                       Python __setattr__ the trace inlined down to object's)

@@ -23,6 +23,7 @@ named, every tracker is listed, and each sits under its base class):
      ├── TensorMethodVariable         tensor.py        tensor.name before it is called
      ├── BaseListVariable             containers.py    a sequence of trackers
      │    ├── ListVariable            containers.py
+     │    │    ├── CallerListVariable caller_lists.py  a caller's list, read only if more than appended to
      │    │    └── DequeVariable      collection_types.py   collections.deque made in the trace (no maxlen)
      │    └── TupleVariable           containers.py
      │         ├── NamedTupleVariable containers.py    namedtuples, torch.return_types.*

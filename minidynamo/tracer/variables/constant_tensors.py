@@ -106,7 +106,7 @@ def scalar_arguments(arg_vts, kwarg_vts):
     """The arguments with every known 0-d tensor replaced by its Python number (what eager's
     ``__index__``/``item()`` gives an operation that reads the data), or None when there is none."""
     from .constant import ConstantVariable
-    from .containers import ListVariable, SizeVariable, TupleVariable
+    from .containers import sequence_kind
     from .tensor import TensorVariable
 
     changed = False
@@ -116,8 +116,8 @@ def scalar_arguments(arg_vts, kwarg_vts):
         if isinstance(vt, TensorVariable) and vt.known is not None and vt.known.dim() == 0:
             changed = True
             return ConstantVariable(vt.known.item())
-        if type(vt) in (TupleVariable, ListVariable, SizeVariable):
-            return type(vt)([scalar(item) for item in vt.items])       # new_zeros((n, t, 3))
+        if sequence_kind(vt) in (tuple, list, torch.Size):
+            return vt.rebuild([scalar(item) for item in vt.items])       # new_zeros((n, t, 3))
         return vt
 
     args = [scalar(vt) for vt in arg_vts]

@@ -46,6 +46,13 @@ class MethodTable:
         raise AttributeMissing(f"{self.python_type().__name__} has no attribute {name!r} (AttributeError)")
 
 
+def sequence_kind(vt):
+    """The Python type of a tuple/list-like tracker (``tuple``, ``list``, ``torch.Size``, a
+    namedtuple class, ``deque``), or None: asked instead of the tracker's own class, which a
+    caller's list (``CallerListVariable``) or a deque subclasses."""
+    return vt.python_type() if isinstance(vt, BaseListVariable) else None
+
+
 class BaseListVariable(MethodTable, VariableTracker):
     """A sequence of VariableTrackers; subclasses fix the Python type."""
 

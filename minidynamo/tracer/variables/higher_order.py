@@ -35,7 +35,7 @@ from ..subgraph import MetaBody, register_body, trace_body
 from ..vmap_flatten import flatten_vmap, run_flat
 from .base import VariableTracker, maybe_constant, NO_CONSTANT
 from .constant import ConstantVariable
-from .containers import BaseListVariable, ListVariable, TupleVariable
+from .containers import ListVariable, sequence_kind
 from .tensor import TensorVariable
 
 
@@ -210,7 +210,7 @@ def _body_outputs(output, result):
     """The body's output nodes and its structure (None: one tensor; tuple or list)."""
     if isinstance(result, TensorVariable):
         return [output.lift(result.node)], None
-    if isinstance(result, BaseListVariable) and type(result) in (TupleVariable, ListVariable) and result.items \
+    if sequence_kind(result) in (tuple, list) and result.items \
             and all(isinstance(i, TensorVariable) for i in result.items):
         return [output.lift(i.node) for i in result.items], (list if isinstance(result, ListVariable) else tuple)
     raise Unsupported(f"a vmap body returned {result} (only a tensor or a tuple/list of tensors is modelled)")

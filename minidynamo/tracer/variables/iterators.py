@@ -32,7 +32,7 @@ from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
 from .constant import ConstantVariable
 from .collection_types import DequeVariable
-from .containers import (BaseListVariable, DictVariable, DictViewVariable, IteratorVariable, ListVariable, key_variable,
+from .containers import (BaseListVariable, DictVariable, DictViewVariable, IteratorVariable, key_variable, sequence_kind,
                          SetVariable, TupleVariable)
 
 _LIST_ITER = type(iter([]))
@@ -55,7 +55,7 @@ def make_iterator(tx, obj) -> VariableTracker:
         return obj
     if isinstance(obj, GeneratorExpressionVariable):
         obj.refuse_iteration()              # refused: see generators.py
-    if type(obj) is ListVariable:
+    if sequence_kind(obj) is list:
         return ListIteratorVariable(obj)
     if isinstance(obj, DequeVariable):
         return DequeIteratorVariable(obj)
@@ -248,7 +248,7 @@ class EnumerateVariable(IteratorVariable):
 
 def make_reversed(tx, seq) -> VariableTracker:
     """``reversed(seq)``."""
-    if type(seq) is ListVariable:
+    if sequence_kind(seq) is list:
         return ListReverseIteratorVariable(seq)
     if isinstance(seq, DictViewVariable) and seq.kind == "keys":
         return DictIteratorVariable(seq.dict_vt, "keys", reverse=True)

@@ -20,7 +20,7 @@ import torch.utils._pytree as pytree
 from ...exc import Unsupported
 from .base import KnownObjectVariable
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListVariable, NamedTupleVariable, TupleVariable
+from .containers import BaseListVariable, DictVariable, ListVariable, NamedTupleVariable, TupleVariable, sequence_kind
 
 
 class _Leaf:
@@ -34,7 +34,7 @@ class _Leaf:
 
 def skeleton(vt, leaves: list):
     """The real structure of ``vt`` with ``_Leaf`` tokens; ``leaves`` collects the trackers."""
-    if type(vt) in (TupleVariable, ListVariable) or isinstance(vt, NamedTupleVariable):
+    if sequence_kind(vt) in (tuple, list) or isinstance(vt, NamedTupleVariable):
         items = [skeleton(i, leaves) for i in vt.items]
         if isinstance(vt, NamedTupleVariable):
             return vt.python_type()(*items)
