@@ -1,32 +1,34 @@
-"""``try`` statements: when a traced body can be trusted to need no handler.
+"""``try`` statements around graph ops: what if a kernel raises when the graph runs?
 
-The tracer never raises: anything that would raise in Python is ``Unsupported`` at trace time,
-and on a later call the guards make the same Python code take the same path.  So a ``try``
-body that traced without raising never needs its handler, with one exception: the tensor ops
-the body put in the graph run again at call time, and kernels can raise there for reasons
-the meta example values cannot see (out of memory, an index out of range in the data, ...).
-They raise ``RuntimeError`` (and subclasses), ``IndexError``, ``ValueError``, ``TypeError``,
+An exception the traced Python raises at trace time (a missing key, ``1 // 0``) is modelled:
+``exceptions.py`` sends it to its handler, and on a later call the guards make the same code
+take the same path.  What the trace cannot see are the tensor ops the body put in the graph:
+they run again at call time, and kernels can raise there for reasons the meta example values
+cannot show (out of memory, an index out of range in the data, ...).  They raise
+``RuntimeError`` (and subclasses), ``IndexError``, ``ValueError``, ``TypeError``,
 ``ArithmeticError``, ``MemoryError``; ``KeyboardInterrupt`` can arrive anywhere; and any
 ``Warning`` a torch function in the graph emits at call time raises when the program's filters
 turn warnings into errors (``warnings.simplefilter("error")``: the filters are not guarded).
 
-Rule: executing a try body is fine; if an instruction inside it adds graph nodes (directly or
-through an inlined call), every ``try`` handler that would see an exception from that
-instruction must either
+Rule: if an instruction inside a try body adds graph nodes (directly or through an inlined
+call), every ``try`` handler that would see an exception from that instruction must either
 
 - catch only classes disjoint from those (``except KeyError``, ``except AttributeError``), or
-- catch only ``Exception`` subclasses (``except TypeError``, ``except Exception``), and the
-  finished graph must be free to run twice (``capture.graph_effects`` is None).  When such a
-  graph raises at call time the compiled code re-runs the whole frame eagerly
-  (``convert_frame.make_compiled_fn``), so the handler runs exactly as Python runs it: the
-  trace never has to guess what the handler does.  ``output.needs_rerun`` records the
-  requirement and ``capture._trace`` refuses a graph that changes its inputs in place or
-  draws random numbers.  (transformers' ``check_model_inputs`` wraps the whole forward in
-  ``try: ... except TypeError``.)
+- be reproduced by a re-run: the finished graph must be free to run twice
+  (``capture.graph_effects`` is None).  When such a graph raises an ``Exception`` at call time
+  the compiled code re-runs the whole frame eagerly (``convert_frame.make_compiled_fn``), so
+  the handler runs exactly as Python runs it: the trace never has to guess what the handler
+  does.  ``output.needs_rerun`` records the requirement and ``capture._trace`` refuses a graph
+  that changes its inputs in place or draws random numbers.  (transformers'
+  ``check_model_inputs`` wraps the whole forward in ``try: ... except TypeError``.)
 
-A bare ``except``, ``finally``, ``except BaseException`` or a class we cannot resolve
-statically makes the trace Unsupported: ``KeyboardInterrupt`` is not re-run (it is not an
-``Exception``), so such a handler would be skipped.
+This covers every handler, a bare ``except``, ``finally`` and ``except BaseException``
+included.  The one exception not re-run is ``KeyboardInterrupt`` (re-running would ignore the
+user's Ctrl-C).  It propagates from the graph, and what the program sees is still a run eager
+could have had: a graph free to run twice changed nothing, and the frame's Python side effects
+are replayed only after the graph, so the state is the one of an interrupt that arrived just
+before the frame (or the resume function) began, before any handler was entered.  (A graph
+break inside a try body is refused, so a graph never starts inside one.)
 
 In 3.11 bytecode a try statement is an exception-table entry whose handler starts with
 ``PUSH_EXC_INFO`` (a ``with`` block's cleanup continues with ``WITH_EXCEPT_START``).  An
@@ -99,23 +101,15 @@ def may_catch_kernel_errors(classes) -> bool:
     return classes is None or any(issubclass(k, c) or issubclass(c, k) for c in classes for k in KERNEL_ERRORS)
 
 
-def handled_by_rerun(classes) -> bool:
-    """A handler a re-run of the frame reproduces: it sees only ``Exception``s, which make the
-    compiled code re-run the frame eagerly."""
-    return classes is not None and all(issubclass(c, Exception) for c in classes)
-
-
 def check_handlers(tx, chain) -> None:
-    """Graph ops were added inside these try bodies: refuse unless no handler could catch
-    what those ops may raise at call time, or a re-run of the frame reproduces the handler."""
+    """Graph ops were added inside these try bodies: unless no handler could catch what those
+    ops may raise at call time, the graph must be free to be re-run (see the module docstring)."""
     for handler in chain:
         classes = caught_classes(tx.instructions, tx.targets, handler, tx.f_globals, tx.f_builtins)
         if not may_catch_kernel_errors(classes):
             continue
-        what = "everything (bare except/finally)" if classes is None else ", ".join(c.__name__ for c in classes)
+        what = "everything (bare except/finally, or a class not resolved statically)" if classes is None else ", ".join(c.__name__ for c in classes)
         reason = (f"tensor ops inside a try block in {tx.code.co_qualname} whose handler catches {what}: "
                   "it could catch an error the compiled ops raise at run time")
-        if not handled_by_rerun(classes):
-            raise Unsupported(reason)
         if reason not in tx.output.needs_rerun:
             tx.output.needs_rerun.append(reason)
