@@ -35,6 +35,7 @@ from .class_answers import guard_protocol
 from .library import LIBRARY_PREFIXES, is_library_value, is_program_class, is_program_function
 from .variables.base import OpaqueCallableVariable, VariableTracker, describe
 from .variables.constant import ConstantVariable, is_constant_value
+from .variables.lazy_numbers import NUMBER_TYPES, LazyNumberVariable
 from .variables.numpy_values import is_numpy_scalar, is_type_info, numpy_callable_kind, scalar_guards, wrap_numpy_callable
 from .variables.containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
                                    check_named_tuple_model,
@@ -77,6 +78,9 @@ def wrap(tx, value, source) -> VariableTracker:
             for g in scalar_guards(source, value):
                 guard(g)
         return ConstantVariable(value, source)
+    if type(value) in NUMBER_TYPES and source is not None:     # read only if used (lazy_numbers.py)
+        guard(G.type_match(source, value))
+        return LazyNumberVariable.read_from(value, source, lambda: guard(G.equals_match(source, value)))
     if is_constant_value(value):
         if source is not None:
             singleton = isinstance(value, (type(Ellipsis), type(NotImplemented), torch.layout, torch.memory_format,

@@ -24,13 +24,15 @@ from .output_graph import OutputGraph, tensor_metadata
 from .side_effects import DELETED
 from .translator import InstructionTranslator
 from .variables.base import VariableTracker
+from .variables import lazy_numbers
 from .variables.constant import ConstantVariable
+from .variables.lazy_numbers import LazyNumberVariable
 from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable,
                                    NamedTupleVariable, SetVariable, SizeVariable, SliceVariable, make_named_tuple)
 from .variables.builtins import BuiltinVariable
 from .variables.functions import NestedFunctionVariable, UserFunctionVariable
 from .variables.nn_module import NNModuleVariable
-from .variables.objects import ClassVariable
+from .variables.objects import ClassVariable, PythonModuleVariable
 from .variables.torch_fns import TorchFunctionVariable
 from .variables.tensor import TensorVariable
 
@@ -247,6 +249,8 @@ class Templates:
         return self.reads.index(source)
 
     def of(self, vt: VariableTracker):
+        if isinstance(vt, LazyNumberVariable) and vt.unread:      # computed from this call's values
+            return lazy_numbers.template(self, vt)
         if isinstance(vt, TensorVariable):
             self.nodes.append(vt.node)
             return ("tensor", len(self.nodes) - 1)
@@ -297,6 +301,8 @@ class Templates:
             return ("real", self.read(vt.source))           # a closure guarded by code: this call's own
         if isinstance(vt, (SliceVariable, TorchFunctionVariable, BuiltinVariable, ClassVariable, UserFunctionVariable)):
             return ("const", vt.as_python_constant())        # immutable, or guarded by identity
+        if isinstance(vt, PythonModuleVariable):             # a module: sys.modules' object (IMPORT_NAME)
+            return ("const", vt.value)
         raise Unsupported(f"returning {vt} from the frame")
 
     def replays_of(self, effects) -> list:
@@ -404,6 +410,8 @@ def _build(template, outputs, real=(), made=None):
         return template[1]
     if kind == "real":
         return real[template[1]]
+    if kind == "arith":                                      # variables.lazy_numbers
+        return template[1](_build(template[2], outputs, real, made), _build(template[3], outputs, real, made))
     if made is None:
         made = {}
     if kind == "fresh":

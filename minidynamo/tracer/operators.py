@@ -14,6 +14,7 @@ import guards as G
 
 from ..exc import ProgramRaises, Unsupported
 from .library import refuse_user_dunders
+from .variables import lazy_numbers
 from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
 from .variables.constant import ConstantVariable
 from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable, SetVariable,
@@ -32,6 +33,9 @@ IN_PLACE_TO_PLAIN = {operator.iadd: operator.add, operator.isub: operator.sub, o
 
 def apply(tx, fn, args: list) -> VariableTracker:
     """``fn(*args)`` for an ``operator`` function (binary, unary or comparison)."""
+    counted = lazy_numbers.combine(fn, args)     # self.calls + 1: still unread
+    if counted is not None:
+        return counted
     if fn in (operator.is_, operator.is_not):
         same = is_same(tx, *args)
         return ConstantVariable(same if fn is operator.is_ else not same)

@@ -170,15 +170,6 @@ def catches_own_exception(x):
         return x + 1
 
 
-def try_finally(x):
-    out = []
-    try:
-        out.append(x * 2)
-    finally:
-        out.append(x - 1)
-    return out
-
-
 def exception_from_inlined_helper(x):
     def check_positive(n):
         if n < 0:
@@ -202,7 +193,6 @@ def catches_errors_of_a_graph_that_cannot_rerun(x):
 EXCEPTIONS = [
     fallback(raises_value_error, tensor(3)),
     fallback(catches_own_exception, tensor(3)),
-    fallback(try_finally, tensor(3)),
     fallback(exception_from_inlined_helper, tensor(3)),
     fallback(catches_errors_of_a_graph_that_cannot_rerun, tensor(3), mentions="try"),
 ]

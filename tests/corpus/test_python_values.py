@@ -14,6 +14,7 @@ SCALE = 2.5
 OFFSET = torch.arange(3.0)
 SIZES = [1, 2, 3]
 Point = collections.namedtuple("Point", ["x", "y"])
+Defaulted = collections.namedtuple("Defaulted", ["x", "y", "xy"], defaults=(None, 1, None))
 
 
 def double(x):
@@ -449,6 +450,20 @@ def namedtuple_in_and_out(p):
     return Point(p.x + p.y, p[1] * 2)
 
 
+def namedtuple_with_defaults(a, b):
+    t = Defaulted(a, xy=b)
+    return t.x + t.xy * t.y, t
+
+
+def try_finally(x):                   # a graph free to run twice: a kernel error re-runs the frame
+    out = []
+    try:
+        out.append(x * 2)
+    finally:
+        out.append(x - 1)
+    return out
+
+
 def mutate_input_dict(d):
     d["doubled"] = d["x"] * 2
     del d["drop"]
@@ -474,6 +489,8 @@ CONTAINERS = [
     single(dict_methods, {"a": tensor(3), "b": tensor(3)}),
     single(list_sort_index_count, tensor(3)),
     single(namedtuple_in_and_out, Point(tensor(2), tensor(2))),
+    single(namedtuple_with_defaults, tensor(2), tensor(2)),
+    single(try_finally, tensor(3)),
     single(mutate_input_list, [tensor(3)]),
     single(mutate_input_dict, {"x": tensor(3), "drop": 1}),
     single(delete_items_and_pop_pairs, tensor(3), [1, 2, 3], {"a": 1, "b": 2}),

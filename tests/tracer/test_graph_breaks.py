@@ -533,7 +533,9 @@ def test_a_graph_without_operations_is_not_given_to_the_backend():
     assert opt(3, 4) == 13 and opt(3, 4) == 13
     assert backend.compile_count == 0
     assert minidynamo.counters["compiles"] == 1 and minidynamo.counters["cache_hits"] == 1
-    assert opt(5, 4) == 21                      # guarded: other constants recompile
+    assert opt(5, 4) == 21                      # numbers only counted with: computed per call
+    assert minidynamo.counters["compiles"] == 1
+    assert opt(5.0, 4) == 21.0                  # their types are guarded
     assert minidynamo.counters["compiles"] == 2
 
 
@@ -638,3 +640,18 @@ def test_a_boolean_mask_subscript_breaks_the_graph_instead_of_the_frame():
     snapshot = minidynamo.counters.snapshot()
     assert not snapshot.get("fallback_reasons")
     assert any("BINARY_SUBSCR" in r for r in snapshot.get("break_reasons", []))
+
+
+def test_a_module_imported_in_the_frame_is_handed_over_at_a_break():
+    def f(x):
+        import torch.nn.functional as F
+        y = F.relu(x)
+        print("", end="")              # a graph break: F is a live local
+        return F.gelu(y)
+
+    opt = minidynamo.optimize("eager")(f)
+    x = torch.randn(4)
+    for _ in range(2):
+        torch.testing.assert_close(opt(x), f(x))
+    assert not minidynamo.counters["fallback_reasons"]
+    assert minidynamo.counters["compiles"] == 2          # the frame's graph and the resume function's

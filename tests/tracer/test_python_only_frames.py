@@ -24,6 +24,9 @@ def test_python_only_frame_runs_itself_on_a_hit():
     assert backend.compile_count == 0                  # nothing was given to the backend
     (entry,) = minidynamo.cache_entries(bookkeeping)   # but the frame has its guarded entry
     assert "rerun" in entry[2].source
-    assert opt(x, [], 5)["n"] == 10               # another constant: a new entry, still right
+    log = []
+    assert opt(x, log, 5)["n"] == 10 and log == [5]      # another number, only counted with: the
+    assert len(minidynamo.cache_entries(bookkeeping)) == 1    # same entry computes it per call
+    assert opt(x, [], "ab")["n"] == "abab"              # another type: a new entry
     assert len(minidynamo.cache_entries(bookkeeping)) == 2
     minidynamo.reset()

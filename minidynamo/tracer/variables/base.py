@@ -16,6 +16,7 @@ named, every tracker is listed, and each sits under its base class):
      ├── GetterVariable               builtins.py      operator.itemgetter / attrgetter
      ├── OpaqueCallableVariable       base.py          a C callable we cannot model: calling it breaks the graph
      ├── ConstantVariable             constant.py      Python scalars, strings, None, dtypes, devices, ...
+     │    └── LazyNumberVariable      lazy_numbers.py  a caller's int/float, read only if more than counted with
      ├── ConstantMethodVariable       constant.py      "a{}".format, (3).bit_length: run when all known
      ├── NumpyCallableVariable        numpy_values.py  np.sqrt, np.float32, np.prod: run on numbers
      ├── TypeInfoVariable             numpy_values.py  np.finfo / np.iinfo computed at trace time

@@ -16,7 +16,7 @@ from ..library import LIBRARY_PREFIXES, is_library_value, is_program_class
 from ..side_effects import DELETED
 from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker,
                    describe, maybe_constant)
-from .constant import ConstantVariable
+from .constant import ConstantVariable, is_constant_value
 
 
 def _wrap(tx, value, source):
@@ -181,6 +181,28 @@ class ClassVariable(KnownObjectVariable):
             return
         super().guard_absent(tx, name)
 
+    def _named_tuple_fields(self, tx, args, kwargs) -> list:
+        """The fields of ``NT(*args, **kwargs)`` as the namedtuple's ``__new__`` binds them: by
+        position, then by name, then its defaults (``__new__.__defaults__``, guarded)."""
+        klass, names = self.value, self.value._fields
+        if len(args) > len(names) or any(k not in names[len(args):] for k in kwargs):
+            raise Unsupported(f"{klass.__name__}(...) with arguments that do not match its fields (TypeError)")
+        defaults = getattr(klass.__new__, "__defaults__", None) or ()
+        first_default = len(names) - len(defaults)
+        fields = list(args)
+        for i, name in enumerate(names[len(args):], start=len(args)):
+            if name in kwargs:
+                fields.append(kwargs[name])
+            elif i >= first_default and all(is_constant_value(d) for d in defaults):
+                fields.append(ConstantVariable(defaults[i - first_default]))
+            else:
+                raise Unsupported(f"{klass.__name__}(...) without field {name!r} (TypeError, or a default that "
+                                  "is not a constant)")
+        if len(fields) > len(args) + len(kwargs) and self.source is not None:     # a default was used
+            tx.output.add_guard(G.equals_match(G.AttrSource(G.AttrSource(self.source, "__new__"), "__defaults__"),
+                                               defaults))
+        return fields
+
     def call_function(self, tx, args, kwargs):
         from .containers import DictVariable, NamedTupleVariable, check_named_tuple_model
 
@@ -202,11 +224,8 @@ class ClassVariable(KnownObjectVariable):
 
             return AutocastOffVariable.create(args, kwargs)
         if issubclass(klass, tuple) and hasattr(klass, "_fields"):
-            fields = list(args) + [kwargs[f] for f in klass._fields[len(args):] if f in kwargs]
-            if len(fields) != len(klass._fields):
-                raise Unsupported(f"{klass.__name__}(...) with defaulted fields")
             check_named_tuple_model(tx, klass)
-            return NamedTupleVariable(fields, klass, class_vt=self)
+            return NamedTupleVariable(self._named_tuple_fields(tx, args, kwargs), klass, class_vt=self)
         if klass is functools.partial and args:
             from .functions import PartialVariable
 

@@ -1,0 +1,109 @@
+"""A number of the caller's that the frame only counts with, read (and guarded) only if needed.
+
+A program that counts its own calls is common: ``self.calls += 1`` in a forward,
+``step = step + 1`` on a global in a training step.  Wrapping such a number the usual way
+guards its value; the next call sees the next value, misses the guard and compiles again,
+every call, until the cache is full and the frame runs eagerly.
+
+But ``n + 1`` stored back does not need ``n`` at trace time.  So an ``int`` or ``float`` read
+from the frame starts *unread*: only its type is guarded (which also checks it is still there).
+``+``, ``-`` and ``*`` with numbers (constants or other unread numbers) give an unread number
+too: an expression over the sources it came from, which cannot raise on ints and floats.
+Stored back (an attribute, a global, a returned value, an item of a container the frame
+returns, a value handed over at a graph break), the expression is computed when the graph's
+Python side effects are replayed, from this call's values.  Any other use reads it: a
+comparison, a graph op's argument, a shape, an index, a key, ``print``...  Reading guards the
+value of every source it came from, as for any constant, so nothing the trace decided with it
+goes unguarded.
+
+    self.calls += 1          # unread: guards type(self.calls) is int; replay: calls = <calls> + 1
+    if self.calls > 10:      # read: guards self.calls == 7 (this call's value)
+"""
+
+from __future__ import annotations
+
+import operator
+
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+COUNTING_OPS = {operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
+                operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul}
+NUMBER_TYPES = (int, float)         # exact types: bool, enums and int subclasses are read at once
+
+
+class LazyNumberVariable(ConstantVariable):
+    """``expr``: ("source", source) for a number read from the frame, or (op, left, right) over
+    expressions and ("const", value); ``leaves``: the unread sources' trackers it depends on."""
+
+    def __init__(self, value, source, expr, leaves, guard_value=None):
+        VariableTracker.__init__(self, source)
+        self._value = value
+        self.expr = expr
+        self.leaves = leaves if leaves is not None else [self]
+        self._guard_value = guard_value    # a leaf's: installs ``source == value``
+        self.unread = True
+
+    @classmethod
+    def read_from(cls, value, source, guard_value):
+        return cls(value, source, ("source", source), None, guard_value)
+
+    @property
+    def value(self):
+        if self.unread:
+            self.unread = False
+            for leaf in self.leaves:
+                if leaf._guard_value is not None:
+                    leaf._guard_value()
+                    leaf._guard_value = None
+        return self._value
+
+    @value.setter
+    def value(self, value):
+        self._value = value
+
+    def __repr__(self) -> str:
+        return f"LazyNumberVariable({_render(self.expr)} = {self._value!r}{', unread' if self.unread else ''})"
+
+
+def _counted(vt):
+    """(value, expression, leaves) of an operand of counting arithmetic, or None."""
+    if isinstance(vt, LazyNumberVariable) and vt.unread:
+        return vt._value, vt.expr, vt.leaves
+    if type(vt) is ConstantVariable and type(vt.value) in NUMBER_TYPES:
+        return vt.value, ("const", vt.value), []
+    return None
+
+
+def combine(fn, args):
+    """``a + b`` (``-``, ``*``, in place or not) as an unread number when an operand is one and
+    the other a number, or None (the operation reads its operands as usual)."""
+    if fn not in COUNTING_OPS or len(args) != 2 or not any(
+            isinstance(a, LazyNumberVariable) and a.unread for a in args):
+        return None
+    operands = [_counted(a) for a in args]
+    if None in operands:
+        return None
+    (a, a_expr, a_leaves), (b, b_expr, b_leaves) = operands
+    plain = COUNTING_OPS[fn]
+    return LazyNumberVariable(plain(a, b), None, (plain, a_expr, b_expr), a_leaves + b_leaves)
+
+
+def template(templates, vt):
+    """What ``capture.Templates`` makes of an unread number: the expression, its sources re-read."""
+    def of(expr):
+        if expr[0] == "source":
+            return ("real", templates.read(expr[1]))
+        if expr[0] == "const":
+            return expr
+        return ("arith", expr[0], of(expr[1]), of(expr[2]))
+    return of(vt.expr)
+
+
+def _render(expr) -> str:
+    if expr[0] == "source":
+        return expr[1].name()
+    if expr[0] == "const":
+        return repr(expr[1])
+    symbol = {operator.add: "+", operator.sub: "-", operator.mul: "*"}[expr[0]]
+    return f"({_render(expr[1])} {symbol} {_render(expr[2])})"
