@@ -62,6 +62,9 @@ class LazyNumberVariable(ConstantVariable):
     def value(self, value):
         self._value = value
 
+    def python_type(self) -> type:
+        return type(self._value)        # guarded for every source (int + float is a float)
+
     def __repr__(self) -> str:
         return f"LazyNumberVariable({_render(self.expr)} = {self._value!r}{', unread' if self.unread else ''})"
 
