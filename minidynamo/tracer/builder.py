@@ -42,6 +42,9 @@ from .variables.containers import (DictVariable, ListVariable, NamedTupleVariabl
                                    is_named_tuple_type)
 
 
+CONTAINER_TYPES = (list, dict, collections.OrderedDict)     # whose methods their trackers implement
+
+
 def _is_root(source) -> bool:
     return isinstance(source, (G.LocalSource, G.GlobalSource, G.BuiltinSource, G.ClosureSource))
 
@@ -153,6 +156,12 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guard(G.id_match(source, value))
         return wrap(tx, original, G.AttrSource(source, "_torchdynamo_inline") if source is not None else None)
+    if type(value) is types.BuiltinMethodType and source is not None and type(value.__self__) in CONTAINER_TYPES:
+        # ``log.append`` as a value (a resume function's stack at ``log.append(t.item())``): the
+        # container's own tracker and its method, guarded by the method's name and its owner
+        guard(G.type_match(source, value))
+        guard(G.equals_match(G.AttrSource(source, "__name__"), value.__name__))
+        return wrap(tx, value.__self__, G.AttrSource(source, "__self__")).var_getattr(tx, value.__name__)
     if isinstance(value, types.MethodType):
         from .variables.autograd_function import AutogradFunctionApplyVariable, is_function_apply
         from .variables.functions import UserMethodVariable

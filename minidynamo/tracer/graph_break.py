@@ -53,7 +53,7 @@ from ..breaks.resume_code import uses_zero_arg_super
 from ..exc import Unsupported
 from .capture import Templates
 from .translator import decoded
-from .variables.base import NullVariable, VariableTracker
+from .variables.base import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import IteratorVariable
 from .variables.iterators import live_containers, rest_of
 from .variables.containers import TupleVariable
@@ -327,6 +327,8 @@ class BreakTemplates(Templates):
             return cell_template(self, vt)
         if isinstance(vt, ModuleCallVariable):               # super().__call__ of a module: nn.Module.__call__
             return ("method", ("const", torch.nn.Module.__call__), self.of(vt.module_vt))
+        if isinstance(vt, BoundMethodVariable):              # log.append before log.append(t.item())
+            return ("getattr", self.of(vt.obj), vt.name)
         if isinstance(vt, BuiltinBaseMethod):                # super().__getattribute__, object.__setattr__
             slot = ("const", getattr(vt.owner, vt.name))     # the C slot wrapper itself
             return slot if vt.self_vt is None else ("method", slot, self.of(vt.self_vt))

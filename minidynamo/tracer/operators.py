@@ -136,9 +136,11 @@ def _sequence_kind(vt):
 
 
 def _sequence_result(vt):
-    """The tracker class of ``a + b`` / ``a * n``: a list or deque keeps its type, tuples
+    """The tracker class of ``a + b`` / ``a * n``: a new list, a deque keeps its type, tuples
     (namedtuples included) give a plain tuple."""
-    return type(vt) if isinstance(vt, ListVariable) else TupleVariable
+    if isinstance(vt, ListVariable):
+        return ListVariable if sequence_kind(vt) is list else type(vt)    # (a caller's list too)
+    return TupleVariable
 
 
 def _comparable(a, b) -> bool:
@@ -214,7 +216,10 @@ def identical_or_equal(tx, a, b) -> bool:
             return True
         if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
             raise Unsupported("== between tensors inside a container test (data dependent)")
-        return False
+        other = maybe_constant(b if isinstance(a, TensorVariable) else a, NO_CONSTANT)
+        if other is None or isinstance(other, (str, bytes)):
+            return False                  # Tensor.__eq__ answers False itself: nothing to compare
+        raise Unsupported("== between a tensor and a number inside a container test (its truth reads the data)")
     ca, cb = maybe_constant(a, NO_CONSTANT), maybe_constant(b, NO_CONSTANT)
     if ca is not NO_CONSTANT and cb is not NO_CONSTANT:
         if ca is cb:                      # identity first: ``nan in [nan]`` is True

@@ -151,3 +151,23 @@ def test_appends_before_and_after_a_graph_break():
     for call in range(3):
         compiled(x)
         assert_same_lists(LOG, [x + 1, x + 2] * (call + 1))
+
+
+def test_logging_a_loss_item_breaks_the_graph_once():
+    stats = {}
+
+    def step(x):
+        loss = (x * 2).sum()
+        LOG.append(loss.item())          # the break: item() runs eagerly, then LOG.append in the resume
+        stats.update(last=loss.item())
+        return loss * 3
+
+    compiled = minidynamo.optimize("eager")(step)
+    for call in range(5):
+        if call == 2:                    # stats gained its key on call 1 (its keys are guarded)
+            compiles = minidynamo.counters["compiles"]
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), (x * 2).sum() * 3)
+        assert LOG[-1] == stats["last"] == (x * 2).sum().item() and len(LOG) == call + 1
+    assert not minidynamo.counters["fallback_reasons"]
+    assert minidynamo.counters["compiles"] == compiles   # LOG's growth compiles nothing

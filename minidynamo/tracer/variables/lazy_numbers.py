@@ -8,7 +8,8 @@ every call, until the cache is full and the frame runs eagerly.
 But ``n + 1`` stored back does not need ``n`` at trace time.  So an ``int`` or ``float`` read
 from the frame starts *unread*: only its type is guarded (which also checks it is still there).
 ``+``, ``-`` and ``*`` with numbers (constants or other unread numbers) give an unread number
-too: an expression over the sources it came from, which cannot raise on ints and floats.
+too: an expression over the sources it came from, which cannot raise (int with int, float
+with float; an unread int with a float is read instead: a big int overflows the conversion).
 Stored back (an attribute, a global, a returned value, an item of a container the frame
 returns, a value handed over at a graph break), the expression is computed when the graph's
 Python side effects are replayed, from this call's values.  Any other use reads it: a
@@ -88,8 +89,17 @@ def combine(fn, args):
     if None in operands:
         return None
     (a, a_expr, a_leaves), (b, b_expr, b_leaves) = operands
+    if type(a) is not type(b) and (a_expr if type(a) is int else b_expr)[0] != "const":
+        # an int with a float: the int is converted to a float, and a big one raises
+        # OverflowError.  Computed at replay (after the graph, with the other side effects in
+        # their replay order) that error would come at another point than eager's: read it.
+        return None
     plain = COUNTING_OPS[fn]
-    return LazyNumberVariable(plain(a, b), None, (plain, a_expr, b_expr), a_leaves + b_leaves)
+    try:
+        value = plain(a, b)
+    except ArithmeticError:               # a constant int too big for a float: as eager raises it
+        return None
+    return LazyNumberVariable(value, None, (plain, a_expr, b_expr), a_leaves + b_leaves)
 
 
 def template(templates, vt):
