@@ -29,6 +29,7 @@ import types
 import torch
 
 import guards as G
+from guards.guard import TYPE_MATCH
 from .. import config
 from ..exc import Unsupported
 from .class_answers import guard_protocol
@@ -83,7 +84,7 @@ def wrap(tx, value, source) -> VariableTracker:
         return ConstantVariable(value, source)
     if type(value) in NUMBER_TYPES and source is not None:     # read only if used (lazy_numbers.py)
         guard(G.type_match(source, value))
-        return LazyNumberVariable.read_from(value, source, lambda: guard(G.equals_match(source, value)))
+        return LazyNumberVariable.read_from(value, source, lambda: _guard_number(tx, source, value))
     if is_constant_value(value):
         if source is not None:
             singleton = isinstance(value, (type(Ellipsis), type(NotImplemented), torch.layout, torch.memory_format,
@@ -286,6 +287,13 @@ def _wrap_container(tx, value, source, guard) -> VariableTracker:
         return TupleVariable(items, source)
     check_named_tuple_model(tx, kind)
     return NamedTupleVariable(items, kind, source)
+
+
+def _guard_number(tx, source, value) -> None:
+    """A lazy number is read: its value is guarded, which checks its type too (``equals_match``),
+    so the type guard of its wrap is dropped (the hit path checks each fact once)."""
+    tx.output.guards[:] = [g for g in tx.output.guards if not (g.kind == TYPE_MATCH and g.source == source)]
+    tx.output.add_guard(G.equals_match(source, value))
 
 
 def _sequence_items(tx, value, source, guard) -> list:
