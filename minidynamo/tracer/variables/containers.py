@@ -861,20 +861,35 @@ def _constant_set(tx, vt):
     return [_key(item) for item in make_iterator(tx, vt).unpack(tx)]
 
 
+SET_CHANGES = ("add", "update", "discard", "remove", "clear", "pop", "ior", "iand", "isub", "ixor",
+               "difference_update", "intersection_update", "symmetric_difference_update")
+
+
 class CallerSetVariable(SetVariable):
-    """A caller's set of constants, read-only (``caller_set`` in builder.py): every method that
-    would change it is refused (a side effect on the caller's set is not replayed)."""
+    """A caller's set of constants, read-only (``caller_set`` in builder.py): every way to change
+    it is refused (a side effect on the caller's set is not replayed): its methods, the
+    ``*_update`` ones of the set-algebra table, and ``s |= t`` and kin (``inplace``)."""
 
     returns_real = True
+
+    def _refuse(self, name):
+        raise Unsupported(f"set.{name} on a set read from {self.source.name()} (a side effect on the caller's set)")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name.strip("_") in SET_CHANGES:
+            self._refuse(name)
+        return super().call_method(tx, name, args, kwargs)
+
+    def inplace(self, tx, fn, other):
+        self._refuse(f"__{fn.__name__}__")
 
 
 def _refuse_set_change(name):
     def method(self, tx, *args, **kwargs):
-        raise Unsupported(f"set.{name} on a set read from {self.source.name()} (a side effect on the caller's set)")
+        self._refuse(name)
     return method
 
 
-for _name in ("add", "update", "discard", "remove", "clear", "pop", "ior", "iand", "isub", "ixor",
-              "difference_update", "intersection_update", "symmetric_difference_update"):
+for _name in SET_CHANGES:
     setattr(CallerSetVariable, f"method_{_name}", _refuse_set_change(_name))
 del _name
