@@ -273,6 +273,9 @@ def _wrap_container(tx, value, source, guard) -> VariableTracker:
     if isinstance(value, dict):
         if not all(is_constant_value(k) for k in value):
             raise Unsupported("a dict with non-constant keys")
+        if source is not None and any(_ambiguous_key(k) for k in value):
+            raise Unsupported("a dict keyed by a float zero or nan (its keys guard compares with ==, which "
+                              "cannot tell -0.0 from 0.0, and nan keys by identity)")
         if source is not None:
             guard(G.type_match(source, value))
             guard(G.dict_keys_match(source, value))
@@ -287,6 +290,13 @@ def _wrap_container(tx, value, source, guard) -> VariableTracker:
         return TupleVariable(items, source)
     check_named_tuple_model(tx, kind)
     return NamedTupleVariable(items, kind, source)
+
+
+def _ambiguous_key(key) -> bool:
+    """A key ``==`` cannot pin down: a float zero (``-0.0 == 0.0``) or nan, also inside a tuple."""
+    if type(key) is tuple:
+        return any(map(_ambiguous_key, key))
+    return type(key) is float and (key == 0.0 or key != key)
 
 
 def _guard_number(tx, source, value) -> None:

@@ -626,9 +626,8 @@ def test_caller_set_ior_torchxla_trivial():
 
 
 # --- -0.0 / 0.0 keys --------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="the dict replay (OutputBuilder._replay, kind 'dict') rebuilds the caller's "
-                                       "dict from the trace's keys; a guard accepting an equal key (-0.0 == 0.0) lets "
-                                       "a call on {-0.0: ...} end with key 0.0 (eager keeps the existing key object)")
+# (found by the dict probe: the keys guard accepted -0.0 for 0.0 and the replay rebuilt the dict
+# from the trace's keys; dicts keyed by a float zero or nan are refused now, builder._ambiguous_key)
 def test_negative_zero_key_survives_mutation():
     def fn(x, d):
         d["z"] = x
@@ -725,3 +724,16 @@ def test_setattr_in_loop_then_item():
         o.y = x.sum().item()
         return x + 1
     compare(fn, O, calls(3, lambda f, st, i: f(T([float(i)]), st, {"p": 1, "q": 2})))
+
+
+def test_the_sign_of_a_zero_key_read_by_iteration():
+    import math
+
+    def fn(x, d):
+        return [x * math.copysign(1.0, k) for k in d]
+
+    compiled = minidynamo.optimize("eager")(fn)
+    x = torch.ones(2)
+    for key in (0.0, -0.0, 0.0):
+        got, expected = compiled(x, {key: 1}), fn(x, {key: 1})
+        torch.testing.assert_close(got, expected)
