@@ -126,7 +126,7 @@ def wrap(tx, value, source) -> VariableTracker:
         # equal sets, iterated in the same order); a set changed in any way misses
         guard(G.equals_match(G.CallSource(source, "__repr__"), repr(value)))
         return caller_set(value, source)
-    if kind in (list, dict, collections.OrderedDict) and source is not None:
+    if kind in (list, dict, collections.OrderedDict, collections.defaultdict) and source is not None:
         cached = tx.output.side_effects.cached_container(source)   # one tracker per caller's list:
         if cached is not None:                                    # mutations must be seen by all reads
             return cached
@@ -135,6 +135,12 @@ def wrap(tx, value, source) -> VariableTracker:
 
             guard(G.type_match(source, value))
             vt = CallerListVariable(source, lambda: _sequence_items(tx, value, source, guard))
+        elif kind is collections.defaultdict:   # d[k] of a missing key calls its factory (guarded)
+            from .variables.collection_types import DefaultDictVariable
+
+            plain = _wrap_container(tx, value, source, guard)
+            factory = wrap(tx, value.default_factory, G.AttrSource(source, "default_factory"))
+            vt = DefaultDictVariable(plain.items, factory, source)
         else:
             vt = _wrap_container(tx, value, source, guard)
         tx.output.side_effects.note_container(source, vt)

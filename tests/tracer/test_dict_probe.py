@@ -737,3 +737,27 @@ def test_the_sign_of_a_zero_key_read_by_iteration():
     for key in (0.0, -0.0, 0.0):
         got, expected = compiled(x, {key: 1}), fn(x, {key: 1})
         torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("factory", [int, list, None], ids=["int", "list", "none"])
+def test_a_callers_defaultdict_is_traced(factory):
+    def fn(x, d, words):
+        for w in words:
+            if factory is list:
+                d[w].append(x.sum())
+            else:
+                d[w] += 1
+        return x * len(d)
+
+    compiled = minidynamo.optimize("eager")(fn)
+    for call in range(3):
+        ours, theirs = collections.defaultdict(factory), collections.defaultdict(factory)
+        if factory is None:
+            ours["a"] = theirs["a"] = ours["b"] = theirs["b"] = 0
+        x = torch.randn(2)
+        torch.testing.assert_close(compiled(x, ours, ["a", "b", "a"]), fn(x, theirs, ["a", "b", "a"]))
+        assert list(ours) == list(theirs) and ours.default_factory is theirs.default_factory
+        for key in theirs:
+            torch.testing.assert_close(ours[key], theirs[key]) if factory is list else None
+            assert factory is list or ours[key] == theirs[key]
+    assert not minidynamo.counters["fallback_reasons"]
