@@ -258,6 +258,15 @@ class InstructionTranslatorBase(ExceptionOpcodes):
             return
         if klass.__setattr__ is not object.__setattr__:
             raise Unsupported(f"assignment to attribute {name!r} of a {klass.__name__} (a __setattr__ in C)")
+        found = next((base.__dict__[name] for base in klass.__mro__ if name in base.__dict__), None)
+        if isinstance(found, property) and isinstance(found.fset, types.FunctionType):
+            # a property setter: object.__setattr__ calls it (what the class finds is guarded above)
+            fset_source = G.AttrSource(G.AttrSource(G.AttrSource(obj.source, "__class__"), name), "fset")
+            self.output.add_guard(G.id_match(fset_source, found.fset))
+            from .variables.functions import UserFunctionVariable
+
+            UserFunctionVariable(found.fset, fset_source).call_function(self, [obj, value], {})
+            return
         obj.generic_setattr(self, name, value)
 
     def delete_attr(self, obj, name):

@@ -130,3 +130,53 @@ def test_a_library_protocol_the_program_replaced_before_compiling_runs(case):
     finally:
         setattr(owner, name, original)
     assert torch.equal(got, expected)
+
+
+class Settings:
+    def __init__(self):
+        self._scale, self.history = 1.0, []
+
+    @property
+    def scale(self):
+        return self._scale
+
+    @scale.setter
+    def scale(self, value):
+        self._scale = value
+        self.history.append(value)
+
+    @property
+    def frozen(self):
+        return 1
+
+
+def test_a_property_setter_runs_traced():
+    def fn(x, s):
+        s.scale = 3.0
+        return x * s.scale
+
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(fn)
+    ours, theirs = Settings(), Settings()
+    for _ in range(3):
+        torch.testing.assert_close(compiled(X, ours), fn(X, theirs))
+        assert vars(ours) == vars(theirs)
+    assert minidynamo.counters["compiles"] == 1 and not minidynamo.counters["fallback_reasons"]
+    original = Settings.__dict__["scale"]
+    Settings.scale = original.setter(lambda self, value: setattr(self, "_scale", -value))
+    try:                                      # the setter replaced on the class: seen
+        torch.testing.assert_close(compiled(X, ours), fn(X, theirs))
+        assert vars(ours) == vars(theirs)
+    finally:
+        Settings.scale = original
+
+
+def test_a_property_without_a_setter_refuses_the_store_as_eager_does():
+    def fn(x, s):
+        s.frozen = 2
+        return x + 1
+
+    with pytest.raises(AttributeError):
+        fn(X, Settings())
+    with pytest.raises(AttributeError):
+        minidynamo.optimize("eager")(fn)(X, Settings())
