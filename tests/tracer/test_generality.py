@@ -247,7 +247,17 @@ def test_attribute_store_next_to_another_object_of_its_type_sees_their_identity(
     check(f, x, shared, shared)             # one object: d.steps is the value just stored
 
 
-def test_attribute_store_through_a_property_is_refused():
+def test_attribute_store_through_a_descriptor_is_refused_a_property_setter_traced():
+    class Descriptor:
+        def __get__(self, obj, owner=None):
+            return 1
+
+        def __set__(self, obj, value):
+            obj.__dict__["seen"] = value
+
+    class WithDescriptor:
+        steps = Descriptor()
+
     class WithProperty:
         @property
         def steps(self):
@@ -255,13 +265,16 @@ def test_attribute_store_through_a_property_is_refused():
 
         @steps.setter
         def steps(self, value):
-            pass
+            self.seen = value
 
     def f(a, c):
         c.steps = 3
         return a
     with pytest.raises(Unsupported, match="descriptor"):
-        run_traced(f, x, WithProperty())
+        run_traced(f, x, WithDescriptor())
+    capture, _ = run_traced(f, x, c := WithProperty())    # the setter's store, replayed on the object
+    capture.build_output(capture.graph_module(*capture.example_inputs), f, x, c)
+    assert c.seen == 3
 
 
 # ---------------------------------------------------------------- ops without a meta kernel
