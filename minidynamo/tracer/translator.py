@@ -75,6 +75,11 @@ def decoded(code):
     return entry
 
 
+def _unbound(name: str) -> str:
+    """CPython's message for a local read or deleted before assignment."""
+    return f"cannot access local variable {name!r} where it is not associated with a value"
+
+
 class InstructionTranslatorBase(ExceptionOpcodes):
     runs_generators = False      # GeneratorTranslator: a generator expression's frame
 
@@ -323,11 +328,15 @@ class InstructionTranslatorBase(ExceptionOpcodes):
     def LOAD_FAST(self, inst):
         if inst.arg not in self.locals:
             raise ProgramRaises(f"local {inst.arg!r} read before assignment (UnboundLocalError)",
-                                 UnboundLocalError(f"cannot access local variable {inst.arg!r}"))
+                                 UnboundLocalError(_unbound(inst.arg)))
         self.push(self.locals[inst.arg])
 
     def STORE_FAST(self, inst): self.locals[inst.arg] = self.pop()
-    def DELETE_FAST(self, inst): self.locals.pop(inst.arg, None)
+    def DELETE_FAST(self, inst):
+        if inst.arg not in self.locals:
+            raise ProgramRaises(f"del of local {inst.arg!r} before assignment (UnboundLocalError)",
+                                UnboundLocalError(_unbound(inst.arg)))
+        del self.locals[inst.arg]
 
     def LOAD_GLOBAL(self, inst):
         push_null, name = inst.arg
@@ -370,7 +379,15 @@ class InstructionTranslatorBase(ExceptionOpcodes):
     def LOAD_CLOSURE(self, inst): self.push(self.cells[inst.arg.name])
     def LOAD_DEREF(self, inst): self.push(self.cells[inst.arg.name].load(self))
     def STORE_DEREF(self, inst): self.cells[inst.arg.name].store(self, self.pop())
-    def DELETE_DEREF(self, inst): self.cells[inst.arg.name].store(self, None)
+    def DELETE_DEREF(self, inst):
+        from .variables.functions import CellVariable
+
+        name, cell = inst.arg.name, self.cells[inst.arg.name]
+        if isinstance(cell, CellVariable) and cell.value is None:      # an empty cell: eager's error
+            error = UnboundLocalError(_unbound(name)) if name in self.code.co_cellvars else \
+                NameError(f"cannot access free variable {name!r} where it is not associated with a value")
+            raise ProgramRaises(f"del of {name!r} before assignment ({type(error).__name__})", error)
+        cell.store(self, None)
     LOAD_CLASSDEREF = LOAD_DEREF
 
     # -- attributes and items ----------------------------------------------------------------
