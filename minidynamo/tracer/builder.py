@@ -29,7 +29,6 @@ import types
 import torch
 
 import guards as G
-from guards.guard import TYPE_MATCH
 from .. import config
 from ..exc import Unsupported
 from .class_answers import guard_protocol
@@ -83,8 +82,8 @@ def wrap(tx, value, source) -> VariableTracker:
                 guard(g)
         return ConstantVariable(value, source)
     if type(value) in NUMBER_TYPES and source is not None:     # read only if used (lazy_numbers.py)
-        guard(G.type_match(source, value))
-        return LazyNumberVariable.read_from(value, source, lambda: _guard_number(tx, source, value))
+        type_guard = guard(G.type_match(source, value))
+        return LazyNumberVariable.read_from(value, source, lambda: _guard_number(tx, source, value, type_guard))
     if is_constant_value(value):
         if source is not None:
             singleton = isinstance(value, (type(Ellipsis), type(NotImplemented), torch.layout, torch.memory_format,
@@ -305,10 +304,15 @@ def _ambiguous_key(key) -> bool:
     return type(key) is float and (key == 0.0 or key != key)
 
 
-def _guard_number(tx, source, value) -> None:
+def _guard_number(tx, source, value, type_guard) -> None:
     """A lazy number is read: its value is guarded, which checks its type too (``equals_match``),
-    so the type guard of its wrap is dropped (the hit path checks each fact once)."""
-    tx.output.guards[:] = [g for g in tx.output.guards if not (g.kind == TYPE_MATCH and g.source == source)]
+    so the type guard of its wrap is dropped (the hit path checks each fact once).  Searched
+    from the end, by identity: it was added when the number was wrapped, usually just before."""
+    guards = tx.output.guards
+    for index in range(len(guards) - 1, -1, -1):
+        if guards[index] is type_guard:
+            del guards[index]
+            break
     tx.output.add_guard(G.equals_match(source, value))
 
 

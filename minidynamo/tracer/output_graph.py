@@ -57,10 +57,12 @@ class OutputGraph:
         self.add_guard(guards.default_dtype_match())
 
     # -- guards --------------------------------------------------------------------------
-    def add_guard(self, guard) -> None:
+    def add_guard(self, guard):
+        """Record ``guard`` (with where the trace was); the recorded guard is returned."""
         if not guard.origin:
             guard = dataclasses.replace(guard, origin=self.origin())
         self.guards.append(guard)
+        return guard
 
     # -- provenance ----------------------------------------------------------------------
     def user_frames(self) -> list:
