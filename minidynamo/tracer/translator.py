@@ -281,6 +281,9 @@ class InstructionTranslatorBase(ExceptionOpcodes):
         from .variables.new_objects import python_slot
         from .variables.objects import UserObjectVariable, lookup_class_attribute
 
+        if getattr(obj, "is_new_object", False):          # made in the trace: no side effect
+            obj.delete_attribute(self, name)
+            return
         if not isinstance(obj, UserObjectVariable) or obj.source is None:
             raise Unsupported(f"deleting attribute {name!r} of {obj} (a side effect)")
         klass = type(obj.value)

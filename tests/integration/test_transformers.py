@@ -128,8 +128,8 @@ def tiny_wav2vec2():
 
 
 def tiny_t5():
-    """Its decoder makes a cache whose config is ``copy.deepcopy``'d: a graph break there, as
-    under torch.compile; the config's own hooks that deepcopy calls are not traced (no torch)."""
+    """Its decoder makes a cache whose config is ``copy.deepcopy``'d (``get_text_config``), then
+    edited: modelled by variables/copies.py, so one graph (it was 3, broken at the copy)."""
     config = transformers.T5Config(vocab_size=50, d_model=16, d_kv=8, d_ff=20, num_layers=1, num_heads=2)
 
     def inputs(seed):
@@ -137,7 +137,7 @@ def tiny_t5():
     return transformers.T5Model(config), inputs
 
 
-@pytest.mark.parametrize("make, graphs", [(tiny_deberta_v2, 1), (tiny_wav2vec2, 1), (tiny_t5, 3)])
+@pytest.mark.parametrize("make, graphs", [(tiny_deberta_v2, 1), (tiny_wav2vec2, 1), (tiny_t5, 1)])
 def test_more_architectures_equal_eager_without_fallbacks(make, graphs):
     torch.manual_seed(0)
     model, inputs = make()

@@ -547,7 +547,7 @@ class NoDeepcopy:
 
 def copy_then_scale(a, config):
     y = a + 1
-    twin = copy.deepcopy(config)                   # the break: deepcopy is not traced
+    twin = copy.deepcopy(config, {})               # the break: deepcopy with a memo is not traced
     return y * twin.factor
 
 

@@ -30,7 +30,8 @@ named, every tracker is listed, and each sits under its base class):
      │         ├── NamedTupleVariable containers.py    namedtuples, torch.return_types.*
      │         └── SizeVariable       containers.py    tensor.shape (static shapes)
      ├── DictVariable                 containers.py    constant keys, tracker values, in order
-     │    └── DefaultDictVariable     collection_types.py   collections.defaultdict made in the trace
+     │    ├── DefaultDictVariable     collection_types.py   collections.defaultdict made in the trace
+     │    └── InstanceDictVariable    new_objects.py   obj.__dict__ of an object made in the trace (shares its attributes)
      ├── DictViewVariable             containers.py    d.keys() / d.values() / d.items()
      ├── SetVariable                  containers.py    a set of constants made in the trace
      │    └── CallerSetVariable       containers.py    a caller's set of constants, read-only

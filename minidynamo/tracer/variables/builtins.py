@@ -24,6 +24,7 @@ from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListV
                          TupleVariable)
 from .generators import GeneratorExpressionVariable
 from .stdlib import CLASS_METHODS, STDLIB_CALLS, HandlerVariable
+from .copies import COPY_CALLS
 from .iterators import (EnumerateVariable, FilterVariable, MapVariable, ZipVariable, make_iterator,
                         make_reversed)
 
@@ -419,6 +420,8 @@ BUILTIN_HANDLERS[operator.abs] = _abs
 BUILTIN_HANDLERS[operator.index] = _scalar_cast(operator.index)
 # itertools, functools.reduce, collections: their own table (stdlib.py).
 BUILTIN_HANDLERS.update(STDLIB_CALLS)
+# copy.copy / copy.deepcopy of modelled values, id() of objects read from the frame (copies.py).
+BUILTIN_HANDLERS.update(COPY_CALLS)
 # math.*: pure functions of numbers.
 for _name in dir(math):
     _fn = getattr(math, _name)

@@ -108,7 +108,7 @@ class NewObjectVariable(UserObjectVariable):
         if name == "__class__":
             return self.class_vt
         if name == "__dict__":
-            raise Unsupported(f"reading __dict__ of a {self.klass.__name__} made in the trace")
+            return InstanceDictVariable.of(tx, self)
         guard_class(tx, self.klass, lookups=(name,))          # a descriptor added later would answer
         descriptor = static_class_attribute(self.klass, name)
         if isinstance(descriptor, types.MemberDescriptorType):      # a __slots__ entry
@@ -162,6 +162,28 @@ class NewObjectVariable(UserObjectVariable):
             raise Unsupported(f"assignment to special attribute {name!r}")
         self.attrs[name] = value
 
+    def delete_attribute(self, tx, name):
+        """``del obj.name`` / ``delattr(obj, name)``: a Python ``__delattr__`` is inlined, else the
+        plain deletion from the instance dict (transformers' ``get_text_config`` deletes the
+        other side's keys from a config it deep-copied)."""
+        guard_class(tx, self.klass, lookups=("__delattr__", name))    # no hook or descriptor added later
+        if python_slot(self.klass, "__delattr__") is not None:
+            self.class_lookup(tx, "__delattr__").call_function(tx, [ConstantVariable(name)], {})
+            return
+        if builtin_owner(self.klass, "__delattr__") is not object:
+            raise Unsupported(f"deleting attribute {name!r} of a {self.klass.__name__} (a __delattr__ in C)")
+        self.generic_delattr(tx, name)
+
+    def generic_delattr(self, tx, name):
+        """``object.__delattr__(obj, name)``: the instance dict entry (or slot) goes."""
+        guard_class(tx, self.klass, lookups=(name,))
+        descriptor = static_class_attribute(self.klass, name)
+        if hasattr(descriptor, "__delete__") and not isinstance(descriptor, types.MemberDescriptorType):
+            raise Unsupported(f"deletion of {self.klass.__name__}.{name} (a descriptor)")
+        if name not in self.attrs:
+            raise Unsupported(f"{self.klass.__name__} object has no attribute {name!r} to delete (AttributeError)")
+        del self.attrs[name]
+
     # -- the protocols the interpreter asks for ------------------------------------------------
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
@@ -190,6 +212,44 @@ class NewObjectVariable(UserObjectVariable):
 
     def __repr__(self):
         return f"NewObjectVariable({self.klass.__name__})"
+
+
+class InstanceDictVariable(DictVariable):
+    """``obj.__dict__`` of an object made in the trace: a dict view whose items *are* the
+    object's attributes (one Python dict shared with ``obj.attrs``), so a store through either
+    is seen by both, as in CPython.  transformers' ``PretrainedConfig.to_dict`` deep-copies
+    ``self.__dict__`` of a config the frame copied.  Used inside the frame only: returned,
+    stored or kept across a graph break it would be rebuilt as a separate dict, so it is
+    refused there (``cannot_rebuild``)."""
+
+    @classmethod
+    def of(cls, tx, obj):
+        klass = obj.klass
+        guard_class(tx, klass, lookups=("__dict__",))        # a property named __dict__ would answer
+        if not isinstance(static_class_attribute(klass, "__dict__"), types.GetSetDescriptorType) \
+                or any("__slots__" in b.__dict__ for b in klass.__mro__):
+            raise Unsupported(f"reading __dict__ of a {klass.__name__} made in the trace (slots or its own __dict__)")
+        view = cls({}, dict)
+        view.items = obj.attrs                               # the same dict: one state
+        return view
+
+    def _string_keys(self, result):
+        """Attribute names are strings (the object is rebuilt with ``object.__setattr__``)."""
+        if not all(type(k) is str for k in self.items):
+            raise Unsupported("a non-string key stored into the __dict__ of an object made in the trace")
+        return result
+
+    def _store(self, tx, key_vt, value):
+        self._string_keys(super()._store(tx, key_vt, value))
+
+    def method_update(self, tx, *args, **kwargs):
+        return self._string_keys(super().method_update(tx, *args, **kwargs))
+
+    def method_setdefault(self, tx, *args, **kwargs):
+        return self._string_keys(super().method_setdefault(tx, *args, **kwargs))
+
+    def cannot_rebuild(self):
+        return "the __dict__ of an object made in the trace (it would be rebuilt as another dict)"
 
 
 def _refuse(reason):
