@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <typeinfo>
 #include <vector>
 
@@ -62,19 +63,40 @@ enum Outcome { NO = 0, YES = 1, ASK_PYTHON = 2 };
 
 // ---------------------------------------------------------------------------------- specs
 
+/* Up to kInlineDims sizes or strides live inside the spec (no pointer to chase while checking);
+ * more spill to the heap. */
+constexpr size_t kInlineDims = 6;
+
+struct Dims {
+    size_t n = 0;
+    int64_t inline_values[kInlineDims] = {};
+    std::unique_ptr<int64_t[]> spilled;
+
+    const int64_t *data() const { return n <= kInlineDims ? inline_values : spilled.get(); }
+    int64_t *resize(size_t count) {
+        n = count;
+        if (count <= kInlineDims)
+            return inline_values;
+        spilled.reset(new int64_t[count]);
+        return spilled.get();
+    }
+};
+
+/* The fields the direct check reads come first, so that a spec's check touches one or two cache
+ * lines; the Python objects (for the Python read and for traversal) come after. */
 struct Spec {
     PyObject *type = nullptr;           // the exact type expected
+    c10::ScalarType scalar_type = c10::ScalarType::Undefined;
+    bool by_contiguity = false;         // x.is_contiguous() stands for the strides test
+    bool requires_grad_value = false;
+    bool direct = false;                // the type allows reading the TensorImpl
+    c10::Device device_value{c10::kCPU};
+    Dims sizes_value, strides_value;
     PyObject *dtype = nullptr;          // a torch.dtype (compared by identity)
     PyObject *device = nullptr;         // a torch.device (compared with ==)
     PyObject *sizes = nullptr;          // tuple of ints
     PyObject *strides = nullptr;        // tuple of ints
     PyObject *requires_grad = nullptr;  // Py_True or Py_False
-    bool by_contiguity = false;         // x.is_contiguous() stands for the strides test
-    bool requires_grad_value = false;
-    bool direct = false;                // the type allows reading the TensorImpl
-    c10::ScalarType scalar_type = c10::ScalarType::Undefined;
-    c10::Device device_value{c10::kCPU};
-    std::vector<int64_t> sizes_value, strides_value;
 
     Spec() = default;
     Spec(const Spec &) = delete;
@@ -116,9 +138,9 @@ bool reads_tensor_impl(PyTypeObject *type) {
     return torch_function == default_torch_function || torch_function == disabled_torch_function;
 }
 
-bool int_tuple(PyObject *tuple, std::vector<int64_t> &out) {
+bool int_tuple(PyObject *tuple, Dims &dims) {
     Py_ssize_t n = PyTuple_GET_SIZE(tuple);
-    out.resize(n);
+    int64_t *out = dims.resize(static_cast<size_t>(n));
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyTuple_GET_ITEM(tuple, i);
         if (!PyLong_CheckExact(item)) {
@@ -180,8 +202,8 @@ int instance_lacks(PyObject *obj, PyObject *name) {
     return found < 0 ? -1 : !found;
 }
 
-inline bool same_ints(c10::IntArrayRef got, const std::vector<int64_t> &expected) {
-    size_t n = expected.size();
+inline bool same_ints(c10::IntArrayRef got, const Dims &expected) {
+    size_t n = expected.n;
     if (got.size() != n)
         return false;
     const int64_t *a = got.data(), *b = expected.data();
@@ -614,6 +636,11 @@ struct FastGuard {
     std::vector<Step> *steps;
     std::vector<Spec> *specs;
     std::vector<Py_ssize_t> *tensor_slot;  // per spec: its register
+    // Registers beyond the 64 on the C stack, kept from call to call (a guard that passes
+    // allocates nothing); `registers_busy` while a call uses them (a nested call, from Python
+    // code run by a step, allocates its own).
+    std::vector<PyObject *> *registers;
+    bool registers_busy;
     std::vector<bool> *filled;             // per register: written by the arguments, values or a read
     // The hand-off (see HandOff): registers whose values a passing fast path keeps, and what it
     // kept last (see Kept).
@@ -792,7 +819,11 @@ PyObject *FastGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
     PyObject *stack_regs[64];
     std::vector<PyObject *> heap_regs;
     PyObject **regs = stack_regs;
-    if (self->n_registers > 64) {
+    bool own_registers = false;
+    if (self->n_registers > 64 && !self->registers_busy) {
+        self->registers_busy = own_registers = true;
+        regs = self->registers->data();
+    } else if (self->n_registers > 64) {
         heap_regs.resize(self->n_registers);
         regs = heap_regs.data();
     }
@@ -809,7 +840,9 @@ PyObject *FastGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
     if (ok == 1 && self->hand_off != nullptr)
         keep(self, regs, args);
     for (Py_ssize_t i = first_read; i < self->n_registers; i++)
-        Py_XDECREF(regs[i]);
+        Py_CLEAR(regs[i]);   // (a release may run a finalizer that calls this guard again)
+    if (own_registers)
+        self->registers_busy = false;
     Py_XDECREF(values);
     if (ok < 0) {
         if (!PyErr_ExceptionMatches(PyExc_Exception))   // KeyboardInterrupt and the like propagate
@@ -976,6 +1009,7 @@ PyObject *FastGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     self->steps = new std::vector<Step>(PyTuple_GET_SIZE(program));
     self->specs = new std::vector<Spec>();
     self->tensor_slot = new std::vector<Py_ssize_t>();
+    self->registers = new std::vector<PyObject *>(n_registers > 64 ? n_registers : 0, nullptr);
     if (memo != Py_None) {
         self->memo = Py_NewRef(memo);
         self->memo_valid = PyObject_GetAttrString(memo, "valid");
@@ -1062,6 +1096,7 @@ void FastGuard_dealloc(PyObject *self_obj) {
     delete self->steps;
     delete self->specs;
     delete self->tensor_slot;
+    delete self->registers;
     delete self->filled;
     delete self->hand_off;
     delete self->kept;
@@ -1080,6 +1115,8 @@ PyMemberDef FastGuard_members[] = {
     {"__dictoffset__", T_PYSSIZET, offsetof(FastGuard, dict), READONLY, nullptr},
     {"program", T_OBJECT, offsetof(FastGuard, program_source), READONLY, "the ops, as given"},
     {"fallback", T_OBJECT, offsetof(FastGuard, fallback), READONLY, "what runs when a pin or the memo fails"},
+    {"n_registers", T_PYSSIZET, offsetof(FastGuard, n_registers), READONLY,
+     "registers a call uses (beyond 64: kept from call to call)"},
     {nullptr},
 };
 

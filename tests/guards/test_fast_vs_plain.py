@@ -363,3 +363,44 @@ def test_hand_off_only_for_the_same_call(captured):
         assert guard_fn(forward, net, x)
         assert guard_fn(forward, net, x.double()) is False   # a failing check drops what was kept
         assert reads(reader, forward, net, x) == reads(reader.python, forward, net, x)
+
+
+class DeepNet(nn.Module):
+    """Deep enough that the native guard needs more registers than it keeps on the C stack."""
+
+    def __init__(self, depth=12):
+        super().__init__()
+        self.blocks = nn.Sequential(*[Block() for _ in range(depth)])
+
+    def forward(self, x):
+        return self.blocks(x) * SCALE
+
+
+def test_a_guard_with_many_registers_decides_as_the_plain_layer(tensor_check_mode):
+    minidynamo.reset()
+    net, x = DeepNet().eval(), torch.randn(2, 4)
+    optimized = minidynamo.optimize("eager")(net)
+    optimized(x)
+    (entry,) = [e for e in minidynamo.cache_entries(net) if e.guard_fn is not None]
+    guard_fn, forward = entry[1], DeepNet.forward
+    if tensor_check_mode_is_compiled(guard_fn):
+        assert guard_fn.n_registers > 64
+    frame_info = FrameInfo(("self", "x"), forward.__globals__, forward.__builtins__)
+    mutations = [set_data(lambda n: n.blocks[11].lin.weight, lambda d: d.double()),
+                 set_attr(lambda n: n.blocks[7].norm, "eps", lambda e: 1e-3),
+                 lambda n, state: n.blocks[9].register_forward_hook(lambda *a: None).remove,
+                 input_change(lambda x: torch.randn(3, 4)), rebind_global]
+    rng = random.Random(0)
+    try:
+        for _ in range(30):
+            state, undos = {"x": x}, []
+            for mutate in rng.sample(mutations, rng.randint(0, 2)):
+                undos.append(mutate(net, state))
+            fast = guard_fn(forward, net, state["x"])
+            plain = reference.first_failure(guard_fn.guards, forward, (net, state["x"]), frame_info) is None
+            assert fast == getattr(guard_fn, "python", guard_fn)(forward, net, state["x"]) == plain == (not undos)
+            for undo in reversed(undos):
+                undo()
+            assert guard_fn(forward, net, x)
+    finally:
+        minidynamo.reset()
