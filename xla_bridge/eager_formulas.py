@@ -354,6 +354,10 @@ def logit_as_eager(x, eps=None, *, in_place=False):
     values below ``eps`` alone (NaN for a negative x)."""
     if eps is None:
         return NotImplemented
+    if not x.is_floating_point():          # eager clamps in the result's float dtype (an integer
+        if in_place:                       # clamp would round eps to 0); in place eager raises
+            return NotImplemented
+        x = x.to(torch.result_type(x, 1.0))
     result = _aten.logit.default(x.clamp(eps, 1 - eps))
     return x.copy_(result) if in_place else result
 

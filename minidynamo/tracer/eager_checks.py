@@ -187,7 +187,8 @@ def _not_wide_float(args, kwargs) -> bool:
 
 
 _WIDE_FLOATS = (torch.float32, torch.float64)
-_DTYPE_REFUSALS = ("not implemented for", "does not support", "not supported", "no longer supported")
+_DTYPE_REFUSALS = ("not implemented for", "does not support", "not supported", "no longer supported",
+                   "only support")     # "std and var only support floating point and complex dtypes"
 _MAX_SHAPED_RUN = 1 << 16    # elements: a run at the real shapes costs at most this much, once
 
 

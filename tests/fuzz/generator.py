@@ -78,6 +78,11 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "const_reads":     (0.5, False, "tensors made from python values only (arange, tensor, div on ints), written "
                                     "in place sometimes (through views too), then read: int(), .item(), list[t], "
                                     "if on their value, as a size"),
+    "iter_functional": (0.8, False, "helper generator functions (yield, yield from, early return) consumed by for, "
+                                    "list(), next(), sum() and unpacking, or kept and consumed later; itertools "
+                                    "(chain, product, accumulate, islice, repeat, pairwise, starmap, count); "
+                                    "functools.partial/reduce; operator.itemgetter/attrgetter/add/mul; the walrus "
+                                    "operator (in if, while, comprehensions) -- over ints and tensors"),
     # input-set variations (not statements)
     "vary_shape":      (1.0, False, "calls with another B or C"),
     "vary_dtype":      (1.0, False, "calls with float64 inputs"),
@@ -228,6 +233,48 @@ class Pt:
     a: int
     b: int'''),
 ]
+
+# Added to the prelude of programs that use the ``iter_functional`` feature.
+ITER_PRELUDE = ("iter_helpers", '''import itertools
+import functools
+
+def gen_count(k):
+    for i in range(k):
+        yield i * 2
+
+def gen_tensors(t, k=2):
+    for i in range(k):
+        yield t * (i + 1)
+
+def gen_from(lst, extra=0):
+    yield from lst
+    yield len(lst) + extra
+
+def gen_pairs(lst):
+    prev = None
+    for v in lst:
+        if prev is not None:
+            yield prev, v
+        prev = v
+
+def gen_until(lst, stop=2):
+    for v in lst:
+        if v > stop:
+            return
+        yield v
+
+def gen_print(lst):
+    for v in lst:
+        print('gen', v)
+        yield v + 1
+
+def gen_nested(t, lst):
+    yield t
+    yield from gen_tensors(t, len(lst) % 3)
+    yield -t
+
+def scaled(t, k, *, bias=0.0):
+    return t * k + bias''')
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -1125,6 +1172,169 @@ class Gen:
             self.env[size] = ("T", self.shape(t))
         return stmt
 
+    def s_iter_functional(self):
+        """Generator functions, itertools, functools and operator as real code uses them, and
+        the walrus operator (the prelude block ``ITER_PRELUDE`` holds the helpers)."""
+        r = self.rng
+        lists = self.vars_of("list_int")
+        lst, other = self.pick(lists), self.pick(lists)
+        mutable = [v for v in lists if v not in ARGS and v not in self.frozen]
+        t = self.pick(self.tensors())
+        sh = self.shape(t)
+        same = self.tensors(lambda s2: s2 == sh)
+        k = r.choice([str(r.randint(0, 3)), "min(n, 3)", f"len({lst})", "n % 3"])
+        c = r.random()
+        if c < 0.08:        # a generator function consumed by a builtin
+            return self.assign(None, ("list_int",), r.choice([
+                f"list(gen_count({k}))", f"list(gen_from({lst}))", f"list(gen_until({lst}))",
+                f"[v + 1 for v in gen_from({lst}, n)]", f"list(gen_print({lst}))", f"sorted(gen_from({other}, 1))"]), "l")
+        if c < 0.14:
+            return self.assign(None, ("int",), r.choice([
+                f"sum(gen_count({k}))", f"next(gen_count({k}), -1)", f"next(gen_from({lst}))",
+                f"max(gen_from({lst}, n))", f"sum(gen_print({lst}))", f"len(list(gen_pairs({lst})))",
+                f"sum(b - a for a, b in gen_pairs({lst}))"]), "i")
+        if c < 0.22:        # generators over tensors
+            if r.random() < 0.5:
+                return self.assign(None, ("T", sh), r.choice([
+                    f"sum(gen_tensors({t}, 3), torch.zeros_like({t}))", f"next(gen_tensors({t}, 1))",
+                    f"torch.stack(list(gen_nested({t}, {lst}))).sum(0)" if len(sh) <= 2 else f"{t} + 1",
+                    f"max(gen_tensors({t}, 2), key=lambda u: float(u.sum()))"]), "t")
+            return self.assign(None, ("list_T", sh), r.choice([
+                f"list(gen_tensors({t}, {k}))", f"list(gen_nested({t}, {lst}))",
+                f"[u.relu() for u in gen_tensors({t})]"]), "tl")
+        if c < 0.32:        # for over a generator
+            acc, v = self.fresh("t"), self.fresh("v")
+            self.env[acc] = ("T", sh)
+            header, bind = r.choice([
+                (f"for {v} in gen_count({k}):", {v: ("int",)}),
+                (f"for {v} in gen_from({lst}):", {v: ("int",)}),
+                (f"for {v} in gen_until({lst}, n):", {v: ("int",)}),
+                (f"for {v} in itertools.islice(gen_count(9), {r.randint(0, 3)}):", {v: ("int",)}),
+                (f"for {v} in gen_tensors({t}, {k}):", {v: ("T", sh)})])
+            frozen = set(self.frozen)
+            self.frozen |= {w for w in self.env if w in header} | {"xs", "ts", "G_LIST", acc}
+            self.in_loop += 1
+            step = Stmt([f"{acc} = {acc} * 0.5 + {v}"])
+            body = [step] + (self.scoped_block(r.randint(0, 2), lambda: self.env.update(bind))
+                             if r.random() < 0.5 else [])
+            self.in_loop -= 1
+            self.frozen = frozen
+            return Stmt([f"{acc} = {t} + 0", header], body)
+        if c < 0.4:         # a generator kept in a variable, consumed in parts (a statement between)
+            g, a, b = self.fresh("g"), self.fresh("i"), self.fresh("l")
+            make = r.choice([f"gen_count({k})", f"gen_from({lst})", f"iter({lst})", f"gen_print({lst})"])
+            mid = r.choice([f"print('mid', {a})", f"{self.fresh('t')} = {t} * {a}", "pass",
+                            f"{self.fresh('t')} = {t}.sum() * 2"])
+            self.env[a] = ("int",)
+            self.env[b] = ("list_int",)
+            if mid.startswith("t"):
+                name = mid.split(" ")[0]
+                self.env[name] = ("T", sh if "sum()" not in mid else ())
+            return Stmt([f"{g} = {make}", f"{a} = next({g}, n)", mid, f"{b} = list({g})"])
+        if c < 0.48:        # unpacking a generator
+            a, b = self.fresh("i"), self.fresh("l")
+            self.env[a] = ("int",)
+            if r.random() < 0.5:
+                self.env[b] = ("list_int",)
+                return Stmt([f"{a}, *{b} = gen_from({lst})"])
+            self.env[b] = ("int",)
+            return Stmt([f"{a}, {b} = gen_count(2)"])
+        if c < 0.6:         # itertools
+            if r.random() < 0.6:
+                return self.assign(None, ("list_int",), r.choice([
+                    f"list(itertools.chain({lst}, {other}))", f"list(itertools.chain.from_iterable([{lst}, [n]]))",
+                    f"list(itertools.islice({lst}, {r.randint(0, 3)}))", f"list(itertools.accumulate({lst}))",
+                    f"list(itertools.accumulate({lst}, operator.mul, initial=1))",
+                    f"list(itertools.repeat(n, {r.randint(0, 3)}))",
+                    f"list(itertools.islice(itertools.cycle({lst} + [1]), 4))",
+                    f"[a * b for a, b in itertools.product({lst}, range(2))]",
+                    f"list(itertools.starmap(operator.sub, zip({lst}, {other})))"]), "l")
+            if r.random() < 0.5:
+                return self.assign(None, ("int",), r.choice([
+                    f"sum(itertools.starmap(operator.mul, zip({lst}, {other})))",
+                    f"sum(b - a for a, b in itertools.pairwise({lst}))",
+                    f"len(list(itertools.product({lst}, repeat=2)))",
+                    f"sum(itertools.chain(gen_count({k}), {lst}))"]), "i")
+            if r.random() < 0.5:
+                name = self.fresh("pr")
+                self.env[name] = ("view",)
+                return Stmt([f"{name} = list({r.choice(['itertools.pairwise', 'itertools.product', 'enumerate'])}({lst}))"])
+            u = self.pick(same)
+            return self.assign(None, ("T", sh), r.choice([
+                f"list(itertools.accumulate([{t}, {u}, {t}], operator.add))[-1]",
+                f"sum((w * j for j, w in zip(itertools.count(1), [{t}, {u}])), {t})",
+                f"torch.stack(list(itertools.repeat({t}, 2))).sum(0)" if len(sh) <= 2 else f"{t} * 2",
+                f"functools.reduce(operator.add, itertools.chain([{t}], gen_tensors({u})))"]), "t")
+        if c < 0.72:        # functools
+            u = self.pick(same)
+            if r.random() < 0.35:
+                return self.assign(None, ("int",), r.choice([
+                    f"functools.reduce(operator.mul, {lst}, 1)", f"functools.reduce(max, {lst}, n)",
+                    f"functools.reduce(lambda a, b: a * 2 + b, {lst}, 0)",
+                    f"functools.partial(max, 1)(n)", f"functools.reduce(operator.add, gen_count({k}), n)"]), "i")
+            if r.random() < 0.5:
+                p, out = self.fresh("fn"), self.fresh("t")
+                self.env[out] = ("T", sh)
+                make, call = r.choice([
+                    ("functools.partial(scaled, k=n)", f"{p}({u})"),
+                    (f"functools.partial(scaled, bias={self.float_expr()})", f"{p}({u}, 3)"),
+                    ("functools.partial(torch.add, alpha=2)", f"{p}({t}, {u})"),
+                    ("functools.partial(scaled, k=2, bias=n)", f"{p}({u})"),
+                    ("functools.partial(functools.partial(scaled, k=n), bias=1.5)", f"{p}({u}, k=2)")])
+                return Stmt([f"{p} = {make}", f"{out} = {call}"])
+            return self.assign(None, ("T", sh), r.choice([
+                f"functools.reduce(operator.add, [{t}, {u}, {t}])",
+                f"functools.reduce(lambda a, b: a * 0.5 + b, [{u}, {t}], {t})",
+                f"functools.reduce(torch.maximum, [{t}, {u}])"]), "t")
+        if c < 0.84:        # operator
+            u = self.pick(same)
+            d = r.random()
+            if d < 0.3:
+                return self.assign(None, ("int",), r.choice([
+                    f"operator.itemgetter(0)({lst} + [n])", f"operator.add(n, len({lst}))",
+                    f"operator.attrgetter('k')(OBJ)", f"operator.mul(n, {self.int_expr(1)})",
+                    f"operator.getitem({lst} + [1], -1)", f"operator.index(n) + 1"]), "i")
+            if d < 0.5:
+                return self.assign(None, ("tuple",), r.choice([
+                    f"operator.itemgetter(-1, 0)({lst} + [1])", f"operator.attrgetter('shape', 'dtype')({t})",
+                    f"tuple(sorted(zip({lst}, {other}), key=operator.itemgetter(1)))"]), "tu")
+            if d < 0.6 and mutable:
+                m = self.pick(mutable)
+                name = self.fresh("l")
+                self.env[name] = ("list_int",)
+                return Stmt([f"{name} = operator.iadd({m}, [n])"])
+            return self.assign(None, ("T", sh), r.choice([
+                f"operator.mul({t}, 2)", f"operator.add({t}, {u})", f"operator.neg({t})",
+                f"operator.truediv({t}, {u}.abs() + 1)", f"operator.pow({t}, 2)",
+                f"operator.attrgetter('T')({t}).T" if len(sh) == 2 else f"{t} + 1",
+                f"list(map(operator.mul, [{t}, {u}], [1, 2]))[1]"]), "t")
+        # the walrus operator
+        d = r.random()
+        w = self.fresh("w")
+        if d < 0.3:
+            self.env[w] = ("int",)
+            body = self.scoped_block(r.randint(1, 2))
+            return Stmt([f"if ({w} := len({lst}) + n) > {r.randint(0, 3)}:"], body)
+        if d < 0.5:
+            out = self.fresh("t")
+            self.env[w] = ("T", sh)
+            self.env[out] = ("T", sh)
+            return Stmt([f"{out} = ({w} := {t} * 2) + {w}.sin()"])
+        if d < 0.75:         # a comprehension binds the name in f's scope (a cell of f)
+            out = self.fresh("l")
+            self.env[w] = ("int",)
+            self.env[out] = ("list_int",)
+            return Stmt([f"{w} = n", f"{out} = [v for v in {lst} if ({w} := v * 2) > {r.randint(0, 3)}]"])
+        cnt = self.fresh("c")
+        self.env[cnt] = ("int",)
+        frozen = set(self.frozen)
+        self.frozen |= {cnt, "xs"}
+        self.in_loop += 1
+        body = self.scoped_block(r.randint(1, 2))
+        self.in_loop -= 1
+        self.frozen = frozen
+        return Stmt([f"{cnt} = 0", f"while ({cnt} := {cnt} + 1) < {r.choice(['3', 'min(n, 4)', 'len(xs) + 1'])}:"], body)
+
     def s_factories(self):
         r = self.rng
         t = self.pick(self.tensors(lambda s: s == ("B", "C")))
@@ -1332,4 +1542,5 @@ def generate(seed: int, index: int, features: frozenset = ALL_FEATURES) -> Progr
         if kind == "exec":
             used.update(f for f, ms in MUTATIONS.items() if step in ms)
     params = ("x", "y", "n") + (("xs",) if g.with_xs else ()) + (("ts",) if g.with_ts else ())
-    return Program(seed, index, list(PRELUDE), body, ret, steps, used, set(g.globals_declared), params)
+    prelude = list(PRELUDE) + ([ITER_PRELUDE] if "iter_functional" in used else [])
+    return Program(seed, index, prelude, body, ret, steps, used, set(g.globals_declared), params)
