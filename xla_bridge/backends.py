@@ -28,6 +28,7 @@ from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
 from .eager_faithful import FormulaProbe, op_name
+from .graph_warnings import GraphWarnings
 from .lazy_graph import DrawReadsValues, NotOneGraph
 from .lifting import FlatProgram
 from .partition import PartitionedProgram, find_eager_nodes
@@ -60,12 +61,16 @@ def _trace_once_program(flat, device_args, check_indices=False):
                     if isinstance(a, torch.Tensor)]
     decompositions = decompositions_on_stand_ins(flat, device_args)
     try:
-        program = ReplayedGraph(flat, device_args, shape_positions=user_tensors,
-                                decompositions=decompositions, check_indices=check_indices)
+        with GraphWarnings() as warned:
+            program = ReplayedGraph(flat, device_args, shape_positions=user_tensors,
+                                    decompositions=decompositions, check_indices=check_indices)
     except DrawReadsValues:
         raise                     # (split around, the op would run on the device's generator)
     except NotOneGraph as cut:
         return _partitioned_program(flat, device_args, cut, cut.spare_copies, decompositions)
+    if warned.reason() is not None:        # traced every call: its code warns each time
+        counters.record("traced_every_calls", warned.reason())
+        return TracedEveryCall(flat, device_args, check_indices=check_indices)
     if decompositions:
         counters.record("decompositions", "ops without an XLA lowering (or whose lowering answers "
                                           f"otherwise) traced as their decomposition: {describe(decompositions)}")
