@@ -13,6 +13,7 @@ import copy
 import inspect
 import linecache
 import numbers
+import warnings
 import weakref
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -163,10 +164,14 @@ class FrameConverter:
             entries[:] = [e for e in entries if e.owner is not self.ref]
             return self._give_up(entries, code, f"cache_size_limit ({config.cache_size_limit}) reached")
         try:
-            try:
-                entry = self._compile(func, args)
-            except Unsupported as e:
-                entry = self._compile_break(func, args, e)
+            # Nothing a compile runs is the program's own run (ops on meta values, trial traces):
+            # what warns there is not shown (the call's real run shows it), though a filter that
+            # makes a warning an error still raises, and the frame then falls back to eager.
+            with warnings.catch_warnings(record=True):
+                try:
+                    entry = self._compile(func, args)
+                except Unsupported as e:
+                    entry = self._compile_break(func, args, e)
         except Unsupported as e:
             return self._fallback(entries, code, e.reason, e, func, args)
         except BackendCompilerFailed as e:

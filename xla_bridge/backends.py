@@ -28,7 +28,7 @@ from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
 from .eager_faithful import FormulaProbe, op_name
-from .graph_warnings import GraphWarnings
+from .graph_warnings import GraphWarnings, WarningIsError, reissue
 from .lazy_graph import DrawReadsValues, NotOneGraph
 from .lifting import FlatProgram
 from .partition import PartitionedProgram, find_eager_nodes
@@ -68,9 +68,7 @@ def _trace_once_program(flat, device_args, check_indices=False):
         raise                     # (split around, the op would run on the device's generator)
     except NotOneGraph as cut:
         return _partitioned_program(flat, device_args, cut, cut.spare_copies, decompositions)
-    if warned.reason() is not None:        # traced every call: its code warns each time
-        counters.record("traced_every_calls", warned.reason())
-        return TracedEveryCall(flat, device_args, check_indices=check_indices)
+    program.warnings = tuple(warned.caught)     # issued again by every replay (graph_warnings)
     if decompositions:
         counters.record("decompositions", "ops without an XLA lowering (or whose lowering answers "
                                           f"otherwise) traced as their decomposition: {describe(decompositions)}")
@@ -342,6 +340,7 @@ class BridgedCall:
         self.program = None
         self.sync = None
         self.eager_reasons = set()
+        self.warning_registry = {}    # the "default" filter's memory for this graph's warnings
         self.native = None            # weak reference to the C++ replay path in front, if any
         self.armed_graph = None
         # Built in grad mode for a training path: the inference program waits for a call that
@@ -438,6 +437,11 @@ class BridgedCall:
                                                          self.device_positions):
                 return self._eager(inputs, "an argument the graph writes in place shares "
                                            "memory with another argument")
+        if getattr(self.program, "warnings", None):
+            try:
+                reissue(self.program.warnings, self.warning_registry)
+            except WarningIsError as error:
+                return self._eager(inputs, str(error))
         refused = None
         before = self._before_device_run()
         try:

@@ -16,7 +16,6 @@ class BridgeCounters:
     fallbacks: int = 0    # graphs, segments or calls run eagerly instead of replayed
     partitions: int = 0   # graphs split into XLA segments and eager fallback ops
     decompositions: int = 0   # graphs kept one graph by tracing CPU-fallback ops decomposed
-    traced_every_calls: int = 0   # trace_once graphs traced every call instead (they warn)
     reasons: list = field(default_factory=list)   # one readable line per retrace/fallback/partition
     # one dict per training plan made (trace_once in grad mode): saved_bytes, saved_count,
     # forward_ops, backward_ops, decomposed (ops recorded as their decomposition)

@@ -1,12 +1,15 @@
-"""Graphs that warn: eager shows a warning on every call, and raises it under an "error"
-filter; a replayed program runs no Python, so it would do neither.
+"""Graphs that warn: eager shows a warning on every call (through the filters as they are
+then: an "error" filter raises it); a replayed program runs no Python, so it would do neither.
 
-``GraphWarnings`` watches the first trace of a graph (the inference program or a training
-plan): when anything warned while the graph's code ran (``F.mse_loss`` of mismatched sizes
-warns from Python), trace_once traces that graph every call instead of replaying it, which runs
-that code again each time.  Every warning counts, whichever file it names (the graph's calls
-pass through the bridge's own code, so the file does not say whose it is): a warning that was
-not the graph's costs speed, never an answer.
+``GraphWarnings`` records what warned while a graph's first trace ran (the inference program
+or a training plan: ``F.mse_loss`` of mismatched sizes warns from Python, ``torch.tensor`` of a
+tensor from its binding).  Every replay then issues those warnings again, before the device run
+(``reissue``), under the caller's filters of the moment and with a registry per compiled graph
+(the "default" action shows a warning once per graph, as eager shows it once per call site).
+When a filter turns one into an error, the call runs eagerly instead, so the error comes from
+eager itself, after exactly the writes eager makes before it.  Every warning counts, whichever
+file it names (the graph's calls pass through the bridge's own code, so the file does not say
+whose it is): one that was not the graph's would be shown again, never change an answer.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import warnings
 
 
 class GraphWarnings(warnings.catch_warnings):
-    """``with GraphWarnings() as seen:`` ... ``seen.reason()``: None, or why the graph must be
-    traced every call.  Warnings inside are recorded, not shown (the traced call shows them)."""
+    """``with GraphWarnings() as seen:`` ... ``seen.caught``: what warned inside, recorded and
+    not shown (the call that follows issues them)."""
 
     def __init__(self):
         super().__init__(record=True)
@@ -27,9 +30,18 @@ class GraphWarnings(warnings.catch_warnings):
         warnings.simplefilter("always")
         return self
 
-    def reason(self) -> str | None:
-        if not self.caught:
-            return None
-        first = self.caught[0]
-        return (f"the graph warns ({first.category.__name__}: {str(first.message)[:80]}): a replay "
-                "would neither show nor raise it")
+
+class WarningIsError(Exception):
+    """A reissued warning raised: a filter makes it an error now."""
+
+
+def reissue(recorded, registry: dict) -> None:
+    """Issue the ``recorded`` warnings again as eager would issue them now; ``WarningIsError``
+    when a filter makes one an error (the caller then runs the call eagerly)."""
+    for warning in recorded:
+        try:
+            warnings.warn_explicit(str(warning.message), warning.category, warning.filename,
+                                   warning.lineno, registry=registry)
+        except Warning as error:
+            raise WarningIsError(f"a filter makes the graph's warning an error "
+                                 f"({type(error).__name__}): eager raises it") from None

@@ -68,7 +68,7 @@ from .counters import counters
 from .decompose import decomposing, learn
 from .dtype_check import DtypeWatch, converting_dtypes
 from .eager_faithful import backward_differs, eager_faithful
-from .graph_warnings import GraphWarnings
+from .graph_warnings import GraphWarnings, WarningIsError, reissue
 from .index_check import IndexOutOfRange, require_finite, watching_indices
 from .joint_graph import (
     NotDifferentiable, Partition, joint_partition, refuse_guarded_views, refuse_writes_that_require_grad,
@@ -81,7 +81,6 @@ NO_GRAD_NEEDED = object()   # returned by a training path when no argument requi
 _NO_DEVICE_BACKWARD = ("autograd's engine started before torch_xla was loaded and has no queue "
                        "for the device (import torch_xla before the first backward)")
 _INFERENCE = "no output requires grad"   # a plan's place when the inference graph is the answer
-_TRACED_EVERY_CALL = "the graph warns"   # its place when trivial's path runs it (GraphWarnings)
 
 
 class DoubleBackwardUnsupported(RuntimeError):
@@ -105,6 +104,8 @@ class TrainingPlan:
     """The joint graph's two halves for one key, traced and compiled on the device now (the
     backward on example values: zeros shaped like the saved tensors and output grads), so a
     graph the device cannot run is found before any call depends on it."""
+
+    warnings = ()             # what warned while it was traced: issued again by every step
 
     def __init__(self, partition: Partition, device_args, tensor_positions, check_indices=False):
         self.partition = partition
@@ -231,7 +232,6 @@ class ReplayedTraining:
         self.bridged = bridged
         self.plans = {}
         self.device = None
-        self.traced = None            # trivial's path, for graphs that warn (GraphWarnings)
 
     def __call__(self, inputs):
         bridged = self.bridged
@@ -257,9 +257,8 @@ class ReplayedTraining:
             try:
                 with dev.host_random_kept(), dev.function_modes_set_aside(), GraphWarnings() as warned:
                     plan = self._plan(args, device_args, needs_grad)
-                if warned.reason() is not None:  # traced every call: its code warns each time
-                    counters.record("traced_every_calls", f"training path: {warned.reason()}")
-                    plan = _TRACED_EVERY_CALL
+                if isinstance(plan, TrainingPlan):
+                    plan.warnings = tuple(warned.caught)   # issued again by every step
             except (NotDifferentiable, NotOneGraph) as error:
                 plan = error                     # remembered: not recorded again every call
             except Exception as error:           # a graph the device cannot run: eager is right
@@ -270,10 +269,11 @@ class ReplayedTraining:
             raise plan
         if plan is _INFERENCE:
             return NO_GRAD_NEEDED
-        if plan is _TRACED_EVERY_CALL:
-            if self.traced is None:
-                self.traced = LazyTraining(bridged)
-            return self.traced(inputs)
+        if plan.warnings:
+            try:
+                reissue(plan.warnings, bridged.warning_registry)
+            except WarningIsError as error:       # the call runs eagerly: eager raises it
+                raise NotDifferentiable(str(error)) from None
         # Writes the device sees, and those it cannot (``y.copy_(y)`` leaves the data as it was;
         # eager still counts it, and ``y`` may be another argument's memory).
         written = tuple(sorted(set(plan.forward.mutated) | set(bridged.written)))

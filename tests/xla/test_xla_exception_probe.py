@@ -127,8 +127,8 @@ def broadcasting_loss(x, y):
 
 @pytest.mark.parametrize("backend", ["torchxla_trivial", "torchxla_trace_once"])
 def test_a_warning_the_graph_emits_is_shown_and_raised_on_every_call(backend):
-    """(trace_once traces such a graph every call: a replay runs no Python, so it would neither
-    show nor raise the warning.)"""
+    """(a replay runs no Python: trace_once issues the warning its first trace recorded again,
+    and runs the call eagerly when a filter makes it an error.)"""
     compiled = minidynamo.optimize(backend)(broadcasting_loss)
     x, y = torch.ones(2, 3), torch.ones(3)
     with warnings.catch_warnings():
@@ -164,15 +164,20 @@ def test_a_warning_the_graph_emits_in_a_training_step_is_shown_and_raised_on_eve
     torch.testing.assert_close(x.grad, torch.zeros(2, 3))     # (x == y: the loss is flat there)
 
 
-def test_a_graph_that_does_not_warn_is_replayed():
+def test_a_graph_that_warns_is_still_replayed_and_warns_once_under_the_default_filter():
+    """trace_once issues the recorded warning again before each replay: shown on every call
+    under "always", once under "default" (as eager shows it once per call site)."""
     from xla_bridge.counters import counters
 
     compiled = minidynamo.optimize("torchxla_trace_once")(broadcasting_loss)
-    x, y = torch.ones(2, 3), torch.ones(2, 3)           # same sizes: mse_loss does not warn
-    counters.reset()
-    compiled(x, y)
-    compiled(x, y)
-    assert counters.traced_every_calls == 0 and counters.replays >= 1
+    x, y = torch.ones(2, 3), torch.ones(3)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("default")
+        counters.reset()
+        for _ in range(3):
+            compiled(x, y)
+    assert [w.category for w in shown] == [UserWarning]
+    assert counters.replays >= 2 and counters.traces == 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
