@@ -30,6 +30,7 @@ from .variables.lazy_numbers import LazyNumberVariable
 from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable,
                                    NamedTupleVariable, SetVariable, SizeVariable, SliceVariable, make_named_tuple)
 from .variables.builtins import BuiltinVariable
+from .variables.generators import check_left_generators
 from .variables.functions import NestedFunctionVariable, UserFunctionVariable
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import ClassVariable, PythonModuleVariable
@@ -123,6 +124,7 @@ def _trace(func, args, stop_at=None) -> Capture:
         from .graph_break import BreakTemplates, stop_values
 
         result, break_state = stop_values(tx, stop_at)
+    check_left_generators(output)       # no finally/with cleanup that CPython would run at collection
     if output.open_grad_switches:
         raise Unsupported("torch.set_grad_enabled(...) outside a with-statement: grad mode stays switched "
                           "after the frame, which the compiled code cannot reproduce if the graph raises")

@@ -23,8 +23,9 @@ at the same instruction, and takes the same handler.
 
 Not modelled (``Unsupported``; the frame runs eagerly as before): an exception reaching a
 ``with`` block's cleanup (its ``__exit__`` would run), a use of the exception object
-(``except KeyError as e: print(e)``), leaving a generator expression, a graph break inside a
-handler (``graph_break.stop_values`` refuses it).
+(``except KeyError as e: print(e)``), a graph break inside a handler (``graph_break.stop_values``
+refuses it).  An exception leaving a generator's body finishes the generator and propagates
+to whoever pulled the item (variables/generators.py).
 """
 
 from __future__ import annotations
@@ -87,22 +88,12 @@ def unwind(tx, error: ProgramRaises, index: int) -> bool:
             and tx.instructions[target + 1].name == "WITH_EXCEPT_START":
         raise Unsupported(f"{type(error.exception).__name__} raised inside a with block in "
                           f"{tx.code.co_qualname} (its __exit__ would see it)") from error
-    if tx.runs_generators:
-        raise Unsupported(f"{type(error.exception).__name__} raised inside a generator expression") from error
     del tx.stack[depth:]
     if push_lasti:
         tx.push(ConstantVariable(index))   # only RERAISE reads it (for the traceback's line)
     tx.push(ExceptionVariable(error.exception))
     tx.ip = target
     return True
-
-
-def left_generator(error: ProgramRaises) -> Unsupported:
-    """What an exception leaving a generator expression becomes: the generator is finished in
-    CPython, and the tracer does not model a finished generator being asked again."""
-    refusal = Unsupported(f"{type(error.exception).__name__} raised inside a generator expression")
-    refusal.__cause__ = error       # (still a ProgramRaises along its causes: path-guarded)
-    return refusal
 
 
 def _caught_classes(vt) -> tuple:

@@ -8,6 +8,7 @@ runs a called Python function on the same ``OutputGraph`` and hands back its ret
 
 from __future__ import annotations
 
+import dis
 import logging
 import operator
 import sys
@@ -23,14 +24,14 @@ from .. import config
 from ..skipfiles import disabled_codes
 from ..exc import NeedsItsFrame, ProgramRaises, Unsupported
 from . import operators, try_blocks
-from .exceptions import ExceptionOpcodes, left_generator, unwind
+from .exceptions import ExceptionOpcodes, exception_entries, unwind
 from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
 from .variables.base import NullVariable, VariableTracker, maybe_constant
 from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, ListVariable, SetVariable, SliceVariable, TupleVariable
 from .variables.functions import CO_GENERATOR, CO_GENERATOR_LIKE, BaseFunctionVariable, CellVariable, NestedFunctionVariable
-from .variables.generators import GeneratorExpressionVariable
+from .variables.generators import GeneratorExpressionVariable, GeneratorVariable
 from .variables.tensor import TensorVariable
 
 log = logging.getLogger("minidynamo.trace")   # MINIDYNAMO_LOG=trace
@@ -185,11 +186,13 @@ class InstructionTranslatorBase(ExceptionOpcodes):
         if code in disabled_codes:
             raise Unsupported(f"call to {code.co_qualname}, which is marked minidynamo.disable")
         if code.co_flags & CO_GENERATOR_LIKE:
-            if code.co_flags & CO_GENERATOR and code.co_name == "<genexpr>":
-                return GeneratorExpressionVariable(GeneratorTranslator(
-                    code, fn.bind(self, args, kwargs), fn.globals_(), fn.globals_source, self.f_builtins_of(fn),
-                    self.output, fn.closure_cells(self), self.depth + 1, fn))
-            raise Unsupported(f"call to generator function {code.co_qualname} (generators are not supported)")
+            if not code.co_flags & CO_GENERATOR:
+                raise Unsupported(f"call to coroutine or async generator function {code.co_qualname}")
+            # a generator: nothing of the body runs now (variables/generators.py)
+            kind = GeneratorExpressionVariable if code.co_name == "<genexpr>" else GeneratorVariable
+            return kind(GeneratorTranslator(
+                code, fn.bind(self, args, kwargs), fn.globals_(), fn.globals_source, self.f_builtins_of(fn),
+                self.output, fn.closure_cells(self), self.depth + 1, fn))
         f_locals = fn.bind(self, args, kwargs)
         child = InliningTranslator(code, f_locals, fn.globals_(), fn.globals_source, self.f_builtins_of(fn),
                                    self.output, fn.closure_cells(self), self.depth + 1, fn)
@@ -736,6 +739,7 @@ class InstructionTranslator(InstructionTranslatorBase):
                 self.stopped = True
                 return None
             count, ip = self.instruction_count, self.ip
+            self.output.root_position = (count, ip)     # where a generator made now was made
             try:
                 self.step()
             except NeedsItsFrame:
@@ -756,8 +760,9 @@ class InliningTranslator(InstructionTranslatorBase):
 
 
 class GeneratorTranslator(InliningTranslator):
-    """A generator expression's frame, run one ``yield`` at a time by ``resume`` (see
-    variables/generators.py).  ``next()`` sends None, so each ``yield`` evaluates to None."""
+    """A generator's frame (a generator function's or a generator expression's), run one
+    ``yield`` at a time by ``resume`` (see variables/generators.py).  Only ``next()`` drives
+    it, which sends None: each ``yield`` evaluates to None."""
 
     runs_generators = True
 
@@ -766,18 +771,67 @@ class GeneratorTranslator(InliningTranslator):
         self.yielded = None
 
     def resume(self) -> VariableTracker | None:
-        """Run to the next ``yield``: its value, or None when the generator returned."""
+        """Run to the next ``yield``: its value, or None when the generator returned (its value
+        is then ``return_value``).  An exception that leaves the body propagates."""
         self.yielded = None
         while self.return_value is None and self.yielded is None:
-            try:
-                self.step()
-            except ProgramRaises as error:
-                raise left_generator(error) from error
+            self.step()
         return self.yielded
 
     def RETURN_GENERATOR(self, inst):
         self.push(ConstantVariable(None))      # the value the first next() sends in (popped next)
 
     def YIELD_VALUE(self, inst):
+        self.check_yield(self.ip - 1)
         self.yielded = self.pop()
         self.push(ConstantVariable(None))      # what ``yield`` evaluates to under next()
+
+    def GET_YIELD_FROM_ITER(self, inst):
+        if not isinstance(self.stack[-1], GeneratorVariable):
+            from .variables.iterators import make_iterator
+
+            self.stack[-1] = make_iterator(self, self.stack[-1])
+
+    def SEND(self, inst):
+        """``yield from it`` (3.11): send the value (always None under next()) into ``it``; an
+        item is pushed (YIELD_VALUE passes it on), or ``it`` ended: its return value replaces it
+        and the loop is left."""
+        value, receiver = self.pop(), self.stack[-1]
+        if not _is_none(value):
+            raise Unsupported(f"a value sent into {receiver} by yield from")
+        if not hasattr(receiver, "next_item"):
+            raise Unsupported(f"yield from {receiver}")
+        item = receiver.next_item(self)
+        if item is None:
+            self.stack[-1] = receiver.return_value if isinstance(receiver, GeneratorVariable) else ConstantVariable(None)
+            self.jump(inst)
+        else:
+            self.push(item)
+
+    # -- where closing the generator would run code -------------------------------------------
+    def handler_entries(self) -> list:
+        entries = exception_entries(self.code, self.instructions)
+        if all(e is None for e in entries) and list(dis.Bytecode(self.code).exception_entries):
+            raise Unsupported(f"generator {self.code.co_qualname}: its exception table could not be read")
+        return entries
+
+    def check_yield(self, index: int) -> None:
+        """A ``yield`` inside a ``with`` block leaves the context entered (grad mode, autocast, a
+        TorchFunctionMode) while the consumer runs: refused.  Handlers nest as in try_blocks.py."""
+        entries = self.handler_entries()
+        seen, entry = set(), entries[index]
+        while entry is not None and entry[0] not in seen:
+            target = entry[0]
+            seen.add(target)
+            following = self.instructions[target + 1].name if target + 1 < len(self.instructions) else ""
+            if self.instructions[target].name == "PUSH_EXC_INFO" and following == "WITH_EXCEPT_START":
+                raise Unsupported(f"a yield inside a with block in generator {self.code.co_qualname} (the "
+                                  "context would stay entered while the consumer runs)")
+            entry = entries[target]
+
+    def paused_in_cleanup_region(self) -> bool:
+        """Paused at a ``yield`` that a try/finally/with statement covers: closing the generator
+        would run that handler's code."""
+        if self.ip == 0 or self.return_value is not None:
+            return False
+        return self.handler_entries()[self.ip - 1] is not None

@@ -929,7 +929,10 @@ def test_numbers_into_new_objects_returned():
         o.last = p
         return q, x + 1
 
-    run(lambda: (f, {"o": Obj(n=0)}), [lambda st: (setattr(st["o"], "n", st["o"].n + 3), (X[0], st["o"]))[-1]] * 4)
+    # Storing an object made in the frame on the caller's object is refused (the frame runs
+    # eagerly, whole, since Obj's __dict__.update is traced): what matters is eager's answer.
+    run(lambda: (f, {"o": Obj(n=0)}), [lambda st: (setattr(st["o"], "n", st["o"].n + 3), (X[0], st["o"]))[-1]] * 4,
+        traced=False)
 
 
 STEP = 0

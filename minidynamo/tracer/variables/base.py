@@ -51,8 +51,9 @@ named, every tracker is listed, and each sits under its base class):
      │    ├── AccumulateVariable      iterators.py     itertools.accumulate (func inlined)
      │    ├── ZipLongestVariable      iterators.py     itertools.zip_longest
      │    ├── IndexedCombinatoricVariable iterators.py product, combinations, permutations, ...
-     │    └── PullVariable            iterators.py     pairwise, starmap, compress, takewhile, ...
-     ├── GeneratorExpressionVariable  generators.py    a paused generator expression, pulled by builtins
+     │    ├── PullVariable            iterators.py     pairwise, starmap, compress, takewhile, ...
+     │    └── GeneratorVariable       generators.py    a paused generator frame, run one yield per pull
+     │         └── GeneratorExpressionVariable generators.py a <genexpr> (its own class for the logs)
      ├── BaseFunctionVariable         functions.py     has a code object we inline
      │    ├── UserFunctionVariable    functions.py     a real Python function
      │    └── NestedFunctionVariable  functions.py     made by MAKE_FUNCTION in the trace

@@ -22,7 +22,7 @@ from .base import NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVa
 from .constant import ConstantVariable
 from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
-from .generators import GeneratorExpressionVariable
+from .generators import GeneratorVariable
 from .stdlib import CLASS_METHODS, STDLIB_CALLS, HandlerVariable
 from .copies import COPY_CALLS
 from .iterators import (EnumerateVariable, FilterVariable, MapVariable, ZipVariable, make_iterator,
@@ -123,17 +123,13 @@ def _fresh_instance(obj):
 
 
 def _iterator(tx, vt):
-    """``iter(vt)`` for a builtin that pulls items one at a time (generator expressions too)."""
-    if isinstance(vt, GeneratorExpressionVariable):
-        return vt
+    """``iter(vt)`` for a builtin that pulls items one at a time (a generator is its own iterator)."""
     return make_iterator(tx, vt)
 
 
 def _consumed_items(tx, vt):
     """The items of an iterable a builtin consumes whole (``tuple(it)``), pulled one by one:
-    a generator expression or a ``map`` runs to its end here, in CPython's order."""
-    if isinstance(vt, GeneratorExpressionVariable):
-        return vt.consume(tx)
+    a generator or a ``map`` runs to its end here, in CPython's order."""
     if isinstance(vt, BaseListVariable):
         return list(vt.items)
     return make_iterator(tx, vt).unpack(tx)
@@ -187,7 +183,7 @@ def _list(tx, iterable=None):
 
 
 def _dict(tx, arg=None, /, **kwargs):
-    if isinstance(arg, GeneratorExpressionVariable):
+    if isinstance(arg, GeneratorVariable):
         arg = TupleVariable(arg.consume(tx))
     result = DictVariable({})
     result.method_update(tx, arg, **kwargs)

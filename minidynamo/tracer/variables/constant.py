@@ -119,14 +119,12 @@ class ConstantMethodVariable(VariableTracker):
         self.name = name
 
     def call_function(self, tx, args, kwargs):
-        from .generators import GeneratorExpressionVariable
-
         # ``",".join(str(d) for d in shape)``: these C methods consume an iterable whole (others,
         # like str.format, would only see the generator object: those stay refused)
         if type(self.owner.value) in (str, bytes) and self.name == "join" or isinstance(self.owner.value, frozenset):
             from .containers import DictViewVariable, IteratorVariable
 
-            args = [_tuple_of(tx, a) if isinstance(a, (GeneratorExpressionVariable, IteratorVariable, DictViewVariable))
+            args = [_tuple_of(tx, a) if isinstance(a, (IteratorVariable, DictViewVariable))
                     else a for a in args]
         values = [a.as_python_constant() for a in args]
         kw = {k: v.as_python_constant() for k, v in kwargs.items()}
@@ -141,7 +139,7 @@ class ConstantMethodVariable(VariableTracker):
 
 
 def _tuple_of(tx, generator):
-    """A generator expression's (or an iterator's, a view's) items, as a tuple."""
+    """A generator's (or any iterator's, a view's) items, as a tuple."""
     from .containers import TupleVariable
 
     if hasattr(generator, "consume"):

@@ -289,10 +289,9 @@ class ListVariable(BaseListVariable):
         if isinstance(values, BaseListVariable):
             self.items.extend(list(values.items))
             return ConstantVariable(None)
-        from .generators import GeneratorExpressionVariable
         from .iterators import make_iterator
 
-        it = values if isinstance(values, GeneratorExpressionVariable) else make_iterator(tx, values)
+        it = make_iterator(tx, values)          # a generator is its own iterator
         while (item := it.next_item(tx)) is not None:
             self.items.append(item)
             if len(self.items) > MAX_ITEMS:          # xs.extend(iter(xs)): MemoryError in CPython

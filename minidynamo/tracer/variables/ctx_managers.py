@@ -102,7 +102,12 @@ class GradModeFunctionVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         manager = GradModeVariable(self.enabled)
         manager.enter(tx)
+        from .generators import GeneratorVariable
+
         result = self.fn.call_function(tx, args, kwargs)
+        if isinstance(result, GeneratorVariable):
+            raise Unsupported("a generator function decorated with torch.no_grad()/enable_grad() (torch switches "
+                              "grad mode around each resume of the generator)")
         manager.exit_callable().call_function(tx, [], {})
         return result
 

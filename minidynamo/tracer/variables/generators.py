@@ -1,61 +1,147 @@
-"""Generator expressions consumed by a builtin: ``any(d > 1 for d in x.shape)``,
-``tuple(f(t) for t in ts)``.
+"""Generators: ``def pairs(x): yield x; yield x + 1`` and generator expressions.
 
-Calling a ``<genexpr>`` function does not run it: it makes a ``GeneratorExpressionVariable``
-that holds the paused generator frame (a ``GeneratorTranslator``).  A builtin that consumes
-iterables pulls items one by one (in builtins.py: ``_consumed_items`` for ``tuple``, ``list``,
-``min``, ``max``, ``sum``, ...; ``_iterator`` for ``any``/``all``), so the generator's body runs
-symbolically in exactly the order CPython would run it, and ``any``/``all`` stop where CPython
-stops.  Unpacking (``f(*gen)``, ``[*gen]``, ``a, b = gen``) consumes it whole before anything
-else runs, as CPython does (torch's parametrizations call ``self[0](*originals)``).
+Calling a generator function (or a ``<genexpr>``) does not run it: it makes a
+``GeneratorVariable`` that holds the paused frame (a ``translator.GeneratorTranslator``).  The
+body runs symbolically only when an item is pulled -- ``next_item(tx)``, the iterator protocol
+every iterator tracker follows -- so it interleaves with its consumer exactly as in CPython
+(list appends, in-place tensor ops, other generators).  Pullers: ``for`` (GET_ITER/FOR_ITER),
+``next(gen)`` / ``next(gen, default)`` / ``gen.__next__()``, every builtin that walks an
+iterable (``list``, ``tuple``, ``sum``, ``min``, ``any``, ``zip``, ``map``, unpacking, ...) and
+``yield from gen`` inside another traced generator (SEND in translator.py; its value is the
+sub-generator's ``return`` value, kept here as ``return_value``).  ``iter(gen) is gen``.
 
-Anything else the program could do with the generator object (``for`` over it, ``next``,
-returning or storing it) keeps it alive past the builtin call: refused, like user generator
-functions (the corpus requires those to fall back).
+An exception the body raises and does not catch finishes the generator and propagates to the
+puller (a ``StopIteration`` becomes ``RuntimeError``, PEP 479); later pulls see it exhausted.
+
+What CPython would do that the trace cannot reproduce is refused (``Unsupported``):
+
+- the generator object leaving the frame: returned, stored where the caller sees it, or
+  handed over at a graph break (no output template rebuilds a paused frame);
+- ``send`` / ``throw`` / ``close`` and the ``gi_*`` attributes;
+- a ``yield`` inside a ``with`` block (the context would stay entered while the consumer runs);
+- a generator left unfinished at the end of the trace while paused inside a ``try`` (``finally``,
+  ``except``) or ``with`` statement: CPython runs that cleanup when the generator is closed or
+  collected (``check_left_generators``, called by ``capture._trace``);
+- pulling a generator that is already running (ValueError in CPython), or inside another vmap
+  body than the one it was made in.
+
+A failure inside the body (a print, an unknown C call) is a graph break at the root
+instruction that was running when the generator was made (``made_at``; for generators pulled
+by generators, the earliest): that instruction then runs eagerly and makes a real generator,
+which the rest of the frame (the resume function) uses as an opaque value.  A break that
+would have to hand a paused generator over (on the stack or in a live local) is refused.
 """
 
 from __future__ import annotations
 
 import types
 
-from ...exc import Unsupported
-from .base import VariableTracker
+from ...exc import NeedsItsFrame, ProgramRaises, Unsupported
+from .base import AttributeMissing
+from .constant import ConstantVariable
+from .containers import BoundMethodVariable, IteratorVariable
+
+REFUSED_METHODS = {
+    "send": "generator.send() (a value sent into a generator is not modelled)",
+    "throw": "generator.throw() (an exception thrown into a generator is not modelled)",
+    "close": "generator.close() (closing a generator runs its cleanup; not modelled)",
+}
 
 
-class GeneratorExpressionVariable(VariableTracker):
-    """A generator expression's paused frame; items come out of ``next_item``."""
+class GeneratorVariable(IteratorVariable):
+    """A generator's paused frame; items come out of ``next_item``."""
 
     def __init__(self, frame):
-        super().__init__()
+        super().__init__((), types.GeneratorType)
         self.frame = frame          # a translator.GeneratorTranslator
         self.exhausted = False
+        self.running = False
+        self.broken = None          # why an earlier pull was refused: the frame is in no known state
+        self.return_value = ConstantVariable(None)    # the StopIteration value (``yield from``'s result)
+        self.scope = _innermost_scope(frame.output)
+        # the root instruction running when it was made: a graph break for a failure in its body
+        self.made_at = getattr(frame.output, "root_position", None)
+        made = getattr(frame.output, "generators", None)
+        if made is None:
+            made = frame.output.generators = []
+        made.append(self)
 
-    def python_type(self):
-        return types.GeneratorType
+    @property
+    def name(self) -> str:
+        return self.frame.code.co_qualname
 
-    def next_item(self, tx) -> VariableTracker | None:
+    def next_item(self, tx=None) -> "VariableTracker | None":
         """Run the generator to its next ``yield``: the item, or None once it has returned."""
+        if self.broken is not None:
+            raise Unsupported(f"generator {self.name} pulled again after a refused pull ({self.broken})")
         if self.exhausted:
             return None
-        item = self.frame.resume()
+        if self.running:
+            raise Unsupported(f"generator {self.name} pulled while it is running (ValueError: generator "
+                              "already executing)")
+        if _innermost_scope(self.frame.output) is not self.scope:
+            raise Unsupported(f"generator {self.name} pulled inside another vmap body than the one it was made in")
+        self.running = True
+        try:
+            item = self.frame.resume()
+        except ProgramRaises as error:      # leaves the generator: finished, raised at the puller
+            self.exhausted = True
+            if isinstance(error.exception, StopIteration):
+                raise ProgramRaises(f"StopIteration raised inside generator {self.name} (RuntimeError, PEP 479)",
+                                    RuntimeError("generator raised StopIteration")) from error
+            raise
+        except Unsupported as refusal:  # the trace is abandoned, or breaks where the generator was made
+            self.broken = refusal.reason
+            if not isinstance(refusal, NeedsItsFrame) and self.made_at is not None and (
+                    getattr(refusal, "break_at", None) is None or self.made_at[0] < refusal.break_at[0]):
+                refusal.break_at = self.made_at
+            raise
+        finally:
+            self.running = False
         if item is None:
             self.exhausted = True
+            self.return_value = self.frame.return_value
         return item
 
     def consume(self, tx) -> list:
         """All remaining items, in order (``tuple(gen)``)."""
-        items = []
-        while (item := self.next_item(tx)) is not None:
-            items.append(item)
-        return items
+        return self.unpack(tx)
 
-    def unpack(self, tx):
-        """``f(*gen)``, ``[*gen]``, ``a, b = gen``: CPython consumes it whole first, like ``tuple``."""
-        return self.consume(tx)
+    def var_getattr(self, tx, name):
+        if name in REFUSED_METHODS:
+            raise Unsupported(REFUSED_METHODS[name])
+        if name in ("__next__", "__iter__"):
+            return BoundMethodVariable(self, name)
+        if hasattr(types.GeneratorType, name):
+            raise Unsupported(f"generator.{name} of {self.name} is not modelled")
+        raise AttributeMissing(f"'generator' object has no attribute {name!r} (AttributeError)")
 
-    def refuse_iteration(self):
-        raise Unsupported("a generator expression iterated by the program itself (only builtins and unpacking "
-                          "that consume it whole, like tuple(), any() or f(*gen), are supported)")
+    def paused_in_cleanup_region(self) -> bool:
+        """Started, not finished, and paused at a ``yield`` a try/with statement covers: closing
+        it (CPython does when it is collected) would run user code."""
+        return not self.exhausted and self.frame.paused_in_cleanup_region()
 
     def __repr__(self):
-        return f"GeneratorExpressionVariable({self.frame.code.co_qualname})"
+        return f"GeneratorVariable({self.name})"
+
+
+class GeneratorExpressionVariable(GeneratorVariable):
+    """A ``<genexpr>``: the same generator (its own class only for the logs)."""
+
+    def __repr__(self):
+        return f"GeneratorExpressionVariable({self.name})"
+
+
+def _innermost_scope(output):
+    scopes = getattr(output, "scopes", None)
+    return scopes[-1] if scopes else None
+
+
+def check_left_generators(output) -> None:
+    """At the end of the trace (a return or a graph break): no generator may be left paused
+    where closing it would run a ``finally``/``except``/``with`` cleanup (CPython closes it
+    when it is collected; the compiled code has no generator to close)."""
+    for gen in getattr(output, "generators", ()):
+        if gen.paused_in_cleanup_region():
+            raise Unsupported(f"generator {gen.name} is left unfinished inside a try/finally or with block "
+                              "(CPython runs that cleanup when the generator is closed or collected)")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import itertools
 import operator
+import types
 
 from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
@@ -49,12 +50,8 @@ _NO = object()
 
 def make_iterator(tx, obj) -> VariableTracker:
     """``iter(obj)`` (GET_ITER, ``iter()``, and every builtin that walks an iterable)."""
-    from .generators import GeneratorExpressionVariable
-
-    if isinstance(obj, IteratorVariable):
+    if isinstance(obj, IteratorVariable):         # generators too: iter(gen) is gen
         return obj
-    if isinstance(obj, GeneratorExpressionVariable):
-        obj.refuse_iteration()              # refused: see generators.py
     if sequence_kind(obj) is list:
         return ListIteratorVariable(obj)
     if isinstance(obj, DequeVariable):
@@ -437,6 +434,9 @@ def _rest_items(vt) -> list:
         if vt.strict and len({len(c) for c in columns}) > 1:
             raise Unsupported("a graph break inside a loop over zip(..., strict=True) of unequal lengths")
         return [TupleVariable(list(row)) for row in zip(*columns)]
+    if getattr(vt, "frame", None) is not None and vt.python_type() is types.GeneratorType:
+        raise Unsupported(f"a graph break inside a for loop over generator {vt.name} (a paused generator "
+                          "cannot be handed over to the resume function)")
     raise Unsupported(f"a graph break inside a for loop over {vt} (only iterators over fixed items, "
                       "lists and dicts made in the frame, enumerate, zip and reversed of those are handed over)")
 
