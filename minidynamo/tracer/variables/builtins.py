@@ -135,6 +135,24 @@ def _consumed_items(tx, vt):
     return make_iterator(tx, vt).unpack(tx)
 
 
+def _pulled_items(tx, vt):
+    """The items of an iterable a builtin walks while it works (``sum``, ``min``, ``max``),
+    each pulled only when CPython pulls it: a generator's body then runs between the builtin's
+    own steps (a key function, an ``__add__``, the sum of the items so far), as in CPython.
+    (Pulling all first would let a later item's in-place op change an earlier one's sum.)"""
+    if isinstance(vt, BaseListVariable):
+        yield from list(vt.items)
+        return
+    from .containers import MAX_ITEMS
+
+    iterator, count = make_iterator(tx, vt), 0
+    while (item := iterator.next_item(tx)) is not None:
+        count += 1
+        if count > MAX_ITEMS:
+            raise Unsupported(f"an iterator gave more than {MAX_ITEMS} items (endless?)")
+        yield item
+
+
 def _range(tx, *args):
     return ConstantVariable(range(*(a.as_python_constant() for a in args)))
 
@@ -204,7 +222,7 @@ def _minmax(fn):
             raise Unsupported(f"{fn.__name__}() with no arguments (TypeError)")
         if len(args) > 1 and default is not NO_CONSTANT:
             raise Unsupported(f"{fn.__name__}() with several arguments and a default (TypeError)")
-        items = _consumed_items(tx, args[0]) if len(args) == 1 else list(args)
+        items = _pulled_items(tx, args[0]) if len(args) == 1 else list(args)
         if key is not None and maybe_constant(key, NO_CONSTANT) is None:
             key = None
         best = best_key = None
@@ -236,7 +254,7 @@ def _sum(tx, iterable, start=None):
     if start is not None and isinstance(maybe_constant(start, None), (str, bytes, bytearray)):
         raise Unsupported("sum() of strings or bytes (TypeError: sum() can't sum them)")
     total = start if start is not None else ConstantVariable(0)
-    for item in _consumed_items(tx, iterable):
+    for item in _pulled_items(tx, iterable):
         total = apply(tx, operator.add, [total, item])
     return total
 

@@ -515,7 +515,10 @@ class DictVariable(MethodTable, VariableTracker):
             else:
                 from .iterators import make_iterator
 
-                for pair in make_iterator(tx, other).unpack(tx):
+                # one pair at a time, as CPython: a generator's body sees the dict updated so far
+                # (and an exception it raises leaves the pairs before it stored)
+                iterator = make_iterator(tx, other)
+                while (pair := iterator.next_item(tx)) is not None:
                     k, v = pair.unpack(tx)
                     self._store(tx, k, v)
         self.items.update(kwargs)
@@ -770,6 +773,9 @@ class SetVariable(MethodTable, VariableTracker):
                 # a set merges its table (the compiler's frozenset of a display ``{8, 3, 64}``):
                 # the order it iterates in is that table's, not the one of re-inserting items
                 self.values.update(real)
+            elif isinstance(other, IteratorVariable):     # added as pulled: a generator's body sees them
+                while (item := other.next_item(tx)) is not None:
+                    self.values.add(_key(item))
             else:
                 self.values.update(_key(v) for v in other.unpack(tx))
         return ConstantVariable(None)
@@ -794,6 +800,8 @@ class SetVariable(MethodTable, VariableTracker):
 
     # set algebra: one table, each computed on the real sets of constants
     def call_method(self, tx, name, args, kwargs):
+        if name in SET_WALKS and not kwargs and args and all(isinstance(a, IteratorVariable) for a in args):
+            return self.walk_lazily(tx, name, args)
         if name in SET_ALGEBRA and not kwargs:
             others = [_constant_set(tx, a) for a in args]
             try:
@@ -804,6 +812,24 @@ class SetVariable(MethodTable, VariableTracker):
                 return ConstantVariable(None)
             return SetVariable(result) if isinstance(result, set) else ConstantVariable(result)
         return super().call_method(tx, name, args, kwargs)
+
+    def walk_lazily(self, tx, name, args):
+        """CPython walks an iterator argument of these one item at a time: ``isdisjoint``
+        stops at the first common item, ``issuperset`` at the first missing one, and
+        ``difference_update`` discards each as it comes, so a generator's body runs exactly
+        that far and sees the set as it is then."""
+        if name == "difference_update":
+            for other in args:
+                while (item := other.next_item(tx)) is not None:
+                    self.values.discard(_key(item))
+            return ConstantVariable(None)
+        if len(args) != 1:
+            raise Unsupported(f"set.{name} with {len(args)} arguments (TypeError)")
+        stop_when_found = name == "isdisjoint"
+        while (item := args[0].next_item(tx)) is not None:
+            if (_key(item) in self.values) is stop_when_found:
+                return ConstantVariable(False)
+        return ConstantVariable(True)
 
     def var_getattr(self, tx, name):
         if name in SET_ALGEBRA:
@@ -859,6 +885,8 @@ def _constant_set(tx, vt):
 
     return [_key(item) for item in make_iterator(tx, vt).unpack(tx)]
 
+
+SET_WALKS = frozenset({"isdisjoint", "issuperset", "difference_update"})   # see SetVariable.walk_lazily
 
 SET_CHANGES = ("add", "update", "discard", "remove", "clear", "pop", "ior", "iand", "isub", "ixor",
                "difference_update", "intersection_update", "symmetric_difference_update")
