@@ -4,20 +4,17 @@ call with state changed between calls, and the results, printed output, the call
 state afterwards (lists, dicts, attributes, module buffers, tensors written in place) and the
 exceptions raised must all be the same.  Programs that fall back to eager only need to agree."""
 
-import collections
-import contextlib
-import enum
-import io
 import itertools
 import os
 import sys
-import types
 
 import pytest
 import torch
 from torch import nn
 
 import minidynamo
+
+from .twins import Globals, compare, run_twins, with_globals
 
 BACKENDS = ["eager", "torchxla_trace_once"]
 
@@ -29,110 +26,21 @@ def _fresh():
     minidynamo.reset()
 
 
-# -- the harness ---------------------------------------------------------------------------------
-class Globals:
-    """Names of a twin's own globals dict to compare."""
-
-    def __init__(self, namespace, names):
-        self.namespace, self.names = namespace, names
-
-
-def with_globals(fn, **values):
-    """``fn`` with a globals dict of its own (the module's, copied, then ``values``); functions
-    given in ``values`` are re-made on that dict too, so their global reads see it."""
-    namespace = dict(fn.__globals__)
-    for k, v in values.items():
-        if isinstance(v, types.FunctionType):
-            v = types.FunctionType(v.__code__, namespace, v.__name__, v.__defaults__, v.__closure__)
-        namespace[k] = v
-    return types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__), namespace
-
-
-def snap(value, memo):
-    """A comparable picture of ``value``: types included, shared objects by label."""
-    if isinstance(value, Globals):
-        return ("globals", [(n, snap(value.namespace.get(n, "<missing>"), memo)) for n in value.names])
-    if isinstance(value, torch.Tensor):
-        return ("tensor", value.detach().clone(), value.dtype, tuple(value.shape), value.requires_grad)
-    if isinstance(value, float):
-        return ("float", repr(value))
-    if isinstance(value, (int, str, bytes, type(None), bool, enum.Enum)):
-        return (type(value), value)
-    if isinstance(value, torch.utils.hooks.RemovableHandle):
-        return ("handle",)
-    if isinstance(value, types.GeneratorType):
-        return ("generator", value.__name__)
-    if isinstance(value, (types.FunctionType, types.MethodType, type, types.ModuleType)):
-        return ("callable", getattr(value, "__name__", repr(value)))
-    key = id(value)
-    if key in memo:
-        return ("same", memo[key][0])
-    memo[key] = (len(memo), value)
-    label = memo[key][0]
-    if isinstance(value, nn.Module):
-        return ("module", type(value).__name__, label, value.training,
-                snap({k: v for k, v in vars(value).items() if not k.startswith("_")}, memo),
-                snap(dict(value.state_dict(keep_vars=True)), memo))
-    if isinstance(value, (list, tuple, collections.deque)):
-        return (type(value), label, [snap(v, memo) for v in value])
-    if isinstance(value, dict):
-        return (type(value), label, [(snap(k, memo), snap(v, memo)) for k, v in value.items()])
-    if isinstance(value, (set, frozenset)):
-        return (type(value), label, sorted(map(repr, value)))
-    if hasattr(value, "__dict__"):
-        return (type(value).__name__, label, snap(dict(vars(value)), memo))
-    return ("repr", repr(value))
-
-
-def same(a, b, where):
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor), f"{where}: {a!r} != {b!r}"
-        assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {a!r} != {b!r}"
-        torch.testing.assert_close(a, b, equal_nan=True, msg=lambda m: f"{where}: {m}")
-    elif isinstance(a, (tuple, list)):
-        assert type(a) is type(b) and len(a) == len(b), f"{where}: {a!r} != {b!r}"
-        for i, (x, y) in enumerate(zip(a, b)):
-            same(x, y, f"{where}[{i}]")
-    else:
-        assert type(a) is type(b) and a == b, f"{where}: {a!r} != {b!r}"
-
-
+# -- the harness (tests/tracer/twins.py) -------------------------------------------------------
 REASONS: list = []      # PROBE_DEBUG=1: every fallback/break reason seen, printed at the end
 
 
 def run(make, calls, backend, label=""):
     """``make()`` -> (program, state); ``calls``: functions of the state giving each call's
-    arguments (they may change the state first).  Each twin gets a fresh (program, state)."""
-    logs = []
-    for compiled in (False, True):
-        minidynamo.reset()
-        fn, state = make()
-        if compiled:
-            fn = minidynamo.optimize(backend)(fn)
-        log = []
-        for call in calls:
-            args = call(state)
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                try:
-                    result = ("returned", fn(*args))
-                except Exception as e:          # noqa: BLE001
-                    result = ("raised", type(e), str(e))
-            memo = {}
-            log.append((snap(state, memo), snap(result, memo), out.getvalue()))
-        logs.append(log)
-        if compiled:
-            counts = minidynamo.counters.snapshot()
-    eager, ours = logs
+    arguments (they may change the state first).  Each twin gets a fresh (program, state);
+    modules are compared whole (training flag, state dict)."""
+    eager, ours, counts = run_twins(make, calls, backend, modules_whole=True)
     reasons = counts["fallback_reasons"] + counts["break_reasons"]
     REASONS.extend(reasons)
     if os.environ.get("PROBE_DEBUG"):
         print(f"\nPROBE {label} compiles={counts.get('compiles', 0)} fallbacks={counts.get('fallbacks', 0)} "
               f"breaks={counts.get('graph_breaks', 0)} {reasons[:3]}", file=sys.__stderr__)
-    for i, (e, o) in enumerate(zip(eager, ours)):
-        same(o[1], e[1], f"call {i}: result")
-        same(o[0], e[0], f"call {i}: state")
-        assert o[2] == e[2], f"call {i}: printed {o[2]!r}, eager printed {e[2]!r}"
+    compare(eager, ours)
     return counts
 
 

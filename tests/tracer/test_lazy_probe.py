@@ -4,12 +4,9 @@ ops.  Each case runs a program and its compiled twin on state of their own, call
 changing values, and compares the results, the state afterwards, the exceptions and the output."""
 
 import collections
-import contextlib
 import enum
-import io
 import os
 import sys
-import types
 
 import numpy as np
 import pytest
@@ -17,6 +14,8 @@ import torch
 from torch import nn
 
 import minidynamo
+
+from .twins import Globals, compare, run_twins, with_globals
 
 
 @pytest.fixture(autouse=True)
@@ -26,101 +25,15 @@ def _fresh():
     minidynamo.reset()
 
 
-# -- the harness ---------------------------------------------------------------------------------
-class Globals:
-    """Names of a twin's own globals dict to compare."""
-
-    def __init__(self, namespace, names):
-        self.namespace, self.names = namespace, names
-
-
-def with_globals(fn, **values):
-    """``fn`` with a globals dict of its own (the module's, copied, then ``values``)."""
-    namespace = dict(fn.__globals__)
-    namespace.update(values)
-    return types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__), namespace
-
-
-def snap(value, memo):
-    """A comparable picture of ``value``: types included, shared and cyclic objects by label."""
-    if isinstance(value, Globals):
-        return ("globals", [(n, snap(value.namespace.get(n, "<missing>"), memo)) for n in value.names])
-    if isinstance(value, torch.Tensor):
-        return ("tensor", value.detach().clone(), value.dtype, tuple(value.shape))
-    if isinstance(value, float):
-        return ("float", repr(value))            # -0.0, nan and inf told apart
-    if isinstance(value, (int, str, bytes, type(None), bool, enum.Enum, np.generic)):
-        return (type(value), value)
-    if isinstance(value, types.CellType):
-        return ("cell", snap(value.cell_contents, memo) if value.cell_contents is not None else "<empty>")
-    if isinstance(value, (types.FunctionType, types.MethodType, type, nn.Module, types.ModuleType)):
-        if isinstance(value, nn.Module):
-            return ("module", type(value).__name__, snap({k: v for k, v in vars(value).items()
-                                                           if not k.startswith("_")}, memo))
-        return ("callable", getattr(value, "__name__", repr(value)))
-    key = id(value)
-    if key in memo:
-        return ("same", memo[key][0])
-    memo[key] = (len(memo), value)          # keep it alive while ids are compared
-    label = memo[key][0]
-    if isinstance(value, (list, tuple, collections.deque)):
-        return (type(value), label, [snap(v, memo) for v in value])
-    if isinstance(value, dict):
-        return (type(value), label, [(snap(k, memo), snap(v, memo)) for k, v in value.items()])
-    if isinstance(value, (set, frozenset)):
-        return (type(value), label, sorted(map(repr, value)))
-    if hasattr(value, "__dict__"):
-        return (type(value).__name__, label, snap(dict(vars(value)), memo))
-    if hasattr(type(value), "__slots__"):
-        return (type(value).__name__, label, [(n, snap(getattr(value, n, "<missing>"), memo))
-                                              for n in type(value).__slots__])
-    return ("repr", repr(value))
-
-
-def same(a, b, where):
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor), where
-        assert a.dtype == b.dtype and a.shape == b.shape, where
-        torch.testing.assert_close(a, b, equal_nan=True, msg=lambda m: f"{where}: {m}")
-    elif isinstance(a, (tuple, list)):
-        assert type(a) is type(b) and len(a) == len(b), f"{where}: {a!r} != {b!r}"
-        for i, (x, y) in enumerate(zip(a, b)):
-            same(x, y, f"{where}[{i}]")
-    else:
-        assert type(a) is type(b) and a == b, f"{where}: {a!r} != {b!r}"
-
-
+# -- the harness (tests/tracer/twins.py) -------------------------------------------------------
 def run(make, calls, backend="eager", max_compiles=None, traced=True):
     """``make()`` -> (program, state); ``calls``: functions of the state giving each call's
     arguments.  Eager and compiled twins each get a fresh (program, state)."""
-    logs = []
-    for compiled in (False, True):
-        minidynamo.reset()
-        fn, state = make()
-        if compiled:
-            fn = minidynamo.optimize(backend)(fn)
-        log = []
-        for call in calls:
-            args = call(state)
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                try:
-                    result = ("returned", fn(*args))
-                except Exception as e:          # noqa: BLE001
-                    result = ("raised", type(e), str(e))
-            memo = {}
-            log.append((snap(state, memo), snap(result, memo), out.getvalue()))
-        logs.append(log)
-        if compiled:
-            counts = dict(minidynamo.counters)
-    eager, ours = logs
+    eager, ours, counts = run_twins(make, calls, backend)
     if os.environ.get("PROBE_DEBUG"):
         print("\nPROBE", counts.get("compiles", 0), counts.get("fallbacks", 0), counts["fallback_reasons"][:2],
               counts.get("recompile_reasons", [])[:1], file=sys.__stderr__)
-    for i, (e, o) in enumerate(zip(eager, ours)):
-        same(o[0], e[0], f"call {i}: state")
-        same(o[1], e[1], f"call {i}: result")
-        assert o[2] == e[2], f"call {i}: printed {o[2]!r}, eager printed {e[2]!r}"
+    compare(eager, ours)
     if max_compiles is not None:
         assert counts.get("compiles", 0) <= max_compiles, counts
     if traced:
