@@ -20,8 +20,8 @@ from .. import class_answers
 from ..library import is_library_value
 from .base import NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant, refuse_frame_reader
 from .constant import ConstantVariable
-from .containers import (BaseListVariable, DictVariable, IteratorVariable, ListVariable, SliceVariable,
-                         TupleVariable)
+from .containers import (MAX_ITEMS, BaseListVariable, DictVariable, IteratorVariable, ListVariable,
+                         SliceVariable, TupleVariable)
 from .generators import GeneratorVariable
 from .stdlib import CLASS_METHODS, STDLIB_CALLS, HandlerVariable
 from .copies import COPY_CALLS
@@ -143,8 +143,6 @@ def _pulled_items(tx, vt):
     if isinstance(vt, BaseListVariable):
         yield from list(vt.items)
         return
-    from .containers import MAX_ITEMS
-
     iterator, count = make_iterator(tx, vt), 0
     while (item := iterator.next_item(tx)) is not None:
         count += 1
