@@ -769,6 +769,7 @@ class GeneratorTranslator(InliningTranslator):
     def __init__(self, *args):
         super().__init__(*args)
         self.yielded = None
+        self._handler_entries = None
 
     def resume(self) -> VariableTracker | None:
         """Run to the next ``yield``: its value, or None when the generator returned (its value
@@ -810,10 +811,14 @@ class GeneratorTranslator(InliningTranslator):
 
     # -- where closing the generator would run code -------------------------------------------
     def handler_entries(self) -> list:
-        entries = exception_entries(self.code, self.instructions)
-        if all(e is None for e in entries) and list(dis.Bytecode(self.code).exception_entries):
-            raise Unsupported(f"generator {self.code.co_qualname}: its exception table could not be read")
-        return entries
+        """``exceptions.exception_entries`` of this frame, read once per generator (asked at
+        every yield): refused when the table exists but could not be read."""
+        if self._handler_entries is None:
+            entries = exception_entries(self.code, self.instructions)
+            if all(e is None for e in entries) and list(dis.Bytecode(self.code).exception_entries):
+                raise Unsupported(f"generator {self.code.co_qualname}: its exception table could not be read")
+            self._handler_entries = entries
+        return self._handler_entries
 
     def check_yield(self, index: int) -> None:
         """A ``yield`` inside a ``with`` block leaves the context entered (grad mode, autocast, a
