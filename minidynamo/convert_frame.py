@@ -248,6 +248,8 @@ class FrameConverter:
                 raise TypeError(f"a backend must return a callable, got {type(compiled_graph).__name__}")
         except Exception as e:
             raise BackendCompilerFailed(self.backend_name, e) from e
+        if capture.rewind_devices is not None and has_ops:
+            compiled_graph = _rewinding(compiled_graph, capture.rewind_devices)
         if state is None and not has_ops:
             compiled_fn = make_python_only_fn(read_inputs)
         elif state is None:
@@ -409,6 +411,18 @@ def guard_promises(capture, read_inputs):
     specs = {guard.source: guard.expected for guard in capture.guards if guard.kind == TENSOR_MATCH}
     promised = [specs.get(source) for source in capture.input_sources]
     return [None if spec is None else (spec.dtype, spec.device, tuple(spec.shape)) for spec in promised]
+
+
+def _rewinding(compiled_graph, devices):
+    """The graph, with the generators it draws from rewound when it raises (so that the eager
+    re-run of the frame draws eager's numbers: ``random_rewind.py``)."""
+    from .random_rewind import RewindOnRaise, generators_of
+
+    generators = generators_of(devices)
+    if generators is None:
+        raise Unsupported(f"the graph draws random numbers on {sorted(map(str, devices))}, whose generators "
+                          "cannot be rewound for a re-run if it raises")
+    return RewindOnRaise(compiled_graph, generators)
 
 
 def make_python_only_fn(read_inputs):

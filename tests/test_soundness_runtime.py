@@ -383,13 +383,56 @@ def test_in_place_change_with_python_effects_before_an_op_is_refused():
     assert any("cannot be re-run" in r for r in minidynamo.counters["fallback_reasons"])
 
 
-def test_random_op_with_python_effects_before_an_op_is_refused():
-    def f(x, items):
-        items.append(1)
-        return torch.nn.functional.dropout(x, 0.5, training=True) + 1
+def _eager_and_compiled(f, compiled, args_of, seed=0):
+    """(result or exception text, what it did to its list, the next random number) of eager
+    and of the compiled function, each from the same seed and fresh arguments."""
+    runs = []
+    for fn in (f, compiled):
+        torch.manual_seed(seed)
+        args = args_of()
+        try:
+            result = fn(*args)
+        except (IndexError, RuntimeError) as e:
+            result = f"{type(e).__name__}: {e}"
+        runs.append((result, args[-1], torch.rand(1)))
+    return runs
 
-    minidynamo.optimize("eager")(f)(torch.ones(4), [])
-    assert any("draws random numbers" in r for r in minidynamo.counters["fallback_reasons"])
+
+def test_random_graph_with_python_effects_before_an_op_reruns_from_the_rewound_generator():
+    # The list is changed before the dropout: if the index is out of range only at run time,
+    # the frame re-runs eagerly, and its dropout must draw what eager's draws (the generator is
+    # put back where it stood before the graph drew); a graph re-run without the rewind would
+    # leave the generator one draw further.
+    def f(x, idx, items):
+        items.append(1)
+        y = torch.nn.functional.dropout(x, 0.5, training=True)
+        return y[idx] + torch.rand(2)
+
+    compiled = minidynamo.optimize("eager")(f)
+    for idx in ([0, 1], [3, 9], [1, 2], [9, 0]):
+        (expected, eager_items, eager_next), (got, items, next_draw) = _eager_and_compiled(
+            f, compiled, lambda: (torch.ones(4), torch.tensor(idx), []))
+        if isinstance(expected, str):
+            assert got == expected
+        else:
+            assert torch.equal(got, expected)
+        assert items == eager_items == [1]
+        assert torch.equal(next_draw, eager_next)
+    assert minidynamo.counters["compiles"] == 1 and minidynamo.counters["fallbacks"] == 0
+    assert minidynamo.counters["graph_errors_rerun"] == 2
+
+
+def test_random_graph_writing_an_input_with_python_effects_before_an_op_is_still_refused():
+    # a re-run would write the input twice: rewinding the generator does not make it re-runnable
+    def f(x, idx, items):
+        items.append(1)
+        x.add_(torch.rand(4))
+        return x[idx]
+
+    (expected, eager_items, eager_next), (got, items, next_draw) = _eager_and_compiled(
+        f, minidynamo.optimize("eager")(f), lambda: (torch.ones(4), torch.tensor([9]), []))
+    assert got == expected and items == eager_items and torch.equal(next_draw, eager_next)
+    assert any("cannot be re-run" in r for r in minidynamo.counters["fallback_reasons"])
 
 
 @pytest.mark.parametrize("op", [
@@ -398,12 +441,16 @@ def test_random_op_with_python_effects_before_an_op_is_refused():
     lambda q: torch.multinomial(q.flatten().softmax(0), 2).float().sum() + q,
 ])
 def test_any_op_that_draws_random_numbers_is_known_by_its_aten_tags(op):
+    from minidynamo.tracer.capture import graph_effects
+    from tests.tracer.helpers import run_traced
+
     def f(x, items):
         items.append(1)
         return op(x) + 1
 
-    minidynamo.optimize("eager")(f)(torch.ones(1, 2, 4), [])
-    assert any("draws random numbers" in r for r in minidynamo.counters["fallback_reasons"])
+    capture, _ = run_traced(f, torch.ones(1, 2, 4), [])
+    assert "draws random numbers" in graph_effects(capture.graph_module.graph)
+    assert capture.rewind_devices == {torch.device("cpu")}    # re-run, if it raises, from the rewound generator
 
 
 def test_a_kernel_writing_a_running_statistic_buffer_is_an_effect():

@@ -239,13 +239,20 @@ def to_host(tensors: list) -> list:
 
 
 def materialize(tensors: list) -> None:
-    """Run the pending lazy computation of device tensors so each holds plain device data."""
+    """Run the pending lazy computation of device tensors so each holds plain device data.
+
+    When one is pending, every live tensor is synced, as ``mark_step`` does, not only these:
+    a sync lets XLA reuse (donate) the buffer of a tensor updated in place (an optimizer's step
+    on a weight), and a pending tensor left out of the sync that still reads the old buffer
+    would find it deleted (a training loop without ``mark_step`` whose model's first layer runs
+    lazily before a replayed frame: "buffer ... is deleted")."""
     if not tensors:
         return
-    pending = [t for t, needs in zip(tensors, xlac()._check_tensor_need_materialization(tensors))
-               if needs]
-    if pending:
-        xlac()._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=True)
+    if any(xlac()._check_tensor_need_materialization(tensors)):
+        xlac()._xla_sync_live_tensors("", [], True)
+        pending = [t for t, needs in zip(tensors, xlac()._check_tensor_need_materialization(tensors)) if needs]
+        if pending:        # not among the default device's live tensors
+            xlac()._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=True)
 
 
 def wait_device() -> None:

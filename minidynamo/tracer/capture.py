@@ -15,8 +15,10 @@ from typing import Any, Callable, Optional
 
 import torch
 import torch.fx
+from torch.utils._pytree import tree_leaves as pytree_leaves
 
 import guards as G
+from .. import random_rewind
 from ..exc import MinidynamoError, Unsupported, raised_by_program
 from .builder import wrap
 from .meta import no_dynamo_import
@@ -51,6 +53,9 @@ class Capture:
     graph_effects: Optional[str] = None
     grad_enabled: bool = True          # grad mode at the frame's entry (guarded)
     break_state: Any = None            # a graph break's re-trace: graph_break.BreakState
+    # The devices whose generators must be rewound when the graph raises, so that the frame's
+    # eager re-run draws eager's numbers (``random_rewind.py``); None: no rewind is needed.
+    rewind_devices: Optional[set] = None
 
 
 def argument_names(code) -> tuple:
@@ -137,14 +142,18 @@ def _trace(func, args, stop_at=None) -> Capture:
         output.module_sharing.finish(output)
     graph_module = output.finish(templates.nodes)
     effects = graph_effects(graph_module.graph)
-    if effects is not None and output.needs_rerun:     # try_blocks.py: only a re-run runs the handler
-        raise Unsupported(f"{output.needs_rerun[0]}, and the graph cannot be re-run ({effects})")
-    if effects is not None and replays:
-        _check_effect_order(graph_module.graph, output.side_effects.first_at, effects)
+    rewind = None
+    if effects is not None:
+        needs_rerun = _why_rerun(graph_module.graph, output, replays)
+        if needs_rerun is not None:
+            rewind = draw_devices(graph_module.graph)    # only draws: rewound, the graph can run twice
+            if rewind is None:
+                raise Unsupported(f"{needs_rerun}, and the graph cannot be re-run ({effects})")
+            effects = None
     reader = G.compile_reader(templates.reads, frame) if templates.reads else None
     return Capture(graph_module, list(output.example_inputs), list(output.input_sources), list(output.guards),
                    frame, OutputBuilder(template, replays, reader, templates.reads_frame_cells), effects,
-                   grad_enabled, break_state)
+                   grad_enabled, break_state, rewind)
 
 
 # -- when the graph raises at run time ----------------------------------------------------------
@@ -161,8 +170,10 @@ def _trace(func, args, stop_at=None) -> Capture:
 #     itself raises the exception, with exactly its side effects and its message;
 #   - otherwise re-raises the graph's exception.  The graph's own in-place changes ran in
 #     program order up to the failing op, as eager's would; that is exact only if no Python side
-#     effect precedes an op of the graph, which ``_check_effect_order`` makes a condition of
-#     capturing such a frame.
+#     effect precedes an op of the graph (and no ``try`` surrounds one), which ``_why_rerun``
+#     checks: such a frame is refused, unless drawing random numbers is the graph's only
+#     effect.  Then the generators it draws from are rewound when it raises
+#     (``random_rewind.RewindOnRaise``, ``Capture.rewind_devices``) and the frame is re-run.
 def _target_name(node) -> str:
     if node.op == "call_method":
         return str(node.target)
@@ -185,6 +196,18 @@ def graph_effects(graph: torch.fx.Graph) -> Optional[str]:
     ops each node dispatched on its meta example (``meta.EffectProbe``): PyTorch's own schemas
     say what an op writes and its tags say whether it draws random numbers, so no list of op
     names has to be kept in step with PyTorch."""
+    write = _first_write(graph)
+    if write is not None:
+        return write
+    for node in graph.nodes:
+        if node.op in ("call_function", "call_method") and node.meta.get("draws_random"):
+            return f"{_target_name(node)} draws random numbers"
+    return None
+
+
+def _first_write(graph: torch.fx.Graph) -> Optional[str]:
+    """Why the graph changes state beyond its outputs other than by drawing random numbers:
+    a graph input (or its metadata) changed in place, or a module called; else None."""
     inputs = {}
     for node in graph.nodes:
         if node.op == "placeholder":
@@ -201,8 +224,6 @@ def graph_effects(graph: torch.fx.Graph) -> Optional[str]:
         elif node.op == "call_module":
             return f"it calls the module {node.target}"
         elif node.op in ("call_function", "call_method") and not _switches_state(node):
-            if node.meta.get("draws_random"):
-                return f"{_target_name(node)} draws random numbers"
             for written in node.meta.get("writes", ()):
                 name = inputs.get(id(_storage_root(written)))
                 if name is not None:
@@ -210,16 +231,39 @@ def graph_effects(graph: torch.fx.Graph) -> Optional[str]:
     return None
 
 
-def _check_effect_order(graph: torch.fx.Graph, first_at: Optional[int], effects: str) -> None:
-    """Refuse a frame whose graph cannot be run twice when a Python side effect precedes one of
-    its ops: if that op raised, the effects before it could not be reproduced."""
-    if first_at is None:
-        return
+def _why_rerun(graph: torch.fx.Graph, output, replays) -> Optional[str]:
+    """Why an error of the graph at run time must re-run the frame (None: re-raising it is exact).
+
+    A ``try`` around graph ops (``try_blocks.py``: only a re-run runs the handler), or a Python
+    side effect that precedes an op of the graph: if that op raised, only a re-run reproduces
+    the effects eager made before it."""
+    if output.needs_rerun:
+        return output.needs_rerun[0]
+    first_at = output.side_effects.first_at
+    if not replays or first_at is None:
+        return None
     for node in list(graph.nodes)[first_at:]:
         if node.op in ("call_function", "call_method", "call_module") and not _switches_state(node):
-            raise Unsupported(f"the frame changes Python state before the tensor op {_target_name(node)}, and its "
-                              f"graph cannot be re-run ({effects}): if that op raised at run time, eager's partial "
-                              "effects could not be reproduced")
+            return (f"the frame changes Python state before the tensor op {_target_name(node)}: if that op "
+                    "raised at run time, only a re-run reproduces eager's partial effects")
+    return None
+
+
+def draw_devices(graph: torch.fx.Graph) -> Optional[set]:
+    """The devices the graph's random ops draw on, when drawing is its only effect (it writes no
+    input in place and calls no module) and every draw is from a device's default generator;
+    else None.  Rewinding those generators makes such a graph free to run twice."""
+    if _first_write(graph) is not None:
+        return None
+    devices = set()
+    for node in graph.nodes:
+        if node.op in ("call_function", "call_method") and node.meta.get("draws_random"):
+            explicit = [a for a in pytree_leaves((node.args, node.kwargs)) if isinstance(a, torch.Generator)]
+            device = node.meta.get("device")
+            if explicit or not isinstance(device, torch.device) or device.type not in random_rewind.DEVICE_TYPES:
+                return None
+            devices.add(device)
+    return devices
 
 
 # -- the return value and the side effects -----------------------------------------------------

@@ -135,6 +135,8 @@ class OutputGraph:
         if placeholders:
             placeholders[-1].append(node)
         example = _meta_like(tensor)
+        if not example.is_leaf:       # eager lets it be written in place; a leaf that requires grad not
+            self.add_guard(guards.equals_match(guards.AttrSource(source, "is_leaf"), False))
         variable = TensorVariable(node, example, tensor.device, source=source, python_class=type(tensor))
         node.meta["example_value"] = example
         node.meta["device"] = tensor.device
@@ -295,15 +297,25 @@ def _partition_guards(items: list) -> list:
 
 def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
     """The meta example of an input: its metadata, including a view's storage offset (views of
-    it then report the offsets the real ones have).  (torch.Tensor's own methods: an attribute
-    on the input may hide one.)"""
+    it then report the offsets the real ones have), and whether autograd made it: an input that
+    requires grad and is not a leaf (an activation handed to a resumed frame, a hidden state)
+    gets a non-leaf example, so that in-place ops eager allows on it are allowed on the example
+    (on a leaf that requires grad, eager refuses them).  (torch.Tensor's own methods: an
+    attribute on the input may hide one.)"""
     example = to_meta(tensor)
+    made_by_autograd = tensor.requires_grad and not tensor.is_leaf
     offset, stride = torch.Tensor.storage_offset(tensor), torch.Tensor.stride(tensor)
-    if offset == 0:
+    if offset == 0 and not made_by_autograd:
         return example
+    if offset == 0:
+        copy = torch.Tensor.clone(example, memory_format=torch.preserve_format)
+        if copy.stride() == tuple(stride):
+            return copy
     extent = 1 + sum((size - 1) * step for size, step in zip(tensor.shape, stride)) \
         if all(size > 0 for size in tensor.shape) else 0
     base = torch.empty(offset + extent, dtype=tensor.dtype, device="meta")
+    if made_by_autograd:      # a view of a non-leaf: as writable in place as the input
+        return base.requires_grad_(True).clone().as_strided(tensor.shape, stride, offset)
     example = base.as_strided(tensor.shape, stride, offset)
     if tensor.requires_grad:
         example = example.detach().requires_grad_(True)

@@ -81,11 +81,14 @@ def test_changed_shapes_dtypes_and_values_take_the_python_path_and_rearm():
 def test_a_pending_input_is_materialized_by_the_python_path():
     x, w = to_xla([torch.randn(3, 4), torch.randn(4, 5)])
     native, python = compile_both(affine, [x, w, 2.0])
-    pending = x * 3            # lazy: no device data yet
-    updated = x.clone()
-    dev.materialize([updated])
-    updated.add_(1)            # in place: pending again
-    for arg in (pending, updated):
+    def updated_in_place():
+        updated = x.clone()
+        dev.materialize([updated])
+        return updated.add_(1)           # in place: pending again
+
+    # (made just before its call: materializing one input syncs every live tensor)
+    for make in (lambda: x * 3, updated_in_place):     # lazy: no device data yet
+        arg = make()
         assert dev.xlac()._check_tensor_need_materialization([arg]) == [True]
         with torch.no_grad():
             out = native(arg, w, 2.0)

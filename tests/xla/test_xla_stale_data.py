@@ -227,3 +227,48 @@ def test_the_opt_in_cache_through_the_config_flag(monkeypatch, affine):
     affine.shift.numpy()[:] = 9.0                    # stale: a cached buffer (the stated risk)
     with torch.no_grad():
         assert_same(compiled(x), affine.lin(x) * affine.scale + old_shift)
+
+
+class LazyThenReplayed(nn.Module):
+    """The first layer runs lazily (not compiled), its output goes to a replayed frame."""
+
+    def __init__(self):
+        super().__init__()
+        self.pre, self.lin = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def head(self, h, in_place):
+        if in_place:
+            h.mul_(2)                  # written in place: that call's training path runs eagerly
+        else:
+            h = h * 2
+        return self.lin(h)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_training_without_mark_step_never_reads_a_donated_buffer(in_place):
+    # No mark_step: after each optimizer step the weights are pending in-place updates of their
+    # device data, and the first layer's output reads the pending weight. Materializing only
+    # the replayed frame's inputs let XLA donate a weight's old buffer that another pending
+    # tensor still read ("buffer ... is deleted" on the third step).
+    import minidynamo
+
+    torch.manual_seed(0)
+    eager = LazyThenReplayed()
+    model = LazyThenReplayed()
+    model.load_state_dict(eager.state_dict())
+    model.to(dev.xla_device())
+    head = minidynamo.optimize("torchxla_trace_once")(model.head)
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (eager, model)]
+    for step in range(4):
+        x = torch.randn(2, 3, 4)
+        losses = []
+        for m, run, optimizer, device in ((eager, eager.head, optimizers[0], "cpu"),
+                                          (model, head, optimizers[1], dev.xla_device())):
+            loss = run(m.pre(x.to(device)), in_place).sum()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.detach().cpu())
+        assert_same(losses[1], losses[0])
+    for p, q in zip(model.parameters(), eager.parameters()):
+        assert_same(p.detach().cpu(), q.detach())

@@ -91,6 +91,20 @@ class TensorVariable(VariableTracker):
         pin_special_methods(tx, (name,), [self])      # x.shape, x.T: what the class finds for them
         return tensor_attribute(tx, self, name, lambda: self._getattr(tx, name))
 
+    def store_attribute(self, tx, name, value):
+        """``t.requires_grad = flag``: the setter makes ``t.requires_grad_(flag)``'s change, and
+        refuses a flag that is not a bool and any tensor that is not a leaf (``requires_grad_``
+        only refuses ``False`` there).  Other stores on a tensor are not modelled."""
+        if name != "requires_grad":
+            raise Unsupported(f"assignment to attribute {name!r} of a tensor")
+        if tx.output.function_modes:
+            raise Unsupported("assignment to a tensor's requires_grad under a TorchFunctionMode")
+        if not (isinstance(value, ConstantVariable) and type(value.value) is bool):
+            raise Unsupported(f"assignment of {value} to a tensor's requires_grad (eager wants a bool)")
+        if not self.var_getattr(tx, "is_leaf").as_python_constant():
+            raise Unsupported("assignment to requires_grad of a tensor autograd made (eager refuses it)")
+        self.call_method(tx, "requires_grad_", [value], {})
+
     def _getattr(self, tx, name):
         from .containers import SizeVariable
 
