@@ -55,7 +55,8 @@ on the device, each random op's draw is made on the host generator as eager make
 reaches the device as data; trace_once makes the draws again, in order, on every replay. The
 same seed gives eager's dropout masks, and the generator ends where eager's does. A random op
 whose eager kernel draws according to tensor values (``multinomial``, ``bernoulli`` of a tensor,
-``rrelu`` in training) makes its graph run eagerly.
+``rrelu`` in training) makes its graph run eagerly. A graph or call run eagerly on device
+tensors (for any reason) makes its random ops on the host as well (``EagerHostDraws``).
 
 A pointwise op gets its operands in the dtype eager computes it in (``dtype_check``: torch_xla
 added f32[2,3] + f64[] in f64), and ops computed in another precision than eager's CPU kernels

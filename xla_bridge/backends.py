@@ -24,6 +24,7 @@ from .aliasing import analyse_memory, may_overlap, rebuild_output_views
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
 from .dtype_check import UNSOUND_ON_DEVICE
+from .host_random import EagerHostDraws
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
@@ -249,6 +250,73 @@ def _detached_arguments(gm) -> tuple:
                          and getattr(node.target, "__name__", node.target) == "detach_"}))
 
 
+class _AllOutputs(frozenset):
+    """Every output position (``in`` is always true): a program whose outputs all go home to
+    the host."""
+
+    def __contains__(self, position) -> bool:
+        return True
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "ALL_OUTPUTS"
+
+
+ALL_OUTPUTS = _AllOutputs()
+
+
+def _host_outputs(gm, user_tensors, device_positions):
+    """The output leaf positions eager makes on the host (the device program makes them on the
+    device; they are moved back): ``ALL_OUTPUTS`` when every output is a host tensor in eager,
+    an empty set when none is.
+
+    A program whose tensor arguments all live on the host is a host program: every output goes
+    back to the host (its devices are the host's, ``device_redirect``). A program with arguments
+    on the device makes each output on the device eager's op makes it on, which the graph
+    records per node (``meta["device"]``): a host tensor (``torch.rand([])`` for LayerDrop, a
+    comparison of it, a host argument returned) stays on the host beside outputs computed on
+    the device, whatever the order of the arguments. A graph without that record keeps the
+    rule by the first tensor argument."""
+    if not device_positions:
+        return ALL_OUTPUTS
+    devices = _output_devices(gm)
+    if devices is None:                   # not recorded: the first tensor argument's device
+        first_on_host = bool(user_tensors) and not dev.is_xla(user_tensors[0])
+        return ALL_OUTPUTS if first_on_host else frozenset()
+    host = frozenset(k for k, device in enumerate(devices) if device == "cpu")
+    tensors = [k for k, device in enumerate(devices) if device is not None]
+    if tensors and len(host) == len(tensors):
+        return ALL_OUTPUTS
+    return host
+
+
+def _output_devices(gm):
+    """Per flattened output leaf of ``gm``, the device type eager makes it on (None for a
+    non-tensor leaf), from the graph's ``meta["device"]`` record; None when a tensor output
+    has no record."""
+    output = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    if output is None:
+        return None
+    devices = []
+    for leaf in pytree.tree_leaves(output.args[0]):
+        if not isinstance(leaf, torch.fx.Node):
+            devices.append(None)
+            continue
+        value = leaf.meta.get("example_value")
+        if value is None:
+            return None                   # (a multi-output op returned whole: not recorded)
+        if not isinstance(value, torch.Tensor):
+            devices.append(None)          # a Python value the graph computed
+            continue
+        device = leaf.meta.get("device")
+        if device is None:
+            return None
+        devices.append(torch.device(device).type)
+    return devices
+
+
 def _requires_grad(value) -> bool:
     return isinstance(value, torch.Tensor) and value.requires_grad
 
@@ -263,15 +331,31 @@ def _unwrapped(leaf):
     return leaf
 
 
+def _draws_random(gm) -> bool:
+    return any(node.meta.get("draws_random") for node in gm.graph.nodes)
+
+
+def _run_eagerly(gm, inputs, draws_random: bool):
+    """``gm`` run eagerly on the caller's tensors.  A graph that draws random numbers draws
+    those of its device tensors on the host generator, as everywhere in the bridge
+    (``host_random.EagerHostDraws``): the device's generator would give other numbers and leave
+    the host's where it was."""
+    if draws_random:
+        with EagerHostDraws():
+            return gm.forward(*inputs)
+    return gm.forward(*inputs)      # (not gm(...): FX would print its traceback)
+
+
 class EagerGraph:
     """The eager backend, for graphs the bridge does not run; ``reason`` says why."""
 
     def __init__(self, gm, reason: str):
         self.gm = gm
         self.reason = reason
+        self.draws_random = _draws_random(gm)
 
     def __call__(self, *inputs):
-        return self.gm.forward(*inputs)     # (not gm(...): FX would print its traceback)
+        return _run_eagerly(self.gm, inputs, self.draws_random)
 
 
 class BridgedCall:
@@ -300,8 +384,10 @@ class BridgedCall:
         self.value_positions = tuple(i for i, a in enumerate(args)
                                      if not isinstance(a, torch.Tensor))
         user_tensors = [a for a in example_inputs if isinstance(a, torch.Tensor)]
-        self.returns_to_host = not dev.is_xla(user_tensors[0]) if user_tensors else \
-            not self.device_positions
+        # Each output goes to the device eager makes it on (``_host_outputs``): the host for
+        # every output of a host program; with arguments on both, per output.
+        self.host_outputs = _host_outputs(gm, user_tensors, self.device_positions)
+        self.returns_to_host = self.host_outputs is ALL_OUTPUTS
         # Host tensors only: each run also checks the indices it reads, as eager does (index_check)
         self.check_indices = not self.device_positions
         # The one device the program's arguments live on is the device it names (device_redirect.py)
@@ -333,7 +419,7 @@ class BridgedCall:
             cached = tuple(i for i, a in enumerate(args) if isinstance(a, torch.nn.Parameter)) \
                 + tuple(weight_state)
         self.host_inputs = HostInputs(len(args), self.host_positions, cached)
-        self.draws_random = any(node.meta.get("draws_random") for node in gm.graph.nodes)
+        self.draws_random = _draws_random(gm)
         self.last_signature = None            # of the device and Python-value arguments
         self.make_program = make_program
         self.training = make_training(self) if make_training and self.check_grad_mode else None
@@ -514,16 +600,17 @@ class BridgedCall:
             if view not in made:
                 made[view] = view.of(args[view.position])
             out[k] = made[view]
-        if self.returns_to_host:
+        if self.host_outputs:
             moving = {id(leaf): leaf for k, leaf in enumerate(out)
-                      if dev.is_xla(leaf) and k not in self.views and k not in self.output_views}
+                      if dev.is_xla(leaf) and k in self.host_outputs
+                      and k not in self.views and k not in self.output_views}
             if moving:
                 moved = dict(zip(moving, dev.to_host(list(moving.values()))))
                 out = [moved.get(id(leaf), leaf) for leaf in out]
             if self.layouts:                  # eager's strides and offset (a repeated leaf once)
                 laid_out = {}
                 for k, layout in self.layouts.items():
-                    if id(out[k]) not in laid_out:
+                    if k in self.host_outputs and id(out[k]) not in laid_out:
                         laid_out[id(out[k])] = layout.of(out[k])
                 out = [laid_out.get(id(leaf), leaf) for leaf in out]
             rebuild_output_views(out, self.output_views)
@@ -561,4 +648,4 @@ class BridgedCall:
         if reason not in self.eager_reasons:
             self.eager_reasons.add(reason)
             counters.record("fallbacks", f"call runs eagerly: {reason}")
-        return self.gm.forward(*inputs)     # (not gm(...): FX would print its traceback)
+        return _run_eagerly(self.gm, inputs, self.draws_random)

@@ -28,6 +28,13 @@ as ``lazy_graph.DrawReadsValues``: not split around the op, which would run it o
 Random ops on host tensors (``torch.rand(3)`` without a device) are ``lazy_graph``'s
 ``HostRandomWatch``'s: they run on the host, between replayed segments.
 
+A graph or a call the bridge runs eagerly on device tensors (a refused graph, such a value-reading
+draw, a training call whose backward cannot be recorded) draws on the host too
+(``EagerHostDraws``): each random op on the device runs on the host with its arguments' values,
+as CPU eager runs it, and its result comes back to the device. Left to torch_xla's kernels it
+would draw from the device's generator, and the host generator would not move: every later
+host draw (wav2vec2's LayerDrop ``torch.rand([])``) would then differ from eager's too.
+
 Left as it is: eager's stand-in for a ``*_like`` draw keeps its input's memory format, and the
 CPU kernels fill it in memory order; the device's tensors have no strides, so a ``rand_like``
 of a channels-last host tensor gets eager's numbers in another order.
@@ -174,6 +181,66 @@ class Draws:
 
     def make(self) -> list:
         return dev.to_device([draw.make() for draw in self.recipes])
+
+
+class EagerHostDraws(TorchDispatchMode):
+    """Active while the bridge runs a graph eagerly on device tensors (a graph or call it does
+    not run as a device program: ``backends.EagerGraph``, ``BridgedCall._eager``).  Run as it
+    is, a random op on the device would draw from the device's generator (torch_xla's own
+    kernels): other numbers than eager's CPU run, and the host generator would not move, so
+    every host draw after it (a LayerDrop ``torch.rand([])``) would differ too.  Here each random
+    op touching the device runs on the host, as CPU eager runs it: its tensor arguments copied
+    to the host with their values (so ops whose draw reads values, ``bernoulli(p)``,
+    ``multinomial``, draw as eager's kernels do), the device named as the host; its results and
+    the arguments it writes come back to the device.  Everything else runs as it is."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not is_random(func) or not touches_device(args, kwargs):
+            return func(*args, **kwargs)
+        device_tensors = [t for t in pytree.tree_leaves((args, kwargs)) if dev.is_xla(t)]
+        dev.materialize(device_tensors)
+        host = dict(zip(map(id, device_tensors), dev.to_host(device_tensors)))
+
+        def to_host(value):
+            if isinstance(value, torch.Tensor) and dev.is_xla(value):
+                return host[id(value)]
+            if isinstance(value, torch.device) and value.type == dev.xla_device().type:
+                return torch.device("cpu")
+            if isinstance(value, str) and value.startswith(dev.xla_device().type):
+                return "cpu"
+            return value
+
+        host_args = pytree.tree_map(to_host, tuple(args))
+        host_kwargs = pytree.tree_map(to_host, dict(kwargs))
+        out = func(*host_args, **host_kwargs)     # (through the modes below this one)
+        # arguments the op writes: the host copies hold what it wrote
+        schema = func._schema
+        written = {}
+        for k, argument in enumerate(schema.arguments):
+            if argument.alias_info is None or not argument.alias_info.is_write:
+                continue
+            if argument.kwarg_only or k >= len(args):
+                device_value, host_value = kwargs.get(argument.name), host_kwargs.get(argument.name)
+            else:
+                device_value, host_value = args[k], host_args[k]
+            if isinstance(device_value, torch.Tensor) and dev.is_xla(device_value):
+                torch.Tensor.copy_(device_value, host_value)
+                written[id(host_value)] = device_value
+
+        def to_device(value):
+            if not isinstance(value, torch.Tensor):
+                return value
+            if id(value) in written:
+                return written[id(value)]
+            return dev.functional_like_a_kernel(dev.to_device([value])[0], args, kwargs)
+
+        return pytree.tree_map(to_device, out)
+
+    @classmethod
+    def when(cls, draws: bool):
+        """The mode for a graph that draws; nothing for one that does not."""
+        return cls() if draws else contextlib.nullcontext()
 
 
 class GeneratorRewind:

@@ -53,7 +53,7 @@ def recipe(bridged, program):
     if (type(program) is not ReplayedGraph or bridged.host_positions or bridged.has_state
             or bridged.views or bridged.layouts or bridged.output_views or bridged.written
             or bridged.detached or bridged.enables_grad
-            or bridged.returns_to_host or getattr(program, "warnings", None)):
+            or bridged.host_outputs or getattr(program, "warnings", None)):
         return None
     graph = program.graph
     if (graph.graph_hash is None or graph.written or graph.casts or graph.draws is not None

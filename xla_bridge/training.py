@@ -288,7 +288,7 @@ class ReplayedTraining:
             returned = _DeviceStep.apply(step, g, *node_inputs)
             outputs.update(zip(step.leaves_of_group[g], returned))
         leaves = list(step.leaves)
-        layouts = bridged.layouts if bridged.returns_to_host else {}
+        layouts = {k: layout for k, layout in bridged.layouts.items() if k in bridged.host_outputs}
         for k, tensor in outputs.items():
             # eager's strides, laid out outside the Function (autograd records the copy): an
             # output that is a view made inside a custom Function cannot be written in place
@@ -394,10 +394,11 @@ class _Step:
         self.tensor_leaves = tuple(k for k, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)
                                    and k not in plan.argument_leaves and k not in plan.repeats)
         outputs = [leaves[k] for k in self.tensor_leaves]
-        if bridged.returns_to_host:
-            on_device = [k for k, t in enumerate(outputs) if dev.is_xla(t)]
-            for k, moved in zip(on_device, dev.to_host([outputs[k] for k in on_device])):
-                outputs[k] = moved
+        if bridged.host_outputs:           # each output on the device eager makes it on
+            on_device = [j for j, t in enumerate(outputs)
+                         if dev.is_xla(t) and self.tensor_leaves[j] in bridged.host_outputs]
+            for j, moved in zip(on_device, dev.to_host([outputs[j] for j in on_device])):
+                outputs[j] = moved
         self.leaves = leaves
         self.outputs = dict(zip(self.tensor_leaves, outputs))
         # each differentiable output goes with its tangent's group; the others with the first
@@ -610,9 +611,9 @@ class LazyTraining:
         moved = {id(device_args[p]): args[p] for p in bridged.host_positions}
         leaves = [moved.get(id(leaf), leaf) for leaf in leaves]
         home = {}                             # id(device output) -> the caller's copy
-        if bridged.returns_to_host:           # each tensor once: one returned twice stays one
+        if bridged.host_outputs:              # each tensor once: one returned twice stays one
             for k, leaf in enumerate(leaves):
-                if dev.is_xla(leaf):
+                if dev.is_xla(leaf) and k in bridged.host_outputs:
                     if id(leaf) not in home:
                         home[id(leaf)] = leaf.to("cpu")
                         layout = bridged.layouts.get(k)       # eager's strides, autograd kept
