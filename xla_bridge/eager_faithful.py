@@ -26,6 +26,9 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
   source pixels; bilinear to 9 of 5 columns puts ``x[3]`` where eager's weights give ``x[2]``):
   PyTorch's reference decompositions;
 - ``sort`` orders -0.0 before 0.0 (eager: equal, in index order);
+- a slice bound below ``-size`` (``x[-4095:]`` of 8 rows) is refused ("Value out of range"),
+  where eager reads it as 0 (Mistral's sliding-window cache), in ``slice``, its backward and
+  its scatter;
 - ``gelu`` far out on the left is ``-x`` times one ulp (``gelu(-1e4)`` = -8.9e-4, eager -0.0):
   ``1 + erf`` cancels where ``erfc`` does not;
 - ops computed in another precision: 16-bit float reductions, integer division, floats
@@ -53,7 +56,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .eager_formulas import (
     EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, batch_norm_as_eager, clamps, cummax_as_eager,
     cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, lerp_as_eager,
-    logit_as_eager, mask_to_float_as_eager, norm_as_eager, reference, shifts, signed_zero_selects,
+    logit_as_eager, mask_to_float_as_eager, norm_as_eager, reference, shifts, signed_zero_selects, slices_as_eager,
     sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
 )
 from .eager_precision import accumulations_in_float32, integer_divisions, to_integer_as_eager
@@ -138,6 +141,19 @@ def _by_dispatch_only(node) -> bool:
     return False
 
 
+def _slices_past_the_start(node) -> bool:
+    """A node indexing with a slice whose constant bound lies below minus a dimension of its
+    tensor (which dimension it slices is not worked out: any dimension as short counts)."""
+    tensor = node.args[0].meta.get("example_value") if node.args and isinstance(node.args[0], fx.Node) else None
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
+        return False
+    shortest = min(tensor.shape)
+    bounds = [b for s in pytree.tree_leaves(node.args[1:], is_leaf=lambda v: isinstance(v, slice))
+              if isinstance(s, slice) for b in (s.start, s.stop)]
+    bounds += [b for b in (*node.args[2:], *node.kwargs.values()) if op_name(node.target) in ("slice", "narrow")]
+    return any(type(b) is int and b < -shortest for b in bounds)
+
+
 def _arange_with_a_float(node) -> bool:
     return op_name(node.target) == "arange" and any(type(a) is float for a in (*node.args, *node.kwargs.values()))
 
@@ -191,6 +207,7 @@ EAGER_FAITHFUL = (
     (_calls("gelu", "gelu_"), {_aten.gelu.default: gelu_as_eager,
                                _aten.gelu_.default: in_place(gelu_as_eager)},
      {INFERENCE, TRAINING}),
+    (_slices_past_the_start, slices_as_eager(), {INFERENCE, TRAINING}),
     # (reached through the ops a graph dispatches: FormulaProbe)
     (_by_dispatch_only, accumulations_in_float32(), {INFERENCE, TRAINING}),
     (_by_dispatch_only, integer_divisions(), {INFERENCE, TRAINING}),

@@ -86,6 +86,50 @@ def arange_as_eager(start, end, step=1, *, dtype=None, layout=None, device=None,
     return (positions * step + start).to(dtype or torch.get_default_dtype())
 
 
+def _bound_inside(bound, size):
+    """A slice bound as eager reads it, moved inside XLA's accepted range: eager counts a bound
+    below ``-size`` as 0 (so does ``-size``); XLA's lowering refuses it ("Value out of range")."""
+    return -size if isinstance(bound, int) and bound < -size else bound
+
+
+def _slice_bounds_past_the_start(size, start, end) -> bool:
+    return any(isinstance(b, int) and b < -size for b in (start, end))
+
+
+def slices_as_eager():
+    """``slice`` (``x[-4095:]`` of 8 rows: Mistral's sliding-window cache), its backward and its
+    scatter (a store through such a slice), with a bound below ``-size`` read as eager reads it.
+    Other calls keep the lowering (NotImplemented)."""
+    def slicing(op):
+        def slice_(x, dim=0, start=None, end=None, step=1):
+            size = x.shape[dim]
+            if reentry.active or not _slice_bounds_past_the_start(size, start, end):
+                return NotImplemented
+            with lowered():
+                return op(x, dim, _bound_inside(start, size), _bound_inside(end, size), step)
+        return slice_
+
+    def slice_backward(grad, input_sizes, dim, start, end, step):
+        size = input_sizes[dim]
+        if reentry.active or not _slice_bounds_past_the_start(size, start, end):
+            return NotImplemented
+        with lowered():
+            return _aten.slice_backward.default(grad, input_sizes, dim, _bound_inside(start, size),
+                                                _bound_inside(end, size), step)
+
+    def slice_scatter(x, src, dim=0, start=None, end=None, step=1):
+        size = x.shape[dim]
+        if reentry.active or not _slice_bounds_past_the_start(size, start, end):
+            return NotImplemented
+        with lowered():
+            return _aten.slice_scatter.default(x, src, dim, _bound_inside(start, size), _bound_inside(end, size),
+                                               step)
+
+    return {_aten.slice.Tensor: slicing(_aten.slice.Tensor),   # (under functionalization: slice_copy)
+            _aten.slice_copy.Tensor: slicing(_aten.slice_copy.Tensor),
+            _aten.slice_backward.default: slice_backward, _aten.slice_scatter.default: slice_scatter}
+
+
 _NARROW_INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32)
 
 
