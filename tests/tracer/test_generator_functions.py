@@ -247,6 +247,16 @@ def _outputs(fn, *args):
     return result, out.getvalue()
 
 
+def _same_outputs_and_reasons(f, x) -> list:
+    """``f(x)`` compiled gives eager's result and printed output; the reasons ``explain`` gives."""
+    expected = _outputs(f, x)
+    minidynamo.reset()
+    got = _outputs(minidynamo.optimize("eager")(f), x)
+    assert_same(expected[0], got[0])
+    assert got[1] == expected[1]
+    return minidynamo.explain(f)(x).reasons
+
+
 def test_prints_in_the_body_run_in_eager_order():
     """A print is a graph break; inside a generator's body it makes the frame run eagerly (or the
     pulling call, when the generator lives inside it): the output is eager's, in eager's order."""
@@ -467,14 +477,8 @@ def test_handed_over_at_a_graph_break_while_unfinished():
         print("between")               # a graph break: g would have to cross it
         return a + next(g)
 
-    x = torch.randn(3)
-    expected = _outputs(f, x)
-    minidynamo.reset()
-    got = _outputs(minidynamo.optimize("eager")(f), x)
-    assert_same(expected[0], got[0])
-    assert got[1] == expected[1]
-    report = minidynamo.explain(f)(x)
-    assert any("GeneratorVariable" in r and "cannot be rebuilt" in r for r in report.reasons), report.reasons
+    reasons = _same_outputs_and_reasons(f, torch.randn(3))
+    assert any("GeneratorVariable" in r and "cannot be rebuilt" in r for r in reasons), reasons
 
 
 def test_a_graph_break_inside_a_loop_over_a_generator():
@@ -485,14 +489,8 @@ def test_a_graph_break_inside_a_loop_over_a_generator():
             print("step")
         return total
 
-    x = torch.randn(3)
-    expected = _outputs(f, x)
-    minidynamo.reset()
-    got = _outputs(minidynamo.optimize("eager")(f), x)
-    assert_same(expected[0], got[0])
-    assert got[1] == expected[1]
-    report = minidynamo.explain(f)(x)
-    assert any("generator countdown" in r for r in report.reasons), report.reasons
+    reasons = _same_outputs_and_reasons(f, torch.randn(3))
+    assert any("generator countdown" in r for r in reasons), reasons
 
 
 def with_cleanup(x, log):

@@ -78,6 +78,19 @@ def repeat(argset, n=3):
     return [lambda st, i=i: argset(st, i) for i in range(n)]
 
 
+def logged(program):
+    """A case whose call i is ``program(X[i], log)``, one caller's list ``log`` kept across the
+    calls."""
+    return simple(program, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+
+
+def counted(program, *counts):
+    """A case whose call i is ``program(X[i], counts[i], log)``, one caller's list ``log`` kept
+    across the calls."""
+    return simple(program, lambda: {"log": []},
+                  [lambda st, i=i, n=n: (X[i], n, st["log"]) for i, n in enumerate(counts)])
+
+
 # == interleaving of body side effects with the consumer's =======================================
 @case
 def body_print_interleaves_with_consumer():
@@ -113,7 +126,7 @@ def body_appends_to_caller_list_between_consumer_appends():
         log.append(len(log))
         return a + b
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -305,18 +318,25 @@ def _use_default(x):
     return list(_gen_with_default(x))
 
 
-@case
-def generator_defaults_changed_between_calls():
+def changed_between_calls(program, functions, change, at=2, n=4):
+    """A case calling ``program`` (on a globals dict of its own holding ``functions``) ``n``
+    times, ``change(namespace)`` made by the caller before call ``at``."""
     def make():
-        fn, ns = with_globals(_use_default, _gen_with_default=_gen_with_default)
+        fn, ns = with_globals(program, **functions)
         return fn, {"ns": ns}
 
     def call(st, i):
-        if i == 2:
-            st["ns"]["_gen_with_default"].__defaults__ = (7,)
+        if i == at:
+            change(st["ns"])
         return (X[i],)
 
-    return make, repeat(call, 4)
+    return make, repeat(call, n)
+
+
+@case
+def generator_defaults_changed_between_calls():
+    return changed_between_calls(_use_default, {"_gen_with_default": _gen_with_default},
+                                 lambda ns: setattr(ns["_gen_with_default"], "__defaults__", (7,)))
 
 
 def _gen_a(x):
@@ -334,30 +354,14 @@ def _use_gen_a(x):
 
 @case
 def generator_code_swapped_between_calls():
-    def make():
-        fn, ns = with_globals(_use_gen_a, _gen_a=_gen_a)
-        return fn, {"ns": ns}
-
-    def call(st, i):
-        if i == 2:
-            st["ns"]["_gen_a"].__code__ = _gen_b.__code__
-        return (X[i],)
-
-    return make, repeat(call, 4)
+    return changed_between_calls(_use_gen_a, {"_gen_a": _gen_a},
+                                 lambda ns: setattr(ns["_gen_a"], "__code__", _gen_b.__code__))
 
 
 @case
 def generator_function_rebound_between_calls():
-    def make():
-        fn, ns = with_globals(_use_gen_a, _gen_a=_gen_a)
-        return fn, {"ns": ns}
-
-    def call(st, i):
-        if i == 1:
-            st["ns"]["_gen_a"] = _gen_b
-        return (X[i],)
-
-    return make, repeat(call, 3)
+    return changed_between_calls(_use_gen_a, {"_gen_a": _gen_a},
+                                 lambda ns: ns.__setitem__("_gen_a", _gen_b), at=1, n=3)
 
 
 @case
@@ -401,7 +405,7 @@ def zip_of_the_same_generator():
         pairs = [a + b for a, b in zip(g, g)]
         return pairs, next(g, "end")
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -413,7 +417,7 @@ def zip_pulls_the_longer_generator_once_more():
         pairs2 = list(zip(range(2), h))    # h is not pulled a third time
         return pairs, next(g), pairs2, next(h)
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -425,7 +429,7 @@ def next_in_a_loop_then_list():
             firsts.append(next(g))
         return firsts, list(g), list(g)
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -437,7 +441,7 @@ def early_break_then_next():
                 break
         return t, next(g), [u.sum() for u in g]
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -476,7 +480,7 @@ def two_genexprs_sharing_one_generator():
         b = (t * 3 for t in g)
         return list(zip(a, b)), log[-1]
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -488,7 +492,7 @@ def islice_takewhile_and_chain_of_the_same():
         rest = list(itertools.chain(g, g))
         return head, tw, rest
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -525,9 +529,7 @@ def builtins_over_generators_with_defaults():
                 sorted(_count(2, log, n), reverse=True), dict((i, t) for i, t in enumerate(_count(x, log, n))),
                 "".join(str(i) for i in _count(1, log, n)), list(enumerate(_count(x, log, n), start=5)))
 
-    return simple(f, lambda: {"log": []}, per_call(lambda st, i: (X[0], 3, st["log"]),
-                                                   lambda st, i: (X[1], 0, st["log"]),
-                                                   lambda st, i: (X[2], 2, st["log"])))
+    return counted(f, 3, 0, 2)
 
 
 @case
@@ -544,7 +546,7 @@ def generator_created_never_started():
         next(h)
         return x + 1, type(g).__name__
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -559,7 +561,7 @@ def never_started_generator_with_finally():
         g = gen(x, log)
         return x * 2
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -580,7 +582,7 @@ def generators_created_in_a_loop():
             more.append(next(g))
         return firsts, seconds, more
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -588,7 +590,7 @@ def zip_star_of_generators():
     def f(x, log):
         return [sum(col) for col in zip(*(_count(x + k, log, 3) for k in range(3)))]
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 # == exceptions ====================================================================================
@@ -627,9 +629,7 @@ def body_raises_uncaught():
             log.append(t)
         return x
 
-    return simple(f, lambda: {"log": []}, per_call(lambda st, i: (X[0], 1, st["log"]),
-                                                   lambda st, i: (X[1], 2, st["log"]),
-                                                   lambda st, i: (X[2], 0, st["log"])))
+    return counted(f, 1, 2, 0)
 
 
 @case
@@ -681,9 +681,7 @@ def next_of_exhausted_generator_in_consumer():
             b = x * 0
         return a, b, next(g)      # eager: StopIteration out of f on the third call
 
-    return simple(f, lambda: {"log": []}, per_call(lambda st, i: (X[0], 3, st["log"]),
-                                                   lambda st, i: (X[1], 1, st["log"]),
-                                                   lambda st, i: (X[2], 2, st["log"])))
+    return counted(f, 3, 1, 2)
 
 
 @case
@@ -704,9 +702,7 @@ def exception_in_nested_generator_caught_by_outer():
     def f(x, n, log):
         return list(outer(x, n, log))
 
-    return simple(f, lambda: {"log": []}, per_call(lambda st, i: (X[0], 0, st["log"]),
-                                                   lambda st, i: (X[1], 1, st["log"]),
-                                                   lambda st, i: (X[2], 0, st["log"])))
+    return counted(f, 0, 1, 0)
 
 
 @case
@@ -744,7 +740,7 @@ def try_finally_generator_fully_consumed():
             total = total + t
         return total
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -760,7 +756,7 @@ def try_finally_generator_left_paused():
         g = gen(x, log)
         return next(g) + 1
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -839,7 +835,7 @@ def generator_pulls_from_a_generator_the_consumer_also_pulls():
         c = next(gg)
         return a, b, c, list(h), list(gg)
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -1165,7 +1161,7 @@ def print_of_tensor_inside_body():
         out = [t * y for t in gen(x, log)]
         return out
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -1190,7 +1186,7 @@ def break_in_consumer_between_pulls():
         b = next(g)
         return a + b
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 @case
@@ -1201,7 +1197,7 @@ def break_after_generator_exhausted():
         print("after", len(vals))
         return vals, next(g, None)
 
-    return simple(f, lambda: {"log": []}, repeat(lambda st, i: (X[i], st["log"])))
+    return logged(f)
 
 
 # == builtins and methods that walk a generator while they work (wrong answers found here) =======
