@@ -340,10 +340,8 @@ def _run_eagerly(gm, inputs, draws_random: bool):
     those of its device tensors on the host generator, as everywhere in the bridge
     (``host_random.EagerHostDraws``): the device's generator would give other numbers and leave
     the host's where it was."""
-    if draws_random:
-        with EagerHostDraws():
-            return gm.forward(*inputs)
-    return gm.forward(*inputs)      # (not gm(...): FX would print its traceback)
+    with EagerHostDraws.when(draws_random):
+        return gm.forward(*inputs)      # (not gm(...): FX would print its traceback)
 
 
 class EagerGraph:

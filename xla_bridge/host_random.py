@@ -89,12 +89,19 @@ class _StandIn:
         return torch.empty(self.shape, dtype=self.dtype)
 
 
+def _host_device(value):
+    """``value``, with the device named as the host where it names the device."""
+    if isinstance(value, torch.device) and value.type == dev.xla_device().type:
+        return torch.device("cpu")
+    if isinstance(value, str) and value.startswith(dev.xla_device().type):
+        return "cpu"
+    return value
+
+
 def _on_host(value):
     if isinstance(value, torch.Tensor):
         return _StandIn(tuple(value.shape), value.dtype)
-    if isinstance(value, torch.device) and value.type == dev.xla_device().type:
-        return torch.device("cpu")
-    return value
+    return _host_device(value)
 
 
 def _made(value):
@@ -126,7 +133,15 @@ def touches_device(args, kwargs) -> bool:
         any(dev.is_xla(t) for t in pytree.tree_leaves((args, kwargs)))
 
 
-class HostDraws(TorchDispatchMode):
+class _DrawMode(TorchDispatchMode):
+    @classmethod
+    def when(cls, draws: bool):
+        """The mode for a graph that draws; nothing for one that does not (a dispatch mode
+        costs a Python call per op)."""
+        return cls() if draws else contextlib.nullcontext()
+
+
+class HostDraws(_DrawMode):
     """Active while the bridge traces a graph on the device: each random op on the device is
     drawn on the host (see the module docstring) and reaches the device as data. ``draws``:
     each draw's recipe with the device tensor it made, in the program's order; ``reason()``:
@@ -153,12 +168,6 @@ class HostDraws(TorchDispatchMode):
             return args[0]
         return dev.functional_like_a_kernel(drawn, args, kwargs)
 
-    @classmethod
-    def when(cls, draws: bool):
-        """The mode for a graph that draws; nothing for one that does not (a dispatch mode
-        costs a Python call per op)."""
-        return cls() if draws else contextlib.nullcontext()
-
     def reason(self):
         if self.reads_values:
             return (f"random ops whose draw reads tensor values ({', '.join(sorted(set(self.reads_values)))}): "
@@ -183,7 +192,7 @@ class Draws:
         return dev.to_device([draw.make() for draw in self.recipes])
 
 
-class EagerHostDraws(TorchDispatchMode):
+class EagerHostDraws(_DrawMode):
     """Active while the bridge runs a graph eagerly on device tensors (a graph or call it does
     not run as a device program: ``backends.EagerGraph``, ``BridgedCall._eager``).  Run as it
     is, a random op on the device would draw from the device's generator (torch_xla's own
@@ -205,11 +214,7 @@ class EagerHostDraws(TorchDispatchMode):
         def to_host(value):
             if isinstance(value, torch.Tensor) and dev.is_xla(value):
                 return host[id(value)]
-            if isinstance(value, torch.device) and value.type == dev.xla_device().type:
-                return torch.device("cpu")
-            if isinstance(value, str) and value.startswith(dev.xla_device().type):
-                return "cpu"
-            return value
+            return _host_device(value)
 
         host_args = pytree.tree_map(to_host, tuple(args))
         host_kwargs = pytree.tree_map(to_host, dict(kwargs))
@@ -236,11 +241,6 @@ class EagerHostDraws(TorchDispatchMode):
             return dev.functional_like_a_kernel(dev.to_device([value])[0], args, kwargs)
 
         return pytree.tree_map(to_device, out)
-
-    @classmethod
-    def when(cls, draws: bool):
-        """The mode for a graph that draws; nothing for one that does not."""
-        return cls() if draws else contextlib.nullcontext()
 
 
 class GeneratorRewind:
