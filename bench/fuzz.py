@@ -24,7 +24,7 @@ if _repo not in sys.path:
     sys.path.insert(0, _repo)
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
-from tests.fuzz.generator import FEATURES, generate  # noqa: E402
+from tests.fuzz.generator import FEATURES, features_for, generate  # noqa: E402
 from tests.fuzz.runner import fuzz_one, fuzz_parallel, parse_features, summarize  # noqa: E402
 
 
@@ -38,6 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--features", default="all",
                     help="'all' (default), 'safe' (known-bug features off), or a list: 'safe,+dict_views,-print'")
     ap.add_argument("--backend", default="eager", help="eager | counting | any registered backend name")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "xla"),
+                    help="where the program's tensors live; 'xla': the reference is plain lazy torch_xla")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds before a silent program counts as hung")
     ap.add_argument("--no-minimize", action="store_true")
     ap.add_argument("--only", type=int, default=None, help="run (and print) just this program index")
@@ -48,12 +50,12 @@ def main(argv=None) -> int:
         for name, (weight, bug, what) in FEATURES.items():
             print(f"{name:18} {'known-bug' if bug else '         '} w={weight:<4} {what}")
         return 0
-    feats = parse_features(a.features)
+    feats = features_for(parse_features(a.features), a.device)
     if a.only is not None:
         prog = generate(a.seed, a.only, feats)
         print(prog.source())
         print("steps:", prog.steps)
-        rec = fuzz_one(a.seed, a.only, feats, a.backend, a.out, not a.no_minimize)
+        rec = fuzz_one(a.seed, a.only, feats, a.backend, a.out, not a.no_minimize, a.device)
         print(json.dumps(rec, indent=1))
         return 1 if rec["mismatch"] else 0
 
@@ -72,16 +74,17 @@ def main(argv=None) -> int:
             print(f"[{done}/{total}] {el:.0f}s {done / el:.1f} programs/s", flush=True)
 
     records = fuzz_parallel(a.seed, a.n, a.jobs, a.features, a.out, a.backend, a.timeout,
-                            not a.no_minimize, progress, start=a.start)
+                            not a.no_minimize, progress, start=a.start, device=a.device)
     summary = summarize(records, time.time() - t0, a.jobs)
-    summary.update(seed=a.seed, start=a.start, features=a.features, backend=a.backend,
+    summary.update(seed=a.seed, start=a.start, features=a.features, backend=a.backend, device=a.device,
                    features_enabled=sorted(feats))
     with open(os.path.join(a.out, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
     with open(os.path.join(a.out, "records.jsonl"), "w") as fh:
         for r in records:
             fh.write(json.dumps(r) + "\n")
-    print(f"\nseed {a.seed}, programs {a.start}..{a.start + a.n - 1}, features {a.features}, backend {a.backend}")
+    print(f"\nseed {a.seed}, programs {a.start}..{a.start + a.n - 1}, features {a.features}, backend {a.backend}, "
+          f"device {a.device}")
     print(f"{summary['programs']} programs, {summary['calls']} calls ({summary['grad_checks']} with gradients "
           f"compared) in {summary['elapsed_s']} s: "
           f"{summary['programs_per_s']} programs/s ({summary['programs_per_s_per_job']} per job)")
@@ -91,6 +94,11 @@ def main(argv=None) -> int:
           f"with graph breaks in {summary['programs_with_breaks']} ({summary['graph_breaks']} breaks); "
           f"f or a resume function of it fell back in {summary['programs_with_f_fallbacks']}")
     print(f"mismatches: {summary['mismatches']} in {len(summary['families'])} families; crashes/hangs: {summary['crashes']}")
+    if a.device != "cpu":
+        print(f"calls where minidynamo differed from lazy torch_xla but agreed with eager on the host: "
+              f"{summary['calls_only_host_agreed']}")
+    if summary["reference_errors"]:
+        print(f"not compared (lazy torch_xla's own result unreadable): {summary['reference_errors']}")
     for sig, idx in summary["families"].items():
         print(f"  {len(idx):4} x {sig}   (e.g. index {idx[0]})")
     print("top fallback reasons of f:")

@@ -94,10 +94,21 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "special_values":  (0.5, False, "calls whose x or y holds a NaN, an infinity, -0.0 or 1e30"),
     "vary_grad":       (1.0, False, "x requires grad from the first call on, or from a later one (the oracle then "
                                     "compares the gradients of the results too)"),
+    # a value domain XLA leaves implementation-defined (a modifier of the ops above; off on the device)
+    "zero_divisors":   (1.0, False, "integer //, %, fmod by a tensor or an int that may be 0 (without: made nonzero)"),
 }
 
 ALL_FEATURES = frozenset(FEATURES)
 SAFE_FEATURES = frozenset(name for name, (_, bug, _) in FEATURES.items() if not bug)
+
+# Features off in device mode (``--device xla``), where no fair comparison exists: XLA draws its
+# random numbers from its own generator, seeded apart from ``torch.manual_seed``; XLA's integer
+# division by zero is implementation-defined where eager raises (tests/fuzz/README.md, "Device mode").
+DEVICE_OFF = {"cpu": frozenset(), "xla": frozenset({"random_ops", "zero_divisors"})}
+
+
+def features_for(features: frozenset, device: str) -> frozenset:
+    return frozenset(features) - DEVICE_OFF[device]
 
 
 def program_seed(seed: int, index: int) -> int:
@@ -450,6 +461,7 @@ class Gen:
         t = self.pick(self.tensors())
         s = self.shape(t)
         kind = r.random()
+        div = "{}" if self.on("zero_divisors") else "(({}).abs() + 1)"   # a divisor that may be 0
         if kind < 0.3:
             op = r.choice(["{t}.relu()", "torch.sigmoid({t})", "{t}.abs()", "-{t}", "{t} * 2",
                            "{t} + 1.5", "torch.tanh({t})", "{t}.clamp(min=-0.5)",
@@ -466,7 +478,7 @@ class Gen:
                            "torch.nn.functional.relu6({t})", "{t}.clamp(-0.5, 0.5)", "{t} + 0",
                            # integer tensors: eager refuses some integer ops XLA computes
                            f"{INT.format(v='{t} * 3', to='long')} // 2",
-                           f"{INT.format(v='{t} * 3', to='long')} % {{i}}",
+                           f"{INT.format(v='{t} * 3', to='long')} % " + div.format("{i}"),
                            f"{INT.format(v='{t} * 4', to='int')} ** 2"]
                           + ([f"{INT.format(v='{t} * 3', to='int')}.cumsum(-1)"] if len(s) >= 1 else []))
             return op.format(t=t, i=self.int_expr(1), f=self.float_expr()), s
@@ -475,8 +487,9 @@ class Gen:
             u = self.pick(partners)
             op = r.choice(["{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})",
                            "{a} / ({b}.abs() + 1)", "torch.where({b} > 0, {a}, {b})",
-                           f"{INT.format(v='{a} * 4', to='long')} // {INT.format(v='{b} * 2', to='long')}",
-                           f"torch.fmod({INT.format(v='{a} * 4', to='long')}, {INT.format(v='{b} * 2', to='long')})"])
+                           f"{INT.format(v='{a} * 4', to='long')} // " + div.format(INT.format(v='{b} * 2', to='long')),
+                           f"torch.fmod({INT.format(v='{a} * 4', to='long')}, "
+                           + div.format(INT.format(v='{b} * 2', to='long')) + ")"])
             return op.format(a=t, b=u), broadcast(s, self.shape(u))
         if kind < 0.68 and self.on("helper_calls"):
             return r.choice([f"helper_tensor({t})", f"helper_tensor({t}, k={r.randint(0, 3)})",
@@ -1435,7 +1448,8 @@ class Gen:
 INT = "({v}).clamp(-1e6, 1e6).nan_to_num(0.0).{to}()"
 ARGS = ("x", "y", "n", "xs", "ts")
 STMT_KINDS = [name for name in FEATURES if not name.startswith(("vary_", "reuse_", "state_mutation", "arg_aliasing",
-                                                                 "tensor_views", "special_values"))]
+                                                                 "tensor_views", "special_values"))
+              and name != "zero_divisors"]
 COMPOUND = {"graph_breaks", "try_except", "grad_mode", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
 
 

@@ -66,12 +66,12 @@ def _unwrap(prog: Program, path: tuple) -> Program | None:
     return p
 
 
-def still_fails(prog: Program, category: str, backend, run=run_program) -> bool:
+def still_fails(prog: Program, category: str, backend, run=run_program, device: str = "cpu") -> bool:
     """The candidate still mismatches in ``category`` (one that runs past the bounds does not)."""
     dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
     try:
         with Bound(CANDIDATE_SECONDS, CANDIDATE_EXTRA_BYTES) as bound:
-            out: Outcome = run(prog.source(), prog.steps, backend)
+            out: Outcome = run(prog.source(), prog.steps, backend, device=device)
     except Exception:   # noqa: BLE001
         return False
     if bound.exceeded:   # stopped anywhere, perhaps in the run's own clean-up: redo it
@@ -87,9 +87,9 @@ def still_fails(prog: Program, category: str, backend, run=run_program) -> bool:
 
 
 def minimize(prog: Program, category: str, backend="eager", budget: int = 300,
-             check: Callable[[Program], bool] | None = None) -> Program:
+             check: Callable[[Program], bool] | None = None, device: str = "cpu") -> Program:
     """Greedy one-at-a-time removal to a fixpoint (programs are small), within ``budget`` runs."""
-    check = check or (lambda p: still_fails(p, category, backend))
+    check = check or (lambda p: still_fails(p, category, backend, device=device))
     runs = 0
     changed = True
     while changed and runs < budget:
@@ -187,11 +187,12 @@ SOURCE = {source}
 STEPS = {steps}
 
 if __name__ == "__main__":
-    print(run_script(SOURCE, STEPS, {backend!r}))
+    print(run_script(SOURCE, STEPS, {backend!r}, device={device!r}))
 '''
 
 
-def write_repro(prog: Program, mismatch: str, out_dir: str, backend="eager", name: str | None = None) -> str:
+def write_repro(prog: Program, mismatch: str, out_dir: str, backend="eager", name: str | None = None,
+                device: str = "cpu") -> str:
     os.makedirs(out_dir, exist_ok=True)
     name = name or f"repro_s{prog.seed}_i{prog.index}.py"
     path = os.path.join(out_dir, name)
@@ -201,7 +202,8 @@ def write_repro(prog: Program, mismatch: str, out_dir: str, backend="eager", nam
     text = REPRO_TEMPLATE.format(seed=prog.seed, index=prog.index, mismatch=mismatch.replace('"""', "'''"),
                                  path=os.path.relpath(path, repo), up=up,
                                  source="'''\\\n" + source.replace("\\", "\\\\").replace("'''", "\\'\\'\\'") + "'''",
-                                 steps=pprint.pformat(prog.steps, width=110), backend=backend)
+                                 steps=pprint.pformat(prog.steps, width=110), backend=backend,
+                                 device=device)
     with open(path, "w") as fh:
         fh.write(text)
     return path

@@ -13,6 +13,11 @@ grad) are compared as well, or the error computing them raises.
 
 ``run_program(source, steps, backend)`` -> :class:`Outcome` (``mismatch`` is None when all
 agree).  ``run_script`` is the entry point of the written repro files.
+
+Device mode (``device="xla"``): every tensor the program receives (arguments, ``MOD``'s
+parameters and buffers, tensors in globals and on ``OBJ``) lives on the XLA device, so the
+"eager" side is plain lazy torch_xla and the optimized side minidynamo with an XLA backend;
+values are compared on the host with XLA:CPU float32 tolerances (tests/fuzz/README.md).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class Outcome:
     compiles: int = 0
     grad_checks: int = 0                 # calls whose gradients were compared too
     setup_error: Optional[str] = None
+    reference_error: Optional[str] = None   # device mode: lazy torch_xla's own result unreadable (not compared)
+    host_agreed: int = 0                     # device mode: calls where only eager on the host agreed
 
     @property
     def category(self) -> Optional[str]:
@@ -66,16 +73,29 @@ SHADOWS = {
 }
 
 
-def make_args(spec: dict) -> tuple:
+def torch_device(device: str) -> torch.device:
+    """``"cpu"`` or ``"xla"`` (torch_xla imported through the bridge, which keeps torch's names)."""
+    if device == "cpu":
+        return torch.device("cpu")
+    from xla_bridge import device as dev
+    return dev.xla_device()
+
+
+def make_args(spec: dict, device: str = "cpu") -> tuple:
     g = torch.Generator().manual_seed(spec["seed"])
     dtype = getattr(torch, spec["dtype"])
     B, C = spec["B"], spec["C"]
+    where = torch_device(device)
+
+    def randn(*shape):   # drawn on the host (the same values in both modes), then moved
+        return torch.randn(*shape, generator=g, dtype=dtype).to(where)
+
     if spec.get("view"):
-        base = torch.randn(B + 1, C, generator=g, dtype=dtype)
+        base = randn(B + 1, C)
         x = base[1:]
     else:
-        x = torch.randn(B, C, generator=g, dtype=dtype)
-    y = x if spec.get("alias") else torch.randn(B, C, generator=g, dtype=dtype)
+        x = randn(B, C)
+    y = x if spec.get("alias") else randn(B, C)
     if spec.get("grad"):
         x = x.detach().clone().requires_grad_(True)
     for name, row, col, value in spec.get("special", ()):   # a NaN, an infinity, a -0.0 planted
@@ -84,7 +104,7 @@ def make_args(spec: dict) -> tuple:
             target[row % B, col % C] = float(value)
     for name in spec.get("shadow", ()):   # attributes on the input that hide tensor methods
         setattr(x, name, SHADOWS[name])
-    ts = [torch.randn(B, C, generator=g, dtype=dtype) for _ in range(spec["nts"])]
+    ts = [randn(B, C) for _ in range(spec["nts"])]
     if spec.get("alias") and ts:
         ts[0] = x
     return (x, y, spec["n"], list(spec["xs"]), ts)
@@ -93,6 +113,26 @@ def make_args(spec: dict) -> tuple:
 def pick_args(args: tuple, names) -> tuple:
     full = dict(zip(("x", "y", "n", "xs", "ts"), args))
     return tuple(full[name] for name in names)
+
+
+def place_state(ns: dict, device: str) -> None:
+    """Device mode: move the tensors of the program's state (``MOD``'s parameters and buffers,
+    tensor globals, tensors on ``OBJ``) to the device; run after setup and after each mutation
+    step (``MOD.shift = torch.tensor(1.0)`` makes a host tensor).  Tensors already there are left
+    alone (``Module.to`` would reassign every ``.data``)."""
+    if device == "cpu":
+        return
+    where = torch_device(device)
+    for k, v in list(ns.items()):
+        if isinstance(v, torch.Tensor) and v.device != where:
+            ns[k] = v.to(where)
+        elif isinstance(v, torch.nn.Module):
+            if any(t.device != where for t in list(v.parameters()) + list(v.buffers())):
+                v.to(where)
+        elif is_user_object(v):
+            for a, t in list(vars(v).items()):
+                if isinstance(t, torch.Tensor) and t.device != where:
+                    setattr(v, a, t.to(where))
 
 
 def build_namespace(source: str) -> dict:
@@ -110,6 +150,26 @@ class Diff(Exception):
     pass
 
 
+class ReferenceBroken(Exception):
+    """Device mode: a tensor of the reference side (plain lazy torch_xla) cannot be read back, or
+    reads back in another shape than it reports (torch_xla 2.9's ``copy_`` from a host tensor that
+    broadcasts): there is nothing to compare against, so the program stops there, uncompared."""
+
+
+def host_copy(t: torch.Tensor, side: str, path: str) -> torch.Tensor:
+    """``t``'s values on the host (a no-op on the CPU), checked against the shape it reports."""
+    try:
+        h = t.detach().cpu()
+        problem = None if h.shape == t.shape else f"reports {tuple(t.shape)}, reads back as {tuple(h.shape)}"
+    except Exception as e:   # noqa: BLE001
+        problem = exc_key(e)[:200]
+    if problem is None:
+        return h
+    if side == "eager":
+        raise ReferenceBroken(f"{path}: {problem}")
+    raise Diff(f"tensor: {path}: the optimized tensor {problem}")
+
+
 def autograd_state(t: torch.Tensor):
     """``t.is_leaf``, or the error reading it raises (a view made in no_grad mode whose base
     was changed in place): both sides must agree on either."""
@@ -119,11 +179,20 @@ def autograd_state(t: torch.Tensor):
         return f"raises {str(e).splitlines()[0][:60]}"
 
 
+def storage_key(t: torch.Tensor) -> tuple:
+    if t.device.type == "cpu":
+        return ("s", t.untyped_storage().data_ptr())
+    return ("c", t.untyped_storage()._cdata)   # no data pointer on XLA; views share the storage object
+
+
 class Comparer:
     """Structural equality of two object graphs (eager's and optimized's), aliasing included:
     each mutable object (and tensor storage) on one side must pair with exactly one on the other."""
 
-    def __init__(self):
+    def __init__(self, device: str = "cpu", across: bool = False):
+        # XLA:CPU float32 (lazy vs compiled graphs fuse differently): tests/xla/xla_testing.assert_same
+        self.rtol, self.atol = (1e-5, 1e-6) if device == "cpu" else (1e-4, 1e-5)
+        self.across = across   # host tensors against device ones: devices and strides not compared
         self.fwd: dict = {}
         self.bwd: dict = {}
         self.keep: list = []   # keep compared objects alive so ids stay unique
@@ -143,10 +212,9 @@ class Comparer:
         if a.numel() == 0 or b.numel() == 0 or a.is_meta or b.is_meta:
             return
         try:
-            sa, sb = a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()
+            ka, kb = storage_key(a), storage_key(b)
         except Exception:
             return
-        ka, kb = ("s", sa), ("s", sb)
         if ka in self.fwd or kb in self.bwd:
             if self.fwd.get(ka) != kb or self.bwd.get(kb) != ka:
                 raise Diff(f"aliasing: {path}: tensor storage shared on one side only")
@@ -161,19 +229,21 @@ class Comparer:
             if self.pair(a, b, path):
                 return
             self.storage(a, b, path)
-            for attr in ("dtype", "shape", "requires_grad", "device"):
+            for attr in ("dtype", "shape", "requires_grad") + (() if self.across else ("device",)):
                 if getattr(a, attr) != getattr(b, attr):
                     raise Diff(f"tensor: {path}.{attr}: eager {getattr(a, attr)}, optimized {getattr(b, attr)}")
-            if a.stride() != b.stride() and a.numel() > 1:
+            if self.across:
+                pass
+            elif a.stride() != b.stride() and a.numel() > 1:
                 raise Diff(f"tensor: {path}.stride(): eager {a.stride()}, optimized {b.stride()}")
-            if a.storage_offset() != b.storage_offset():
+            elif a.storage_offset() != b.storage_offset():
                 raise Diff(f"tensor: {path}.storage_offset(): eager {a.storage_offset()}, optimized {b.storage_offset()}")
             leaf_a, leaf_b = autograd_state(a), autograd_state(b)
             if leaf_a != leaf_b:
                 raise Diff(f"tensor: {path}.is_leaf: eager {leaf_a}, optimized {leaf_b}")
-            da, db = a.detach(), b.detach()
+            da, db = host_copy(a, "eager", path), host_copy(b, "optimized", path)
             if da.is_floating_point() or da.is_complex():
-                same = torch.allclose(da, db, rtol=1e-5, atol=1e-6, equal_nan=True)
+                same = torch.allclose(da, db, rtol=self.rtol, atol=self.atol, equal_nan=True)
             else:
                 same = torch.equal(da, db)
             if not same:
@@ -218,7 +288,7 @@ class Comparer:
         if isinstance(a, float) and isinstance(b, float):
             # as close as tensors must be (a float read from a tensor after a graph break carries
             # the backend's rounding: XLA's reductions differ from eager's in the last bits)
-            close = a == b or math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6) or (math.isnan(a) and math.isnan(b))
+            close = a == b or math.isclose(a, b, rel_tol=self.rtol, abs_tol=self.atol) or (math.isnan(a) and math.isnan(b))
             if not close or (a == 0 and b == 0 and math.copysign(1, a) != math.copysign(1, b)):
                 raise Diff(f"value: {path}: eager {a!r}, optimized {b!r}")
             return
@@ -316,6 +386,7 @@ def gradients_of(value, args, ns) -> Optional[tuple]:
 
 
 def compare_gradients(g_e, g_o) -> Optional[str]:
+    """Gradients of both sides agree (``ReferenceBroken`` when eager's cannot be read back)."""
     if (g_e is None) != (g_o is None):
         return f"grad: eager {'no' if g_e is None else 'a'} graph, optimized {'no' if g_o is None else 'a'} graph"
     if g_e is None:
@@ -328,7 +399,13 @@ def compare_gradients(g_e, g_o) -> Optional[str]:
     for i, (a, b) in enumerate(zip(g_e[1], g_o[1])):
         if (a is None) != (b is None):
             return f"grad: input {i}: eager {'None' if a is None else 'a gradient'}, optimized {'None' if b is None else 'a gradient'}"
-        if a is not None and (a.shape != b.shape or not torch.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True)):
+        if a is None:
+            continue
+        try:
+            a, b = host_copy(a, "eager", f"grad {i}"), host_copy(b, "optimized", f"grad {i}")
+        except Diff as d:
+            return str(d)
+        if a.shape != b.shape or not torch.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True):
             return f"grad: input {i}: eager {short(a)}, optimized {short(b)}"
     return None
 
@@ -345,7 +422,8 @@ def params_of(ns: dict) -> int:
     return ns["f"].__code__.co_argcount
 
 
-def run_program(source: str, steps: list, backend="eager", compare_messages: bool = True) -> Outcome:
+def run_program(source: str, steps: list, backend="eager", compare_messages: bool = True,
+                device: str = "cpu") -> Outcome:
     outcome = Outcome()
     minidynamo.reset()
     dtype_before = torch.get_default_dtype()
@@ -354,6 +432,9 @@ def run_program(source: str, steps: list, backend="eager", compare_messages: boo
         try:
             ns_e = build_namespace(source)
             ns_o = build_namespace(source)
+            ns_h = build_namespace(source) if device != "cpu" else None   # the second opinion: eager on the host
+            place_state(ns_e, device)
+            place_state(ns_o, device)
         except Exception as e:   # noqa: BLE001
             outcome.setup_error = exc_key(e)
             return outcome
@@ -362,25 +443,37 @@ def run_program(source: str, steps: list, backend="eager", compare_messages: boo
         for index, step in enumerate(steps):
             kind, what = step
             if kind == "exec":
-                for ns in (ns_e, ns_o):
+                for ns in (ns_e, ns_o) + ((ns_h,) if ns_h else ()):
                     try:
                         exec(compile(what, "<fuzz-step>", "exec"), ns)
                     except Exception:   # noqa: BLE001 (both sides alike)
                         pass
+                    place_state(ns, device if ns is not ns_h else "cpu")
                 continue
             if not (what.get("reuse") and args_e is not None):
                 names = ns_e["f"].__code__.co_varnames[:params_of(ns_e)]
-                args_e, args_o = pick_args(make_args(what), names), pick_args(make_args(what), names)
+                args_e, args_o = pick_args(make_args(what, device), names), pick_args(make_args(what, device), names)
+                args_h = pick_args(make_args(what), names) if ns_h else None
             outcome.calls += 1
             torch.manual_seed(index)
             r_e = result_of(ns_e["f"], args_e)
             torch.manual_seed(index)
             r_o = result_of(f_o, args_o)
-            why = compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages)
-            if not why and r_e[0] == "ok":
-                g_e, g_o = gradients_of(r_e[1], args_e, ns_e), gradients_of(r_o[1], args_o, ns_o)
-                outcome.grad_checks += g_e is not None
-                why = compare_gradients(g_e, g_o)
+            if ns_h:
+                torch.manual_seed(index)
+                r_h = result_of(ns_h["f"], args_h)
+            broken = None
+            try:
+                why, graded = judge(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages, device)
+                outcome.grad_checks += graded
+            except ReferenceBroken as e:
+                why = broken = str(e)
+            if why and ns_h and not judge(r_h, r_o, args_h, args_o, ns_h, ns_o, compare_messages, device, True)[0]:
+                why = None                    # lazy torch_xla differs from eager PyTorch, minidynamo does not
+                outcome.host_agreed += 1
+            elif broken:
+                outcome.reference_error = broken
+                break
             if r_e[0] == "raise":
                 outcome.eager_errors += 1
             if why:
@@ -399,12 +492,22 @@ def run_program(source: str, steps: list, backend="eager", compare_messages: boo
     return outcome
 
 
+def judge(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages, device, across=False) -> tuple:
+    """(what differs between a reference side and the optimized one or None, gradients compared)."""
+    why = compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages, device, across)
+    if why or r_e[0] != "ok":
+        return why, False
+    g_e = gradients_of(r_e[1], args_e, ns_e)
+    return compare_gradients(g_e, gradients_of(r_o[1], args_o, ns_o)), g_e is not None
+
+
 def is_of_f(reason: str) -> bool:
     """A fallback or break reason about ``f`` or one of its resume functions (``f__resume_at_N``)."""
     return reason.startswith(("f (", "f__resume_at_"))
 
 
-def compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages=True) -> Optional[str]:
+def compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages=True, device="cpu",
+                    across=False) -> Optional[str]:
     if r_e[0] != r_o[0]:
         detail = exc_key(r_e[1]) if r_e[0] == "raise" else exc_key(r_o[1])
         return f"exception: eager {r_e[0]}, optimized {r_o[0]} ({detail})"
@@ -412,7 +515,7 @@ def compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages=True)
         ke, ko = exc_key(r_e[1]), exc_key(r_o[1])
         if type(r_e[1]) is not type(r_o[1]) or (compare_messages and ke != ko):
             return f"exception: eager {ke[:150]} / optimized {ko[:150]}"
-    c = Comparer()
+    c = Comparer(device, across)
     try:
         # one comparer for all: identity between the return value, the arguments and the state
         c.compare(args_e, args_o, "args")
@@ -421,7 +524,8 @@ def compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages=True)
             c.compare(r_e[1], r_o[1], "return")
     except Diff as d:
         return str(d)
-    if printed(r_e[2]) != printed(r_o[2]):
+    text_o = re.sub(r", device='xla:\d+'", "", r_o[2]) if across else r_o[2]
+    if not same_printed(printed(r_e[2]), printed(text_o), c.rtol, c.atol):
         return f"stdout: eager {r_e[2]!r}, optimized {r_o[2]!r}"
     return None
 
@@ -433,9 +537,34 @@ def printed(text: str) -> str:
     return re.sub(r",\s*grad_fn=<\w+>", ", grad_fn=<...>", text)
 
 
-def run_script(source: str, steps: list, backend="eager") -> str:
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf")
+
+
+def same_printed(a: str, b: str, rtol: float, atol: float) -> bool:
+    """Equal text; on the device, printed numbers within the tolerance (plus the last printed
+    digit: ``0.1235`` vs ``0.1234`` is a rounding flip of the same value)."""
+    if a == b or rtol <= 1e-5:
+        return a == b
+    if NUMBER.split(a) != NUMBER.split(b):
+        return False
+    na, nb = NUMBER.findall(a), NUMBER.findall(b)
+    return len(na) == len(nb) and all(
+        x == y or math.isclose(float(x), float(y), rel_tol=rtol, abs_tol=atol + 1.5 * 10 ** -digits(x))
+        for x, y in zip(na, nb))
+
+
+def digits(number: str) -> int:
+    """Decimals printed: '0.1235' -> 4, '1.2e-03' -> 4 (scaled), '3' -> 0."""
+    mantissa, _, exp = number.partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return decimals - int(exp or 0)
+
+
+def run_script(source: str, steps: list, backend="eager", device: str = "cpu") -> str:
     """The repro entry point: 'MISMATCH <what>' or 'OK'."""
-    out = run_program(source, steps, backend)
+    out = run_program(source, steps, backend, device=device)
     if out.setup_error:
         return f"SETUP ERROR {out.setup_error}"
+    if out.reference_error:
+        return f"REFERENCE BROKEN {out.reference_error}"
     return f"MISMATCH at step {out.step}: {out.mismatch}" if out.mismatch else "OK"

@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Iterable, Optional
 
-from .generator import ALL_FEATURES, FEATURES, SAFE_FEATURES, generate
+from .generator import ALL_FEATURES, FEATURES, SAFE_FEATURES, features_for, generate
 from .minimize import minimize, write_repro
 from .oracle import is_of_f, run_program
 
@@ -67,16 +67,17 @@ def signature(mismatch: str) -> str:
 
 
 def fuzz_one(seed: int, index: int, features: frozenset, backend="eager", out_dir: Optional[str] = None,
-             do_minimize: bool = True) -> dict:
+             do_minimize: bool = True, device: str = "cpu") -> dict:
     if backend == "counting":
         from .oracle import CountingBackend
         backend = CountingBackend()
     t0 = time.perf_counter()
-    prog = generate(seed, index, features)
-    out = run_program(prog.source(), prog.steps, backend)
+    prog = generate(seed, index, features_for(features, device))
+    out = run_program(prog.source(), prog.steps, backend, device=device)
     rec = {"seed": seed, "index": index, "mismatch": out.mismatch, "category": out.category,
            "step": out.step, "calls": out.calls, "eager_errors": out.eager_errors,
-           "f_fallbacks": out.f_fallbacks, "setup_error": out.setup_error,
+           "f_fallbacks": out.f_fallbacks, "setup_error": out.setup_error, "reference_error": out.reference_error,
+           "host_agreed": out.host_agreed,
            "fallback_reasons": sorted({normalize_reason(r) for r in out.fallbacks if is_of_f(r)}),
            "f_breaks": out.f_breaks, "grad_checks": out.grad_checks,
            "break_reasons": sorted({normalize_break(r) for r in out.breaks if is_of_f(r)}),
@@ -84,27 +85,28 @@ def fuzz_one(seed: int, index: int, features: frozenset, backend="eager", out_di
     if out.mismatch:
         rec["signature"] = signature(out.mismatch)
         if do_minimize:
-            small = minimize(prog, out.category, backend)
-            small_out = run_program(small.source(), small.steps, backend)
+            small = minimize(prog, out.category, backend, device=device)
+            small_out = run_program(small.source(), small.steps, backend, device=device)
             mismatch = small_out.mismatch or out.mismatch
             rec["minimized_mismatch"] = mismatch
             if out_dir:
-                rec["repro"] = write_repro(small, mismatch, out_dir, backend)
+                rec["repro"] = write_repro(small, mismatch, out_dir, backend, device=device)
             rec["minimized_source"] = small.source().split("def f(", 1)[1]
     rec["time"] = round(time.perf_counter() - t0, 3)
     return rec
 
 
 def fuzz(seed: int, indices: Iterable[int], features: frozenset = ALL_FEATURES, backend="eager",
-         out_dir: Optional[str] = None, do_minimize: bool = True) -> list[dict]:
-    return [fuzz_one(seed, i, features, backend, out_dir, do_minimize) for i in indices]
+         out_dir: Optional[str] = None, do_minimize: bool = True, device: str = "cpu") -> list[dict]:
+    return [fuzz_one(seed, i, features, backend, out_dir, do_minimize, device) for i in indices]
 
 
 # ----------------------------------------------------------------------------- processes
 
 
 def fuzz_parallel(seed: int, n: int, jobs: int, features_text: str, out_dir: str, backend="eager",
-                  timeout: float = 60.0, do_minimize: bool = True, progress=None, start: int = 0) -> list[dict]:
+                  timeout: float = 60.0, do_minimize: bool = True, progress=None, start: int = 0,
+                  device: str = "cpu") -> list[dict]:
     """Split ``range(n)`` over ``jobs`` workers; restart a worker past a program that hangs
     (no result for ``timeout`` s) or kills it."""
     os.makedirs(out_dir, exist_ok=True)
@@ -112,12 +114,13 @@ def fuzz_parallel(seed: int, n: int, jobs: int, features_text: str, out_dir: str
     chunks = [(start + n * k // jobs, start + n * (k + 1) // jobs) for k in range(jobs)]
     workers = {}
     records: dict[int, dict] = {}
+    feats = features_for(parse_features(features_text), device)
 
     def launch(k, begin, stop):
         path = os.path.join(out_dir, f"worker{k}.jsonl")
         cmd = [sys.executable, "-m", "tests.fuzz.runner", "--seed", str(seed), "--start", str(begin),
                "--stop", str(stop), "--results", path, "--features", features_text, "--out", out_dir,
-               "--backend", backend] + ([] if do_minimize else ["--no-minimize"])
+               "--backend", backend, "--device", device] + ([] if do_minimize else ["--no-minimize"])
         env = dict(os.environ, PJRT_DEVICE=os.environ.get("PJRT_DEVICE", "CPU"), PYTHONPATH=repo)
         log = open(os.path.join(out_dir, f"worker{k}.log"), "a")
         proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -156,12 +159,12 @@ def fuzz_parallel(seed: int, n: int, jobs: int, features_text: str, out_dir: str
                 bad = w["next"]
                 records[bad] = {"seed": seed, "index": bad, "mismatch": None, "category": None,
                                 "crash": f"worker {'timed out' if hung else f'exited {rc}'} on this program",
-                                "features": sorted(generate(seed, bad, parse_features(features_text)).features),
+                                "features": sorted(generate(seed, bad, feats).features),
                                 "calls": 0, "f_fallbacks": 0, "fallback_reasons": [], "time": timeout if hung else 0}
                 try:   # the program as it is, unminimized (a hang would stall the minimizer)
-                    prog = generate(seed, bad, parse_features(features_text))
+                    prog = generate(seed, bad, feats)
                     records[bad]["repro"] = write_repro(prog, records[bad]["crash"] + " (" + backend + ")", out_dir,
-                                                        backend, name=f"hang_s{seed}_i{bad}.py")
+                                                        backend, name=f"hang_s{seed}_i{bad}.py", device=device)
                 except Exception:   # noqa: BLE001
                     pass
                 if progress:
@@ -189,6 +192,8 @@ def summarize(records: list[dict], elapsed: float, jobs: int) -> dict:
         "mismatches": len(mism), "families": {k: [r["index"] for r in v] for k, v in fams.items()},
         "crashes": [r["index"] for r in records if r.get("crash")],
         "setup_errors": sum(1 for r in records if r.get("setup_error")),
+        "reference_errors": [r["index"] for r in records if r.get("reference_error")],
+        "calls_only_host_agreed": sum(r.get("host_agreed", 0) for r in records),
         "programs_fully_captured": sum(1 for r in records if not r.get("f_fallbacks") and not r.get("crash")),
         "programs_captured_in_one_graph": sum(1 for r in records if not r.get("f_fallbacks") and not r.get("f_breaks")
                                               and not r.get("crash")),
@@ -211,11 +216,12 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     ap.add_argument("--backend", default="eager")
     ap.add_argument("--no-minimize", action="store_true")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "xla"))
     a = ap.parse_args(argv)
     feats = parse_features(a.features)
     with open(a.results, "a") as fh:
         for i in range(a.start, a.stop):
-            rec = fuzz_one(a.seed, i, feats, a.backend, a.out, not a.no_minimize)
+            rec = fuzz_one(a.seed, i, feats, a.backend, a.out, not a.no_minimize, a.device)
             fh.write(json.dumps(rec) + "\n")
             fh.flush()
 
