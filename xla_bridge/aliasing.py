@@ -9,12 +9,14 @@ in-place update has been written back.
 ``analyse_memory(program, args)`` runs the graph on meta tensors shaped and strided like the
 arguments (no data, no compute): it maps each output leaf sharing an argument's memory to a
 ``HostView`` and lists the arguments the graph writes in place (their ``_version`` moved), for
-every kind of device program alike. Aliasing the host side cannot rebuild raises
-``NotOneGraph`` (the graph then runs eagerly, with the reason): an output viewing a device
-argument, or two outputs sharing memory that no argument owns where the later is not made of
-elements of the first (``y.chunk(2)``: the device returns the first alone, eager's storage holds
-more). When it is (``y, y[:, 0]``: Hugging Face's pooled outputs), the later output is rebuilt on
-the host as that view of the first, laid out as eager's storage (``OutputView``). So does a graph that changes an argument's metadata in place (shape, strides, storage offset,
+every kind of device program alike. An output viewing a device argument is listed apart
+(``device_views``: made again by its own view ops, ``argument_views.py``). Aliasing the bridge
+cannot rebuild raises ``NotOneGraph`` (the graph then runs eagerly, with the reason): two
+outputs sharing memory that no argument owns where the later is not made of elements of the
+first (``y.chunk(2)``: the device returns the first alone, eager's storage holds more). When it
+is (``y, y[:, 0]``: Hugging Face's pooled outputs, CLIP's ``logits.t()``), the later output is
+rebuilt as that view of the first, laid out as eager's storage (``OutputView``), on the host
+or on the device. So does a graph that changes an argument's metadata in place (shape, strides, storage offset,
 dtype, ``requires_grad`` or its storage: ``x.t_()``, ``x.set_(y)``, ``x.unsqueeze_(0)``,
 ``x.resize_(n)``, ``x.requires_grad_()``; ``InputMetadataMutated``): the device hands back
 data only. An output eager lays out non-compactly (a view of a tensor made inside the graph,
@@ -78,7 +80,8 @@ class HostView:
                                        start // item)
 
 
-def _meta_like(value):
+def meta_like(value):
+    """A meta tensor (no data) with ``value``'s shape, strides, dtype and ``requires_grad``."""
     if not isinstance(value, torch.Tensor):
         return value
     meta = torch.empty_strided(value.shape, torch.Tensor.stride(value), dtype=value.dtype, device="meta")
@@ -207,6 +210,7 @@ class MemoryPlan:
     written: tuple     # argument positions the graph updates in place
     layouts: dict = None   # {output leaf index: EagerLayout}: outputs laid out non-compactly
     output_views: dict = None   # {output leaf index: OutputView}: views of an earlier output
+    device_views: tuple = ()    # output leaves viewing a device argument (argument_views.py)
 
 
 def rebuild_output_views(out: list, output_views: dict) -> None:
@@ -218,14 +222,19 @@ def rebuild_output_views(out: list, output_views: dict) -> None:
 _MAX_CHECKED = 1 << 26        # elements of a storage whose coverage is checked element by element
 
 
+def _fills_its_storage(tensor: torch.Tensor) -> bool:
+    """Contiguous from the start of a storage holding nothing else: what the device returns."""
+    return tensor.is_contiguous() and tensor.storage_offset() == 0 and \
+        tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
+
+
 def _output_view(leaf, base, base_k, base_laid_out) -> "OutputView | None":
     """``leaf`` as a view of output ``base`` (same storage), or None when the host cannot
     rebuild it so: ``base`` does not come home with eager's storage, or ``leaf`` reads an
     element of that storage that ``base`` itself does not hold."""
-    compact = base.is_contiguous() and base.storage_offset() == 0 and \
-        base.untyped_storage().nbytes() == base.numel() * base.element_size()
     storage_numel = base.untyped_storage().nbytes() // base.element_size()
-    if leaf.dtype != base.dtype or not (compact or base_laid_out) or storage_numel > _MAX_CHECKED:
+    if leaf.dtype != base.dtype or not (_fills_its_storage(base) or base_laid_out) \
+            or storage_numel > _MAX_CHECKED:
         return None
     held = torch.zeros(storage_numel, dtype=torch.bool)
     held.as_strided(base.shape, base.stride(), base.storage_offset()).fill_(True)
@@ -245,7 +254,7 @@ def _grad_fn_raises(view: torch.Tensor) -> bool:
 
 def analyse_memory(program, args) -> MemoryPlan:
     """How the outputs of ``program(*args)`` and its in-place updates touch the arguments."""
-    metas = [_meta_like(a) for a in args]
+    metas = [meta_like(a) for a in args]
     versions = [m._version if isinstance(m, torch.Tensor) else None for m in metas]
     before = [metadata(m) if isinstance(m, torch.Tensor) else None for m in metas]
     strided = _StridedOps()
@@ -260,13 +269,21 @@ def analyse_memory(program, args) -> MemoryPlan:
     position_of_storage = {_storage(m): i for i, m in enumerate(metas)
                            if isinstance(m, torch.Tensor)}
     views, owner_of_storage, layouts, output_views, view_of_leaf = {}, {}, {}, {}, {}
-    for k, leaf in enumerate(pytree.tree_leaves(out)):
+    device_views = []
+    leaves = pytree.tree_leaves(out)
+    for k, leaf in enumerate(leaves):     # each storage's owner: the first output filling it,
+        if isinstance(leaf, torch.Tensor):  # else the first (``logits.t(), logits``: the second)
+            storage = _storage(leaf)
+            owner = owner_of_storage.get(storage)
+            if owner is None or (not _fills_its_storage(owner[1]) and _fills_its_storage(leaf)):
+                owner_of_storage[storage] = (k, leaf)
+    for k, leaf in enumerate(leaves):
         if not isinstance(leaf, torch.Tensor):
             continue
         storage = _storage(leaf)
         position = position_of_storage.get(storage)
         if position is None:
-            base_k, base = owner_of_storage.setdefault(storage, (k, leaf))
+            base_k, base = owner_of_storage[storage]
             if base is not leaf:
                 view = _output_view(leaf, base, base_k, base_k in layouts)
                 if view is None:
@@ -282,8 +299,11 @@ def analyse_memory(program, args) -> MemoryPlan:
         if dev.is_xla(args[position]):
             if leaf is base:
                 continue                  # the device argument itself: the program returns it
-            raise NotOneGraph(f"an output is a view of device argument {position}: replaying "
-                              "would return a new tensor instead")
+            if _grad_fn_raises(leaf):
+                raise NotOneGraph(f"an output is a view of device argument {position} that eager "
+                                  "wrote through after making it: replaying would make it after")
+            device_views.append(k)        # made again from the argument (argument_views.py)
+            continue
         if id(leaf) not in view_of_leaf:  # a view returned twice: one HostView, rebuilt once
             retyped = leaf.dtype != base.dtype
             offset = leaf.storage_offset() * leaf.element_size() - \
@@ -298,7 +318,7 @@ def analyse_memory(program, args) -> MemoryPlan:
                     if isinstance(m, torch.Tensor) and m._version != v)
     if strided.seen:
         _layouts_as_eager(program, args, views, layouts, output_views)
-    return MemoryPlan(views, written, layouts, output_views)
+    return MemoryPlan(views, written, layouts, output_views, tuple(device_views))
 
 
 # Ops that lay out their result the same way whatever their inputs' strides (a new row-major

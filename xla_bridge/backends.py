@@ -20,7 +20,8 @@ from torch.utils import _pytree as pytree
 from . import config
 from . import device as dev
 from . import replay_path, timing
-from .aliasing import analyse_memory, may_overlap, rebuild_output_views
+from .aliasing import analyse_memory, may_overlap, meta_like, rebuild_output_views
+from .argument_views import ArgumentViews
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
 from .dtype_check import UNSOUND_ON_DEVICE
@@ -235,8 +236,12 @@ def _enables_grad(gm) -> bool:
     program).  Called without grad mode, such a graph records autograd history for what it
     computes inside the block, which only the training path could give, and that path is taken
     by the mode at the call: the bridge runs such calls eagerly."""
+    return _sets_grad_mode(gm, True)
+
+
+def _sets_grad_mode(gm, enabled: bool) -> bool:
     return any(node.op == "call_function" and node.target is torch._C._set_grad_enabled
-               and node.args and node.args[0] is True for node in gm.graph.nodes)
+               and node.args and node.args[0] is enabled for node in gm.graph.nodes)
 
 
 def _detached_arguments(gm) -> tuple:
@@ -265,6 +270,19 @@ class _AllOutputs(frozenset):
 
 
 ALL_OUTPUTS = _AllOutputs()
+
+
+def _check_device_output_views(output_views: dict, layouts: dict, host_outputs) -> None:
+    """An output eager returns as a view of an earlier output is rebuilt as that view of the
+    earlier one, on the device as on the host (``OutputView``: CLIP's ``logits_per_text =
+    logits_per_image.t()``), so a write through either is seen through the other. The view
+    reads eager's storage layout; the device returns its base compact and only the host lays it
+    out again (``EagerLayout``), so a device output viewing a base eager lays out otherwise runs
+    eagerly."""
+    for k, view in output_views.items():
+        if k not in host_outputs and view.base in layouts:
+            raise NotOneGraph(f"output {k} is a view of output {view.base}, which eager lays out "
+                              "non-compactly: the device returns that output compact")
 
 
 def _host_outputs(gm, user_tensors, device_positions):
@@ -402,14 +420,16 @@ class BridgedCall:
                                   "(expanded, or as_strided): the device's copy of it has not")
         self.layouts = memory.layouts or {}   # outputs eager lays out non-compactly
         self.output_views = memory.output_views or {}   # outputs eager returns as views of others
-        if self.output_views and not self.returns_to_host:
-            raise NotOneGraph("two outputs share memory (one is a view of the other): the device "
-                              "would return them as separate tensors")
+        _check_device_output_views(self.output_views, self.layouts, self.host_outputs)
         self.view_positions = tuple(sorted({v.position for v in self.views.values()}))
+        # outputs viewing a device argument: made again by their own view ops (argument_views.py)
+        self.argument_views = ArgumentViews(self.flat, memory.device_views, list(map(meta_like, args))) \
+            if memory.device_views else None
         # views eager made before writing through them: made before the write-back (HostView)
         self.views_made_first = tuple({id(v): v for v in self.views.values() if v.made_before_writes}.values())
         self.detached = _detached_arguments(gm)
         self.enables_grad = _enables_grad(gm)
+        self.disables_grad = _sets_grad_mode(gm, False)
         cached = ()
         if cache_host_weights:                # opt-in: parameters, and module weights read here
             weight_state = [len(example_inputs) + k
@@ -598,6 +618,8 @@ class BridgedCall:
             if view not in made:
                 made[view] = view.of(args[view.position])
             out[k] = made[view]
+        if self.argument_views is not None:
+            out = self.argument_views.into(out, args)
         if self.host_outputs:
             moving = {id(leaf): leaf for k, leaf in enumerate(out)
                       if dev.is_xla(leaf) and k in self.host_outputs
@@ -611,7 +633,7 @@ class BridgedCall:
                     if k in self.host_outputs and id(out[k]) not in laid_out:
                         laid_out[id(out[k])] = layout.of(out[k])
                 out = [laid_out.get(id(leaf), leaf) for leaf in out]
-            rebuild_output_views(out, self.output_views)
+        rebuild_output_views(out, self.output_views)   # on the host or on the device alike
         return out
 
     def _before_device_run(self):

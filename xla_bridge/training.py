@@ -198,6 +198,27 @@ def _views_an_argument(bridged) -> bool:
     return any(not view.itself for view in bridged.views.values())
 
 
+def _argument_views(bridged, args, written) -> dict:
+    """{output leaf: HostView} for the outputs that view a host argument (a graph after a break
+    often returns ``x.flatten(1)`` of its input).  The replayed step rebuilds them, and those
+    viewing a device argument (``bridged.argument_views``), outside its Function as views of the
+    caller's tensor: autograd records the view, so gradients reach the argument through it as
+    in eager.  Refused where that view could differ from eager's: the graph switches grad mode
+    (eager's view then has the mode of its block), writes the host argument it views, or this
+    call's argument has another layout (``_unsound_call``)."""
+    views = {k: view for k, view in bridged.views.items() if not view.itself}
+    if not views and bridged.argument_views is None:
+        return views
+    if bridged.enables_grad or bridged.disables_grad:
+        raise NotDifferentiable("an output is a view of an argument and the graph switches grad mode")
+    if {view.position for view in views.values()} & set(written):
+        raise NotDifferentiable("an output is a view of an argument the graph writes in place")
+    reason = bridged._unsound_call(args)
+    if reason is not None:
+        raise NotDifferentiable(reason)
+    return views
+
+
 def _requiring_finite_saved(partition: Partition):
     """The forward graph, whose traced run also requires what the backward will read (the saved
     tensors, the arguments it reads again) to hold no NaN or infinity (``index_check``)."""
@@ -239,8 +260,6 @@ class ReplayedTraining:
         if not any(needs_grad):
             return NO_GRAD_NEEDED
         _refuse_saved_tensor_hooks()
-        if _views_an_argument(bridged):
-            raise NotDifferentiable("an output is a view of an argument")
         if any(n and dev.is_xla(a) for a, n in zip(args, needs_grad)) and not dev.backward_on_device():
             raise NotDifferentiable(_NO_DEVICE_BACKWARD)   # the step's backward runs on the device
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
@@ -280,6 +299,7 @@ class ReplayedTraining:
         if written and bridged.host_inputs.aliased(written, args, bridged.device_positions):
             raise NotDifferentiable("an argument the graph writes in place shares memory with "
                                     "another argument")
+        argument_views = _argument_views(bridged, args, written)
         step = _Step(self, plan, args, device_args)
         outputs = {}                               # leaf index -> tensor from its group's node
         for g, group in enumerate(plan.groups):    # the first node replays the forward graph
@@ -293,7 +313,11 @@ class ReplayedTraining:
             # eager's strides, laid out outside the Function (autograd records the copy): an
             # output that is a view made inside a custom Function cannot be written in place
             leaves[k] = layouts[k].of(tensor, differentiable=True) if k in layouts else tensor
-        rebuild_output_views(leaves, bridged.output_views)    # (only outputs that come home)
+        rebuild_output_views(leaves, bridged.output_views)
+        for k, view in argument_views.items():
+            leaves[k] = view.of(args[view.position])
+        if bridged.argument_views is not None:
+            leaves = bridged.argument_views.into(leaves, args)
         for k, position in plan.argument_leaves.items():
             leaves[k] = args[position]
         for k, first in plan.repeats.items():
@@ -607,8 +631,10 @@ class LazyTraining:
                                         needs_grad)
         if written:
             bridged.host_inputs.write_back(written, args, device_args)
-        # an output that is an argument itself is that argument, as in eager (not a copy of it)
-        moved = {id(device_args[p]): args[p] for p in bridged.host_positions}
+        # an output that is an argument itself is that argument, as in eager (not a copy of it:
+        # the host's device copy, or a device argument's own-data copy, own_data_per_position)
+        moved = {id(device_args[p]): args[p] for p, a in enumerate(args)
+                 if isinstance(a, torch.Tensor) and device_args[p] is not a}
         leaves = [moved.get(id(leaf), leaf) for leaf in leaves]
         home = {}                             # id(device output) -> the caller's copy
         if bridged.host_outputs:              # each tensor once: one returned twice stays one
@@ -621,7 +647,7 @@ class LazyTraining:
                             home[id(leaf)] = layout.of(home[id(leaf)], differentiable=True)
                     leaves[k] = home[id(leaf)]
             rebuild_output_views(leaves, bridged.output_views)
-        callers = {id(device_args[p]): (args[p], "an argument") for p in bridged.host_positions}
+        callers = {key: (tensor, "an argument") for key, tensor in moved.items()}
         callers.update((key, (tensor, "an output")) for key, tensor in home.items())
         for handle in saved:                 # eager saved the caller's tensor: watch it
             caller = callers.get(id(handle.tensor))

@@ -23,7 +23,7 @@ from xla_bridge.joint_graph import joint_partition
 from xla_bridge.lifting import FlatProgram
 from xla_bridge.training import BatchedBackwardUnsupported, DoubleBackwardUnsupported
 from tests.xla.models import SmallCNN, TransformerBlock
-from tests.xla.xla_testing import xla_metric_samples
+from tests.xla.xla_testing import BACKENDS, to_xla, xla_metric_samples
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -396,9 +396,14 @@ def test_a_graph_naming_its_inputs_device_trains_through_the_replay(on_device):
     assert len(xla_bridge.counters.training_plans) == 1 and xla_bridge.counters.replays >= 2
 
 
-def test_what_cannot_train_on_the_device_runs_eagerly_with_the_reason():
+def test_a_view_of_an_input_trains_through_the_replay_unless_the_graph_switches_grad_mode():
     def returns_its_input(x):
         return x[1:], x * 2
+
+    def view_without_grad(x):
+        with torch.no_grad():
+            view = x[1:]
+        return view, x * 2
 
     def index_only(x):
         return (x * 2).argmax()
@@ -407,7 +412,11 @@ def test_what_cannot_train_on_the_device_runs_eagerly_with_the_reason():
     first, second = minidynamo.optimize("torchxla_trace_once")(returns_its_input)(x)
     (first.sum() + second.sum()).backward()
     torch.testing.assert_close(x.grad, torch.tensor([2.0, 3.0, 3.0]))
-    assert any("training path: an output is a view of an argument" in r for r in xla_bridge.counters.reasons)
+    assert first._base is x and xla_bridge.counters.fallbacks == 0
+    xla_bridge.reset_counters()
+    view, _ = minidynamo.optimize("torchxla_trace_once")(view_without_grad)(x)
+    assert view.requires_grad and view._base is x      # as eager's (made under no_grad: guarded)
+    assert xla_bridge.counters.reasons[-1].startswith("fallback: call runs eagerly: training path")
     xla_bridge.reset_counters()
     assert minidynamo.optimize("torchxla_trace_once")(index_only)(x) == x.argmax()
     assert xla_bridge.counters.fallbacks == 0         # no output needs grad: the inference graph
@@ -695,3 +704,16 @@ def test_backward_through_a_batch_norm_in_eval_mode_gives_eagers_gradients(backe
     minidynamo.optimize(backend)(twin)(x).sum().backward()
     torch.testing.assert_close(twin[0].weight.grad, model[0].weight.grad)
     minidynamo.reset()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_device_argument_returned_while_training_is_the_callers_tensor(backend):
+    """Device fuzz seed 401 i157: ``y`` holds the same device data as ``x``, which requires
+    grad; the lazy path gives each position data of its own, and returned that copy of ``y``."""
+    def read_x_return_y(x, y):
+        return torch.relu(x), y
+
+    y = to_xla(torch.randn(3, 3))
+    x = y.detach().clone().requires_grad_()
+    relu, out = minidynamo.optimize(backend)(read_x_return_y)(x, y)
+    assert out is y and relu.requires_grad

@@ -7,7 +7,7 @@ import torch
 
 import minidynamo
 import xla_bridge
-from tests.xla.xla_testing import (BACKENDS, assert_same, compile_with, to_xla,
+from tests.xla.xla_testing import (BACKENDS, assert_same, compile_with, to_cpu, to_xla,
                                    xla_metric_samples)
 
 
@@ -105,24 +105,146 @@ def test_outputs_sharing_memory_the_host_cannot_rebuild_run_eagerly_with_a_reaso
     def halves(x):
         return (x * 2).chunk(2)        # the second reads elements the first does not hold
 
-    def output_and_its_view(x):
-        y = x * 2
-        return y, y.view(-1)
-
     x = torch.randn(4, 3)
-    for fn, arg in ((halves, x), (output_and_its_view, to_xla(x))):   # device outputs: no host
-        compiled = compile_with("torchxla_trace_once", fn, [arg])
-        assert_same(compiled(arg), fn(arg))
-        assert "two outputs share memory" in xla_bridge.counters.reasons[-1]
+    compiled = compile_with("torchxla_trace_once", halves, [x])
+    assert_same(compiled(x), halves(x))
+    assert "two outputs share memory" in xla_bridge.counters.reasons[-1]
 
 
-def test_view_of_a_device_input_runs_eagerly_with_a_reason():
+def test_device_outputs_that_view_an_earlier_output_replay_as_views_of_it():
+    """CLIP returns ``logits_per_image`` and ``logits_per_text = logits_per_image.t()``: on the
+    device too the later output is rebuilt as that view of the first (it ran eagerly on every
+    call before), so a write through one is seen through the other, as in lazy torch_xla."""
+    def output_and_its_views(x):
+        y = x * 2
+        return y, y.view(-1), y[:, 1], y.t()
+
+    x = to_xla(torch.randn(2, 3))
+    compiled = compile_with("torchxla_trace_once", output_and_its_views, [x])
+    xla_bridge.reset_counters()
+    for _ in range(2):
+        out = compiled(x)
+        expected = output_and_its_views(x)
+        assert all(t.device.type == "xla" for t in out)
+        assert_same(to_cpu(out), to_cpu(expected))
+        out[0].add_(1)
+        expected[0].add_(1)
+        assert_same(to_cpu(out), to_cpu(expected))
+    assert xla_bridge.counters.fallbacks == 0 and xla_bridge.counters.replays == 2
+
+
+@pytest.mark.parametrize("where", ["cpu", "xla"])
+def test_a_transposed_output_before_its_base_replays_as_its_view(where):
+    """CLIP returns ``logits_per_image = logits_per_text.t()`` first: the earlier output is the
+    view. The output filling the storage is the base wherever it stands (the device returns it
+    as it is), so the transposed one is rebuilt as its view on the device too."""
+    def transposed_first(x):
+        logits = x @ x.t() * 2
+        return logits.t(), logits
+
+    x = torch.randn(3, 4).to(where)
+    compiled = compile_with("torchxla_trace_once", transposed_first, [x])
+    xla_bridge.reset_counters()
+    for _ in range(2):
+        out = compiled(x)
+        expected = transposed_first(x)
+        assert_same(to_cpu(out), to_cpu(expected))
+        assert out[0].stride() == expected[0].stride()
+        out[1][0, 1] = 100.0                 # a write through the base is seen through the view
+        assert out[0][1, 0].item() == 100.0
+    assert xla_bridge.counters.fallbacks == 0 and xla_bridge.counters.replays == 2
+
+
+def test_device_outputs_that_view_an_earlier_output_train_as_eager():
+    """The rebuilt view carries the gradient back into its base output: the weight's gradient
+    is eager's (CPU), the step replayed by hash."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(3, 3)
+    x = torch.randn(4, 3)
+
+    def logits(layer, x):
+        scores = layer(x) @ x.t()
+        return scores, scores.t()
+
+    per_image, per_text = logits(layer, x)
+    (per_image.sum() + (per_text * per_text).sum()).backward()
+    device_layer = to_xla(torch.nn.Linear(3, 3))
+    device_layer.load_state_dict(to_xla(layer.state_dict()))
+    compiled = minidynamo.optimize("torchxla_trace_once")(logits)
+    xla_bridge.reset_counters()
+    for _ in range(2):
+        device_layer.zero_grad()
+        per_image, per_text = compiled(device_layer, to_xla(x))
+        (per_image.sum() + (per_text * per_text).sum()).backward()
+        assert_same(device_layer.weight.grad.cpu(), layer.weight.grad)
+    assert xla_bridge.counters.fallbacks == 0 and xla_bridge.counters.replays >= 2
+
+
+def views_of_device_inputs(x, mask):
+    flat = x.flatten(1)                     # the code after a graph break, say
+    return flat.t(), mask[:, None, None, :], x[1], flat * 2
+
+
+@pytest.mark.parametrize("input_kind", ["plain", "itself a view"])
+def test_outputs_viewing_a_device_input_are_its_views_and_replay(input_kind):
+    """Made again by the graph's own view ops on the caller's tensor (torch_xla's as_strided
+    reads strides in the base's storage, wrong for an input that is itself a view)."""
+    def inputs():
+        x = to_xla(torch.randn(6, 2, 2))
+        return (x[::2] if input_kind == "itself a view" else x[:3]), to_xla(torch.randn(3, 5))
+
+    compiled = compile_with("torchxla_trace_once", views_of_device_inputs, inputs())
+    xla_bridge.reset_counters()
+    for _ in range(2):
+        x, mask = inputs()
+        out = compiled(x, mask)
+        assert_same(to_cpu(out), to_cpu(views_of_device_inputs(x, mask)))
+        out[0].mul_(0)                      # a write through the view reaches the caller's x
+        assert_same(x.cpu(), torch.zeros(3, 2, 2))
+    assert xla_bridge.counters.fallbacks == 0 and xla_bridge.counters.replays == 2
+
+
+def test_view_of_a_device_input_made_by_more_than_views_runs_eagerly_with_a_reason():
+    def bump_then_view(x):
+        return x.add_(1).t()                # made again, the view would add 1 twice
+
     x = to_xla(torch.randn(3, 4))
-    compiled = compile_with("torchxla_trace_once", lambda x: x.t(), [x])
+    expected = x.cpu().add(1)
+    compiled = compile_with("torchxla_trace_once", bump_then_view, [to_xla(torch.randn(3, 4))])
     out = compiled(x)
-    assert out.device.type == "xla"
-    assert_same(out.cpu(), x.cpu().t())
-    assert "view of device argument" in xla_bridge.counters.reasons[-1]
+    assert_same(x.cpu(), expected)
+    assert_same(out.cpu(), expected.t())
+    assert "not views only" in xla_bridge.counters.reasons[-1]
+
+
+@pytest.mark.parametrize("where", ["cpu", "xla"])
+def test_outputs_viewing_an_input_train_as_eager(where):
+    """A training step whose outputs view its input (host or device): the views are made
+    outside the replayed step, so the input's gradient arrives through them as in eager."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(8, 3)
+
+    def step(layer, x):
+        return x.flatten(1), layer(x.flatten(1)), x[:, 0]
+
+    def loss(outputs):
+        flat, y, row = outputs
+        return flat.sum() * 3 + (y * y).sum() + row.pow(2).sum()
+
+    device_layer = torch.nn.Linear(8, 3).to(where)
+    device_layer.load_state_dict(layer.state_dict())
+    compiled = minidynamo.optimize("torchxla_trace_once")(step)
+    xla_bridge.reset_counters()
+    for _ in range(2):
+        x = torch.randn(3, 2, 4)
+        eager_x, x_here = x.clone().requires_grad_(), x.to(where).requires_grad_()
+        loss(step(layer, eager_x)).backward()
+        outputs = compiled(device_layer, x_here)
+        loss(outputs).backward()
+        assert outputs[0]._base is x_here
+        assert_same(x_here.grad.cpu(), eager_x.grad)
+        assert_same(device_layer.weight.grad.cpu(), layer.weight.grad)
+    assert xla_bridge.counters.fallbacks == 0 and xla_bridge.counters.replays >= 2
 
 
 def test_one_tensor_in_two_positions_gets_one_device_copy():
