@@ -12,7 +12,9 @@ A call in grad mode with a tensor that requires grad takes the backend's trainin
 cannot take runs eagerly, with the reason recorded.
 """
 
+import contextlib
 import weakref
+from dataclasses import dataclass
 
 import torch
 from torch.utils import _pytree as pytree
@@ -24,6 +26,7 @@ from .aliasing import analyse_memory, may_overlap, meta_like, rebuild_output_vie
 from .argument_views import ArgumentViews
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
+from .device_redirect import CopiesFromHost
 from .dtype_check import UNSOUND_ON_DEVICE
 from .host_random import EagerHostDraws
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
@@ -353,13 +356,28 @@ def _draws_random(gm) -> bool:
     return any(node.meta.get("draws_random") for node in gm.graph.nodes)
 
 
-def _run_eagerly(gm, inputs, draws_random: bool):
-    """``gm`` run eagerly on the caller's tensors.  A graph that draws random numbers draws
-    those of its device tensors on the host generator, as everywhere in the bridge
-    (``host_random.EagerHostDraws``): the device's generator would give other numbers and leave
-    the host's where it was."""
-    with EagerHostDraws.when(draws_random):
-        return gm.forward(*inputs)      # (not gm(...): FX would print its traceback)
+@dataclass(frozen=True)
+class EagerRun:
+    """How the bridge runs a graph eagerly on the caller's tensors, as host eager would: a graph
+    that draws random numbers draws those of its device tensors on the host generator
+    (``host_random.EagerHostDraws``: the device's generator would give other numbers and leave
+    the host's where it was), and a graph that copies between tensors copies a host source to
+    a device destination as eager does (``device_redirect.CopiesFromHost``: torch_xla's own
+    ``copy_`` keeps the source's shape)."""
+    draws_random: bool
+    copies: bool
+
+    @staticmethod
+    def of(gm) -> "EagerRun":
+        return EagerRun(_draws_random(gm), any(node.target in _COPY_TARGETS for node in gm.graph.nodes))
+
+    def __call__(self, gm, inputs):
+        with EagerHostDraws.when(self.draws_random), \
+                CopiesFromHost() if self.copies else contextlib.nullcontext():
+            return gm.forward(*inputs)      # (not gm(...): FX would print its traceback)
+
+
+_COPY_TARGETS = ("copy_", torch.Tensor.copy_, torch.ops.aten.copy_.default)
 
 
 class EagerGraph:
@@ -368,10 +386,10 @@ class EagerGraph:
     def __init__(self, gm, reason: str):
         self.gm = gm
         self.reason = reason
-        self.draws_random = _draws_random(gm)
+        self.eager_run = EagerRun.of(gm)
 
     def __call__(self, *inputs):
-        return _run_eagerly(self.gm, inputs, self.draws_random)
+        return self.eager_run(self.gm, inputs)
 
 
 class BridgedCall:
@@ -438,6 +456,7 @@ class BridgedCall:
                 + tuple(weight_state)
         self.host_inputs = HostInputs(len(args), self.host_positions, cached)
         self.draws_random = _draws_random(gm)
+        self.eager_run = EagerRun.of(gm)
         self.last_signature = None            # of the device and Python-value arguments
         self.make_program = make_program
         self.training = make_training(self) if make_training and self.check_grad_mode else None
@@ -668,4 +687,4 @@ class BridgedCall:
         if reason not in self.eager_reasons:
             self.eager_reasons.add(reason)
             counters.record("fallbacks", f"call runs eagerly: {reason}")
-        return _run_eagerly(self.gm, inputs, self.draws_random)
+        return self.eager_run(self.gm, inputs)

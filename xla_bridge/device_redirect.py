@@ -104,11 +104,12 @@ class CopiesFromHost(TorchFunctionMode):
     ``x[0].copy_(...)`` fails. Eager broadcasts, and so does a copy between two device tensors.
     Active while the bridge runs a graph on the lazy device (a graph's ``torch.tensor(0.5)``
     without a device is a host tensor; a recorded training graph keeps 0-dim constants on the
-    host)."""
+    host), and on meta tensors, which refuse a host source outright: the aliasing analysis
+    (``aliasing.analyse_memory``) then runs the copy as the device run will."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func in _COPIES and len(args) >= 2 and isinstance(args[1], torch.Tensor) \
-                and args[1].device != args[0].device and args[0].device.type not in ("cpu", "meta"):
+                and args[1].device != args[0].device and args[0].device.type != "cpu":
             args = (args[0], args[1].to(args[0].device), *args[2:])
         return func(*args, **(kwargs or {}))
 

@@ -64,7 +64,7 @@ class FlatProgram:
         target = target_of(flat)
         home = self.home_device
         redirect = home is not None and target is not None and target.type != home.type
-        on_device = target is not None and target.type not in ("cpu", "meta")
+        on_device = target is not None and target.type != "cpu"     # (meta: the aliasing analysis)
         if isinstance(runner, fx.GraphModule):   # not runner(...): FX prints its traceback to stderr
             runner = runner.forward              # when the graph raises (eager prints nothing)
         with RedirectDevice(home, target) if redirect else contextlib.nullcontext(), \

@@ -81,6 +81,25 @@ def torch_device(device: str) -> torch.device:
     return dev.xla_device()
 
 
+def reference_unreadable(device: str) -> Optional[str]:
+    """Device mode: run lazy torch_xla's pending graph now; why it cannot be run, or None.
+    Left pending, a graph torch_xla cannot lower (its own ``copy_`` of a host tensor into a
+    view) would raise in the optimized side's first sync instead."""
+    if device == "cpu":
+        return None
+    try:
+        xla_device_sync()
+    except Exception as e:   # noqa: BLE001
+        return f"lazy torch_xla cannot run its own graph: {exc_key(e)[:150]}"
+    return None
+
+
+def xla_device_sync() -> None:
+    import torch_xla
+
+    torch_xla.sync()
+
+
 def make_args(spec: dict, device: str = "cpu") -> tuple:
     g = torch.Generator().manual_seed(spec["seed"])
     dtype = getattr(torch, spec["dtype"])
@@ -457,6 +476,10 @@ def run_program(source: str, steps: list, backend="eager", compare_messages: boo
             outcome.calls += 1
             torch.manual_seed(index)
             r_e = result_of(ns_e["f"], args_e)
+            broken = reference_unreadable(device)
+            if broken:                        # its pending graph would break the next sync (ours)
+                outcome.reference_error = broken
+                break
             torch.manual_seed(index)
             r_o = result_of(f_o, args_o)
             if ns_h:

@@ -455,6 +455,41 @@ def test_copy_of_a_host_scalar_into_an_intermediate_on_the_training_path(backend
         assert_same(grad, torch.full((3, 3), 0.25))
 
 
+@pytest.mark.parametrize("program", [copy_of_a_host_scalar_then_reads, copy_into_a_row_from_the_host])
+def test_a_copy_from_the_host_into_a_device_argument_replays_as_host_eager(program):
+    """Device fuzz seed 402: meta tensors take no host source, so the aliasing analysis refused
+    the graph and it ran eagerly on the device, where torch_xla's ``copy_`` keeps the source's
+    shape. The analysis now copies as the device run does (``CopiesFromHost``)."""
+    compiled = minidynamo.optimize("torchxla_trace_once")(program)
+    xla_bridge.reset_counters()
+    for call in range(2):
+        x, y = torch.randn(2, 3), torch.randn(2, 3) + call
+        ex, ey = x.clone(), y.clone()
+        expected = program(ex, ey)
+        dx, dy = to_xla(x), to_xla(y)
+        assert_same(to_cpu(compiled(dx, dy)), expected)
+        assert_same(dx.cpu(), ex)
+    assert xla_bridge.counters.fallbacks == 0 and xla_bridge.counters.replays == 2
+
+
+def test_a_device_graph_run_eagerly_copies_from_the_host_as_host_eager():
+    """A graph the bridge runs eagerly (its host-made operand of an addition is refused by meta
+    tensors, accepted by torch_xla) copies a host source as host eager does (``EagerRun``)."""
+    def host_operand_then_copy(x, y):
+        t = y + torch.ones(y.shape)
+        x[:, 1:].copy_(torch.tensor(0.5))
+        return t
+
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    expected_x = x.clone()
+    expected_x[:, 1:] = 0.5
+    dx, dy = to_xla(x), to_xla(y)
+    out = minidynamo.optimize("torchxla_trace_once")(host_operand_then_copy)(dx, dy)
+    assert_same(out.cpu(), y + 1)
+    assert_same(dx.cpu(), expected_x)
+    assert "graph runs eagerly" in xla_bridge.counters.reasons[-1]
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_op_whose_meta_kernel_views_its_input_still_copies_as_eager(backend):
     """``F.channel_shuffle`` allocates in eager, but its meta kernel reshapes the input (a view):
