@@ -96,6 +96,7 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "compares the gradients of the results too)"),
     # a value domain XLA leaves implementation-defined (a modifier of the ops above; off on the device)
     "zero_divisors":   (1.0, False, "integer //, %, fmod by a tensor or an int that may be 0 (without: made nonzero)"),
+    "host_sources":    (1.0, False, "t.copy_(torch.tensor(0.5)): a host source (without: made on t's device)"),
 }
 
 ALL_FEATURES = frozenset(FEATURES)
@@ -104,7 +105,7 @@ SAFE_FEATURES = frozenset(name for name, (_, bug, _) in FEATURES.items() if not 
 # Features off in device mode (``--device xla``), where no fair comparison exists: XLA draws its
 # random numbers from its own generator, seeded apart from ``torch.manual_seed``; XLA's integer
 # division by zero is implementation-defined where eager raises (tests/fuzz/README.md, "Device mode").
-DEVICE_OFF = {"cpu": frozenset(), "xla": frozenset({"random_ops", "zero_divisors"})}
+DEVICE_OFF = {"cpu": frozenset(), "xla": frozenset({"random_ops", "zero_divisors", "host_sources"})}
 
 
 def features_for(features: frozenset, device: str) -> frozenset:
@@ -913,7 +914,9 @@ class Gen:
         if " if " in t:
             t = f"({t})"
         ops = [f"{t}.add_({u})", f"{t}.mul_({self.float_expr()})", f"{t}.relu_()", f"{t}.sub_(1)",
-               f"{t}.clamp_(-1, 1)", f"{t}.fill_({self.float_expr()})", f"{t}.copy_(torch.tensor(0.5))"]
+               f"{t}.clamp_(-1, 1)", f"{t}.fill_({self.float_expr()})",
+               f"{t}.copy_(torch.tensor(0.5))" if self.on("host_sources") else
+               f"{t}.copy_(torch.tensor(0.5, device={t}.device))"]
         if partners:                     # a copy leaves the target holding other data
             ops += [f"{t}.copy_({u})"]
         if " " not in t:
@@ -1449,7 +1452,7 @@ INT = "({v}).clamp(-1e6, 1e6).nan_to_num(0.0).{to}()"
 ARGS = ("x", "y", "n", "xs", "ts")
 STMT_KINDS = [name for name in FEATURES if not name.startswith(("vary_", "reuse_", "state_mutation", "arg_aliasing",
                                                                  "tensor_views", "special_values"))
-              and name != "zero_divisors"]
+              and name not in ("zero_divisors", "host_sources")]
 COMPOUND = {"graph_breaks", "try_except", "grad_mode", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
 
 
