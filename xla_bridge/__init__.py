@@ -38,8 +38,8 @@ device the arguments are on (``device_redirect``), so such graphs stay one devic
 Memory shared with the caller is kept as eager PyTorch has it (``aliasing``): an output that
 is a view of a host argument is returned as a view of the caller's tensor; one viewing a
 device argument is made again by the graph's own view ops on the caller's tensor
-(``argument_views``); an output viewing an earlier output is that view of it, on the host or
-the device; the same tensor in two positions gets one device copy; an in-place update of a
+(``device_views``); an output viewing an earlier output is that view of it, on the host or
+the device (there made again the same way); the same tensor in two positions gets one device copy; an in-place update of a
 device argument that is a view reaches its base. What cannot be replayed soundly runs eagerly,
 with the reason recorded: a call where an argument the graph writes in place shares memory
 with another argument, two outputs sharing memory where the later is no view of the first.
@@ -104,7 +104,7 @@ its first backward: the autograd engine sizes its per-device queues then, once.
 
 Modules: ``backends`` (the two entry points, host side), ``config`` (``cache_host_weights``),
 ``host_inputs`` (arguments to device copies, per call), ``aliasing`` (outputs viewing arguments, in-place writes, found on meta
-tensors), ``argument_views`` (views of device arguments, made again), ``programs`` (what runs on the device), ``lazy_graph`` (capture and replay of one
+tensors), ``device_views`` (views of device arguments and outputs, made again), ``programs`` (what runs on the device), ``lazy_graph`` (capture and replay of one
 graph), ``partition`` (ops without an XLA lowering), ``lifting`` (module state as inputs),
 ``device`` (torch_xla access, transfers), ``aten_recorder`` (aten ops on meta tensors into an
 fx graph), ``joint_graph`` (forward + backward, partitioned), ``training`` (the grad-mode paths),

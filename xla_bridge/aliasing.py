@@ -10,7 +10,7 @@ in-place update has been written back.
 arguments (no data, no compute): it maps each output leaf sharing an argument's memory to a
 ``HostView`` and lists the arguments the graph writes in place (their ``_version`` moved), for
 every kind of device program alike. An output viewing a device argument is listed apart
-(``device_views``: made again by its own view ops, ``argument_views.py``). Aliasing the bridge
+(``device_views``: made again by its own view ops, ``device_views.py``). Aliasing the bridge
 cannot rebuild raises ``NotOneGraph`` (the graph then runs eagerly, with the reason): two
 outputs sharing memory that no argument owns where the later is not made of elements of the
 first (``y.chunk(2)``: the device returns the first alone, eager's storage holds more). When it
@@ -210,7 +210,8 @@ class MemoryPlan:
     written: tuple     # argument positions the graph updates in place
     layouts: dict = None   # {output leaf index: EagerLayout}: outputs laid out non-compactly
     output_views: dict = None   # {output leaf index: OutputView}: views of an earlier output
-    device_views: tuple = ()    # output leaves viewing a device argument (argument_views.py)
+    device_views: tuple = ()    # output leaves viewing a device argument (device_views.py)
+    leaves: list = None         # the output leaves of the meta run
 
 
 def rebuild_output_views(out: list, output_views: dict) -> None:
@@ -302,7 +303,7 @@ def analyse_memory(program, args) -> MemoryPlan:
             if _grad_fn_raises(leaf):
                 raise NotOneGraph(f"an output is a view of device argument {position} that eager "
                                   "wrote through after making it: replaying would make it after")
-            device_views.append(k)        # made again from the argument (argument_views.py)
+            device_views.append(k)        # made again from the argument (device_views.py)
             continue
         if id(leaf) not in view_of_leaf:  # a view returned twice: one HostView, rebuilt once
             retyped = leaf.dtype != base.dtype
@@ -318,7 +319,7 @@ def analyse_memory(program, args) -> MemoryPlan:
                     if isinstance(m, torch.Tensor) and m._version != v)
     if strided.seen:
         _layouts_as_eager(program, args, views, layouts, output_views)
-    return MemoryPlan(views, written, layouts, output_views, tuple(device_views))
+    return MemoryPlan(views, written, layouts, output_views, tuple(device_views), leaves)
 
 
 # Ops that lay out their result the same way whatever their inputs' strides (a new row-major

@@ -23,7 +23,7 @@ from . import config
 from . import device as dev
 from . import replay_path, timing
 from .aliasing import analyse_memory, may_overlap, meta_like, rebuild_output_views
-from .argument_views import ArgumentViews
+from .device_views import DeviceViews
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
 from .device_redirect import CopiesFromHost
@@ -275,17 +275,16 @@ class _AllOutputs(frozenset):
 ALL_OUTPUTS = _AllOutputs()
 
 
-def _check_device_output_views(output_views: dict, layouts: dict, host_outputs) -> None:
-    """An output eager returns as a view of an earlier output is rebuilt as that view of the
-    earlier one, on the device as on the host (``OutputView``: CLIP's ``logits_per_text =
-    logits_per_image.t()``), so a write through either is seen through the other. The view
-    reads eager's storage layout; the device returns its base compact and only the host lays it
-    out again (``EagerLayout``), so a device output viewing a base eager lays out otherwise runs
-    eagerly."""
-    for k, view in output_views.items():
-        if k not in host_outputs and view.base in layouts:
-            raise NotOneGraph(f"output {k} is a view of output {view.base}, which eager lays out "
-                              "non-compactly: the device returns that output compact")
+def _device_views(flat, args, memory, output_bases: dict):
+    """The ``DeviceViews`` making again the outputs that view a device argument
+    (``memory.device_views``) or another device output (``output_bases``: view leaf -> base
+    leaf), or None when there are none."""
+    leaves = tuple(memory.device_views) + tuple(output_bases)
+    if not leaves:
+        return None
+    bases = tuple(sorted(set(output_bases.values())))
+    return DeviceViews(flat, leaves, list(map(meta_like, args)), bases,
+                       [meta_like(memory.leaves[b]) for b in bases])
 
 
 def _host_outputs(gm, user_tensors, device_positions):
@@ -437,12 +436,13 @@ class BridgedCall:
                 raise NotOneGraph(f"argument {position}, written in place, has elements sharing memory "
                                   "(expanded, or as_strided): the device's copy of it has not")
         self.layouts = memory.layouts or {}   # outputs eager lays out non-compactly
-        self.output_views = memory.output_views or {}   # outputs eager returns as views of others
-        _check_device_output_views(self.output_views, self.layouts, self.host_outputs)
+        # outputs eager returns as views of others: on the host rebuilt with as_strided, on
+        # the device made again, like views of device arguments, by their own view ops
+        views_of_outputs = memory.output_views or {}
+        self.output_views = {k: v for k, v in views_of_outputs.items() if k in self.host_outputs}
         self.view_positions = tuple(sorted({v.position for v in self.views.values()}))
-        # outputs viewing a device argument: made again by their own view ops (argument_views.py)
-        self.argument_views = ArgumentViews(self.flat, memory.device_views, list(map(meta_like, args))) \
-            if memory.device_views else None
+        self.device_views = _device_views(self.flat, args, memory, {
+            k: v.base for k, v in views_of_outputs.items() if k not in self.host_outputs})
         # views eager made before writing through them: made before the write-back (HostView)
         self.views_made_first = tuple({id(v): v for v in self.views.values() if v.made_before_writes}.values())
         self.detached = _detached_arguments(gm)
@@ -637,8 +637,8 @@ class BridgedCall:
             if view not in made:
                 made[view] = view.of(args[view.position])
             out[k] = made[view]
-        if self.argument_views is not None:
-            out = self.argument_views.into(out, args)
+        if self.device_views is not None:
+            out = self.device_views.into(out, args)
         if self.host_outputs:
             moving = {id(leaf): leaf for k, leaf in enumerate(out)
                       if dev.is_xla(leaf) and k in self.host_outputs

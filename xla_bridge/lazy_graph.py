@@ -283,12 +283,20 @@ def describe_leaves(leaves) -> str:
 
 def _write(target: torch.Tensor, result: torch.Tensor) -> None:
     """An in-place update of a device argument: a plain tensor takes the result's device data;
-    a view is written through (a lazy ``copy_``) so that its base sees the update too."""
+    a view is written through (a lazy ``copy_``) so that its base sees the update too.
+
+    Views the caller made of a plain tensor earlier (``rows = x.unbind(0)`` before a call that
+    writes ``x``) hold functionalization's record of ``x``'s storage, which the data swap does
+    not touch: the swap is committed as an update of that storage, so they read the new data
+    (device fuzz seed 406)."""
     if torch.Tensor._is_view(target):
         with torch.no_grad():
             torch.Tensor.copy_(target, result)
     else:
         dev.xlac()._replace_xla_tensor(target, result)
+        if torch._is_functional_tensor(target):
+            torch._functionalize_commit_update(target)
+            torch._functionalize_sync(target)        # (applied at once: no updates pile up)
 
 
 def _writes(copies, positions, identities, argument_data) -> tuple:

@@ -198,19 +198,20 @@ def _views_an_argument(bridged) -> bool:
     return any(not view.itself for view in bridged.views.values())
 
 
-def _argument_views(bridged, args, written) -> dict:
+def _host_argument_views(bridged, args, written) -> dict:
     """{output leaf: HostView} for the outputs that view a host argument (a graph after a break
     often returns ``x.flatten(1)`` of its input).  The replayed step rebuilds them, and those
-    viewing a device argument (``bridged.argument_views``), outside its Function as views of the
+    viewing a device tensor (``bridged.device_views``), outside its Function as views of the
     caller's tensor: autograd records the view, so gradients reach the argument through it as
     in eager.  Refused where that view could differ from eager's: the graph switches grad mode
     (eager's view then has the mode of its block), writes the host argument it views, or this
     call's argument has another layout (``_unsound_call``)."""
     views = {k: view for k, view in bridged.views.items() if not view.itself}
-    if not views and bridged.argument_views is None:
+    if not views and bridged.device_views is None:
         return views
     if bridged.enables_grad or bridged.disables_grad:
-        raise NotDifferentiable("an output is a view of an argument and the graph switches grad mode")
+        raise NotDifferentiable("an output is a view of an argument or another output and the graph "
+                                "switches grad mode")
     if {view.position for view in views.values()} & set(written):
         raise NotDifferentiable("an output is a view of an argument the graph writes in place")
     reason = bridged._unsound_call(args)
@@ -299,7 +300,7 @@ class ReplayedTraining:
         if written and bridged.host_inputs.aliased(written, args, bridged.device_positions):
             raise NotDifferentiable("an argument the graph writes in place shares memory with "
                                     "another argument")
-        argument_views = _argument_views(bridged, args, written)
+        host_views = _host_argument_views(bridged, args, written)
         step = _Step(self, plan, args, device_args)
         outputs = {}                               # leaf index -> tensor from its group's node
         for g, group in enumerate(plan.groups):    # the first node replays the forward graph
@@ -314,10 +315,10 @@ class ReplayedTraining:
             # output that is a view made inside a custom Function cannot be written in place
             leaves[k] = layouts[k].of(tensor, differentiable=True) if k in layouts else tensor
         rebuild_output_views(leaves, bridged.output_views)
-        for k, view in argument_views.items():
+        for k, view in host_views.items():
             leaves[k] = view.of(args[view.position])
-        if bridged.argument_views is not None:
-            leaves = bridged.argument_views.into(leaves, args)
+        if bridged.device_views is not None:
+            leaves = bridged.device_views.into(leaves, args)
         for k, position in plan.argument_leaves.items():
             leaves[k] = args[position]
         for k, first in plan.repeats.items():

@@ -155,6 +155,44 @@ def test_a_transposed_output_before_its_base_replays_as_its_view(where):
     assert xla_bridge.counters.fallbacks == 0 and xla_bridge.counters.replays == 2
 
 
+def test_a_view_of_a_replayed_output_reads_its_values_in_order():
+    """Device fuzz seed 406 i254: ``row = out[0]`` of a replayed device result, rebuilt with
+    ``as_strided``, read a column (XLA chose another layout for the program's result). Made by
+    the graph's own ``select``, it is the row."""
+    scale = to_xla(torch.nn.Parameter(torch.tensor(1.5)))
+
+    def output_and_its_row(y):
+        out = torch.relu(y) * scale + 1.25
+        return out, out[0]
+
+    y = torch.randn(3, 3)
+    compiled = minidynamo.optimize("torchxla_trace_once")(output_and_its_row)
+    for _ in range(2):
+        out, row = compiled(to_xla(y))
+        assert_same(row.cpu(), output_and_its_row(y.to(scale.device))[1].cpu())
+        assert_same(row.cpu(), out.cpu()[0])
+
+
+def test_views_made_before_a_call_see_its_write_to_their_device_base():
+    """Device fuzz seed 406 i36: rows of ``x`` made by one graph, then a graph writing ``x`` in
+    place: the replay gave ``x`` new device data and the rows kept the old."""
+    def rows(x):
+        return list(x.unbind(0))
+
+    def overwrite(x):
+        x.copy_(torch.full_like(x, 0.5))
+        return x * 2
+
+    make_rows = minidynamo.optimize("torchxla_trace_once")(rows)
+    write = minidynamo.optimize("torchxla_trace_once")(overwrite)
+    for _ in range(2):
+        x = to_xla(torch.randn(2, 4))
+        made = make_rows(x)
+        write(x)
+        assert_same(to_cpu(made), [torch.full((4,), 0.5)] * 2)
+    assert xla_bridge.counters.fallbacks == 0
+
+
 def test_device_outputs_that_view_an_earlier_output_train_as_eager():
     """The rebuilt view carries the gradient back into its base output: the weight's gradient
     is eager's (CPU), the step replayed by hash."""
