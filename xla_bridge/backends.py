@@ -592,9 +592,11 @@ class BridgedCall:
             if written_on_host:
                 self.host_inputs.write_back(written_on_host, args, device_args)
             # An in-place op that left the data as it was (``x.copy_(x)``) changes nothing on
-            # the device, but eager counts it as a write: autograd sees the version move.
+            # the device, but eager counts it as a write: autograd sees the version move. So
+            # does a device argument's write, made by swapping its data (device fuzz seed 407:
+            # a tensor saved for backward, then ``x.relu_()``: eager's backward raises).
             for position in self.written:
-                if position in self.host_set and position not in self.program.mutated \
+                if (position not in self.host_set or position not in self.program.mutated) \
                         and not args[position].is_inference():     # (which has no version)
                     torch.autograd.graph.increment_version(args[position])
             out = self._outputs(leaves, args, made)

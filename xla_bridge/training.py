@@ -408,6 +408,9 @@ class _Step:
         written_on_host = [p for p in plan.forward.mutated if p in bridged.host_set]
         if written_on_host:
             bridged.host_inputs.write_back(written_on_host, self.args, self.device_args)
+        for p in plan.forward.mutated:   # a device argument's data was swapped: eager's write
+            if p not in bridged.host_set and not self.args[p].is_inference():   # moved its version
+                torch.autograd.graph.increment_version(self.args[p])
         # The arguments the backward reads, at their versions after the call (and the outputs
         # that are what it saved, once returned): eager's autograd saves them, and refuses a
         # backward through a node whose saved tensor changed in place since.

@@ -104,6 +104,11 @@ def fuzz(seed: int, indices: Iterable[int], features: frozenset = ALL_FEATURES, 
 # ----------------------------------------------------------------------------- processes
 
 
+# A worker's exit status asking for a fresh process (not a crash): after lazy torch_xla failed
+# on its own graph (device mode), its runtime state can break every later program.
+FRESH_PROCESS = 75
+
+
 def fuzz_parallel(seed: int, n: int, jobs: int, features_text: str, out_dir: str, backend="eager",
                   timeout: float = 60.0, do_minimize: bool = True, progress=None, start: int = 0,
                   device: str = "cpu") -> list[dict]:
@@ -150,6 +155,10 @@ def fuzz_parallel(seed: int, n: int, jobs: int, features_text: str, out_dir: str
             rc = w["proc"].poll()
             if rc is not None and w["next"] >= w["stop"]:
                 del workers[k]
+                continue
+            if rc == FRESH_PROCESS:           # asked for a fresh process: go on from the next one
+                del workers[k]
+                launch(k, w["next"], w["stop"])
                 continue
             hung = time.time() - w["last"] > timeout
             if rc is not None or hung:
@@ -224,6 +233,8 @@ def main(argv=None):
             rec = fuzz_one(a.seed, i, feats, a.backend, a.out, not a.no_minimize, a.device)
             fh.write(json.dumps(rec) + "\n")
             fh.flush()
+            if rec.get("reference_error") and i + 1 < a.stop:
+                sys.exit(FRESH_PROCESS)   # lazy torch_xla's state may stay broken for what follows
 
 
 if __name__ == "__main__":

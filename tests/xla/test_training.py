@@ -717,3 +717,42 @@ def test_a_device_argument_returned_while_training_is_the_callers_tensor(backend
     x = y.detach().clone().requires_grad_()
     relu, out = minidynamo.optimize(backend)(read_x_return_y)(x, y)
     assert out is y and relu.requires_grad
+
+
+@pytest.mark.parametrize("after_a_break", [False, True])
+def test_a_device_argument_written_by_a_replay_moves_its_version_as_eager(after_a_break):
+    """Device fuzz seed 407 i146: ``t = x * scale`` saves ``x``; a later ``x.relu_()`` replayed
+    swapped ``x``'s device data without moving its version, and the backward went through
+    where eager's raises."""
+    scale = to_xla(nn.Parameter(torch.tensor(1.5)))
+
+    def save_then_write(x):
+        t = x * scale
+        if after_a_break:
+            print("a graph break")
+        x.relu_()
+        return t
+
+    def run(fn, x):
+        fn(x).sum().backward()
+
+    x = to_xla(torch.randn(3))
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run(save_then_write, x.clone())
+    version = x._version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run(minidynamo.optimize("torchxla_trace_once")(save_then_write), x)
+    assert x._version > version
+
+
+def test_a_replayed_write_to_a_device_argument_moves_its_version():
+    def bump(x):
+        x.relu_()
+        return x * 2
+
+    compiled = minidynamo.optimize("torchxla_trace_once")(bump)
+    for _ in range(2):
+        x = to_xla(torch.randn(3))
+        version = x._version
+        compiled(x)
+        assert x._version > version

@@ -1,0 +1,66 @@
+"""minidynamo fuzz repro: seed 407 index 146.
+
+grad: eager raise RuntimeError, optimized ok 
+
+Run from the repository root:  PJRT_DEVICE=CPU python tests/fuzz/repros/device_s407_i146.py
+Prints MISMATCH (eager and optimized differ) or OK.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), '../../..')))
+
+from tests.fuzz.oracle import run_script  # noqa: E402
+
+SOURCE = '''\
+import torch
+import dataclasses
+import operator
+import sys
+
+G_SCALE = 2
+G_W = 0.5
+G_LIST = [1, 2]
+G_DICT = {'a': 1, 'b': 2}
+
+class Mod(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(1.5))
+        self.register_buffer("shift", torch.tensor(0.25))
+        self.act = torch.nn.ReLU()
+        self.count = 0
+        self.enabled = True
+
+    def forward(self, t):
+        out = self.act(t) * self.scale + self.shift
+        if self.enabled:
+            out = out + 1
+        return out
+
+MOD = Mod()
+
+def f(x, y, n, xs):
+    t1 = x * MOD.scale + MOD.shift
+    f3 = x.sum().item() - G_W
+    t6 = torch.where(t1 > 0, t1, t1)
+    x.relu_()
+    t9 = t6 - f3
+    return t9
+'''
+
+STEPS = [('call',
+  {'B': 3,
+   'C': 4,
+   'alias': False,
+   'dtype': 'float32',
+   'grad': False,
+   'n': 0,
+   'nts': 0,
+   'reuse': False,
+   'seed': 257,
+   'view': False,
+   'xs': []})]
+
+if __name__ == "__main__":
+    print(run_script(SOURCE, STEPS, 'torchxla_trace_once', device='xla'))
