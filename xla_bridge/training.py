@@ -393,7 +393,13 @@ class _Step:
         outputs = [self.outputs[k] for k in mine]
         differentiable = set(partition.differentiable)
         ctx.mark_non_differentiable(*[t for k, t in zip(mine, outputs) if k not in differentiable])
-        ctx.save_for_backward(*self.saved)
+        # Eager saves in each autograd node only what its backward reads, and checks only those
+        # for in-place changes: so does each group's node (the rest it keeps detached, unchecked;
+        # device fuzz seed 407: ``t3 *= 2`` after the call broke ``relu``'s backward, which
+        # eager's does not read ``t3`` for).
+        reads = _saved_reads(partition, ctx.group)
+        ctx.save_for_backward(*[t for i, t in enumerate(self.saved) if i in reads])
+        ctx.unread = {i: t.detach() for i, t in enumerate(self.saved) if i not in reads}
         ctx.step_plan = plan
         ctx.tangent_outputs = tuple(mine.index(partition.differentiable[j]) for j in ctx.group.tangents)
         ctx.input_devices = self.input_devices
@@ -485,6 +491,16 @@ def _batched(tensor) -> bool:
     return "Batched" in keys or "FuncTorchBatched" in keys
 
 
+def _saved_reads(partition: Partition, group) -> frozenset:
+    """Positions in the step's saved tensors (saved results, then the arguments at
+    ``saved_args``) that the backward of ``group``'s tangents reads."""
+    reads = frozenset().union(*(partition.tangent_reads[j] for j in group.tangents))
+    first_arg = partition.saved_count
+    return frozenset(index if kind == "saved" else first_arg + partition.saved_args.index(index)
+                     for kind, index in reads
+                     if kind == "saved" or index in partition.saved_args)
+
+
 class _DeviceStep(torch.autograd.Function):
     """Forward: replay the forward graph. Backward: replay the backward graph."""
 
@@ -499,7 +515,9 @@ class _DeviceStep(torch.autograd.Function):
 
     @staticmethod
     def _backward(ctx, *grads):
-        saved = ctx.saved_tensors    # raises autograd's own error after the graph was freed
+        read = iter(ctx.saved_tensors)   # raises autograd's own error after the graph was freed
+        saved = [ctx.unread[i] if i in ctx.unread else next(read)
+                 for i in range(len(ctx.unread) + len(ctx.saved_tensors))]
         if any(g is not None and _batched(g) for g in grads):
             raise BatchedBackwardUnsupported(
                 "batched gradients (is_grads_batched=True, jacobian(vectorize=True)) through "

@@ -756,3 +756,25 @@ def test_a_replayed_write_to_a_device_argument_moves_its_version():
         version = x._version
         compiled(x)
         assert x._version > version
+
+
+@pytest.mark.parametrize("where", ["cpu", "xla"])
+def test_an_output_changed_in_place_after_the_call_breaks_only_the_backwards_that_read_it(where):
+    """Device fuzz seed 407 i200: ``t3`` is returned and read by ``softshrink``'s backward;
+    ``relu``'s backward reads its own result. After ``t3 *= 2`` eager's backward from ``relu``
+    goes through and the one from ``softshrink`` raises; every group's node saved ``t3``, so
+    both raised."""
+    def step(x, y):
+        t3 = y + x
+        return t3, torch.nn.functional.softshrink(t3), torch.relu(t3)
+
+    compiled = minidynamo.optimize("torchxla_trace_once")(step)
+    for fn in (step, compiled):
+        x = torch.randn(3, 3).to(where).requires_grad_()
+        t3, shrunk, relu = fn(x, torch.randn(3, 3).to(where))
+        with torch.no_grad():
+            t3 *= 2
+        relu.sum().backward()
+        assert x.grad is not None
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            shrunk.sum().backward()
