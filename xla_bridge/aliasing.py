@@ -11,12 +11,12 @@ arguments (no data, no compute): it maps each output leaf sharing an argument's 
 ``HostView`` and lists the arguments the graph writes in place (their ``_version`` moved), for
 every kind of device program alike. An output viewing a device argument is listed apart
 (``device_views``: made again by its own view ops, ``device_views.py``). Aliasing the bridge
-cannot rebuild raises ``NotOneGraph`` (the graph then runs eagerly, with the reason): two
-outputs sharing memory that no argument owns where the later is not made of elements of the
-first (``y.chunk(2)``: the device returns the first alone, eager's storage holds more). When it
-is (``y, y[:, 0]``: Hugging Face's pooled outputs, CLIP's ``logits.t()``), the later output is
-rebuilt as that view of the first, laid out as eager's storage (``OutputView``), on the host
-or on the device. So does a graph that changes an argument's metadata in place (shape, strides, storage offset,
+cannot rebuild raises ``NotOneGraph`` (the graph then runs eagerly, with the reason): outputs
+sharing memory that no argument owns where none of them holds the elements of the others
+(``y.chunk(2)``: the device returns each alone, eager's storage holds both). Where one does
+(``y, y[:, 0]``: Hugging Face's pooled outputs; ``logits.t(), logits``: CLIP), the others are
+rebuilt as views of it: on the host with ``as_strided`` of it laid out as eager's storage
+(``OutputView``), on the device by their own view ops (``device_views.py``). So does a graph that changes an argument's metadata in place (shape, strides, storage offset,
 dtype, ``requires_grad`` or its storage: ``x.t_()``, ``x.set_(y)``, ``x.unsqueeze_(0)``,
 ``x.resize_(n)``, ``x.requires_grad_()``; ``InputMetadataMutated``): the device hands back
 data only. An output eager lays out non-compactly (a view of a tensor made inside the graph,

@@ -455,8 +455,8 @@ class BridgedCall:
             cached = tuple(i for i, a in enumerate(args) if isinstance(a, torch.nn.Parameter)) \
                 + tuple(weight_state)
         self.host_inputs = HostInputs(len(args), self.host_positions, cached)
-        self.draws_random = _draws_random(gm)
         self.eager_run = EagerRun.of(gm)
+        self.draws_random = self.eager_run.draws_random
         self.last_signature = None            # of the device and Python-value arguments
         self.make_program = make_program
         self.training = make_training(self) if make_training and self.check_grad_mode else None

@@ -148,6 +148,8 @@ class TrainingPlan:
                                   inputs + [tangents[j] for j in group], self.grad_of_input)
                            for group in groups]
         self.group_of_tangent = {j: g for g, group in enumerate(self.groups) for j in group.tangents}
+        # per group: the saved tensors its node saves (and so checks) for its backward
+        self.saved_reads = [_saved_reads(partition, group) for group in self.groups]
         self.saved_bytes = partition.saved_bytes
 
 
@@ -397,7 +399,7 @@ class _Step:
         # for in-place changes: so does each group's node (the rest it keeps detached, unchecked;
         # device fuzz seed 407: ``t3 *= 2`` after the call broke ``relu``'s backward, which
         # eager's does not read ``t3`` for).
-        reads = _saved_reads(partition, ctx.group)
+        reads = plan.saved_reads[group]
         ctx.save_for_backward(*[t for i, t in enumerate(self.saved) if i in reads])
         ctx.unread = {i: t.detach() for i, t in enumerate(self.saved) if i not in reads}
         ctx.step_plan = plan
@@ -515,9 +517,9 @@ class _DeviceStep(torch.autograd.Function):
 
     @staticmethod
     def _backward(ctx, *grads):
-        read = iter(ctx.saved_tensors)   # raises autograd's own error after the graph was freed
-        saved = [ctx.unread[i] if i in ctx.unread else next(read)
-                 for i in range(len(ctx.unread) + len(ctx.saved_tensors))]
+        read = ctx.saved_tensors     # raises autograd's own error after the graph was freed
+        each = iter(read)
+        saved = [ctx.unread[i] if i in ctx.unread else next(each) for i in range(len(ctx.unread) + len(read))]
         if any(g is not None and _batched(g) for g in grads):
             raise BatchedBackwardUnsupported(
                 "batched gradients (is_grads_batched=True, jacobian(vectorize=True)) through "
