@@ -16,6 +16,11 @@ sums; it does not join groups, and each group's graph keeps only its own terms o
     def forward(saved0, arg0, tangent0, tangent1):         # group (0,): tangent0's terms only
         g0 = mul(tangent0, saved0); g1 = mul(tangent1, arg0) # g1 belongs to group (1,)
         return (add(g0, g1),)                                # -> return (g0,)
+
+Within one group, a backward may still come with only some of its tangents (``o1`` and
+``o2 = o1.std()`` returned, the loss made from ``o1`` alone). Eager then runs no node that no
+grad reaches (``std``'s backward of a zero grad is NaN, times anything), and where a node it
+does run reads a grad that never came, its formula takes zeros: ``for_arrived`` is that graph.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import torch
 import torch.fx as fx
 
 _add = torch.ops.aten.add.Tensor
+_new_zeros = torch.ops.aten.new_zeros.default
 
 
 def tangent_groups(backward: fx.GraphModule, tangent_count: int) -> tuple:
@@ -76,6 +82,36 @@ def restrict(backward: fx.GraphModule, group: tuple, tangent_count: int) -> fx.G
                 env[node] = terms[0]
         elif not flows.get(node) or flows[node] & kept:
             env[node] = out.node_copy(node, env.__getitem__)
+    out.eliminate_dead_code()
+    return fx.GraphModule(backward, out)
+
+
+def for_arrived(backward: fx.GraphModule, arrived: frozenset, tangent_count: int) -> fx.GraphModule:
+    """``backward`` (same inputs and outputs) when only the tangents in ``arrived`` came: the
+    ops made only from the others are left out, a value they would have given is zeros where a
+    kept op reads it, and a grad made only from them is None."""
+    graph = backward.graph
+    flows = _flows(graph, tangent_count)
+    absent = {node for node, made_from in flows.items() if not made_from & arrived}
+    tangents = [node for node in graph.nodes if node.op == "placeholder"][-tangent_count:]
+    out, env, zeros = fx.Graph(), {}, {}
+
+    def value(node):
+        if node in env:
+            return env[node]
+        if node not in zeros:            # a grad that did not come: eager's formulas take zeros
+            zeros[node] = out.call_function(_new_zeros, (env[tangents[min(arrived)]], list(node.meta["shape"])),
+                                            {"dtype": node.meta["dtype"]})
+            zeros[node].meta.update(shape=node.meta["shape"], dtype=node.meta["dtype"])
+        return zeros[node]
+
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            env[node] = out.node_copy(node)
+        elif node.op == "output":
+            out.output(tuple(env.get(v) if isinstance(v, fx.Node) else v for v in node.args[0]))
+        elif node not in absent:
+            env[node] = out.node_copy(node, value)
     out.eliminate_dead_code()
     return fx.GraphModule(backward, out)
 

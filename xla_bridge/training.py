@@ -63,7 +63,7 @@ from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .aliasing import rebuild_output_views
-from .backward_groups import restrict, tangent_groups
+from .backward_groups import for_arrived, restrict, tangent_groups
 from .counters import counters
 from .decompose import decomposing, learn
 from .dtype_check import DtypeWatch, converting_dtypes
@@ -161,11 +161,25 @@ class _Group:
 
     def __init__(self, tangents, backward_gm, examples, grad_of_input):
         self.tangents = tangents
+        self.backward_gm = backward_gm
         self.backward = ReplayedGraph(backward_gm, examples)
+        self.partial = {}           # arrived tangents -> the backward for them (``for_arrived``)
         grads = next(n for n in backward_gm.graph.nodes if n.op == "output").args[0]
         self.gives = frozenset(index for index, grad in enumerate(grads) if grad is not None)
         detached = {k for k, index in enumerate(grad_of_input) if index not in self.gives}
         self.detached = frozenset() if len(detached) == len(grad_of_input) else frozenset(detached)
+
+    def backward_for(self, active, inputs) -> ReplayedGraph:
+        """The backward graph for the tangents that came (``active``): the whole group's when
+        all did, else one made (on these inputs) and kept for the next call like it."""
+        if len(active) == len(self.tangents):
+            return self.backward
+        arrived = frozenset(i for i, j in enumerate(self.tangents) if j in active)
+        if arrived not in self.partial:
+            with dev.function_modes_set_aside():
+                self.partial[arrived] = ReplayedGraph(
+                    for_arrived(self.backward_gm, arrived, len(self.tangents)), inputs)
+        return self.partial[arrived]
 
 
 class SavedShapesDiffer(NotDifferentiable):
@@ -399,9 +413,19 @@ class _Step:
         # for in-place changes: so does each group's node (the rest it keeps detached, unchecked;
         # device fuzz seed 407: ``t3 *= 2`` after the call broke ``relu``'s backward, which
         # eager's does not read ``t3`` for).
+        # A tensor the caller holds (an argument, an output) is checked by ``_check_versions``
+        # instead, for the tangents that come: saved here, it would be checked for all of them
+        # (device fuzz seed 407 i54: an output changed after the call, which only the backward
+        # of another output read).
         reads = plan.saved_reads[group]
-        ctx.save_for_backward(*[t for i, t in enumerate(self.saved) if i in reads])
-        ctx.unread = {i: t.detach() for i, t in enumerate(self.saved) if i not in reads}
+        held = {id(t) for t in (*self.outputs.values(), *self.args) if isinstance(t, torch.Tensor)}
+        checked = [i for i in sorted(reads) if id(self.saved[i]) not in held]
+        kept = [self.saved[i] for i in checked]
+        if reads and not kept:            # so a second backward still meets autograd's error
+            kept = [_FREED_MARKER]
+        ctx.save_for_backward(*kept)
+        ctx.unread = {i: t.detach() for i, t in enumerate(self.saved) if i not in checked}
+        ctx.saved_count = len(self.saved)
         ctx.step_plan = plan
         ctx.tangent_outputs = tuple(mine.index(partition.differentiable[j]) for j in ctx.group.tangents)
         ctx.input_devices = self.input_devices
@@ -442,6 +466,9 @@ class _Step:
         self.leaves_of_group = [[k for k in self.tensor_leaves if group_of.get(k, 0) == g]
                                 for g in range(len(plan.groups))]
         self.input_devices = tuple(a.device for a in (self.args[p] for p in plan.tensor_positions))
+
+
+_FREED_MARKER = torch.empty(0)    # saved by a node whose saved tensors are all checked apart
 
 
 def _version(tensor) -> int:
@@ -519,7 +546,7 @@ class _DeviceStep(torch.autograd.Function):
     def _backward(ctx, *grads):
         read = ctx.saved_tensors     # raises autograd's own error after the graph was freed
         each = iter(read)
-        saved = [ctx.unread[i] if i in ctx.unread else next(each) for i in range(len(ctx.unread) + len(read))]
+        saved = [ctx.unread[i] if i in ctx.unread else next(each) for i in range(ctx.saved_count)]
         if any(g is not None and _batched(g) for g in grads):
             raise BatchedBackwardUnsupported(
                 "batched gradients (is_grads_batched=True, jacobian(vectorize=True)) through "
@@ -545,7 +572,8 @@ class _DeviceStep(torch.autograd.Function):
         dev.materialize([t for t in tangents if dev.is_xla(t)])   # a lazy loss's backward
         for k, copy in zip(host, dev.to_device([tangents[k] for k in host])):
             tangents[k] = copy
-        grads_out = group.backward.run([*saved, *tangents])
+        inputs = [*saved, *tangents]
+        grads_out = group.backward_for(active, inputs).run(inputs)
         reached = plan.partition.grad_tangents
         active = frozenset(active)
         result = [None if index not in group.gives
