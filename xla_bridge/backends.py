@@ -99,6 +99,10 @@ def _partitioned_program(flat, device_args, cut, copies, decompositions):
 
 
 def _build(gm, example_inputs, make_program, cache_host_weights=None, make_training=None):
+    unread = _unread_inputs(gm)
+    if unread:
+        return _WithoutUnreadInputs(gm, example_inputs, unread, make_program, cache_host_weights,
+                                    make_training)
     if cache_host_weights is None:
         cache_host_weights = config.cache_host_weights
     gm = force_eager_copies(gm)       # a layout copy of eager stays a copy on the device (X10)
@@ -125,6 +129,32 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
         reason = f"{type(error).__name__}: {first_line[:200]}"
     counters.record("fallbacks", f"graph runs eagerly: {reason}")
     return EagerGraph(gm, reason)
+
+
+def _unread_inputs(gm) -> tuple:
+    """Positions of the graph's inputs that nothing in it reads."""
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    return tuple(i for i, node in enumerate(placeholders) if not node.users)
+
+
+class _WithoutUnreadInputs:
+    """A graph given inputs it never reads (a tensor a graph break stores to a local, passed
+    along with the rest): built and called without them, so the device neither copies nor
+    computes them. A pending device tensor stays pending, as in eager, which never reads it
+    (device fuzz seed 411 i137: ``gelu`` of an int64 tensor, which torch_xla cannot lower)."""
+
+    def __init__(self, gm, example_inputs, unread, *how):
+        graph = torch.fx.Graph()
+        env = {}
+        placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+        for node in gm.graph.nodes:
+            if node not in placeholders or placeholders.index(node) not in unread:
+                env[node] = graph.node_copy(node, env.__getitem__)
+        self.read = picker(tuple(i for i in range(len(placeholders)) if i not in unread))
+        self.inner = _build(torch.fx.GraphModule(gm, graph), list(self.read(example_inputs)), *how)
+
+    def __call__(self, *inputs):
+        return self.inner(*self.read(inputs))
 
 
 def _holds_unsound_dtype(gm, example_inputs):

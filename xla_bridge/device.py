@@ -241,18 +241,17 @@ def to_host(tensors: list) -> list:
 def materialize(tensors: list) -> None:
     """Run the pending lazy computation of device tensors so each holds plain device data.
 
-    When one is pending, every live tensor is synced, as ``mark_step`` does, not only these:
-    a sync lets XLA reuse (donate) the buffer of a tensor updated in place (an optimizer's step
-    on a weight), and a pending tensor left out of the sync that still reads the old buffer
-    would find it deleted (a training loop without ``mark_step`` whose model's first layer runs
-    lazily before a replayed frame: "buffer ... is deleted")."""
+    Only these tensors are synced, as lazy torch_xla syncs a tensor it reads (``.cpu()``), and
+    without letting XLA donate buffers (``sync_xla_data=False``): a donating sync of a weight
+    with a pending in-place update frees its old buffer, which another pending tensor may still
+    read ("buffer ... is deleted" in a training loop without ``mark_step``). Syncing every live
+    tensor, as ``mark_step`` does, avoids that too but also lowers live tensors the program never
+    reads, which may not lower at all (``gelu`` of an int64 tensor: device fuzz seed 411 i137)."""
     if not tensors:
         return
-    if any(xlac()._check_tensor_need_materialization(tensors)):
-        xlac()._xla_sync_live_tensors("", [], True)
-        pending = [t for t, needs in zip(tensors, xlac()._check_tensor_need_materialization(tensors)) if needs]
-        if pending:        # not among the default device's live tensors
-            xlac()._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=True)
+    pending = [t for t, needs in zip(tensors, xlac()._check_tensor_need_materialization(tensors)) if needs]
+    if pending:
+        xlac()._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=False)
 
 
 def wait_device() -> None:

@@ -19,6 +19,7 @@ from torch.utils import _pytree as pytree
 from . import device as dev
 from .decompose import decomposing
 from .lazy_graph import HostRandomWatch, NotOneGraph
+from .graph_warnings import GraphWarnings
 from .programs import ReplayedGraph
 
 
@@ -60,14 +61,17 @@ class ReplayedSegment(torch.nn.Module):
         self.module = module
         self.decompositions = decompositions
         self.program = None
+        self.warnings = ()              # what its capture warned (``PartitionedProgram.warnings``)
 
     def forward(self, *args):
         args = list(args)
         dev.materialize([a for a in args if isinstance(a, torch.Tensor)])
         if self.program is None:
             tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-            self.program = ReplayedGraph(self.module, args, shape_positions=tensors,
-                                         decompositions=self.decompositions)
+            with GraphWarnings() as warned:
+                self.program = ReplayedGraph(self.module, args, shape_positions=tensors,
+                                             decompositions=self.decompositions)
+            self.warnings = tuple(warned.caught)
         return pytree.tree_unflatten(self.program.run(args), self.program.treespec)
 
 
@@ -133,6 +137,10 @@ class PartitionedProgram:
         tensor_positions = [i for i, a in enumerate(copies) if isinstance(a, torch.Tensor)]
         identity_before = [xlac._unique_id_for_ir_and_data(copies[i]) for i in tensor_positions]
         leaves = self.run(copies)       # the first run captures every segment
+        # what the segments' captures warned, issued again before every run as for one graph
+        # (the eager ops between them warn themselves)
+        self.warnings = tuple(warning for segment in self.split.children()
+                              if isinstance(segment, ReplayedSegment) for warning in segment.warnings)
         dev.materialize([c for c in copies if isinstance(c, torch.Tensor)])
         self.mutated = tuple(i for i, before in zip(tensor_positions, identity_before)
                              if xlac._unique_id_for_ir_and_data(copies[i]) != before)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import io
 import math
 import re
@@ -88,6 +89,10 @@ def reference_unreadable(device: str) -> Optional[str]:
     if device == "cpu":
         return None
     try:
+        # garbage first: a pending tensor in a reference cycle (the frames of a call that
+        # raised) would join this sync of every live tensor or not by the collector's timing;
+        # one torch_xla cannot lower then broke it (seed 411 i137: ``gelu`` of an int64 tensor)
+        gc.collect()
         xla_device_sync()
     except Exception as e:   # noqa: BLE001
         return f"lazy torch_xla cannot run its own graph: {exc_key(e)[:150]}"

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import minidynamo
+import xla_bridge
 from tests.xla.xla_testing import BACKENDS
 
 
@@ -190,3 +191,28 @@ def test_a_kernel_that_raises_while_the_graph_compiles_prints_nothing(backend, c
         compiled(torch.zeros(2, 2), torch.ones(2))      # singular: eager raises, printing nothing
     assert "FX-traced" not in capfd.readouterr().err
     torch.testing.assert_close(compiled(torch.eye(2), torch.ones(2)), f(torch.eye(2), torch.ones(2)))
+
+
+def broadcasting_loss_beside_an_op_run_on_the_cpu(x, y):
+    return F.mse_loss(torch.special.i0(x * 2), y) * 2     # i0: no XLA lowering
+
+
+def test_a_warning_a_segment_of_a_partitioned_graph_emits_is_shown_and_raised_on_every_call():
+    """A graph split around an op the device cannot run replays its segments: the warning the
+    segment's capture recorded is issued again by every call, as for one graph."""
+    compiled = minidynamo.optimize("torchxla_trace_once")(broadcasting_loss_beside_an_op_run_on_the_cpu)
+    x, y = torch.ones(2, 3), torch.ones(3)
+    partitions = xla_bridge.counters.partitions
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled(x, y)
+    assert xla_bridge.counters.partitions == partitions + 1
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("always")
+            compiled(x, y)
+        assert [w.category for w in shown] == [UserWarning]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(UserWarning):
+                compiled(x, y)

@@ -272,3 +272,41 @@ def test_training_without_mark_step_never_reads_a_donated_buffer(in_place):
         assert_same(losses[1], losses[0])
     for p, q in zip(model.parameters(), eager.parameters()):
         assert_same(p.detach().cpu(), q.detach())
+
+
+def test_a_live_pending_tensor_the_device_cannot_lower_stays_pending_as_in_eager():
+    """Device fuzz seed 408 i107: a pending input made the bridge sync every live tensor (as
+    ``mark_step`` does), and so lower one the program never reads: ``elu`` of an int64 tensor,
+    which torch_xla cannot lower. Lazy torch_xla syncs only the tensor it reads."""
+    import minidynamo
+
+    def affine(x):
+        return x * 2 + 1
+
+    compiled = minidynamo.optimize("torchxla_trace_once")(affine)
+    never_read = F.elu(torch.ones(3, dtype=torch.int64, device=dev.xla_device()))
+    for _ in range(2):
+        x = torch.randn(3).to(dev.xla_device()) + 1          # pending
+        assert_same(compiled(x).cpu(), affine(x).cpu())
+    assert xla_bridge.counters.fallbacks == 0
+    del never_read
+
+
+def test_a_graph_input_nothing_reads_is_neither_copied_nor_computed():
+    """Device fuzz seed 411 i137: ``gelu`` of an int64 tensor breaks the graph (no CPU kernel
+    for its example values) and runs lazily, pending; the graph after the break is given its
+    result, stored to a local, and never reads it. Eager never computes it; the bridge synced
+    it with the inputs, and torch_xla cannot lower it."""
+    import minidynamo
+
+    def step(y, n):
+        t1 = (y * 3).long()
+        t3 = F.gelu(t1)
+        t1 += t1
+        return t1 * n
+
+    compiled = minidynamo.optimize("torchxla_trace_once")(step)
+    for n in (2, 2, 3):
+        y = torch.randn(2, 3).to(dev.xla_device())
+        assert_same(compiled(y, n).cpu(), step(y, n).cpu())
+    assert xla_bridge.counters.fallbacks == 0
