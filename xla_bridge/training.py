@@ -176,9 +176,12 @@ class _Group:
             return self.backward
         arrived = frozenset(i for i, j in enumerate(self.tangents) if j in active)
         if arrived not in self.partial:
-            with dev.function_modes_set_aside():
-                self.partial[arrived] = ReplayedGraph(
-                    for_arrived(self.backward_gm, arrived, len(self.tangents)), inputs)
+            try:
+                with dev.function_modes_set_aside():
+                    self.partial[arrived] = ReplayedGraph(
+                        for_arrived(self.backward_gm, arrived, len(self.tangents)), inputs)
+            except Exception:     # (a subset of a graph the device ran: not expected) the
+                self.partial[arrived] = self.backward    # whole group's, zeros for the rest
         return self.partial[arrived]
 
 
@@ -413,19 +416,15 @@ class _Step:
         # for in-place changes: so does each group's node (the rest it keeps detached, unchecked;
         # device fuzz seed 407: ``t3 *= 2`` after the call broke ``relu``'s backward, which
         # eager's does not read ``t3`` for).
-        # A tensor the caller holds (an argument, an output) is checked by ``_check_versions``
-        # instead, for the tangents that come: saved here, it would be checked for all of them
-        # (device fuzz seed 407 i54: an output changed after the call, which only the backward
-        # of another output read).
+        # A tensor the caller holds (an argument, an output) is saved as its ``.data``, which
+        # has a version counter of its own, and checked by ``_check_versions`` for the tangents
+        # that come: saved itself, it would be checked for all of them (device fuzz seed 407
+        # i54: an output changed after the call, which only the backward of another output read).
         reads = plan.saved_reads[group]
         held = {id(t) for t in (*self.outputs.values(), *self.args) if isinstance(t, torch.Tensor)}
-        checked = [i for i in sorted(reads) if id(self.saved[i]) not in held]
-        kept = [self.saved[i] for i in checked]
-        if reads and not kept:            # so a second backward still meets autograd's error
-            kept = [_FREED_MARKER]
-        ctx.save_for_backward(*kept)
-        ctx.unread = {i: t.detach() for i, t in enumerate(self.saved) if i not in checked}
-        ctx.saved_count = len(self.saved)
+        ctx.save_for_backward(*[_data(t) if id(t) in held else t
+                                for i, t in enumerate(self.saved) if i in reads])
+        ctx.unread = {i: t.detach() for i, t in enumerate(self.saved) if i not in reads}
         ctx.step_plan = plan
         ctx.tangent_outputs = tuple(mine.index(partition.differentiable[j]) for j in ctx.group.tangents)
         ctx.input_devices = self.input_devices
@@ -468,7 +467,7 @@ class _Step:
         self.input_devices = tuple(a.device for a in (self.args[p] for p in plan.tensor_positions))
 
 
-_FREED_MARKER = torch.empty(0)    # saved by a node whose saved tensors are all checked apart
+_data = torch.Tensor.data.__get__     # the same data and metadata, a version counter of its own
 
 
 def _version(tensor) -> int:
@@ -546,7 +545,7 @@ class _DeviceStep(torch.autograd.Function):
     def _backward(ctx, *grads):
         read = ctx.saved_tensors     # raises autograd's own error after the graph was freed
         each = iter(read)
-        saved = [ctx.unread[i] if i in ctx.unread else next(each) for i in range(ctx.saved_count)]
+        saved = [ctx.unread[i] if i in ctx.unread else next(each) for i in range(len(ctx.unread) + len(read))]
         if any(g is not None and _batched(g) for g in grads):
             raise BatchedBackwardUnsupported(
                 "batched gradients (is_grads_batched=True, jacobian(vectorize=True)) through "
