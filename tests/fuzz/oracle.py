@@ -552,7 +552,10 @@ def compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages=True,
             c.compare(r_e[1], r_o[1], "return")
     except Diff as d:
         return str(d)
-    text_o = re.sub(r", device='xla:\d+'", "", r_o[2]) if across else r_o[2]
+    # across devices: the device's tensors print their device, and wrap ``dtype=`` once it is
+    # gone onto a line of its own
+    text_o = re.sub(r",\s*dtype=", ", dtype=", re.sub(r", device='xla:\d+'", "", r_o[2])) \
+        if across else r_o[2]
     if not same_printed(printed(r_e[2]), printed(text_o), c.rtol, c.atol):
         return f"stdout: eager {r_e[2]!r}, optimized {r_o[2]!r}"
     return None
