@@ -27,19 +27,20 @@ from .device_views import DeviceViews
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
 from .device_redirect import CopiesFromHost
-from .dtype_check import UNSOUND_ON_DEVICE
 from .host_random import EagerHostDraws
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
-from .eager_faithful import FormulaProbe, op_name
+from .eager_faithful import FormulaProbe
+from .graph_refusals import unfit_for_the_device
 from .graph_warnings import GraphWarnings, WarningIsError, reissue
 from .lazy_graph import DrawReadsValues, NotOneGraph
 from .lifting import FlatProgram
 from .partition import PartitionedProgram, find_eager_nodes
 from .programs import ReplayedGraph, TracedEveryCall
 from .joint_graph import NotDifferentiable
-from .training import NO_GRAD_NEEDED, LazyTraining, ReplayedTraining
+from .lazy_training import LazyTraining
+from .training import NO_GRAD_NEEDED, ReplayedTraining
 
 
 def torchxla_trivial(gm: torch.fx.GraphModule, example_inputs, *, cache_host_weights=None):
@@ -108,9 +109,7 @@ def _build(gm, example_inputs, make_program, cache_host_weights=None, make_train
     gm = force_eager_copies(gm)       # a layout copy of eager stays a copy on the device (X10)
     dev.reductions_propagate_nan()    # asked before any trace watches the device's activity
     try:
-        why = _holds_unsound_dtype(gm, example_inputs) or _empty_input_to_a_shuffle(gm) \
-            or _as_strided_of_stored_memory(gm) \
-            or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm)
+        why = unfit_for_the_device(gm, example_inputs)
         if why is not None:
             raise NotOneGraph(why)
         with dev.host_random_kept(), dev.function_modes_set_aside(), dev.outside_inference_mode():
@@ -155,113 +154,6 @@ class _WithoutUnreadInputs:
 
     def __call__(self, *inputs):
         return self.inner(*self.read(inputs))
-
-
-def _holds_unsound_dtype(gm, example_inputs):
-    """Why the device cannot run ``gm``, if an input or a value it makes has a dtype torch_xla
-    gets wrong whatever the op (``dtype_check.UNSOUND_ON_DEVICE``).  Checked on the whole graph
-    before anything reaches the device: a partitioned graph would copy such an input to the
-    device even for an op it then runs eagerly."""
-    values = list(example_inputs) + [node.meta.get("example_value") for node in gm.graph.nodes]
-    for value in pytree.tree_leaves(values):
-        if isinstance(value, torch.Tensor) and value.dtype in UNSOUND_ON_DEVICE:
-            return f"the graph holds a {value.dtype} tensor: {UNSOUND_ON_DEVICE[value.dtype]}"
-    return None
-
-
-# Ops whose torch_xla lowering divides by, or reshapes into, a size an empty input makes zero:
-# ``roll`` of a tensor with a zero-size dim kills the process (SIGFPE: a shift modulo 0);
-# ``pixel_unshuffle`` of an empty batch returns its input's shape.
-_EMPTY_INPUT_LOWERINGS = frozenset({"roll", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
-                                    "native_channel_shuffle"})
-
-
-def _empty_input_to_a_shuffle(gm):
-    """Why the device cannot run ``gm``, if one of those ops gets an empty tensor."""
-    for node in gm.graph.nodes:
-        name = op_name(node.target)
-        if node.op in ("call_function", "call_method") and name in _EMPTY_INPUT_LOWERINGS:
-            first = node.args[0] if node.args else None
-            value = first.meta.get("example_value") if isinstance(first, torch.fx.Node) else None
-            if isinstance(value, torch.Tensor) and value.numel() == 0:
-                return (f"{name} of an empty tensor: torch_xla's lowering divides by or reshapes into "
-                        "its zero size")
-    return None
-
-
-def _as_strided_of_stored_memory(gm):
-    """Why the device cannot run ``gm``, if it calls ``as_strided`` on a tensor it did not make
-    itself as one compact block: ``as_strided`` reads the storage behind its input, which for an
-    argument or any view (its offset, its strides, the elements around it) the device's dense
-    copy does not have (``x[::2].as_strided((2, 2), (1, 1))``), and torch_xla's own
-    ``as_strided`` of a view reads other elements than eager's."""
-    for node in gm.graph.nodes:
-        if node.op in ("call_function", "call_method") and \
-                op_name(node.target) in ("as_strided", "as_strided_"):
-            first = node.args[0] if node.args else node.kwargs.get("input")
-            value = first.meta.get("example_value") if isinstance(first, torch.fx.Node) else None
-            if op_name(node.target) == "as_strided_" and getattr(first, "op", None) == "placeholder":
-                continue        # an argument's metadata changed in place: refused by its own check
-            if not isinstance(value, torch.Tensor) or first.op in ("placeholder", "get_attr") \
-                    or value._base is not None or value.storage_offset() != 0 \
-                    or not value.is_contiguous() \
-                    or value.untyped_storage().nbytes() != value.numel() * value.element_size():
-                return "as_strided of an argument or of a view: it reads storage the device's copy has not"
-    return None
-
-
-def _in_place_write_gains_grad(gm, example_inputs):
-    """Why the device cannot run ``gm``, if an in-place op makes an argument that does not require
-    grad require it (``x.add_(w * y)`` under grad mode, or a write through a view of it): eager
-    gives the caller's ``x`` a ``grad_fn``, but the bridge writes results back into arguments
-    without autograd (X9). What an op writes is what the tracer saw it write (``writes``: the
-    arguments' meta tensors or views of them), not its first argument (batch norm writes its
-    running statistics)."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    position_of = {id(n.meta.get("example_value")): k for k, n in enumerate(placeholders)}
-    for node in gm.graph.nodes:
-        for written in node.meta.get("writes") or ():
-            root = written._base if written._base is not None else written
-            k = position_of.get(id(root))
-            before = example_inputs[k] if k is not None and k < len(example_inputs) else None
-            if isinstance(before, torch.Tensor) and not before.requires_grad and written.requires_grad:
-                return (f"in-place {getattr(node.target, '__name__', node.target)} makes argument "
-                        f"{k} require grad (the write-back carries no autograd)")
-    return None
-
-
-def _makes_grad_leaves(gm):
-    """Why the device cannot run ``gm``, if one of its ops makes a tensor require grad that
-    none of its inputs made require it (``t.detach().requires_grad_()``, a factory with
-    ``requires_grad=True``, ``nn.Parameter(...)``): eager's autograd then records from that
-    leaf on (``torch.autograd.grad(y, t)`` after a graph break), and the bridge's outputs
-    carry autograd only back to the graph's arguments."""
-    def value(node):
-        if node.op == "get_attr":
-            return getattr(gm, node.target, None)
-        return node.meta.get("example_value")
-
-    def known_inputs(node):
-        """The values ``node`` reads; through a node with no example value of its own (a
-        multi-output op, ``chunk``, ``split``, ``sort``: its ``getitem``s have them), its inputs."""
-        for n in node.all_input_nodes:
-            if n.op != "get_attr" and "example_value" not in n.meta and n.op != "placeholder":
-                yield from known_inputs(n)
-            else:
-                yield from pytree.tree_leaves(value(n))
-
-    for node in gm.graph.nodes:
-        if node.op not in ("call_function", "call_method", "call_module"):
-            continue
-        if not any(map(_requires_grad, pytree.tree_leaves(value(node)))):
-            continue
-        inputs = list(known_inputs(node))
-        if node.op == "call_module":                # a leaf module's own state counts as input
-            inputs += list(gm.get_submodule(node.target).parameters())
-        if not any(map(_requires_grad, inputs)):
-            return (f"{getattr(node.target, '__name__', node.target)} makes a tensor that requires "
-                    f"grad inside the graph (its autograd history starts there, in eager)")
-    return None
 
 
 def _enables_grad(gm) -> bool:

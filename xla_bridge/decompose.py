@@ -29,7 +29,6 @@ import contextlib
 
 import torch
 import torch.fx as fx
-from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import device as dev

@@ -4,10 +4,10 @@ Both answered as eager (eager ran them); they now replay on the device:
 - a graph indexing the result of a multi-output op (``a, g = h.chunk(2, -1)`` of a SwiGLU MLP,
   GPT-2's qkv ``split``, ``sort``/``topk`` values) was taken for one that makes a new autograd
   leaf: the multi-output node has no example value of its own, so its ``getitem`` seemed to read
-  nothing that requires grad (``backends._makes_grad_leaves``);
+  nothing that requires grad (``graph_refusals._makes_grad_leaves``);
 - a batch norm in training mode whose input does not require grad (the first layer) was taken
   for an in-place op making its input require grad: the check read the op's first argument,
-  where batch norm writes its running statistics (``backends._in_place_write_gains_grad``).
+  where batch norm writes its running statistics (``graph_refusals._in_place_write_gains_grad``).
 """
 
 import copy
