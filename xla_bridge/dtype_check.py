@@ -49,7 +49,7 @@ class DtypeWatch(TorchDispatchMode):
             with _disable_current_modes():    # eager's answer, not the other modes' business
                 expected = func(*pytree.tree_map(_on_meta, args), **pytree.tree_map(_on_meta, kwargs))
         except Exception:                 # noqa: BLE001  (no meta kernel for these arguments:
-            expected = None               # not compared; the X19 test keeps the check alive)
+            expected = None               # not compared)
         if expected is not None and torch.Tag.pointwise in func.tags:
             converted = _operands_in(func, args, expected)
             if converted is not None:

@@ -31,6 +31,9 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
   its scatter;
 - ``gelu`` far out on the left is ``-x`` times one ulp (``gelu(-1e4)`` = -8.9e-4, eager -0.0):
   ``1 + erf`` cancels where ``erfc`` does not;
+- binary ops of operands of different dtypes (``where``, ``remainder``, the bitwise ops,
+  ``maximum`` with a 0-dim operand): the result takes one operand's dtype, where eager promotes
+  (``eager_promotion.py``);
 - ops computed in another precision: 16-bit float reductions, integer division, floats
   converted to integers out of range (``eager_precision.py``);
 - backward formulas: elu's (celu's, selu's) gradient for x < 0, and the kinks of hardtanh,
@@ -60,6 +63,7 @@ from .eager_formulas import (
     sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
 )
 from .eager_precision import accumulations_in_float32, integer_divisions, to_integer_as_eager
+from .eager_promotion import PROMOTED_OP_NAMES, promotions
 
 _aten = torch.ops.aten
 
@@ -170,6 +174,8 @@ _BACKWARDS_THAT_DIFFER += tuple(f"{name}_" for name in _BACKWARDS_THAT_DIFFER)  
 # path traces forward ops only, the grad-mode paths their backward ops too).
 INFERENCE, TRAINING = "inference", "training"
 EAGER_FAITHFUL = (
+    # first: the other formulas of these ops then see operands of one dtype
+    (_calls(*PROMOTED_OP_NAMES), promotions(), {INFERENCE, TRAINING}),
     (_calls("cummax"), {_aten.cummax.default: cummax_as_eager}, {INFERENCE, TRAINING}),
     (_norm_in_training, {_aten.native_batch_norm.default: batch_norm_as_eager}, {INFERENCE, TRAINING}),
     (_arange_with_a_float, {_aten.arange.start_step: arange_as_eager,

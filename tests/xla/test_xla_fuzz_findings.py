@@ -21,6 +21,7 @@ X13 trace_once's training outputs laid out as eager's were views made inside its
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import minidynamo
 import xla_bridge
@@ -686,9 +687,10 @@ def _where_mixing_dtypes(x, y):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("grad", [False, True])
-def test_an_op_the_device_types_unlike_eager_runs_eagerly(backend, grad):
+def test_where_of_two_dtypes_answers_in_eagers_dtype_on_the_device(backend, grad):
     """Seed 146 program 648: torch_xla's where gave float32 (values rounded) where eager gives
-    float64; each op's result dtype is checked against its meta kernel while tracing."""
+    float64. It ran eagerly (the check below); ``where`` now promotes its operands first
+    (``eager_promotion``, D12) and runs on the device."""
     xla_bridge.device.xla_device()
     xla_bridge.reset_counters()
     optimized = minidynamo.optimize(backend)(_where_mixing_dtypes)
@@ -696,7 +698,26 @@ def test_an_op_the_device_types_unlike_eager_runs_eagerly(backend, grad):
     y = torch.randn(3, 4, dtype=torch.float64)
     out = optimized(x, y)
     assert out.dtype == torch.float64 and torch.equal(out, _where_mixing_dtypes(x, y))
-    assert "the device computes aten.where.self as torch.float32" in xla_bridge.counters.reasons[-1]
+    assert xla_bridge.counters.fallbacks == 0, xla_bridge.counters.reasons
+
+
+class _WhereInFloat32(TorchDispatchMode):
+    """Stands in for a lowering that types a result otherwise than eager (as where's did)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        return out.float() if func is torch.ops.aten.where.self else out
+
+
+def test_an_op_the_device_types_unlike_eager_is_noted_with_the_reason_to_run_eagerly():
+    """Each op's result dtype is checked against its meta kernel while a graph is traced
+    (``DtypeWatch``); a difference makes the graph run eagerly, with this reason."""
+    from xla_bridge.dtype_check import DtypeWatch
+
+    x = torch.randn(3, 4, dtype=torch.float64)
+    with _WhereInFloat32(), DtypeWatch() as dtypes:
+        torch.where(x > 0, x, x * 2)
+    assert dtypes.reason() == "the device computes aten.where.self as torch.float32 where eager gives torch.float64"
 
 
 # --- X22: an in-place write overlapping its own input raises, as in eager ----------------------

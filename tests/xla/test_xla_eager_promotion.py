@@ -1,0 +1,48 @@
+"""Binary ops of operands of different dtypes answer in the dtype eager promotes them to.
+
+``xla_bridge.eager_promotion``: several torch_xla lowerings take the result dtype from one
+operand (``where(c, int64, float32)`` came back int64; ``bool & int64`` bool) or promote a
+0-dim operand as if it had dimensions (``maximum(int32 vector, int64 0-dim)`` int64, eager
+int32). Device fuzz seed 415 i95 found the first.
+"""
+
+import pytest
+import torch
+
+import minidynamo
+from tests.xla.xla_testing import BACKENDS, to_xla
+
+CONDITION = torch.tensor([True, False, True, False])
+INTS = torch.tensor([-3, 2, 5, 7])
+FLOATS = torch.tensor([0.5, -1.25, 2.0, 3.5])
+BOOLS = torch.tensor([True, False, True, True])
+
+CASES = {
+    "where(c, int64, float32)": (lambda c, a, b: torch.where(c, a, b), INTS, FLOATS),
+    "where(c, bool, int64)": (lambda c, a, b: torch.where(c, a, b), BOOLS, INTS),
+    "where(c, int32, int64)": (lambda c, a, b: torch.where(c, a, b), INTS.int(), INTS),
+    "remainder(int64, float32)": (lambda c, a, b: torch.remainder(a, b), INTS, FLOATS),
+    "int32 % int64": (lambda c, a, b: a % b, INTS.int(), INTS.abs() + 1),
+    "bool & int64": (lambda c, a, b: a & b, BOOLS, INTS),
+    "uint8 | int32": (lambda c, a, b: a | b, INTS.abs().to(torch.uint8), INTS.int()),
+    "bool ^ int64": (lambda c, a, b: a ^ b, BOOLS, INTS),
+    "maximum(int32, int64 0-dim)": (lambda c, a, b: torch.maximum(a, b), INTS.int(), torch.tensor(3)),
+    "minimum(int64 0-dim, uint8)": (lambda c, a, b: torch.minimum(a, b), torch.tensor(3), INTS.abs().to(torch.uint8)),
+    "int32 << int64 0-dim": (lambda c, a, b: a << b, INTS.int(), torch.tensor(2)),
+    "clamp(int32, int64 0-dim bounds)": (lambda c, a, b: torch.clamp(a, b, b + 2), INTS.int(), torch.tensor(1)),
+    "addcmul(int64, uint8, uint8)": (lambda c, a, b: torch.addcmul(a, b, b), INTS, torch.tensor([1, 200, 3, 40], dtype=torch.uint8)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("on_device", [False, True], ids=["host", "device"])
+@pytest.mark.parametrize("case", CASES)
+def test_a_binary_op_of_two_dtypes_answers_in_eagers_promoted_dtype(backend, on_device, case):
+    fn, a, b = CASES[case]
+    expected = fn(CONDITION, a, b)
+    args = (CONDITION, a, b)
+    if on_device:
+        args = tuple(map(to_xla, args))
+    actual = minidynamo.optimize(backend)(fn)(*args)
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual.cpu(), expected)

@@ -1,0 +1,79 @@
+"""Formulas for binary ops whose XLA lowering does not promote operands of different dtypes.
+
+Part of ``eager_faithful``'s table (its docstring says how formulas are chosen and run). Eager
+computes a binary op in the dtype both operands promote to (``torch.result_type``: a 0-dim
+tensor counts for less than a dimensioned one, a Python number for less still). Several of
+torch_xla's lowerings take their result dtype from one operand instead, found by a sweep of
+dtype pairs against the device (tests/fuzz/FINDINGS.md, D12; device fuzz seed 415 i95:
+``torch.where(y > 0, t4, y)`` of an int64 ``t4`` and a float32 ``y`` came back int64):
+
+- ``where(c, a, b)``, ``remainder`` and ``bitwise_and``/``or``/``xor`` take ``a``'s dtype
+  (``where(c, int64, float32)`` is int64, ``bool & int64`` is bool);
+- ``maximum``/``minimum`` and the shifts take a 0-dim operand's dtype as if it had dimensions
+  (``maximum(int32 vector, int64 0-dim)`` is int64, eager int32);
+- ``atan2`` and ``xlogy`` of float16 with an integer or a 0-dim float32 compute in float32;
+- ``clamp`` by tensor bounds, ``addcmul`` and ``addcdiv`` likewise (``addcmul`` of an int64
+  tensor and uint8 factors multiplied the factors in uint8, wrapping at 256).
+
+Each formula converts the operands to eager's promoted dtype and calls the op again, which the
+mode then runs on operands of one dtype (through the op's other formulas, if it has any).
+"""
+
+import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+_aten = torch.ops.aten
+_DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
+
+
+def promoting(op, positions=(0, 1)):
+    """``op`` with its operands at ``positions`` (None: left out) converted to the dtype eager
+    gives the result (``elementwise_dtypes``: the same rule as ``torch.result_type``, for any
+    number of operands)."""
+    def formula(*args, **kwargs):
+        operands = [args[p] for p in positions if p < len(args) and args[p] is not None]
+        tensors = [o for o in operands if isinstance(o, torch.Tensor)]
+        if not tensors:
+            return NotImplemented
+        _, dtype = elementwise_dtypes(*operands, type_promotion_kind=_DEFAULT)
+        if all(t.dtype == dtype for t in tensors):
+            return NotImplemented
+        args = list(args)
+        for p in positions:
+            if p < len(args) and isinstance(args[p], torch.Tensor) and args[p].dtype != dtype:
+                args[p] = args[p].to(dtype)
+        return op(*args, **kwargs)
+    return formula
+
+
+_BINARY = (
+    _aten.remainder.Tensor, _aten.remainder.Scalar, _aten.remainder.Scalar_Tensor,
+    _aten.bitwise_and.Tensor, _aten.bitwise_and.Scalar,
+    _aten.bitwise_or.Tensor, _aten.bitwise_or.Scalar,
+    _aten.bitwise_xor.Tensor, _aten.bitwise_xor.Scalar,
+    _aten.bitwise_left_shift.Tensor, _aten.bitwise_right_shift.Tensor,
+    _aten.__lshift__.Tensor, _aten.__rshift__.Tensor,
+    _aten.maximum.default, _aten.minimum.default,
+    _aten.atan2.default, _aten.xlogy.Tensor,
+)
+
+# ``clamp`` by tensor bounds (a 0-dim int64 bound made an int32 tensor int64), ``addcmul`` and
+# ``addcdiv`` (``uint8`` factors multiplied in uint8 beside an int64 tensor)
+_TERNARY = (_aten.clamp.Tensor, _aten.clamp_min.Tensor, _aten.clamp_max.Tensor,
+            _aten.addcmul.default, _aten.addcdiv.default)
+
+# the op names a graph calls them by (``eager_faithful._calls``)
+PROMOTED_OP_NAMES = ("where", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor",
+                     "bitwise_left_shift", "bitwise_right_shift", "__lshift__", "__rshift__",
+                     "__and__", "__or__", "__xor__", "__mod__", "__rmod__", "__rand__", "__ror__",
+                     "__rxor__", "maximum", "minimum", "atan2", "arctan2", "xlogy",
+                     "clamp", "clip", "clamp_min", "clamp_max", "addcmul", "addcdiv")
+
+
+def promotions() -> dict:
+    """{op: formula} for every op above (``where``'s operands are its second and third)."""
+    table = {op: promoting(op) for op in _BINARY}
+    table[_aten.where.self] = promoting(_aten.where.self, positions=(1, 2))
+    for op in _TERNARY:
+        table[op] = promoting(op, positions=(0, 1, 2))
+    return table
