@@ -143,11 +143,11 @@ class _WithoutUnreadInputs:
     (device fuzz seed 411 i137: ``gelu`` of an int64 tensor, which torch_xla cannot lower)."""
 
     def __init__(self, gm, example_inputs, unread, *how):
-        graph = torch.fx.Graph()
-        env = {}
         placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+        dropped = {placeholders[i] for i in unread}
+        graph, env = torch.fx.Graph(), {}
         for node in gm.graph.nodes:
-            if node not in placeholders or placeholders.index(node) not in unread:
+            if node not in dropped:
                 env[node] = graph.node_copy(node, env.__getitem__)
         self.read = picker(tuple(i for i in range(len(placeholders)) if i not in unread))
         self.inner = _build(torch.fx.GraphModule(gm, graph), list(self.read(example_inputs)), *how)
