@@ -32,7 +32,7 @@ from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
 from .eager_faithful import FormulaProbe
-from .graph_refusals import unfit_for_the_device
+from .graph_refusals import _requires_grad, unfit_for_the_device
 from .graph_warnings import GraphWarnings, WarningIsError, reissue
 from .lazy_graph import DrawReadsValues, NotOneGraph
 from .lifting import FlatProgram
@@ -257,10 +257,6 @@ def _output_devices(gm):
             return None
         devices.append(torch.device(device).type)
     return devices
-
-
-def _requires_grad(value) -> bool:
-    return isinstance(value, torch.Tensor) and value.requires_grad
 
 
 def _unwrapped(leaf):
