@@ -328,31 +328,30 @@ inline void prefetch_lines(const void *object, size_t bytes) {
         __builtin_prefetch(start + offset);
 }
 
-/* Every tensor matches its spec.  The checks are short and the loads are not: each tensor's
- * object is fetched 16 ahead and its TensorImpl 8 ahead, so that several loads are in flight at
- * once (a staged variant that also fetched the autograd meta ahead measured the same). */
+/* Every tensor matches its spec.  The checks are short and the loads are not, so they run in
+ * two passes over blocks of tensors: the first finds each tensor's TensorImpl (the objects' loads
+ * are independent of one another, so they overlap) and asks for its lines; the second checks,
+ * by then reading lines already on their way. */
+constexpr size_t kBlock = 32;
+
 bool all_match(const std::vector<Spec> &specs, PyObject *const *tensors, const Py_ssize_t *index) {
     bool mode_active = at::impl::torch_function_mode_enabled();
     size_t n = specs.size();
     auto at = [&](size_t i) { return tensors[index ? index[i] : i]; };
-    for (size_t i = 0; i < n && i < 16; i++)
-        __builtin_prefetch(at(i));
-    for (size_t i = 0; i < n && i < 8; i++) {
-        const c10::TensorImpl *impl = direct_impl(specs[i], at(i), mode_active);
-        if (impl != nullptr)
-            prefetch_lines(impl, sizeof(c10::TensorImpl));
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (i + 16 < n)
-            __builtin_prefetch(at(i + 16));
-        if (i + 8 < n) {
-            const c10::TensorImpl *ahead = direct_impl(specs[i + 8], at(i + 8), mode_active);
-            if (ahead != nullptr)
-                prefetch_lines(ahead, sizeof(c10::TensorImpl));
+    const c10::TensorImpl *impls[kBlock];
+    for (size_t start = 0; start < n; start += kBlock) {
+        size_t count = std::min(kBlock, n - start);
+        for (size_t k = 0; k < count; k++) {
+            const c10::TensorImpl *impl = direct_impl(specs[start + k], at(start + k), mode_active);
+            impls[k] = impl;
+            if (impl != nullptr)
+                prefetch_lines(impl, sizeof(c10::TensorImpl));
         }
-        const c10::TensorImpl *impl = direct_impl(specs[i], at(i), mode_active);
-        if (!spec_matches(specs[i], at(i), impl, impl != nullptr ? impl->autograd_meta() : nullptr))
-            return false;
+        for (size_t k = 0; k < count; k++) {
+            const c10::TensorImpl *impl = impls[k];
+            if (!spec_matches(specs[start + k], at(start + k), impl, impl != nullptr ? impl->autograd_meta() : nullptr))
+                return false;
+        }
     }
     return true;
 }
@@ -519,6 +518,8 @@ struct Step {
     // its version tag then (any change to the class or its bases gives it a new tag).
     mutable PyTypeObject *dict_type = nullptr;
     mutable unsigned int dict_type_version = 0;
+    // ATTR of a function's or a bound method's own field (`__code__`, `__func__`, ...): which one.
+    int builtin_field = -1;
 };
 
 /* ---- plain reads: what Python's generic machinery would answer, without its detours ---- */
@@ -546,9 +547,44 @@ bool plain_instance_dict(PyTypeObject *type) {
            reinterpret_cast<PyGetSetDescrObject *>(descr)->d_getset->get == plain_dict_getter;
 }
 
+/* The fields of a function and of a bound method that a guard reads on every call (a module's
+ * `forward.__func__.__code__`, its `__defaults__`): the types are builtin and cannot change, and
+ * each name is a data descriptor, which the instance's __dict__ cannot shadow, so the field is
+ * what `obj.name` answers (None where the field is empty, as the getters answer). */
+enum BuiltinField { CODE, DEFAULTS, KWDEFAULTS, CLOSURE, GLOBALS, FUNC, SELF, N_BUILTIN_FIELDS };
+const char *const builtin_field_names[N_BUILTIN_FIELDS] = {
+    "__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__", "__func__", "__self__"};
+
+int builtin_field_of(PyObject *name) {
+    for (int field = 0; field < N_BUILTIN_FIELDS; field++) {
+        if (PyUnicode_CompareWithASCIIString(name, builtin_field_names[field]) == 0)
+            return field;
+    }
+    return -1;
+}
+
+/* The field's value (borrowed; nullptr when `obj` is not of the type the field belongs to). */
+PyObject *builtin_field(int field, PyObject *obj) {
+    if (field <= GLOBALS && Py_IS_TYPE(obj, &PyFunction_Type)) {
+        auto *function = reinterpret_cast<PyFunctionObject *>(obj);
+        PyObject *value = field == CODE ? function->func_code : field == DEFAULTS ? function->func_defaults
+                        : field == KWDEFAULTS ? function->func_kwdefaults : field == CLOSURE ? function->func_closure
+                        : function->func_globals;
+        return value != nullptr ? value : Py_None;
+    }
+    if (field >= FUNC && Py_IS_TYPE(obj, &PyMethod_Type))
+        return field == FUNC ? PyMethod_GET_FUNCTION(obj) : PyMethod_GET_SELF(obj);
+    return nullptr;
+}
+
 /* obj.name; `obj.__dict__` straight from the instance when its class is plain (cached per step
- * under the class's version tag). */
+ * under the class's version tag), and a function's or method's own fields straight from it. */
 PyObject *read_attr(const Step &step, PyObject *obj) {
+    if (step.builtin_field >= 0) {
+        PyObject *value = builtin_field(step.builtin_field, obj);
+        if (value != nullptr)
+            return Py_NewRef(value);
+    }
     if (step.obj == str_dunder_dict) {
         PyTypeObject *type = Py_TYPE(obj);
         if (type == step.dict_type && type->tp_version_tag == step.dict_type_version &&
@@ -936,6 +972,8 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
     if ((op == ATTR || op == SHORTCUT) && PyUnicode_CheckExact(obj) &&
         PyUnicode_Compare(obj, str_dunder_dict) == 0)
         obj = str_dunder_dict;   // read_attr recognises the name by identity
+    if (op == ATTR && PyUnicode_CheckExact(obj))
+        step.builtin_field = builtin_field_of(obj);
     step.obj = Py_XNewRef(obj);
     step.obj2 = Py_XNewRef(obj2);
     return true;
