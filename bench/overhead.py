@@ -195,9 +195,18 @@ def guard_check(name: str, build, repeats: int) -> dict[str, float]:
     tensor_check = _tensor_batch_check(guard_fn, forward, model, *args)
     if tensor_check is not None:
         checks["  of which tensor checks"] = tensor_check
+    memo = _dict_memo(guard_fn)
+    if memo is not None:
+        checks["  of which dict tags (memo)"] = memo.valid
     print(f"  minidynamo: {len(guard_fn.guards)} guards, "
           f"{sum(g.kind == 'TENSOR_MATCH' for g in guard_fn.guards)} tensor matches, runs as "
           f"{type(guard_fn).__name__}")
+    if memo is not None:
+        dicts, owners = memo.noted
+        modules = sum(1 for _ in model.modules())
+        print(f"  its memo checks {dicts} dict tags and {owners} objects' __dict__ per call (the model's "
+              f"{modules} modules have 4 hook dicts each, which torch.compile does not guard by "
+              f"default: skip_nnmodule_hook_guards)")
     # Small loops, best of many: a shared machine's load comes in bursts.  Only positive samples:
     # an empty-loop time caught in a burst can make one negative.
     best = interleaved_medians(checks, n=20, repeats=repeats,
@@ -243,6 +252,16 @@ def guard_check(name: str, build, repeats: int) -> dict[str, float]:
         forward.__globals__.pop(name, None)
     minidynamo.reset()
     return best
+
+
+def _dict_memo(guard_fn):
+    """The DictMemo a guard's fast path asks first (None without one)."""
+    from guards import native
+
+    fallback = getattr(guard_fn, "fallback", guard_fn)
+    namespace = getattr(fallback, "__globals__", {})
+    return next((value for value in namespace.values()
+                 if native.DictMemo is not None and isinstance(value, native.DictMemo)), None)
 
 
 def _tensor_batch_check(guard_fn, func, *args):

@@ -434,6 +434,16 @@ static void DictMemo_dealloc(DictMemo *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static PyObject *DictMemo_noted(DictMemo *self, void *unused) {
+    return Py_BuildValue("(nn)", self->active.n_dicts, self->active.n_owners);
+}
+
+static PyGetSetDef DictMemo_getset[] = {
+    {"noted", (getter)DictMemo_noted, NULL,
+     "(dicts, objects): how many dict tags and objects' __dict__ valid() checks", NULL},
+    {NULL},
+};
+
 static PyMethodDef DictMemo_methods[] = {
     {"begin", (PyCFunction)(void (*)(void))DictMemo_begin, METH_FASTCALL,
      "begin(*dicts) -> token: start noting (these dicts first)"},
@@ -467,6 +477,7 @@ static PyTypeObject DictMemoType = {
     .tp_dealloc = (destructor)DictMemo_dealloc,
     .tp_methods = DictMemo_methods,
     .tp_members = DictMemo_members,
+    .tp_getset = DictMemo_getset,
 };
 
 /* ClassLacks(((cls, names, found), ...))() -> bool: for every triple, no class in cls.__mro__

@@ -128,3 +128,22 @@ def test_a_noted_type_is_checked_with_its_owner_and_alone():
         assert not memo.valid()
         obj.__class__ = Net
         assert memo.valid()
+
+
+def test_a_change_to_any_noted_dict_is_seen_wherever_it_lies_in_the_notes():
+    """valid() checks the tags in blocks: a change in any block, and in the tail after the last
+    full block, makes it False, and it reports how much it checks."""
+    from guards import native
+
+    if native.DictMemo is None:
+        return
+    dicts = [{"k": i} for i in range(21)]      # two blocks of 8 and a tail of 5
+    for changed in range(len(dicts)):
+        memo = native.DictMemo()
+        token = memo.begin()
+        for d in dicts:
+            memo.note(d, True)
+        assert memo.commit((), token) is True and memo.valid()
+        assert memo.noted == (len(dicts), 0)
+        dicts[changed]["k"] += 1000
+        assert not memo.valid(), changed
