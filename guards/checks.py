@@ -184,8 +184,11 @@ def contiguity_pins_strides(spec: TensorSpec) -> bool:
     the strides tuple.  It is exact when the expected strides are the row-major ones and no
     dimension has size 1 (torch ignores those strides) or 0 (then any strides count as
     contiguous); and only for plain tensors and parameters, whose flag is TensorImpl's own.
+    Only on the host: a device tensor of torch_xla is a functional wrapper that asks the tensor
+    inside through a symbolic bool (half again the cost of its strides).
     """
-    if spec.type not in (torch.Tensor, torch.nn.Parameter) or any(size <= 1 for size in spec.shape):
+    if spec.type not in (torch.Tensor, torch.nn.Parameter) or any(size <= 1 for size in spec.shape) \
+            or spec.device.type != "cpu":
         return False
     row_major, step = [], 1
     for size in reversed(spec.shape):
