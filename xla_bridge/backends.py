@@ -32,6 +32,7 @@ from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
 from .eager_faithful import FormulaProbe
+from .dead_code import without_dead_code
 from .graph_refusals import _requires_grad, unfit_for_the_device
 from .graph_warnings import GraphWarnings, WarningIsError, reissue
 from .lazy_graph import DrawReadsValues, NotOneGraph
@@ -100,6 +101,8 @@ def _partitioned_program(flat, device_args, cut, copies, decompositions):
 
 
 def _build(gm, example_inputs, make_program, cache_host_weights=None, make_training=None):
+    if any(dev.is_xla(a) for a in example_inputs):
+        gm = without_dead_code(gm)    # lazy mode never computes them either (dead_code)
     unread = _unread_inputs(gm)
     if unread:
         return _WithoutUnreadInputs(gm, example_inputs, unread, make_program, cache_host_weights,

@@ -310,3 +310,53 @@ def test_a_graph_input_nothing_reads_is_neither_copied_nor_computed():
         y = torch.randn(2, 3).to(dev.xla_device())
         assert_same(compiled(y, n).cpu(), step(y, n).cpu())
     assert xla_bridge.counters.fallbacks == 0
+
+
+def test_an_op_nothing_reads_is_not_computed_on_the_device_as_in_lazy_mode():
+    """Device fuzz seed 414 i2: ``t3.norm(p=inf)`` of an int64 tensor breaks the graph (no CPU
+    kernel for its example values) and runs lazily, pending; the graph after the break reads it
+    for ``t3 / (norm + 1)``, whose result nothing reads. torch_xla cannot lower that norm, so
+    syncing the graph's input failed and left it without data. Lazy mode never computes the dead
+    division; the bridge now leaves it out (``dead_code``), and with it the unlowerable input."""
+    import minidynamo
+
+    def step(x):
+        t3 = (x * 10).long()
+        norm = t3.norm(p=float("inf"))
+        t2 = t3 / (norm + 1)      # noqa: F841 - dead on purpose
+        return x + 1
+
+    compiled = minidynamo.optimize("torchxla_trace_once")(step)
+    for _ in range(2):
+        x = torch.randn(3).to(dev.xla_device())
+        assert_same(compiled(x).cpu(), (x + 1).cpu())
+    assert xla_bridge.counters.fallbacks == 0
+
+
+def test_dead_ops_that_write_or_draw_stay_and_others_go():
+    """What ``without_dead_code`` leaves out: unread results of ops the tracer saw neither
+    write nor draw; an unread in-place write and an unread draw stay (a dead draw still moves the
+    device's generator in lazy mode)."""
+    import minidynamo
+    from xla_bridge.dead_code import without_dead_code
+
+    graphs = []
+
+    def keep_graph(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    def step(x, y):
+        unread = x.sin() * 2          # noqa: F841 - dead: goes
+        torch.rand(3)                 # dead draw: stays
+        y.add_(1)                     # in-place write: stays
+        return x + 1
+
+    minidynamo.reset()
+    minidynamo.optimize(keep_graph)(step)(torch.randn(3), torch.zeros(3))
+    (gm,) = graphs
+    kept = [node.target for node in without_dead_code(gm).graph.nodes if node.op != "placeholder"]
+    names = [getattr(target, "__name__", target) for target in kept]
+    assert "sin" not in names and "mul" not in names
+    assert "rand" in names and "add_" in names and "add" in names
+    minidynamo.reset()

@@ -1,0 +1,55 @@
+"""Ops whose results nothing reads, left out of a program on device tensors.
+
+Lazy torch_xla records every op a program runs but computes only what a sync asks for: an op
+whose result nothing reads is never computed.  A replayed graph that keeps such an op computes
+it, and first needs its inputs.  One of them may be a tensor still pending from plain lazy
+mode (made at a graph break) that torch_xla cannot lower: then the bridge's sync of it fails,
+leaves the tensor without data, and the call raises where lazy torch_xla answers (device fuzz
+seed 414 i2: ``t3 / (t3.norm(p=inf) + 1)`` of an int64 ``t3``, never returned; the norm of
+an int64 tensor does not lower).  Without the dead ops the input is unread, and
+``_WithoutUnreadInputs`` leaves it pending, as lazy mode does.
+
+An op is left out only when the tracer's probe saw it neither write a tensor nor draw random
+numbers (a dead draw still moves the device's generator in lazy mode) and it returned tensors;
+every other node stays (grad-mode switches, calls of modules, ops of unknown effect).  Only for
+programs on device tensors: on the host, eager computes dead code too, and the bridge checks
+the values it reads where eager would raise (``index_check``).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+
+
+def without_dead_code(gm: fx.GraphModule) -> fx.GraphModule:
+    """``gm`` with the ops nothing reads left out (a new module; ``gm`` itself when none is)."""
+    dead = _dead_nodes(gm.graph)
+    if not dead:
+        return gm
+    graph, env = fx.Graph(), {}
+    for node in gm.graph.nodes:
+        if node not in dead:
+            env[node] = graph.node_copy(node, env.__getitem__)
+    return fx.GraphModule(gm, graph)
+
+
+def _dead_nodes(graph: fx.Graph) -> set:
+    """The removable nodes whose results reach nothing but other removable nodes."""
+    dead: set = set()
+    for node in reversed(graph.nodes):   # users come after their inputs
+        if _removable(node) and all(user in dead for user in node.users):
+            dead.add(node)
+    return dead
+
+
+def _removable(node: fx.Node) -> bool:
+    if node.op not in ("call_function", "call_method"):
+        return False
+    if "draws_random" not in node.meta or "writes" not in node.meta:
+        return False                     # not probed: effects unknown
+    if node.meta["draws_random"] or node.meta["writes"]:
+        return False
+    leaves = pytree.tree_leaves(node.meta.get("example_value"))
+    return bool(leaves) and all(isinstance(leaf, torch.Tensor) for leaf in leaves)
