@@ -9,14 +9,19 @@ seed 414 i2: ``t3 / (t3.norm(p=inf) + 1)`` of an int64 ``t3``, never returned; t
 an int64 tensor does not lower).  Without the dead ops the input is unread, and
 ``_WithoutUnreadInputs`` leaves it pending, as lazy mode does.
 
-An op is left out only when the tracer's probe saw it neither write a tensor nor draw random
-numbers (a dead draw still moves the device's generator in lazy mode) and it returned tensors;
-every other node stays (grad-mode switches, calls of modules, ops of unknown effect).  Only for
+An op is left out only when it is one of torch's operators (an ``operator`` function, or a
+function of ``torch`` or of its op namespaces, or a tensor method, named as an aten op), not an
+in-place one (``*_``, ``out=``), the tracer's probe saw it neither write a tensor nor draw random
+numbers (a dead draw still moves the device's generator in lazy mode), and it returned tensors.
+Every other node stays: grad-mode switches, calls of modules, ``requires_grad_`` (which writes
+no data), ``torch.autograd.grad``, anything of unknown effect.  Only for
 programs on device tensors: on the host, eager computes dead code too, and the bridge checks
 the values it reads where eager would raise (``index_check``).
 """
 
 from __future__ import annotations
+
+import operator
 
 import torch
 import torch.fx as fx
@@ -44,8 +49,12 @@ def _dead_nodes(graph: fx.Graph) -> set:
     return dead
 
 
+# Where a function named as an aten op is torch's own operator.
+_OP_NAMESPACES = (torch, torch.nn.functional, torch.linalg, torch.special, torch.fft)
+
+
 def _removable(node: fx.Node) -> bool:
-    if node.op not in ("call_function", "call_method"):
+    if not _a_torch_operator(node) or "out" in node.kwargs:
         return False
     if "draws_random" not in node.meta or "writes" not in node.meta:
         return False                     # not probed: effects unknown
@@ -53,3 +62,23 @@ def _removable(node: fx.Node) -> bool:
         return False
     leaves = pytree.tree_leaves(node.meta.get("example_value"))
     return bool(leaves) and all(isinstance(leaf, torch.Tensor) for leaf in leaves)
+
+
+def _a_torch_operator(node: fx.Node) -> bool:
+    """An operator of Python or of torch that makes new values (not an in-place one)."""
+    if node.op == "call_method":
+        name = node.target
+    elif node.op == "call_function" and getattr(node.target, "__module__", None) == "_operator":
+        return not _in_place_operator(node.target.__name__)
+    elif node.op == "call_function":
+        name = getattr(node.target, "__name__", "")
+        if not any(getattr(space, name, None) is node.target for space in _OP_NAMESPACES):
+            return False
+    else:
+        return False
+    return isinstance(name, str) and not name.endswith("_") and hasattr(torch.ops.aten, name)
+
+
+def _in_place_operator(name: str) -> bool:
+    """``iadd``, ``iand``, ...: the augmented assignments (``and_`` is ``and``'s operator)."""
+    return name.startswith("i") and any(hasattr(operator, plain) for plain in (name[1:], name[1:] + "_"))

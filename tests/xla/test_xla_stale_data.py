@@ -360,3 +360,28 @@ def test_dead_ops_that_write_or_draw_stay_and_others_go():
     assert "sin" not in names and "mul" not in names
     assert "rand" in names and "add_" in names and "add" in names
     minidynamo.reset()
+
+
+def test_dead_ops_that_change_a_tensor_without_writing_its_data_stay():
+    """``requires_grad_`` writes no data (the probe sees no write) and ``torch.autograd.grad``
+    frees the autograd graph it walks: neither is a plain operator, so both stay."""
+    import minidynamo
+    from xla_bridge.dead_code import without_dead_code
+
+    graphs = []
+
+    def keep_graph(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    def step(x, y):
+        y.requires_grad_()
+        x.t_()
+        return x + 1
+
+    minidynamo.reset()
+    minidynamo.optimize(keep_graph)(step)(torch.randn(3, 2), torch.randn(3))
+    (gm,) = graphs
+    names = [node.target for node in without_dead_code(gm).graph.nodes if node.op == "call_method"]
+    assert "requires_grad_" in names and "t_" in names
+    minidynamo.reset()
