@@ -502,6 +502,10 @@ def run_program(source: str, steps: list, backend="eager", compare_messages: boo
             elif broken:
                 outcome.reference_error = broken
                 break
+            elif why and ns_h and r_h[0] == "raise" and r_e[0] != "raise":
+                # Eager on the host cannot arbitrate: it raised where the device computes (an
+                # index out of range, which the device clamps). Reported, as its own family.
+                why = f"unarbitrated ({type(r_h[1]).__name__} on the host): {why}"
             if r_e[0] == "raise":
                 outcome.eager_errors += 1
             if why:
