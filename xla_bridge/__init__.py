@@ -103,6 +103,7 @@ host generator) and the backward uses the forward's. ``create_graph=True`` raise
 its first backward: the autograd engine sizes its per-device queues then, once.
 
 Modules: ``backends`` (the two entry points, host side), ``config`` (``cache_host_weights``),
+``dead_code`` (ops nothing reads, left out of a program on device tensors, as lazy mode leaves them),
 ``host_inputs`` (arguments to device copies, per call), ``aliasing`` (outputs viewing arguments, in-place writes, found on meta
 tensors), ``device_views`` (views of device arguments and outputs, made again), ``programs`` (what runs on the device), ``lazy_graph`` (capture and replay of one
 graph), ``partition`` (ops without an XLA lowering), ``lifting`` (module state as inputs),
