@@ -450,7 +450,7 @@ class BridgedCall:
             before = self._before_device_run()
             try:
                 out = self.training(inputs)
-            except (NotDifferentiable, NotOneGraph) as error:
+            except (NotDifferentiable, NotOneGraph, dev.PendingUnlowerable) as error:
                 refused = f"training path: {error.reason}"
             except IndexOutOfRange as error:
                 refused = error.reason
@@ -465,7 +465,7 @@ class BridgedCall:
             try:
                 self._make_program(list(inputs) + (self.flat.read_state() if self.has_state
                                                     else []))
-            except NotOneGraph as error:
+            except (NotOneGraph, dev.PendingUnlowerable) as error:
                 return self._eager(inputs, error.reason)
         with timing.phase("transfer_in"):
             args = list(inputs)
@@ -474,7 +474,10 @@ class BridgedCall:
             reason = self._unsound_call(args)
             if reason is not None:
                 return self._eager(inputs, reason)
-            device_args, same_signature = self._device_args(args)
+            try:
+                device_args, same_signature = self._device_args(args)
+            except dev.PendingUnlowerable as error:      # lazy mode, which never computes it
+                return self._eager(inputs, error.reason)
             same_signature = same_signature and self.program_saw_last_args
             self.program_saw_last_args = False
             if self.written and self.host_inputs.aliased(self.written, args,

@@ -54,14 +54,28 @@ _OP_NAMESPACES = (torch, torch.nn.functional, torch.linalg, torch.special, torch
 
 
 def _removable(node: fx.Node) -> bool:
+    if _projection(node):
+        return True
     if not _a_torch_operator(node) or "out" in node.kwargs:
         return False
     if "draws_random" not in node.meta or "writes" not in node.meta:
         return False                     # not probed: effects unknown
     if node.meta["draws_random"] or node.meta["writes"]:
         return False
-    leaves = pytree.tree_leaves(node.meta.get("example_value"))
+    value = node.meta.get("example_value")
+    if value is None:                    # several results (``chunk``): the projections hold them
+        return bool(node.users) and all(map(_projection, node.users))
+    leaves = pytree.tree_leaves(value)
     return bool(leaves) and all(isinstance(leaf, torch.Tensor) for leaf in leaves)
+
+
+def _projection(node: fx.Node) -> bool:
+    """``results[k]`` of an op with several results: picks one, computes nothing."""
+    if node.op != "call_function" or node.target is not operator.getitem:
+        return False
+    source = node.args[0]
+    return isinstance(source, fx.Node) and source.op in ("call_function", "call_method") \
+        and not isinstance(source.meta.get("example_value"), torch.Tensor) and isinstance(node.args[1], int)
 
 
 def _a_torch_operator(node: fx.Node) -> bool:

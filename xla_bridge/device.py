@@ -251,7 +251,40 @@ def materialize(tensors: list) -> None:
         return
     pending = [t for t, needs in zip(tensors, xlac()._check_tensor_need_materialization(tensors)) if needs]
     if pending:
+        _require_lowerable(pending)
         xlac()._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=False)
+
+
+class PendingUnlowerable(RuntimeError):
+    """A pending tensor the program reads holds computation torch_xla cannot lower (``gelu``
+    of an integer tensor, run at a graph break). Syncing it would fail and leave it without
+    data; untouched, it stays pending, as in lazy mode, which computes it only if read."""
+
+    def __init__(self, error: Exception):
+        first_line = (str(error).splitlines() or [""])[0]
+        self.reason = f"a pending input cannot be lowered by torch_xla: {first_line[:160]}"
+        super().__init__(self.reason)
+
+
+# Hashes of pending graphs that lowered: each is lowered to HLO once, on first sight, before its
+# first sync (a failed sync leaves its tensors without data); later calls pay only the hash.
+_LOWERED: set = set()
+_LOWERED_LIMIT = 4096
+
+
+def _require_lowerable(pending: list) -> None:
+    """Raise PendingUnlowerable, touching nothing, if ``pending``'s computation does not lower."""
+    c = xlac()
+    graph_hash = c._get_graph_hash(pending)
+    if graph_hash in _LOWERED:
+        return
+    try:
+        c._get_xla_tensors_hlo(pending)
+    except RuntimeError as error:
+        raise PendingUnlowerable(error) from None
+    if len(_LOWERED) >= _LOWERED_LIMIT:
+        _LOWERED.clear()
+    _LOWERED.add(graph_hash)
 
 
 def wait_device() -> None:

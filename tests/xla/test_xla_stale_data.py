@@ -348,16 +348,17 @@ def test_dead_ops_that_write_or_draw_stay_and_others_go():
 
     def step(x, y):
         unread = x.sin() * 2          # noqa: F841 - dead: goes
+        first, second = x.chunk(2)    # noqa: F841 - dead, several results: goes
         torch.rand(3)                 # dead draw: stays
         y.add_(1)                     # in-place write: stays
         return x + 1
 
     minidynamo.reset()
-    minidynamo.optimize(keep_graph)(step)(torch.randn(3), torch.zeros(3))
+    minidynamo.optimize(keep_graph)(step)(torch.randn(4), torch.zeros(3))
     (gm,) = graphs
     kept = [node.target for node in without_dead_code(gm).graph.nodes if node.op != "placeholder"]
     names = [getattr(target, "__name__", target) for target in kept]
-    assert "sin" not in names and "mul" not in names
+    assert "sin" not in names and "mul" not in names and "chunk" not in names and "getitem" not in names
     assert "rand" in names and "add_" in names and "add" in names
     minidynamo.reset()
 
@@ -385,3 +386,28 @@ def test_dead_ops_that_change_a_tensor_without_writing_its_data_stay():
     names = [node.target for node in without_dead_code(gm).graph.nodes if node.op == "call_method"]
     assert "requires_grad_" in names and "t_" in names
     minidynamo.reset()
+
+
+def test_a_pending_input_the_device_cannot_lower_sends_the_call_to_lazy_mode_untouched(capsys):
+    """Device fuzz seed 420 i269: ``gelu`` of an integer tensor breaks the graph and runs
+    lazily, pending (torch_xla cannot lower it); the graph after the break makes ``t11`` from
+    it, live across a later break but never read. The graph must output ``t11``, so it needed
+    its input synced, and that sync failed and left the tensor without data. The bridge now
+    lowers a pending input's computation to HLO first (once per graph hash): when it does not
+    lower, nothing is touched and the call runs lazily, as lazy mode, which never computes it."""
+    import minidynamo
+
+    def step(y):
+        t8 = F.gelu((y * 3).long())
+        t11 = t8[:1] + 1
+        print("between")                  # a graph break with t11 live across it
+        if y.sum() > 100:                 # never true: t11 is never read
+            return t11
+        return y + 1
+
+    compiled = minidynamo.optimize("torchxla_trace_once")(step)
+    for _ in range(2):
+        y = torch.randn(2, 3).to(dev.xla_device())
+        assert_same(compiled(y).cpu(), (y + 1).cpu())
+    assert any("cannot be lowered" in reason for reason in xla_bridge.counters.reasons)
+    assert "between" in capsys.readouterr().out
