@@ -9,14 +9,16 @@ seed 414 i2: ``t3 / (t3.norm(p=inf) + 1)`` of an int64 ``t3``, never returned; t
 an int64 tensor does not lower).  Without the dead ops the input is unread, and
 ``_WithoutUnreadInputs`` leaves it pending, as lazy mode does.
 
-An op is left out only when it is one of torch's operators (an ``operator`` function, or a
-function of ``torch`` or of its op namespaces, or a tensor method, named as an aten op), not an
-in-place one (``*_``, ``out=``), the tracer's probe saw it neither write a tensor nor draw random
-numbers (a dead draw still moves the device's generator in lazy mode), and it returned tensors.
-Every other node stays: grad-mode switches, calls of modules, ``requires_grad_`` (which writes
-no data), ``torch.autograd.grad``, anything of unknown effect.  Only for
-programs on device tensors: on the host, eager computes dead code too, and the bridge checks
-the values it reads where eager would raise (``index_check``).
+An op is left out only when it ran on the device, is one of torch's operators (an
+``operator`` function, a function of ``torch`` or of its op namespaces, or a tensor method,
+named as an aten op) and not an in-place one (``*_``, ``out=``), the tracer's probe saw it
+neither write a tensor nor draw random numbers (a dead draw still moves the device's generator
+in lazy mode), and it returned tensors. Every other node stays: grad-mode switches, calls of
+modules, ``requires_grad_`` (which writes no data), ``torch.autograd.grad``, anything of unknown
+effect, and every op on host tensors, which eager runs, dead or not, and which may raise (an
+index out of range: device fuzz seed 421 i321). Only for programs on device tensors: on the
+host, eager computes dead code too, and the bridge checks the values it reads where eager
+would raise (``index_check``).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ _OP_NAMESPACES = (torch, torch.nn.functional, torch.linalg, torch.special, torch
 
 def _removable(node: fx.Node) -> bool:
     if _projection(node):
-        return True
+        return _on_the_device(node)
     if not _a_torch_operator(node) or "out" in node.kwargs:
         return False
     if "draws_random" not in node.meta or "writes" not in node.meta:
@@ -64,9 +66,17 @@ def _removable(node: fx.Node) -> bool:
         return False
     value = node.meta.get("example_value")
     if value is None:                    # several results (``chunk``): the projections hold them
-        return bool(node.users) and all(map(_projection, node.users))
+        picks = list(node.users)
+        return bool(picks) and all(_projection(pick) and _on_the_device(pick) for pick in picks)
     leaves = pytree.tree_leaves(value)
-    return bool(leaves) and all(isinstance(leaf, torch.Tensor) for leaf in leaves)
+    return _on_the_device(node) and bool(leaves) and all(isinstance(leaf, torch.Tensor) for leaf in leaves)
+
+
+def _on_the_device(node: fx.Node) -> bool:
+    """Where the tracer saw the op run: an op of host tensors in a device program runs eagerly
+    in lazy mode too, and raises there (``tf[torch.tensor([7])]`` of a host tensor ``tf``)."""
+    device = node.meta.get("device")
+    return isinstance(device, torch.device) and device.type != "cpu"
 
 
 def _projection(node: fx.Node) -> bool:

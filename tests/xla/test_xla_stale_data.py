@@ -354,7 +354,7 @@ def test_dead_ops_that_write_or_draw_stay_and_others_go():
         return x + 1
 
     minidynamo.reset()
-    minidynamo.optimize(keep_graph)(step)(torch.randn(4), torch.zeros(3))
+    minidynamo.optimize(keep_graph)(step)(torch.randn(4).to(dev.xla_device()), torch.zeros(3).to(dev.xla_device()))
     (gm,) = graphs
     kept = [node.target for node in without_dead_code(gm).graph.nodes if node.op != "placeholder"]
     names = [getattr(target, "__name__", target) for target in kept]
@@ -381,7 +381,7 @@ def test_dead_ops_that_change_a_tensor_without_writing_its_data_stay():
         return x + 1
 
     minidynamo.reset()
-    minidynamo.optimize(keep_graph)(step)(torch.randn(3, 2), torch.randn(3))
+    minidynamo.optimize(keep_graph)(step)(torch.randn(3, 2).to(dev.xla_device()), torch.randn(3).to(dev.xla_device()))
     (gm,) = graphs
     names = [node.target for node in without_dead_code(gm).graph.nodes if node.op == "call_method"]
     assert "requires_grad_" in names and "t_" in names
@@ -411,3 +411,22 @@ def test_a_pending_input_the_device_cannot_lower_sends_the_call_to_lazy_mode_unt
         assert_same(compiled(y).cpu(), (y + 1).cpu())
     assert any("cannot be lowered" in reason for reason in xla_bridge.counters.reasons)
     assert "between" in capsys.readouterr().out
+
+
+def test_a_dead_op_on_host_tensors_in_a_device_program_still_runs_and_raises():
+    """Device fuzz seed 421 i321: in a program on device tensors, ``tf[torch.tensor([7])]`` of a
+    host tensor ``tf`` of one row, never read. Eager (lazy mode too: host tensors are eager's)
+    raises IndexError; the first version of the dead-code pass left the op out."""
+    import minidynamo
+
+    def step(y, xs):
+        tf = torch.as_tensor(xs + [0], dtype=y.dtype)
+        unread = tf[torch.tensor([7])]    # noqa: F841
+        return y + 1
+
+    compiled = minidynamo.optimize("torchxla_trace_once")(step)
+    y = torch.randn(3).to(dev.xla_device())
+    with pytest.raises(IndexError):
+        step(y, [])
+    with pytest.raises(IndexError):
+        compiled(y, [])
