@@ -30,6 +30,7 @@
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
 
+#include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <c10/core/GradMode.h>
 
@@ -237,15 +238,21 @@ Outcome match_direct(const Spec &spec, PyObject *tensor, const c10::TensorImpl *
         return NO;
     if (requires_grad(impl, meta) != spec.requires_grad_value)
         return NO;
-    if (!same_ints(impl->sizes(), spec.sizes_value))   // a custom-sizes tensor may throw: Python then
+    // A functional wrapper (torch_xla's device tensors; torch knows one by this key) answers
+    // sizes, strides and device with the wrapped tensor's, each through a virtual call: ask
+    // the wrapped tensor directly (a fifth of a device tensor's check).
+    const c10::TensorImpl *shape = impl;
+    if (impl->key_set().has(c10::DispatchKey::Functionalize))
+        shape = static_cast<const at::FunctionalTensorWrapper *>(impl)->value().unsafeGetTensorImpl();
+    if (!same_ints(shape->sizes(), spec.sizes_value))   // a custom-sizes tensor may throw: Python then
         return NO;
     if (spec.by_contiguity) {
         if (!impl->is_contiguous() || impl->layout() != c10::kStrided)   // mkldnn says contiguous too
             return NO;
-    } else if (!same_ints(impl->strides(), spec.strides_value)) {
+    } else if (!same_ints(shape->strides(), spec.strides_value)) {
         return NO;
     }
-    return impl->device() == spec.device_value ? YES : NO;
+    return shape->device() == spec.device_value ? YES : NO;
 }
 
 /* `a == b` as a condition in Python: rich comparison, then truth. 1, 0, or -1 on error. */

@@ -127,7 +127,32 @@ def xla_tensors() -> dict:
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     import torch_xla  # noqa: F401
 
-    return {"xla": torch.ones(2, 3, device="xla"), "xla transposed": torch.ones(3, 2, device="xla").t()}
+    return {name: make() for name, make in XLA_TENSORS.items()}
+
+
+def _changed(make, change):
+    def made():
+        t = make()
+        change(t)
+        return t
+    return made
+
+
+def _data_replaced(t):
+    t.data = torch.zeros(4, 1, device="xla")
+
+
+# A device tensor is a functional wrapper around torch_xla's own tensor: its sizes, strides and
+# device are the inner tensor's (some changed in place after the wrapper was made).
+XLA_TENSORS = {
+    "xla": lambda: torch.ones(2, 3, device="xla"),
+    "xla transposed": lambda: torch.ones(3, 2, device="xla").t(),
+    "xla transposed in place": _changed(lambda: torch.ones(3, 2, device="xla"), torch.Tensor.t_),
+    "xla unsqueezed in place": _changed(lambda: torch.ones(2, 3, device="xla"), lambda t: t.unsqueeze_(0)),
+    "xla data replaced": _changed(lambda: torch.ones(2, 3, device="xla"), _data_replaced),
+    "xla pending": lambda: torch.ones(2, 3, device="xla") * 2,
+    "xla column view": lambda: torch.ones(2, 3, device="xla")[:, 1:],
+}
 
 
 class ReversedStrides(TorchFunctionMode):
@@ -165,7 +190,7 @@ ENVIRONMENTS = {
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
-@pytest.mark.parametrize("traced_name", list(TENSORS) + ["xla", "xla transposed"])
+@pytest.mark.parametrize("traced_name", list(TENSORS) + list(XLA_TENSORS))
 def test_every_mode_agrees_with_the_generated_python(tensors, traced_name, environment):
     traced = tensors[traced_name]
     candidates = {**tensors, **{name: make() for name, make in OTHERS.items()}}
