@@ -108,7 +108,8 @@ Modules: ``backends`` (the two entry points, host side), ``config`` (``cache_hos
 tensors), ``device_views`` (views of device arguments and outputs, made again), ``programs`` (what runs on the device), ``lazy_graph`` (capture and replay of one
 graph), ``partition`` (ops without an XLA lowering), ``lifting`` (module state as inputs),
 ``device`` (torch_xla access, transfers), ``aten_recorder`` (aten ops on meta tensors into an
-fx graph), ``joint_graph`` (forward + backward, partitioned), ``training`` (the grad-mode paths),
+fx graph), ``joint_graph`` (forward + backward, partitioned), ``eager_saved`` (what eager's
+autograd nodes hold, which a backward's version checks watch), ``training`` (the grad-mode paths),
 ``replay_path`` (when a call can take the C++ replay, and its recipe), ``host_random`` (random
 ops drawn on the host generator, as eager draws them), ``timing``, ``log``.
 """

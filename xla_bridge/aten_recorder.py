@@ -115,6 +115,10 @@ class AtenRecorder(TorchDispatchMode):
             return self._arg(value)
         return value
 
+    def recorded_node(self, tensor: torch.Tensor):
+        """The node that made ``tensor`` (or its placeholder), or None if none did."""
+        return self._node_of.get(id(tensor))
+
     @contextlib.contextmanager
     def paused(self):
         """Run ops without recording them (making tangents, for instance)."""

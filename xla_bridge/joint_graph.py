@@ -50,6 +50,7 @@ from torch.utils import _pytree as pytree
 
 from .aten_recorder import AtenRecorder, RecordingError, meta_like, no_dynamo_import, \
     retarget, tensor_bytes
+from .eager_saved import EagerSaved
 from .index_check import reads_indices
 
 FORWARD, BACKWARD = "forward", "backward"
@@ -74,6 +75,7 @@ class JointGraph:
     leaf_count: int            # user output leaves (tensors and Python values)
     treespec: pytree.TreeSpec
     differentiable: tuple      # leaf indices that require grad: one tangent each, in order
+    held: tuple = ()           # per tangent: recorded nodes eager's autograd nodes hold (eager_saved)
 
 
 @dataclass
@@ -96,6 +98,11 @@ class Partition:
     # Per grad returned (grad_positions order): the tangents it is made from; eager gives an
     # argument no grad (None) when none of those arrived. None: made from no tangent.
     grad_tangents: tuple = ()
+    # Per tangent, what eager's autograd nodes on its way hold whether or not the backward reads
+    # it (``eager_saved``): arguments ("arg", p) and user leaves ("leaf", k); ``checked_args``:
+    # every argument position whose version a backward checks.
+    held_reads: tuple = ()
+    checked_args: tuple = ()
 
     @property
     def saved_count(self) -> int:
@@ -113,6 +120,7 @@ def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
     ops in ``decompositions`` are recorded as the ops they decompose into."""
     needs_grad = tuple(bool(n) for n in needs_grad)
     recorder = AtenRecorder(decompositions)
+    eager_saved = EagerSaved(recorder)
     metas = []
     for i, (value, grad) in enumerate(zip(args, needs_grad)):
         if isinstance(value, torch.Tensor):
@@ -130,12 +138,15 @@ def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
             # would otherwise record an ``as_strided`` view for the backward to write through,
             # and torch_xla writes through a multi-dimensional non-contiguous ``as_strided`` view
             # to other elements (seed 198 i592: ``t[:, 1:].fill_(w)`` got the wrong gradient).
-            with torch.enable_grad(), torch.autograd._force_original_view_tracking(True), recorder:
+            with torch.enable_grad(), torch.autograd._force_original_view_tracking(True), recorder, \
+                    eager_saved.hooks():
                 out = fn(*metas)
                 refuse_writes_that_require_grad(metas, needs_grad)
                 leaves, treespec = pytree.tree_flatten(out)
                 differentiable = _takes_tangent(leaves, metas)
                 refuse_guarded_views(leaves, differentiable)
+                with recorder.paused():
+                    held = eager_saved.held_per_leaf(leaves, differentiable, grad_inputs)
                 recorder.phase = BACKWARD
                 tangents = []
                 with recorder.paused():
@@ -158,7 +169,7 @@ def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
         recorder.graph.output((tuple(recorder.node_of(leaf) for leaf in leaves),
                                tuple(recorder.node_of(g) for g in grads)))
     return JointGraph(recorder.graph, recorder.constants, len(args), needs_grad, len(leaves),
-                      treespec, differentiable)
+                      treespec, differentiable, held)
 
 
 def refuse_writes_that_require_grad(arguments, needs_grad) -> None:
@@ -269,6 +280,8 @@ def partition(joint: JointGraph) -> Partition:
     roots = {k: _view_root(leaf)[0] for k, leaf in enumerate(leaf_nodes) if isinstance(leaf, fx.Node)}
     saved_leaves = {k: saved_index[root] for k, root in roots.items() if root in saved_index}
     tangent_reads, flows = _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of)
+    held_reads = tuple(_held_reads(nodes, roots, position_of) for nodes in joint.held)
+    checked_args = tuple(sorted(set(saved_args) | {p for reads in held_reads for kind, p in reads if kind == "arg"}))
     # per grad returned: the tangents it is made from (None: from none, a value whatever flows)
     grad_tangents = tuple(flows.get(node) if isinstance(node, fx.Node) else None for node in grad_nodes)
     root = _constants_module(joint.constants)
@@ -279,7 +292,20 @@ def partition(joint: JointGraph) -> Partition:
         grad_positions=grad_positions, saved_bytes=sum(map(tensor_bytes, saved)),
         saved_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in saved),
         tangent_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in tangent_nodes),
-        tangent_reads=tangent_reads, saved_leaves=saved_leaves, grad_tangents=grad_tangents)
+        tangent_reads=tangent_reads, saved_leaves=saved_leaves, grad_tangents=grad_tangents,
+        held_reads=held_reads, checked_args=checked_args)
+
+
+def _held_reads(nodes, roots: dict, position_of: dict) -> frozenset:
+    """The arguments and user leaves that (views of) the held ``nodes`` are: what a version
+    check can watch (an intermediate no caller holds cannot be written)."""
+    reads = set()
+    for node in nodes:
+        root, _ = _view_root(node)
+        if root in position_of:
+            reads.add(("arg", position_of[root]))
+        reads.update(("leaf", k) for k, leaf_root in roots.items() if leaf_root is root)
+    return frozenset(reads)
 
 
 def _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of) -> tuple:

@@ -332,6 +332,8 @@ class ReplayedTraining:
             leaves[k] = leaves[first]
         for k, saved_index in plan.partition.saved_leaves.items():
             step.output_versions.setdefault(saved_index, []).append((leaves[k], _version(leaves[k])))
+        for k in {k for reads in plan.partition.held_reads for kind, k in reads if kind == "leaf"}:
+            step.output_versions.setdefault(("leaf", k), []).append((leaves[k], _version(leaves[k])))
         return pytree.tree_unflatten(leaves, plan.partition.treespec)
 
     def _plan(self, args, device_args, needs_grad) -> TrainingPlan:
@@ -433,7 +435,7 @@ class _Step:
         # The arguments the backward reads, at their versions after the call (and the outputs
         # that are what it saved, once returned): eager's autograd saves them, and refuses a
         # backward through a node whose saved tensor changed in place since.
-        self.arg_versions = {p: (self.args[p], _version(self.args[p])) for p in partition.saved_args}
+        self.arg_versions = {p: (self.args[p], _version(self.args[p])) for p in partition.checked_args}
         leaves = list(results[:partition.leaf_count])
         self.saved = (*results[partition.leaf_count:], *[self.device_args[p] for p in partition.saved_args])
         if plan.forward.graph.casts:   # a converted result is pending; the backward graph takes data
@@ -465,9 +467,11 @@ def _version(tensor) -> int:
 def _check_versions(ctx, active) -> None:
     """Raise eager's error if a tensor the backward of the ``active`` tangents reads (an
     argument, or an output that is what it saved) changed in place since the forward."""
-    reads = frozenset().union(*(ctx.step_plan.partition.tangent_reads[j] for j in active))
+    partition = ctx.step_plan.partition
+    reads = frozenset().union(*(partition.tangent_reads[j] | partition.held_reads[j] for j in active))
     for kind, index in sorted(reads):
-        watched = [ctx.arg_versions[index]] if kind == "arg" else ctx.output_versions.get(index, ())
+        watched = [ctx.arg_versions[index]] if kind == "arg" \
+            else ctx.output_versions.get(("leaf", index) if kind == "leaf" else index, ())
         for tensor, version in watched:
             _check_version(tensor, version, "an argument" if kind == "arg" else "an output")
 

@@ -781,6 +781,30 @@ def test_an_output_changed_in_place_after_the_call_breaks_only_the_backwards_tha
 
 
 @pytest.mark.parametrize("where", ["cpu", "xla"])
+def test_a_tensor_a_node_saved_is_checked_even_where_its_formula_does_not_read_it(where):
+    """Host fuzz seed 283 i705: ``cumprod`` over a dimension of size 1 has the identity for a
+    backward, yet eager's node saved its result; written in place after the call, a backward
+    through the node raises in eager. The recorded backward never reads the result, so the
+    training path checked nothing and returned a gradient (``eager_saved``)."""
+    def step(x, w):
+        t1 = (x * w).cumprod(0)
+        return t1, t1.relu() * 3
+
+    compiled = minidynamo.optimize("torchxla_trace_once")(step)
+    for fn in (step, compiled):
+        w = torch.tensor(1.5).to(where).requires_grad_()
+        t1, t6 = fn(torch.randn(1, 5).to(where), w)
+        t1.copy_(t6)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            t1.sum().backward()
+        t1, t6 = fn(torch.randn(1, 5).to(where), w)
+        t6.sum().backward()                  # nothing written: both give the gradient
+        assert w.grad is not None
+        w.grad = None
+    assert xla_bridge.counters.fallbacks == 0
+
+
+@pytest.mark.parametrize("where", ["cpu", "xla"])
 def test_a_backward_from_some_outputs_of_one_node_runs_only_what_their_grads_reach(where):
     """Device fuzz seed 408 i390: ``t`` and ``t.sqrt()`` are one group (``t``'s grad sums both
     tangents). A backward from ``t`` alone ran ``sqrt``'s backward on a zero grad, which is

@@ -310,6 +310,7 @@ def test_a_graph_input_nothing_reads_is_neither_copied_nor_computed():
         y = torch.randn(2, 3).to(dev.xla_device())
         assert_same(compiled(y, n).cpu(), step(y, n).cpu())
     assert xla_bridge.counters.fallbacks == 0
+    _collect_pending_garbage()
 
 
 def test_an_op_nothing_reads_is_not_computed_on_the_device_as_in_lazy_mode():
@@ -331,6 +332,7 @@ def test_an_op_nothing_reads_is_not_computed_on_the_device_as_in_lazy_mode():
         x = torch.randn(3).to(dev.xla_device())
         assert_same(compiled(x).cpu(), (x + 1).cpu())
     assert xla_bridge.counters.fallbacks == 0
+    _collect_pending_garbage()
 
 
 def test_dead_ops_that_write_or_draw_stay_and_others_go():
@@ -411,6 +413,16 @@ def test_a_pending_input_the_device_cannot_lower_sends_the_call_to_lazy_mode_unt
         assert_same(compiled(y).cpu(), (y + 1).cpu())
     assert any("cannot be lowered" in reason for reason in xla_bridge.counters.reasons)
     assert "between" in capsys.readouterr().out
+    _collect_pending_garbage()
+
+
+def _collect_pending_garbage():
+    """Collect the cyclic garbage a test left: an unlowerable pending tensor kept alive by a
+    reference cycle until the next collection fails a later test's ``torch_xla.sync()``
+    (seen with this test run right after the one of seed 411 i137; the cycle is not traced)."""
+    import gc
+
+    gc.collect()
 
 
 def test_a_dead_op_on_host_tensors_in_a_device_program_still_runs_and_raises():

@@ -1,0 +1,117 @@
+"""Which recorded tensors eager's autograd nodes hold, per output grad: eager checks them all.
+
+When a backward reaches an autograd node, eager unpacks every tensor the node saved and raises
+if one was changed in place since ("modified by an inplace operation"), whether or not the
+node's formula then reads it: over a dimension of size 1 ``cumprod``'s backward is the
+identity, yet ``CumprodBackward0`` saved its result, and a write to that result makes the
+backward raise (host fuzz seed 283 i705). The joint graph's backward ops read only what the
+formulas read (``joint_graph._reads_per_tangent``); this module adds what the nodes hold.
+
+While the forward runs on meta tensors, ``hooks()`` (a ``saved_tensors_hooks`` pair) notes the
+recorded node of each tensor a node saves. ``held_per_leaf`` then walks the autograd graph from
+each output leaf through the nodes a backward to the arguments runs, and reads each node's
+``_saved_*`` fields: each read unpacks, and so names, a tensor the node holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Sequence
+
+import torch
+
+
+class _Held:
+    """What the pack hook keeps in place of a saved tensor: the tensor, its recorded node, and
+    its version then (with hooks, autograd leaves the version check to the unpack hook)."""
+    __slots__ = ("node", "tensor", "version")
+
+    def __init__(self, node, tensor):
+        self.node, self.tensor, self.version = node, tensor, tensor._version
+
+
+class EagerSaved:
+    def __init__(self, recorder):
+        self.recorder = recorder
+        self._unpacked = None             # the nodes unpacked while a node's fields are read
+
+    @contextlib.contextmanager
+    def hooks(self):
+        with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+            yield
+
+    def _pack(self, tensor):
+        return _Held(self.recorder.recorded_node(tensor), tensor)
+
+    def _unpack(self, held):
+        if held.tensor._version != held.version:    # eager's check, as eager words it
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: a {list(held.tensor.shape)} tensor is at version "
+                f"{held.tensor._version}; expected version {held.version} instead")
+        if self._unpacked is not None and held.node is not None:
+            self._unpacked.append(held.node)
+        return held.tensor
+
+    def held_per_leaf(self, leaves: Sequence, differentiable: Sequence[int], grad_inputs: Sequence) -> tuple:
+        """Per differentiable leaf (in order): the recorded nodes held by the autograd nodes a
+        backward from that leaf to ``grad_inputs`` runs."""
+        starts = [getattr(leaves[k], "grad_fn", None) for k in differentiable]
+        useful = _leading_to(starts, {id(t) for t in grad_inputs})
+        held_by = {}
+        out = []
+        for start in starts:
+            held = set()
+            for fn in _reachable([start], useful):
+                if fn not in held_by:
+                    held_by[fn] = self._held_by(fn)
+                held |= held_by[fn]
+            out.append(frozenset(held))
+        return tuple(out)
+
+    def _held_by(self, fn) -> set:
+        self._unpacked = []
+        try:
+            for name in dir(fn):
+                if name.startswith("_saved_"):
+                    try:
+                        getattr(fn, name)
+                    except Exception:   # noqa: BLE001 - a field that cannot be read holds nothing here
+                        pass
+            return set(self._unpacked)
+        finally:
+            self._unpacked = None
+
+
+def _reachable(starts, within=None) -> list:
+    """The autograd nodes reachable from ``starts`` through ``next_functions`` (only nodes in
+    ``within``, when given)."""
+    seen, order, stack = set(), [], [fn for fn in starts if fn is not None]
+    while stack:
+        fn = stack.pop()
+        if fn in seen or (within is not None and fn not in within):
+            continue
+        seen.add(fn)
+        order.append(fn)
+        stack.extend(next_fn for next_fn, _ in fn.next_functions if next_fn is not None)
+    return order
+
+
+def _leading_to(starts, input_ids: set) -> set:
+    """The nodes from which a path leads to an argument's AccumulateGrad: those a backward to
+    the arguments runs (eager prunes the rest)."""
+    nodes = _reachable(starts)
+    parents = {}
+    for fn in nodes:
+        for next_fn, _ in fn.next_functions:
+            if next_fn is not None:
+                parents.setdefault(next_fn, []).append(fn)
+    useful = set()
+    stack = [fn for fn in nodes if id(getattr(fn, "variable", None)) in input_ids]
+    while stack:
+        fn = stack.pop()
+        if fn in useful:
+            continue
+        useful.add(fn)
+        stack.extend(parents.get(fn, ()))
+    return useful
