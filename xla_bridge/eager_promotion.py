@@ -12,8 +12,9 @@ dtype pairs against the device (tests/fuzz/FINDINGS.md, D12; device fuzz seed 41
 - ``maximum``/``minimum`` and the shifts take a 0-dim operand's dtype as if it had dimensions
   (``maximum(int32 vector, int64 0-dim)`` is int64, eager int32);
 - ``atan2`` and ``xlogy`` of float16 with an integer or a 0-dim float32 compute in float32;
-- ``clamp`` by tensor bounds, ``addcmul`` and ``addcdiv`` likewise (``addcmul`` of an int64
-  tensor and uint8 factors multiplied the factors in uint8, wrapping at 256).
+- ``clamp`` by tensor bounds or by a float (an integer tensor clamped by ``-0.5`` stayed
+  integer), ``addcmul`` and ``addcdiv`` likewise (``addcmul`` of an int64 tensor and uint8
+  factors multiplied the factors in uint8, wrapping at 256).
 
 Each formula converts the operands to eager's promoted dtype and calls the op again, which the
 mode then runs on operands of one dtype (through the op's other formulas, if it has any).
@@ -60,7 +61,10 @@ _BINARY = (
 # ``clamp`` by tensor bounds (a 0-dim int64 bound made an int32 tensor int64), ``addcmul`` and
 # ``addcdiv`` (``uint8`` factors multiplied in uint8 beside an int64 tensor)
 _TERNARY = (_aten.clamp.Tensor, _aten.clamp_min.Tensor, _aten.clamp_max.Tensor,
-            _aten.addcmul.default, _aten.addcdiv.default)
+            _aten.addcmul.default, _aten.addcdiv.default,
+            # and by Python numbers: an integer tensor clamped by a float is float in eager,
+            # stayed integer on the device (device fuzz seed 425 i193: ``t.clamp(min=-0.5)``)
+            _aten.clamp.default, _aten.clamp_min.default, _aten.clamp_max.default)
 
 # the op names a graph calls them by (``eager_faithful._calls``)
 PROMOTED_OP_NAMES = ("where", "remainder", "bitwise_and", "bitwise_or", "bitwise_xor",

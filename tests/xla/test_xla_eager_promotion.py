@@ -30,6 +30,8 @@ CASES = {
     "minimum(int64 0-dim, uint8)": (lambda c, a, b: torch.minimum(a, b), torch.tensor(3), INTS.abs().to(torch.uint8)),
     "int32 << int64 0-dim": (lambda c, a, b: a << b, INTS.int(), torch.tensor(2)),
     "clamp(int32, int64 0-dim bounds)": (lambda c, a, b: torch.clamp(a, b, b + 2), INTS.int(), torch.tensor(1)),
+    "clamp(int64, min=float)": (lambda c, a, b: a.clamp(min=-0.5), INTS, FLOATS),
+    "clamp(int32, float, float)": (lambda c, a, b: torch.clamp(a, -2.5, 4.5), INTS.int(), FLOATS),
     "addcmul(int64, uint8, uint8)": (lambda c, a, b: torch.addcmul(a, b, b), INTS, torch.tensor([1, 200, 3, 40], dtype=torch.uint8)),
 }
 
