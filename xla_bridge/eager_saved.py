@@ -21,13 +21,29 @@ from typing import Sequence
 import torch
 
 
+def _version(tensor) -> int:
+    return torch.Tensor._version.__get__(tensor)
+
+
+def _check_version(tensor, version, what) -> None:
+    """Eager's error for a saved tensor changed in place since it was saved (autograd makes this
+    check itself only for tensors saved without hooks)."""
+    now = _version(tensor)
+    if now != version:
+        raise RuntimeError(
+            f"one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [{tensor.type()} {list(tensor.shape)}] is at version {now}; "
+            f"expected version {version} instead ({what} of the compiled graph that its "
+            f"backward reads)")
+
+
 class _Held:
     """What the pack hook keeps in place of a saved tensor: the tensor, its recorded node, and
     its version then (with hooks, autograd leaves the version check to the unpack hook)."""
     __slots__ = ("node", "tensor", "version")
 
     def __init__(self, node, tensor):
-        self.node, self.tensor, self.version = node, tensor, tensor._version
+        self.node, self.tensor, self.version = node, tensor, _version(tensor)
 
 
 class EagerSaved:
@@ -44,11 +60,7 @@ class EagerSaved:
         return _Held(self.recorder.recorded_node(tensor), tensor)
 
     def _unpack(self, held):
-        if held.tensor._version != held.version:    # eager's check, as eager words it
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: a {list(held.tensor.shape)} tensor is at version "
-                f"{held.tensor._version}; expected version {held.version} instead")
+        _check_version(held.tensor, held.version, "a tensor")
         if self._unpacked is not None and held.node is not None:
             self._unpacked.append(held.node)
         return held.tensor

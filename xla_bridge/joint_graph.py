@@ -100,9 +100,10 @@ class Partition:
     grad_tangents: tuple = ()
     # Per tangent, what eager's autograd nodes on its way hold whether or not the backward reads
     # it (``eager_saved``): arguments ("arg", p) and user leaves ("leaf", k); ``checked_args``:
-    # every argument position whose version a backward checks.
+    # every argument position whose version a backward checks; ``held_leaves``: every such leaf.
     held_reads: tuple = ()
     checked_args: tuple = ()
+    held_leaves: tuple = ()
 
     @property
     def saved_count(self) -> int:
@@ -281,7 +282,9 @@ def partition(joint: JointGraph) -> Partition:
     saved_leaves = {k: saved_index[root] for k, root in roots.items() if root in saved_index}
     tangent_reads, flows = _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of)
     held_reads = tuple(_held_reads(nodes, roots, position_of) for nodes in joint.held)
-    checked_args = tuple(sorted(set(saved_args) | {p for reads in held_reads for kind, p in reads if kind == "arg"}))
+    held = frozenset().union(*held_reads)
+    checked_args = tuple(sorted(set(saved_args) | {p for kind, p in held if kind == "arg"}))
+    held_leaves = tuple(sorted(k for kind, k in held if kind == "leaf"))
     # per grad returned: the tangents it is made from (None: from none, a value whatever flows)
     grad_tangents = tuple(flows.get(node) if isinstance(node, fx.Node) else None for node in grad_nodes)
     root = _constants_module(joint.constants)
@@ -293,7 +296,7 @@ def partition(joint: JointGraph) -> Partition:
         saved_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in saved),
         tangent_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in tangent_nodes),
         tangent_reads=tangent_reads, saved_leaves=saved_leaves, grad_tangents=grad_tangents,
-        held_reads=held_reads, checked_args=checked_args)
+        held_reads=held_reads, checked_args=checked_args, held_leaves=held_leaves)
 
 
 def _held_reads(nodes, roots: dict, position_of: dict) -> frozenset:

@@ -64,6 +64,7 @@ from .backward_groups import for_arrived, restrict, tangent_groups
 from .counters import counters
 from .decompose import learn
 from .eager_faithful import eager_faithful
+from .eager_saved import _check_version, _version
 from .graph_warnings import GraphWarnings, WarningIsError, reissue
 from .index_check import require_finite
 from .joint_graph import NotDifferentiable, Partition, joint_partition
@@ -332,7 +333,7 @@ class ReplayedTraining:
             leaves[k] = leaves[first]
         for k, saved_index in plan.partition.saved_leaves.items():
             step.output_versions.setdefault(saved_index, []).append((leaves[k], _version(leaves[k])))
-        for k in {k for reads in plan.partition.held_reads for kind, k in reads if kind == "leaf"}:
+        for k in plan.partition.held_leaves:
             step.output_versions.setdefault(("leaf", k), []).append((leaves[k], _version(leaves[k])))
         return pytree.tree_unflatten(leaves, plan.partition.treespec)
 
@@ -460,10 +461,6 @@ class _Step:
 _data = torch.Tensor.data.__get__     # the same data and metadata, a version counter of its own
 
 
-def _version(tensor) -> int:
-    return torch.Tensor._version.__get__(tensor)
-
-
 def _check_versions(ctx, active) -> None:
     """Raise eager's error if a tensor the backward of the ``active`` tangents reads (an
     argument, or an output that is what it saved) changed in place since the forward."""
@@ -474,16 +471,6 @@ def _check_versions(ctx, active) -> None:
             else ctx.output_versions.get(("leaf", index) if kind == "leaf" else index, ())
         for tensor, version in watched:
             _check_version(tensor, version, "an argument" if kind == "arg" else "an output")
-
-
-def _check_version(tensor, version, what) -> None:
-    now = _version(tensor)
-    if now != version:
-        raise RuntimeError(
-            f"one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: [{tensor.type()} {list(tensor.shape)}] is at version {now}; "
-            f"expected version {version} instead ({what} of the compiled graph that its "
-            f"backward reads)")
 
 
 def _batched(tensor) -> bool:
