@@ -30,6 +30,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from . import device as dev
+from .guarded_views import guarded_view_kinds
 from .lazy_graph import NotOneGraph
 
 
@@ -212,6 +213,7 @@ class MemoryPlan:
     output_views: dict = None   # {output leaf index: OutputView}: views of an earlier output
     device_views: tuple = ()    # output leaves viewing a device argument (device_views.py)
     leaves: list = None         # the output leaves of the meta run
+    creations: dict = None      # {output leaf index: CreationMeta}: views autograd guards
 
 
 def rebuild_output_views(out: list, output_views: dict) -> None:
@@ -319,7 +321,8 @@ def analyse_memory(program, args) -> MemoryPlan:
                     if isinstance(m, torch.Tensor) and m._version != v)
     if strided.seen:
         _layouts_as_eager(program, args, views, layouts, output_views)
-    return MemoryPlan(views, written, layouts, output_views, tuple(device_views), leaves)
+    creations = guarded_view_kinds(program, [meta_like(a) for a in args], leaves)
+    return MemoryPlan(views, written, layouts, output_views, tuple(device_views), leaves, creations)
 
 
 # Ops that lay out their result the same way whatever their inputs' strides (a new row-major

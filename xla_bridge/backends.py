@@ -23,6 +23,7 @@ from . import config
 from . import device as dev
 from . import replay_path, timing
 from .aliasing import analyse_memory, may_overlap, meta_like, rebuild_output_views
+from .guarded_views import guard_views_as_eager
 from .device_views import DeviceViews
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
@@ -357,6 +358,7 @@ class BridgedCall:
                 raise NotOneGraph(f"argument {position}, written in place, has elements sharing memory "
                                   "(expanded, or as_strided): the device's copy of it has not")
         self.layouts = memory.layouts or {}   # outputs eager lays out non-compactly
+        self.creations = memory.creations or {}   # outputs that are views autograd guards
         # outputs eager returns as views of others: on the host rebuilt with as_strided, on
         # the device made again, like views of device arguments, by their own view ops
         views_of_outputs = memory.output_views or {}
@@ -579,6 +581,7 @@ class BridgedCall:
                         laid_out[id(out[k])] = layout.of(out[k])
                 out = [laid_out.get(id(leaf), leaf) for leaf in out]
         rebuild_output_views(out, self.output_views)   # on the host or on the device alike
+        guard_views_as_eager(out, self.creations)
         return out
 
     def _before_device_run(self):

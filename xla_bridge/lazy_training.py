@@ -14,6 +14,7 @@ from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .aliasing import rebuild_output_views
+from .guarded_views import guard_views_as_eager
 from .counters import counters
 from .decompose import decomposing
 from .dtype_check import DtypeWatch, converting_dtypes
@@ -163,6 +164,7 @@ class LazyTraining:
                             home[id(leaf)] = layout.of(home[id(leaf)], differentiable=True)
                     leaves[k] = home[id(leaf)]
             rebuild_output_views(leaves, bridged.output_views)
+        guard_views_as_eager(leaves, bridged.creations)
         callers = {key: (tensor, "an argument") for key, tensor in moved.items()}
         callers.update((key, (tensor, "an output")) for key, tensor in home.items())
         for handle in saved:                 # eager saved the caller's tensor: watch it

@@ -52,6 +52,7 @@ def recipe(bridged, program):
     calls need the Python path (see the module docstring)."""
     if (type(program) is not ReplayedGraph or bridged.host_positions or bridged.has_state
             or bridged.views or bridged.device_views or bridged.layouts or bridged.output_views
+            or bridged.creations
             or bridged.written
             or bridged.detached or bridged.enables_grad
             or bridged.host_outputs or getattr(program, "warnings", None)):

@@ -60,6 +60,7 @@ from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .aliasing import rebuild_output_views
+from .guarded_views import guard_views_as_eager
 from .backward_groups import for_arrived, restrict, tangent_groups
 from .counters import counters
 from .decompose import learn
@@ -331,6 +332,7 @@ class ReplayedTraining:
             leaves[k] = args[position]
         for k, first in plan.repeats.items():
             leaves[k] = leaves[first]
+        guard_views_as_eager(leaves, bridged.creations)
         for k, saved_index in plan.partition.saved_leaves.items():
             step.output_versions.setdefault(saved_index, []).append((leaves[k], _version(leaves[k])))
         for k in plan.partition.held_leaves:
