@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
@@ -77,7 +76,9 @@ class IndexWatch(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.flags: list = []
-        self.masks = weakref.WeakSet()     # floating tensors converted from bool while tracing
+        # floating tensors converted from bool while tracing, by identity (kept for the trace: a
+        # WeakSet compares a found tensor with ``==``, elementwise; seed 288 i233)
+        self.masks = {}
 
     def __enter__(self):
         self.outer, _tracing.watch = getattr(_tracing, "watch", None), self
@@ -110,7 +111,7 @@ class IndexWatch(TorchDispatchMode):
             self._add(torch.isfinite(value).all())
         out = dev.run_functionally(func, args, kwargs)
         if func in _CONVERSIONS and _is_bool(args[0]) and isinstance(out, torch.Tensor):
-            self.masks.add(out)
+            self.masks[id(out)] = out
         return out
 
     def _multiplied_by_a_mask(self, func, args):
@@ -122,7 +123,7 @@ class IndexWatch(TorchDispatchMode):
             return
         for value, factor in (args[:2], args[1::-1]):
             if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 0 \
-                    and (_is_bool(factor) or factor in self.masks):
+                    and (_is_bool(factor) or id(factor) in self.masks):
                 yield value
 
     def _add(self, flag) -> None:

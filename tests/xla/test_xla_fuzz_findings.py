@@ -1268,3 +1268,25 @@ def test_clamp_by_one_bound_keeps_infinities_as_eager_does(backend, case):
     inf = float("inf")
     x = torch.tensor([inf, -inf, 1.0, -2.0, float("nan")])
     torch.testing.assert_close(minidynamo.optimize(backend)(op)(x), op(x), equal_nan=True)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad_input", "grad_input"])
+def test_a_product_with_a_mask_made_after_a_random_op_traces(grad):
+    """X66 (host seed 288 i233): after ``dropout``, the mask ``(t > 0).float()`` times a
+    parameter. The trace found the mask among those it keeps, and a WeakSet compares the found
+    tensor with ``==`` (elementwise): the call raised "Boolean value of Tensor ... ambiguous".
+    Masks are now kept by identity."""
+    weight = torch.nn.Parameter(torch.tensor(1.5))
+
+    def program(x):
+        t = torch.nn.functional.dropout(x, 0.3, True)
+        return (t > 0).float() * weight
+
+    x = torch.randn(3, 4, requires_grad=grad)
+    torch.manual_seed(0)
+    expected = program(x)
+    minidynamo.reset()
+    torch.manual_seed(0)
+    actual = minidynamo.optimize("torchxla_trace_once")(program)(x)
+    assert_same(actual.detach(), expected.detach())
+    minidynamo.reset()
