@@ -22,6 +22,7 @@ import torch.fx.graph_module
 
 from . import _eval_frame, config, counting
 from .backends import lookup_backend
+from .code_sets import CodesByIdentity
 from .exc import BackendCompilerFailed, MinidynamoError, Unsupported, raised_by_program
 from .logs import get_logger
 from .skipfiles import disabled_codes, has_torch_bits, skip_reason
@@ -33,32 +34,11 @@ log_guards = get_logger("guards")
 log_breaks = get_logger("graph_breaks")
 log_output_code = get_logger("output_code")
 
-class _CodesByIdentity:
-    """A weak set of code objects by identity.  (A weakref.WeakSet compares code objects by value:
-    two equal codes, say the resume functions of two programs with the same text, would be one
-    member, and reset() would leave the other's cache entries alive.)"""
-
-    def __init__(self):
-        self._codes: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
-
-    def add(self, code) -> None:
-        self._codes[id(code)] = code
-
-    def __iter__(self):
-        return iter(list(self._codes.values()))
-
-    def __len__(self) -> int:
-        return len(self._codes)
-
-    def clear(self) -> None:
-        self._codes.clear()
-
-
 # Every code object that has a cache, so that reset() can drop them all.
-codes_with_cache = _CodesByIdentity()
+codes_with_cache = CodesByIdentity()
 # Code that some optimize(...) named explicitly: traced whatever file it lives in, so it is
 # never given the global "never watch" mark (torch.nn.Sequential.forward, say).
-root_codes: "weakref.WeakSet" = weakref.WeakSet()
+root_codes = CodesByIdentity()
 
 
 class CacheEntry(NamedTuple):
@@ -105,8 +85,8 @@ class FrameConverter:
         self.nopython = nopython
         self.recorder = recorder            # explain() listens here
         self.ref = weakref.ref(self)        # what the entries name as their owner
-        self._codes = _CodesByIdentity()   # equal codes (fx's generated forwards) are still distinct
-        self.roots: "weakref.WeakSet" = weakref.WeakSet()
+        self._codes = CodesByIdentity()   # equal codes (fx's generated forwards) are still distinct
+        self.roots = CodesByIdentity()
         weakref.finalize(self, _drop_entries_of, self.ref, self._codes)
 
     def __copy__(self):

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import sysconfig
 import types
-import weakref
 
 import torch
+
+from .code_sets import CodesByIdentity
 
 
 def _package_dir(module) -> str:
@@ -53,7 +54,7 @@ def skip_reason(code: types.CodeType) -> str | None:
 
 
 # Code passed to minidynamo.disable: never watched (even after reset()), never inlined.
-disabled_codes: "weakref.WeakSet" = weakref.WeakSet()
+disabled_codes = CodesByIdentity()
 
 
 # -- frames with nothing of torch in them ----------------------------------------------------------

@@ -620,3 +620,39 @@ def test_reset_drops_the_entries_of_equal_code_objects_too():
     assert all(minidynamo.cache_entries(fn) for fn in fns)
     minidynamo.reset()
     assert not any(minidynamo.cache_entries(fn) for fn in fns)
+
+
+def test_each_of_two_equal_disabled_code_objects_stays_disabled_after_reset():
+    """minidynamo.disable marks a code object, and reset() marks every disabled code again: two
+    equal codes (same text, two programs) are two disabled functions, each untraced after it."""
+    source = "import torch\n\ndef f(x):\n    return torch.relu(x * 2 + 1)\n"
+    fns = []
+    for _ in range(2):
+        namespace = {}
+        exec(compile(source, "<same text, disabled>", "exec"), namespace)
+        fns.append(namespace["f"])
+    assert fns[0].__code__ == fns[1].__code__ and fns[0].__code__ is not fns[1].__code__
+    for fn in fns:
+        minidynamo.disable(fn)
+    minidynamo.reset()
+    x = torch.randn(3)
+    for fn in fns:
+        assert torch.equal(minidynamo.optimize("eager")(fn)(x), fn(x))
+        assert not minidynamo.cache_entries(fn)
+    minidynamo.reset()
+
+
+def test_a_code_set_holds_each_of_two_equal_code_objects_apart():
+    """The sets of disabled, root and cached codes hold code objects by identity."""
+    from minidynamo.code_sets import CodesByIdentity
+
+    first = compile("x + 1", "<a>", "eval")
+    second = compile("x + 1", "<b>", "eval")
+    assert first == second and first is not second      # equal by value, two objects
+    codes = CodesByIdentity()
+    codes.add(first)
+    assert first in codes and second not in codes
+    codes.add(second)
+    assert len(codes) == 2 and set(map(id, codes)) == {id(first), id(second)}
+    del first
+    assert len(codes) == 1                                # weak: a dead code leaves the set
