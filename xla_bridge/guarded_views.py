@@ -26,8 +26,9 @@ def guarded_view_kinds(program, metas, leaves) -> dict:
     candidates = [k for k, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor) and leaf._is_view()]
     if not candidates:
         return {}
-    try:
-        again = pytree.tree_leaves(program(*metas))
+    try:   # (in the call's grad mode, restored after: a graph may end inside a no_grad block)
+        with torch.set_grad_enabled(torch.is_grad_enabled()):
+            again = pytree.tree_leaves(program(*metas))
     except Exception as error:
         raise NotOneGraph(f"cannot tell how autograd guards the views the graph returns: the graph "
                           f"does not run on meta tensors in grad mode ({type(error).__name__}: "

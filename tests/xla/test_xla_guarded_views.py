@@ -117,3 +117,23 @@ def test_only_guarded_views_leave_the_native_replay_path():
     assert not (type(guarded).__name__ == "Replay" and guarded.armed)
     for _ in range(2):
         assert write_requiring_grad(guarded(x)) == write_requiring_grad(first_row(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_graph_that_ends_inside_a_no_grad_block_leaves_grad_mode_as_it_was(backend):
+    """The graph before a break inside ``with torch.no_grad()`` ends in no-grad mode; compiling
+    it makes its views once more on meta tensors, and that run must not leave the mode switched
+    off (host seed 289 i393: the returned view of an argument requiring grad came back a leaf)."""
+    def program(x):
+        row = x[:, 0]
+        view = x[..., :1]
+        with torch.no_grad():
+            print("inside", row.requires_grad)
+        return view
+
+    x = torch.randn(2, 3, requires_grad=True)
+    minidynamo.reset()
+    result = minidynamo.optimize(backend)(program)(x)
+    assert torch.is_grad_enabled()
+    assert not result.is_leaf and result.grad_fn is not None
+    minidynamo.reset()
