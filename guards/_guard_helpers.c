@@ -121,6 +121,13 @@ static PyTypeObject ArgumentReaderType = {
  * interleaving only a guard whose notes are complete can commit.  note(x, 1) insists that x
  * be a dict or a tuple (a container whose contents the memo vouches for); anything else
  * makes the commit fail, and the memo stays invalid (the full guard always runs).
+ *
+ * valid() does not compare each dict's tag with its own noted tag.  Tags come from one counter
+ * that only grows: a dict changed after begin() has a tag above the counter's value at begin()
+ * (the bound, read by changing a private dict).  A dict noted with a tag at or below the bound
+ * is unchanged exactly while its tag stays at or below it, so valid() takes the largest tag of
+ * all those dicts and compares it once: one load a dict, not two.  A dict that changed between
+ * begin() and its note (above the bound already) is compared with its noted tag, as before.
  */
 typedef struct {
     PyObject *dict;
@@ -156,7 +163,25 @@ typedef struct {
     int valid, pending_ok;
     Py_ssize_t generation; /* bumped by begin(): a commit from an older begin is refused */
     PyObject *values;      /* tuple committed with the notes */
+    PyObject *clock;       /* a private dict: changing it reads the tag counter */
+    uint64_t pending_bound, bound;   /* the counter at begin(), and at the committed begin() */
+    PyObject **below;      /* active dicts noted at or below `bound` (borrowed from `active`) */
+    Py_ssize_t n_below, cap_below;
+    NotedDict *above;      /* active dicts noted above `bound`: compared with their tags */
+    Py_ssize_t n_above, cap_above;
 } DictMemo;
+
+/* The tag counter now: CPython 3.11 gives a dict the next value of one process-wide counter on
+ * every change, so changing the private dict and reading its tag reads the counter. */
+static int read_clock(DictMemo *self, uint64_t *now) {
+    int present = PyDict_Contains(self->clock, Py_None);
+    if (present < 0)
+        return -1;
+    if ((present ? PyDict_DelItem(self->clock, Py_None) : PyDict_SetItem(self->clock, Py_None, Py_None)) < 0)
+        return -1;
+    *now = ((PyDictObject *)self->clock)->ma_version_tag;
+    return 0;
+}
 
 static void notes_clear(Notes *notes) {
     for (Py_ssize_t i = 0; i < notes->n_dicts; i++)
@@ -218,6 +243,10 @@ static PyObject *DictMemo_begin(DictMemo *self, PyObject *const *args, Py_ssize_
     notes_clear(&self->pending);
     self->pending_ok = 1;
     self->generation++;
+    if (read_clock(self, &self->pending_bound) < 0) {
+        self->pending_ok = 0;
+        PyErr_Clear();
+    }
     for (Py_ssize_t i = 0; i < nargs; i++) { /* dicts every check relies on (global hooks) */
         if (!PyDict_Check(args[i]) || notes_add_dict(&self->pending, args[i]) < 0) {
             self->pending_ok = 0;
@@ -308,6 +337,36 @@ static void notes_fold_types(Notes *notes) {
     notes->n_types = kept;
 }
 
+/* Sort the dicts of `notes` for valid(): those noted at or below `bound` into `below`, the
+ * others (changed after begin, before their note) into `above`. */
+static int split_by_bound(DictMemo *self, const Notes *notes, uint64_t bound) {
+    if (notes->n_dicts > self->cap_below || notes->n_dicts > self->cap_above) {
+        Py_ssize_t cap = notes->n_dicts;
+        PyObject **below = PyMem_Realloc(self->below, cap * sizeof(PyObject *));
+        if (below == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->below = below;
+        self->cap_below = cap;
+        NotedDict *above = PyMem_Realloc(self->above, cap * sizeof(NotedDict));
+        if (above == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->above = above;
+        self->cap_above = cap;
+    }
+    self->n_below = self->n_above = 0;
+    for (Py_ssize_t i = 0; i < notes->n_dicts; i++) {
+        if (notes->dicts[i].tag <= bound)
+            self->below[self->n_below++] = notes->dicts[i].dict;
+        else
+            self->above[self->n_above++] = notes->dicts[i];
+    }
+    return 0;
+}
+
 static PyObject *DictMemo_commit(DictMemo *self, PyObject *const *args, Py_ssize_t nargs) {
     /* Another thread may have begun since this guard did (the GIL lets threads interleave):
        then some of this guard's notes were cleared, and its commit is refused. */
@@ -327,10 +386,18 @@ static PyObject *DictMemo_commit(DictMemo *self, PyObject *const *args, Py_ssize
         Py_RETURN_FALSE;
     }
     notes_fold_types(&self->pending);
+    if (split_by_bound(self, &self->pending, self->pending_bound) < 0) {
+        PyErr_Clear();   /* no memory: the memo stays invalid (the full guard always runs) */
+        self->valid = 0;
+        self->n_below = self->n_above = 0;
+        notes_clear(&self->pending);
+        Py_RETURN_FALSE;
+    }
     Notes old = self->active;
     self->active = self->pending;
     self->pending = old;
     notes_clear(&self->pending);
+    self->bound = self->pending_bound;
     Py_XSETREF(self->values, Py_NewRef(values));
     self->valid = 1;
     Py_RETURN_TRUE;
@@ -350,6 +417,7 @@ static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
     if (!self->valid)
         Py_RETURN_FALSE;
     Notes *notes = &self->active;
+    const uint64_t bound = self->bound;
     for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
         const NotedInstance *noted = &notes->owners[i];
         if (i + 8 < notes->n_owners) {
@@ -363,23 +431,29 @@ static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
             PyErr_Clear();
             Py_RETURN_FALSE;
         }
-        if (((PyDictObject *)noted->dict)->ma_version_tag != noted->tag)
+        uint64_t tag = ((PyDictObject *)noted->dict)->ma_version_tag;
+        if (tag > bound && tag != noted->tag)
             Py_RETURN_FALSE;
     }
-    /* No branch per dict: the tags' differences are OR-ed over blocks of 8 (the loads of one
-       block are independent, so they overlap, also from a cold cache: software prefetching
-       measured slower, warm and cold), and a block that differs ends the check. */
-    const NotedDict *noted = notes->dicts;
-    Py_ssize_t n = notes->n_dicts, i = 0;
+    /* No branch per dict: the largest tag of a block of 8 (the loads of one block are
+       independent, so they overlap, also from a cold cache) is compared with the bound. */
+    PyObject *const *below = self->below;
+    Py_ssize_t n = self->n_below, i = 0;
     for (; i + 8 <= n; i += 8) {
-        uint64_t differ = 0;
-        for (int k = 0; k < 8; k++)
-            differ |= ((PyDictObject *)noted[i + k].dict)->ma_version_tag ^ noted[i + k].tag;
-        if (differ)
+        uint64_t largest = 0;
+        for (int k = 0; k < 8; k++) {
+            uint64_t tag = ((PyDictObject *)below[i + k])->ma_version_tag;
+            largest = tag > largest ? tag : largest;
+        }
+        if (largest > bound)
             Py_RETURN_FALSE;
     }
     for (; i < n; i++) {
-        if (((PyDictObject *)noted[i].dict)->ma_version_tag != noted[i].tag)
+        if (((PyDictObject *)below[i])->ma_version_tag > bound)
+            Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t j = 0; j < self->n_above; j++) {
+        if (((PyDictObject *)self->above[j].dict)->ma_version_tag != self->above[j].tag)
             Py_RETURN_FALSE;
     }
     for (Py_ssize_t i = 0; i < notes->n_types; i++) {
@@ -396,6 +470,11 @@ static PyObject *DictMemo_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     if (self == NULL)
         return NULL;
     self->values = PyTuple_New(0);
+    self->clock = PyDict_New();
+    if (self->values == NULL || self->clock == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
 }
 
@@ -420,6 +499,7 @@ static int DictMemo_traverse(DictMemo *self, visitproc visit, void *arg) {
 
 static int DictMemo_clear(DictMemo *self) {
     self->valid = 0;
+    self->n_below = self->n_above = 0;   /* (borrowed from the notes cleared below) */
     Py_CLEAR(self->values);
     notes_clear(&self->active);
     notes_clear(&self->pending);
@@ -429,6 +509,9 @@ static int DictMemo_clear(DictMemo *self) {
 static void DictMemo_dealloc(DictMemo *self) {
     PyObject_GC_UnTrack(self);
     DictMemo_clear(self);
+    Py_CLEAR(self->clock);
+    PyMem_Free(self->below);
+    PyMem_Free(self->above);
     notes_free(&self->active);
     notes_free(&self->pending);
     Py_TYPE(self)->tp_free((PyObject *)self);

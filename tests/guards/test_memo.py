@@ -147,3 +147,56 @@ def test_a_change_to_any_noted_dict_is_seen_wherever_it_lies_in_the_notes():
         assert memo.noted == (len(dicts), 0)
         dicts[changed]["k"] += 1000
         assert not memo.valid(), changed
+
+
+def test_the_memo_compares_tags_with_the_counter_at_begin():
+    """valid() compares every noted dict's tag with the tag counter's value when the guard
+    began: other dicts changing moves the counter and leaves the memo valid; a noted dict
+    changing, even to an equal value, makes it invalid."""
+    from guards import native
+
+    if native.DictMemo is None:
+        return
+    noted, other = {"k": int("1000")}, {}
+    owner = Net()
+    memo = native.DictMemo()
+    token = memo.begin()
+    memo.note(noted, True)
+    memo.note_owner(owner, owner.__dict__)
+    assert memo.commit((), token) is True
+    for i in range(100):                       # the counter moves on
+        other[i] = i
+    assert memo.valid()
+    noted["k"] = int("1000")                   # an equal value (another object): a change
+    assert not memo.valid()
+    token = memo.begin()
+    memo.note(noted, True)
+    memo.note_owner(owner, owner.__dict__)
+    assert memo.commit((), token) is True and memo.valid()
+    owner.__dict__["label"] = "another object"
+    assert not memo.valid()
+
+
+def test_a_dict_changed_while_the_guard_ran_is_compared_with_its_own_tag():
+    """A dict that changed after begin() and before its note (code the guard's reads ran, say)
+    holds a tag above the counter at begin: it is checked against the tag it was noted with, so
+    the memo is valid while it stays so and invalid after its next change."""
+    from guards import native
+
+    if native.DictMemo is None:
+        return
+    early, late = {"a": 1}, {"b": 1}
+    memo = native.DictMemo()
+    token = memo.begin()
+    memo.note(early, True)
+    late["b"] = 2                              # changed after begin, then noted
+    memo.note(late, True)
+    assert memo.commit((), token) is True and memo.valid()
+    late["b"] = 3
+    assert not memo.valid()
+    token = memo.begin()
+    memo.note(early, True)
+    memo.note(late, True)
+    assert memo.commit((), token) is True and memo.valid()
+    early["a"] = 5
+    assert not memo.valid()
