@@ -603,9 +603,9 @@ def test_set_grad_enabled_block_left_when_the_graph_raises():
     assert torch.is_grad_enabled()
 
 
-def test_reset_drops_the_entries_of_equal_code_objects_too():
-    """Two programs with the same text have equal code objects (code compares by value): reset()
-    must drop both caches, not the one a value-keyed set kept."""
+def two_functions_with_equal_code():
+    """Two programs with the same text: their code objects are equal (code compares by value)
+    and distinct."""
     source = "import torch\n\ndef f(x):\n    return torch.relu(x * 2 + 1)\n"
     fns = []
     for _ in range(2):
@@ -613,6 +613,13 @@ def test_reset_drops_the_entries_of_equal_code_objects_too():
         exec(compile(source, "<same text>", "exec"), namespace)
         fns.append(namespace["f"])
     assert fns[0].__code__ == fns[1].__code__ and fns[0].__code__ is not fns[1].__code__
+    return fns
+
+
+def test_reset_drops_the_entries_of_equal_code_objects_too():
+    """Two programs with the same text have equal code objects (code compares by value): reset()
+    must drop both caches, not the one a value-keyed set kept."""
+    fns = two_functions_with_equal_code()
     x = torch.randn(3)
     compiled = [minidynamo.optimize("eager")(fn) for fn in fns]     # (kept: entries belong to them)
     for fn in compiled:
@@ -625,13 +632,7 @@ def test_reset_drops_the_entries_of_equal_code_objects_too():
 def test_each_of_two_equal_disabled_code_objects_stays_disabled_after_reset():
     """minidynamo.disable marks a code object, and reset() marks every disabled code again: two
     equal codes (same text, two programs) are two disabled functions, each untraced after it."""
-    source = "import torch\n\ndef f(x):\n    return torch.relu(x * 2 + 1)\n"
-    fns = []
-    for _ in range(2):
-        namespace = {}
-        exec(compile(source, "<same text, disabled>", "exec"), namespace)
-        fns.append(namespace["f"])
-    assert fns[0].__code__ == fns[1].__code__ and fns[0].__code__ is not fns[1].__code__
+    fns = two_functions_with_equal_code()
     for fn in fns:
         minidynamo.disable(fn)
     minidynamo.reset()
