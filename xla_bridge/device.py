@@ -251,6 +251,7 @@ def materialize(tensors: list) -> None:
         return
     pending = [t for t, needs in zip(tensors, xlac()._check_tensor_need_materialization(tensors)) if needs]
     if pending:
+        _require_typed_as_declared(pending)
         _require_lowerable(pending)
         xlac()._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=False)
 
@@ -264,6 +265,43 @@ class PendingUnlowerable(RuntimeError):
         first_line = (str(error).splitlines() or [""])[0]
         self.reason = f"a pending input cannot be lowered by torch_xla: {first_line[:160]}"
         super().__init__(self.reason)
+
+
+class PendingMistyped(PendingUnlowerable):
+    """A pending tensor whose lazy computation has another element type than the tensor's own
+    dtype: lazy torch_xla computes ``f32 + f64 0-dim`` in f64 while the tensor says float32
+    (device seed 428 i583). Synced, its data would not fit a program compiled for its dtype
+    ("Executable expected parameter 0 of size 8 but got buffer with incompatible size 16", at
+    execution); lazy mode reads it as torch_xla does."""
+
+    def __init__(self, tensor, element_type: str):
+        self.reason = (f"a pending input computes {element_type} for a {tensor.dtype} tensor "
+                       f"(torch_xla's promotion): a program compiled for its dtype cannot read it")
+        RuntimeError.__init__(self, self.reason)
+
+
+# torch_xla's names of element types (``_get_xla_tensor_shape_type``), per dtype.
+_ELEMENT_TYPES = {
+    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.int64: "s64", torch.int32: "s32", torch.int16: "s16", torch.int8: "s8",
+    torch.uint8: "u8", torch.bool: "pred", torch.complex64: "c64", torch.complex128: "c128",
+}
+
+
+def _require_typed_as_declared(pending: list) -> None:
+    """Raise PendingMistyped, touching nothing, if a pending tensor computes another element
+    type than its dtype's."""
+    c = xlac()
+    for tensor in pending:
+        expected = _ELEMENT_TYPES.get(tensor.dtype)
+        if expected is None:
+            continue
+        try:
+            found = c._get_xla_tensor_shape_type(tensor)
+        except RuntimeError:        # (a tensor torch_xla cannot describe: the sync decides)
+            continue
+        if found != expected:
+            raise PendingMistyped(tensor, found)
 
 
 # Hashes of pending graphs that lowered: each is lowered to HLO once, on first sight, before its

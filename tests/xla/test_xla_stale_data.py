@@ -442,3 +442,24 @@ def test_a_dead_op_on_host_tensors_in_a_device_program_still_runs_and_raises():
         step(y, [])
     with pytest.raises(IndexError):
         compiled(y, [])
+
+
+def test_a_pending_input_computed_in_a_wider_type_than_its_dtype_runs_lazily():
+    """Device seed 428 i583: lazy torch_xla computes ``float32 + float64 0-dim`` in float64 while
+    the tensor says float32. Synced for a replay, its float64 data did not fit the program
+    compiled for float32 inputs ("Executable expected parameter 0 of size 8 but got buffer with
+    incompatible size 16", raised when the result was read). Such a pending input now sends the
+    call to lazy mode, which reads it as torch_xla does."""
+    def double_sum(t):
+        return (t * 2).sum()
+
+    compiled = compile_with("torchxla_trace_once", double_sum, [torch.randn(2).to(dev.xla_device())])
+    y = torch.randn(2).to(dev.xla_device())
+    assert_same(compiled(y).cpu(), double_sum(y).cpu())           # replayed for float32 [2]
+    widened = y + torch.tensor(1.0, dtype=torch.float64)          # float32, computing float64
+    assert widened.dtype == torch.float32
+    assert dev.xlac()._get_xla_tensor_shape_type(widened) == "f64"
+    expected = double_sum(y + torch.tensor(1.0, dtype=torch.float64)).cpu()
+    assert_same(compiled(widened).cpu(), expected)
+    assert any("computes f64 for a torch.float32 tensor" in reason
+               for reason in xla_bridge.counters.reasons)
