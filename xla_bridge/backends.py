@@ -452,7 +452,7 @@ class BridgedCall:
             before = self._before_device_run()
             try:
                 out = self.training(inputs)
-            except (NotDifferentiable, NotOneGraph, dev.PendingUnlowerable) as error:
+            except (NotDifferentiable, NotOneGraph, dev.PendingInputRefused) as error:
                 refused = f"training path: {error.reason}"
             except IndexOutOfRange as error:
                 refused = error.reason
@@ -467,7 +467,7 @@ class BridgedCall:
             try:
                 self._make_program(list(inputs) + (self.flat.read_state() if self.has_state
                                                     else []))
-            except (NotOneGraph, dev.PendingUnlowerable) as error:
+            except (NotOneGraph, dev.PendingInputRefused) as error:
                 return self._eager(inputs, error.reason)
         with timing.phase("transfer_in"):
             args = list(inputs)
@@ -478,7 +478,7 @@ class BridgedCall:
                 return self._eager(inputs, reason)
             try:
                 device_args, same_signature = self._device_args(args)
-            except dev.PendingUnlowerable as error:      # lazy mode, which never computes it
+            except dev.PendingInputRefused as error:    # lazy mode, which reads it as torch_xla does
                 return self._eager(inputs, error.reason)
             same_signature = same_signature and self.program_saw_last_args
             self.program_saw_last_args = False

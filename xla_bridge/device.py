@@ -256,18 +256,25 @@ def materialize(tensors: list) -> None:
         xlac()._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=False)
 
 
-class PendingUnlowerable(RuntimeError):
+class PendingInputRefused(RuntimeError):
+    """A pending input the program must not sync: the call runs lazily instead (``reason``)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+class PendingUnlowerable(PendingInputRefused):
     """A pending tensor the program reads holds computation torch_xla cannot lower (``gelu``
     of an integer tensor, run at a graph break). Syncing it would fail and leave it without
     data; untouched, it stays pending, as in lazy mode, which computes it only if read."""
 
     def __init__(self, error: Exception):
         first_line = (str(error).splitlines() or [""])[0]
-        self.reason = f"a pending input cannot be lowered by torch_xla: {first_line[:160]}"
-        super().__init__(self.reason)
+        super().__init__(f"a pending input cannot be lowered by torch_xla: {first_line[:160]}")
 
 
-class PendingMistyped(PendingUnlowerable):
+class PendingMistyped(PendingInputRefused):
     """A pending tensor whose lazy computation has another element type than the tensor's own
     dtype: lazy torch_xla computes ``f32 + f64 0-dim`` in f64 while the tensor says float32
     (device seed 428 i583). Synced, its data would not fit a program compiled for its dtype
@@ -275,9 +282,8 @@ class PendingMistyped(PendingUnlowerable):
     execution); lazy mode reads it as torch_xla does."""
 
     def __init__(self, tensor, element_type: str):
-        self.reason = (f"a pending input computes {element_type} for a {tensor.dtype} tensor "
-                       f"(torch_xla's promotion): a program compiled for its dtype cannot read it")
-        RuntimeError.__init__(self, self.reason)
+        super().__init__(f"a pending input computes {element_type} for a {tensor.dtype} tensor "
+                         f"(torch_xla's promotion): a program compiled for its dtype cannot read it")
 
 
 # torch_xla's names of element types (``_get_xla_tensor_shape_type``), per dtype.

@@ -16,6 +16,15 @@ from .lazy_graph import NotOneGraph
 _DEFAULT_CREATION = torch._C._autograd.CreationMeta.DEFAULT
 
 
+def guarded_kind(tensor):
+    """The creation kind of ``tensor`` when it is a view autograd guards, else None."""
+    if isinstance(tensor, torch.Tensor) and tensor._is_view():
+        kind = torch._C._autograd._get_creation_meta(tensor)
+        if kind != _DEFAULT_CREATION:
+            return kind
+    return None
+
+
 def guarded_view_kinds(program, metas, leaves) -> dict:
     """{output leaf index: CreationMeta} for the outputs eager returns as views that autograd
     guards: made by an op with several results (``x.unbind(0)[1]``, ``chunk``, ``split``) or in
@@ -36,10 +45,9 @@ def guarded_view_kinds(program, metas, leaves) -> dict:
     kinds = {}
     for k in candidates:
         leaf = again[k] if k < len(again) else None
-        if isinstance(leaf, torch.Tensor) and leaf._is_view() and not any(leaf is m for m in metas):
-            kind = torch._C._autograd._get_creation_meta(leaf)
-            if kind != _DEFAULT_CREATION:
-                kinds[k] = kind
+        kind = guarded_kind(leaf)
+        if kind is not None and not any(leaf is m for m in metas):
+            kinds[k] = kind
     return kinds
 
 

@@ -51,6 +51,7 @@ from torch.utils import _pytree as pytree
 from .aten_recorder import AtenRecorder, RecordingError, meta_like, no_dynamo_import, \
     retarget, tensor_bytes
 from .eager_saved import EagerSaved
+from .guarded_views import guarded_kind
 from .index_check import reads_indices
 
 FORWARD, BACKWARD = "forward", "backward"
@@ -188,14 +189,10 @@ def refuse_guarded_views(leaves, differentiable) -> None:
     such as ``chunk``, a view made in no-grad mode): eager refuses an in-place change to it,
     a tensor the step returns would allow it. Such a call runs eagerly."""
     for k in differentiable:
-        leaf = leaves[k]
-        if leaf._is_view() and torch._C._autograd._get_creation_meta(leaf) != _DEFAULT_VIEW:
-            raise NotDifferentiable(f"output {k} is a view autograd guards "
-                                    f"({torch._C._autograd._get_creation_meta(leaf).name}): "
+        kind = guarded_kind(leaves[k])
+        if kind is not None:
+            raise NotDifferentiable(f"output {k} is a view autograd guards ({kind.name}): "
                                     f"eager refuses in-place changes to it")
-
-
-_DEFAULT_VIEW = torch._C._autograd.CreationMeta.DEFAULT
 
 
 def _takes_tangent(leaves, metas) -> tuple:
