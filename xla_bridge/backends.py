@@ -176,12 +176,23 @@ def _sets_grad_mode(gm, enabled: bool) -> bool:
 def _detached_arguments(gm) -> tuple:
     """Argument positions the graph calls ``detach_`` on. Eager refuses ``detach_`` of a view,
     and a device copy of an argument is never a view: a call whose argument there is one runs
-    eagerly (and raises eager's error)."""
+    eagerly (and raises eager's error).  The tensor detached is an argument when its node is the
+    placeholder or any node whose example value is the argument's very tensor: the result of
+    an in-place op on it (``y *= 2; y.detach_()``, host seed 295 i1997)."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    return tuple(sorted({placeholders.index(node.args[0]) for node in gm.graph.nodes
+    def tensor_of(node):      # the tensor a node stands for (the node itself if none is known)
+        example = node.meta.get("example_value")
+        return example if isinstance(example, torch.Tensor) else node
+
+    position_of = {id(tensor_of(n)): i for i, n in enumerate(placeholders)}
+
+    def argument_position(value):
+        return position_of.get(id(tensor_of(value))) if isinstance(value, torch.fx.Node) else None
+
+    return tuple(sorted({position for node in gm.graph.nodes
                          if node.op in ("call_method", "call_function") and node.args
-                         and node.args[0] in placeholders
-                         and getattr(node.target, "__name__", node.target) == "detach_"}))
+                         and getattr(node.target, "__name__", node.target) == "detach_"
+                         for position in [argument_position(node.args[0])] if position is not None}))
 
 
 class _AllOutputs(frozenset):

@@ -475,6 +475,27 @@ def test_detach_of_an_argument_that_is_a_view_raises_as_eager_does(backend):
     assert_same(compiled(torch.ones(2, 3)), torch.full((2, 3), 2.0))
 
 
+def scaled_then_detached(y):
+    y *= 2
+    y.add_(1)
+    y.detach_()
+    return y * 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_detach_of_an_argument_after_in_place_ops_on_it_raises_for_a_view_as_eager_does(backend):
+    """Host seed 295 i1997: ``y *= 2; y.detach_()`` detaches the argument through the in-place
+    op's result; the call with an offset view of a larger tensor must raise as eager does."""
+    minidynamo.reset()
+    compiled = minidynamo.optimize(backend)(scaled_then_detached)
+    assert_same(compiled(torch.ones(3, 3)), torch.full((3, 3), 3.0))
+    with pytest.raises(RuntimeError, match="Can't detach views in-place"):
+        scaled_then_detached(torch.ones(4, 3)[1:])
+    with pytest.raises(RuntimeError, match="Can't detach views in-place"):
+        compiled(torch.ones(4, 3)[1:])
+    minidynamo.reset()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_copy_of_a_host_scalar_into_an_intermediate_on_the_training_path(backend):
     """Seed 171 program 638: the recorded training graph keeps 0-dim constants on the host, and
