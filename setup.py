@@ -15,6 +15,8 @@ ext_modules = [
     Extension("minidynamo._eval_frame", sources=["minidynamo/_eval_frame.c"], extra_compile_args=C_FLAGS),
     # nn.Module calls that go straight to forward when Module.__call__ would do nothing else
     Extension("minidynamo._module_call", sources=["minidynamo/_module_call.c"], extra_compile_args=C_FLAGS),
+    # an exact copy of a set's hash table (a set the trace made, rebuilt in eager's order)
+    Extension("minidynamo._set_table", sources=["minidynamo/_set_table.c"], extra_compile_args=C_FLAGS),
     # optional fast paths for guard checks (guards/ falls back to Python without it)
     Extension("guards._guard_helpers", sources=["guards/_guard_helpers.c"], extra_compile_args=C_FLAGS),
 ]

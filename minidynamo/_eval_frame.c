@@ -57,6 +57,8 @@ static Py_ssize_t extra_index = -1;           /* our slot in every code object's
 static Py_ssize_t threads_with_callback = 0;  /* the hook is installed while this is > 0 */
 static _Thread_local PyObject *tls_callback = NULL;
 static _Thread_local int tls_paused = 0;
+/* hand_over(fn, box): the arguments the call holds until fn's frame starts (see py_hand_over). */
+static _Thread_local PyObject *tls_handed_fn = NULL, *tls_handed_args = NULL;
 
 /* ---- C stack budget (see the top comment) ---- */
 #define SUSPEND_FRACTION 8               /* suspend once 1/8 of the thread's stack is in use */
@@ -151,7 +153,37 @@ static PyObject *find_entry(PyObject *entries, PyObject *owner, PyObject *const 
     return NULL;
 }
 
-/* Run one entry: compiled_fn(func, *args), or the frame itself when compiled_fn is None. */
+/* fn's frame now holds its own references to the arguments hand_over gave it: drop the call's. */
+static inline void release_handed(_PyInterpreterFrame *frame) {
+    if (tls_handed_args != NULL && (PyObject *)frame->f_func == tls_handed_fn) {
+        PyObject *held = tls_handed_args;
+        tls_handed_args = tls_handed_fn = NULL;
+        Py_DECREF(held);    /* frees no argument: the frame holds each one */
+    }
+}
+
+/* fn(*held), where `held` (a tuple, stolen) stays referenced only until fn's frame starts. */
+static PyObject *call_handing_over(PyObject *fn, PyObject *held) {
+    Py_INCREF(fn);
+    PyObject *outer_fn = tls_handed_fn, *outer_args = tls_handed_args;   /* an outer call's, not yet dropped */
+    tls_handed_fn = fn;
+    tls_handed_args = held;
+    /* (CPython reads the argument array only while it makes fn's frame, before the hook runs) */
+    PyObject *result = PyObject_Vectorcall(fn, &PyTuple_GET_ITEM(held, 0), PyTuple_GET_SIZE(held), NULL);
+    if (tls_handed_args == held) {          /* fn's frame never reached the hook */
+        tls_handed_args = tls_handed_fn = NULL;
+        Py_DECREF(held);
+    }
+    tls_handed_fn = outer_fn;
+    tls_handed_args = outer_args;
+    Py_DECREF(fn);
+    return result;
+}
+
+/* Run one entry: compiled_fn(func, *args), or the frame itself when compiled_fn is None.
+ * A compiled_fn written in Python (a graph break's entry runs the rest of the frame's code)
+ * gets the frame's arguments as their only holder, as the frame itself would have them: the
+ * frame, which never runs, lets go of them, so a local the code deletes dies there. */
 static PyObject *run_entry(PyObject *entry, PyThreadState *ts, _PyInterpreterFrame *frame,
                            PyObject *const *argv, Py_ssize_t argc) {
     PyObject *compiled_fn = PyTuple_GET_ITEM(entry, 2);
@@ -159,7 +191,17 @@ static PyObject *run_entry(PyObject *entry, PyThreadState *ts, _PyInterpreterFra
         tls_paused = 0;
         return run_default(ts, frame, 0);
     }
-    return PyObject_Vectorcall(compiled_fn, argv, argc, NULL);
+    if (!PyFunction_Check(compiled_fn))
+        return PyObject_Vectorcall(compiled_fn, argv, argc, NULL);
+    PyObject *held = PyTuple_New(argc);
+    if (held == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < argc; i++) {
+        Py_INCREF(argv[i]);
+        PyTuple_SET_ITEM(held, i, argv[i]);
+    }
+    for (Py_ssize_t i = 0; i + 1 < argc; i++)
+        Py_CLEAR(frame->localsplus[i]);   /* `held` has them: the frame never runs */
+    return call_handing_over(compiled_fn, held);
 }
 
 /* Evaluate the frame with the hook suspended for the whole interpreter (see the top comment). */
@@ -181,6 +223,7 @@ static PyObject *run_suspended(PyThreadState *ts, _PyInterpreterFrame *frame, in
 
 static PyObject *eval_frame_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag) {
     char here;
+    release_handed(frame);
     if (tls_suspend_below == 0) init_stack_bounds();
     if ((uintptr_t)&here < tls_suspend_below) return run_suspended(ts, frame, throwflag);
     PyObject *callback = tls_callback;
@@ -436,7 +479,35 @@ static PyObject *py_unpaused(PyObject *self, PyObject *args, PyObject *kwargs) {
     return result;
 }
 
+/* hand_over(fn, box): fn(*box) watched by the hook, as unpaused does, where the resume function
+ * of a graph break becomes the only holder of the values handed to it.  The items move out of
+ * the list `box` (left empty) into a tuple the call holds until fn's frame starts, and the hook
+ * drops it there (release_handed): from then on, as in eager, a local the rest of the frame
+ * deletes or rebinds is freed at once (its finalizer runs, a weak reference to it dies) instead
+ * of living until the resume function returns.  Without the hook (none installed), the tuple is
+ * dropped when the call returns. */
+static PyObject *py_hand_over(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "hand_over(fn, box): box must be a list");
+        return NULL;
+    }
+    PyObject *fn = args[0], *box = args[1];
+    PyObject *held = PyList_AsTuple(box);
+    if (held == NULL) return NULL;
+    if (PyList_SetSlice(box, 0, PyList_GET_SIZE(box), NULL) < 0) {
+        Py_DECREF(held);
+        return NULL;
+    }
+    int was_paused = tls_paused;
+    tls_paused = 0;
+    PyObject *result = call_handing_over(fn, held);
+    tls_paused = was_paused;
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"hand_over", (PyCFunction)(void (*)(void))py_hand_over, METH_FASTCALL,
+     "hand_over(fn, box): fn(*box) watched by the hook; the call stops holding box's items once fn's frame starts."},
     {"set_callback", py_set_callback, METH_O, "Set this thread's callback (None: unwatch); returns the previous one."},
     {"get_callback", py_get_callback, METH_NOARGS, "This thread's callback, or None."},
     {"get_cache", py_get_cache, METH_O, "The code object's cache: a list of entries, a skip reason, or None."},

@@ -72,7 +72,9 @@ def _drop_entries_of(owner_ref, codes) -> None:
 
 
 def describe(code) -> str:
-    return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+    # the last part of the qualified name: a resume function's co_name is its frame's own
+    # (tracebacks show that), its qualname says which piece it is (``f__resume_at_12``)
+    return f"{code.co_qualname.rpartition('.')[2]} ({code.co_filename}:{code.co_firstlineno})"
 
 
 class FrameConverter:

@@ -15,8 +15,12 @@ exact argument names, e.g. for ``y = x.sin(); print(y.shape); return y.cos()``:
         ___stack1 = ___values[0]
         ___stack2 = ___values[1]
         ___l_y = ___values[2]
+        del a0, ___outputs, ___values                 # what the frame no longer holds
         ___result = unpaused(___stack1, ___stack2)    # the instruction itself: print(...)
-        return unpaused(make_function(resume_0, ___func), ___result, ___l_y)
+        ___resume = make_function(resume_0, ___func)
+        ___box = [___result, ___l_y]
+        del ___stack1, ___stack2, ___l_y, ___result
+        return hand_over(___resume, ___box)           # the resume function, sole holder of its values
 
 A frame with cell variables also gets its cells back (``___c_<name> = ___values[...]``, each
 a new cell per call holding the value the trace knew at the break, the same cell object that
@@ -24,7 +28,10 @@ every closure rebuilt at the break holds) and passes them on: ``make_function(re
 ___func, (___c_n,))`` makes them the resume function's first free variables.
 
 ``build_output`` also replays the Python side effects the graph's part of the frame made, so
-the eager instruction and the resume function see them, once.  ``unpaused`` runs a call with
+the eager instruction and the resume function see them, once.  ``hand_over`` calls the resume
+function as ``unpaused`` does, and lets go of the values once its frame holds them: this frame
+has deleted its own names, so a local the rest of the frame deletes or rebinds is freed there,
+as in eager (a weak reference to it dies, its memory is back).  ``unpaused`` runs a call with
 the hook watching again (the hook is paused while an entry runs): a callee the tracer could
 not inline runs as its own watched frame, and the resume function is traced, guarded and
 cached like any frame.  Open ``with`` blocks (grad mode, autocast off) are re-entered around
@@ -68,8 +75,9 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
 
     namespace = {"compiled_graph": compiled_graph, "read_inputs": read_inputs, "build_output": build_output,
                  "graph_raised": graph_raised, "rerun": rerun, "leave_graph_state": leave_graph_state,
-                 "unpaused": _eval_frame.unpaused, "make_function": make_function}
-    lines = [f"def break_{_identifier(code.co_name)}({arg_names}):",
+                 "unpaused": _eval_frame.unpaused, "hand_over": _eval_frame.hand_over,
+                 "make_function": make_function}
+    lines = [f"def break_{_identifier(code.co_qualname.rpartition('.')[2])}({arg_names}):",
              "    try:",
              f"        ___outputs = compiled_graph(*read_inputs({arg_names}))",
              "    except BaseException as ___error:",
@@ -78,10 +86,14 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
              f"        return rerun({arg_names})",
              f"    ___values = {build}",
              "    leave_graph_state()"]
-    refs = {}                                 # stack position -> the variable holding its value
+    refs = _Refs()                            # stack position -> the variable holding its value
     for k, slot in enumerate(state.stack):
-        if slot[0] in ("value", "iter"):       # "iter": the rest of a for loop's iterator
+        if slot[0] == "value":
             refs[k] = f"___stack{k}"
+            lines.append(f"    ___stack{k} = ___values[{slot[1]}]")
+        elif slot[0] == "iter":                # the rest of an iterator (a tuple): the resume
+            refs[k] = f"___stack{k}"           # function's prologue calls iter() on it
+            refs.iters.add(k)
             lines.append(f"    ___stack{k} = ___values[{slot[1]}]")
         elif slot[0] == "ctx":
             refs[k] = f"___ctx{k}"
@@ -95,6 +107,9 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
         cell_refs.append(f"___c_{name}")
         lines.append(f"    ___c_{name} = ___values[{state.n_stack_values + len(state.locals) + j}]")
     cells = f", ({''.join(ref + ', ' for ref in cell_refs)})" if cell_refs else ""
+    # What the frame no longer holds at the instruction: its arguments (a local the frame has
+    # rebound is dead by now, in eager too) and the graph's outputs as a whole.
+    lines.append(f"    del {', '.join([*(f'a{i}' for i in range(len(capture.frame.arg_names))), '___outputs', '___values'])}")
 
     contexts = [(slot[1], slot[2]) for slot in state.stack if slot[0] == "ctx"]
     eager, branches = _EAGER[_kind(state.inst.name, JUMPS)](state, refs, JUMPS)
@@ -122,11 +137,19 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
         call_args = [ref for s, ref in stack if s[0] != "null"] + local_refs
         if first_argument_leads(code, state.locals):      # zero-argument super() reads it
             call_args.insert(0, call_args.pop(len(call_args) - len(local_refs)))
-        call = f"return unpaused(make_function({name}, ___func{cells}){''.join(', ' + a for a in call_args)})"
+        # The resume function must be the only holder of what it gets (a local it deletes is
+        # freed then, as in eager): this frame forgets its own names, and hand_over the rest.
+        held = [*sorted(set(refs.values()) - {ref for ref in refs.values()
+                                                                          if ref.startswith("___ctx")}),
+                *local_refs, *cell_refs, *(["___result"] if eager.startswith("___result =") else [])]
+        call = [f"___resume = make_function({name}, ___func{cells})",
+                f"___box = [{', '.join(call_args)}]",
+                f"del {', '.join(held)}",
+                "return hand_over(___resume, ___box)"]
         if test is None:
-            lines.append(f"    {call}")
+            lines += [f"    {line}" for line in call]
         else:
-            lines += [f"    if {test}:", f"        {call}"]
+            lines += [f"    if {test}:", *(f"        {line}" for line in call)]
     source = "\n".join(lines) + "\n"
     exec(compile(source, f"<minidynamo graph break in {code.co_qualname}>", "exec"), namespace)
     fn = namespace.pop(lines[0][4:lines[0].index("(")])
@@ -145,10 +168,21 @@ def _kind(opname, jumps):
     return "jump" if opname in jumps else opname
 
 
+class _Refs(dict):
+    """Stack position -> the name of the variable holding its value; ``iters``: the positions
+    that hold the rest of an iterator as a tuple."""
+
+    def __init__(self):
+        super().__init__()
+        self.iters = set()
+
+
 def _value(refs, k, what):
+    """An operand of the eager instruction: an iterator's rest becomes an iterator again (the
+    instruction may consume it: a call of a comprehension's function, ``next``)."""
     if k not in refs or refs[k].startswith("___ctx"):
         raise ValueError(f"the {what} of a graph break is not a value")
-    return refs[k]
+    return f"iter({refs[k]})" if k in refs.iters else refs[k]
 
 
 def _call(state, refs, jumps):
@@ -304,7 +338,7 @@ def render(fn) -> str:
     dis.dis(fn.__code__, file=out)
     for resumed in fn.resume_codes:
         params = ", ".join(resumed.co_varnames[:resumed.co_argcount])
-        out.write(f"\n# resume function: def {resumed.co_name}({params})  (continues {resumed.co_filename}:"
+        out.write(f"\n# resume function: def {resumed.co_qualname.rpartition('.')[2]}({params})  (continues {resumed.co_filename}:"
                   f"{_first_line(resumed)})\n")
         for line in sorted({n for _, _, n in resumed.co_lines() if n is not None}):
             text = linecache.getline(resumed.co_filename, line).rstrip()

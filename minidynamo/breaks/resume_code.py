@@ -160,8 +160,8 @@ def _build(code, index, stack, local_names, loop_head=None):
         if isinstance(item, Instr) and isinstance(item.arg, CellVar):
             item.arg = FreeVar(item.arg.name)
     resumed = Bytecode(prologue + items)
-    resumed.name = f"{code.co_name}__resume_at_{index}"
-    resumed.qualname = f"{code.co_qualname}__resume_at_{index}"
+    resumed.name = code.co_name            # what tracebacks, logging and inspect show: the frame's own
+    resumed.qualname = f"{code.co_qualname}__resume_at_{index}"   # ours tell the pieces apart
     resumed.filename = code.co_filename
     resumed.first_lineno = code.co_firstlineno
     resumed.freevars = freevars

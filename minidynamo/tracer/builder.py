@@ -93,9 +93,11 @@ def wrap(tx, value, source) -> VariableTracker:
             guard_protocol(tx, type(value))
         return ConstantVariable(value, source)
     if type(value) is tuple and _is_plain_constant_tuple(value):
+        vt = wrap_constant_result(value)
         if source is not None:                  # kernel_size=(3, 3): one guard for the whole tuple
             guard(G.equals_match(source, value))
-        return wrap_constant_result(value)
+            vt.source = source                  # the caller's very tuple (``is``, returned as itself)
+        return vt
     if isinstance(value, torch.nn.Module):
         from .variables.nn_module import NNModuleVariable
 
@@ -465,7 +467,7 @@ def wrap_constant_result(value) -> VariableTracker:
     if isinstance(value, (set, frozenset)):
         from .variables.containers import SetVariable
 
-        return SetVariable(value)
+        return SetVariable(value, owned=True)         # just made by CPython: its own table
     if is_type_info(value):
         from .variables.numpy_values import TypeInfoVariable
 
@@ -483,6 +485,6 @@ def caller_set(value, source) -> VariableTracker:
     replay on the caller's set: refused.  Returned, it is the caller's own set."""
     from .variables.containers import CallerSetVariable
 
-    vt = CallerSetVariable(value)
+    vt = CallerSetVariable(value, owned=True)        # read-only: the caller's very set, its order
     vt.source = source
     return vt

@@ -19,6 +19,7 @@ from torch.utils._pytree import tree_leaves as pytree_leaves
 
 import guards as G
 from .. import random_rewind
+from .._set_table import copy_exact
 from ..exc import MinidynamoError, Unsupported, raised_by_program
 from .builder import wrap
 from .meta import no_dynamo_import
@@ -30,7 +31,8 @@ from .variables import lazy_numbers
 from .variables.constant import ConstantVariable
 from .variables.lazy_numbers import LazyNumberVariable
 from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable,
-                                   NamedTupleVariable, SetVariable, SizeVariable, SliceVariable, make_named_tuple)
+                                   NamedTupleVariable, SetVariable, SizeVariable, SliceVariable, TupleVariable,
+                                   make_named_tuple)
 from .variables.builtins import BuiltinVariable
 from .variables.generators import check_left_generators
 from .variables.functions import NestedFunctionVariable, UserFunctionVariable
@@ -306,16 +308,27 @@ class Templates:
             return ("const", vt.value)
         if (isinstance(vt, (ListVariable, DictVariable)) or getattr(vt, "returns_real", False)) and vt.source is not None:
             return ("real", self.read(vt.source))
-        if isinstance(vt, (ListVariable, DictVariable, NestedFunctionVariable)) or getattr(vt, "is_new_object", False) \
-                or getattr(vt, "rebuilt_by_call", False):
-            if id(vt) not in self.fresh:
-                self._keep.append(vt)
-                self.fresh[id(vt)] = None                  # a list holding itself: refused below
-                self.fresh[id(vt)] = ("fresh", len(self._keep) - 1, self._container(vt))
-            if self.fresh[id(vt)] is None:
-                raise Unsupported("a list or dict that contains itself")
-            return self.fresh[id(vt)]
-        return self._container(vt)
+        if type(vt) in (TupleVariable, NamedTupleVariable) and vt.source is not None:
+            return ("real", self.read(vt.source))          # a tuple read from the frame: that very tuple
+        # Anything rebuilt is rebuilt once per call: every place that holds it (two locals, a
+        # container, a bound method's self) holds the same object, as in eager (``t is u``).
+        key = id(vt)
+        if key not in self.fresh:
+            self._keep.append(vt)
+            index = len(self._keep) - 1
+            self.fresh[key] = None                         # a container holding itself: refused below
+            try:
+                template = self._container(vt)
+            except Unsupported:
+                del self.fresh[key]
+                raise
+            if template[0] in ("const", "real", "fresh"):   # one object already
+                del self.fresh[key]
+                return template
+            self.fresh[key] = ("fresh", index, template)
+        if self.fresh[key] is None:
+            raise Unsupported("a container that contains itself")
+        return self.fresh[key]
 
     def _container(self, vt):
         if isinstance(vt, NestedFunctionVariable):          # a closure made in the trace
@@ -335,8 +348,10 @@ class Templates:
             if vt.cannot_rebuild():
                 raise Unsupported(f"returning {vt.cannot_rebuild()} from the frame")
             return ("dict", vt.dict_type, [(k, self.of(v)) for k, v in vt.items.items()])
-        if isinstance(vt, SetVariable):
-            return ("set", list(vt.values))
+        if isinstance(vt, SetVariable):                      # its very table: eager's order (_set_table.c)
+            return ("set", copy_exact(vt.values))
+        if isinstance(vt, SliceVariable):                    # a new slice per call, as eager makes
+            return ("call", slice, [self.of(part) for part in vt.parts])
         if isinstance(vt, DictViewVariable):                 # d.keys(): a view of the real/rebuilt dict
             return ("view", vt.kind, self.of(vt.dict_vt))
         if isinstance(vt, NNModuleVariable) and vt.source is not None:
@@ -345,7 +360,7 @@ class Templates:
             return ("const", vt.value)                       # id-guarded: the very same module
         if getattr(vt, "guarded_by_code", False) and vt.source is not None:
             return ("real", self.read(vt.source))           # a closure guarded by code: this call's own
-        if isinstance(vt, (SliceVariable, TorchFunctionVariable, BuiltinVariable, ClassVariable, UserFunctionVariable)):
+        if isinstance(vt, (TorchFunctionVariable, BuiltinVariable, ClassVariable, UserFunctionVariable)):
             return ("const", vt.as_python_constant())        # immutable, or guarded by identity
         if isinstance(vt, PythonModuleVariable):             # a module: sys.modules' object (IMPORT_NAME)
             return ("const", vt.value)
@@ -398,10 +413,13 @@ class OutputBuilder:
         tuple of all graph outputs in order is the outputs themselves."""
         if self.replays:
             return self
-        kind = self.template[0]
+        template = self.template
+        if template[0] == "fresh":       # the return value is held nowhere else: built once anyway
+            template = template[2]
+        kind = template[0]
         if kind == "tensor":
-            return operator.itemgetter(self.template[1])
-        if kind is tuple and [t for t in self.template[1]] == [("tensor", i) for i in range(len(self.template[1]))]:
+            return operator.itemgetter(template[1])
+        if kind is tuple and [t for t in template[1]] == [("tensor", i) for i in range(len(template[1]))]:
             return tuple
         return self
 
@@ -486,7 +504,9 @@ def _build(template, outputs, real=(), made=None):
     if kind == "namedtuple":
         return make_named_tuple(template[1], [_build(t, outputs, real, made) for t in template[2]])
     if kind == "set":
-        return set(template[1])
+        return copy_exact(template[1])
+    if kind == "call":
+        return template[1](*(_build(t, outputs, real, made) for t in template[2]))
     if kind == "view":
         return getattr(_build(template[2], outputs, real, made), template[1])()
     if kind == "method":                                     # a bound method (graph_break.BreakTemplates)

@@ -225,9 +225,7 @@ def stop_values(tx, stop_at) -> tuple:
                           "iterations broke in one call (each nests one resume call); the rest runs eagerly")
     values, stack, iterated = [], [], []
     for vt in tx.stack:
-        if isinstance(vt, IteratorVariable):               # a for loop's iterator: the rest of it
-            if head is None:
-                raise Unsupported(f"graph break: {vt} cannot be rebuilt for the eager instruction and the resume function")
+        if isinstance(vt, IteratorVariable):               # an iterator (a for loop's, an argument): the rest of it
             iterated += live_containers(vt)
             stack.append(("iter", len(values)))
             values.append(rest_of(vt, tx))
@@ -334,7 +332,8 @@ class BreakTemplates(Templates):
             return slot if vt.self_vt is None else ("method", slot, self.of(vt.self_vt))
         try:
             return super().of(vt)
-        except Unsupported:
+        except Unsupported as why:
             if getattr(vt, "source", None) is not None:
                 return ("real", self.read(vt.source))
-            raise Unsupported(f"graph break: {vt} cannot be rebuilt for the eager instruction and the resume function")
+            raise Unsupported(f"graph break: {vt} cannot be rebuilt for the eager instruction and the resume "
+                              f"function ({why})") from why

@@ -117,10 +117,32 @@ def _sequence_op(tx, fn, args):
         if plain in (operator.eq, operator.ne) and isinstance(a, DictVariable) and isinstance(b, DictVariable):
             same = _dicts_equal(tx, a, b)
             return ConstantVariable(same if plain is operator.eq else not same)
+        if plain in (operator.eq, operator.ne) and _method_parts(a) and _method_parts(b):
+            (self_a, key_a), (self_b, key_b) = _method_parts(a), _method_parts(b)
+            same = key_a == key_b and is_same(tx, self_a, self_b)
+            return ConstantVariable(same if plain is operator.eq else not same)
         if plain in (operator.eq, operator.ne) and not _comparable(a, b):
             same = is_same(tx, a, b)
             return ConstantVariable(same if plain is operator.eq else not same)
     raise Unsupported(f"operator {fn.__name__} on {', '.join(type(a).__name__ for a in args)}")
+
+
+def _method_parts(vt):
+    """A bound method's (self, what it calls), or None: two bound methods are equal when they
+    bind the same function to the very same object (``l.append == l.append``), though each
+    attribute read makes a new method object."""
+    from .variables.base import BoundMethodVariable
+    from .variables.functions import UserMethodVariable
+    from .variables.tensor import TensorMethodVariable
+
+    if isinstance(vt, BoundMethodVariable):
+        return vt.obj, (vt.obj.python_type(), vt.name)
+    if isinstance(vt, TensorMethodVariable):
+        return vt.tensor, ("tensor", vt.name)
+    if isinstance(vt, UserMethodVariable):
+        fn = _identity(vt.fn)
+        return vt.self_vt, (fn if fn is not NO_CONSTANT else id(vt.fn))
+    return None
 
 
 def _holds_mutable(vt) -> bool:

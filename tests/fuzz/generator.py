@@ -83,6 +83,10 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "(chain, product, accumulate, islice, repeat, pairwise, starmap, count); "
                                     "functools.partial/reduce; operator.itemgetter/attrgetter/add/mul; the walrus "
                                     "operator (in if, while, comprehensions) -- over ints and tensors"),
+    "python_identity": (0.6, False, "values that CPython's tests watch: a set of strings grown and shrunk, then "
+                                    "iterated/printed/popped after a break (table order); one tuple/set/slice/list "
+                                    "under two names across a break (`is`, a change through one name); "
+                                    "tuple(t) is t; bound-method equality; a nested function's __name__"),
     # input-set variations (not statements)
     "vary_shape":      (1.0, False, "calls with another B or C"),
     "vary_dtype":      (1.0, False, "calls with float64 inputs"),
@@ -167,6 +171,9 @@ class Program:
         out.append("\n".join(lines))
         return "\n\n".join(out) + "\n"
 
+
+# Strings for sets whose order the program reads (their hashes are this process's).
+WORDS = ["gallahad", "lancelot", "robin", "arthur", "bedevere", "patsy", "tim", "roger", "zoot", "dingo"]
 
 PRELUDE = [
     ("imports", "import torch\nimport dataclasses\nimport operator\nimport sys"),
@@ -1144,6 +1151,38 @@ class Gen:
         t = self.pick(self.tensors())
         return self.assign(None, ("tuple",), r.choice([f"tuple({t}.shape)", f"{t}.size()", f"({t}.dim(), {t}.dtype)",
                                                        f"str({t}.dtype)"]), "tu")
+
+    def s_python_identity(self):
+        """Identity and order, as CPython's own test suite checks them (bench/cpython_cases.py):
+        each case crosses a graph break (print or an unmodelled C call) where it can."""
+        r = self.rng
+        brk = r.choice(["print('id', n)", "operator.length_hint(xs)", None])
+        breaks = [brk] if brk else []
+        a = self.fresh("o")
+        c = r.random()
+        if c < 0.35:      # a set's order is its table's: grown, shrunk, then read after a break
+            words = r.sample(WORDS, r.randint(3, len(WORDS)))
+            lines = [f"{a} = set()", *(f"{a}.add({w!r})" for w in words)]
+            lines += [f"{a}.discard({w!r})" for w in r.sample(words, r.randint(0, len(words) // 2))]
+            if r.random() < 0.4:
+                lines.append(f"{a} |= {{'zz' + str(n), 'yy'}}")
+            lines += breaks + [f"{a}.add('after' + str(n))"]
+            out = r.choice([f"'|'.join({a})", f"str({a})", f"{a}.pop() + str(len({a}))", f"str(list({a})[:4])"])
+            return Stmt(lines + self.assign(None, ("str",), out, "s").lines)
+        if c < 0.65:      # one object under two names across a break
+            value, change = r.choice([("(n, 1)", None), ("slice(1, n)", None), ("{n, 2}", ".add(9)"),
+                                      ("[n, 3]", ".append(9)"), ("(xs, n)", None), ("{'k': n}", ".update(q=1)")])
+            lines = [f"{a} = {value}", f"{a}b = {a}", *breaks]
+            if change:
+                lines.append(f"{a}b{change}")
+            return Stmt(lines + self.assign(None, ("int",), f"int({a}b is {a}) + len(str({a}))", "i").lines)
+        if c < 0.8:       # CPython returns the argument itself; methods bound to one object are equal
+            lines = [f"{a} = (n, 2)", *breaks]
+            return Stmt(lines + self.assign(None, ("int",), r.choice([
+                f"int(tuple({a}) is {a}) + int(xs.append == xs.append) + int(xs.append != [].append)",
+                f"int(xs.pop == xs.pop) + int(OBJ.scale == OBJ.scale) + int(OBJ.scale != OBJ.bump)"]), "i").lines)
+        lines = [f"{a} = lambda v: v + n", *breaks]     # a function made in the frame: its names
+        return Stmt(lines + self.assign(None, ("str",), f"{a}.__name__ + '/' + {a}.__qualname__", "s").lines)
 
     def s_frame_builtins(self):
         """Calls that read the frame they run in: they must see f's own frame (never a graph

@@ -518,7 +518,8 @@ def test_logs_show_the_break_and_the_generated_code(caplog):
         minidynamo.optimize("eager")(print_between)(torch.ones(2))
     text = caplog.text
     assert "graph break in print_between" in text
-    assert "def break_print_between(___func, a0):" in text and "unpaused(make_function(resume_0" in text
+    assert "def break_print_between(___func, a0):" in text and "make_function(resume_0" in text
+    assert "return hand_over(___resume, ___box)" in text
     assert "# resume function: def print_between__resume_at_" in text and "RETURN_VALUE" in text
 
 

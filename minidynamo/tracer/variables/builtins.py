@@ -191,6 +191,9 @@ def _next(tx, it, default=None):
 
 
 def _tuple(tx, iterable=None):
+    if (type(iterable) is TupleVariable and iterable.python_type() is tuple) or \
+            (isinstance(iterable, ConstantVariable) and type(iterable.value) is tuple):
+        return iterable                    # CPython: tuple(t) is t for an exact tuple
     return TupleVariable(_consumed_items(tx, iterable) if iterable is not None else [])
 
 
@@ -361,7 +364,11 @@ def _set(tx, iterable=None):
     from .containers import SetVariable
 
     result = SetVariable()
-    if iterable is not None:
+    if iterable is None:
+        return result
+    if isinstance(iterable, SetVariable) or isinstance(maybe_constant(iterable, None), (set, frozenset)):
+        result.method_update(tx, iterable)      # CPython merges another set's table (set(s) is s.copy())
+    else:
         result.method_update(tx, TupleVariable(_consumed_items(tx, iterable)))
     return result
 

@@ -746,15 +746,19 @@ class SetVariable(MethodTable, VariableTracker):
     """A set of constants made during the trace (set displays, set comprehensions, ``set()``).
     A real Python set holds them, so iteration order is the program's own."""
 
-    def __init__(self, values=()):
+    def __init__(self, values=(), owned=False):
         super().__init__()
-        self.values = set(values)
+        # ``owned``: ``values`` is a set CPython itself just made (``s - t``, a caller's set) and
+        # is held as is: a copy could iterate in another order (its table may differ)
+        self.values = values if owned else set(values)
 
     def python_type(self):
         return set
 
     def as_python_constant(self):
-        return set(self.values)        # a copy: for pure functions and operators (s | t)
+        # the set itself, not a copy: ``str(s)``, ``s & t``, ``sorted(s)`` walk its table as
+        # CPython walks the program's set (a copy's table, and so its order, may differ)
+        return self.values
 
     def truth(self, tx):
         return bool(self.values)
@@ -810,7 +814,7 @@ class SetVariable(MethodTable, VariableTracker):
                 raise Unsupported(f"set.{name}: {e} (TypeError)") from e
             if name.endswith("_update"):
                 return ConstantVariable(None)
-            return SetVariable(result) if isinstance(result, set) else ConstantVariable(result)
+            return SetVariable(result, owned=True) if isinstance(result, set) else ConstantVariable(result)
         return super().call_method(tx, name, args, kwargs)
 
     def walk_lazily(self, tx, name, args):

@@ -85,7 +85,9 @@ class BaseFunctionVariable(VariableTracker):
         return tx.inline_call(self, args, kwargs)
 
     def var_getattr(self, tx, name):
-        if name == "__name__":
+        if name == "__name__":                  # the code's name; fn_name() is the qualified one
+            return ConstantVariable(self.get_code().co_name)
+        if name == "__qualname__":
             return ConstantVariable(self.fn_name())
         if name == "__code__":                  # decorators read co_varnames, co_argcount, ...
             return CodeVariable(self.get_code())

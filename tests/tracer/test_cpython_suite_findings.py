@@ -1,0 +1,275 @@
+"""What CPython's own test suite found when run through minidynamo (``bench/cpython_cases.py``):
+every test method of a module run as an optimized frame, compared with the same method run
+plainly.  Each test here is one family it found, as a small frame that breaks where the
+suite's frames broke (a call the tracer cannot model: ``opaque()``).
+
+- An iterator handed to the instruction a graph break runs eagerly (a comprehension's
+  function is called with it) was handed over as a tuple: the comprehension's FOR_ITER then
+  called a NULL slot and the process died.
+- Values rebuilt at a break (or returned) were rebuilt once per place that held them: two
+  names for one tuple, set or slice became two objects (``t is u`` False; ``s.add`` through
+  one name not seen through the other).
+- A set rebuilt from its items may iterate in another order than the trace's set (a table's
+  history decides the order): it is now a copy of the trace's very table (``_set_table.c``);
+  ``set(s)`` of a set, and a caller's set, were copies whose order could differ too.
+- ``l.append == l.append`` was False (each read is a new method object; equality compares the
+  function and the object bound).
+- A function made in the frame answered ``__name__`` with its qualified name.
+- A resume function's frame was called ``f__resume_at_12`` in tracebacks, ``logging`` and
+  ``inspect``: it is ``f``.
+- The entry of a break held every value it handed to the resume function until that returned:
+  a local the rest of the frame deleted stayed alive (its weak references, its memory).
+"""
+
+import copy
+import gc
+import logging
+import random
+import weakref
+
+import pytest
+import torch
+
+import minidynamo
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    minidynamo.reset()
+    yield
+    minidynamo.reset()
+
+
+def opaque(*args):
+    """A call the tracer does not model: a graph break."""
+    return random.Random(0).random() >= 0 and (args[0] if args else None)
+
+
+def run_both(fn, *args, calls=2):
+    """fn's eager result and the optimized one's on each call (both must be equal)."""
+    expected = fn(*args)
+    optimized = minidynamo.optimize("eager")(fn)
+    results = [optimized(*args) for _ in range(calls)]
+    return expected, results
+
+
+def assert_same_as_eager(fn, *args):
+    expected, results = run_both(fn, *args)
+    for got in results:
+        assert repr(got) == repr(expected), (got, expected)
+    return results
+
+
+# -- an iterator as an operand of the eager instruction -------------------------------------------
+def comprehension_over_a_range_calls_opaque():
+    rng = random.Random(1)
+    out = []
+    for _ in range(2):
+        out.append({x: rng.randrange(3) for x in range(4) if rng.randrange(2)})
+    return out
+
+
+def generator_argument_breaks_outside_any_loop(x):
+    rng = random.Random(2)
+    total = sum(rng.randrange(5) for _ in range(4))
+    return x + total
+
+
+def test_a_comprehension_that_breaks_inside_gets_an_iterator_not_a_tuple():
+    assert_same_as_eager(comprehension_over_a_range_calls_opaque)
+    assert_same_as_eager(generator_argument_breaks_outside_any_loop, torch.ones(2))
+
+
+# -- one object per value, wherever it is held ----------------------------------------------------
+def tuple_under_two_names(x):
+    t = (1, x)
+    u = t
+    opaque()
+    return u is t
+
+
+def slice_copied_and_kept(x):
+    s = slice(1, 3)
+    c = copy.copy(s)
+    opaque()
+    return s is c, x[s]
+
+
+def set_aliased_then_added_to(x):
+    s = {1, 2}
+    c = s
+    opaque()
+    s.add(3)
+    return c, x.sum()
+
+
+def tuple_twice_in_a_list(x):
+    t = (1, x)
+    pair = [t, t]
+    opaque()
+    return pair[0] is pair[1]
+
+
+def set_bound_method_kept_across_a_break():
+    seen = set()
+    add = seen.add
+    for i in range(5):
+        add(i * 7 % 5)
+        if i == 2:
+            opaque()
+    return len(seen), sorted(seen)
+
+
+@pytest.mark.parametrize("fn", [tuple_under_two_names, slice_copied_and_kept, set_aliased_then_added_to,
+                                tuple_twice_in_a_list])
+def test_a_value_held_in_two_places_is_one_object_after_a_break(fn):
+    assert_same_as_eager(fn, torch.arange(4.0))
+
+
+def test_a_bound_method_of_a_set_adds_to_that_set_after_a_break():
+    assert_same_as_eager(set_bound_method_kept_across_a_break)
+
+
+# -- set iteration order --------------------------------------------------------------------------
+WORDS = ["gallahad", "lancelot", "robin", "arthur", "bedevere", "patsy", "tim", "roger", "zoot", "dingo",
+         "concorde", "herbert", "brother maynard", "the knights who say ni"]
+
+
+def set_grown_by_adds_then_iterated():
+    s = set()
+    for w in WORDS:
+        s.add(w)
+    opaque()
+    return list(s), repr(s)
+
+
+def set_with_removals_then_iterated():
+    s = set(WORDS)
+    for w in WORDS[::2]:
+        s.discard(w)
+    opaque()
+    s.add("spam")
+    return list(s)
+
+
+def set_copied_from_a_set_then_grown():
+    s = set(WORDS[:5])
+    t = set(s)
+    t.update(WORDS[5:9])
+    opaque()
+    return list(t), str(t)
+
+
+def caller_set_printed(words):
+    opaque()
+    return str(words), list(words)
+
+
+@pytest.mark.parametrize("fn", [set_grown_by_adds_then_iterated, set_with_removals_then_iterated,
+                                set_copied_from_a_set_then_grown])
+def test_a_set_iterates_in_eagers_order_after_a_break(fn):
+    assert_same_as_eager(fn)
+
+
+def test_a_callers_set_is_read_in_its_own_order():
+    words = set(WORDS)
+    for w in WORDS[1::3]:
+        words.discard(w)          # a table with deleted slots: a copy would iterate differently
+    assert_same_as_eager(caller_set_printed, words)
+
+
+def test_a_set_with_deleted_slots_is_rebuilt_with_its_very_table():
+    """Removals leave deleted slots that decide where later items go: the rebuilt set is an
+    exact copy of the trace's table, so it grows and iterates as eager's does, on every call,
+    and the frame is still captured."""
+    assert_same_as_eager(set_with_removals_then_iterated)
+    assert minidynamo.counters["fallback_reasons"] == []
+    assert minidynamo.counters["graph_breaks"] >= 1
+
+
+def returns_sets_made_by_dict_views(d, x):
+    return d.keys() & {"a", "q"}, d.keys() - {"a"}, d.keys() | ["q", "r", "s"], x + 1
+
+
+def test_a_returned_set_that_cpython_made_keeps_its_order():
+    keys = {w: i for i, w in enumerate(WORDS)}
+    assert_same_as_eager(returns_sets_made_by_dict_views, keys, torch.ones(2))
+    assert minidynamo.counters["fallback_reasons"] == []
+
+
+# -- methods and functions ------------------------------------------------------------------------
+def bound_methods_compared(x):
+    items = []
+    return (items.append == items.append, items.append != items.append, items.append == [].append,
+            x.add == x.add, x.add == x.mul)
+
+
+def nested_function_names(x):
+    def inner(y):
+        return y + 1
+
+    async def coroutine():
+        pass
+
+    square = lambda z: z * z  # noqa: E731
+    return (x + 1, inner.__name__, inner.__qualname__, coroutine.__name__, square.__name__,
+            square.__qualname__)
+
+
+def test_bound_methods_are_equal_when_they_bind_one_function_to_one_object():
+    assert_same_as_eager(bound_methods_compared, torch.ones(2))
+
+
+def test_a_nested_functions_name_is_its_code_name_not_its_qualified_name():
+    assert_same_as_eager(nested_function_names, torch.ones(2))
+
+
+# -- the frame as the program sees it -------------------------------------------------------------
+def logs_its_function_name(x):
+    y = x + 1
+    opaque()
+    logging.getLogger("minidynamo.test.funcname").info("after the break")
+    return y * 2
+
+
+def test_the_rest_of_a_frame_after_a_break_has_the_frames_name(caplog):
+    """logging's funcName, tracebacks and inspect read the code's name: the resume function's
+    frame is still ``logs_its_function_name``."""
+    with caplog.at_level(logging.INFO, logger="minidynamo.test.funcname"):
+        optimized = minidynamo.optimize("eager")(logs_its_function_name)
+        optimized(torch.ones(2))
+    assert minidynamo.counters["graph_breaks"] >= 1
+    assert [r.funcName for r in caplog.records] == ["logs_its_function_name"]
+
+
+# -- lifetimes ------------------------------------------------------------------------------------
+class Payload:
+    pass
+
+
+def drops_a_local_after_a_break():
+    obj = Payload()
+    ref = weakref.ref(obj)
+    opaque()
+    obj = None
+    return ref() is None
+
+
+def rebinds_a_tensor_after_a_break(x):
+    y = x * 2
+    ref = weakref.ref(y)
+    opaque()
+    y = x + 1
+    return ref() is None, y
+
+
+def test_a_local_the_rest_of_the_frame_drops_is_freed_then():
+    gc.disable()      # freed by reference counting, as in eager, not by a collection
+    try:
+        expected, results = run_both(drops_a_local_after_a_break, calls=3)
+        assert expected is True and results == [True] * 3
+        expected, results = run_both(rebinds_a_tensor_after_a_break, torch.ones(3), calls=3)
+        # the first call compiles: the trace's own bookkeeping still holds its first values
+        assert expected[0] is True and [r[0] for r in results[1:]] == [True, True]
+    finally:
+        gc.enable()
