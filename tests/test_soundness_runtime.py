@@ -167,6 +167,27 @@ def test_reset_then_compile_repeatedly_keeps_linecache_and_fx_sources_bounded():
     assert not leftover, leftover          # nothing of ours stays registered once the entries died
 
 
+def test_a_kernel_refusal_learned_while_tracing_keeps_nothing_of_the_trace_alive():
+    """The tracer remembers, per op and dtypes, an eager kernel's refusal (gelu of int64):
+    that memory outlives every compile, so it must not hold the exception's traceback, whose
+    frames would keep the trace, the call's values and the cache entries alive."""
+    import weakref
+
+    def g(a):
+        return torch.nn.functional.gelu(a) + 1
+
+    value = torch.ones(3, dtype=torch.int64)
+    alive = weakref.ref(value)
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        minidynamo.optimize("eager")(g)(value)
+    del value
+    minidynamo.reset()
+    gc.collect()
+    assert alive() is None
+    leftover = [k for k in linecache.cache if isinstance(k, str) and k.startswith("<minidynamo")]
+    assert not leftover, leftover
+
+
 def test_dropped_entry_unregisters_its_sources():
     from torch.fx.graph_module import _loader
 

@@ -75,7 +75,8 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
 
     namespace = {"compiled_graph": compiled_graph, "read_inputs": read_inputs, "build_output": build_output,
                  "graph_raised": graph_raised, "rerun": rerun, "leave_graph_state": leave_graph_state,
-                 "unpaused": _eval_frame.unpaused, "hand_over": _eval_frame.hand_over,
+                 "unpaused": _eval_frame.unpaused, "unpaused_call": _eval_frame.unpaused_call,
+                 "hand_over": _eval_frame.hand_over,
                  "make_function": make_function}
     lines = [f"def break_{_identifier(code.co_qualname.rpartition('.')[2])}({arg_names}):",
              "    try:",
@@ -206,9 +207,9 @@ def _call_ex(state, refs, jumps):
     m = 3 if state.inst.arg & 1 else 2
     top = len(state.stack) - m
     fn, args = _value(refs, top, "callable"), _value(refs, top + 1, "arguments")
-    kwargs = f", **{_value(refs, top + 2, 'keywords')}" if m == 3 else ""
+    kwargs = _value(refs, top + 2, "keywords") if m == 3 else "None"
     base = top - 1 if top > 0 and state.stack[top - 1][0] == "null" else top
-    return f"___result = unpaused({fn}, *{args}{kwargs})", _after(state, refs, base, "___result")
+    return f"___result = unpaused_call({fn}, {args}, {kwargs})", _after(state, refs, base, "___result")
 
 
 CONVERSIONS = {0: "", 1: "str", 2: "repr", 3: "ascii"}

@@ -25,8 +25,8 @@ from .builder import wrap
 from .meta import no_dynamo_import
 from .output_graph import OutputGraph, tensor_metadata
 from .side_effects import DELETED
-from .translator import InstructionTranslator
-from .variables.base import VariableTracker
+from .translator import InstructionTranslator, decoded
+from .variables.base import UnreadArgument, VariableTracker
 from .variables import lazy_numbers
 from .variables.constant import ConstantVariable
 from .variables.lazy_numbers import LazyNumberVariable
@@ -117,15 +117,40 @@ def _trace(func, args, stop_at=None) -> Capture:
     grad_enabled = torch.is_grad_enabled()
     output.side_effects.position = lambda: len(output.root_graph.nodes)
     tx = InstructionTranslator(func, {}, output, G.GlobalSource)
-    tx.locals = {name: wrap(tx, value, G.LocalSource(name)) for name, value in zip(names, args)}
+    read = names_read(code)
+    tx.locals = {name: wrap(tx, value, G.LocalSource(name)) if name in read else UnreadArgument(G.LocalSource(name))
+                 for name, value in zip(names, args)}
     tx.stop_at = stop_at
     try:
-        result = tx.run()
+        return _finish_trace(func, tx, output, frame, grad_enabled, stop_at)
     except Unsupported as e:
         raising = raised_by_program(e)
         if raising is not None and raising.path_guards is None:   # what led the trace there
             raising.path_guards = (list(output.guards), frame)
         raise
+    finally:
+        # The trace's objects refer to each other (a reference cycle), which only a full
+        # collection frees: let go of this call's real values now, as its frame would.
+        tx.locals = {}
+        output.release_values()
+
+
+def names_read(code) -> set:
+    """The arguments the code may read: by LOAD_FAST or DELETE_FAST, through a cell (a closure
+    over it), or implicitly (a zero-argument ``super()`` reads the first).  The others are not
+    wrapped: nothing of them can reach the trace, so they get no guard and no graph input (an
+    unused ``mask=None``, an unread local a resume function only keeps alive)."""
+    from ..breaks.resume_code import uses_zero_arg_super
+
+    read = {inst.arg for inst in decoded(code)[0] if inst.name in ("LOAD_FAST", "DELETE_FAST")}
+    read |= set(code.co_cellvars)
+    if uses_zero_arg_super(code):
+        read.add(code.co_varnames[0])
+    return read
+
+
+def _finish_trace(func, tx, output, frame, grad_enabled, stop_at) -> Capture:
+    result = tx.run()
     break_state = None
     if tx.stopped:                 # the graph ends at a break: it outputs the live stack and locals
         from .graph_break import BreakTemplates, stop_values

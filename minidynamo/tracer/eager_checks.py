@@ -205,7 +205,9 @@ def _run_on_ones(func, args, kwargs, dtype, shaped):
             func(*tree_map(ones, args), **tree_map(ones, kwargs))
     except (RuntimeError, NotImplementedError) as error:
         if any(words in str(error) for words in _DTYPE_REFUSALS):
-            return "dtype", error
+            # kept in _CPU_KERNEL_REFUSES for the process's life: without its traceback, whose
+            # frames would keep the whole trace (and the cache entries of the frame) alive
+            return "dtype", error.with_traceback(None)
         return "other", None
     except Exception:                 # noqa: BLE001  (an index or a value the stand-ins lack)
         return "other", None

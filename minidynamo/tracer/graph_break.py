@@ -49,6 +49,8 @@ from typing import Optional
 import torch
 from bytecode import CellVar, Label
 
+from guards.source import LocalSource
+
 from ..breaks.resume_code import uses_zero_arg_super
 from ..exc import Unsupported
 from .capture import Templates
@@ -176,6 +178,18 @@ def live_locals(code, index: int, names) -> list:
     return live
 
 
+def kept_alive(tx, live) -> list:
+    """Locals the rest of the frame never reads, but which hold an object the program has
+    (an argument of the frame, a value an earlier break's instruction returned): eager's frame
+    keeps it until the frame ends or the name is rebound, so the resume function takes it too
+    (unread, it costs no guard).  A ``memoryview`` kept in a local that is never read again
+    still pins its ``bytearray``; a weak reference to such an object must not die early.
+    Values made inside the trace have no such holder to mimic: they stay behind."""
+    return sorted(name for name, vt in tx.locals.items()
+                  if name not in live and isinstance(getattr(vt, "source", None), LocalSource)
+                  and not name.startswith("___"))    # a resume function's stack parameters: not locals
+
+
 MAX_LOOP_NESTING = 64   # nested resume calls of one loop (one per iteration that breaks)
 
 
@@ -243,6 +257,7 @@ def stop_values(tx, stop_at) -> tuple:
             values.append(vt)
     n_stack = len(values)
     names = live_locals(code, index, list(tx.locals))
+    names += kept_alive(tx, names)
     values += [tx.locals[name] for name in names]
     for name in code.co_cellvars:
         if tx.cells[name].value is None and read_before_written(code, index, name):

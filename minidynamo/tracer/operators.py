@@ -127,6 +127,13 @@ def _sequence_op(tx, fn, args):
     raise Unsupported(f"operator {fn.__name__} on {', '.join(type(a).__name__ for a in args)}")
 
 
+def _real_subtype(tb, ta) -> bool:
+    """Whether the right operand's class derives from the left's, as CPython decides who goes
+    first (CPython's PyType_IsSubtype: the MRO; not ``issubclass``, which an ABC's ``register`` and
+    ``__subclasscheck__`` answer)."""
+    return ta in tb.__mro__
+
+
 def _method_parts(vt):
     """A bound method's (self, what it calls), or None: two bound methods are equal when they
     bind the same function to the very same object (``l.append == l.append``), though each
@@ -472,7 +479,7 @@ def _user_op(tx, fn, args):
     if fn in REFLECTED_COMPARISON:
         name, reflected = REFLECTED_COMPARISON[fn]
         order = [(a, name, b), (b, reflected, a)]
-        if tb is not ta and issubclass(tb, ta):
+        if tb is not ta and _real_subtype(tb, ta):
             order.reverse()
         for x, method_name, y in order:
             result = _call_side(tx, x, method_name, y)
@@ -496,7 +503,7 @@ def _user_op(tx, fn, args):
     order = [(a, f"__{base}__", b)]
     if tb is not ta:
         order.append((b, f"__r{base}__", a))
-        if issubclass(tb, ta) and isinstance(b, UserObjectVariable) and \
+        if _real_subtype(tb, ta) and isinstance(b, UserObjectVariable) and \
                 special_method(tx, b, f"__r{base}__")[0] == "python":
             order.reverse()
     for x, method_name, y in order:

@@ -56,6 +56,13 @@ class OutputGraph:
         # default dtype: every entry checks it (one C call, next to the grad mode).
         self.add_guard(guards.default_dtype_match())
 
+    def release_values(self) -> None:
+        """Forget the real values the trace read (the call's arguments, what was read from
+        them): the trace is over, and its objects sit in reference cycles that only a full
+        collection would free; the values should die when the program drops them."""
+        self.wrapped_values, self.real_inputs, self._objects_by_type = {}, {}, {}
+        self.example_inputs, self.input_variables, self.known_tensors = [], {}, []
+
     # -- guards --------------------------------------------------------------------------
     def add_guard(self, guard):
         """Record ``guard`` (with where the trace was); the recorded guard is returned."""

@@ -17,8 +17,13 @@ suite's frames broke (a call the tracer cannot model: ``opaque()``).
 - A function made in the frame answered ``__name__`` with its qualified name.
 - A resume function's frame was called ``f__resume_at_12`` in tracebacks, ``logging`` and
   ``inspect``: it is ``f``.
-- The entry of a break held every value it handed to the resume function until that returned:
-  a local the rest of the frame deleted stayed alive (its weak references, its memory).
+- The entry of a break held every value it handed to the resume function until that returned,
+  and the trace of a first call kept what it read in reference cycles: a local the rest of the
+  frame deleted stayed alive (its weak references, its memory).  The other way round, a local
+  bound but never read again must live on: a ``memoryview`` in it pins its ``bytearray``.
+- Which operand of ``==`` goes first was decided with ``issubclass`` (an ABC's ``register``
+  answers it); CPython asks the MRO.
+- A star call run at a break passed a copy of its argument tuple.
 """
 
 import copy
@@ -268,8 +273,91 @@ def test_a_local_the_rest_of_the_frame_drops_is_freed_then():
     try:
         expected, results = run_both(drops_a_local_after_a_break, calls=3)
         assert expected is True and results == [True] * 3
+        # the first call compiles too: the trace lets go of the values it read (its own objects
+        # are freed by a collection only)
         expected, results = run_both(rebinds_a_tensor_after_a_break, torch.ones(3), calls=3)
-        # the first call compiles: the trace's own bookkeeping still holds its first values
-        assert expected[0] is True and [r[0] for r in results[1:]] == [True, True]
+        assert expected[0] is True and [r[0] for r in results] == [True] * 3
     finally:
         gc.enable()
+
+
+def keeps_an_unread_memoryview():
+    data = bytearray(range(10))
+    view = memoryview(data)       # never read again, but it pins data's size until the frame ends
+    opaque()
+
+    def resize(n):
+        data[1:-1] = range(n + 1, 2 * n - 1)
+    try:
+        resize(11)
+    except BufferError:
+        return "refused", bytes(data)
+    return "resized", bytes(data)
+
+
+def test_a_local_bound_but_never_read_again_lives_to_the_frames_end():
+    """test_bytes: the resume function takes the frame's unread locals that hold the program's
+    objects (an earlier instruction's result), as eager's frame keeps them."""
+    assert_same_as_eager(keeps_an_unread_memoryview)
+
+
+# -- operators and calls --------------------------------------------------------------------------
+class Logged:
+    def __init__(self, log):
+        self.log = log
+
+
+class Base(Logged, metaclass=__import__("abc").ABCMeta):
+    def __eq__(self, other):
+        self.log.append("Base.__eq__")
+        return NotImplemented
+
+
+class Virtual(Logged):
+    def __eq__(self, other):
+        self.log.append("Virtual.__eq__")
+        return NotImplemented
+
+
+Base.register(Virtual)
+
+
+def compares_with_a_virtual_subclass(x):
+    log = []
+    same = Base(log) == Virtual(log)
+    return log, same, x + 1
+
+
+def test_a_virtual_subclass_does_not_go_first_in_a_comparison():
+    """test_binop: CPython tries the right operand first only when its class really derives
+    from the left's (the MRO), not when an ABC registered it."""
+    assert issubclass(Virtual, Base)
+    assert_same_as_eager(compares_with_a_virtual_subclass, torch.ones(1))
+
+
+def calls_with_a_star_tuple(f):
+    args = tuple(range(5))
+    opaque()
+    return f(*args) is args
+
+
+def test_a_star_call_at_a_break_passes_the_very_tuple():
+    """test_call: CALL_FUNCTION_EX hands an exact tuple to the callee as it is (a C callable
+    that returns its arguments returns that tuple)."""
+    testcapi = pytest.importorskip("_testcapi")
+    returns_its_arguments = testcapi.MethodDescriptorNopGet()
+    assert calls_with_a_star_tuple(returns_its_arguments) is True
+    assert_same_as_eager(calls_with_a_star_tuple, returns_its_arguments)
+
+
+def ignores_its_second_argument(x, unused=None):
+    return x + 1
+
+
+def test_an_argument_the_code_never_reads_is_not_guarded():
+    """Only what the code reads is wrapped: an unread argument (here, and a resume function's
+    parameter that only keeps an object alive) can change freely without a recompile."""
+    optimized = minidynamo.optimize("eager")(ignores_its_second_argument)
+    for unused in (torch.ones(2), torch.ones(5, dtype=torch.int64), "text", None):
+        assert torch.equal(optimized(torch.ones(3), unused), torch.full((3,), 2.0))
+    assert minidynamo.counters["compiles"] == 1, minidynamo.counters["recompile_reasons"]

@@ -5,6 +5,7 @@ named, every tracker is listed, and each sits under its base class):
 
     VariableTracker                   base.py          the interface: python_type, var_getattr, call_function, ...
      ├── NullVariable                 base.py          the NULL below a callable (PUSH_NULL, LOAD_METHOD)
+     ├── UnreadArgument               base.py          an argument the code never reads: not wrapped
      ├── BoundMethodVariable          base.py          obj.name for a method a tracker implements itself
      ├── KnownObjectVariable          base.py          a real object used as itself (identity matters)
      │    ├── BuiltinVariable         builtins.py      len, isinstance, range, ... (one handler each)
@@ -172,6 +173,15 @@ class NullVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return "NULL"
+
+
+class UnreadArgument(VariableTracker):
+    """An argument the frame's code never reads (``capture.names_read``): not wrapped, so no
+    guard and no graph input; only handed on, as itself, to a resume function
+    (``graph_break.kept_alive``)."""
+
+    def __repr__(self):
+        return f"UnreadArgument({self.source.name()})"
 
 
 class BoundMethodVariable(VariableTracker):
