@@ -1180,7 +1180,7 @@ class Gen:
             lines = [f"{a} = (n, 2)", *breaks]
             return Stmt(lines + self.assign(None, ("int",), r.choice([
                 f"int(tuple({a}) is {a}) + int(xs.append == xs.append) + int(xs.append != [].append)",
-                f"int(xs.pop == xs.pop) + int(OBJ.scale == OBJ.scale) + int(OBJ.scale != OBJ.bump)"]), "i").lines)
+                "int(xs.pop == xs.pop) + int(OBJ.scale == OBJ.scale) + int(OBJ.scale != OBJ.bump)"]), "i").lines)
         lines = [f"{a} = lambda v: v + n", *breaks]     # a function made in the frame: its names
         return Stmt(lines + self.assign(None, ("str",), f"{a}.__name__ + '/' + {a}.__qualname__", "s").lines)
 

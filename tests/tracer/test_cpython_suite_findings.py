@@ -283,7 +283,7 @@ def test_a_local_the_rest_of_the_frame_drops_is_freed_then():
 
 def keeps_an_unread_memoryview():
     data = bytearray(range(10))
-    view = memoryview(data)       # never read again, but it pins data's size until the frame ends
+    view = memoryview(data)  # noqa: F841  never read again, yet it pins data's size until the frame ends
     opaque()
 
     def resize(n):
