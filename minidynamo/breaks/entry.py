@@ -140,9 +140,8 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
             call_args.insert(0, call_args.pop(len(call_args) - len(local_refs)))
         # The resume function must be the only holder of what it gets (a local it deletes is
         # freed then, as in eager): this frame forgets its own names, and hand_over the rest.
-        held = [*sorted(set(refs.values()) - {ref for ref in refs.values()
-                                                                          if ref.startswith("___ctx")}),
-                *local_refs, *cell_refs, *(["___result"] if eager.startswith("___result =") else [])]
+        stack_refs = sorted({ref for ref in refs.values() if not ref.startswith("___ctx")})
+        held = [*stack_refs, *local_refs, *cell_refs, *(["___result"] if eager.startswith("___result =") else [])]
         call = [f"___resume = make_function({name}, ___func{cells})",
                 f"___box = [{', '.join(call_args)}]",
                 f"del {', '.join(held)}",

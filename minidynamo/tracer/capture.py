@@ -300,10 +300,12 @@ class Templates:
         ("tensor", i)        the i-th graph output          ("const", v)   a constant
         ("real", k)          the k-th object re-read from the frame (a caller's list/dict:
                              returned as itself, so identity matches eager)
-        (kind, [children])   a container to rebuild (tuple, list, dict, namedtuple, set)
-        ("fresh", k, t)      a list/dict made by the trace: built from t once per call, so
-                             every place that holds it (return value, attributes stored,
-                             other containers) holds the same object, as in eager
+        (kind, [children])   a container to rebuild (tuple, list, dict, namedtuple)
+        ("set", snapshot)    a set made by the trace: an exact copy of its hash table
+        ("call", fn, [args]) fn(*args) per call (a slice)
+        ("fresh", k, t)      anything rebuilt: built from t once per call, so every place
+                             that holds it (two locals, the return value, attributes stored,
+                             other containers, a bound method) holds the same object, as in eager
         ("module", cls, args, kwargs)   a library module made in the frame, made anew
         ("frame_cell", i)    cell i of this call's function's closure (a closure the frame
                              made over its own free variable holds the very cell)
