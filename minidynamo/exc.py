@@ -45,6 +45,12 @@ def raised_by_program(error: BaseException):
     return None
 
 
+class TraceTooLong(Unsupported):
+    """The trace ran a long computation in plain Python (no tensor op recorded for a while):
+    the whole frame runs eagerly, faster, instead of breaking at the call that ran long (each
+    re-trace, each resume function of a loop, would pay for that computation again)."""
+
+
 class NeedsItsFrame(Unsupported):
     """A call that reads the frame it runs in or the frames below it (``globals()``,
     ``locals()``, ``eval``, ``sys._getframe()``, ``warnings.warn``).  A graph break runs its

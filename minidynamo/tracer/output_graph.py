@@ -21,7 +21,7 @@ import torch.fx
 
 import guards
 
-from ..exc import Unsupported
+from ..exc import TraceTooLong, Unsupported
 from .variables import constant_tensors
 from .meta import FACTORIES, EffectProbe, meta_examples, run_on_meta, to_meta
 from .side_effects import SideEffects
@@ -52,9 +52,23 @@ class OutputGraph:
         self.reads_storage_offset = False   # the trace read some tensor's storage_offset()
         self.needs_rerun: list = []         # why a run-time error must re-run the frame (try_blocks.py)
         self.known_tensors: list = []       # TensorVariables whose value is known (variables/constant_tensors.py)
+        self.python_steps = 0               # instructions traced since the last window check (translator)
+        self._nodes_at_window = 0           # graph nodes at the start of that window
         # Factories without dtype=, int -> float promotion and meta example values all use the
         # default dtype: every entry checks it (one C call, next to the grad mode).
         self.add_guard(guards.default_dtype_match())
+
+    def python_only_window(self) -> None:
+        """Called every ``MAX_PYTHON_ONLY_STEPS`` instructions: refuse the frame when no tensor
+        op was recorded in that window (the tracer is running a long plain-Python computation,
+        which eager runs much faster)."""
+        from .translator import MAX_PYTHON_ONLY_STEPS
+
+        nodes = sum(len(graph.nodes) for graph in (self.root_graph, *[s.graph for s in self.scopes]))
+        if nodes == self._nodes_at_window:
+            raise TraceTooLong(f"{MAX_PYTHON_ONLY_STEPS} instructions traced without a tensor op: a long "
+                               "computation in plain Python, faster eagerly")
+        self._nodes_at_window, self.python_steps = nodes, 0
 
     def release_values(self) -> None:
         """Forget the real values the trace read (the call's arguments, what was read from

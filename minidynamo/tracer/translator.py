@@ -22,7 +22,7 @@ import guards as G
 
 from .. import config
 from ..skipfiles import disabled_codes
-from ..exc import NeedsItsFrame, ProgramRaises, Unsupported
+from ..exc import NeedsItsFrame, ProgramRaises, TraceTooLong, Unsupported
 from . import operators, try_blocks
 from .exceptions import ExceptionOpcodes, exception_entries, unwind
 from .builder import wrap
@@ -37,6 +37,10 @@ from .variables.tensor import TensorVariable
 log = logging.getLogger("minidynamo.trace")   # MINIDYNAMO_LOG=trace
 
 MAX_INSTRUCTIONS = 2_000_000   # a trace that runs this long is looping on something: give up
+# Instructions (across every inlined call of one trace) in which no tensor op was recorded:
+# a long computation in plain Python (a loop over 10**5 numbers) costs the tracer seconds where
+# eager takes milliseconds, and its answer is a constant anyway: the frame runs eagerly.
+MAX_PYTHON_ONLY_STEPS = 250_000
 
 # What the trace may store into a real object or a global (``m.attr = v``, ``global g; g = v``):
 # values side_effects.py can rebuild after the graph (tensors, constants, plain containers).
@@ -119,6 +123,10 @@ class InstructionTranslatorBase(ExceptionOpcodes):
         self.instruction_count += 1
         if self.instruction_count > MAX_INSTRUCTIONS:
             raise Unsupported(f"{self.code.co_qualname} ran over {MAX_INSTRUCTIONS} instructions")
+        output = self.output
+        output.python_steps += 1
+        if output.python_steps > MAX_PYTHON_ONLY_STEPS:
+            output.python_only_window()
         handler = getattr(self, inst.name, None)
         if handler is None:
             raise Unsupported(f"opcode {inst.name} (in {self.code.co_qualname}, line {inst.lineno})")
@@ -742,8 +750,8 @@ class InstructionTranslator(InstructionTranslatorBase):
             self.output.root_position = (count, ip)     # where a generator made now was made
             try:
                 self.step()
-            except NeedsItsFrame:
-                raise                  # no break: the call must run in this very frame
+            except (NeedsItsFrame, TraceTooLong):
+                raise                  # no break: the call must run in this very frame, or is too long
             except Unsupported as e:
                 if getattr(e, "break_at", None) is None:
                     e.break_at = (count, ip)

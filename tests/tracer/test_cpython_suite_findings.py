@@ -361,3 +361,20 @@ def test_an_argument_the_code_never_reads_is_not_guarded():
     for unused in (torch.ones(2), torch.ones(5, dtype=torch.int64), "text", None):
         assert torch.equal(optimized(torch.ones(3), unused), torch.full((3,), 2.0))
     assert minidynamo.counters["compiles"] == 1, minidynamo.counters["recompile_reasons"]
+
+
+# -- a long computation in plain Python -----------------------------------------------------------
+def squares_then_scales(x):
+    total = 0
+    for i in range(60_000):
+        total += i * i % 7
+    return x * total
+
+
+def test_a_long_plain_python_computation_runs_eagerly():
+    """test_statistics: a frame that spends 10**5 iterations in plain Python (no tensor op
+    recorded for MAX_PYTHON_ONLY_STEPS instructions) made the tracer unroll it for seconds per
+    compile; it is refused with a reason instead, and runs eagerly."""
+    assert_same_as_eager(squares_then_scales, torch.ones(2))
+    reasons = minidynamo.counters["fallback_reasons"]
+    assert any("without a tensor op" in reason for reason in reasons), reasons
