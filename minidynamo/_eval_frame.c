@@ -57,33 +57,6 @@ static Py_ssize_t extra_index = -1;           /* our slot in every code object's
 static Py_ssize_t threads_with_callback = 0;  /* the hook is installed while this is > 0 */
 static _Thread_local PyObject *tls_callback = NULL;
 static _Thread_local int tls_paused = 0;
-/* unpaused_call(fn, args, kwargs): fn(*args, **kwargs) as CALL_FUNCTION_EX makes it, watched:
- * an exact tuple of arguments is passed on as that very tuple (a C callable may return it). */
-static PyObject *py_unpaused_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "unpaused_call(fn, args, kwargs)");
-        return NULL;
-    }
-    PyObject *positional = PyTuple_CheckExact(args[1]) ? Py_NewRef(args[1]) : PySequence_Tuple(args[1]);
-    if (positional == NULL) return NULL;
-    PyObject *keywords = NULL;
-    if (args[2] != Py_None) {
-        keywords = PyDict_CheckExact(args[2]) ? Py_NewRef(args[2]) : PyDict_New();
-        if (keywords != NULL && keywords != args[2] && PyDict_Merge(keywords, args[2], 1) < 0) Py_CLEAR(keywords);
-        if (keywords == NULL) {
-            Py_DECREF(positional);
-            return NULL;
-        }
-    }
-    int was_paused = tls_paused;
-    tls_paused = 0;
-    PyObject *result = PyObject_Call(args[0], positional, keywords);
-    tls_paused = was_paused;
-    Py_DECREF(positional);
-    Py_XDECREF(keywords);
-    return result;
-}
-
 /* hand_over(fn, box): the arguments the call holds until fn's frame starts (see py_hand_over). */
 static _Thread_local PyObject *tls_handed_fn = NULL, *tls_handed_args = NULL;
 
@@ -503,6 +476,33 @@ static PyObject *py_unpaused(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *result = PyObject_Call(PyTuple_GET_ITEM(args, 0), rest, kwargs);
     tls_paused = was_paused;
     Py_DECREF(rest);
+    return result;
+}
+
+/* unpaused_call(fn, args, kwargs): fn(*args, **kwargs) as CALL_FUNCTION_EX makes it, watched:
+ * an exact tuple of arguments is passed on as that very tuple (a C callable may return it). */
+static PyObject *py_unpaused_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "unpaused_call(fn, args, kwargs)");
+        return NULL;
+    }
+    PyObject *positional = PyTuple_CheckExact(args[1]) ? Py_NewRef(args[1]) : PySequence_Tuple(args[1]);
+    if (positional == NULL) return NULL;
+    PyObject *keywords = NULL;
+    if (args[2] != Py_None) {
+        keywords = PyDict_CheckExact(args[2]) ? Py_NewRef(args[2]) : PyDict_New();
+        if (keywords != NULL && keywords != args[2] && PyDict_Merge(keywords, args[2], 1) < 0) Py_CLEAR(keywords);
+        if (keywords == NULL) {
+            Py_DECREF(positional);
+            return NULL;
+        }
+    }
+    int was_paused = tls_paused;
+    tls_paused = 0;
+    PyObject *result = PyObject_Call(args[0], positional, keywords);
+    tls_paused = was_paused;
+    Py_DECREF(positional);
+    Py_XDECREF(keywords);
     return result;
 }
 
