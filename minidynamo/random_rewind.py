@@ -16,6 +16,10 @@ does: ``xla_bridge/host_random.py``).  Devices it does not know give ``None``: t
 then refuses the frame as before.  The state is saved only for the frames that need the
 re-run (Python side effects before a graph op, or a ``try`` around one): other graphs never
 pay for it.
+
+Every save and restore of a generator's state goes through one lock shared with the bridge
+(``xla_bridge/generator_lock.py`` says why: without it, threads deadlock in torch's
+``get_state``).
 """
 
 from __future__ import annotations
@@ -24,12 +28,13 @@ from typing import Optional
 
 import torch
 
+from xla_bridge.generator_lock import STATE_LOCK, cpu_state, set_cpu_state
+
 DEVICE_TYPES = frozenset({"cpu", "cuda", "xla"})     # the devices whose generators are known here
 
 
 def _cpu():
-    generator = torch.default_generator
-    return generator.get_state, generator.set_state
+    return cpu_state, set_cpu_state
 
 
 def _cuda(index):
@@ -73,12 +78,14 @@ class RewindOnRaise:
         self.generators = generators
 
     def __call__(self, *inputs):
-        states = [get() for get, _ in self.generators]
+        with STATE_LOCK:
+            states = [get() for get, _ in self.generators]
         try:
             return self.graph(*inputs)
         except Exception:
-            for (_, put), state in zip(self.generators, states):
-                put(state)
+            with STATE_LOCK:
+                for (_, put), state in zip(self.generators, states):
+                    put(state)
             raise
 
     def __repr__(self):

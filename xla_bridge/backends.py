@@ -24,6 +24,7 @@ from . import device as dev
 from . import replay_path, timing
 from .aliasing import analyse_memory, may_overlap, meta_like, rebuild_output_views
 from .guarded_views import guard_views_as_eager
+from .generator_lock import cpu_state, set_cpu_state
 from .device_views import DeviceViews
 from .counters import counters
 from .decompose import decompositions_on_stand_ins, describe
@@ -599,14 +600,14 @@ class BridgedCall:
         """What a device run may change that an eager run of the same call must find as it was:
         the host generator (a graph with random ops: a host factory such as ``torch.rand(2)``
         draws while the lazy trace runs) and how many calls wrote the caller's tensors back."""
-        state = torch.random.get_rng_state() if self.draws_random else None
+        state = cpu_state() if self.draws_random else None
         return state, self.host_inputs.write_backs
 
     def _rewind_random(self, before) -> None:
         """Before a call runs eagerly after its device run: the eager run draws again, from where
         eager's generator stands."""
         if before[0] is not None:
-            torch.random.set_rng_state(before[0])
+            set_cpu_state(before[0])
 
     def _raised_before_write_back(self, error: Exception, before) -> str:
         """The reason to run a call eagerly whose device run raised (a CPU-fallback op such as

@@ -11,6 +11,8 @@ import threading
 
 import torch
 
+from .generator_lock import cpu_state, set_cpu_state
+
 _torch_xla = None
 
 # XLA:CPU's min and max drop a NaN unless told not to (``x.max()`` of ``[1, nan]`` gives 1, eager
@@ -371,11 +373,11 @@ def host_random_kept():
     meta copies to see its aliasing, trial traces on device copies, the joint graph) run a
     factory without a device (``torch.rand(5)``) on the host, which draws; the call's real run
     must then draw what eager draws, from where eager's generator stands."""
-    state = torch.random.get_rng_state()
+    state = cpu_state()
     try:
         yield
     finally:
-        torch.random.set_rng_state(state)
+        set_cpu_state(state)
 
 
 @contextlib.contextmanager

@@ -50,6 +50,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from . import device as dev
+from .generator_lock import cpu_state, set_cpu_state
 
 _aten = torch.ops.aten
 
@@ -248,8 +249,8 @@ class GeneratorRewind:
     eagerly (its eager run draws again, from where eager's generator stands)."""
 
     def __init__(self, draws: bool):
-        self.state = torch.random.get_rng_state() if draws else None
+        self.state = cpu_state() if draws else None
 
     def rewind(self) -> None:
         if self.state is not None:
-            torch.random.set_rng_state(self.state)
+            set_cpu_state(self.state)

@@ -35,6 +35,8 @@ from __future__ import annotations
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
+from xla_bridge.generator_lock import cpu_state_kept
+
 aten = torch.ops.aten
 _REDUCED_FLOATS = (torch.bfloat16, torch.float16)
 _MAX_ENUMERATED = 1 << 20    # beyond this many elements an undecided overlap counts as one
@@ -201,7 +203,7 @@ def _run_on_ones(func, args, kwargs, dtype, shaped):
             return v
         return torch.ones(v.shape if shaped else (1,) * v.dim(), dtype=dtype or v.dtype)
     try:
-        with torch.random.fork_rng(devices=[]):
+        with cpu_state_kept():
             func(*tree_map(ones, args), **tree_map(ones, kwargs))
     except (RuntimeError, NotImplementedError) as error:
         if any(words in str(error) for words in _DTYPE_REFUSALS):
