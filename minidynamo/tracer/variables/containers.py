@@ -618,6 +618,7 @@ class IteratorVariable(MethodTable, VariableTracker):
         self.items = list(items)
         self.index = 0
         self.kind = python_type if python_type is not None else type(iter(()))
+        self.made_by = None     # (iter or reversed, the tracker or constant it walks): see iterator_rebuild.py
 
     def python_type(self):
         return self.kind

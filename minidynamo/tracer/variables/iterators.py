@@ -63,10 +63,16 @@ def make_iterator(tx, obj) -> VariableTracker:
     if isinstance(obj, SetVariable):
         return SetIteratorVariable(obj)
     if isinstance(obj, BaseListVariable):
-        return IteratorVariable(obj.items, _TUPLE_ITER)
+        return _made_by(IteratorVariable(obj.items, _TUPLE_ITER), iter, obj)
     if isinstance(obj, ConstantVariable) and isinstance(obj.value, (range, str, bytes, frozenset)):
-        return IteratorVariable(obj.unpack(tx), type(iter(obj.value)))
+        return _made_by(IteratorVariable(obj.unpack(tx), type(iter(obj.value))), iter, obj)
     return IteratorVariable(obj.unpack(tx))
+
+
+def _made_by(it, factory, walked):
+    """Remember how ``it`` was made (a graph break may hand it over as itself: iterator_rebuild.py)."""
+    it.made_by = (factory, walked)
+    return it
 
 
 class ListIteratorVariable(IteratorVariable):
@@ -252,9 +258,9 @@ def make_reversed(tx, seq) -> VariableTracker:
     if isinstance(seq, DictVariable):
         return DictIteratorVariable(seq, "keys", reverse=True)
     if isinstance(seq, BaseListVariable):
-        return IteratorVariable(list(reversed(seq.items)), type(reversed(())))
+        return _made_by(IteratorVariable(list(reversed(seq.items)), type(reversed(()))), reversed, seq)
     if isinstance(seq, ConstantVariable) and isinstance(seq.value, (range, str, bytes)):
-        return IteratorVariable(list(reversed(seq.unpack(tx))), type(reversed(seq.value)))
+        return _made_by(IteratorVariable(list(reversed(seq.unpack(tx))), type(reversed(seq.value))), reversed, seq)
     raise Unsupported(f"reversed() of {seq}")
 
 
