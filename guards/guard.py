@@ -133,10 +133,15 @@ def tensor_match(source: Source, tensor: torch.Tensor) -> Guard:
 
 
 def value_hint(value: Any) -> Any:
-    """What a guard keeps of a traced value it does not need: an immutable constant itself,
-    else a weak reference (or None where the type allows none)."""
+    """What a guard keeps of a traced value it does not need: an immutable constant itself, a
+    weak reference to a module the planner may read the nn.Module way (``planner._traced_module``),
+    else nothing.  A weak reference is visible to the program (``weakref.getweakrefcount``,
+    ``getweakrefs``; ``weakref.ref(x)`` returns it again instead of a new one), so none is made
+    to the values nothing here would read."""
     if is_immutable_constant(value):
         return value
+    if not module_facts.uses_module_getattr(type(value)):
+        return None
     try:
         return weakref.ref(value)
     except TypeError:

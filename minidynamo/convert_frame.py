@@ -77,6 +77,22 @@ def describe(code) -> str:
     return f"{code.co_qualname.rpartition('.')[2]} ({code.co_filename}:{code.co_firstlineno})"
 
 
+def _without_frames(error: BaseException) -> BaseException:
+    """``error`` and the errors it was raised from, without their tracebacks.  The tracer's
+    frames in them hold the call's arguments and what the trace read (the program's objects);
+    kept, they would live until the exception does, which a reference cycle can make "until the
+    next collection": a ``del`` in the frame then run eagerly would not free its object."""
+    seen, todo = set(), [error]
+    while todo:
+        link = todo.pop()
+        if link is None or id(link) in seen:
+            continue
+        seen.add(id(link))
+        link.__traceback__ = None
+        todo += [link.__cause__, link.__context__]
+    return error
+
+
 class FrameConverter:
     """The hook's callback for one ``optimize(backend)`` context."""
 
@@ -153,9 +169,9 @@ class FrameConverter:
                 try:
                     entry = self._compile(func, args)
                 except Unsupported as e:
-                    entry = self._compile_break(func, args, e)
+                    entry = self._compile_break(func, args, _without_frames(e))
         except Unsupported as e:
-            return self._fallback(entries, code, e.reason, e, func, args)
+            return self._fallback(entries, code, e.reason, e if self.nopython else _without_frames(e), func, args)
         except BackendCompilerFailed as e:
             return self._fallback(entries, code, str(e), e)
         entries.insert(0, entry)

@@ -7,6 +7,8 @@ The resume code is the original bytecode, whole, behind a short prologue:
     PUSH_NULL LOAD_FAST ___ctx<k>         with-block is re-entered by calling its factory and
       LOAD_CONST args  PRECALL CALL         BEFORE_WITH, which leaves its __exit__ exactly where
       BEFORE_WITH POP_TOP                   the original's was (the with's cleanup finds it)
+    LOAD_CONST None  STORE_FAST ___stack<k>   the stack values live on the stack only, as they
+                                          did in the frame (a parameter would keep them alive)
     <the original bytecode from the instruction after the break on>
 
 Its arguments are the stack values, the with-blocks' factories, then the live locals under
@@ -133,6 +135,11 @@ def _build(code, index, stack, local_names, loop_head=None):
             prologue += [instr("PUSH_NULL"), instr("LOAD_FAST", f"___ctx{k}")]
             prologue += [instr("LOAD_CONST", a) for a in args]
             prologue += [instr("PRECALL", len(args)), instr("CALL", len(args)), instr("BEFORE_WITH"), instr("POP_TOP")]
+    # The stack's values now live on the stack only, as in the original frame: a parameter
+    # would keep them (and what they hold) alive until the function returns.
+    for k, slot in enumerate(stack):
+        if slot[0] != "null":
+            prologue += [instr("LOAD_CONST", None), instr("STORE_FAST", f"___{'ctx' if slot[0] == 'ctx' else 'stack'}{k}")]
     if open_try is not None:          # the target lies in a with-block's region: it starts here now
         prologue.append(open_try)
     labels = []                       # the labels of the resume point itself (a loop's head)

@@ -154,7 +154,7 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guard(G.id_match(source, value))
         return PartialVariable.of_real(tx, value, source)
-    numpy_kind = numpy_callable_kind(value) if _hashable(value) else None
+    numpy_kind = numpy_callable_kind(value)
     if numpy_kind is not None:                  # np.sqrt, np.float32, np.random.rand
         return wrap_numpy_callable(tx, value, source, numpy_kind)
     original = _scripted_original(value)
@@ -438,15 +438,33 @@ def raise_if_unsupported_method(method):
 
 
 def _hashable(value) -> bool:
-    """Whether ``value`` can be looked up in a table, without running a user ``__hash__``
-    (a half-built object's may raise anything)."""
-    if isinstance(getattr(type(value), "__hash__", None), types.FunctionType):
-        return False
-    try:
-        hash(value)
-        return True
-    except Exception:
-        return False
+    """Whether ``value`` can be looked up in a table without running any of the program's code
+    and without leaving a trace of the lookup.  Only hashes that read the object's address (the
+    default one, functions', builtins', modules'), constants' and tuples of those qualify: a
+    ``__hash__`` of the program may do anything (raise on a half-built object, count its calls),
+    and hashes made in C may call it (a bound method hashes its function, a tuple its items) or
+    remember the answer (a weak reference keeps the hash of its referent, and a dead one without
+    it cannot be hashed)."""
+    return _hash_runs_no_code(value, 3)
+
+
+_ADDRESS_HASHED = (types.FunctionType, types.BuiltinFunctionType, types.MethodWrapperType,
+                   types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType,
+                   types.GetSetDescriptorType, types.MemberDescriptorType, types.ModuleType)
+_VALUE_HASHED = (int, float, bool, complex, str, bytes, type(None), type(Ellipsis), range, slice)
+
+
+def _hash_runs_no_code(value, depth: int) -> bool:
+    kind = type(value)
+    if kind in _ADDRESS_HASHED or kind in _VALUE_HASHED:
+        return kind.__hash__ is not None
+    if isinstance(value, type):                   # a class: its metaclass's hash
+        return kind.__hash__ is type.__hash__
+    if kind is types.MethodType:                  # the address of its self, the hash of its function
+        return depth > 0 and _hash_runs_no_code(value.__func__, depth - 1)
+    if kind in (tuple, frozenset):
+        return depth > 0 and all(_hash_runs_no_code(item, depth - 1) for item in value)
+    return kind.__hash__ is object.__hash__       # the default hash: the object's address
 
 
 def wrap_constant_result(value) -> VariableTracker:

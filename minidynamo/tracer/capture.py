@@ -131,7 +131,7 @@ def _trace(func, args, stop_at=None) -> Capture:
     finally:
         # The trace's objects refer to each other (a reference cycle), which only a full
         # collection frees: let go of this call's real values now, as its frame would.
-        tx.locals = {}
+        tx.locals, tx.stack, tx.cells = {}, [], {}
         output.release_values()
 
 
@@ -337,15 +337,18 @@ class Templates:
             return ("real", self.read(vt.source))
         if type(vt) in (TupleVariable, NamedTupleVariable) and vt.source is not None:
             return ("real", self.read(vt.source))          # a tuple read from the frame: that very tuple
-        # Anything rebuilt is rebuilt once per call: every place that holds it (two locals, a
-        # container, a bound method's self) holds the same object, as in eager (``t is u``).
+        return self.once(vt, lambda: self._container(vt))
+
+    def once(self, vt: VariableTracker, make):
+        """``make()``'s template for ``vt``, rebuilt once per call: every place that holds it (two
+        locals, a container, a bound method's self) holds the same object, as in eager (``t is u``)."""
         key = id(vt)
         if key not in self.fresh:
             self._keep.append(vt)
             index = len(self._keep) - 1
             self.fresh[key] = None                         # a container holding itself: refused below
             try:
-                template = self._container(vt)
+                template = make()
             except Unsupported:
                 del self.fresh[key]
                 raise

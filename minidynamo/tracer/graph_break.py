@@ -57,6 +57,7 @@ from .capture import Templates
 from .translator import decoded
 from .variables.base import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import IteratorVariable
+from .variables import iterator_rebuild
 from .variables.iterators import live_containers, rest_of
 from .variables.containers import TupleVariable
 from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
@@ -178,16 +179,39 @@ def live_locals(code, index: int, names) -> list:
     return live
 
 
-def kept_alive(tx, live) -> list:
-    """Locals the rest of the frame never reads, but which hold an object the program has
-    (an argument of the frame, a value an earlier break's instruction returned): eager's frame
+def kept_alive(tx, live, handed) -> list:
+    """Locals the rest of the frame never reads, but which hold an object the program has: an
+    argument of the frame, a value an earlier break's instruction returned, or a value made in
+    the trace that this break makes real anyway (``handed``: the stack's values, which the
+    eager instruction receives, such as ``a`` in ``weakref.finalize(a, f)``).  Eager's frame
     keeps it until the frame ends or the name is rebound, so the resume function takes it too
     (unread, it costs no guard).  A ``memoryview`` kept in a local that is never read again
-    still pins its ``bytearray``; a weak reference to such an object must not die early.
-    Values made inside the trace have no such holder to mimic: they stay behind."""
+    still pins its ``bytearray``; a finalizer or weak reference of such an object must not fire
+    early.  Other values made inside the trace have no holder to mimic: they stay behind."""
+    made_real = {id(vt) for vt in handed} | {id(tx.locals[name]) for name in live if name in tx.locals}
     return sorted(name for name, vt in tx.locals.items()
-                  if name not in live and isinstance(getattr(vt, "source", None), LocalSource)
-                  and not name.startswith("___"))    # a resume function's stack parameters: not locals
+                  if name not in live and not name.startswith("___")   # a resume function's stack parameters
+                  and (isinstance(getattr(vt, "source", None), LocalSource) or id(vt) in made_real))
+
+
+def _seen_by_program(tx, inst) -> set:
+    """ids of the stack's values the program itself can reach after the break: the eager
+    instruction's operands, and those a local also holds.  Any other iterator on the stack is a
+    ``for`` loop's own, which only the loop's ``FOR_ITER`` ever sees: it may be handed over as the
+    rest of its items (``rest_of``), which the resume function's trace can still iterate."""
+    if inst.name == "CALL":
+        operands = inst.arg + 2
+    elif inst.name == "CALL_FUNCTION_EX":
+        operands = 4 if inst.arg & 1 else 3
+    elif inst.name == "FORMAT_VALUE":
+        operands = 2 if inst.arg & 0x04 else 1
+    elif inst.name == "BINARY_SUBSCR":
+        operands = 2
+    else:
+        operands = 1 if inst.name in JUMPS else 0
+    held = {id(vt) for vt in tx.locals.values()}
+    stack = tx.stack
+    return {id(vt) for k, vt in enumerate(stack) if k >= len(stack) - operands or id(vt) in held}
 
 
 MAX_LOOP_NESTING = 64   # nested resume calls of one loop (one per iteration that breaks)
@@ -238,8 +262,12 @@ def stop_values(tx, stop_at) -> tuple:
         raise Unsupported(f"graph break inside a loop body in {code.co_qualname}: more than {MAX_LOOP_NESTING} "
                           "iterations broke in one call (each nests one resume call); the rest runs eagerly")
     values, stack, iterated = [], [], []
+    seen_by_program = _seen_by_program(tx, inst)
     for vt in tx.stack:
-        if isinstance(vt, IteratorVariable):               # an iterator (a for loop's, an argument): the rest of it
+        if isinstance(vt, IteratorVariable) and id(vt) in seen_by_program and iterator_rebuild.recipe(vt) is not None:
+            stack.append(("value", len(values)))          # handed over as itself (iterator_rebuild.py)
+            values.append(vt)
+        elif isinstance(vt, IteratorVariable):             # a for loop's own: the rest of its items
             iterated += live_containers(vt)
             stack.append(("iter", len(values)))
             values.append(rest_of(vt, tx))
@@ -257,7 +285,7 @@ def stop_values(tx, stop_at) -> tuple:
             values.append(vt)
     n_stack = len(values)
     names = live_locals(code, index, list(tx.locals))
-    names += kept_alive(tx, names)
+    names += kept_alive(tx, names, values)
     values += [tx.locals[name] for name in names]
     for name in code.co_cellvars:
         if tx.cells[name].value is None and read_before_written(code, index, name):
@@ -342,6 +370,8 @@ class BreakTemplates(Templates):
             return ("method", ("const", torch.nn.Module.__call__), self.of(vt.module_vt))
         if isinstance(vt, BoundMethodVariable):              # log.append before log.append(t.item())
             return ("getattr", self.of(vt.obj), vt.name)
+        if isinstance(vt, IteratorVariable) and iterator_rebuild.recipe(vt) is not None:
+            return self.once(vt, lambda: iterator_rebuild.template(self, vt))   # iter(e) is e
         if isinstance(vt, BuiltinBaseMethod):                # super().__getattribute__, object.__setattr__
             slot = ("const", getattr(vt.owner, vt.name))     # the C slot wrapper itself
             return slot if vt.self_vt is None else ("method", slot, self.of(vt.self_vt))

@@ -27,6 +27,7 @@ from . import operators, try_blocks
 from .exceptions import ExceptionOpcodes, exception_entries, unwind
 from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
+from .lifetimes import check_release
 from .variables.base import NullVariable, VariableTracker, maybe_constant
 from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, ListVariable, SetVariable, SliceVariable, TupleVariable
@@ -345,11 +346,17 @@ class InstructionTranslatorBase(ExceptionOpcodes):
                                  UnboundLocalError(_unbound(inst.arg)))
         self.push(self.locals[inst.arg])
 
-    def STORE_FAST(self, inst): self.locals[inst.arg] = self.pop()
+    def STORE_FAST(self, inst):
+        old, new = self.locals.get(inst.arg), self.pop()
+        if old is not None and old is not new:
+            check_release(self, inst.arg, f"rebinding {inst.arg!r}")
+        self.locals[inst.arg] = new
+
     def DELETE_FAST(self, inst):
         if inst.arg not in self.locals:
             raise ProgramRaises(f"del of local {inst.arg!r} before assignment (UnboundLocalError)",
                                 UnboundLocalError(_unbound(inst.arg)))
+        check_release(self, inst.arg, f"del {inst.arg}")
         del self.locals[inst.arg]
 
     def LOAD_GLOBAL(self, inst):

@@ -104,13 +104,17 @@ def combine(fn, args):
 
 def template(templates, vt):
     """What ``capture.Templates`` makes of an unread number: the expression, its sources re-read."""
-    def of(expr):
-        if expr[0] == "source":
-            return ("real", templates.read(expr[1]))
-        if expr[0] == "const":
-            return expr
-        return ("arith", expr[0], of(expr[1]), of(expr[2]))
-    return of(vt.expr)
+    return _template_of(templates, vt.expr)
+
+
+def _template_of(templates, expr):
+    # (a module-level function: a recursive closure would be a reference cycle holding the
+    # templates, and through them the trace's values, until the next collection)
+    if expr[0] == "source":
+        return ("real", templates.read(expr[1]))
+    if expr[0] == "const":
+        return expr
+    return ("arith", expr[0], _template_of(templates, expr[1]), _template_of(templates, expr[2]))
 
 
 def _render(expr) -> str:
