@@ -92,6 +92,12 @@ def wrap(tx, value, source) -> VariableTracker:
         if is_program_class(type(value)):      # an enum member, an int subclass: folded by its class's methods
             guard_protocol(tx, type(value))
         return ConstantVariable(value, source)
+    if type(value) is range:                    # the rest of a loop over a range, at a break
+        if source is not None:                  # equal ranges may differ (range(0) == range(5, 5))
+            guard(G.type_match(source, value))
+            for part in ("start", "stop", "step"):
+                guard(G.equals_match(G.AttrSource(source, part), getattr(value, part)))
+        return ConstantVariable(value, source)
     if type(value) is tuple and _is_plain_constant_tuple(value):
         vt = wrap_constant_result(value)
         if source is not None:                  # kernel_size=(3, 3): one guard for the whole tuple

@@ -406,9 +406,17 @@ def rest_of(vt, tx=None) -> VariableTracker:
     """An iterable whose ``iter()`` continues ``vt`` exactly where it stands (a graph break
     inside a ``for`` loop hands its iterator over this way; the resume function's prologue
     calls ``iter()`` on it): a tuple of its remaining items, exact wherever those items are
-    fixed (a range's are ints, specialized like any int input).  An iterator that
+    fixed (a range's are ints, specialized like any int input); for a range, a string or bytes,
+    the rest of it as a range, string or bytes.  An iterator that
     reads a container live (a list or dict the rest of the frame can still change) or pulls
     from code (map, filter, a generator) is refused."""
+    made_by = vt.made_by if type(vt) is IteratorVariable else None
+    if made_by is not None and isinstance(made_by[1], ConstantVariable) \
+            and isinstance(made_by[1].value, (range, str, bytes)):
+        # a range's (a string's) rest is a range (a string): one constant, not a tuple of
+        # 55,000 ints for the resume function's guard to compare one by one
+        walked = made_by[1].value if made_by[0] is iter else made_by[1].value[::-1]
+        return ConstantVariable(walked[vt.index:])
     items = _rest_items(vt)
     return TupleVariable(items)
 
