@@ -169,7 +169,7 @@ class FrameConverter:
                 try:
                     entry = self._compile(func, args)
                 except Unsupported as e:
-                    entry = self._compile_break(func, args, _without_frames(e))
+                    entry = self._compile_break(func, args, e if self.nopython else _without_frames(e))
         except Unsupported as e:
             return self._fallback(entries, code, e.reason, e if self.nopython else _without_frames(e), func, args)
         except BackendCompilerFailed as e:
