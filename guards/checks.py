@@ -109,8 +109,15 @@ def show(value: Any) -> str:
         return f"<{type_name(type(value))} module at {id(value):#x}>"
     if not _plain(value):
         return f"<{type_name(type(value))} object at {id(value):#x}>"
+    if type(value) in (str, bytes) and len(value) > 80:    # not the repr of all of it
+        return f"{' '.join(repr(value[:60]).split())}... ({len(value)} {'characters' if type(value) is str else 'bytes'})"
     text = " ".join(repr(value).split())
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _short(value) -> bool:
+    """An int, str or bytes whose repr may stand in a guard's source."""
+    return value.bit_length() <= 256 if type(value) is int else len(value) <= 64
 
 
 # ----------------------------------------------------------------------------- builders
@@ -159,7 +166,10 @@ def constant_checks(v: str, label: str, value: Any, consts: Consts) -> list[Chec
         checks.append(Check(_float_test(v, value, consts), label, repr(value), v,
                             ("eq", v, value) if native and plain else None))
     elif type(value) in (int, str, bytes):
-        checks.append(Check(f"{v} == {value!r}", label, repr(value), v, ("eq", v, value) if native else None))
+        # a long one by name: its repr written into the guard's source would be compiled (and
+        # shown) on every build of it (a 10**7-character string took seconds)
+        literal = repr(value) if _short(value) else consts.name_for(value, type(value).__name__)
+        checks.append(Check(f"{v} == {literal}", label, show(value), v, ("eq", v, value) if native else None))
     elif type(value) is tuple:
         checks.append(Check(f"len({v}) == {len(value)}", f"len({label})", str(len(value)),
                             f"len({v})"))
@@ -459,7 +469,7 @@ def describe_guard(guard: Guard) -> str:
     if kind == ID_MATCH:
         return f"{name} is {show(guard.obj)}"
     if kind == EQUALS_MATCH:
-        return f"{name} == {guard.obj!r}"
+        return f"{name} == {show(guard.obj)}"
     if kind == LENGTH_MATCH:
         return f"len({name}) == {expected[1]} ({type_name(expected[0])})"
     if kind == DICT_KEYS_MATCH:
