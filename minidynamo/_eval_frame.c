@@ -6,6 +6,7 @@
  * thread has a callback set, and for each frame it sees:
  *
  *     frame not watched (no callback, generator, class body, ...)  -> CPython's evaluator
+ *     a trace or profile function is set on the thread              -> CPython's evaluator
  *     a cache entry of this code object whose guard passes         -> that entry's compiled_fn
  *     no entry matches                                             -> the Python callback
  *
@@ -230,6 +231,11 @@ static PyObject *eval_frame_hook(PyThreadState *ts, _PyInterpreterFrame *frame, 
     PyCodeObject *code = frame->f_code;
     if (callback == NULL || tls_paused || throwflag || frame->owner != FRAME_OWNED_BY_THREAD ||
         frame->f_func == NULL || !(code->co_flags & CO_OPTIMIZED) || (code->co_flags & NOT_WATCHED_FLAGS)) {
+        return run_default(ts, frame, throwflag);
+    }
+    /* sys.settrace / sys.setprofile (a debugger, coverage, cProfile): the tool is owed every
+       line and call of the program as eager runs it, none of the compiler's own work */
+    if (ts->c_tracefunc != NULL || ts->c_profilefunc != NULL) {
         return run_default(ts, frame, throwflag);
     }
     PyObject *entries = get_extra(code);

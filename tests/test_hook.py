@@ -84,6 +84,32 @@ def test_hit_runs_compiled_fn_instead_of_the_frame():
     clear(add)
 
 
+@pytest.mark.parametrize("install", [sys.settrace, sys.setprofile], ids=["settrace", "setprofile"])
+def test_a_trace_or_profile_function_sees_the_program_run_eagerly(install):
+    """A debugger, coverage or cProfile is owed the program's own lines and calls (CPython's
+    test_trace and test_cprofile): while one is set, frames run as CPython runs them, with no
+    callback (no compile work to see) and no compiled code."""
+    clear(add)
+    rec = Recorder(compile={"add": lambda func, x, y: "compiled"})
+    seen = []
+
+    def tool(frame, event, arg):
+        seen.append((frame.f_code.co_name, event))
+        return tool
+
+    with watching(rec):
+        assert add(1) == "compiled"            # cached now
+        install(tool)
+        try:
+            result = add(2)
+        finally:
+            install(None)
+        assert add(3) == "compiled"            # the tool gone: the cache again
+    assert result == 12 and ("add", "call") in seen
+    assert [name for name, _ in rec.misses] == ["add"]
+    clear(add)
+
+
 def test_failing_guard_is_a_miss_and_passing_entry_moves_to_front():
     clear(add)
     guards = {}
