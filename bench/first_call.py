@@ -113,6 +113,16 @@ def _forget_compiled():
         sys.modules["torch._dynamo"].reset()
 
 
+def _minidynamo_under_profiler():
+    """minidynamo compiles as usual while cProfile is on (by default a profiler set makes it run
+    frames as CPython does, which is not what --profile measures)."""
+    if "minidynamo" not in sys.modules:
+        return contextlib.nullcontext()
+    from minidynamo.eval_frame import profiling_minidynamo
+
+    return profiling_minidynamo()
+
+
 def first_call(model_name, regime_name, peer_name, seed=1337, batch_size=1, profile_to=None):
     """{part: seconds, "total": seconds} of ``peer_name``'s first call on the model."""
     os.environ.setdefault("PJRT_DEVICE", "CPU")
@@ -138,7 +148,7 @@ def first_call(model_name, regime_name, peer_name, seed=1337, batch_size=1, prof
             import cProfile
 
             profiler = cProfile.Profile()
-        with patched(instruments(peer_name), clock):
+        with patched(instruments(peer_name), clock), _minidynamo_under_profiler():
             xla_probe.wait_device()
             compiled, executed = xla_probe.compile_ns(), xla_probe.execute_ns()
             start = time.perf_counter()

@@ -101,6 +101,7 @@ static void update_hook(void);
 
 /* Counters, read by minidynamo.counters: cheap enough for the hot path. */
 static unsigned long long n_frames_seen, n_cache_hits, n_cache_misses;
+static int eager_when_traced = 1;   /* sys.settrace/setprofile set: run frames as CPython does */
 
 static void free_extra(void *extra) { Py_XDECREF((PyObject *)extra); }
 
@@ -235,7 +236,7 @@ static PyObject *eval_frame_hook(PyThreadState *ts, _PyInterpreterFrame *frame, 
     }
     /* sys.settrace / sys.setprofile (a debugger, coverage, cProfile): the tool is owed every
        line and call of the program as eager runs it, none of the compiler's own work */
-    if (ts->c_tracefunc != NULL || ts->c_profilefunc != NULL) {
+    if ((ts->c_tracefunc != NULL || ts->c_profilefunc != NULL) && eager_when_traced) {
         return run_default(ts, frame, throwflag);
     }
     PyObject *entries = get_extra(code);
@@ -462,6 +463,16 @@ static PyObject *py_reset_stats(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* set_eager_when_traced(flag) -> the previous flag: whether frames run as CPython runs them while
+ * a trace or profile function is set (the default); off, a profiler sees minidynamo's own work. */
+static PyObject *py_set_eager_when_traced(PyObject *self, PyObject *flag) {
+    int on = PyObject_IsTrue(flag);
+    if (on < 0) return NULL;
+    int previous = eager_when_traced;
+    eager_when_traced = on;
+    return PyBool_FromLong(previous);
+}
+
 static PyObject *py_hook_installed(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(_PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) == eval_frame_hook);
 }
@@ -552,6 +563,8 @@ static PyMethodDef methods[] = {
     {"unpaused", (PyCFunction)(void (*)(void))py_unpaused, METH_VARARGS | METH_KEYWORDS,
      "unpaused(fn, *args, **kwargs): call fn with this thread's hook watching (not paused)."},
     {"hook_installed", py_hook_installed, METH_NOARGS, "Whether the frame hook is installed right now."},
+    {"set_eager_when_traced", py_set_eager_when_traced, METH_O,
+     "set_eager_when_traced(flag) -> previous: run frames as CPython does while a trace or profile function is set."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -190,6 +190,21 @@ class _Disabled:
         return False
 
 
+class profiling_minidynamo:
+    """``with profiling_minidynamo(): cProfile...``: frames are watched and compiled as usual
+    while a trace or profile function is set, so a profiler measures minidynamo itself (its
+    compile, its hits).  Outside such a block they run as CPython runs them while one is set
+    (a debugger, coverage or a profiler of the program is owed the program's own lines)."""
+
+    def __enter__(self):
+        self._previous = _eval_frame.set_eager_when_traced(False)
+        return self
+
+    def __exit__(self, *exc):
+        _eval_frame.set_eager_when_traced(self._previous)
+        return False
+
+
 def reset() -> None:
     """Forget every compiled entry and skip mark, and zero the counters."""
     for code in list(codes_with_cache):

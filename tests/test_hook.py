@@ -110,6 +110,22 @@ def test_a_trace_or_profile_function_sees_the_program_run_eagerly(install):
     clear(add)
 
 
+def test_a_profiler_of_minidynamo_itself_sees_compiled_code_run():
+    """``eval_frame.profiling_minidynamo`` (bench/first_call.py --profile): the rule above off."""
+    from minidynamo.eval_frame import profiling_minidynamo
+
+    clear(add)
+    rec = Recorder(compile={"add": lambda func, x, y: "compiled"})
+    with watching(rec), profiling_minidynamo():
+        sys.setprofile(lambda frame, event, arg: None)
+        try:
+            assert add(2) == "compiled"
+        finally:
+            sys.setprofile(None)
+    assert hook.set_eager_when_traced(True) is True      # the block put the default back
+    clear(add)
+
+
 def test_failing_guard_is_a_miss_and_passing_entry_moves_to_front():
     clear(add)
     guards = {}
