@@ -13,13 +13,13 @@ itself or as an item of a list, tuple, set or dict held there.
 Left out: tensors, modules, classes and functions (the runtime's own weak references to them,
 torch's caches keyed by tensors, a class's subclass list, would refuse every ``del`` or rebinding
 of such an argument; their owners keep them alive anyway, and a tensor's finalizer is not what
-the graph computes); objects read
-from another (``L['seq'][0]``: ``seq`` still holds it); objects made inside the trace (they do not
-exist yet).
+the graph computes); objects read from another (``L['seq'][0]``: ``seq`` still holds it);
+objects made inside the trace (they do not exist yet).
 """
 
 from __future__ import annotations
 
+import itertools
 import types
 import weakref
 
@@ -29,7 +29,7 @@ from guards import LocalSource
 
 from ..exc import Unsupported
 
-_ITEMS_LOOKED_AT = 64      # items of a held container looked at (the rest is not)
+_ITEMS_LOOKED_AT = 64      # items of a held container looked at (a dict's: keys and values)
 _MISSING = object()
 
 
@@ -50,9 +50,9 @@ def check_release(tx, name: str, how: str) -> None:
         return
     why = _observable(value)
     if why is None and type(value) in (list, tuple, set, frozenset, dict):
-        items = list(value.items())[:_ITEMS_LOOKED_AT] if type(value) is dict else list(value)[:_ITEMS_LOOKED_AT]
-        flat = [x for pair in items for x in pair] if type(value) is dict else items
-        why = next((w for w in map(_observable, flat) if w is not None), None)
+        first = itertools.islice(value.items() if type(value) is dict else value, _ITEMS_LOOKED_AT)
+        looked_at = itertools.chain.from_iterable(first) if type(value) is dict else first
+        why = next((w for w in map(_observable, looked_at) if w is not None), None)
     if why is not None:
         raise Unsupported(f"{how} lets go of {source.name()}, {why}: eager can run it right there, a "
                           "compiled frame lets go only when it returns")
