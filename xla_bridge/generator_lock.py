@@ -15,7 +15,6 @@ bridge never imports minidynamo).
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
 
 import torch
 
@@ -33,12 +32,16 @@ def set_cpu_state(state: torch.Tensor) -> None:
         torch.default_generator.set_state(state)
 
 
-@contextmanager
-def cpu_state_kept():
-    """Run the body, then put the default CPU generator back where it was if the body drew."""
-    state = cpu_state()
-    try:
-        yield
-    finally:
-        if not torch.equal(state, cpu_state()):
-            set_cpu_state(state)
+class cpu_state_kept:
+    """``with cpu_state_kept() as kept:`` runs the body, then puts the default CPU generator back
+    where it was if the body drew (``kept.drew`` says whether it did)."""
+
+    def __enter__(self):
+        self.state, self.drew = cpu_state(), False
+        return self
+
+    def __exit__(self, *exc):
+        self.drew = not torch.equal(self.state, cpu_state())
+        if self.drew:
+            set_cpu_state(self.state)
+        return False

@@ -28,11 +28,10 @@ so the object cannot be built at trace time from constants; they stay refused.
 
 from __future__ import annotations
 
-import torch
 from torch.nn.modules import module as module_impl
 
 import guards as G
-from xla_bridge.generator_lock import cpu_state, set_cpu_state
+from xla_bridge.generator_lock import cpu_state_kept
 from ...exc import Unsupported
 from ..library import is_library_value
 from .base import NO_CONSTANT, describe, maybe_constant
@@ -85,16 +84,13 @@ def create_module(tx, class_vt, args, kwargs) -> NNModuleVariable:
     why = _why_not(klass, class_vt.source, values, kw)
     if why is not None:
         raise Unsupported(f"creating an instance of {describe(klass)}: {why}")
-    state = cpu_state()
+    kept = cpu_state_kept()            # the trace leaves torch's random state as it was
     try:
-        module = klass(*values, **kw)
+        with kept:
+            module = klass(*values, **kw)
     except Exception as e:
         raise Unsupported(f"{describe(klass)}(...) on constants raised {type(e).__name__}: {e}") from e
-    finally:
-        drew = not torch.equal(state, cpu_state())
-        if drew:
-            set_cpu_state(state)       # the trace leaves torch's random state as it was
-    if drew or next(module.parameters(), None) is not None or next(module.buffers(), None) is not None:
+    if kept.drew or next(module.parameters(), None) is not None or next(module.buffers(), None) is not None:
         raise Unsupported(f"creating an instance of {describe(klass)}: it has parameters or buffers "
                           "(made anew, from the random state, on every call)")
     vt = FrameModuleVariable(module, klass, tuple(values), kw)
