@@ -11,7 +11,7 @@ import threading
 
 import torch
 
-from .generator_lock import cpu_state, set_cpu_state
+from .generator_lock import cpu_state_kept
 
 _torch_xla = None
 
@@ -373,11 +373,8 @@ def host_random_kept():
     meta copies to see its aliasing, trial traces on device copies, the joint graph) run a
     factory without a device (``torch.rand(5)``) on the host, which draws; the call's real run
     must then draw what eager draws, from where eager's generator stands."""
-    state = cpu_state()
-    try:
+    with cpu_state_kept():
         yield
-    finally:
-        set_cpu_state(state)
 
 
 @contextlib.contextmanager
