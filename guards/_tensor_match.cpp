@@ -622,17 +622,53 @@ int contains(PyObject *container, PyObject *key) {
     return PyDict_CheckExact(container) ? PyDict_Contains(container, key) : PySequence_Contains(container, key);
 }
 
-/* What a passing fast path keeps for the HandOff: the hand-off registers' values and the call
- * ((func, *args)) they were read for, as owned references while `full`.  drop() empties the
- * slots before it releases anything: a release may run Python code (a finalizer) that calls
- * this guard again and keeps new values, which must then stay whole. */
+/* What a passing fast path keeps for the HandOff: the call ((func, *args)) the hand-off
+ * registers were read for, and their values, as owned references while `full`.  A register the
+ * call or the memo's committed values (`given`, a tuple) filled is kept as that call item or tuple
+ * item: one reference to the tuple keeps all the values the memo vouches for (a model's parameters,
+ * say), so a passing guard does not take one per value.  A register a read filled is kept as its
+ * own reference in `read`.  drop() empties the slots before it releases anything: a release may
+ * run Python code (a finalizer) that calls this guard again and keeps new values, which must then
+ * stay whole. */
 struct Kept {
-    std::vector<PyObject *> values, call;
-    std::vector<PyObject *> releasing;   // drop()'s scratch (a nested drop uses its own)
+    std::vector<Py_ssize_t> wanted;       // the hand-off registers
+    Py_ssize_t n_call, n_given;           // registers [0, n_call): the call; the next n_given: given
+    std::vector<size_t> reads;            // the i whose wanted[i] a read filled
+    std::vector<PyObject *> read, call;   // read[i]: wanted[i]'s value when a read filled it
+    PyObject *given = nullptr;
+    std::vector<PyObject *> releasing;    // drop()'s scratch (a nested drop uses its own)
     bool full = false, busy = false;
 
-    Kept(size_t n_values, size_t n_call) : values(n_values, nullptr), call(n_call, nullptr) {
-        releasing.reserve(n_values + n_call);
+    Kept(std::vector<Py_ssize_t> registers, Py_ssize_t n_call, Py_ssize_t n_given)
+        : wanted(std::move(registers)), n_call(n_call), n_given(n_given), read(wanted.size(), nullptr),
+          call(n_call, nullptr) {
+        for (size_t i = 0; i < wanted.size(); i++)
+            if (wanted[i] >= n_call + n_given)
+                reads.push_back(i);
+        releasing.reserve(reads.size() + n_call + 1);
+    }
+
+    void keep(PyObject *const *regs, PyObject *const *args, PyObject *values) {
+        while (full)   // (a finalizer run by the drop may have kept values again)
+            drop();
+        for (size_t i : reads)
+            read[i] = Py_NewRef(regs[wanted[i]]);
+        for (Py_ssize_t i = 0; i < n_call; i++)
+            call[i] = Py_NewRef(args[i]);
+        given = Py_XNewRef(values);
+        full = true;
+    }
+
+    /* A new reference to wanted[i]'s kept value (a read's own reference moves out). */
+    PyObject *take(size_t i) {
+        Py_ssize_t r = wanted[i];
+        if (r < n_call)
+            return Py_NewRef(call[r]);
+        if (r < n_call + n_given)
+            return Py_NewRef(PyTuple_GET_ITEM(given, r - n_call));
+        PyObject *value = read[i];
+        read[i] = nullptr;
+        return value;
     }
 
     void drop() {
@@ -641,10 +677,15 @@ struct Kept {
         full = false;
         std::vector<PyObject *> nested;
         std::vector<PyObject *> &out = busy ? nested : releasing;
-        out.assign(values.begin(), values.end());
+        out.clear();
+        for (size_t i : reads) {
+            out.push_back(read[i]);
+            read[i] = nullptr;
+        }
         out.insert(out.end(), call.begin(), call.end());
-        std::fill(values.begin(), values.end(), nullptr);
+        out.push_back(given);
         std::fill(call.begin(), call.end(), nullptr);
+        given = nullptr;
         bool outer = !busy;
         busy = true;
         for (PyObject *object : out)
@@ -657,10 +698,11 @@ struct Kept {
 
     int traverse(visitproc visit, void *arg) {
         if (full) {
-            for (PyObject *value : values)
+            for (PyObject *value : read)
                 Py_VISIT(value);
             for (PyObject *item : call)
                 Py_VISIT(item);
+            Py_VISIT(given);
         }
         return 0;
     }
@@ -685,29 +727,14 @@ struct FastGuard {
     std::vector<PyObject *> *registers;
     bool registers_busy;
     std::vector<bool> *filled;             // per register: written by the arguments, values or a read
-    // The hand-off (see HandOff): registers whose values a passing fast path keeps, and what it
-    // kept last (see Kept).
-    std::vector<Py_ssize_t> *hand_off;
+    // The hand-off (see HandOff): which registers' values a passing fast path keeps, and what it
+    // kept last (see Kept); NULL without a hand-off.
     Kept *kept;
 };
 
 void drop_kept(FastGuard *self) {
     if (self->kept != nullptr)
         self->kept->drop();
-}
-
-/* After a passing fast path: keep the hand-off registers' values for the call `args` (into
- * arrays kept from call to call: a guard that passes allocates nothing). */
-void keep(FastGuard *self, PyObject **regs, PyObject *const *args) {
-    const std::vector<Py_ssize_t> &wanted = *self->hand_off;
-    Kept &kept = *self->kept;
-    while (kept.full)   // (a finalizer run by the drop may have kept values again)
-        kept.drop();
-    for (size_t i = 0; i < wanted.size(); i++)
-        kept.values[i] = Py_NewRef(regs[wanted[i]]);
-    for (Py_ssize_t i = 0; i <= self->nargs; i++)
-        kept.call[i] = Py_NewRef(args[i]);
-    kept.full = true;
 }
 
 /* 1: the call gave exactly `expected` (identity), 0: not, -1: error. */
@@ -880,8 +907,8 @@ PyObject *FastGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
     int ok = run_program(*self->steps, regs);
     if (ok == 1)
         ok = all_match(*self->specs, regs, self->tensor_slot->data());
-    if (ok == 1 && self->hand_off != nullptr)
-        keep(self, regs, args);
+    if (ok == 1 && self->kept != nullptr)   // (kept arrays are reused: a guard that passes allocates nothing)
+        self->kept->keep(regs, args, values);
     for (Py_ssize_t i = first_read; i < self->n_registers; i++)
         Py_CLEAR(regs[i]);   // (a release may run a finalizer that calls this guard again)
     if (own_registers)
@@ -1143,14 +1170,12 @@ void FastGuard_dealloc(PyObject *self_obj) {
     delete self->tensor_slot;
     delete self->registers;
     delete self->filled;
-    delete self->hand_off;
     delete self->kept;
     self->kept = nullptr;
     self->steps = nullptr;
     self->specs = nullptr;
     self->tensor_slot = nullptr;
     self->filled = nullptr;
-    self->hand_off = nullptr;
     type->tp_free(self_obj);
     Py_DECREF(type);
 }
@@ -1172,22 +1197,19 @@ PyObject *FastGuard_set_hand_off(PyObject *self_obj, PyObject *registers) {
         PyErr_SetString(PyExc_TypeError, "hand_off expects a tuple of registers");
         return nullptr;
     }
-    auto *wanted = new std::vector<Py_ssize_t>();
+    std::vector<Py_ssize_t> wanted;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(registers); i++) {
         Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(registers, i));
         if (r < 0 || r >= self->n_registers || !(*self->filled)[r]) {
             if (!PyErr_Occurred())
                 PyErr_Format(PyExc_IndexError, "hand_off: register %zd out of range or never written", r);
-            delete wanted;
             return nullptr;
         }
-        wanted->push_back(r);
+        wanted.push_back(r);
     }
     drop_kept(self);
-    delete self->hand_off;
     delete self->kept;
-    self->hand_off = wanted;
-    self->kept = new Kept(wanted->size(), static_cast<size_t>(1 + self->nargs));
+    self->kept = new Kept(std::move(wanted), 1 + self->nargs, self->n_values);
     Py_RETURN_NONE;
 }
 
@@ -1420,15 +1442,13 @@ PyObject *HandOff_vectorcall(PyObject *self_obj, PyObject *const *args, size_t n
     for (Py_ssize_t i = 0; same && i < nargs; i++)
         same = kept->call[i] == args[i];
     if (same) {
-        PyObject *values = PyList_New(static_cast<Py_ssize_t>(kept->values.size()));
+        PyObject *values = PyList_New(static_cast<Py_ssize_t>(kept->wanted.size()));
         if (values == nullptr) {
             kept->drop();
             return nullptr;
         }
-        for (size_t i = 0; i < kept->values.size(); i++) {   // the list takes the kept references
-            PyList_SET_ITEM(values, i, kept->values[i]);
-            kept->values[i] = nullptr;
-        }
+        for (size_t i = 0; i < kept->wanted.size(); i++)
+            PyList_SET_ITEM(values, i, kept->take(i));
         kept->drop();
         self->handed = 1;
         return values;

@@ -372,6 +372,37 @@ def test_hand_off_only_for_the_same_call(captured):
         assert reads(reader, forward, net, x) == reads(reader.python, forward, net, x)
 
 
+GLOBAL_WEIGHT = torch.randn(4)
+
+
+def scaled(net, x):
+    return net.extra[0](x) * GLOBAL_WEIGHT
+
+
+def test_hand_off_of_call_memo_and_read_values(tensor_check_mode):
+    """The three places a handed-off input comes from: the call (``x``), the memo's committed
+    values (the parameters, kept through their tuple) and a read the fast path made (a global):
+    the reader gets the very objects its Python twin reads, on every call."""
+    minidynamo.reset()
+    net = Net().eval()
+    optimized = minidynamo.optimize("eager")(scaled)
+    x = torch.randn(2, 4)
+    assert torch.equal(optimized(net, x), scaled(net, x))
+    (entry,) = [e for e in minidynamo.cache_entries(scaled) if e.guard_fn is not None]
+    guard_fn, reader = entry[1], entry[2].read_inputs
+    if tensor_check_mode and cpp_helpers is not None:
+        assert type(reader).__name__ == "HandOff"
+    python_reader = getattr(reader, "python", reader)
+    wanted = {id(x), id(net.extra[0].weight), id(GLOBAL_WEIGHT)}
+    for call in range(3):
+        assert guard_fn(scaled, net, x)
+        handed = reads(reader, scaled, net, x)
+        assert handed == reads(python_reader, scaled, net, x)
+        assert wanted <= set(handed)
+        assert getattr(reader, "handed", True)
+        assert torch.equal(optimized(net, x), scaled(net, x))
+
+
 class DeepNet(nn.Module):
     """Deep enough that the native guard needs more registers than it keeps on the C stack."""
 
