@@ -24,8 +24,9 @@ are noted too, and re-checked by the memo in C.)
         ...
 
 A variable is *stable* when it is a pinned argument, ``X.__dict__`` of a stable X, ``B[k]`` of
-a stable B that is a dict or a tuple (the memo refuses to commit otherwise), or a constant the
-plan names.  The plan reads the planner's structured fields (``Read.how``, ``Test.uses``),
+a stable B that is a dict or a tuple (the memo refuses to commit otherwise), ``B[k]`` (or a
+builtin's lookup) of a dict constant the plan names (an inlined function's globals: ``begin()``
+notes that dict), or a constant the plan names.  The plan reads the planner's structured fields (``Read.how``, ``Test.uses``),
 never the generated text.
 """
 
@@ -57,6 +58,8 @@ class MemoPlan:
     typed: list = dataclasses.field(default_factory=list)    # type checks the memo re-checks
     memo: str = ""                # name of the DictMemo in the generated code
     values: list = dataclasses.field(default_factory=list)   # stable variables the fast path needs
+    namespace: dict = dataclasses.field(default_factory=dict)   # the generated code's constants
+    const_dicts: list = dataclasses.field(default_factory=list)  # names of dict constants begin() notes
 
 
 def plan_memo(planner: Planner, guards: list[Guard]) -> Optional[MemoPlan]:
@@ -67,7 +70,7 @@ def plan_memo(planner: Planner, guards: list[Guard]) -> Optional[MemoPlan]:
             for g in guards if g.kind == ID_MATCH and isinstance(g.source, LocalSource)}
     if not pins:
         return None
-    plan = MemoPlan(pins, set(pins), {}, set(), [], [])
+    plan = MemoPlan(pins, set(pins), {}, set(), [], [], namespace=planner.consts.namespace)
     _classify(planner.steps, plan)
     if sum(isinstance(step, (Test, Block)) for step in plan.skipped) < MIN_SKIPPED:
         return None
@@ -83,9 +86,8 @@ def _classify(steps: list, plan: MemoPlan) -> None:
                 plan.stable.add(step.var)
                 plan.owners[step.var] = how[1]
                 plan.skipped.append(step)
-            elif how[0] == "item" and how[1] in plan.stable:
+            elif how[0] in ("item", "builtin") and all(_stable_dict(plan, base) for base in _bases(how)):
                 plan.stable.add(step.var)
-                plan.containers.add(how[1])
                 plan.skipped.append(step)
             elif how[0] == "const":   # a constant the plan names: the same object every call
                 plan.stable.add(step.var)
@@ -104,6 +106,24 @@ def _classify(steps: list, plan: MemoPlan) -> None:
                     plan.containers |= used
                 if not step.by_identity:   # a class that may be reassigned: the memo notes it
                     plan.typed.append(step)
+
+
+def _bases(how: tuple) -> tuple:
+    """The containers a read looks into: ``B`` of ``B[k]``; the globals and builtins of a builtin's lookup."""
+    return how[1:2] if how[0] == "item" else how[1:3]
+
+
+def _stable_dict(plan: MemoPlan, base: str) -> bool:
+    """Whether the memo can vouch for what ``base`` holds (and make sure it keeps vouching): a
+    stable variable, which must then be a dict or a tuple, or a dict constant, noted at begin()."""
+    if base in plan.stable:
+        plan.containers.add(base)
+        return True
+    if type(plan.namespace.get(base)) is dict:
+        if base not in plan.const_dicts:
+            plan.const_dicts.append(base)
+        return True
+    return False
 
 
 def fast_path_steps(plan: MemoPlan, planner: Planner) -> tuple[list, list[str]]:
@@ -144,9 +164,8 @@ def slow_path_notes(plan: MemoPlan, step) -> Optional[str]:
 
 
 def begin_line(plan: MemoPlan, planner: Planner) -> str:
-    hooks = ", ".join(planner.consts.name_for(d, name.lstrip("_"))
-                      for name, d in module_facts.global_hook_dicts().items())
-    return f"        ___token = {plan.memo}.begin({hooks})"
+    hooks = [planner.consts.name_for(d, name.lstrip("_")) for name, d in module_facts.global_hook_dicts().items()]
+    return f"        ___token = {plan.memo}.begin({', '.join(hooks + plan.const_dicts)})"
 
 
 def commit_line(plan: MemoPlan) -> str:

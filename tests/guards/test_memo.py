@@ -200,3 +200,69 @@ def test_a_dict_changed_while_the_guard_ran_is_compared_with_its_own_tag():
     assert memo.commit((), token) is True and memo.valid()
     early["a"] = 5
     assert not memo.valid()
+
+
+# ----------------------------------------------------------------------------- inlined globals
+# A function inlined from another module reads that module's globals (and builtins) through dict
+# constants of the guard; the memo notes those dicts when its full guard begins, and vouches for
+# the reads after that.
+
+HELPER_SOURCE = """
+import torch
+FACTOR = 2.0
+def helper(x):
+    return torch.relu(x) * FACTOR + abs(-1.0)
+"""
+
+
+def helper_namespace():
+    import types
+
+    module = types.ModuleType("memo_helper")
+    exec(HELPER_SOURCE, module.__dict__)
+    return module
+
+
+class CallsHelper(torch.nn.Module):
+    def __init__(self, helpers):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.helpers = helpers
+
+    def forward(self, x):
+        return self.helpers.helper(self.lin(x))
+
+
+HELPER_CHANGES = {
+    "a global rebound": lambda module: setattr(module, "FACTOR", 5.0),
+    "a module the function reads rebound": lambda module: setattr(module, "torch", _FakeTorch()),
+    "a global that shadows a builtin": lambda module: setattr(module, "abs", lambda value: 10.0),
+    "the builtin itself": lambda module: module.__builtins__.__setitem__("abs", lambda value: 20.0),
+}
+
+
+class _FakeTorch:
+    relu = staticmethod(lambda x: x * 0)
+
+
+@pytest.mark.parametrize("change", HELPER_CHANGES, ids=list(HELPER_CHANGES))
+def test_a_change_to_an_inlined_functions_globals_is_seen(change):
+    import builtins
+
+    import minidynamo
+
+    minidynamo.reset()
+    module = helper_namespace()
+    net = CallsHelper(module).eval()
+    x = torch.randn(2, 3)
+    optimized = minidynamo.optimize("eager")(net)
+    saved_abs = builtins.abs
+    try:
+        for _ in range(3):   # capture, the full guard's commit, the fast path
+            assert torch.equal(optimized(x), net(x))
+        HELPER_CHANGES[change](module)
+        assert torch.equal(optimized(x), net(x)), change
+        assert torch.equal(optimized(x), net(x)), change
+    finally:
+        builtins.abs = saved_abs
+        minidynamo.reset()
