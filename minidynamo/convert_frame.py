@@ -193,7 +193,8 @@ class FrameConverter:
         run eagerly (tracer/graph_break.py), compile a graph break there: trace again, stop
         right before it, and make an entry that runs the graph, the instruction, and a resume
         function.  Raises Unsupported (the fallback's reason) otherwise."""
-        from .tracer.graph_break import BREAKABLE, refusal
+        from .breaks.instructions import BREAKABLE
+        from .tracer.graph_break import refusal
         from .tracer.translator import decoded
 
         where = getattr(error, "break_at", None)

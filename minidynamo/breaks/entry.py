@@ -49,12 +49,12 @@ import linecache
 import torch
 
 from .. import _eval_frame
+from .instructions import JUMPS, eager_operands
 from .resume_code import first_argument_leads, make_function, resume_code
 
 
 def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
     """The entry's ``compiled_fn(func, *slots)``; ``.source``, ``.resume_codes`` for the logs."""
-    from ..tracer.graph_break import JUMPS
     from ..tracer.variables.ctx_managers import unwind_open_blocks
 
     state = capture.break_state
@@ -188,7 +188,7 @@ def _value(refs, k, what):
 def _call(state, refs, jumps):
     """CALL n: [NULL, fn, args...] or [fn, self, args...]; the last len(kw_names) are keywords."""
     n = state.inst.arg
-    base = len(state.stack) - n - 2
+    base = len(state.stack) - eager_operands("CALL", n)
     if state.stack[base][0] == "null":
         fn, args = _value(refs, base + 1, "callable"), [_value(refs, k, "argument") for k in range(base + 2, base + n + 2)]
     else:
@@ -203,7 +203,7 @@ def _call(state, refs, jumps):
 
 def _call_ex(state, refs, jumps):
     """CALL_FUNCTION_EX: [NULL?, fn, args, kwargs?]."""
-    m = 3 if state.inst.arg & 1 else 2
+    m = eager_operands("CALL_FUNCTION_EX", state.inst.arg) - 1   # (the NULL below is optional)
     top = len(state.stack) - m
     fn, args = _value(refs, top, "callable"), _value(refs, top + 1, "arguments")
     kwargs = _value(refs, top + 2, "keywords") if m == 3 else "None"
@@ -217,16 +217,15 @@ CONVERSIONS = {0: "", 1: "str", 2: "repr", 3: "ascii"}
 def _format(state, refs, jumps):
     """FORMAT_VALUE: value [spec] -> format(conversion(value), spec)."""
     flags = state.inst.arg
-    m = 2 if flags & 0x04 else 1
-    top = len(state.stack) - m
+    top = len(state.stack) - eager_operands("FORMAT_VALUE", flags)
     value = _value(refs, top, "value")
-    spec = _value(refs, top + 1, "format spec") if m == 2 else "''"
+    spec = _value(refs, top + 1, "format spec") if flags & 0x04 else "''"
     return f"___result = format({CONVERSIONS[flags & 0x03]}({value}), {spec})", _after(state, refs, top, "___result")
 
 
 def _subscript(state, refs, jumps):
     """BINARY_SUBSCR: container key -> container[key] (``y[y > 0]``: a shape the data decides)."""
-    top = len(state.stack) - 2
+    top = len(state.stack) - eager_operands("BINARY_SUBSCR", 0)
     container, key = _value(refs, top, "container"), _value(refs, top + 1, "key")
     return f"___result = {container}[{key}]", _after(state, refs, top, "___result")
 
@@ -234,7 +233,7 @@ def _subscript(state, refs, jumps):
 def _jump(state, refs, jumps):
     """POP_JUMP_*_IF_TRUE/FALSE, JUMP_IF_*_OR_POP: the truth eagerly, one resume per branch."""
     jumps_when, keeps = jumps[state.inst.name]
-    top = len(state.stack) - 1
+    top = len(state.stack) - eager_operands(state.inst.name, 0)
     cond = _value(refs, top, "condition")
     below = [(s, refs.get(k)) for k, s in enumerate(state.stack[:top])]
     taken = below + [(("value",), cond)] if keeps else below

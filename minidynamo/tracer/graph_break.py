@@ -51,6 +51,7 @@ from bytecode import CellVar, Label
 
 from guards.source import LocalSource
 
+from ..breaks.instructions import BREAKABLE, JUMPS, eager_operands
 from ..breaks.resume_code import uses_zero_arg_super
 from ..exc import Unsupported
 from .capture import Templates
@@ -67,12 +68,6 @@ from .variables.new_objects import BuiltinBaseMethod
 from .variables.nn_module import ModuleCallVariable
 from .variables.tensor import TensorMethodVariable, TensorVariable
 
-JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack when jumping)
-    "POP_JUMP_FORWARD_IF_TRUE": (True, False), "POP_JUMP_BACKWARD_IF_TRUE": (True, False),
-    "POP_JUMP_FORWARD_IF_FALSE": (False, False), "POP_JUMP_BACKWARD_IF_FALSE": (False, False),
-    "JUMP_IF_TRUE_OR_POP": (True, True), "JUMP_IF_FALSE_OR_POP": (False, True),
-}
-BREAKABLE = {"CALL", "CALL_FUNCTION_EX", "FORMAT_VALUE", "BINARY_SUBSCR", *JUMPS}
 BACKWARD_JUMPS = {"JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "POP_JUMP_BACKWARD_IF_TRUE",
                   "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE"}
 
@@ -199,16 +194,7 @@ def _seen_by_program(tx, inst) -> set:
     instruction's operands, and those a local also holds.  Any other iterator on the stack is a
     ``for`` loop's own, which only the loop's ``FOR_ITER`` ever sees: it may be handed over as the
     rest of its items (``rest_of``), which the resume function's trace can still iterate."""
-    if inst.name == "CALL":
-        operands = inst.arg + 2
-    elif inst.name == "CALL_FUNCTION_EX":
-        operands = 4 if inst.arg & 1 else 3
-    elif inst.name == "FORMAT_VALUE":
-        operands = 2 if inst.arg & 0x04 else 1
-    elif inst.name == "BINARY_SUBSCR":
-        operands = 2
-    else:
-        operands = 1 if inst.name in JUMPS else 0
+    operands = eager_operands(inst.name, inst.arg)
     held = {id(vt) for vt in tx.locals.values()}
     stack = tx.stack
     return {id(vt) for k, vt in enumerate(stack) if k >= len(stack) - operands or id(vt) in held}

@@ -1,0 +1,29 @@
+"""The instructions a frame can break at, and what each reads from the stack.
+
+At a break the graph stops before one of these and the entry runs it eagerly (``entry.py``), then
+calls a resume function for the rest (``resume_code.py``).  The tracer decides which stack values
+the program itself sees there (``tracer/graph_break.py``) from the same operand counts.
+"""
+
+JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack when jumping)
+    "POP_JUMP_FORWARD_IF_TRUE": (True, False), "POP_JUMP_BACKWARD_IF_TRUE": (True, False),
+    "POP_JUMP_FORWARD_IF_FALSE": (False, False), "POP_JUMP_BACKWARD_IF_FALSE": (False, False),
+    "JUMP_IF_TRUE_OR_POP": (True, True), "JUMP_IF_FALSE_OR_POP": (False, True),
+}
+BREAKABLE = {"CALL", "CALL_FUNCTION_EX", "FORMAT_VALUE", "BINARY_SUBSCR", *JUMPS}
+
+
+def eager_operands(name: str, arg: int) -> int:
+    """How many values from the top of the stack a breakable instruction reads: CALL's NULL or
+    callable, callable or self, and arguments; CALL_FUNCTION_EX's NULL, callable, arguments and
+    keywords when flagged; FORMAT_VALUE's value and spec when flagged; a subscript's container and
+    key; a jump's condition."""
+    if name == "CALL":
+        return arg + 2
+    if name == "CALL_FUNCTION_EX":
+        return 4 if arg & 1 else 3
+    if name == "FORMAT_VALUE":
+        return 2 if arg & 0x04 else 1
+    if name == "BINARY_SUBSCR":
+        return 2
+    return 1 if name in JUMPS else 0
