@@ -37,6 +37,8 @@ MODULES = (
     "test_property test_raise test_range test_richcmp test_scope test_set test_setcomps test_slice "
     "test_sort test_string test_super test_tuple test_userdict test_userlist test_with").split()
 
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 _WORKER = r'''
 import importlib, json, signal, sys, unittest
 mode, module, out, per_test = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -93,11 +95,17 @@ def run_module(module: str, mode: str, timeout: float, per_test: int, scratch: s
     """One module in a fresh process: {"results": {test id: [outcome, last error line]}, ...},
     or {"crashed": why} when the process died or ran out of time."""
     out = os.path.join(scratch, f"{mode}_{module}.json")
+    # The tests write their files (os_helper.TESTFN) into the working directory: a scratch one,
+    # with this checkout on the path for minidynamo.
+    cwd = os.path.join(scratch, f"cwd_{mode}_{module}")
+    os.makedirs(cwd, exist_ok=True)
+    path = os.pathsep.join(filter(None, [_CHECKOUT, os.environ.get("PYTHONPATH")]))
     start = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-c", _WORKER, mode, module, out, str(per_test)],
-                              capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU")})
+                              capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                              env={**os.environ, "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU"),
+                                   "PYTHONPATH": path})
     except subprocess.TimeoutExpired:
         return {"crashed": f"timed out after {timeout:.0f} s", "seconds": timeout}
     seconds = time.perf_counter() - start
