@@ -102,7 +102,7 @@ def wrap(tx, value, source) -> VariableTracker:
         vt = wrap_constant_result(value)
         if source is not None:                  # kernel_size=(3, 3): one guard for the whole tuple
             guard(G.equals_match(source, value))
-            vt.source = source                  # the caller's very tuple (``is``, returned as itself)
+            _keep_identity(tx, vt, value, source)
         return vt
     if isinstance(value, torch.nn.Module):
         from .variables.nn_module import NNModuleVariable
@@ -273,6 +273,28 @@ def class_of(tx, vt) -> VariableTracker:
     if source is not None and heap_type and type(value) is vt.python_type():
         return wrap(tx, type(value), G.AttrSource(source, "__class__"))
     return ClassVariable(vt.python_type())        # a program's class is re-read as itself (HeldSource)
+
+
+def _keep_identity(tx, vt, value: tuple, source) -> None:
+    """A constant tuple read from ``source`` is the caller's very object, and so is each tuple in
+    it (``t[2] is t[2]``, returned as itself): they keep their sources, re-read on every call.
+    (Equal tuples pass the guard; which object the program then gets is the one it reads.)"""
+    tx.output.wrapped_values.setdefault(source, value)
+    vt.source = source
+    for i, (item_vt, item) in enumerate(zip(vt.items, value)):
+        if type(item) is tuple:
+            _keep_identity(tx, item_vt, item, G.ItemSource(source, i))
+
+
+def held_constant(tx, value) -> VariableTracker:
+    """A constant that lives on in an object the trace only reads (the tuples a code object keeps:
+    ``co_consts``, ``co_names``): held as the object itself, so that ``is`` and ``id`` see that
+    object, as eager does, and a value leaving the trace is that object, not an equal copy.  An
+    immutable object held needs no guard."""
+    vt = wrap_constant_result(value)
+    if type(value) is tuple:
+        _keep_identity(tx, vt, value, G.HeldSource.of(value))
+    return vt
 
 
 def _is_plain_constant_tuple(value) -> bool:

@@ -187,11 +187,14 @@ class CodeVariable(VariableTracker):
         return self.value
 
     def var_getattr(self, tx, name):
-        from ..builder import wrap_constant_result
+        from ..builder import held_constant, wrap_constant_result
 
         if not name.startswith("co_") or not hasattr(self.value, name):
             raise Unsupported(f"code attribute {name!r}")
-        return wrap_constant_result(getattr(self.value, name))
+        value = getattr(self.value, name)
+        if value is getattr(self.value, name):     # kept on the code (co_consts), not made per read (co_varnames)
+            return held_constant(tx, value)
+        return wrap_constant_result(value)
 
     def __repr__(self):
         return f"CodeVariable({self.value.co_qualname})"
