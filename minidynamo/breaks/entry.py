@@ -42,15 +42,23 @@ autocast block of each device in the autocast state it left (``live_autocast_blo
 
 from __future__ import annotations
 
+import __future__
 import dis
+import functools
 import io
 import linecache
+import operator
 
 import torch
 
 from .. import _eval_frame
 from .instructions import JUMPS, eager_operands
 from .resume_code import first_argument_leads, make_function, resume_code
+
+
+# The code flags a `from __future__ import ...` sets (what compile() inherits from its caller).
+FUTURE_FLAGS = functools.reduce(operator.or_, (getattr(__future__, name).compiler_flag
+                                               for name in __future__.all_feature_names))
 
 
 def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
@@ -151,7 +159,11 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
         else:
             lines += [f"    if {test}:", *(f"        {line}" for line in call)]
     source = "\n".join(lines) + "\n"
-    exec(compile(source, f"<minidynamo graph break in {code.co_qualname}>", "exec"), namespace)
+    # The eager instruction runs in this function's frame, and compile(), exec() and eval() called
+    # there take their __future__ flags from it: the program's flags, not this module's.
+    entry = compile(source, f"<minidynamo graph break in {code.co_qualname}>", "exec",
+                    flags=code.co_flags & FUTURE_FLAGS, dont_inherit=True)
+    exec(entry, namespace)
     fn = namespace.pop(lines[0][4:lines[0].index("(")])
     fn.source = source
     fn.resume_codes = resume_codes
