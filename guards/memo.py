@@ -56,6 +56,7 @@ class MemoPlan:
     containers: set[str]          # stable variables that must be dicts or tuples
     skipped: list                 # steps the fast path leaves out
     typed: list = dataclasses.field(default_factory=list)    # type checks the memo re-checks
+    typed_ids: set = dataclasses.field(default_factory=set)  # their ids (steps are compared by identity)
     memo: str = ""                # name of the DictMemo in the generated code
     values: list = dataclasses.field(default_factory=list)   # stable variables the fast path needs
     namespace: dict = dataclasses.field(default_factory=dict)   # the generated code's constants
@@ -106,6 +107,7 @@ def _classify(steps: list, plan: MemoPlan) -> None:
                     plan.containers |= used
                 if not step.by_identity:   # a class that may be reassigned: the memo notes it
                     plan.typed.append(step)
+                    plan.typed_ids.add(id(step))
 
 
 def _bases(how: tuple) -> tuple:
@@ -152,7 +154,7 @@ def slow_path_notes(plan: MemoPlan, step) -> Optional[str]:
     """The note the full guard makes right after a Read, or right before a type Test
     (None if none is needed)."""
     if isinstance(step, Test):
-        if not any(step is typed for typed in plan.typed):
+        if id(step) not in plan.typed_ids:
             return None
         (var,) = step.uses
         return f"{plan.memo}.note_type({var})"

@@ -20,9 +20,30 @@ import types
 from typing import Any, Hashable, Optional
 
 
+def frozen_source(cls):
+    """``@dataclasses.dataclass(frozen=True)``, with each object's hash computed once: sources are
+    hashed all the time (guard planning keys its tables by them) and a chain's hash walks the
+    whole chain.  (The cached hash is left out of a pickle: str hashes differ between processes.)"""
+    cls = dataclasses.dataclass(frozen=True)(cls)
+    fields_hash = cls.__hash__
+
+    def __hash__(self):
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = fields_hash(self)
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self):
+        return {name: value for name, value in self.__dict__.items() if name != "_hash"}
+
+    cls.__hash__, cls.__getstate__ = __hash__, __getstate__
+    return cls
+
+
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """Base class; every source is a frozen (hashable, comparable) dataclass."""
+    """Base class; every source is a frozen (hashable, comparable) dataclass (``frozen_source``)."""
 
     @property
     def base(self) -> Optional["Source"]:
@@ -50,7 +71,7 @@ class FrameValues:
     f_builtins: dict
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class LocalSource(Source):
     """An argument slot of the frame, ``L['x']`` (only arguments are bound at frame start)."""
 
@@ -63,7 +84,7 @@ class LocalSource(Source):
         return frame.locals[self.local_name]
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class GlobalSource(Source):
     """A name in the frame's module globals, ``G['torch']``."""
 
@@ -76,7 +97,7 @@ class GlobalSource(Source):
         return frame.f_globals[self.global_name]
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class BuiltinSource(Source):
     """A name in the frame's builtins, ``B['len']``, as the frame sees it: a global of the same
     name shadows it (so a guard on it also fails when such a global appears)."""
@@ -101,7 +122,7 @@ def namespace_builtins(namespace: dict) -> dict:
     return found.__dict__ if isinstance(found, types.ModuleType) else found
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class ClosureSource(Source):
     """The contents of cell ``func.__closure__[index]``: the free variable ``var_name``."""
 
@@ -115,7 +136,7 @@ class ClosureSource(Source):
         return frame.func.__closure__[self.index].cell_contents
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class NamespaceSource(Source):
     """The globals dict of a function the trace inlined, as the object itself: a function's
     ``__globals__`` cannot be rebound, so every function of one module shares this source
@@ -136,7 +157,7 @@ class NamespaceSource(Source):
         return self.namespace
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class HeldSource(Source):
     """A long-lived object the trace met without a way to re-read it (an enum member made by
     ``E(1)`` or found by iterating ``E``), held as the object itself, so that what can change
@@ -157,7 +178,7 @@ class HeldSource(Source):
         return self.obj
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class ClassSource(Source):
     """A class an answer was read from (``isinstance(o, K)`` reads ``type(o)`` and ``K``), held as
     the object itself: which class it is was settled by another guard (``type(L['o']) is C``) or
@@ -179,7 +200,7 @@ class ClassSource(Source):
         return self.cls
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class GradModeSource(Source):
     """Global autograd state, ``torch.is_grad_enabled()`` (not a frame value, but guarded)."""
 
@@ -192,7 +213,7 @@ class GradModeSource(Source):
         return torch.is_grad_enabled()
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class AutocastSource(Source):
     """Global autocast state: whether autocast is on for any device (a graph traced without
     autocast computes in other dtypes than the same ops run under it)."""
@@ -206,7 +227,7 @@ class AutocastSource(Source):
         return torch._C._is_any_autocast_enabled()
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class TorchStateSource(Source):
     """Global torch state the trace read or relied on, by the name of the torch function that
     reports it: ``torch.get_default_dtype()``, ``torch.is_inference_mode_enabled()``, ..."""
@@ -263,7 +284,7 @@ TORCH_STATE_FUNCTIONS = ("get_default_dtype", "is_inference_mode_enabled", "get_
                          "autograd._is_checkpoint_valid")
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class CallSource(Source):
     """``base.method()`` as the class defines it (``type(x).storage_offset(x)``: an attribute on the
     instance cannot stand in), no arguments: a tensor's metadata, a set's repr, a scalar's item."""
@@ -283,7 +304,7 @@ class CallSource(Source):
         return getattr(type(base), self.method)(base)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class GlobalModuleHooksSource(Source):
     """The global nn.Module hook dicts (``register_module_forward_hook`` and friends)."""
 
@@ -296,7 +317,7 @@ class GlobalModuleHooksSource(Source):
         return module_facts.global_hook_dicts()
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class AttrSource(Source):
     """``base.attr``."""
 
@@ -314,7 +335,7 @@ class AttrSource(Source):
         return getattr(self.base_source.read(frame), self.attr)
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen_source
 class ItemSource(Source):
     """``base[key]`` for a constant key (int, str, or another hashable constant)."""
 
