@@ -26,8 +26,8 @@ are noted too, and re-checked by the memo in C.)
 A variable is *stable* when it is a pinned argument, ``X.__dict__`` of a stable X, ``B[k]`` of
 a stable B that is a dict or a tuple (the memo refuses to commit otherwise), ``B[k]`` (or a
 builtin's lookup) of a dict constant the plan names (an inlined function's globals: ``begin()``
-notes that dict), or a constant the plan names.  The plan reads the planner's structured fields (``Read.how``, ``Test.uses``),
-never the generated text.
+notes that dict), or a constant the plan names.  The plan reads the planner's structured fields
+(``Read.how``, ``Test.uses``), never the generated text.
 """
 
 from __future__ import annotations
@@ -55,8 +55,7 @@ class MemoPlan:
     owners: dict[str, str]        # stable X.__dict__ variable -> X
     containers: set[str]          # stable variables that must be dicts or tuples
     skipped: list                 # steps the fast path leaves out
-    typed: list = dataclasses.field(default_factory=list)    # type checks the memo re-checks
-    typed_ids: set = dataclasses.field(default_factory=set)  # their ids (steps are compared by identity)
+    typed: set = dataclasses.field(default_factory=set)      # ids of the type checks the memo re-checks
     memo: str = ""                # name of the DictMemo in the generated code
     values: list = dataclasses.field(default_factory=list)   # stable variables the fast path needs
     namespace: dict = dataclasses.field(default_factory=dict)   # the generated code's constants
@@ -71,7 +70,7 @@ def plan_memo(planner: Planner, guards: list[Guard]) -> Optional[MemoPlan]:
             for g in guards if g.kind == ID_MATCH and isinstance(g.source, LocalSource)}
     if not pins:
         return None
-    plan = MemoPlan(pins, set(pins), {}, set(), [], [], namespace=planner.consts.namespace)
+    plan = MemoPlan(pins, set(pins), {}, set(), [], namespace=planner.consts.namespace)
     _classify(planner.steps, plan)
     if sum(isinstance(step, (Test, Block)) for step in plan.skipped) < MIN_SKIPPED:
         return None
@@ -106,8 +105,7 @@ def _classify(steps: list, plan: MemoPlan) -> None:
                 if step.kind in _CONTENT_KINDS:
                     plan.containers |= used
                 if not step.by_identity:   # a class that may be reassigned: the memo notes it
-                    plan.typed.append(step)
-                    plan.typed_ids.add(id(step))
+                    plan.typed.add(id(step))
 
 
 def _bases(how: tuple) -> tuple:
@@ -154,7 +152,7 @@ def slow_path_notes(plan: MemoPlan, step) -> Optional[str]:
     """The note the full guard makes right after a Read, or right before a type Test
     (None if none is needed)."""
     if isinstance(step, Test):
-        if id(step) not in plan.typed_ids:
+        if id(step) not in plan.typed:
             return None
         (var,) = step.uses
         return f"{plan.memo}.note_type({var})"
