@@ -1,7 +1,8 @@
 """One switch to see everything: ``MINIDYNAMO_LOG=trace,graph,guards,output_code,graph_breaks`` (or ``all``).
 
 Each topic is a logger ``minidynamo.<topic>``; a topic named in the variable (or ``all``) is
-printed to stderr at DEBUG level.  What each topic shows, in pipeline order:
+printed to stderr at DEBUG level.  The others stay silent, also when the program logs at DEBUG
+itself (the ``minidynamo`` logger is at WARNING unless the program set its level).  What each topic shows, in pipeline order:
 
     trace        every interpreted instruction, with the symbolic stack after it (an inlined
                  call's instructions come first, indented, then the CALL that ran them)
@@ -51,4 +52,15 @@ def enable(spec: str) -> None:
             logger.propagate = False
 
 
+def quiet_by_default() -> None:
+    """The topics stay silent unless named (``enable``) or unless the program gives the
+    ``minidynamo`` logger a level itself: a program that turns DEBUG on for its root logger
+    (``logging.basicConfig(level=logging.DEBUG)``) would otherwise get every traced instruction
+    among its own records, and pay for formatting each one."""
+    parent = logging.getLogger("minidynamo")
+    if parent.level == logging.NOTSET:
+        parent.setLevel(logging.WARNING)
+
+
+quiet_by_default()
 enable(config.log)

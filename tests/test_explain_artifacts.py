@@ -123,3 +123,30 @@ def test_log_switch_from_the_environment():
     assert "# File: <string>:3 in g" in err                      # graph: the node's line
     assert "(from <string>:3 in g)" in err                       # guards: the line that needed it
     assert "[minidynamo.output_code]" in err and "def compiled_fn(___func, a0):" in err
+
+
+def test_topics_stay_silent_when_the_program_logs_at_debug():
+    """A program that turns DEBUG on for its root logger gets none of minidynamo's records (the
+    trace topic alone would log every instruction), unless it names a topic."""
+    script = (
+        "import io, logging, torch, minidynamo, xla_bridge\n"
+        "stream = io.StringIO()\n"
+        "logging.basicConfig(level=logging.DEBUG, stream=stream)\n"
+        "def f(x):\n"
+        "    y = x + 1\n"
+        "    print(end='')\n"
+        "    return y * 2\n"
+        "minidynamo.optimize('eager')(f)(torch.ones(2))\n"
+        "lines = [l for l in stream.getvalue().splitlines() if 'minidynamo' in l]\n"
+        "print(len(lines))\n"
+        "minidynamo.logs.enable('graph_breaks')\n"
+        "minidynamo.reset()\n"
+        "minidynamo.optimize('eager')(f)(torch.ones(2))\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "MINIDYNAMO_LOG"}
+    env.update(PYTHONPATH=root, PJRT_DEVICE="CPU")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "0"
+    assert "[minidynamo.graph_breaks]" in done.stderr      # a named topic still prints
