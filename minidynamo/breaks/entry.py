@@ -49,6 +49,8 @@ import io
 import linecache
 import operator
 
+import bytecode
+from bytecode.instr import InstrLocation
 import torch
 
 from .. import _eval_frame
@@ -165,11 +167,30 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
                     flags=code.co_flags & FUTURE_FLAGS, dont_inherit=True)
     exec(entry, namespace)
     fn = namespace.pop(lines[0][4:lines[0].index("(")])
+    fn.__code__ = seen_as_the_frame(fn.__code__, code, state.inst.lineno)
     fn.source = source
     fn.resume_codes = resume_codes
     fn.compiled_graph = compiled_graph
     fn.read_inputs = read_inputs
     return fn
+
+
+ENTRY_SUFFIX = "__graph_break_entry"   # an entry's co_qualname: the frame's, and this
+
+
+def seen_as_the_frame(entry_code, code, lineno):
+    """The entry's code as tracebacks, ``logging`` and ``inspect`` see its frame: where eager's
+    frame is while the instruction runs (the frame's name, file, and the instruction's line on
+    every instruction), so a record's ``funcName``/``lineno`` or a traceback line is eager's.
+    Its qualified name still tells an entry apart (``ENTRY_SUFFIX``); its source is ``fn.source``."""
+    entry = bytecode.Bytecode.from_code(entry_code)
+    line = lineno if lineno is not None else code.co_firstlineno
+    for instr in entry:
+        if isinstance(instr, bytecode.Instr):
+            instr.location = InstrLocation(line, line, None, None)
+    entry.name, entry.qualname = code.co_name, code.co_qualname + ENTRY_SUFFIX
+    entry.filename, entry.first_lineno = code.co_filename, line
+    return entry.to_code()
 
 
 def _identifier(name: str) -> str:

@@ -51,6 +51,7 @@ from bytecode import CellVar, Label
 
 from guards.source import LocalSource
 
+from ..breaks.entry import ENTRY_SUFFIX
 from ..breaks.instructions import BREAKABLE, JUMPS, eager_operands
 from ..breaks.resume_code import uses_zero_arg_super
 from ..exc import Unsupported
@@ -207,10 +208,11 @@ def _nested_resumes(code) -> int:
     """How many graph-break entries of ``code`` and its resume functions are running on this
     thread: each iteration of a loop that breaks nests one more (the entry calls the resume
     function, whose own entry runs in its place)."""
-    marker = f"<minidynamo graph break in {code.co_qualname.split('__resume_at_')[0]}"
+    base = code.co_qualname.split("__resume_at_")[0]
     frame, count = sys._getframe(), 0
     while frame is not None:
-        if frame.f_code.co_filename.startswith(marker):
+        qualname = frame.f_code.co_qualname
+        if qualname.startswith(base) and qualname.endswith(ENTRY_SUFFIX):
             count += 1
         frame = frame.f_back
     return count

@@ -24,6 +24,9 @@ suite's frames broke (a call the tracer cannot model: ``opaque()``).
 - Which operand of ``==`` goes first was decided with ``issubclass`` (an ABC's ``register``
   answers it); CPython asks the MRO.
 - A star call run at a break passed a copy of its argument tuple.
+- The instruction a break runs eagerly ran in a frame called ``break_f`` in the file
+  ``<minidynamo graph break in f>``: ``logging``'s ``stacklevel`` and tracebacks showed it. The
+  entry's code now has the frame's name and file and the instruction's line.
 """
 
 import copy
@@ -245,6 +248,52 @@ def test_the_rest_of_a_frame_after_a_break_has_the_frames_name(caplog):
         optimized(torch.ones(2))
     assert minidynamo.counters["graph_breaks"] >= 1
     assert [r.funcName for r in caplog.records] == ["logs_its_function_name"]
+
+
+CALLER_LOG = logging.getLogger("minidynamo.test.caller")
+
+
+class LogsForItsCaller:
+    """Its ``__str__`` (called by ``print``, which a break runs eagerly) logs for its caller."""
+
+    def __str__(self):
+        CALLER_LOG.info("for my caller", stacklevel=2)
+        return ""
+
+
+class RaisesWhenPrinted:
+    def __str__(self):
+        raise ValueError("from __str__")
+
+
+def prints_at_a_break(x, obj):
+    y = x + 1
+    print(obj, end="")
+    return y * 2
+
+
+def test_the_instruction_run_at_a_break_is_seen_at_the_frames_line(caplog, capsys):
+    """The instruction a break runs eagerly runs in the entry's frame: what it calls sees that
+    frame as its caller, and ``logging`` (``stacklevel``) and tracebacks show it as eager's frame,
+    the function at the instruction's line (test_logging ``test_find_caller_with_stacklevel``:
+    it was ``break_prints_at_a_break`` in ``<minidynamo graph break in ...>``)."""
+    import traceback
+
+    optimized = minidynamo.optimize("eager")(prints_at_a_break)
+    with caplog.at_level(logging.INFO, logger="minidynamo.test.caller"):
+        prints_at_a_break(torch.ones(2), LogsForItsCaller())
+        optimized(torch.ones(2), LogsForItsCaller())
+    assert minidynamo.counters["graph_breaks"] >= 1
+    eager, ours = caplog.records
+    assert (ours.funcName, ours.lineno, ours.pathname) == (eager.funcName, eager.lineno, eager.pathname)
+
+    def frames(fn):
+        try:
+            fn(torch.ones(2), RaisesWhenPrinted())
+        except ValueError as error:
+            return [(f.name, f.lineno, f.filename) for f in traceback.extract_tb(error.__traceback__)][-2:]
+
+    assert frames(optimized) == frames(prints_at_a_break)
 
 
 # -- lifetimes ------------------------------------------------------------------------------------
