@@ -2,7 +2,8 @@
 
 Each topic is a logger ``minidynamo.<topic>``; a topic named in the variable (or ``all``) is
 printed to stderr at DEBUG level.  The others stay silent, also when the program logs at DEBUG
-itself (the ``minidynamo`` logger is at WARNING unless the program set its level).  What each topic shows, in pipeline order:
+itself (the ``minidynamo`` logger is at WARNING unless the program set its level).  What each
+topic shows, in pipeline order:
 
     trace        every interpreted instruction, with the symbolic stack after it (an inlined
                  call's instructions come first, indented, then the CALL that ran them)

@@ -212,7 +212,8 @@ def _nested_resumes(code) -> int:
     frame, count = sys._getframe(), 0
     while frame is not None:
         qualname = frame.f_code.co_qualname
-        if qualname.startswith(base) and qualname.endswith(ENTRY_SUFFIX):
+        if qualname.endswith(ENTRY_SUFFIX) and (qualname == base + ENTRY_SUFFIX or
+                                                qualname.startswith(base + "__resume_at_")):
             count += 1
         frame = frame.f_back
     return count
