@@ -6,6 +6,8 @@ when ``import torch`` works here (``pip install --no-build-isolation``, or ``set
 with the project's venv) and skipped with a note otherwise: guards then uses its C and Python
 paths, with the same answers.
 """
+from glob import glob
+
 from setuptools import Extension, setup
 
 C_FLAGS = ["-O2", "-std=c11", "-Wall", "-Wno-missing-braces"]
@@ -28,8 +30,10 @@ try:
 except Exception as error:  # no torch at build time (an isolated build): C and Python paths only
     print(f"note: guards._tensor_match (C++ tensor guards) not built: cannot import torch ({error})")
 else:
-    # optional C++ tensor matching; one translation unit, few headers (the build has 2 cores)
+    # optional C++ tensor matching; one translation unit (the build has 2 cores) whose parts are
+    # the headers in guards/csrc (listed so that a change to one rebuilds it)
     ext_modules.append(CppExtension("guards._tensor_match", sources=["guards/_tensor_match.cpp"],
+                                    depends=sorted(glob("guards/csrc/*.h")),
                                     extra_compile_args=["-O2", "-g0", "-Wall"]))
     # optional C++ replay call of torchxla_trace_once (xla_bridge falls back to Python without it)
     ext_modules.append(CppExtension("xla_bridge._replay", sources=["xla_bridge/_replay.cpp"],

@@ -1,0 +1,208 @@
+#pragma once
+
+/* Part of guards/_tensor_match.cpp: one tensor against its Spec, read from the TensorImpl when
+ * nothing in Python stands between the getters and the impl ("direct"), else asked of Python
+ * exactly as the generated check asks ("Python"). */
+
+namespace {
+
+/* `name not in obj.__dict__` as Python answers it: 1, 0, or -1 with an exception (an object
+ * without a __dict__ raises AttributeError there; here it answers 0 without one). */
+int instance_lacks(PyObject *obj, PyObject *name) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    // 3.11 keeps a managed dict three words before the object and its attribute values (before
+    // a dict is made) four words before: neither there, no instance attribute at all.
+    if ((Py_TYPE(obj)->tp_flags & Py_TPFLAGS_MANAGED_DICT) && reinterpret_cast<PyObject **>(obj)[-3] == nullptr &&
+        reinterpret_cast<void **>(obj)[-4] == nullptr)
+        return 1;
+#endif
+    PyObject **dict = _PyObject_GetDictPtr(obj);
+    if (dict == nullptr)
+        return PyErr_Occurred() ? -1 : 0;
+    if (*dict == nullptr || PyDict_GET_SIZE(*dict) == 0)
+        return 1;
+    int found = PyDict_Contains(*dict, name);
+    return found < 0 ? -1 : !found;
+}
+
+inline bool same_ints(c10::IntArrayRef got, const Dims &expected) {
+    size_t n = expected.n;
+    if (got.size() != n)
+        return false;
+    const int64_t *a = got.data(), *b = expected.data();
+    int64_t differ = 0;   // no early exit: a branch per element costs more than the loads
+    for (size_t i = 0; i < n; i++)
+        differ |= a[i] ^ b[i];
+    return differ == 0;
+}
+
+/* impl->requires_grad() without its out-of-line calls in the common case: no autograd meta
+ * means False, and a meta whose dynamic type is exactly AutogradMeta (its vtable says so) answers
+ * requires_grad_ || grad_fn_, which is that class's own requires_grad().  Any other meta (a
+ * view's, which also asks its base) is asked through the virtual call.  `meta` is
+ * impl->autograd_meta(), read earlier (see all_match). */
+inline bool requires_grad(const c10::TensorImpl *impl, const c10::AutogradMetaInterface *meta) {
+    if (meta == nullptr)
+        return false;
+    if (plain_autograd_meta_vtable != nullptr && *reinterpret_cast<const void *const *>(meta) == plain_autograd_meta_vtable) {
+        const auto *plain = static_cast<const torch::autograd::AutogradMeta *>(meta);
+        return plain->requires_grad_ || plain->grad_fn_;
+    }
+    return impl->requires_grad();
+}
+
+/* The TensorImpl's answer, or ASK_PYTHON when a getter might answer differently. */
+Outcome match_direct(const Spec &spec, PyObject *tensor, const c10::TensorImpl *impl,
+                     const c10::AutogradMetaInterface *meta) {
+    if (impl->is_python_dispatch() || impl->has_symbolic_sizes_strides())
+        return ASK_PYTHON;
+    if (impl->dtype().toScalarType() != spec.scalar_type)
+        return NO;
+    if (requires_grad(impl, meta) != spec.requires_grad_value)
+        return NO;
+    // A functional wrapper (torch_xla's device tensors; torch knows one by this key) answers
+    // sizes, strides and device with the wrapped tensor's, each through a virtual call: ask
+    // the wrapped tensor directly (a fifth of a device tensor's check).
+    const c10::TensorImpl *shape = impl;
+    if (impl->key_set().has(c10::DispatchKey::Functionalize))
+        shape = static_cast<const at::FunctionalTensorWrapper *>(impl)->value().unsafeGetTensorImpl();
+    if (!same_ints(shape->sizes(), spec.sizes_value))   // a custom-sizes tensor may throw: Python then
+        return NO;
+    if (spec.by_contiguity) {
+        if (!impl->is_contiguous() || impl->layout() != c10::kStrided)   // mkldnn says contiguous too
+            return NO;
+    } else if (!same_ints(shape->strides(), spec.strides_value)) {
+        return NO;
+    }
+    return shape->device() == spec.device_value ? YES : NO;
+}
+
+/* `a == b` as a condition in Python: rich comparison, then truth. 1, 0, or -1 on error. */
+int equal(PyObject *got, PyObject *expected) {
+    if (got == nullptr)
+        return -1;
+    PyObject *result = PyObject_RichCompare(got, expected, Py_EQ);
+    Py_DECREF(got);
+    if (result == nullptr)
+        return -1;
+    int truth = PyObject_IsTrue(result);
+    Py_DECREF(result);
+    return truth;
+}
+
+int is_same(PyObject *got, PyObject *expected) {
+    if (got == nullptr)
+        return -1;
+    Py_DECREF(got);
+    return got == expected;
+}
+
+/* Exactly the Python check, attribute by attribute, in its order.  1, 0, or -1 on error. */
+int match_python(const Spec &spec, PyObject *tensor) {
+    int ok = is_same(PyObject_GetAttr(tensor, str_dtype), spec.dtype);
+    if (ok == 1)
+        ok = equal(PyObject_GetAttr(tensor, str_device), spec.device);
+    if (ok == 1)
+        ok = equal(PyObject_GetAttr(tensor, str_shape), spec.sizes);
+    if (ok == 1 && spec.by_contiguity) {
+        PyObject *contiguous = PyObject_CallOneArg(tensor_is_contiguous, tensor);
+        ok = contiguous == nullptr ? -1 : PyObject_IsTrue(contiguous);
+        Py_XDECREF(contiguous);
+        if (ok == 1)
+            ok = is_same(PyObject_GetAttr(tensor, str_layout), torch_strided);
+    } else if (ok == 1) {
+        ok = equal(PyObject_CallOneArg(tensor_stride, tensor), spec.strides);
+    }
+    if (ok == 1)
+        ok = is_same(PyObject_GetAttr(tensor, str_requires_grad), spec.requires_grad);
+    return ok;
+}
+
+/* 1 when `tensor` matches `spec`, else 0 (a Python error counts as a mismatch).  `impl` is the
+ * tensor's TensorImpl when the direct read applies (see direct_impl), else nullptr. */
+int spec_matches(const Spec &spec, PyObject *tensor, const c10::TensorImpl *impl,
+                 const c10::AutogradMetaInterface *meta) {
+    if (reinterpret_cast<PyObject *>(Py_TYPE(tensor)) != spec.type)
+        return 0;
+    if (impl != nullptr) {
+        Outcome outcome = ASK_PYTHON;
+        try {
+            outcome = match_direct(spec, tensor, impl, meta);
+        } catch (...) {   // e.g. strides of a sparse tensor: let Python say what it says
+            outcome = ASK_PYTHON;
+        }
+        if (outcome != ASK_PYTHON)
+            return outcome == YES;
+    }
+    int ok = match_python(spec, tensor);
+    if (ok < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return ok;
+}
+
+/* The TensorImpl to read directly, or nullptr when Python must be asked (wrong type, a type
+ * whose getters may differ, an active torch function mode, an undefined tensor). */
+inline const c10::TensorImpl *direct_impl(const Spec &spec, PyObject *tensor, bool mode_active) {
+    if (!spec.direct || mode_active || reinterpret_cast<PyObject *>(Py_TYPE(tensor)) != spec.type)
+        return nullptr;
+    const c10::TensorImpl *impl = THPVariable_Unpack(tensor).unsafeGetTensorImpl();
+    return impl == c10::UndefinedTensorImpl::singleton() ? nullptr : impl;
+}
+
+inline void prefetch_lines(const void *object, size_t bytes) {
+    const char *start = static_cast<const char *>(object);
+    for (size_t offset = 0; offset < bytes; offset += 64)
+        __builtin_prefetch(start + offset);
+}
+
+/* Every tensor matches its spec.  The checks are short and the loads are not, so they run in
+ * two passes over blocks of tensors: the first finds each tensor's TensorImpl (the objects' loads
+ * are independent of one another, so they overlap) and asks for its lines; the second checks,
+ * by then reading lines already on their way. */
+constexpr size_t kBlock = 32;
+
+bool all_match(const std::vector<Spec> &specs, PyObject *const *tensors, const Py_ssize_t *index) {
+    bool mode_active = at::impl::torch_function_mode_enabled();
+    size_t n = specs.size();
+    auto at = [&](size_t i) { return tensors[index ? index[i] : i]; };
+    const c10::TensorImpl *impls[kBlock];
+    for (size_t start = 0; start < n; start += kBlock) {
+        size_t count = std::min(kBlock, n - start);
+        for (size_t k = 0; k < count; k++) {
+            const c10::TensorImpl *impl = direct_impl(specs[start + k], at(start + k), mode_active);
+            impls[k] = impl;
+            if (impl != nullptr)
+                prefetch_lines(impl, sizeof(c10::TensorImpl));
+        }
+        for (size_t k = 0; k < count; k++) {
+            const c10::TensorImpl *impl = impls[k];
+            if (!spec_matches(specs[start + k], at(start + k), impl, impl != nullptr ? impl->autograd_meta() : nullptr))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Parse a sequence of specs (each item passed through `spec_of`) into `out`. */
+template <typename SpecOf>
+bool parse_specs(PyObject *items, const char *what, std::vector<Spec> &out, SpecOf spec_of) {
+    PyObject *seq = PySequence_Fast(items, what);
+    if (seq == nullptr)
+        return false;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    out = std::vector<Spec>(count);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *spec = spec_of(i, PySequence_Fast_GET_ITEM(seq, i));
+        if (spec == nullptr || !spec_init(out[i], spec)) {
+            Py_DECREF(seq);
+            out.clear();
+            return false;
+        }
+    }
+    Py_DECREF(seq);
+    return true;
+}
+
+}  // namespace
