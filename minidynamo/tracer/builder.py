@@ -37,9 +37,9 @@ from .variables.base import OpaqueCallableVariable, VariableTracker, describe
 from .variables.constant import ConstantVariable, is_constant_value
 from .variables.lazy_numbers import NUMBER_TYPES, LazyNumberVariable
 from .variables.numpy_values import is_numpy_scalar, is_type_info, numpy_callable_kind, scalar_guards, wrap_numpy_callable
-from .variables.containers import (DictVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
-                                   check_named_tuple_model,
-                                   is_named_tuple_type)
+from .variables.containers import (ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
+                                   check_named_tuple_model, is_named_tuple_type)
+from .variables.dicts import DictVariable
 
 
 CONTAINER_TYPES = (list, dict, collections.OrderedDict)     # whose methods their trackers implement
@@ -511,7 +511,7 @@ def wrap_constant_result(value) -> VariableTracker:
     if type(value) is frozenset:
         return ConstantVariable(value)               # immutable: stays a frozenset (fs | s is one)
     if isinstance(value, (set, frozenset)):
-        from .variables.containers import SetVariable
+        from .variables.sets import SetVariable
 
         return SetVariable(value, owned=True)         # just made by CPython: its own table
     if is_type_info(value):
@@ -529,7 +529,7 @@ def caller_set(value, source) -> VariableTracker:
     """A set of constants read from the frame (a library's table of accepted flag strings, say):
     read-only in the trace (``in``, ``len``, iteration, ``s | t``).  Changing it would need a
     replay on the caller's set: refused.  Returned, it is the caller's own set."""
-    from .variables.containers import CallerSetVariable
+    from .variables.sets import CallerSetVariable
 
     vt = CallerSetVariable(value, owned=True)        # read-only: the caller's very set, its order
     vt.source = source

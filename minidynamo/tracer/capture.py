@@ -30,9 +30,10 @@ from .variables.base import UnreadArgument, VariableTracker
 from .variables import lazy_numbers
 from .variables.constant import ConstantVariable
 from .variables.lazy_numbers import LazyNumberVariable
-from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable,
-                                   NamedTupleVariable, SetVariable, SizeVariable, SliceVariable, TupleVariable,
-                                   make_named_tuple)
+from .variables.containers import (BaseListVariable, ListVariable, NamedTupleVariable, SizeVariable,
+                                   SliceVariable, TupleVariable, make_named_tuple)
+from .variables.dicts import DictVariable, DictViewVariable
+from .variables.sets import SetVariable
 from .variables.builtins import BuiltinVariable
 from .variables.generators import check_left_generators
 from .variables.functions import NestedFunctionVariable, UserFunctionVariable

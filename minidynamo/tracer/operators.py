@@ -18,8 +18,9 @@ from .library import refuse_user_dunders
 from .variables import lazy_numbers
 from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
 from .variables.constant import ConstantVariable
-from .variables.containers import (BaseListVariable, DictVariable, DictViewVariable, ListVariable, SetVariable,
-                                   TupleVariable, _real_operand, sequence_kind)
+from .variables.containers import BaseListVariable, ListVariable, TupleVariable, sequence_kind
+from .variables.dicts import DictVariable, DictViewVariable, _real_operand
+from .variables.sets import SetVariable
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import UserObjectVariable
 from .variables.tensor import TensorVariable, pin_special_methods

@@ -30,7 +30,9 @@ from .library import is_library_value, refuse_user_dunders
 from .lifetimes import check_release
 from .variables.base import NullVariable, VariableTracker, maybe_constant
 from .variables.constant import ConstantVariable
-from .variables.containers import DictVariable, ListVariable, SetVariable, SliceVariable, TupleVariable
+from .variables.containers import ListVariable, SliceVariable, TupleVariable
+from .variables.dicts import DictVariable
+from .variables.sets import SetVariable
 from .variables.functions import CO_GENERATOR, CO_GENERATOR_LIKE, BaseFunctionVariable, CellVariable, NestedFunctionVariable
 from .variables.generators import GeneratorExpressionVariable, GeneratorVariable
 from .variables.tensor import TensorVariable

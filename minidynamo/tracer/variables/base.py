@@ -30,12 +30,12 @@ named, every tracker is listed, and each sits under its base class):
      │    └── TupleVariable           containers.py
      │         ├── NamedTupleVariable containers.py    namedtuples, torch.return_types.*
      │         └── SizeVariable       containers.py    tensor.shape (static shapes)
-     ├── DictVariable                 containers.py    constant keys, tracker values, in order
+     ├── DictVariable                 dicts.py         constant keys, tracker values, in order
      │    ├── DefaultDictVariable     collection_types.py   collections.defaultdict made in the trace
      │    └── InstanceDictVariable    new_objects.py   obj.__dict__ of an object made in the trace (shares its attributes)
-     ├── DictViewVariable             containers.py    d.keys() / d.values() / d.items()
-     ├── SetVariable                  containers.py    a set of constants made in the trace
-     │    └── CallerSetVariable       containers.py    a caller's set of constants, read-only
+     ├── DictViewVariable             dicts.py         d.keys() / d.values() / d.items()
+     ├── SetVariable                  sets.py          a set of constants made in the trace
+     │    └── CallerSetVariable       sets.py          a caller's set of constants, read-only
      ├── SliceVariable                containers.py
      ├── IteratorVariable             containers.py    the protocol: next_item(tx), lazy and live
      │    ├── ListIteratorVariable    iterators.py     iter(list): reads the live list by index

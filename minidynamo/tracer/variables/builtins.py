@@ -20,8 +20,9 @@ from .. import class_answers
 from ..library import is_library_value
 from .base import NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant, refuse_frame_reader
 from .constant import ConstantVariable
-from .containers import (MAX_ITEMS, BaseListVariable, DictVariable, IteratorVariable, ListVariable,
-                         SliceVariable, TupleVariable)
+from .containers import (MAX_ITEMS, BaseListVariable, IteratorVariable, ListVariable, SliceVariable,
+                         TupleVariable)
+from .dicts import DictVariable
 from .generators import GeneratorVariable
 from .stdlib import CLASS_METHODS, STDLIB_CALLS, HandlerVariable
 from .copies import COPY_CALLS
@@ -361,7 +362,7 @@ def _getitem(tx, obj, index):
 
 
 def _set(tx, iterable=None):
-    from .containers import SetVariable
+    from .sets import SetVariable
 
     result = SetVariable()
     if iterable is None:

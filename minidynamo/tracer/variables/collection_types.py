@@ -15,7 +15,8 @@ import types
 from ...exc import ProgramRaises, Unsupported
 from .base import NO_CONSTANT, AttributeMissing, maybe_constant
 from .constant import ConstantVariable
-from .containers import DictVariable, ListVariable, _check_mutable, dict_key
+from .containers import ListVariable, _check_mutable
+from .dicts import DictVariable, dict_key
 
 
 

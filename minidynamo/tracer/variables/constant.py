@@ -122,7 +122,8 @@ class ConstantMethodVariable(VariableTracker):
         # ``",".join(str(d) for d in shape)``: these C methods consume an iterable whole (others,
         # like str.format, would only see the generator object: those stay refused)
         if type(self.owner.value) in (str, bytes) and self.name == "join" or isinstance(self.owner.value, frozenset):
-            from .containers import DictViewVariable, IteratorVariable
+            from .containers import IteratorVariable
+            from .dicts import DictViewVariable
 
             args = [_tuple_of(tx, a) if isinstance(a, (IteratorVariable, DictViewVariable))
                     else a for a in args]

@@ -58,7 +58,8 @@ from ...exc import Unsupported
 from .base import AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, static_class_attribute
 from .constant import ConstantVariable
 from .caller_lists import CallerListVariable
-from .containers import DictVariable, ListVariable, TupleVariable
+from .containers import ListVariable, TupleVariable
+from .dicts import DictVariable
 
 # Constants whose copy is the value itself (copy's own table of atomic types, plus torch's enum-like
 # types whose ``__reduce__`` is a name, which copy returns as the object itself).

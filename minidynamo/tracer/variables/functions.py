@@ -11,7 +11,8 @@ from ...exc import ProgramRaises, Unsupported
 from ..library import is_library_value
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .containers import DictVariable, TupleVariable
+from .containers import TupleVariable
+from .dicts import DictVariable
 
 CO_VARARGS, CO_VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
 CO_GENERATOR = inspect.CO_GENERATOR

@@ -33,8 +33,9 @@ from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
 from .constant import ConstantVariable
 from .collection_types import DequeVariable
-from .containers import (BaseListVariable, DictVariable, DictViewVariable, IteratorVariable, key_variable, sequence_kind,
-                         SetVariable, TupleVariable)
+from .containers import BaseListVariable, IteratorVariable, sequence_kind, TupleVariable
+from .dicts import DictVariable, DictViewVariable, key_variable
+from .sets import SetVariable
 
 _LIST_ITER = type(iter([]))
 _LIST_REVITER = type(reversed([]))

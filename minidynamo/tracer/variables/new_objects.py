@@ -27,7 +27,7 @@ import guards as G
 from ...exc import Unsupported
 from .base import AttributeMissing, VariableTracker, describe, static_class_attribute
 from .constant import ConstantVariable
-from .containers import DictVariable
+from .dicts import DictVariable
 from ..class_answers import guard_class, guard_protocol
 from .objects import ClassVariable, UserObjectVariable, lookup_class_attribute
 

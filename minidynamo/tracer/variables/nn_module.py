@@ -16,7 +16,8 @@ from ...exc import Unsupported
 from ..library import is_library_value
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, TupleVariable
+from .containers import BaseListVariable, TupleVariable
+from .dicts import DictVariable
 
 # The hook dicts that change a call, or see a registration (one home: guards/module_facts.py).
 GLOBAL_HOOK_DICTS = module_facts.GLOBAL_HOOK_DICT_NAMES + module_facts.GLOBAL_REGISTRATION_HOOK_DICT_NAMES

@@ -204,7 +204,8 @@ class ClassVariable(KnownObjectVariable):
         return fields
 
     def call_function(self, tx, args, kwargs):
-        from .containers import DictVariable, NamedTupleVariable, check_named_tuple_model
+        from .containers import NamedTupleVariable, check_named_tuple_model
+        from .dicts import DictVariable
 
         klass = self.value
         from .ctx_managers import GRAD_MODE_CLASSES, GradModeVariable

@@ -20,7 +20,8 @@ import torch.utils._pytree as pytree
 from ...exc import Unsupported
 from .base import KnownObjectVariable
 from .constant import ConstantVariable
-from .containers import BaseListVariable, DictVariable, ListVariable, NamedTupleVariable, TupleVariable, sequence_kind
+from .containers import BaseListVariable, ListVariable, NamedTupleVariable, TupleVariable, sequence_kind
+from .dicts import DictVariable
 
 
 class _Leaf:

@@ -24,7 +24,8 @@ from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
 from .constant import ConstantVariable
 from .collection_types import DefaultDictVariable, DequeVariable, default_factory
-from .containers import DictVariable, IteratorVariable, TupleVariable
+from .containers import IteratorVariable, TupleVariable
+from .dicts import DictVariable
 from .iterators import (AccumulateVariable, ChainVariable, IndexedCombinatoricVariable, IsliceVariable,
                         PullVariable, ZipLongestVariable, make_iterator)
 

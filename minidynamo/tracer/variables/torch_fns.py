@@ -114,7 +114,8 @@ def _hashable_in(value, table) -> bool:
 
 
 def _contains_tensor(vt) -> bool:
-    from .containers import BaseListVariable, DictVariable
+    from .containers import BaseListVariable
+    from .dicts import DictVariable
     from .tensor import TensorVariable
 
     if isinstance(vt, TensorVariable):

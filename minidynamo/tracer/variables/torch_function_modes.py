@@ -88,7 +88,8 @@ def dispatch(tx, func, args: list, kwargs: dict, default, types_=()):
     if not modes:
         return default()
     from ..builder import wrap_object
-    from .containers import DictVariable, TupleVariable
+    from .containers import TupleVariable
+    from .dicts import DictVariable
     from .objects import ClassVariable
 
     mode = modes.pop()                       # inactive while its handler runs, as in torch
