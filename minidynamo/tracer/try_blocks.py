@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import builtins
 
-from ..exc import Unsupported
 
 KERNEL_ERRORS = (RuntimeError, IndexError, ValueError, TypeError, ArithmeticError, MemoryError, KeyboardInterrupt,
                  Warning)

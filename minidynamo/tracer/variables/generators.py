@@ -37,7 +37,7 @@ from __future__ import annotations
 import types
 
 from ...exc import NeedsItsFrame, ProgramRaises, Unsupported
-from .base import AttributeMissing
+from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable
 from .containers import BoundMethodVariable, IteratorVariable
 
@@ -70,7 +70,7 @@ class GeneratorVariable(IteratorVariable):
     def name(self) -> str:
         return self.frame.code.co_qualname
 
-    def next_item(self, tx=None) -> "VariableTracker | None":
+    def next_item(self, tx=None) -> VariableTracker | None:
         """Run the generator to its next ``yield``: the item, or None once it has returned."""
         if self.broken is not None:
             raise Unsupported(f"generator {self.name} pulled again after a refused pull ({self.broken})")
