@@ -105,3 +105,34 @@ def test_staticmethod_and_classmethod_decorated_in_a_class_body_bind_as_eager():
     assert torch.equal(A().s(x), x + 1) and torch.equal(A.s(x), x + 1)
     assert torch.equal(A.c(x), x * 2) and torch.equal(B().c(x), x * 5)
     assert torch.equal(A().d(x), x - 1)
+
+
+def test_the_collector_is_paused_while_a_frame_compiles_and_restored_after():
+    """A compile's short-lived objects would otherwise set off a full collection of the heap
+    (``convert_frame.collector_paused``); the program's own setting is back afterwards, after a
+    failed compile too, and a program that turned the collector off keeps it off."""
+    import gc
+
+    seen = []
+
+    def recording(gm, example_inputs):
+        seen.append(gc.isenabled())
+        return gm.forward
+
+    def failing(gm, example_inputs):
+        seen.append(gc.isenabled())
+        raise ValueError("this backend fails")
+
+    x = torch.randn(3)
+    assert gc.isenabled()
+    assert torch.equal(minidynamo.optimize(recording)(lambda a: a * 2)(x), x * 2)
+    assert gc.isenabled()
+    assert torch.equal(minidynamo.optimize(failing)(lambda a: a * 3)(x), x * 3)   # eager
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert torch.equal(minidynamo.optimize(recording)(lambda a: a * 4)(x), x * 4)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert seen == [False, False, False]
