@@ -427,3 +427,35 @@ def test_a_long_plain_python_computation_runs_eagerly():
     assert_same_as_eager(squares_then_scales, torch.ones(2))
     reasons = minidynamo.counters["fallback_reasons"]
     assert any("without a tensor op" in reason for reason in reasons), reasons
+
+
+# -- objects whose __class__ is not their type ------------------------------------------------------
+def scaled(a, b):
+    return a * b
+
+
+def calls_a_mock(fn, x):
+    y = x + 1
+    return fn(y.shape[0], 2) * y
+
+
+def test_a_mock_made_with_a_spec_is_called_not_probed_as_what_it_imitates():
+    """unittest.mock's ``create_autospec`` (test_unittest): a mock with a function, a module or a
+    tensor as its spec answers ``isinstance`` for its spec (``__class__`` is a property), and the
+    tracer took it for one, reading ``fn.__code__.co_qualname`` and the like from it, which the
+    mock recorded as calls. It is now only its real type to the trace: calling it is a break."""
+    from unittest import mock
+
+    x = torch.ones(3)
+    for spec in (scaled, torch.nn.Linear(2, 2), torch.Tensor):
+        recorded = {}
+        for mode in ("eager", "optimized"):
+            fake = mock.MagicMock(spec=spec, return_value=torch.full((3,), 5.0))
+            run = calls_a_mock if mode == "eager" else minidynamo.optimize("eager")(calls_a_mock)
+            assert torch.equal(run(fake, x), torch.full((3,), 10.0))
+            recorded[mode] = fake.mock_calls
+            minidynamo.reset()
+        assert len(recorded["optimized"]) == 1 and recorded["optimized"] == recorded["eager"], recorded
+    autospecced = mock.create_autospec(scaled, return_value=torch.full((3,), 5.0))
+    assert torch.equal(minidynamo.optimize("eager")(calls_a_mock)(autospecced, x), torch.full((3,), 10.0))
+    assert autospecced.mock_calls == [mock.call(3, 2)]
