@@ -459,3 +459,27 @@ def test_a_mock_made_with_a_spec_is_called_not_probed_as_what_it_imitates():
     autospecced = mock.create_autospec(scaled, return_value=torch.full((3,), 5.0))
     assert torch.equal(minidynamo.optimize("eager")(calls_a_mock)(autospecced, x), torch.full((3,), 10.0))
     assert autospecced.mock_calls == [mock.call(3, 2)]
+
+
+# -- a read that changes what it reads ----------------------------------------------------------------
+def reads_a_modules_annotations(x, module):
+    before = "__annotations__" in module.__dict__
+    annotations = module.__annotations__
+    return x + len(annotations), before, "__annotations__" in module.__dict__
+
+
+def test_reading_a_modules_annotations_does_not_create_them_at_compile_time():
+    """test_module: a module's (or a class's) ``__annotations__`` is made by its first read. The
+    trace read it for real while compiling, so the program's own check before the read already
+    found it (True where eager says False)."""
+    from types import ModuleType
+
+    optimized = minidynamo.optimize("eager")(reads_a_modules_annotations)
+    for _ in range(2):
+        expected = reads_a_modules_annotations(torch.ones(2), ModuleType("eager"))
+        got = optimized(torch.ones(2), ModuleType("optimized"))
+        assert expected[1:] == got[1:] == (False, True) and torch.equal(expected[0], got[0])
+    annotated = ModuleType("annotated")
+    annotated.__annotations__ = {"a": int}
+    got = optimized(torch.ones(2), annotated)
+    assert got[1:] == (True, True) and torch.equal(got[0], torch.full((2,), 2.0))

@@ -25,6 +25,27 @@ def _wrap(tx, value, source):
     return wrap(tx, value, source)
 
 
+def refuse_a_read_that_creates(obj, name) -> None:
+    """Raise when reading ``obj.name`` would make the attribute it returns: a module's or a
+    class's ``__annotations__``, when absent, is created by its first read (an empty dict stored
+    in the object's ``__dict__``).  Read at trace time, that change would land on the real object
+    during the compile, before the program's own read (``"__annotations__" in m.__dict__`` then
+    says True too early); the frame runs eagerly instead."""
+    if name != "__annotations__":
+        return
+    kind = type(obj)
+    if issubclass(kind, types.ModuleType):
+        own = obj.__dict__
+        what = f"module {own.get('__name__', '?')}"
+    elif issubclass(kind, type) and obj.__flags__ & (1 << 9):       # a heap type (a class statement's)
+        own = type.__dict__["__dict__"].__get__(obj)
+        what = f"class {type.__dict__['__name__'].__get__(obj)}"
+    else:
+        return
+    if "__annotations__" not in own:
+        raise Unsupported(f"{what} has no __annotations__ yet: reading them would create them (a change to it)")
+
+
 def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_source=None):
     """``obj.name`` resolved through ``klass.__mro__`` (from ``mro_start``): methods come back
     bound to ``self_vt``, properties are run.  ``source`` is the object's; each function gets a
@@ -129,6 +150,7 @@ class PythonModuleVariable(VariableTracker):
             tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "__dict__"), self.value.__dict__))
 
     def var_getattr(self, tx, name):
+        refuse_a_read_that_creates(self.value, name)
         if not hasattr(self.value, name):
             raise AttributeMissing(f"module {self.value.__name__} has no attribute {name!r} (AttributeError)")
         value = getattr(self.value, name)
@@ -152,6 +174,7 @@ class ClassVariable(KnownObjectVariable):
                                                                     types.MethodDescriptorType)) \
                 and (self.value in BUILTIN_BASES or name in ("__getattribute__", "__setattr__", "__init__")):
             return BuiltinBaseMethod(owner, name, None)   # object.__setattr__(self, name, value)
+        refuse_a_read_that_creates(self.value, name)
         source = self.reread_source()
         for base in self.value.__mro__:
             if name in base.__dict__:
