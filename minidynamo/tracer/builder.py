@@ -31,7 +31,7 @@ import torch
 import guards as G
 from .. import config
 from ..exc import Unsupported
-from .class_answers import guard_protocol, plain_class_read
+from .class_answers import guard_protocol
 from .library import LIBRARY_PREFIXES, is_library_value, is_program_class, is_program_function
 from .variables.base import OpaqueCallableVariable, VariableTracker, describe
 from .variables.constant import ConstantVariable, is_constant_value
@@ -67,13 +67,14 @@ _MISSING = object()
 def wrap(tx, value, source) -> VariableTracker:
     """The VariableTracker for ``value`` read from ``source`` (None: made up, no guard)."""
     guard = tx.output.add_guard if source is not None else (lambda g: None)
-    if not plain_class_read(type(value)):
-        return _disguised(value, source, guard)
+    disguised = G.class_lookup(type(value), "__class__") is not object.__dict__["__class__"]
     if source is not None:
         tx.output.wrapped_values.setdefault(source, value)
         sharing = getattr(tx.output, "module_sharing", None)
         if sharing is not None and sharing.shared:        # read from a module shared by structure?
-            sharing.note_read(source, value, fully_guarded(value))
+            sharing.note_read(source, value, not disguised and fully_guarded(value))
+    if disguised:
+        return _disguised(tx, value, source, guard)
     if isinstance(value, torch.Tensor):
         if source is None:
             raise Unsupported("a tensor reached the trace without a way to re-read it (no source)")
@@ -208,8 +209,8 @@ def wrap(tx, value, source) -> VariableTracker:
     return vt
 
 
-def _disguised(value, source, guard) -> VariableTracker:
-    """An object whose ``__class__`` is not plainly its type (a mock made with a spec, a proxy):
+def _disguised(tx, value, source, guard) -> VariableTracker:
+    """An object whose class defines its own ``__class__`` (a mock made with a spec, a proxy):
     ``isinstance`` believes ``__class__``, so the rules of ``wrap`` would take it for what it
     imitates and read that kind's attributes from it (a mock records each read as a call).  Only
     its real type is relied on: a call of it is where the frame breaks, and everything else is
@@ -218,6 +219,7 @@ def _disguised(value, source, guard) -> VariableTracker:
 
     if source is not None:
         guard(G.type_match(source, value))
+        tx.output.note_object_identity(source, value)      # which of them are one object: guarded
     if G.class_lookup(type(value), "__call__") is not G.NOT_FOUND:
         return OpaqueCallableVariable(value, source, f"call to a {describe(type(value))}, whose __class__ is "
                                                      "not its type (a mock or a proxy)")
