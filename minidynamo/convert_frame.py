@@ -15,14 +15,13 @@ import gc
 import inspect
 import linecache
 import numbers
-import warnings
 import weakref
 from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 import torch.fx.graph_module
 
-from . import _eval_frame, config, counting
+from . import _eval_frame, compile_warnings, config, counting
 from .backends import lookup_backend
 from .code_sets import CodesByIdentity
 from .exc import BackendCompilerFailed, MinidynamoError, Unsupported, raised_by_program
@@ -185,7 +184,7 @@ class FrameConverter:
             # Nothing a compile runs is the program's own run (ops on meta values, trial traces):
             # what warns there is not shown (the call's real run shows it), though a filter that
             # makes a warning an error still raises, and the frame then falls back to eager.
-            with warnings.catch_warnings(record=True), collector_paused():
+            with compile_warnings.muted(), collector_paused():
                 try:
                     entry = self._compile(func, args)
                 except Unsupported as e:

@@ -17,18 +17,26 @@ from __future__ import annotations
 import warnings
 
 
-class GraphWarnings(warnings.catch_warnings):
+class GraphWarnings:
     """``with GraphWarnings() as seen:`` ... ``seen.caught``: what warned inside, recorded and
-    not shown (the call that follows issues them)."""
+    not shown (the call that follows issues them).  Not ``warnings.catch_warnings``: that marks
+    the filters changed on the way in and out, which empties every module's record of the
+    warnings already shown, so each warning the program had shown once would show again after
+    a compile.  The program's very filter list and display hook are put back instead."""
 
     def __init__(self):
-        super().__init__(record=True)
         self.caught = []
 
     def __enter__(self):
-        self.caught = super().__enter__()
-        warnings.simplefilter("always")
+        self._kept = warnings.filters, warnings._showwarnmsg
+        self.caught = []
+        warnings.filters = [("always", None, Warning, None, 0)]
+        warnings._showwarnmsg = self.caught.append
         return self
+
+    def __exit__(self, *exc_info):
+        warnings.filters, warnings._showwarnmsg = self._kept
+        return False
 
 
 class WarningIsError(Exception):

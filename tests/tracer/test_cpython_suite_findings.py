@@ -483,3 +483,55 @@ def test_reading_a_modules_annotations_does_not_create_them_at_compile_time():
     annotated.__annotations__ = {"a": int}
     got = optimized(torch.ones(2), annotated)
     assert got[1:] == (True, True) and torch.equal(got[0], torch.full((2,), 2.0))
+
+
+# -- the compile's own warnings handling, unseen by the program ------------------------------------
+def replaced_display(*args, **kwargs):
+    pass
+
+
+def set_display(display):
+    import warnings
+
+    warnings.showwarning = display
+
+
+def display_replaced_and_read(x):
+    """idlelib's capture_warnings: replace warnings.showwarning (a call the frame breaks at: the
+    store is a side effect on a library module), read it, put it back."""
+    import warnings
+
+    kept = warnings.showwarning
+    set_display(replaced_display)
+    seen = warnings.showwarning is replaced_display
+    set_display(kept)
+    return x + 1, seen
+
+
+def test_the_trace_reads_the_programs_warnings_display_not_the_compiles():
+    """test_idle: a compile hid its own warnings with ``warnings.catch_warnings``, which swaps
+    ``warnings.showwarning`` while open: a frame compiled after the program had replaced it read
+    the default instead, and returned False where eager returns True."""
+    assert_same_as_eager(display_replaced_and_read, torch.ones(2))
+    assert display_replaced_and_read(torch.ones(2))[1] is True
+
+
+def warns_once_here():
+    import warnings
+
+    warnings.warn("shown once by the default action", UserWarning)
+
+
+def test_a_compile_does_not_show_again_a_warning_the_program_showed():
+    """``catch_warnings`` also marked the filters changed, which empties each module's record of
+    the warnings shown: after every compile, a warning shown once showed again."""
+    import warnings
+
+    minidynamo.optimize("eager")(lambda x: x * 2)(torch.ones(2))   # the tracer's modules imported
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("default")
+        warns_once_here()
+        warns_once_here()
+        assert torch.equal(minidynamo.optimize("eager")(lambda x: x * 3)(torch.ones(2)), torch.full((2,), 3.0))
+        warns_once_here()
+    assert [str(w.message) for w in shown] == ["shown once by the default action"]

@@ -18,11 +18,12 @@ operation that writes a tensor forgets the values of every known tensor sharing 
 from __future__ import annotations
 
 import types
-import warnings
 from typing import Optional
 
 import torch
 from torch.utils._pytree import tree_map
+
+from ... import compile_warnings
 
 MAX_KNOWN_ELEMENTS = 1 << 14
 CPU = torch.device("cpu")
@@ -50,9 +51,8 @@ def known_result(fn, target, arg_vts, kwarg_vts, example_args, example_kwargs, p
         args, kwargs = tree_map(real, (list(example_args), dict(example_kwargs)))
         if "device" in kwargs:
             kwargs["device"] = CPU
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")      # (the meta run and the graph warn as eager does)
-            result = fn(*args, **kwargs)
+        with torch.no_grad(), compile_warnings.recorded("ignore"):   # (the meta run and the graph
+            result = fn(*args, **kwargs)                               # warn as eager does)
     except Exception:       # (a value is a help, never a requirement: the meta run decided)
         return None
     if not isinstance(result, torch.Tensor) or result.shape != example.shape or result.dtype != example.dtype:

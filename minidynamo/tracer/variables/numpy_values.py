@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import sys
 import types
-import warnings
 
+from ... import compile_warnings
 from ...exc import Unsupported
 from .base import NO_CONSTANT, VariableTracker, describe, maybe_constant
 
@@ -169,8 +169,7 @@ class NumpyCallableVariable(VariableTracker):
         kw = {k: maybe_constant(v, NO_CONSTANT) for k, v in kwargs.items()}
         if not all(v is not NO_CONSTANT and _is_number_argument(v) for v in [*values, *kw.values()]):
             raise Unsupported(f"call to {what} on something other than numbers (only numbers are folded)")
-        with warnings.catch_warnings(record=True) as warned:     # eager would warn on every call
-            warnings.simplefilter("always")
+        with compile_warnings.recorded() as warned:     # eager would warn on every call
             try:
                 result = self.value(*values, **kw)
             except Exception as e:
