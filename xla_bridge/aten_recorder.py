@@ -90,7 +90,8 @@ class AtenRecorder(TorchDispatchMode):
     """Builds ``self.graph`` from the aten ops run while the mode is active.
 
     Every node gets ``meta["phase"]`` (the recorder's ``phase`` when it was made: "forward" or
-    "backward", set by the caller) and, for tensors, ``meta["shape"]``/``meta["dtype"]``.
+    "backward", set by the caller) and, for tensors, ``meta["shape"]``/``meta["dtype"]`` and
+    ``meta["stride"]`` (eager's layout, which ``eager_layouts`` reads).
     """
 
     def __init__(self, decompositions=None):
@@ -156,6 +157,7 @@ class AtenRecorder(TorchDispatchMode):
         self._node_of[id(tensor)] = node
         self._alive.append(tensor)
         node.meta["shape"], node.meta["dtype"] = tuple(tensor.shape), tensor.dtype
+        node.meta["stride"] = tuple(tensor.stride())
 
     def _arg(self, tensor: torch.Tensor) -> fx.Node:
         node = self._node_of.get(id(tensor))

@@ -35,21 +35,24 @@ as CPU eager runs it, and its result comes back to the device. Left to torch_xla
 would draw from the device's generator, and the host generator would not move: every later
 host draw (wav2vec2's LayerDrop ``torch.rand([])``) would then differ from eager's too.
 
-Left as it is: eager's stand-in for a ``*_like`` draw keeps its input's memory format, and the
-CPU kernels fill it in memory order; the device's tensors have no strides, so a ``rand_like``
-of a channels-last host tensor gets eager's numbers in another order.
+Where the numbers go: a CPU kernel fills its tensor in memory order, and eager's ``empty_like``
+keeps its input's strides, so the dropout of a transposed tensor draws its mask in transposed
+order. The device's tensors have no strides; each draw's stand-in is laid out as eager lays out
+the tensor it fills, found by asking eager itself on meta tensors (``eager_layouts``).
 """
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from . import device as dev
+from .eager_layouts import EagerLayouts
 from .generator_lock import cpu_state, set_cpu_state
 
 _aten = torch.ops.aten
@@ -82,12 +85,16 @@ def is_random(func) -> bool:
 
 @dataclass(frozen=True)
 class _StandIn:
-    """A tensor argument of a draw: only its sizes and dtype matter."""
+    """A tensor argument of a draw: its sizes and dtype, and the strides eager fills it in
+    (``eager_layouts``; None: contiguous)."""
     shape: tuple
     dtype: torch.dtype
+    stride: Optional[tuple] = None
 
     def make(self) -> torch.Tensor:
-        return torch.empty(self.shape, dtype=self.dtype)
+        if self.stride is None:
+            return torch.empty(self.shape, dtype=self.dtype)
+        return torch.empty_strided(self.shape, self.stride, dtype=self.dtype)
 
 
 def _host_device(value):
@@ -118,14 +125,22 @@ class Draw:
     kwargs: dict
 
     @classmethod
-    def of(cls, func, args, kwargs) -> "Draw":
-        return cls(func, pytree.tree_map(_on_host, tuple(args)), pytree.tree_map(_on_host, dict(kwargs)))
+    def of(cls, func, args, kwargs, eager=None) -> "Draw":
+        """``eager``: (the op eager runs, the strides of the tensor it fills), from
+        ``EagerLayouts.take``: the draw is then made as eager makes it."""
+        args, kwargs = pytree.tree_map(_on_host, tuple(args)), pytree.tree_map(_on_host, dict(kwargs))
+        if eager is not None:
+            func, strides = eager
+            first = next(k for k, a in enumerate(args) if isinstance(a, _StandIn))
+            args = args[:first] + (_StandIn(args[first].shape, args[first].dtype, strides),) + args[first + 1:]
+        return cls(func, args, kwargs)
 
     def make(self) -> torch.Tensor:
-        """The draw on the host generator (in-place forms write their stand-in, returned)."""
+        """The draw on the host generator (in-place forms write their stand-in, returned), as a
+        contiguous tensor of its numbers."""
         args = pytree.tree_map(_made, self.args, is_leaf=lambda v: isinstance(v, _StandIn))
         kwargs = pytree.tree_map(_made, self.kwargs, is_leaf=lambda v: isinstance(v, _StandIn))
-        return self.func(*args, **kwargs)
+        return self.func(*args, **kwargs).contiguous()
 
 
 def touches_device(args, kwargs) -> bool:
@@ -152,6 +167,7 @@ class HostDraws(_DrawMode):
         super().__init__()
         self.draws = []           # (Draw, device tensor holding its numbers)
         self.reads_values = []    # random ops on the device whose draw reads tensor values
+        self.layouts = EagerLayouts()   # where eager fills them (the tracer runs the graph noting nodes)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -160,7 +176,9 @@ class HostDraws(_DrawMode):
         if func not in DRAWS_FROM_SIZES:       # (runs on the device; the graph will run eagerly)
             self.reads_values.append(str(func.overloadpacket.__name__))
             return dev.run_functionally(func, args, kwargs)
-        draw = Draw.of(func, args, kwargs)
+        tensor = next((a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)), None)
+        eager = self.layouts.take(func, tuple(tensor.shape)) if tensor is not None else None
+        draw = Draw.of(func, args, kwargs, eager)
         with _disable_current_modes():            # the bridge's own work, not the program's
             drawn = dev.to_device([draw.make()])[0]
         self.draws.append((draw, drawn))

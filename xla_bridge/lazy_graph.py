@@ -32,6 +32,7 @@ from .counters import counters
 from .decompose import decomposing
 from .device_redirect import CopiesFromHost
 from .dtype_check import DtypeWatch
+from .eager_layouts import run_noting_nodes
 from .host_random import GeneratorRewind, HostDraws
 from .index_check import IndexOutOfRange, watching_indices
 from .log import log_xla
@@ -334,7 +335,7 @@ def _trace(fn, copies, decompositions=None, check_indices=False):
     # leave the host generator where the call's replay will draw from)
     with dev.host_random_kept(), torch.no_grad(), CopiesFromHost(), HostRandomWatch() as watch, \
             HostDraws() as drawn, decomposing(decompositions), DtypeWatch() as dtypes, indices:
-        out = fn(*copies)
+        out = run_noting_nodes(fn, copies, drawn.layouts)
     if drawn.reason():
         raise DrawReadsValues(drawn.reason())
     if dtypes.reason():

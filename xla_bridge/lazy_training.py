@@ -19,6 +19,7 @@ from .counters import counters
 from .decompose import decomposing
 from .dtype_check import DtypeWatch, converting_dtypes
 from .eager_faithful import backward_differs, eager_faithful
+from .eager_layouts import run_noting_nodes
 from .host_random import GeneratorRewind, HostDraws
 from .index_check import IndexOutOfRange, require_finite, watching_indices
 from .joint_graph import NotDifferentiable, refuse_guarded_views, refuse_writes_that_require_grad
@@ -115,7 +116,7 @@ class LazyTraining:
         if not self.dtypes_checked:          # once, on copies: the caller's tensors untouched
             with dev.host_random_kept(), torch.no_grad(), HostDraws() as drawn, DtypeWatch() as dtypes, \
                     decomposing(self.faithful):
-                bridged.flat(*dev.device_copies(device_args))
+                run_noting_nodes(bridged.flat, dev.device_copies(device_args), drawn.layouts)
             if drawn.reason():
                 raise NotDifferentiable(drawn.reason())
             if dtypes.reason():
@@ -129,8 +130,9 @@ class LazyTraining:
         indices = watching_indices(bridged.check_indices)
         rewind = GeneratorRewind(self.draws and bridged.check_indices)
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _SavedOnDevice.unpack), \
-                HostDraws.when(self.draws), converting_dtypes(self.converts), decomposing(self.faithful), indices:
-            out = bridged.flat(*device_args)
+                HostDraws.when(self.draws) as drawing, converting_dtypes(self.converts), \
+                decomposing(self.faithful), indices:
+            out = run_noting_nodes(bridged.flat, device_args, drawing.layouts if drawing is not None else None)
         in_range = indices.all_in_range()
         leaves, treespec = pytree.tree_flatten(out)
         if not set(bridged.written).intersection(bridged.device_positions):   # nothing of the caller's

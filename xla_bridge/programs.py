@@ -19,6 +19,7 @@ from .counters import counters
 from .decompose import decomposing
 from .dtype_check import DtypeWatch, converting_dtypes
 from .eager_faithful import eager_faithful
+from .eager_layouts import run_noting_nodes
 from .host_random import GeneratorRewind, HostDraws
 from .index_check import IndexOutOfRange, watching_indices
 from .lazy_graph import DrawReadsValues, LazyGraph, NotOneGraph, describe_hash, is_evicted
@@ -112,7 +113,7 @@ class TracedEveryCall:
         before = dev.data_identities(copies)
         # One trial trace on copies: a graph the device cannot run fails now (-> eager), not on a call.
         with torch.no_grad(), HostDraws() as drawn, DtypeWatch() as dtypes, decomposing(self.faithful):
-            fn(*copies)
+            run_noting_nodes(fn, copies, drawn.layouts)
         if drawn.reason():
             raise DrawReadsValues(drawn.reason())
         if dtypes.reason():
@@ -131,9 +132,9 @@ class TracedEveryCall:
         device_args, before = dev.own_data_per_position(device_args, dev.data_identities(device_args))
         self.rewind = GeneratorRewind(self.draws and self.check_indices)
         # (the watch innermost: it sees the ops the program calls, before any formula)
-        with torch.no_grad(), HostDraws.when(self.draws), converting_dtypes(self.converts), \
+        with torch.no_grad(), HostDraws.when(self.draws) as drawing, converting_dtypes(self.converts), \
                 decomposing(self.faithful), watching_indices(self.check_indices) as indices:
-            out = self.fn(*device_args)
+            out = run_noting_nodes(self.fn, device_args, drawing.layouts if drawing is not None else None)
         self.in_range = indices.all_in_range()
         counters.traces += 1
         leaves, self.treespec = pytree.tree_flatten(out)

@@ -229,14 +229,23 @@ def _host_argument_views(bridged, args, written) -> dict:
     return views
 
 
-def _requiring_finite_saved(partition: Partition):
+class _requiring_finite_saved:
     """The forward graph, whose traced run also requires what the backward will read (the saved
     tensors, the arguments it reads again) to hold no NaN or infinity (``index_check``)."""
-    def forward(*args):
-        out = partition.forward(*args)
+
+    def __init__(self, partition: Partition):
+        self.partition = partition
+        self.graph_module = partition.forward
+
+    def __call__(self, *args):
+        return self.run_with(self.graph_module, args)
+
+    def run_with(self, runner, args):
+        """(``runner``: the forward graph, or what runs it node by node: ``eager_layouts``)"""
+        partition = self.partition
+        out = runner(*args)
         require_finite([*out[partition.leaf_count:], *(args[p] for p in partition.saved_args)])
         return out
-    return forward
 
 
 def _refuse_saved_tensor_hooks() -> None:

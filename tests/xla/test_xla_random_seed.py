@@ -152,3 +152,36 @@ def test_a_retrace_for_new_shapes_draws_once(backend):
         torch.manual_seed(n)
         got, got_state = compiled(torch.ones(n)), torch.get_rng_state()
         assert torch.equal(got, expected) and torch.equal(got_state, expected_state)
+
+
+# Draws over tensors eager lays out otherwise than contiguously (``eager_layouts``): eager's
+# kernels fill them in memory order, and ``empty_like`` keeps its input's strides.
+OVER_STRIDED_TENSORS = {
+    "dropout of a transpose": lambda x: F.dropout(x.t(), 0.3) * 2,
+    "rand_like of a transpose": lambda x: x.t() * torch.rand_like(x.t()),
+    "bernoulli_ of a transposed view": lambda x: x * torch.empty_like(x).t().bernoulli_(0.6).t(),
+    "bernoulli of a transpose (eager's result is contiguous)": lambda x: torch.bernoulli(x.detach().t(), 0.3) + x.t(),
+    "dropout of a permuted 4-d view": lambda x: F.dropout(x.reshape(3, 2, 2, 1).permute(2, 0, 3, 1), 0.4),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "grad"])
+@pytest.mark.parametrize("case", OVER_STRIDED_TENSORS)
+def test_a_draw_over_a_strided_tensor_puts_eagers_numbers_where_eager_does(backend, grad, case):
+    """The device's tensors have no strides: the host draw filled a contiguous stand-in, so a
+    dropout of a transposed tensor had eager's numbers at other places (seed 312 of the fuzzer)."""
+    assert_eager_draws(OVER_STRIDED_TENSORS[case], backend, grad)
+    assert xla_bridge.counters.fallbacks == 0, xla_bridge.counters.reasons
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_transposed_argument_gets_eagers_dropout_mask(backend):
+    """The fuzzer's program: the argument itself arrives transposed (``x.t_()`` before a break)."""
+    compiled = minidynamo.optimize(backend)(lambda x: F.dropout(x, 0.5) + 0)
+    for call in range(2):
+        x = torch.randn(3, 4, generator=torch.Generator().manual_seed(call)).t()
+        torch.manual_seed(call)
+        expected = F.dropout(x, 0.5) + 0
+        torch.manual_seed(call)
+        assert torch.equal(compiled(x), expected)
