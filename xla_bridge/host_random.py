@@ -129,9 +129,9 @@ class Draw:
         """``eager``: (the op eager runs, the strides of the tensor it fills), from
         ``EagerLayouts.take``: the draw is then made as eager makes it."""
         args, kwargs = pytree.tree_map(_on_host, tuple(args)), pytree.tree_map(_on_host, dict(kwargs))
-        if eager is not None:
+        first = next((k for k, a in enumerate(args) if isinstance(a, _StandIn)), None)
+        if eager is not None and first is not None:
             func, strides = eager
-            first = next(k for k, a in enumerate(args) if isinstance(a, _StandIn))
             args = args[:first] + (_StandIn(args[first].shape, args[first].dtype, strides),) + args[first + 1:]
         return cls(func, args, kwargs)
 

@@ -105,7 +105,7 @@ class TrainingPlan:
     def __init__(self, partition: Partition, device_args, tensor_positions, check_indices=False):
         self.partition = partition
         try:                  # the saved tensors must be what the backward graph is made for
-            self.forward = ReplayedGraph(_requiring_finite_saved(partition), device_args, expected_shapes=[
+            self.forward = ReplayedGraph(_ForwardRequiringFinite(partition), device_args, expected_shapes=[
                 None] * partition.leaf_count + [shape for shape, _ in partition.saved_shapes],
                 check_indices=check_indices)
         except LeafShapesDiffer as differ:
@@ -229,7 +229,7 @@ def _host_argument_views(bridged, args, written) -> dict:
     return views
 
 
-class _requiring_finite_saved:
+class _ForwardRequiringFinite:
     """The forward graph, whose traced run also requires what the backward will read (the saved
     tensors, the arguments it reads again) to hold no NaN or infinity (``index_check``)."""
 
