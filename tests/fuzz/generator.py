@@ -83,6 +83,9 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "(chain, product, accumulate, islice, repeat, pairwise, starmap, count); "
                                     "functools.partial/reduce; operator.itemgetter/attrgetter/add/mul; the walrus "
                                     "operator (in if, while, comprehensions) -- over ints and tensors"),
+    "index_ops":       (1.2, False, "ops whose answer is an index or follows one: gather/scatter by argsort, index_select, "
+                                    "advanced indexing, argmax/argmin, topk, sort, masked_fill, softmax, one_hot, "
+                                    "flip/roll/tril, layer_norm, pad, diff, a boolean mask (data-dependent shape)"),
     "python_identity": (0.6, False, "values that CPython's tests watch: a set of strings grown and shrunk, then "
                                     "iterated/printed/popped after a break (table order); one tuple/set/slice/list "
                                     "under two names across a break (`is`, a change through one name); "
@@ -1410,6 +1413,52 @@ class Gen:
                 f"{t} + torch.tensor(n)", f"{t} * torch.tensor({self.float_expr()}, dtype=torch.float64)",
                 f"torch.ones_like({t}) * len(xs)"]), "t")
         return self.assign(None, ("T", ("C",)), f"torch.zeros({t}.shape[1]) + {t}[0]", "t")
+
+    def s_index_ops(self):
+        r = self.rng
+        t = self.pick(self.tensors(lambda s: 1 <= len(s) <= 3))
+        s = self.shape(t)
+        d = r.randrange(len(s))
+        drop = s[:d] + s[d + 1:]
+        one = s[:d] + ("1",) + s[d + 1:]
+        fill = r.choice(["0.0", "-float('inf')", "n"])
+        options = [
+            # permutations by a sort: ties change the indices, never the values they pick
+            (f"torch.gather({t}, {d}, {t}.argsort(dim={d}))", s),
+            (f"torch.zeros_like({t}).scatter_add({d}, {t}.argsort(dim={d}), {t})", s),
+            (f"{t}.sort(dim={d}{r.choice(['', ', descending=True'])}).values", s),
+            (f"{t}.sort(dim={d}, stable=True).indices", s),
+            (f"torch.index_select({t}, {d}, torch.arange({t}.shape[{d}] - 1, -1, -1))", s),
+            (f"{t}.flip({d})", s), (f"{t}.roll({r.randint(-2, 2)}, {d})", s),
+            (f"{t}.argmax(dim={d})", drop), (f"{t}.argmin(dim={d}, keepdim=True)", one),
+            (f"{t}.topk(1, dim={d}).values", one), (f"{t}.topk(1, dim={d}, largest=False).values", one),
+            (f"torch.take_along_dim({t}, {t}.argmax(dim={d}, keepdim=True), dim={d})", one),
+            (f"{t}.softmax(dim={d})", s), (f"torch.log_softmax({t}, dim={d})", s),
+            (f"{t}.masked_fill({t} > {self.float_expr()}, {fill})", s),
+            (f"{t}.cumsum(dim={d})", s), (f"{t}.diff(dim={d})", s[:d] + (f"{s[d]}-1",) + s[d + 1:]),
+            (f"torch.nn.functional.layer_norm({t}, ({t}.shape[-1],))", s),
+            (f"torch.nn.functional.pad({t}, (1, 2))", s[:-1] + (f"{s[-1]}+3",)),
+            (f"torch.nn.functional.one_hot({t}.argmax(dim=-1), {t}.shape[-1])", s),
+            (f"{t}[{t} > 0].sum()", ()), (f"{t}[{t} > 0]", (self.fresh("?"),)),
+            (f"({t} > 0).nonzero().shape[0] * {t}", s), (f"{t}.count_nonzero(dim={d})", drop),
+            (f"({t} > 0).any(dim={d})", drop), (f"torch.isfinite({t}).all()", ()),
+            (f"{t}.unsqueeze(0).expand(2, *{t}.shape)", ("2",) + s),
+        ]
+        if len(s) == 1:
+            options.append((f"{t}[torch.arange({t}.shape[0]).flip(0)]", s))
+            options.append((f"{t}[{t}.argsort()[:1]]", ("1",)))
+        if len(s) == 2:
+            options += [(f"torch.tril({t})", s), (f"{t}.triu({r.randint(-1, 1)})", s),
+                        (f"{t}[:, [0, -1]]", (s[0], "2")), (f"{t}[[0, -1]]", ("2", s[1])),
+                        (f"{t}[torch.arange({t}.shape[0]), {t}.argmax(dim=1)]", (s[0],)),
+                        (f"{t}[{t}.argmax(dim=0)]", (s[1], s[1])),
+                        (f"{t}.repeat(2, 1)", (f"2{s[0]}", s[1])),
+                        (f"torch.einsum('ij,kj->ik', {t}, {t})", (s[0], s[0])),
+                        (f"{t}.index_fill(1, torch.tensor([0]), -1.0)", s)]
+        expr, shape = r.choice(options)
+        if len(shape) > 3:
+            return None
+        return self.assign(None, ("T", shape), expr, "t")
 
     def s_tensor_iter(self):
         r = self.rng
