@@ -122,6 +122,12 @@ static PyTypeObject ArgumentReaderType = {
  * be a dict or a tuple (a container whose contents the memo vouches for); anything else
  * makes the commit fail, and the memo stays invalid (the full guard always runs).
  *
+ * Objects are borrowed, dicts and types owned: a memo must not keep alive the program's objects
+ * (a model the program dropped, which a weakly pinned guard lets die).  valid() reads an object
+ * only after every noted dict proved unchanged: each object was reached from a pinned argument
+ * (compared by the caller first) through noted dicts, tuples in them and constants, so while
+ * those dicts hold what they held, it is alive.
+ *
  * valid() does not compare each dict's tag with its own noted tag.  Tags come from one counter
  * that only grows: a dict changed after begin() has a tag above the counter's value at begin()
  * (the bound, read by changing a private dict).  A dict noted with a tag at or below the bound
@@ -186,15 +192,12 @@ static int read_clock(DictMemo *self, uint64_t *now) {
 static void notes_clear(Notes *notes) {
     for (Py_ssize_t i = 0; i < notes->n_dicts; i++)
         Py_CLEAR(notes->dicts[i].dict);
-    for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
-        Py_CLEAR(notes->owners[i].owner);
+    for (Py_ssize_t i = 0; i < notes->n_owners; i++) {   /* owners are borrowed */
         Py_CLEAR(notes->owners[i].dict);
         Py_CLEAR(notes->owners[i].type);
     }
-    for (Py_ssize_t i = 0; i < notes->n_types; i++) {
-        Py_CLEAR(notes->types[i].owner);
+    for (Py_ssize_t i = 0; i < notes->n_types; i++)
         Py_CLEAR(notes->types[i].dict);
-    }
     notes->n_dicts = notes->n_owners = notes->n_types = 0;
 }
 
@@ -233,7 +236,7 @@ static int pairs_add(NotedOwner **pairs, Py_ssize_t *n, Py_ssize_t *cap, PyObjec
         *pairs = grown;
         *cap = grown_cap;
     }
-    (*pairs)[*n].owner = Py_NewRef(a);
+    (*pairs)[*n].owner = a;              /* borrowed: see "Objects are borrowed" above */
     (*pairs)[*n].dict = Py_NewRef(b);
     (*n)++;
     return 0;
@@ -292,7 +295,7 @@ static PyObject *DictMemo_note_owner(DictMemo *self, PyObject *const *args, Py_s
         notes->cap_owners = cap;
     }
     NotedInstance *noted = &notes->owners[notes->n_owners++];
-    noted->owner = Py_NewRef(args[0]);
+    noted->owner = args[0];              /* borrowed */
     noted->dict = Py_NewRef(args[1]);
     noted->tag = ((PyDictObject *)args[1])->ma_version_tag;
     noted->type = NULL;
@@ -329,9 +332,7 @@ static void notes_fold_types(Notes *notes) {
     }
     Py_ssize_t kept = 0;
     for (Py_ssize_t i = 0; i < notes->n_types; i++) {
-        if (notes->types[i].dict == NULL)
-            Py_DECREF(notes->types[i].owner);
-        else
+        if (notes->types[i].dict != NULL)
             notes->types[kept++] = notes->types[i];
     }
     notes->n_types = kept;
@@ -418,23 +419,8 @@ static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
         Py_RETURN_FALSE;
     Notes *notes = &self->active;
     const uint64_t bound = self->bound;
-    for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
-        const NotedInstance *noted = &notes->owners[i];
-        if (i + 8 < notes->n_owners) {
-            __builtin_prefetch(notes->owners[i + 8].owner);
-            __builtin_prefetch(notes->owners[i + 8].dict);
-        }
-        if (noted->type != NULL && (PyObject *)Py_TYPE(noted->owner) != noted->type)
-            Py_RETURN_FALSE;
-        PyObject **slot = dict_slot(noted->owner);
-        if (slot == NULL || *slot != noted->dict) {
-            PyErr_Clear();
-            Py_RETURN_FALSE;
-        }
-        uint64_t tag = ((PyDictObject *)noted->dict)->ma_version_tag;
-        if (tag > bound && tag != noted->tag)
-            Py_RETURN_FALSE;
-    }
+    /* The dicts first: while they are unchanged, every borrowed object is still held by one of
+       them (or is a pinned argument the caller compared already), so it may be read below. */
     /* No branch per dict: the largest tag of a block of 8 (the loads of one block are
        independent, so they overlap, also from a cold cache) is compared with the bound. */
     PyObject *const *below = self->below;
@@ -454,6 +440,23 @@ static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
     }
     for (Py_ssize_t j = 0; j < self->n_above; j++) {
         if (((PyDictObject *)self->above[j].dict)->ma_version_tag != self->above[j].tag)
+            Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
+        const NotedInstance *noted = &notes->owners[i];
+        if (i + 8 < notes->n_owners) {
+            __builtin_prefetch(notes->owners[i + 8].owner);
+            __builtin_prefetch(notes->owners[i + 8].dict);
+        }
+        if (noted->type != NULL && (PyObject *)Py_TYPE(noted->owner) != noted->type)
+            Py_RETURN_FALSE;
+        PyObject **slot = dict_slot(noted->owner);
+        if (slot == NULL || *slot != noted->dict) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+        uint64_t tag = ((PyDictObject *)noted->dict)->ma_version_tag;
+        if (tag > bound && tag != noted->tag)
             Py_RETURN_FALSE;
     }
     for (Py_ssize_t i = 0; i < notes->n_types; i++) {
@@ -485,14 +488,11 @@ static int DictMemo_traverse(DictMemo *self, visitproc visit, void *arg) {
         for (Py_ssize_t i = 0; i < all[n]->n_dicts; i++)
             Py_VISIT(all[n]->dicts[i].dict);
         for (Py_ssize_t i = 0; i < all[n]->n_owners; i++) {
-            Py_VISIT(all[n]->owners[i].owner);
             Py_VISIT(all[n]->owners[i].dict);
             Py_VISIT(all[n]->owners[i].type);
         }
-        for (Py_ssize_t i = 0; i < all[n]->n_types; i++) {
-            Py_VISIT(all[n]->types[i].owner);
+        for (Py_ssize_t i = 0; i < all[n]->n_types; i++)
             Py_VISIT(all[n]->types[i].dict);
-        }
     }
     return 0;
 }

@@ -23,7 +23,7 @@ from .source import torch_state_function
 from .guard import (
     ABSENT_MATCH, ALIAS_MATCH, CLASS_MATCH, DISTINCT_MATCH, NOT_FOUND, TORCH_STATE_MATCH, AUTOCAST_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
     LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, ClassFacts, Guard, TensorSpec,
-    UnguardableValue, class_lookup, mro_of,
+    UnguardableValue, WeakPin, class_lookup, mro_of, pinned,
 )
 
 
@@ -133,9 +133,14 @@ def type_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
 
 
 def id_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
-    obj = guard.obj
-    return [Check(f"{v} is {consts.name_for(obj, name_hint(obj))}", guard.source.name(),
-                  f"the object seen at trace time ({show(obj)})", v, ("is", v, obj))]
+    obj = pinned(guard.obj)
+    expected = f"the object seen at trace time ({show(obj)})"
+    if type(guard.obj) is WeakPin:     # the pin's object, while it lives (never None)
+        name = consts.name_for(guard.obj, f"{name_hint(obj)}_pin")
+        return [Check(f"{v} is {name}() is not None", guard.source.name(), expected, v,
+                      ("is_weak", v, guard.obj))]
+    return [Check(f"{v} is {consts.name_for(obj, name_hint(obj))}", guard.source.name(), expected, v,
+                  ("is", v, obj))]
 
 
 def _float_test(v: str, value: float, consts: Consts) -> str:
@@ -467,7 +472,7 @@ def describe_guard(guard: Guard) -> str:
     if kind == TYPE_MATCH:
         return f"{name} type: {type_name(expected)}"
     if kind == ID_MATCH:
-        return f"{name} is {show(guard.obj)}"
+        return f"{name} is {show(pinned(guard.obj))}"
     if kind == EQUALS_MATCH:
         return f"{name} == {show(guard.obj)}"
     if kind == LENGTH_MATCH:

@@ -42,7 +42,10 @@ import networkx as nx
 
 from . import fast_path, memo, native
 from .checks import describe_guard, show
-from .guard import ALIAS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, hinted_value, is_immutable_constant
+from .guard import (
+    ALIAS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, WeakPin, hinted_value,
+    is_immutable_constant,
+)
 from .planner import FUNC, Block, ConstPool, Planner, Read, local_var
 from .slow_path import Explainer
 from .source import FrameInfo, ItemSource, Source, chain_of
@@ -56,6 +59,9 @@ class GuardFunction(Protocol):
     source: str
     guard_strings: list[str]
     guards: list[Guard]
+    weak_pins: tuple          # the WeakPins of its identity guards (their listeners hear of a death)
+
+    def release(self) -> None: ...   # forget its constants: it never passes again
 
     def __call__(self, func: Any, *args: Any) -> bool: ...
 
@@ -263,6 +269,11 @@ def build_guard_function(guards: Iterable[Guard], frame_info: FrameInfo) -> Guar
         guard_fn = python_fn
     guard_fn.source = text
     guard_fn.guards = ordered
+    # The objects it holds weakly (``guard.pin``): once one is gone, no call passes it again, and
+    # ``release`` lets what it holds go at once (the generated functions and their globals form a
+    # reference cycle, which would hold the memo's dicts and values until the next collection).
+    guard_fn.weak_pins = tuple({id(g.obj): g.obj for g in ordered if type(g.obj) is WeakPin}.values())
+    guard_fn.release = namespace.clear
     guard_fn.guard_strings = [describe_guard(guard) for guard in ordered]
     guard_fn.failure_reason = Explainer(planner, frame_info)
     return guard_fn

@@ -20,13 +20,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import native
+from .guard import WeakPin
 from .planner import FUNC, Block, Read, local_var
 from .source import FrameInfo
 
 # FastGuard's op codes (the enum Op of _tensor_match.cpp, in order).
 _OPS = {name: code for code, name in enumerate(
     ("attr", "item", "builtin", "const", "is", "type_is", "eq", "call_is", "call_eq", "call_true", "not_in",
-     "shortcut", "lacks"))}
+     "shortcut", "lacks", "is_weak"))}
 
 
 class _Program:
@@ -72,7 +73,7 @@ class _Program:
         if check.native is None:
             raise _NoNativeForm(check.test)
         op, *rest = check.native
-        if op in ("is", "type_is", "eq"):
+        if op in ("is", "type_is", "eq", "is_weak"):
             self.ops.append((_OPS[op], self.operand(rest[0]), rest[1]))
         elif op in ("call_is", "call_eq"):
             self.ops.append((_OPS[op], rest[0], rest[1]))
@@ -111,7 +112,8 @@ def fast_guard(steps: list, pins: dict, memo: Any, values: Sequence[str], fallba
                     program.check(check)
     except _NoNativeForm:
         return None
-    pin_pairs = tuple((frame_info.arg_names.index(var[len("L_"):]), namespace[obj]) for var, obj in pins.items())
+    pin_pairs = tuple((frame_info.arg_names.index(var[len("L_"):]), namespace[obj], type(namespace[obj]) is WeakPin)
+                      for var, obj in pins.items())
     guard = native.cpp_helpers.FastGuard(len(frame_info.arg_names), pin_pairs, memo, len(values),
                                          len(program.registers), tuple(program.ops), tensors, fallback)
     guard.registers = dict(program.registers)   # variable -> register (for hand_off)

@@ -65,10 +65,10 @@ KIND_ORDER = {
 class Guard:
     """``source`` must satisfy ``kind`` with the facts in ``expected``.
 
-    ``obj`` is the object itself when identity matters (kept alive so its ``id`` cannot be
-    reused by another object), or a weak reference to the traced value (a hint for
-    codegen); ``origin`` says which line of user code needed the guard.  Neither takes part
-    in equality or hashing.
+    ``obj`` is, for an identity guard, its pin (``pin``: a weak reference to the object where it
+    takes one, else the object itself), for a type guard a hint of the traced value for codegen
+    (``value_hint``), else the expected value; ``origin`` says which line of user code needed the
+    guard.  Neither takes part in equality or hashing.
     """
 
     source: Source
@@ -106,8 +106,59 @@ def type_match(source: Source, value: Any) -> Guard:
 
 
 def id_match(source: Source, value: Any) -> Guard:
-    """``source is value``: the very object seen at trace time."""
-    return Guard(source, ID_MATCH, id(value), value)
+    """``source is value``: the very object seen at trace time (held by ``pin``)."""
+    return Guard(source, ID_MATCH, id(value), pin(value))
+
+
+def pin(value: Any) -> Any:
+    """How an identity guard holds its object: weakly where the object takes a weak reference.
+
+    A guard that held its object strongly would keep alive what the program dropped (a model
+    passed as an argument, a helper rebound) for as long as the cache entry lives, where eager
+    frees it at the ``del``.  A ``WeakPin`` dies with its object: an identity check against it
+    then fails (``pinned``), and it tells its listeners, so the cache can drop the entry.  Objects
+    that take no weak reference (lists, dicts, ints, ``None``) are held themselves, so that their
+    address cannot be reused by another object while the guard compares with it."""
+    try:
+        return WeakPin(value)
+    except TypeError:
+        return value
+
+
+class WeakPin(weakref.ref):
+    """A weak reference an identity guard holds, calling its ``listeners`` when the object dies."""
+
+    __slots__ = ("listeners",)
+
+    def __new__(cls, value: Any):
+        return super().__new__(cls, value, WeakPin._died)
+
+    def __init__(self, value: Any):
+        super().__init__(value, WeakPin._died)
+        self.listeners: list = []
+
+    @staticmethod
+    def _died(self) -> None:
+        for listener in self.listeners:
+            listener()
+
+
+class _Gone:
+    """What a dead pin stands for: no object is it."""
+
+    def __repr__(self) -> str:
+        return "<an object that no longer exists>"
+
+
+GONE = _Gone()
+
+
+def pinned(pin_: Any) -> Any:
+    """The object an identity guard's pin holds, or ``GONE`` once a weakly pinned object died."""
+    if type(pin_) is WeakPin:
+        value = pin_()
+        return GONE if value is None else value
+    return pin_
 
 
 def equals_match(source: Source, value: Any) -> Guard:

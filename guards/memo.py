@@ -14,7 +14,7 @@ are noted too, and re-checked by the memo in C.)
 
     def ___guard(___func, L_self, L_x):
         try:
-            if L_self is ___pin_0 and ___memo_1.valid():   # nothing noted has changed
+            if L_self is ___pin_0() is not None and ___memo_1.valid():   # nothing noted has changed
                 v7, v19 = ___memo_1.values
                 if not ___tensor_match_9(v7, v19, L_x): return False
                 return True
@@ -22,6 +22,9 @@ are noted too, and re-checked by the memo in C.)
             ...
             ___memo_1.commit((v7, v19), ___token)
         ...
+
+The memo owns the dicts it notes but only borrows the objects whose ``__dict__`` it watches (the
+pin is weak: ``guard.pin``); it reads them after the dicts that hold them proved unchanged.
 
 A variable is *stable* when it is a pinned argument, ``X.__dict__`` of a stable X, ``B[k]`` of
 a stable B that is a dict or a tuple (the memo refuses to commit otherwise), ``B[k]`` (or a
@@ -37,7 +40,7 @@ from typing import Optional
 
 from . import module_facts, native
 from .guard import (
-    DICT_KEYS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, LENGTH_MATCH, MODULE_STATE_MATCH, TYPE_MATCH, Guard,
+    DICT_KEYS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, LENGTH_MATCH, MODULE_STATE_MATCH, TYPE_MATCH, Guard, WeakPin,
 )
 from .planner import STRUCTURE, Block, Planner, Read, Test, local_var, read_uses
 from .source import LocalSource
@@ -135,10 +138,15 @@ def fast_path_steps(plan: MemoPlan, planner: Planner) -> tuple[list, list[str]]:
     return volatile, plan.values
 
 
+def pin_test(var: str, name: str, pin) -> str:
+    """``var is <the pinned object>``, in words of generated code (a weak pin is called)."""
+    return f"{var} is {name}() is not None" if type(pin) is WeakPin else f"{var} is {name}"
+
+
 def render_fast_path(plan: MemoPlan, planner: Planner, render_steps) -> list[str]:
     """The lines of the memo's fast path (``render_steps`` renders the volatile steps)."""
     volatile, needed = fast_path_steps(plan, planner)
-    pins = " and ".join(f"{var} is {obj}" for var, obj in plan.pins.items())
+    pins = " and ".join(pin_test(var, name, plan.namespace[name]) for var, name in plan.pins.items())
     lines = [f"        if {pins} and {plan.memo}.valid():  # nothing the skipped checks read through changed"]
     if needed:
         lines.append(f"            {', '.join(needed)}, = {plan.memo}.values")

@@ -19,7 +19,7 @@ from .checks import (CHECK_BUILDERS, Check, alias_checks, describe_guard, distin
                      module_state_checks)
 from .guard import (
     ALIAS_MATCH, DISTINCT_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, KIND_ORDER, LENGTH_MATCH,
-    MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, UnguardableValue, hinted_value,
+    MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, UnguardableValue, WeakPin, hinted_value, pinned,
 )
 from .source import (
     AttrSource, BuiltinSource, ClassSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
@@ -80,11 +80,14 @@ class ConstPool:
         self._counter = itertools.count()
 
     def name_for(self, obj: Any, hint: str) -> str:
-        if id(obj) not in self._names:
+        # Weak pins of one object share a name, so that checks of it read the same (and are
+        # done once); each object named is held by the namespace, so no other takes its id.
+        key = ("pin", id(obj())) if type(obj) is WeakPin and obj() is not None else id(obj)
+        if key not in self._names:
             name = f"___{re.sub(r'[^0-9a-zA-Z_]', '_', hint)[:24]}_{next(self._counter)}"
-            self._names[id(obj)] = name
+            self._names[key] = name
             self.namespace[name] = obj
-        return self._names[id(obj)]
+        return self._names[key]
 
 
 def local_var(arg_name: str) -> str:
@@ -108,7 +111,8 @@ class Planner:
         self._cse: dict[str, str] = {}
         self._tests_done: set[str] = set()
         self._counter = itertools.count()
-        # Per source: (exact type verified at run time, the object seen at trace time).
+        # Per source: (exact type verified at run time, the object seen at trace time: weakly held
+        # where it is a module, so that a guard does not keep the program's objects alive).
         self.known: dict[Source, tuple[type, Any]] = {}
         # Per source: the dict keys a DICT_KEYS_MATCH guard verifies.
         self.dict_keys: dict[Source, tuple] = {}
@@ -125,9 +129,9 @@ class Planner:
         """Record exact types the guards verify (only ID/TYPE guards on modules matter)."""
         for guard in guards:
             if guard.kind == TYPE_MATCH:
-                self.known[guard.source] = (guard.expected, hinted_value(guard.obj))
+                self.known[guard.source] = (guard.expected, guard.obj)     # a hint: weak for modules
             elif guard.kind == ID_MATCH and _wants_type_check(guard):
-                self.known[guard.source] = (type(guard.obj), guard.obj)
+                self.known[guard.source] = (type(pinned(guard.obj)), guard.obj)
             elif guard.kind == DICT_KEYS_MATCH:
                 self.dict_keys[guard.source] = guard.expected[1]
 
@@ -334,6 +338,7 @@ class Planner:
         if known is None:
             return None
         cls, traced = known
+        traced = hinted_value(traced)
         if traced is None or type(traced) is not cls or not module_facts.uses_module_getattr(cls):
             return None
         return traced
@@ -372,7 +377,7 @@ class Planner:
             self._emit_test(Test(tuple(checks), describe_guard(guard) + origin, batched,
                                  decided_by_identity(guard), guard.kind, uses))
             if guard.kind == ID_MATCH and _wants_type_check(guard):
-                exact_type = Guard(source, TYPE_MATCH, type(guard.obj))
+                exact_type = Guard(source, TYPE_MATCH, type(pinned(guard.obj)))
                 self._emit_test(Test(tuple(CHECK_BUILDERS[TYPE_MATCH](exact_type, var, self.consts)),
                                      describe_guard(exact_type), None,
                                      decided_by_identity(exact_type), TYPE_MATCH, own))
@@ -475,4 +480,4 @@ _HEAPTYPE = 1 << 9
 def _wants_type_check(guard: Guard) -> bool:
     """Identity-matched modules also get an exact type check, so attribute shortcuts
     stay valid even if someone assigned ``obj.__class__``."""
-    return module_facts.uses_module_getattr(type(guard.obj))
+    return module_facts.uses_module_getattr(type(pinned(guard.obj)))

@@ -23,7 +23,7 @@ from .checks import describe_guard
 from .guard import (
     ABSENT_MATCH, ALIAS_MATCH, AUTOCAST_MATCH, CLASS_MATCH, DICT_KEYS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY,
     GRAD_MODE_MATCH, ID_MATCH, LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TORCH_STATE_MATCH, TYPE_MATCH, Guard,
-    TensorSpec, UnguardableValue, class_lookup, constant_key, mro_of,
+    TensorSpec, UnguardableValue, class_lookup, constant_key, mro_of, pinned,
 )
 from .source import FrameInfo, FrameValues, Source
 
@@ -119,7 +119,7 @@ def _distinct(guard: Guard, x: Any, read) -> bool:
 
 
 PREDICATES: dict[str, Callable[[Guard, Any, Callable], bool]] = {
-    ID_MATCH: lambda guard, x, read: x is guard.obj,
+    ID_MATCH: lambda guard, x, read: x is pinned(guard.obj),
     TYPE_MATCH: lambda guard, x, read: type(x) is guard.expected,
     EQUALS_MATCH: _equals,
     TENSOR_MATCH: _tensor,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import gc
 import inspect
 import linecache
@@ -70,6 +71,30 @@ def _drop_entries_of(owner_ref, codes) -> None:
         entries = _eval_frame.get_cache(code)
         if isinstance(entries, list):
             entries[:] = [e for e in entries if e.owner is not owner_ref]
+
+
+def _watch_pins(code, guard_fn) -> None:
+    """An object the guard holds weakly (``guards.pin``: a model passed in, a function called)
+    can die; then no call passes the guard again.  Its entry is dropped at that moment, so that
+    what it holds (the graph, the memo's dicts, the parameters they hold) dies with the object,
+    as it would in eager."""
+    pins = getattr(guard_fn, "weak_pins", ())
+    if pins:
+        listener = functools.partial(_drop_entries_with_dead_pins, weakref.ref(code))
+        for pin in pins:
+            pin.listeners.append(listener)
+
+
+def _drop_entries_with_dead_pins(code_ref) -> None:
+    code = code_ref()
+    entries = _eval_frame.get_cache(code) if code is not None else None
+    if not isinstance(entries, list):
+        return
+    dead = [e for e in entries if any(pin() is None for pin in getattr(e.guard_fn, "weak_pins", ()))]
+    if dead:
+        entries[:] = [e for e in entries if not any(e is d for d in dead)]
+        for entry in dead:
+            entry.guard_fn.release()
 
 
 def describe(code) -> str:
@@ -194,6 +219,7 @@ class FrameConverter:
         except BackendCompilerFailed as e:
             return self._fallback(entries, code, str(e), e)
         entries.insert(0, entry)
+        _watch_pins(code, entry.guard_fn)
         counting.bump("compiles")
         return entry
 
@@ -324,6 +350,7 @@ class FrameConverter:
         # the program raised on these values: run eagerly while they take the same path
         self._note_fallback(f"{describe(code)}: {reason}")
         entries.insert(0, CacheEntry(self.ref, path_guard, None))
+        _watch_pins(code, path_guard)
         return None
 
     @staticmethod

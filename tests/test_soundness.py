@@ -268,9 +268,10 @@ def test_replacing_a_submodule_recompiles():
     c = module_checker(block)
     x = torch.randn(2, 4)
     c.check(x, compiled=1)
+    replaced = block.act              # kept alive: an entry dies with what it pinned (test_identity_pins.py)
     block.act = torch.nn.Tanh()
     c.check(x, compiled=2)
-    assert "L['self'].act" in last_recompile_reason()
+    assert "L['self'].act" in last_recompile_reason() and replaced is not block.act
 
 
 def test_changing_a_module_float_attribute_recompiles():
@@ -299,8 +300,10 @@ def test_replacing_a_weight_with_another_shape_recompiles():
     c = module_checker(block)
     x = torch.randn(2, 4)
     c.check(x, compiled=1)
+    replaced = block.linear                          # kept alive: an entry dies with what it pinned
     block.linear = torch.nn.Linear(4, 4)            # a new, equal-shaped module: new identity
     c.check(x, compiled=2)
+    assert replaced is not block.linear
     with torch.no_grad():
         block.linear.weight.data = torch.randn(4, 4).t()   # same shape, transposed strides
     c.check(x, compiled=3)

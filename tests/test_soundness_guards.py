@@ -232,8 +232,8 @@ def test_module_list_append_insert_delete():
         c.check(x, compiled=2)
         seq.insert(0, nn.Identity())
         c.check(x, compiled=3)
-        del seq[1]
-        c.check(x, compiled=4)
+        del seq[1]          # the first Linear dies: the three entries that called it die with it
+        c.check(x, compiled=1)
 
 
 def test_sequential_and_module_dict_changes():
@@ -352,6 +352,7 @@ def test_staticmethod_and_classmethod_replaced_on_class():
     c = Checker(lambda x, o: type(o).op(x))
     x = torch.randn(3)
     c.check(x, o, compiled=1)
+    replaced = [K.__dict__["op"]]     # kept alive: an entry dies with what it pinned (test_identity_pins.py)
     K.op = staticmethod(lambda x: x - 5)
     c.check(x, o, compiled=2)
 
@@ -360,6 +361,7 @@ def test_staticmethod_and_classmethod_replaced_on_class():
     c.check(x, o, compiled=1)
     K.factor = 4.0               # read as cls.factor inside the classmethod
     c.check(x, o, compiled=2)
+    replaced.append(K.__dict__["cop"])
     K.cop = classmethod(lambda cls, x: x * 10)
     c.check(x, o, compiled=3)
 
@@ -635,7 +637,8 @@ def test_module_class_gains_an_attribute_that_hides_a_submodule_or_instance_valu
     x = torch.randn(3)
     with torch.no_grad():
         c.check(x, compiled=1)
-        Net.k = property(lambda self: 5.0)           # a data descriptor beats the instance dict
+        hiding = property(lambda self: 5.0)          # (kept: an entry dies with what it pinned)
+        Net.k = hiding                               # a data descriptor beats the instance dict
         c.check(x, compiled=2)
         del Net.k
         c.check(x, compiled=2)                       # as traced again: the first entry

@@ -6,7 +6,8 @@
  *
  *     FastGuard(nargs, pins, memo, n_values, n_registers, program, tensors, fallback)
  *
- * When every (arg_index, obj) of `pins` has args[arg_index] is obj and `memo` (a DictMemo, or
+ * When every (arg_index, obj, weak) of `pins` has args[arg_index] is obj (obj() for a weak pin, a
+ * weak reference that fails once its object is gone) and `memo` (a DictMemo, or
  * None) says nothing it vouches for changed, the program runs over registers
  * [func, *args, *memo.values, <one per read>] and then the tensors are matched; else the answer
  * is fallback(func, *args) (the generated Python guard, which re-notes the memo), or False when
@@ -107,7 +108,7 @@ struct FastGuard {
     PyObject *dict;
     Py_ssize_t nargs;                      // argument slots after func
     Py_ssize_t n_values, n_registers;
-    PyObject *pins;                        // tuple of (arg_index, obj)
+    PyObject *pins;                        // tuple of (arg_index, obj, weak): weak pins hold a weakref
     PyObject *memo, *memo_valid;           // the DictMemo and its bound valid(), or NULL
     PyObject *fallback;                    // callable or NULL
     PyObject *program_source;              // the program as given (for traversal and repr)
@@ -142,7 +143,8 @@ PyObject *FastGuard_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
     bool fast = true;
     for (Py_ssize_t i = 0; fast && i < PyTuple_GET_SIZE(self->pins); i++) {
         PyObject *pin = PyTuple_GET_ITEM(self->pins, i);
-        fast = args[1 + PyLong_AsSsize_t(PyTuple_GET_ITEM(pin, 0))] == PyTuple_GET_ITEM(pin, 1);
+        PyObject *arg = args[1 + PyLong_AsSsize_t(PyTuple_GET_ITEM(pin, 0))], *held = PyTuple_GET_ITEM(pin, 1);
+        fast = PyTuple_GET_ITEM(pin, 2) == Py_True ? is_referent(arg, held) : arg == held;
     }
     PyObject *values = nullptr;
     if (fast && self->memo != nullptr) {
@@ -218,9 +220,13 @@ PyObject *FastGuard_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pins); i++) {
         PyObject *pin = PyTuple_GET_ITEM(pins, i);
         Py_ssize_t index;
-        PyObject *obj;
-        if (!PyTuple_Check(pin) || !PyArg_ParseTuple(pin, "nO", &index, &obj))
+        PyObject *obj, *weak;
+        if (!PyTuple_Check(pin) || !PyArg_ParseTuple(pin, "nOO!", &index, &obj, &PyBool_Type, &weak))
             return nullptr;
+        if (weak == Py_True && !PyWeakref_CheckRef(obj)) {
+            PyErr_SetString(PyExc_TypeError, "FastGuard: a weak pin must be a weak reference");
+            return nullptr;
+        }
         if (index < 0 || index >= nargs) {
             PyErr_SetString(PyExc_IndexError, "FastGuard: pin index out of range");
             return nullptr;

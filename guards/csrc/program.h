@@ -6,6 +6,7 @@
  *     (ATTR, dst, src, name)   dst = src.name            (ITEM, dst, src, key)  dst = src[key]
  *     (BUILTIN, dst, g, b, name)  dst = g[name] if name in g else b[name]
  *     (CONST, dst, obj)        (IS, src, obj)   (TYPE_IS, src, type)   (EQ, src, obj): src == obj
+ *     (IS_WEAK, src, ref): src is ref() and ref() is not None (an identity guard's weak pin)
  *     (CALL_IS, fn, obj): fn() is obj   (CALL_EQ, fn, obj): fn() == obj   (CALL_TRUE, fn): fn()
  *     (NOT_IN, key, src): key not in src     (LACKS, src, name): name not in src.__dict__
  *     (SHORTCUT, dst, holder, base, name, (shadow, ...)):
@@ -15,7 +16,15 @@
 
 namespace {
 
-enum Op { ATTR, ITEM, BUILTIN, CONST, IS, TYPE_IS, EQ, CALL_IS, CALL_EQ, CALL_TRUE, NOT_IN, SHORTCUT, LACKS, N_OPS };
+enum Op { ATTR, ITEM, BUILTIN, CONST, IS, TYPE_IS, EQ, CALL_IS, CALL_EQ, CALL_TRUE, NOT_IN, SHORTCUT, LACKS, IS_WEAK,
+          N_OPS };
+
+/* `value is <the object a weak reference holds>`, false once that object is gone (a dead
+ * reference holds None, which a live object compared here never is: guards/guard.py `pin`). */
+inline bool is_referent(PyObject *value, PyObject *ref) {
+    PyObject *referent = PyWeakref_GET_OBJECT(ref);
+    return referent != Py_None && value == referent;
+}
 
 constexpr int MAX_SHADOWS = 4;
 
@@ -200,6 +209,9 @@ int run_program(const std::vector<Step> &steps, PyObject **regs) {
         case IS:
             ok = regs[step.a] == step.obj;
             break;
+        case IS_WEAK:
+            ok = is_referent(regs[step.a], step.obj);
+            break;
         case TYPE_IS:
             ok = reinterpret_cast<PyObject *>(Py_TYPE(regs[step.a])) == step.obj;
             break;
@@ -272,6 +284,9 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
     case TYPE_IS:
     case EQ:
         parsed = PyArg_ParseTuple(item, "inO", &op, &a, &obj);
+        break;
+    case IS_WEAK:
+        parsed = PyArg_ParseTuple(item, "inO!", &op, &a, &_PyWeakref_RefType, &obj);
         break;
     case CALL_IS:
     case CALL_EQ:

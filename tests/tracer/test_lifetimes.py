@@ -13,12 +13,16 @@ family where the trace or the compiled frame held a reference eager does not, or
   eager run of the frame did not free it at its ``del``;
 - a resume function kept the values of the frame's stack as parameters, alive to its end;
 - tracing hashed an argument: a weak reference remembers the hash of its referent, so a dead
-  one that eager never hashed hashed fine.
+  one that eager never hashed hashed fine;
+- a cache entry held the objects its guards compare by identity (a model passed in, a helper
+  function): they, and what they hold, lived as long as the entry (``guards.pin``).
 """
 
 import gc
 import random
 import weakref
+
+import torch
 
 import minidynamo
 
@@ -117,3 +121,44 @@ def test_tracing_does_not_hash_an_argument():
         pass
     else:
         raise AssertionError("the trace hashed the weak reference")
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.Sequential(*[torch.nn.Linear(3, 3) for _ in range(4)])
+
+    def forward(self, x):
+        return self.layers(x).relu()
+
+
+def test_a_model_passed_in_dies_at_its_del_and_takes_its_entry_along():
+    def step(model, x):
+        return model(x) * 2
+
+    compiled = optimized(step)
+    x = torch.ones(2, 3)
+    alive = []
+    for _ in range(3):                                # a new model each round, as in a sweep
+        net = Net()
+        with torch.no_grad():
+            assert torch.equal(compiled(net, x), step(net, x))
+            assert torch.equal(compiled(net, x), step(net, x))    # the cache entry's hit path
+        assert len(minidynamo.cache_entries(step)) == 1
+        alive += [weakref.ref(net), weakref.ref(net.layers[2].weight)]
+        del net
+        assert minidynamo.cache_entries(step) == []   # its guard can never pass again
+    assert [ref() for ref in alive] == [None] * 6      # freed at the del, no collection needed
+
+
+def test_a_rebound_helper_dies_and_its_entry_goes():
+    namespace = {}
+    exec("def helper(t):\n    return t + 1\n\ndef f(x):\n    return helper(x) * 2\n", namespace)
+    f = namespace["f"]
+    compiled = optimized(f)
+    x = torch.ones(2)
+    assert torch.equal(compiled(x), torch.full((2,), 4.0))
+    old = weakref.ref(namespace["helper"])
+    namespace["helper"] = lambda t: t - 1
+    assert old() is None and len(minidynamo.cache_entries(f)) == 0
+    assert torch.equal(compiled(x), torch.zeros(2))
