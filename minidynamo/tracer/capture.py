@@ -385,10 +385,11 @@ class Templates:
             return ("call", slice, [self.of(part) for part in vt.parts])
         if isinstance(vt, DictViewVariable):                 # d.keys(): a view of the real/rebuilt dict
             return ("view", vt.kind, self.of(vt.dict_vt))
-        if isinstance(vt, NNModuleVariable) and vt.source is not None:
-            if vt.by_structure:                              # shared by entries: this call's own
-                return ("real", self.read(vt.source))
-            return ("const", vt.value)                       # id-guarded: the very same module
+        if isinstance(vt, (NNModuleVariable, PythonModuleVariable)) and vt.source is not None:
+            # this call's own (the very object when guarded by identity), re-read before any
+            # replay: held as a constant, it would live as long as the entry (a model the
+            # program dropped, whose guard holds it weakly: guards.pin)
+            return ("real", self.read(vt.source))
         if getattr(vt, "guarded_by_code", False) and vt.source is not None:
             return ("real", self.read(vt.source))           # a closure guarded by code: this call's own
         if isinstance(vt, (TorchFunctionVariable, BuiltinVariable, ClassVariable, UserFunctionVariable)):

@@ -151,6 +151,41 @@ def test_a_model_passed_in_dies_at_its_del_and_takes_its_entry_along():
     assert [ref() for ref in alive] == [None] * 6      # freed at the del, no collection needed
 
 
+def test_a_model_alive_across_a_graph_break_dies_at_its_del():
+    """The break hands the model to the resume function (a local) and back out: those values are
+    re-read from this call's frame, never held by the entry as constants."""
+    def step(model, x):
+        y = model(x)
+        opaque(y)                                     # the break: model is a live local
+        return model(x) + y, model
+
+    compiled = optimized(step)
+    x = torch.ones(2, 3)
+    alive = []
+    for _ in range(2):
+        net = Net()
+        with torch.no_grad():
+            got, returned = compiled(net, x)
+            assert returned is net and torch.equal(got, step(net, x)[0])
+        alive += [weakref.ref(net), weakref.ref(net.layers[0].bias)]
+        del net, returned
+    assert [ref() for ref in alive] == [None] * 4 and minidynamo.cache_entries(step) == []
+
+
+def test_a_module_object_made_in_the_frame_dies_at_its_del():
+    import types
+
+    def f():
+        m = types.ModuleType("made")
+        r = weakref.ref(m)
+        opaque(m)
+        del m
+        gc.collect()
+        return r() is None
+
+    assert f() is True and optimized(f)() is True
+
+
 def test_a_rebound_helper_dies_and_its_entry_goes():
     namespace = {}
     exec("def helper(t):\n    return t + 1\n\ndef f(x):\n    return helper(x) * 2\n", namespace)
