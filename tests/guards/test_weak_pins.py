@@ -8,12 +8,11 @@ passing a call once the object is gone (a dead weak reference answers None; a ne
 take the dead one's address).
 """
 
-import gc
 import weakref
 
 import torch
 
-from guards import LocalSource, id_match, module_state_match, tensor_match, type_match
+from guards import AttrSource, ItemSource, LocalSource, id_match, module_state_match, tensor_match, type_match
 from guards.guard import GONE, WeakPin, pin, pinned
 from tests.guards.helpers import guard_fn_for, some_function as f
 
@@ -30,7 +29,6 @@ def model_guards(net):
     """Enough of a model's structure for the memo to take part (pinned argument, module dicts)."""
     guards = [id_match(M, net), module_state_match(M, net)]
     for i, layer in enumerate(net.layers):
-        from guards import AttrSource, ItemSource
         source = ItemSource(AttrSource(M, "layers"), i)
         guards += [id_match(source, layer), module_state_match(source, layer),
                    tensor_match(AttrSource(source, "weight"), layer.weight)]
@@ -121,8 +119,6 @@ def test_a_program_weak_reference_is_compared_as_itself():
 def test_one_object_at_two_sources_is_named_once():
     """Each identity guard makes its own pin; the generated code names the object once, so the
     checks of it that read the same variable are one check (as with a strong pin)."""
-    from guards import AttrSource
-
     class Holder:
         pass
 
