@@ -39,7 +39,7 @@ class RedirectDevice(TorchFunctionMode):
             return func(*args, **(kwargs or {}))
         args = tree_map(self._swap, args)
         kwargs = tree_map(self._swap, kwargs or {})
-        if func in _FACTORIES and kwargs.get("device") is None \
+        if (func in _FACTORIES or _integer_arange(func, args, kwargs)) and kwargs.get("device") is None \
                 and torch.get_default_device().type == self.host.type:
             kwargs["device"] = self.target  # ``torch.zeros(3, 4)``: the default device, the host's
         if func in _DATA_CONSTRUCTORS and self.target.type == "meta" and _carries_data(args, kwargs):
@@ -69,6 +69,13 @@ _FACTORIES = frozenset({torch.zeros, torch.ones, torch.empty, torch.full, torch.
 
 
 _INDEXING = frozenset({torch.Tensor.__getitem__, torch.Tensor.__setitem__})
+
+
+def _integer_arange(func, args, kwargs) -> bool:
+    """``torch.arange`` of integers: exact wherever it is made, like the factories above (a
+    float one computes its values, and stays a host constant)."""
+    return func is torch.arange and all(type(a) is int for a in args) \
+        and kwargs.get("dtype") in (None, torch.int64, torch.int32)
 
 
 def _list_as_tensor(index):

@@ -1290,3 +1290,34 @@ def test_a_product_with_a_mask_made_after_a_random_op_traces(grad):
     actual = minidynamo.optimize("torchxla_trace_once")(program)(x)
     assert_same(actual.detach(), expected.detach())
     minidynamo.reset()
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(1.5))
+
+
+_SCALED = _Scaled()     # a global module: its parameter is state the bridge swaps in
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_integer_arange_indexes_a_graph_that_draws_and_reads_module_state(backend):
+    """X69 (host seed 318 i11, the ``index_ops`` feature): ``index_select(x, 1, arange(...))`` in
+    a graph that draws (dropout) and reads a module's parameter raised "Expected XLA tensor" on
+    trace_once: such a graph is traced node by node (eager's random layouts) with the module
+    state swapped in, and there the host ``arange`` reached ``index_select``, whose XLA kernel
+    takes no host index. An integer ``arange`` is exact anywhere: it is made on the device."""
+    def program(x):
+        t = torch.nn.functional.dropout(x, 0.5, True)
+        unused = x * _SCALED.scale   # noqa: F841 (read: the state is swapped in)
+        return torch.index_select(x, 1, torch.arange(x.shape[1] - 1, -1, -1)), t
+
+    x = torch.randn(2, 4)
+    torch.manual_seed(0)
+    expected = program(x)
+    minidynamo.reset()
+    torch.manual_seed(0)
+    actual = minidynamo.optimize(backend)(program)(x)
+    assert_same(tuple(a.detach() for a in actual), tuple(e.detach() for e in expected))
+    minidynamo.reset()
