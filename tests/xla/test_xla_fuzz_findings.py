@@ -1310,7 +1310,7 @@ def test_an_integer_arange_indexes_a_graph_that_draws_and_reads_module_state(bac
     takes no host index. An integer ``arange`` is exact anywhere: it is made on the device."""
     def program(x):
         t = torch.nn.functional.dropout(x, 0.5, True)
-        unused = x * _SCALED.scale   # noqa: F841 (read: the state is swapped in)
+        x * _SCALED.scale            # read, unused: the module's state is swapped in
         return torch.index_select(x, 1, torch.arange(x.shape[1] - 1, -1, -1)), t
 
     x = torch.randn(2, 4)
