@@ -132,15 +132,19 @@ def type_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     return [_type_check(v, guard.source.name(), guard.expected, consts)]
 
 
+def identity_test(v: str, name: str, held: Any) -> str:
+    """``v is <the object>``, where ``name`` holds it: called when it is a weak pin (whose object,
+    while it lives, is never None)."""
+    return f"{v} is {name}() is not None" if type(held) is WeakPin else f"{v} is {name}"
+
+
 def id_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     obj = pinned(guard.obj)
-    expected = f"the object seen at trace time ({show(obj)})"
-    if type(guard.obj) is WeakPin:     # the pin's object, while it lives (never None)
-        name = consts.name_for(guard.obj, f"{name_hint(obj)}_pin")
-        return [Check(f"{v} is {name}() is not None", guard.source.name(), expected, v,
-                      ("is_weak", v, guard.obj))]
-    return [Check(f"{v} is {consts.name_for(obj, name_hint(obj))}", guard.source.name(), expected, v,
-                  ("is", v, obj))]
+    weak = type(guard.obj) is WeakPin
+    name = consts.name_for(guard.obj, f"{name_hint(obj)}_pin") if weak else consts.name_for(obj, name_hint(obj))
+    return [Check(identity_test(v, name, guard.obj), guard.source.name(),
+                  f"the object seen at trace time ({show(obj)})", v,
+                  ("is_weak", v, guard.obj) if weak else ("is", v, obj))]
 
 
 def _float_test(v: str, value: float, consts: Consts) -> str:

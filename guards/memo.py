@@ -39,8 +39,9 @@ import dataclasses
 from typing import Optional
 
 from . import module_facts, native
+from .checks import identity_test
 from .guard import (
-    DICT_KEYS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, LENGTH_MATCH, MODULE_STATE_MATCH, TYPE_MATCH, Guard, WeakPin,
+    DICT_KEYS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, LENGTH_MATCH, MODULE_STATE_MATCH, TYPE_MATCH, Guard,
 )
 from .planner import STRUCTURE, Block, Planner, Read, Test, local_var, read_uses
 from .source import LocalSource
@@ -138,15 +139,10 @@ def fast_path_steps(plan: MemoPlan, planner: Planner) -> tuple[list, list[str]]:
     return volatile, plan.values
 
 
-def pin_test(var: str, name: str, pin) -> str:
-    """``var is <the pinned object>``, in words of generated code (a weak pin is called)."""
-    return f"{var} is {name}() is not None" if type(pin) is WeakPin else f"{var} is {name}"
-
-
 def render_fast_path(plan: MemoPlan, planner: Planner, render_steps) -> list[str]:
     """The lines of the memo's fast path (``render_steps`` renders the volatile steps)."""
     volatile, needed = fast_path_steps(plan, planner)
-    pins = " and ".join(pin_test(var, name, plan.namespace[name]) for var, name in plan.pins.items())
+    pins = " and ".join(identity_test(var, name, plan.namespace[name]) for var, name in plan.pins.items())
     lines = [f"        if {pins} and {plan.memo}.valid():  # nothing the skipped checks read through changed"]
     if needed:
         lines.append(f"            {', '.join(needed)}, = {plan.memo}.values")
