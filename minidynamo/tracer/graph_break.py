@@ -30,8 +30,10 @@ Refused (the frame runs eagerly, the reason says which):
   - a cell variable still empty at the break that the rest of the frame may read before
     writing it (eager raises UnboundLocalError there, the resume function's free variable a
     NameError);
-  - ``with`` blocks other than torch.no_grad / enable_grad / set_grad_enabled / autocast(False)
-    (the only ones the tracer enters at all).
+  - inside a ``with`` block over a user's context manager, for the reason of ``try`` blocks (its
+    ``__exit__`` may suppress the exception, or must at least see it); inside any ``with`` block
+    in a loop body, and inside a TorchFunctionMode block.  A grad-mode or autocast(False) block
+    is re-entered by the resume function.
 
 Cell variables (a nested function captures the frame's locals) are handed over like locals,
 as cells: the entry makes one new cell per call for each, holding the value the trace knew at
@@ -56,6 +58,7 @@ from ..breaks.instructions import BREAKABLE, JUMPS, eager_operands
 from ..breaks.resume_code import uses_zero_arg_super
 from ..exc import Unsupported
 from .capture import Templates
+from . import try_blocks
 from .translator import decoded
 from .variables.base import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import IteratorVariable
@@ -137,7 +140,7 @@ def _is_reader(value, readers) -> bool:
 def refusal(code, index: int, f_globals: dict, f_builtins: dict) -> Optional[str]:
     """Why a break at this root instruction is refused, or None if it may break there.
     (Called only for the opcodes in BREAKABLE.)"""
-    instructions, targets, try_handlers = decoded(code)
+    instructions, targets, try_handlers, _ = decoded(code)
     if try_handlers[index]:
         return (f"graph break inside a try block in {code.co_qualname} (not supported: the handler would "
                 "not see the eager instruction's exception)")
@@ -153,7 +156,7 @@ def loop_head(code, index: int) -> Optional[int]:
     jump's target at or before it, the jump at or after it), or None outside loops.  The
     resume function keeps the bytecode from there on, so its loops jump back as the
     original's did."""
-    instructions, targets, _ = decoded(code)
+    instructions, targets, _, _ = decoded(code)
     heads = [targets[inst.arg] for j, inst in enumerate(instructions)
              if inst.name in BACKWARD_JUMPS and targets[inst.arg] <= index <= j]
     return min(heads) if heads else None
@@ -250,6 +253,13 @@ def stop_values(tx, stop_at) -> tuple:
     if head is not None and _nested_resumes(code) >= MAX_LOOP_NESTING:
         raise Unsupported(f"graph break inside a loop body in {code.co_qualname}: more than {MAX_LOOP_NESTING} "
                           "iterations broke in one call (each nests one resume call); the rest runs eagerly")
+    exits = decoded(code)[3][index]
+    if not all(try_blocks.restored_exit(tx, slot) for slot in exits):
+        raise Unsupported(f"graph break inside a with-block over a user's context manager in {code.co_qualname} "
+                          "(its __exit__ would not see an exception the eager instruction raises)")
+    if head is not None and exits:
+        raise Unsupported(f"graph break inside a with-block inside a loop body in {code.co_qualname} "
+                          "(the resume function rebuilds with-blocks only outside loops)")
     values, stack, iterated = [], [], []
     seen_by_program = _seen_by_program(tx, inst)
     for vt in tx.stack:
@@ -263,9 +273,6 @@ def stop_values(tx, stop_at) -> tuple:
         elif isinstance(vt, NullVariable):
             stack.append(("null",))
         elif isinstance(vt, (_ExitVariable, _AutocastExitVariable)):
-            if head is not None:
-                raise Unsupported(f"graph break inside a with-block inside a loop body in {code.co_qualname} "
-                                  "(the resume function re-enters with-blocks only outside loops)")
             stack.append(("ctx", *_context_of(vt)))
             if vt.manager in tx.output.open_grad_switches:     # left by the with-statement's end
                 tx.output.open_grad_switches.remove(vt.manager)
@@ -316,7 +323,7 @@ def read_before_written(code, index: int, name: str) -> bool:
     """May some path from ``index`` read (or delete) the frame's cell ``name`` before a
     ``STORE_DEREF`` to it?  A walk over the control flow; an instruction inside a ``try``
     block (an exception edge the walk does not follow) counts as a read."""
-    instructions, targets, try_handlers = decoded(code)
+    instructions, targets, try_handlers, _ = decoded(code)
     seen, todo = set(), [index]
     while todo:
         i = todo.pop()

@@ -379,7 +379,8 @@ _NOT_IMPLEMENTED = object()
 
 
 def special_method(tx, vt, name):
-    """How ``type(obj).name`` resolves for a user object: ("python", bound method tracker),
+    """How ``type(obj).name`` resolves for a user object (on the class: an instance attribute of
+    that name is not what CPython's implicit lookups see): ("python", bound method tracker),
     ("object", None) for object's own default, ("absent", None), or ("c", None) for any other
     C implementation (which we cannot run symbolically)."""
     from .variables.objects import lookup_class_attribute
@@ -388,8 +389,9 @@ def special_method(tx, vt, name):
     for base in klass.__mro__:
         if name in base.__dict__:
             attr = base.__dict__[name]
-            if isinstance(attr, types.FunctionType):      # guarded by identity where it is read
-                return "python", lookup_class_attribute(tx, klass, name, vt, vt.source)
+            if isinstance(attr, types.FunctionType):      # guarded by identity, read from the class
+                class_source = G.AttrSource(vt.source, "__class__") if vt.source is not None else None
+                return "python", lookup_class_attribute(tx, klass, name, vt, None, class_source=class_source)
             if base is object:                            # a later class-level definition recompiles
                 if vt.source is not None:
                     tx.output.add_guard(G.id_match(G.AttrSource(G.AttrSource(vt.source, "__class__"), name), attr))

@@ -51,8 +51,9 @@ STORABLE_VALUES = (TensorVariable, ConstantVariable, TupleVariable, ListVariable
 
 
 def decode(code: types.CodeType):
-    """(instructions, label -> index, per instruction the try handlers around it),
-    pseudo-instructions removed.
+    """(instructions, label -> index, per instruction the try handlers around it, per
+    instruction the stack slots of the with-blocks' ``__exit__`` around it), pseudo-instructions
+    removed.
 
     3.11 has zero-cost exceptions: a try block is only an entry of the exception table
     (``TryBegin``/``TryEnd`` here).  Since anything that would raise is Unsupported, handlers
@@ -70,7 +71,9 @@ def decode(code: types.CodeType):
             regions.append(active)
             instructions.append(item)
     handler_of = [targets[region.target] if region is not None else None for region in regions]
-    return instructions, targets, try_blocks.handler_chains(instructions, handler_of)
+    depth_of = {entry[0]: entry[1] for entry in exception_entries(code, instructions) if entry is not None}
+    return (instructions, targets, try_blocks.handler_chains(instructions, handler_of),
+            try_blocks.with_exit_slots(instructions, handler_of, depth_of))
 
 
 _decoded: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # code -> decode(code)
@@ -96,7 +99,7 @@ class InstructionTranslatorBase(ExceptionOpcodes):
         if code.co_flags & CO_GENERATOR_LIKE and not self.runs_generators:
             raise Unsupported(f"generator or coroutine {code.co_qualname}")
         self.code = code
-        self.instructions, self.targets, self.try_handlers = decoded(code)
+        self.instructions, self.targets, self.try_handlers, self.with_exits = decoded(code)
         self.locals = dict(f_locals)
         self.f_globals = f_globals
         self.globals_source = globals_source
@@ -120,7 +123,7 @@ class InstructionTranslatorBase(ExceptionOpcodes):
     def step(self) -> None:
         """Execute one instruction."""
         index = self.ip
-        handlers = self.try_handlers[index]
+        handlers, withs = self.try_handlers[index], self.with_exits[index]
         inst = self.instructions[index]
         self.ip += 1
         self.instruction_count += 1
@@ -136,13 +139,14 @@ class InstructionTranslatorBase(ExceptionOpcodes):
         running = self.output.running          # where each node and guard comes from
         running.append((self.code, inst))
         try:
-            if not handlers:
+            if not handlers and not withs:
                 handler(inst)
             else:
-                nodes_before = len(self.output.graph.nodes)     # inside a try body: see try_blocks.py
+                nodes_before = len(self.output.graph.nodes)     # inside a try or with body: see try_blocks.py
                 handler(inst)
                 if len(self.output.graph.nodes) != nodes_before:
                     try_blocks.check_handlers(self, handlers)
+                    try_blocks.check_with_exits(self, withs)
         except ProgramRaises as error:         # the program's own exception: its try may catch it
             if not unwind(self, error, index):
                 raise
@@ -674,16 +678,17 @@ class InstructionTranslatorBase(ExceptionOpcodes):
         self.push(self.stack[-1].var_getattr(self, inst.arg))
 
     def BEFORE_WITH(self, inst):
-        from .variables.ctx_managers import ContextManagerVariable
-
+        from .variables.ctx_managers import ContextManagerVariable, enter_user_context
         from .variables.torch_function_modes import TorchFunctionModeVariable, is_function_mode
 
         manager = self.pop()
         if not isinstance(manager, ContextManagerVariable) and is_function_mode(manager):
             manager = TorchFunctionModeVariable(manager)
         if not isinstance(manager, ContextManagerVariable):
-            raise Unsupported(f"with statement over {manager} (only torch.no_grad/enable_grad, "
-                              "torch.autocast(enabled=False) and TorchFunctionModes are supported)")
+            exit_method, entered = enter_user_context(self, manager)
+            self.push(exit_method)
+            self.push(entered)
+            return
         self.push(manager.exit_callable())
         self.push(manager.enter(self))
 

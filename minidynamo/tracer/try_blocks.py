@@ -30,6 +30,10 @@ are replayed only after the graph, so the state is the one of an interrupt that 
 before the frame (or the resume function) began, before any handler was entered.  (A graph
 break inside a try body is refused, so a graph never starts inside one.)
 
+A ``with`` block over a user's context manager (``ctx_managers.enter_user_context``) is such a
+handler too: its ``__exit__`` would see the error.  Grad-mode, autocast and TorchFunctionMode
+blocks are not: the compiled code unwinds those itself (``check_with_exits``).
+
 In 3.11 bytecode a try statement is an exception-table entry whose handler starts with
 ``PUSH_EXC_INFO`` (a ``with`` block's cleanup continues with ``WITH_EXCEPT_START``).  An
 instruction names only its innermost handler; the outer ones are found by following the
@@ -59,6 +63,30 @@ def handler_chains(instructions, handler_of: list) -> list:
             at = handler_of[at]
         chains.append(tuple(chain))
     return chains
+
+
+def with_exit_slots(instructions, handler_of: list, depth_of: dict) -> list:
+    """For each instruction: the stack slots holding the ``__exit__`` of each with-block whose
+    body holds it, innermost first.  A with-block's cleanup handler (``PUSH_EXC_INFO;
+    WITH_EXCEPT_START``) covers its body at the depth just above the ``__exit__`` BEFORE_WITH
+    left, so that ``__exit__`` is at ``stack[depth - 1]`` all through the body.  ``depth_of``:
+    handler -> its depth in the exception table; a slot is None where that is unknown (then
+    the block counts as a user's: ``exit_at``)."""
+    slots = []
+    for index in range(len(instructions)):
+        chain, seen, at = [], set(), handler_of[index]
+        while at is not None and at not in seen:
+            seen.add(at)
+            if _is_with_cleanup(instructions, at):
+                chain.append(depth_of[at] - 1 if depth_of.get(at) else None)
+            at = handler_of[at]
+        slots.append(tuple(chain))
+    return slots
+
+
+def _is_with_cleanup(instructions, handler: int) -> bool:
+    return instructions[handler].name == "PUSH_EXC_INFO" and handler + 1 < len(instructions) and \
+        instructions[handler + 1].name == "WITH_EXCEPT_START"
 
 
 def is_try_statement(instructions, handler: int) -> bool:
@@ -112,3 +140,25 @@ def check_handlers(tx, chain) -> None:
                   "it could catch an error the compiled ops raise at run time")
         if reason not in tx.output.needs_rerun:
             tx.output.needs_rerun.append(reason)
+
+
+def check_with_exits(tx, slots) -> None:
+    """Graph ops were added inside these with-blocks.  The blocks the compiled code unwinds
+    itself (grad mode, autocast, TorchFunctionModes: ``ctx_managers.RestoredExit``) need nothing;
+    a user's ``__exit__`` would see an error those ops raise at call time (it may log it, undo
+    state, or suppress it), which only a re-run reproduces: the rule of a bare ``finally``."""
+    for slot in slots:
+        if restored_exit(tx, slot):
+            continue
+        reason = (f"tensor ops inside a with block in {tx.code.co_qualname} over a context manager whose "
+                  "__exit__ is Python: it would see an error the compiled ops raise at run time")
+        if reason not in tx.output.needs_rerun:
+            tx.output.needs_rerun.append(reason)
+
+
+def restored_exit(tx, slot) -> bool:
+    """Is the ``__exit__`` at this stack slot (``with_exit_slots``) one the compiled code restores
+    itself?  False for a user's, and where the slot is unknown."""
+    from .variables.ctx_managers import RestoredExit
+
+    return slot is not None and 0 <= slot < len(tx.stack) and isinstance(tx.stack[slot], RestoredExit)

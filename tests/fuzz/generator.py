@@ -90,6 +90,9 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "iterated/printed/popped after a break (table order); one tuple/set/slice/list "
                                     "under two names across a break (`is`, a change through one name); "
                                     "tuple(t) is t; bound-method equality; a nested function's __name__"),
+    "user_ctx":        (0.6, False, "with-blocks over a user's context manager (a class, one held in a global, a "
+                                    "contextlib.contextmanager generator), logging enter/exit to a global, some "
+                                    "swallowing a KeyError/IndexError the block raises"),
     # input-set variations (not statements)
     "vary_shape":      (1.0, False, "calls with another B or C"),
     "vary_dtype":      (1.0, False, "calls with float64 inputs"),
@@ -297,6 +300,46 @@ def gen_nested(t, lst):
 
 def scaled(t, k, *, bias=0.0):
     return t * k + bias''')
+
+
+# Added to the prelude of programs that use the ``user_ctx`` feature.
+CTX_PRELUDE = ("ctx_helpers", '''import contextlib
+
+CTX_LOG = []
+
+class Tracked:
+    swallow_all = False
+
+    def __init__(self, tag, swallow=False):
+        self.tag = tag
+        self.swallow = swallow
+        self.depth = 0
+
+    def __enter__(self):
+        self.depth += 1
+        CTX_LOG.append(self.tag)
+        return self.depth + self.tag
+
+    def __exit__(self, kind, value, tb):
+        self.depth -= 1
+        CTX_LOG.append(-self.tag if kind is None else 100 + self.tag)
+        return self.swallow or Tracked.swallow_all
+
+    def exit_quietly(self, kind, value, tb):
+        self.depth -= 1
+        return False
+
+TRACKED = Tracked(7)
+
+@contextlib.contextmanager
+def scope(k):
+    CTX_LOG.append(k)
+    try:
+        yield k + 1
+    except (KeyError, IndexError):
+        CTX_LOG.append(-1)
+    finally:
+        CTX_LOG.append(-k)''')
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -1141,6 +1184,18 @@ class Gen:
         self.env[out] = ("int",)
         return Stmt([], None) if False else Stmt(["if True:"], [inner, Stmt([f"{out} = {name}({self.int_expr(1)})"])])
 
+    def s_user_ctx(self):
+        r = self.rng
+        entered = self.fresh("i")
+        manager = r.choice([f"Tracked({r.randint(1, 5)}, swallow={r.random() < 0.4})", "TRACKED",
+                            f"scope({r.randint(1, 5)})"])
+        body = self.scoped_block(r.randint(1, 3), setup=lambda: self.env.__setitem__(entered, ("int",)))
+        if r.random() < 0.35:          # an exception the manager may swallow, before or after the rest
+            risky = Stmt([r.choice([f"{self.fresh('i')} = {{'a': 1}}['{r.choice('ab')}']",
+                                    f"{self.fresh('i')} = {self.pick(self.vars_of('list_int'))}[{r.randint(0, 3)}]"])])
+            body = [risky] + body if r.random() < 0.5 else body + [risky]
+        return Stmt([f"with {manager} as {entered}:"], body)
+
     def s_sets_strings(self):
         r = self.rng
         lst = self.pick(self.vars_of("list_int"))
@@ -1541,7 +1596,7 @@ ARGS = ("x", "y", "n", "xs", "ts")
 STMT_KINDS = [name for name in FEATURES if not name.startswith(("vary_", "reuse_", "state_mutation", "arg_aliasing",
                                                                  "tensor_views", "special_values"))
               and name not in ("zero_divisors", "host_sources")]
-COMPOUND = {"graph_breaks", "try_except", "grad_mode", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
+COMPOUND = {"graph_breaks", "try_except", "grad_mode", "user_ctx", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
 
 
 # ----------------------------------------------------------------------------- steps
@@ -1568,6 +1623,8 @@ MUTATIONS: dict[str, list[str]] = {
     ],
     "library_state": ["OBJ.act = torch.tanh", "OBJ.act = torch.sigmoid", "OBJ.act = torch.neg"],
     "class_attr": ["Obj.K = 7", "Obj.K = -1"],
+    "user_ctx": ["Tracked.swallow_all = True", "Tracked.swallow_all = False", "Tracked.__exit__ = Tracked.exit_quietly",
+                 "TRACKED.tag = 9", "CTX_LOG.clear()"],
     "default_dtype": ["torch.set_default_dtype(torch.float64)", "torch.set_default_dtype(torch.float32)"],
 }
 
@@ -1647,5 +1704,6 @@ def generate(seed: int, index: int, features: frozenset = ALL_FEATURES) -> Progr
         if kind == "exec":
             used.update(f for f, ms in MUTATIONS.items() if step in ms)
     params = ("x", "y", "n") + (("xs",) if g.with_xs else ()) + (("ts",) if g.with_ts else ())
-    prelude = list(PRELUDE) + ([ITER_PRELUDE] if "iter_functional" in used else [])
+    prelude = list(PRELUDE) + ([ITER_PRELUDE] if "iter_functional" in used else []) + \
+        ([CTX_PRELUDE] if "user_ctx" in used else [])
     return Program(seed, index, prelude, body, ret, steps, used, set(g.globals_declared), params)

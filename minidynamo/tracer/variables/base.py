@@ -79,6 +79,7 @@ named, every tracker is listed, and each sits under its base class):
      │    ├── SetGradEnabledVariable  ctx_managers.py  torch.set_grad_enabled(mode)
      │    ├── AutocastOffVariable     ctx_managers.py  torch.autocast(..., enabled=False)
      │    └── TorchFunctionModeVariable torch_function_modes.py  a TorchFunctionMode object in a with
+     ├── RestoredExit                 ctx_managers.py  the __exit__ of such a block (a user's is a bound method)
      ├── ExceptionVariable            exceptions.py    an exception the traced code raised (tracer/, not here)
      ├── VmapVariable                 higher_order.py  torch.vmap itself
      ├── VmappedFunctionVariable      higher_order.py  torch.vmap(fn, ...): calling it traces a body sub-graph

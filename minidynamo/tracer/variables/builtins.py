@@ -15,7 +15,7 @@ import types
 import torch
 
 from ... import config
-from ...exc import Unsupported
+from ...exc import ProgramRaises, Unsupported
 from .. import class_answers
 from ..library import is_library_value
 from .base import NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant, refuse_frame_reader
@@ -186,7 +186,7 @@ def _next(tx, it, default=None):
     item = it.next_item(tx)
     if item is None:
         if default is None:
-            raise Unsupported("next() of an exhausted iterator (StopIteration)")
+            raise ProgramRaises("next() of an exhausted iterator (StopIteration)", StopIteration())
         return default
     return item
 

@@ -445,7 +445,7 @@ class IteratorVariable(MethodTable, VariableTracker):
     def method_next(self, tx):
         item = self.next_item(tx)
         if item is None:
-            raise Unsupported("next() of an exhausted iterator (StopIteration)")
+            raise ProgramRaises("next() of an exhausted iterator (StopIteration)", StopIteration())
         return item
 
     def __repr__(self):

@@ -1,5 +1,7 @@
 """Context managers the trace can enter: ``torch.no_grad()``, ``torch.enable_grad()``,
-``torch.set_grad_enabled(mode)`` and ``torch.autocast(..., enabled=False)``.
+``torch.set_grad_enabled(mode)`` and ``torch.autocast(..., enabled=False)``, modelled here, and
+any object whose class defines ``__enter__``/``__exit__`` in Python, whose methods are inlined
+(``enter_user_context``).
 
 Entering a grad-mode block flips grad mode twice over: for real while tracing (so meta example
 values get the right ``requires_grad``), and in the graph (a ``torch._C._set_grad_enabled``
@@ -112,7 +114,12 @@ class GradModeFunctionVariable(VariableTracker):
         return result
 
 
-class _ExitVariable(VariableTracker):
+class RestoredExit(VariableTracker):
+    """The ``__exit__`` of a block the compiled code unwinds itself if the graph raises (see the
+    module docstring): a run-time error needs no re-run for its sake (try_blocks.py)."""
+
+
+class _ExitVariable(RestoredExit):
     """The ``__exit__`` BEFORE_WITH leaves on the stack; the with-block's end calls it."""
 
     def __init__(self, manager: GradModeVariable):
@@ -164,7 +171,7 @@ class _AutocastObjectVariable(VariableTracker):
         return torch.autocast
 
 
-class _AutocastExitVariable(VariableTracker):
+class _AutocastExitVariable(RestoredExit):
     def __init__(self, manager: AutocastOffVariable):
         super().__init__()
         self.manager = manager
@@ -209,3 +216,27 @@ def unwind_open_blocks(exc=None) -> None:
 def _switch(tx, enabled: bool):
     torch._C._set_grad_enabled(enabled)
     tx.output.graph.call_function(torch._C._set_grad_enabled, (enabled,))
+
+
+def enter_user_context(tx, manager):
+    """``with obj:`` over an object whose class defines ``__enter__`` and ``__exit__`` in Python
+    (a plain class, ``contextlib.contextmanager``'s): (the bound ``__exit__``, what ``__enter__``
+    returned).  As in CPython's BEFORE_WITH both are looked up on the class, never the instance,
+    and ``__enter__`` runs (inlined) at once.  The bound ``__exit__`` stays on the stack as any
+    method: the block's normal end calls it like any call, and a graph break hands it over as a
+    value.  Its exceptional end is refused at trace time (``exceptions.unwind``) and re-run at
+    call time (``try_blocks.check_with_exits``)."""
+    from ..operators import special_method
+    from .objects import UserObjectVariable
+
+    if not isinstance(manager, UserObjectVariable):
+        raise Unsupported(f"with statement over {manager} (only torch.no_grad/enable_grad, torch.autocast(enabled="
+                          "False), TorchFunctionModes and objects whose class defines __enter__/__exit__ in Python)")
+    methods = {}
+    for name in ("__enter__", "__exit__"):
+        kind, method = special_method(tx, manager, name)
+        if kind != "python":
+            what = "has no" if kind == "absent" else "has a C"
+            raise Unsupported(f"with statement over a {type(manager.value).__name__}, which {what} {name}")
+        methods[name] = method
+    return methods["__exit__"], methods["__enter__"].call_function(tx, [], {})

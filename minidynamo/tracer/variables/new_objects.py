@@ -158,8 +158,6 @@ class NewObjectVariable(UserObjectVariable):
             raise Unsupported(f"assignment to {self.klass.__name__}.{name} (a descriptor)")
         if self.klass.__dictoffset__ == 0:
             raise Unsupported(f"{self.klass.__name__} object has no attribute {name!r} (__slots__, AttributeError)")
-        if name.startswith("__") and name.endswith("__"):
-            raise Unsupported(f"assignment to special attribute {name!r}")
         self.attrs[name] = value
 
     def delete_attribute(self, tx, name):

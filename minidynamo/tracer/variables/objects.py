@@ -369,9 +369,8 @@ class UserObjectVariable(VariableTracker):
             raise Unsupported(f"{what} attribute {name!r} of a {klass.__name__} without a source")
         if not isinstance(getattr(self.value, "__dict__", None), dict):
             raise Unsupported(f"{what} attribute {name!r} of a {klass.__name__} (no instance __dict__)")
-        if name.startswith("__") or any(name in k.__dict__ and hasattr(k.__dict__[name], "__set__")
-                                        for k in klass.__mro__):
-            raise Unsupported(f"{what} {klass.__name__}.{name} (a descriptor or special attribute)")
+        if any(name in k.__dict__ and hasattr(k.__dict__[name], "__set__") for k in klass.__mro__):
+            raise Unsupported(f"{what} {klass.__name__}.{name} (a descriptor)")
 
     def generic_setattr(self, tx, name, value):
         """``object.__setattr__(obj, name, value)``: the instance ``__dict__`` store, whatever

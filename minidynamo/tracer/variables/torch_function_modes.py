@@ -35,7 +35,7 @@ from torch.overrides import TorchFunctionMode
 from ...exc import Unsupported
 from .base import KnownObjectVariable, VariableTracker
 from .constant import ConstantVariable
-from .ctx_managers import ContextManagerVariable
+from .ctx_managers import ContextManagerVariable, RestoredExit
 
 
 def is_function_mode(vt) -> bool:
@@ -68,7 +68,7 @@ class TorchFunctionModeVariable(ContextManagerVariable):
         return _ModeExitVariable(self)
 
 
-class _ModeExitVariable(VariableTracker):
+class _ModeExitVariable(RestoredExit):
     def __init__(self, manager: TorchFunctionModeVariable):
         super().__init__()
         self.manager = manager

@@ -1,0 +1,230 @@
+"""``with obj:`` over a user's context manager: ``__enter__`` and ``__exit__`` are inlined, and
+every way out of the block that the compiled code cannot reproduce (an exception ``__exit__``
+would see, a graph break inside the block) ends in eager Python.  Each case is differential
+against eager, comparing the values and the log of what the managers saw."""
+
+import contextlib
+
+import pytest
+import torch
+
+import minidynamo
+
+LOG = []
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    minidynamo.reset()
+    LOG.clear()
+    yield
+    minidynamo.reset()
+
+
+class Logged:
+    def __init__(self, tag, suppress=False):
+        self.tag = tag
+        self.suppress = suppress
+
+    def __enter__(self):
+        LOG.append(("enter", self.tag))
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        LOG.append(("exit", self.tag, kind.__name__ if kind else None))
+        return self.suppress
+
+
+@contextlib.contextmanager
+def scoped(tag):
+    LOG.append(("open", tag))
+    try:
+        yield tag * 2
+    finally:
+        LOG.append(("close", tag))
+
+
+def outcome(fn, *args):
+    """(result or exception class, what the managers logged) of one call."""
+    LOG.clear()
+    try:
+        result = fn(*args)
+    except Exception as error:
+        result = type(error)
+    if isinstance(result, torch.Tensor):
+        result = result.tolist()
+    elif isinstance(result, tuple):
+        result = tuple(r.tolist() if isinstance(r, torch.Tensor) else r for r in result)
+    return result, list(LOG)
+
+
+def assert_matches_eager(fn, calls, backend="eager"):
+    opt = minidynamo.optimize(backend)(fn)
+    for args in calls:
+        assert outcome(opt, *args) == outcome(fn, *args)
+
+
+X = torch.arange(6.0).reshape(2, 3)
+
+
+def nested(x):
+    with Logged("outer") as outer:
+        y = x * 2
+        with Logged("inner"):
+            y = y + 1
+    return y, outer.tag
+
+
+def generator_based(x):
+    with scoped(3) as k:
+        y = x * k
+    return y
+
+
+@pytest.mark.parametrize("fn", [nested, generator_based])
+@pytest.mark.parametrize("backend", ["eager", "torchxla_trace_once"])
+def test_a_block_is_one_graph_entered_and_left_once_per_call(fn, backend):
+    assert_matches_eager(fn, [(X,), (X + 1,), (X,)], backend)
+    assert minidynamo.counters["compiles"] == 1
+    assert minidynamo.counters["fallbacks"] == 0
+
+
+def suppressed_at_trace_time(x):
+    with Logged("s", suppress=True):
+        x = x + {}["missing"]            # KeyError: __exit__ sees it and swallows it
+    return x * 3
+
+
+def test_an_exception_the_exit_would_see_runs_eagerly():
+    assert_matches_eager(suppressed_at_trace_time, [(X,), (X,)])
+    assert minidynamo.counters["fallbacks"] >= 1
+
+
+def suppressed_at_run_time(x, i):
+    y = x * 2
+    with Logged("r", suppress=True):
+        y = y + x[i].sum()               # an index out of range raises only when the graph runs
+    LOG.append("after")
+    return y
+
+
+def propagated_at_run_time(x, i):
+    with Logged("p"):
+        y = x[i] * 2
+    return y
+
+
+@pytest.mark.parametrize("fn", [suppressed_at_run_time, propagated_at_run_time])
+def test_an_error_the_graph_raises_reaches_exit_through_a_rerun(fn):
+    good, bad = torch.tensor([0, 1]), torch.tensor([0, 9])
+    assert_matches_eager(fn, [(X, good), (X, bad), (X, good)])
+    assert minidynamo.counters["compiles"] == 1
+
+
+def breaks_inside(x):
+    with Logged("b"):
+        y = x * 2
+        print("inside", bool(y.sum() > 100))
+        y = y + 1
+    return y
+
+
+def test_a_graph_break_inside_the_block_is_refused():
+    assert_matches_eager(breaks_inside, [(X,), (X,)])
+    assert any("user's context manager" in reason for reason in minidynamo.counters["fallback_reasons"])
+
+
+class Swappable:
+    def __enter__(self):
+        LOG.append("enter")
+
+    def __exit__(self, *exc):
+        LOG.append("old exit")
+
+
+SWAPPABLE = Swappable()
+
+
+def uses_swappable(x):
+    with SWAPPABLE:
+        y = x + 1
+    return y
+
+
+def test_a_method_replaced_on_the_class_is_seen():
+    opt = minidynamo.optimize("eager")(uses_swappable)
+    assert outcome(opt, X)[1] == ["enter", "old exit"]
+    original = Swappable.__exit__
+    try:
+        Swappable.__exit__ = lambda self, *exc: LOG.append("new exit")
+        assert outcome(opt, X)[1] == ["enter", "new exit"]
+    finally:
+        Swappable.__exit__ = original
+    assert outcome(opt, X)[1] == ["enter", "old exit"]
+
+
+class EnterOnly:
+    def __enter__(self):
+        return 1
+
+
+def no_exit(x):
+    with EnterOnly():
+        y = x + 1
+    return y
+
+
+def test_a_manager_without_exit_raises_as_in_eager():
+    assert_matches_eager(no_exit, [(X,)])
+    assert outcome(minidynamo.optimize("eager")(no_exit), X)[0] is TypeError
+
+
+def next_or_default(x, items):
+    it = iter(items)
+    total = x
+    while True:
+        try:
+            total = total + next(it)
+        except StopIteration:
+            break
+    return total
+
+
+def test_stop_iteration_of_next_is_caught_by_the_program():
+    assert_matches_eager(next_or_default, [(X, [1, 2]), (X, [1, 2]), (X, [])])
+    assert minidynamo.counters["fallbacks"] == 0
+
+
+class Documented:
+    pass
+
+
+def stores_a_dunder(x):
+    note = Documented()
+    note.__doc__ = "made in the frame"
+    return x + len(note.__doc__)
+
+
+def test_a_special_name_stored_on_a_new_object_is_a_plain_attribute():
+    assert_matches_eager(stores_a_dunder, [(X,), (X,)])
+    assert minidynamo.counters["fallbacks"] == 0
+
+
+class Shadowed(Logged):
+    pass
+
+
+SHADOWED = Shadowed("class")
+SHADOWED.__enter__ = lambda: LOG.append("instance attribute")    # `with` never looks here
+
+
+def uses_shadowed(x):
+    with SHADOWED:
+        y = x + 1
+    return y
+
+
+def test_enter_and_exit_come_from_the_class_not_the_instance():
+    assert_matches_eager(uses_shadowed, [(X,), (X,)])
+    assert LOG == [("enter", "class"), ("exit", "class", None)]
+    assert minidynamo.counters["compiles"] == 1
