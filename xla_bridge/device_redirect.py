@@ -46,6 +46,8 @@ class RedirectDevice(TorchFunctionMode):
             # A meta tensor has no data: made on the CPU and copied, the values stay in the
             # program (the copy is an op; its CPU operand, a constant of the recorded graph).
             return func(*args, **dict(kwargs, device="cpu")).to(self.target)
+        if self.target.type != "meta":
+            args, kwargs = _host_operands_to(self.target, args, kwargs)
         if func in _INDEXING and self.target.type == "meta" and len(args) > 1:
             # x[..., [-2]]: torch makes the list an index tensor on x's device, out of sight
             # of the recording; made here on the CPU, it is a constant of the recorded graph.
@@ -76,6 +78,29 @@ def _integer_arange(func, args, kwargs) -> bool:
     float one computes its values, and stays a host constant)."""
     return func is torch.arange and all(type(a) is int for a in args) \
         and kwargs.get("dtype") in (None, torch.int64, torch.int32)
+
+
+def _host_operands_to(target: torch.device, args, kwargs):
+    """A host tensor beside a device one in a call: one the graph made itself (``torch.tensor([0])``,
+    a float ``arange``, ``x.cpu()``), which in the host program lived beside the others.  Most
+    device kernels refuse a host operand (``index_fill``, ``gather``, ``take``: "Expected XLA
+    tensor"), so it joins the others on the device, where its values are the same."""
+    operands = [v for v in (*args, *kwargs.values()) if isinstance(v, (torch.Tensor, list, tuple))]
+    leaves = _tensors(operands)
+    if not any(t.device.type == "cpu" for t in leaves) or not any(t.device.type == target.type for t in leaves):
+        return args, kwargs
+    move = lambda v: v.to(target) if isinstance(v, torch.Tensor) and v.device.type == "cpu" else v  # noqa: E731
+    return tree_map(move, args), tree_map(move, kwargs)
+
+
+def _tensors(values) -> list:
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out += _tensors(v)
+    return out
 
 
 def _list_as_tensor(index):

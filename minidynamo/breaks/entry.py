@@ -86,7 +86,7 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
     namespace = {"compiled_graph": compiled_graph, "read_inputs": read_inputs, "build_output": build_output,
                  "graph_raised": graph_raised, "rerun": rerun, "leave_graph_state": leave_graph_state,
                  "unpaused": _eval_frame.unpaused, "unpaused_call": _eval_frame.unpaused_call,
-                 "hand_over": _eval_frame.hand_over,
+                 "hand_over": _eval_frame.hand_over, "before_with": before_with,
                  "make_function": make_function}
     lines = [f"def break_{_identifier(code.co_qualname.rpartition('.')[2])}({arg_names}):",
              "    try:",
@@ -151,7 +151,8 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
         # The resume function must be the only holder of what it gets (a local it deletes is
         # freed then, as in eager): this frame forgets its own names, and hand_over the rest.
         stack_refs = sorted({ref for ref in refs.values() if not ref.startswith("___ctx")})
-        held = [*stack_refs, *local_refs, *cell_refs, *(["___result"] if eager.startswith("___result =") else [])]
+        results = [ref for _, ref in stack if ref in RESULTS]
+        held = [*stack_refs, *local_refs, *cell_refs, *results]
         call = [f"___resume = make_function({name}, ___func{cells})",
                 f"___box = [{', '.join(call_args)}]",
                 f"del {', '.join(held)}",
@@ -191,6 +192,9 @@ def seen_as_the_frame(entry_code, code, lineno):
     entry.name, entry.qualname = code.co_name, code.co_qualname + ENTRY_SUFFIX
     entry.filename, entry.first_lineno = code.co_filename, line
     return entry.to_code()
+
+
+RESULTS = ("___result", "___exit")     # the names the eager instructions below bind
 
 
 def _identifier(name: str) -> str:
@@ -263,6 +267,34 @@ def _subscript(state, refs, jumps):
     return f"___result = {container}[{key}]", _after(state, refs, top, "___result")
 
 
+def _before_with(state, refs, jumps):
+    """BEFORE_WITH: manager -> its bound ``__exit__``, what its ``__enter__`` returned (a manager
+    the trace could not enter: one in C, or an ``__enter__`` doing what the trace cannot).  The
+    resume function starts inside the block with that ``__exit__`` on its stack."""
+    top = len(state.stack) - eager_operands("BEFORE_WITH", 0)
+    manager = _value(refs, top, "context manager")
+    below = [(s, refs.get(k)) for k, s in enumerate(state.stack[:top])]
+    return (f"___exit, ___result = before_with({manager})",
+            [(None, state.index + 1, below + [(("value",), "___exit"), (("value",), "___result")])])
+
+
+def before_with(manager):
+    """What CPython's BEFORE_WITH does: ``__enter__`` and ``__exit__`` looked up on the class (bound
+    through their descriptors), then ``__enter__()`` called with the hook watching."""
+    enter = _special(manager, "__enter__", "")
+    exit_method = _special(manager, "__exit__", " (missed __exit__ method)")
+    return exit_method, _eval_frame.unpaused(enter)
+
+
+def _special(obj, name, missing):
+    for klass in type(obj).__mro__:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            bind = getattr(type(attr), "__get__", None)
+            return bind(attr, obj, type(obj)) if bind is not None else attr
+    raise TypeError(f"'{type(obj).__name__}' object does not support the context manager protocol{missing}")
+
+
 def _jump(state, refs, jumps):
     """POP_JUMP_*_IF_TRUE/FALSE, JUMP_IF_*_OR_POP: the truth eagerly, one resume per branch."""
     jumps_when, keeps = jumps[state.inst.name]
@@ -280,7 +312,7 @@ def _after(state, refs, base, result):
 
 
 _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, "BINARY_SUBSCR": _subscript,
-          "jump": _jump}
+          "BEFORE_WITH": _before_with, "jump": _jump}
 
 
 GRAD_BLOCKS = (torch.no_grad, torch.enable_grad)   # graph_break._context_of's grad-mode factories

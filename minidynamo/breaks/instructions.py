@@ -10,14 +10,14 @@ JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack w
     "POP_JUMP_FORWARD_IF_FALSE": (False, False), "POP_JUMP_BACKWARD_IF_FALSE": (False, False),
     "JUMP_IF_TRUE_OR_POP": (True, True), "JUMP_IF_FALSE_OR_POP": (False, True),
 }
-BREAKABLE = {"CALL", "CALL_FUNCTION_EX", "FORMAT_VALUE", "BINARY_SUBSCR", *JUMPS}
+BREAKABLE = {"CALL", "CALL_FUNCTION_EX", "FORMAT_VALUE", "BINARY_SUBSCR", "BEFORE_WITH", *JUMPS}
 
 
 def eager_operands(name: str, arg: int) -> int:
     """How many values from the top of the stack a breakable instruction reads: CALL's NULL or
     callable, callable or self, and arguments; CALL_FUNCTION_EX's NULL, callable, arguments and
     keywords when flagged; FORMAT_VALUE's value and spec when flagged; a subscript's container and
-    key; a jump's condition."""
+    key; a with statement's context manager; a jump's condition."""
     if name == "CALL":
         return arg + 2
     if name == "CALL_FUNCTION_EX":
@@ -26,4 +26,4 @@ def eager_operands(name: str, arg: int) -> int:
         return 2 if arg & 0x04 else 1
     if name == "BINARY_SUBSCR":
         return 2
-    return 1 if name in JUMPS else 0
+    return 1 if name in JUMPS or name == "BEFORE_WITH" else 0

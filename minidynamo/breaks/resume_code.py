@@ -66,6 +66,13 @@ def resume_code(code: types.CodeType, index: int, stack: list, local_names: list
     return per_code[key]
 
 
+def in_prologue(code: types.CodeType, index: int) -> bool:
+    """Is instruction ``index`` part of a resume code's prologue (which rebuilds the stack and
+    re-enters with-blocks: no position of the original code, so no place to break)?"""
+    origin = _origins.get(code)
+    return origin is not None and index < origin[1]
+
+
 def uses_zero_arg_super(code: types.CodeType) -> bool:
     """Whether ``super()`` without arguments may run in ``code``: CPython then reads the
     ``__class__`` cell and the frame's *first local*, whatever its name."""

@@ -14,6 +14,9 @@ Only instructions whose effect can be performed on real values by plain Python b
     FORMAT_VALUE                   f"{tensor}" formats the real value
     BINARY_SUBSCR                  ``y[y > 0]`` indexes the real value (a boolean mask's result
                                    has a shape only the data decides)
+    BEFORE_WITH                    a context manager the trace cannot enter (in C, or an
+                                   ``__enter__`` it cannot run) is entered eagerly; the resume
+                                   function starts inside the block, its ``__exit__`` on the stack
     POP_JUMP_*_IF_TRUE/FALSE,      the condition (``if x.sum() > 0``) is computed by the graph,
     JUMP_IF_*_OR_POP               its truth eagerly; each branch has its own resume function
 
@@ -55,7 +58,7 @@ from guards.source import LocalSource
 
 from ..breaks.entry import ENTRY_SUFFIX
 from ..breaks.instructions import BREAKABLE, JUMPS, eager_operands
-from ..breaks.resume_code import uses_zero_arg_super
+from ..breaks.resume_code import in_prologue, uses_zero_arg_super
 from ..exc import Unsupported
 from .capture import Templates
 from . import try_blocks
@@ -141,6 +144,9 @@ def refusal(code, index: int, f_globals: dict, f_builtins: dict) -> Optional[str
     """Why a break at this root instruction is refused, or None if it may break there.
     (Called only for the opcodes in BREAKABLE.)"""
     instructions, targets, try_handlers, _ = decoded(code)
+    if in_prologue(code, index):
+        return (f"graph break in the prologue of {code.co_qualname} (where it rebuilds the stack and re-enters "
+                "the with-blocks: no place of the original code to resume at)")
     if try_handlers[index]:
         return (f"graph break inside a try block in {code.co_qualname} (not supported: the handler would "
                 "not see the eager instruction's exception)")

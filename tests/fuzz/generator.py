@@ -91,8 +91,9 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "under two names across a break (`is`, a change through one name); "
                                     "tuple(t) is t; bound-method equality; a nested function's __name__"),
     "user_ctx":        (0.6, False, "with-blocks over a user's context manager (a class, one held in a global, a "
-                                    "contextlib.contextmanager generator), logging enter/exit to a global, some "
-                                    "swallowing a KeyError/IndexError the block raises"),
+                                    "contextlib.contextmanager generator, one whose __enter__ prints, torch's "
+                                    "record_function), logging enter/exit to a global, some swallowing a "
+                                    "KeyError/IndexError the block raises"),
     # input-set variations (not statements)
     "vary_shape":      (1.0, False, "calls with another B or C"),
     "vary_dtype":      (1.0, False, "calls with float64 inputs"),
@@ -328,6 +329,11 @@ class Tracked:
     def exit_quietly(self, kind, value, tb):
         self.depth -= 1
         return False
+
+class Noisy(Tracked):
+    def __enter__(self):
+        print('enter', self.tag)
+        return super().__enter__()
 
 TRACKED = Tracked(7)
 
@@ -1188,13 +1194,15 @@ class Gen:
         r = self.rng
         entered = self.fresh("i")
         manager = r.choice([f"Tracked({r.randint(1, 5)}, swallow={r.random() < 0.4})", "TRACKED",
-                            f"scope({r.randint(1, 5)})"])
-        body = self.scoped_block(r.randint(1, 3), setup=lambda: self.env.__setitem__(entered, ("int",)))
+                            f"scope({r.randint(1, 5)})", f"Noisy({r.randint(1, 5)}, swallow={r.random() < 0.4})",
+                            "torch.autograd.profiler.record_function('block')"])
+        binds = not manager.startswith("torch.")        # record_function's __enter__ returns itself
+        body = self.scoped_block(r.randint(1, 3), setup=lambda: self.env.__setitem__(entered, ("int",)) if binds else None)
         if r.random() < 0.35:          # an exception the manager may swallow, before or after the rest
             risky = Stmt([r.choice([f"{self.fresh('i')} = {{'a': 1}}['{r.choice('ab')}']",
                                     f"{self.fresh('i')} = {self.pick(self.vars_of('list_int'))}[{r.randint(0, 3)}]"])])
             body = [risky] + body if r.random() < 0.5 else body + [risky]
-        return Stmt([f"with {manager} as {entered}:"], body)
+        return Stmt([f"with {manager} as {entered}:" if binds else f"with {manager}:"], body)
 
     def s_sets_strings(self):
         r = self.rng

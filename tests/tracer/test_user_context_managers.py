@@ -228,3 +228,67 @@ def test_enter_and_exit_come_from_the_class_not_the_instance():
     assert_matches_eager(uses_shadowed, [(X,), (X,)])
     assert LOG == [("enter", "class"), ("exit", "class", None)]
     assert minidynamo.counters["compiles"] == 1
+
+
+# -- a manager the trace cannot enter (its __enter__ or __exit__ in C, or doing what the trace
+# -- cannot): the frame breaks at the with statement, which runs eagerly; the block is traced in
+# -- the resume function, with the real __exit__ on its stack -------------------------------------
+class CountingAnnotation(Logged):
+    """A profiler-range-like manager whose __enter__ calls what the trace cannot run."""
+
+    def __enter__(self):
+        LOG.append(("enter", self.tag, len(repr(object()))))    # object() is refused by the trace
+        return self
+
+
+def annotated(x):
+    y = x * 2
+    with CountingAnnotation("range"):
+        z = y + 1
+    return z * 3
+
+
+def under_record_function(x):
+    with torch.autograd.profiler.record_function("block"):
+        y = x.sin()
+    return y + 1
+
+
+@pytest.mark.parametrize("fn", [annotated, under_record_function])
+def test_a_manager_the_trace_cannot_enter_breaks_at_the_with(fn):
+    assert_matches_eager(fn, [(X,), (X + 1,), (X,)])
+    assert minidynamo.counters["graph_breaks"] >= 1
+    assert not any(reason.startswith(f"{fn.__name__} (") for reason in minidynamo.counters["fallback_reasons"])
+
+
+def under_inference_mode(x):
+    w = x + 1
+    with torch.inference_mode():
+        y = w * 2
+    return y, y.is_inference(), y.requires_grad
+
+
+def not_a_manager(x):
+    with 5:
+        y = x + 1
+    return y
+
+
+@pytest.mark.parametrize("fn", [under_inference_mode, not_a_manager])
+def test_the_eager_with_statement_enters_exactly_as_cpython(fn):
+    leaf = X.clone().requires_grad_()
+    assert_matches_eager(fn, [(leaf,), (leaf,)])
+    if fn is not_a_manager:
+        assert outcome(minidynamo.optimize("eager")(fn), X)[0] is TypeError
+
+
+def nested_in_a_user_block(x):
+    with Logged("outer"):
+        with CountingAnnotation("inner"):
+            y = x + 1
+    return y
+
+
+def test_no_break_at_a_with_inside_a_users_block():
+    assert_matches_eager(nested_in_a_user_block, [(X,), (X,)])
+    assert any("user's context manager" in reason for reason in minidynamo.counters["fallback_reasons"])

@@ -1321,3 +1321,40 @@ def test_an_integer_arange_indexes_a_graph_that_draws_and_reads_module_state(bac
     actual = minidynamo.optimize(backend)(program)(x)
     assert_same(tuple(a.detach() for a in actual), tuple(e.detach() for e in expected))
     minidynamo.reset()
+
+
+HOST_CONSTANT_OPERANDS = {
+    "index_fill": lambda y: y.index_fill(1, torch.tensor([0]), -1.0),
+    "gather": lambda y: y.gather(1, torch.tensor([[0], [1]])),
+    "take": lambda y: torch.take(y, torch.tensor([0, 5])),
+    "scatter": lambda y: y.scatter(1, torch.tensor([[1], [2]]), 5.0),
+    "index_select_float_arange": lambda y: y.index_select(1, torch.arange(0.0, 2.0).long()),
+}
+
+
+@pytest.mark.parametrize("op", sorted(HOST_CONSTANT_OPERANDS))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_tensor_the_graph_makes_on_the_host_joins_the_device_operands(backend, op):
+    """X70 (host seed 323 i1177, X69's family): ``y.index_fill(1, torch.tensor([0]), -1.0)`` in a
+    graph that also writes its input in place and reads a module's parameter for nothing raised
+    "Expected XLA tensor": run node by node, the graph's own host constant reached a kernel that
+    takes no host operand. A host tensor beside a device one in a call now joins it on the device
+    (``device_redirect._host_operands_to``), whatever made it."""
+    compute = HOST_CONSTANT_OPERANDS[op]
+
+    def program(x, y):
+        x * _SCALED.scale            # read, unused: the module's state is swapped in
+        out = compute(y)
+        x[0] = 0.5
+        return out
+
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    expected_x = x.clone()
+    expected = program(expected_x, y)
+    minidynamo.reset()
+    compiled = minidynamo.optimize(backend)(program)
+    for _ in range(2):
+        actual_x = x.clone()
+        assert_same(compiled(actual_x, y), expected)
+        assert_same(actual_x, expected_x)
+    minidynamo.reset()
