@@ -389,7 +389,10 @@ def special_method(tx, vt, name):
     for base in klass.__mro__:
         if name in base.__dict__:
             attr = base.__dict__[name]
-            if isinstance(attr, types.FunctionType):      # guarded by identity, read from the class
+            if isinstance(attr, types.FunctionType):      # guarded by identity, read from the class,
+                from .class_answers import guard_class     # and the class's lookup of the name (a
+                                                           # library's function a user's subclass finds)
+                guard_class(tx, klass, lookups=(name,))
                 class_source = G.AttrSource(vt.source, "__class__") if vt.source is not None else None
                 return "python", lookup_class_attribute(tx, klass, name, vt, None, class_source=class_source)
             if base is object:                            # a later class-level definition recompiles
