@@ -263,7 +263,7 @@ def stop_values(tx, stop_at) -> tuple:
     if not all(try_blocks.restored_exit(tx, slot) for slot in exits):
         raise Unsupported(f"graph break inside a with-block over a user's context manager in {code.co_qualname} "
                           "(its __exit__ would not see an exception the eager instruction raises)")
-    if head is not None and exits:
+    if head is not None and (exits or inst.name == "BEFORE_WITH"):
         raise Unsupported(f"graph break inside a with-block inside a loop body in {code.co_qualname} "
                           "(the resume function rebuilds with-blocks only outside loops)")
     values, stack, iterated = [], [], []
