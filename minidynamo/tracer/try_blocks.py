@@ -53,16 +53,7 @@ KERNEL_ERRORS = (RuntimeError, IndexError, ValueError, TypeError, ArithmeticErro
 def handler_chains(instructions, handler_of: list) -> list:
     """For each instruction: the indexes of the try-statement handlers that would see an
     exception it raises, innermost first (empty outside any try statement)."""
-    chains = []
-    for index in range(len(instructions)):
-        chain, seen, at = [], set(), handler_of[index]
-        while at is not None and at not in seen:
-            seen.add(at)
-            if is_try_statement(instructions, at):
-                chain.append(at)
-            at = handler_of[at]
-        chains.append(tuple(chain))
-    return chains
+    return _chains(handler_of, lambda at: at if is_try_statement(instructions, at) else None)
 
 
 def with_exit_slots(instructions, handler_of: list, depth_of: dict) -> list:
@@ -70,18 +61,29 @@ def with_exit_slots(instructions, handler_of: list, depth_of: dict) -> list:
     body holds it, innermost first.  A with-block's cleanup handler (``PUSH_EXC_INFO;
     WITH_EXCEPT_START``) covers its body at the depth just above the ``__exit__`` BEFORE_WITH
     left, so that ``__exit__`` is at ``stack[depth - 1]`` all through the body.  ``depth_of``:
-    handler -> its depth in the exception table; a slot is None where that is unknown (then
-    the block counts as a user's: ``exit_at``)."""
-    slots = []
-    for index in range(len(instructions)):
+    handler -> its depth in the exception table; a slot is -1 where that is unknown (then
+    the block counts as a user's: ``restored_exit``)."""
+    def slot(at):
+        if not _is_with_cleanup(instructions, at):
+            return None
+        return depth_of[at] - 1 if depth_of.get(at) else -1
+    return _chains(handler_of, slot)
+
+
+def _chains(handler_of: list, pick) -> list:
+    """For each instruction, ``pick(handler)`` of each handler that would see its exception,
+    innermost first (the handler's own code is covered by the next one out), where not None."""
+    chains = []
+    for index in range(len(handler_of)):
         chain, seen, at = [], set(), handler_of[index]
         while at is not None and at not in seen:
             seen.add(at)
-            if _is_with_cleanup(instructions, at):
-                chain.append(depth_of[at] - 1 if depth_of.get(at) else None)
+            picked = pick(at)
+            if picked is not None:
+                chain.append(picked)
             at = handler_of[at]
-        slots.append(tuple(chain))
-    return slots
+        chains.append(tuple(chain))
+    return chains
 
 
 def _is_with_cleanup(instructions, handler: int) -> bool:
@@ -158,7 +160,7 @@ def check_with_exits(tx, slots) -> None:
 
 def restored_exit(tx, slot) -> bool:
     """Is the ``__exit__`` at this stack slot (``with_exit_slots``) one the compiled code restores
-    itself?  False for a user's, and where the slot is unknown."""
+    itself?  False for a user's, and where the slot is unknown (-1)."""
     from .variables.ctx_managers import RestoredExit
 
-    return slot is not None and 0 <= slot < len(tx.stack) and isinstance(tx.stack[slot], RestoredExit)
+    return 0 <= slot < len(tx.stack) and isinstance(tx.stack[slot], RestoredExit)
