@@ -48,6 +48,7 @@ import functools
 import io
 import linecache
 import operator
+import types
 
 import bytecode
 from bytecode.instr import InstrLocation
@@ -287,9 +288,14 @@ def before_with(manager):
 
 
 def _special(obj, name, missing):
+    """``type(obj).name`` bound to ``obj``.  A function or a C method is bound as a plain method
+    object, whose ``__func__`` keeps its identity from call to call (C's own binding makes a new
+    object each time, which a resume function receiving it could not guard)."""
     for klass in type(obj).__mro__:
         if name in klass.__dict__:
             attr = klass.__dict__[name]
+            if isinstance(attr, (types.FunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)):
+                return types.MethodType(attr, obj)
             bind = getattr(type(attr), "__get__", None)
             return bind(attr, obj, type(obj)) if bind is not None else attr
     raise TypeError(f"'{type(obj).__name__}' object does not support the context manager protocol{missing}")

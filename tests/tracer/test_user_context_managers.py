@@ -254,7 +254,15 @@ def under_record_function(x):
     return y + 1
 
 
-@pytest.mark.parametrize("fn", [annotated, under_record_function])
+def under_a_device(x):
+    with torch.device("meta"):            # C methods; factories inside make meta tensors
+        made = torch.ones(2)
+    with torch.device("cpu"):
+        y = torch.zeros(2) + x[0, :2]
+    return y * 2, made.device.type
+
+
+@pytest.mark.parametrize("fn", [annotated, under_record_function, under_a_device])
 def test_a_manager_the_trace_cannot_enter_breaks_at_the_with(fn):
     assert_matches_eager(fn, [(X,), (X + 1,), (X,)])
     assert minidynamo.counters["graph_breaks"] >= 1
