@@ -92,7 +92,7 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "tuple(t) is t; bound-method equality; a nested function's __name__"),
     "user_ctx":        (0.6, False, "with-blocks over a user's context manager (a class, one held in a global, a "
                                     "contextlib.contextmanager generator, one whose __enter__ prints, torch's "
-                                    "record_function), logging enter/exit to a global, some swallowing a "
+                                    "record_function, a threading.Lock), logging enter/exit to a global, some swallowing a "
                                     "KeyError/IndexError the block raises"),
     # input-set variations (not statements)
     "vary_shape":      (1.0, False, "calls with another B or C"),
@@ -305,8 +305,10 @@ def scaled(t, k, *, bias=0.0):
 
 # Added to the prelude of programs that use the ``user_ctx`` feature.
 CTX_PRELUDE = ("ctx_helpers", '''import contextlib
+import threading
 
 CTX_LOG = []
+LOCK = threading.Lock()
 
 class Tracked:
     swallow_all = False
@@ -1195,8 +1197,8 @@ class Gen:
         entered = self.fresh("i")
         manager = r.choice([f"Tracked({r.randint(1, 5)}, swallow={r.random() < 0.4})", "TRACKED",
                             f"scope({r.randint(1, 5)})", f"Noisy({r.randint(1, 5)}, swallow={r.random() < 0.4})",
-                            "torch.autograd.profiler.record_function('block')"])
-        binds = not manager.startswith("torch.")        # record_function's __enter__ returns itself
+                            "torch.autograd.profiler.record_function('block')", "LOCK"])
+        binds = not manager.startswith(("torch.", "LOCK"))   # record_function's __enter__ returns itself
         body = self.scoped_block(r.randint(1, 3), setup=lambda: self.env.__setitem__(entered, ("int",)) if binds else None)
         if r.random() < 0.35:          # an exception the manager may swallow, before or after the rest
             risky = Stmt([r.choice([f"{self.fresh('i')} = {{'a': 1}}['{r.choice('ab')}']",

@@ -29,6 +29,7 @@ import io
 import math
 import re
 import sys
+import threading
 import types
 from typing import Any, Optional
 
@@ -316,6 +317,10 @@ class Comparer:
             if not close or (a == 0 and b == 0 and math.copysign(1, a) != math.copysign(1, b)):
                 raise Diff(f"value: {path}: eager {a!r}, optimized {b!r}")
             return
+        if isinstance(a, LOCK_TYPES):      # each side's own lock: held or not
+            if a.locked() != b.locked():
+                raise Diff(f"value: {path}: lock held: eager {a.locked()}, optimized {b.locked()}")
+            return
         if isinstance(a, (types.ModuleType, types.BuiltinFunctionType)) or callable(a) and not hasattr(a, "__dict__"):
             if a is not b:
                 raise Diff(f"value: {path}: eager {a!r}, optimized {b!r}")
@@ -350,6 +355,9 @@ def module_state(m: torch.nn.Module) -> dict:
 def short(v, limit: int = 120) -> str:
     text = repr(v).replace("\n", " ")
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+LOCK_TYPES = (type(threading.Lock()),)
 
 
 def state_of(ns: dict) -> dict:
