@@ -70,6 +70,10 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "an eager instruction that raises"),
     "try_except":      (0.8, False, "try/except KeyError/IndexError/ZeroDivisionError around code that may raise"),
     "grad_mode":       (0.6, False, "with torch.no_grad()/enable_grad() blocks; grad mode flipped between calls"),
+    "grad_reads":      (0.4, True, "backward() through the module's parameter, then its .grad read (None or a "
+                                   "tensor, accumulated over calls), used, written in place, an SGD step on "
+                                   "the parameter; zero_grad() between calls (known bug X71 on the XLA "
+                                   "backends: a second backward through a replayed step's output)"),
     "closures":        (0.6, False, "nested functions and lambdas closing over locals (arguments too), called in f; "
                                     "a nested function writing a local through nonlocal, read later (after breaks)"),
     "sets_strings":    (0.5, False, "set(), len(set()), f-strings, str methods, tuple(t.shape)"),
@@ -1162,6 +1166,24 @@ class Gen:
                      orelse_header="finally:")
         return s
 
+    def s_grad_reads(self):
+        r = self.rng
+        t = self.pick(self.tensors())
+        g, out = self.fresh("g"), self.fresh("t")
+        self.env[out] = ("T", self.shape(t))
+        body = []
+        if r.random() < 0.6:       # a backward pass first (a graph break), accumulating into .grad
+            body.append(Stmt([f"MOD({t}).sum().backward()" if r.random() < 0.5 else f"(MOD({t}) * {t}).mean().backward()"]))
+        body.append(Stmt([f"{g} = MOD.scale.grad"]))
+        body.append(Stmt([r.choice([f"{out} = {t} * ({g} if {g} is not None else 0.0)",
+                                    f"{out} = {t} + (0.0 if {g} is None else {g}.item())",
+                                    f"{out} = {t} - (1.0 if {g} is None else {g} * 2)"])]))
+        if r.random() < 0.3:       # the gradient written in place
+            body.append(Stmt([f"if {g} is not None:"], [Stmt([f"{g}.mul_(0.5)"])]))
+        if r.random() < 0.3:       # an SGD step on the parameter
+            body.append(Stmt([f"if {g} is not None:"], [Stmt(["with torch.no_grad():"], [Stmt([f"MOD.scale.sub_(0.01 * {g})"])])]))
+        return Stmt(["if True:"], body)
+
     def s_grad_mode(self):
         r = self.rng
         cm = r.choice(["torch.no_grad()", "torch.enable_grad()", "torch.set_grad_enabled(n > 1)"])
@@ -1633,6 +1655,7 @@ MUTATIONS: dict[str, list[str]] = {
     ],
     "library_state": ["OBJ.act = torch.tanh", "OBJ.act = torch.sigmoid", "OBJ.act = torch.neg"],
     "class_attr": ["Obj.K = 7", "Obj.K = -1"],
+    "grad_reads": ["MOD.zero_grad()", "MOD.scale.grad = torch.tensor(2.0)"],
     "user_ctx": ["Tracked.swallow_all = True", "Tracked.swallow_all = False", "Tracked.__exit__ = Tracked.exit_quietly",
                  "TRACKED.tag = 9", "CTX_LOG.clear()"],
     "default_dtype": ["torch.set_default_dtype(torch.float64)", "torch.set_default_dtype(torch.float32)"],

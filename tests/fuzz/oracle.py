@@ -347,6 +347,8 @@ def module_state(m: torch.nn.Module) -> dict:
     for k, v in vars(m).items():
         if k in ("_parameters", "_buffers", "_modules"):
             out.update({f"{k}.{n}": val for n, val in v.items()})
+            if k == "_parameters":
+                out.update({f"{k}.{n}.grad": val.grad for n, val in v.items() if val is not None})
         elif not k.startswith("_") or k == "_non_persistent_buffers_set":
             out[k] = v
     return out

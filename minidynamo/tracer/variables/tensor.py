@@ -134,6 +134,8 @@ class TensorVariable(VariableTracker):
             from .objects import ClassVariable
 
             return ClassVariable(self.python_class)
+        if name == "grad" and self.input_source(tx) is not None:
+            return self._input_grad(tx)
         if name in ("grad", "grad_fn", "_base", "_version"):
             raise Unsupported(f"tensor attribute .{name} (autograd state)")
         if callable(getattr(torch.Tensor, name, None)):
@@ -141,6 +143,18 @@ class TensorVariable(VariableTracker):
         if not hasattr(torch.Tensor, name):
             return self._instance_attribute(tx, name)
         raise Unsupported(f"tensor attribute .{name}")
+
+    def _input_grad(self, tx):
+        """``p.grad`` of a leaf graph input (a parameter after ``backward()``): read from the real
+        tensor and guarded as any input is (``is None``, or a tensor input of its own).  Autograd
+        writes it only in a backward pass, which runs eagerly at a break, so nothing in a graph
+        changes it.  A non-leaf's ``.grad`` is refused (eager warns at each read)."""
+        from ..builder import wrap
+
+        if not self.var_getattr(tx, "is_leaf").as_python_constant():
+            raise Unsupported("tensor attribute .grad of a tensor autograd made (eager warns at each read)")
+        source = self.input_source(tx)
+        return wrap(tx, tx.output.real_inputs[source].grad, G.AttrSource(source, "grad"))
 
     def _method(self, tx, name):
         """``x.name`` for a method of torch.Tensor: the input's own attribute when it hides it."""
