@@ -342,11 +342,33 @@ def _print(tx, *args, **kwargs):
 
 
 def _super(tx, *args):
+    """``super()``, or ``super(klass, obj)`` checked as CPython checks it: at most two arguments,
+    a class first, and ``obj`` an instance or a subclass of it (each a TypeError otherwise)."""
     from .objects import SuperVariable
 
-    if args:
-        return SuperVariable(args[0].as_python_constant(), args[1])
-    return tx.implicit_super()
+    if not args:
+        return tx.implicit_super()
+    if len(args) > 2:
+        raise _super_error(*([object] * len(args)))
+    klass = maybe_constant(args[0], NO_CONSTANT)
+    if klass is not NO_CONSTANT and not isinstance(klass, type):
+        raise _super_error(klass, object)
+    if len(args) == 1 or klass is NO_CONSTANT:
+        raise Unsupported("super() with one argument, or a class not known at trace time")
+    obj = maybe_constant(args[1], NO_CONSTANT)
+    kind = obj if isinstance(obj, type) else args[1].python_type()
+    if not (isinstance(kind, type) and issubclass(kind, klass)):
+        raise _super_error(klass, 1)
+    return SuperVariable(klass, args[1])
+
+
+def _super_error(*args) -> ProgramRaises:
+    """The TypeError CPython's ``super(*args)`` raises (made by calling it with stand-ins)."""
+    try:
+        super(*args)
+    except TypeError as error:
+        return ProgramRaises(f"super() raised TypeError: {error}", error)
+    raise AssertionError(f"super{args} did not raise")
 
 
 def _operator(fn):

@@ -16,12 +16,50 @@ from .constant import ConstantVariable
 from .containers import _NO, BaseListVariable, IteratorVariable, MethodTable, TupleVariable, _check_mutable
 
 
+class KeyedItems(dict):
+    """A DictVariable's items, counting the changes of its keys (a key added or removed;
+    ``key_changes``): CPython's dict iterator raises after a deletion and a re-insertion of the
+    same key, which leaves the keys, their order and the size as they were."""
+
+    key_changes = 0
+
+    def __setitem__(self, key, value):
+        if key not in self:
+            self.key_changes += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        self.key_changes += 1
+        super().__delitem__(key)
+
+    def pop(self, *args):
+        self.key_changes += 1
+        return super().pop(*args)
+
+    def popitem(self):
+        self.key_changes += 1
+        return super().popitem()
+
+    def clear(self):
+        self.key_changes += 1
+        super().clear()
+
+    def update(self, *args, **kwargs):
+        self.key_changes += 1
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self.key_changes += 1
+        return super().setdefault(key, default)
+
+
 class DictVariable(MethodTable, VariableTracker):
     """A dict with constant keys (str, int, ...) and VariableTracker values, in order."""
 
     def __init__(self, items: dict, dict_type=dict, source=None):
         super().__init__(source)
-        self.items = dict(items)
+        self.items = KeyedItems(items)
         self.dict_type = dict_type
 
     def python_type(self):

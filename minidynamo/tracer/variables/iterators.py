@@ -143,10 +143,14 @@ class DictIteratorVariable(IteratorVariable):
         if reverse:
             self.keys.reverse()
         self.reverse = reverse
+        self.items_at_start = dict_vt.items
+        self.key_changes = getattr(dict_vt.items, "key_changes", None)
 
     def next_item(self, tx=None):
-        current = list(self.dict_vt.items)
-        if (list(reversed(current)) if self.reverse else current) != self.keys:
+        items = self.dict_vt.items
+        current = list(items)
+        if (list(reversed(current)) if self.reverse else current) != self.keys or items is not self.items_at_start \
+                or getattr(items, "key_changes", None) != self.key_changes:
             raise Unsupported("a dict changed size or keys while iterated (RuntimeError)")
         if self.index >= len(self.keys):
             return None

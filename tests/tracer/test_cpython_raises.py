@@ -1,0 +1,67 @@
+"""What CPython raises and the trace must raise too, found by CPython's own tests once the bodies
+of ``with self.assertRaises(...)`` blocks were traced (the with statement used to make the whole
+frame eager).  Each case is differential against eager."""
+
+import pytest
+import torch
+
+import minidynamo
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    minidynamo.reset()
+    yield
+    minidynamo.reset()
+
+
+def outcome(fn, *args):
+    try:
+        result = fn(*args)
+    except Exception as error:
+        return type(error), str(error)
+    return [r.tolist() if isinstance(r, torch.Tensor) else r for r in result]
+
+
+def key_deleted_and_put_back(x):
+    d = {0: 0}
+    for _ in d:
+        del d[0]              # the same key, order and size again: CPython's iterator still raises
+        d[0] = 0
+    return x + 1, len(d)
+
+
+def values_updated(x):
+    d = {"a": 1, "b": 2}
+    for k in d:
+        d[k] = d[k] * 2       # a value changed under an existing key: allowed
+    return x + d["a"] + d["b"], len(d)
+
+
+class Base:
+    def m(self):
+        return 1
+
+
+class Derived(Base):
+    def m(self):
+        return super(Derived, self).m() + 1
+
+
+def super_calls(x):
+    answers = [Derived().m()]
+    for args in ((int, int, int), (1, int), (Derived, 3)):
+        try:
+            super(*args)
+        except TypeError as error:
+            answers.append(str(error))
+    return x + answers[0], answers[1:]
+
+
+@pytest.mark.parametrize("fn", [key_deleted_and_put_back, values_updated, super_calls])
+def test_raises_where_cpython_raises(fn):
+    x = torch.zeros(2)
+    expected = outcome(fn, x)
+    compiled = minidynamo.optimize("eager")(fn)
+    assert outcome(compiled, x) == expected
+    assert outcome(compiled, x) == expected
