@@ -1,6 +1,6 @@
-"""What CPython raises and the trace must raise too, found by CPython's own tests once the bodies
-of ``with self.assertRaises(...)`` blocks were traced (the with statement used to make the whole
-frame eager).  Each case is differential against eager."""
+"""What CPython raises (or answers) and the trace must too, found by CPython's own tests once the
+bodies of ``with self.assertRaises(...)`` blocks were traced (the with statement used to make the
+whole frame eager), and by the fuzzer.  Each case is differential against eager."""
 
 import pytest
 import torch
@@ -58,7 +58,31 @@ def super_calls(x):
     return x + answers[0], answers[1:]
 
 
-@pytest.mark.parametrize("fn", [key_deleted_and_put_back, values_updated, super_calls])
+class Holder:
+    extra = 11
+
+
+HOLDER = Holder()
+
+
+def deleted_instance_attribute_reveals_the_class_one(x):
+    HOLDER.extra = 2
+    seen = []
+    for _ in range(2):
+        if hasattr(HOLDER, "extra"):
+            seen.append(HOLDER.extra)
+            del HOLDER.extra                  # the second time only the class has it: AttributeError
+    return x + 1, seen
+
+
+def read_after_delete(x):
+    HOLDER.extra = 2
+    del HOLDER.extra
+    return x + HOLDER.extra, hasattr(HOLDER, "extra")
+
+
+@pytest.mark.parametrize("fn", [key_deleted_and_put_back, values_updated, super_calls,
+                                deleted_instance_attribute_reveals_the_class_one, read_after_delete])
 def test_raises_where_cpython_raises(fn):
     x = torch.zeros(2)
     expected = outcome(fn, x)

@@ -328,8 +328,8 @@ class UserObjectVariable(VariableTracker):
         klass = type(self.value)
         if self.source is not None:
             stored = tx.output.side_effects.stored_attribute(self, name)
-            if stored is DELETED:
-                raise AttributeDeleted(f"{klass.__name__} object has no attribute {name!r} (deleted by the frame)")
+            if stored is DELETED:             # the instance's is gone: the class's answers, if any
+                return self._class_level(tx, klass, name)
             if stored is not None:
                 return stored
             if name == "__dict__" and tx.output.side_effects.has_stored_attributes(self):
@@ -361,6 +361,17 @@ class UserObjectVariable(VariableTracker):
         except AttributeError:
             raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)") from None
         return _wrap(tx, value, G.AttrSource(self.source, name) if self.source else None)
+
+    def _class_level(self, tx, klass, name):
+        """``obj.name`` once the frame deleted the instance's own ``name``: what the class finds
+        (a method bound to ``obj``, a property run, a plain value read through ``obj.__class__``)."""
+        found = lookup_class_attribute(tx, klass, name, self, self.source)
+        if found is not None:
+            return found
+        for base in klass.__mro__:
+            if name in base.__dict__:
+                return _wrap(tx, base.__dict__[name], G.AttrSource(G.AttrSource(self.source, "__class__"), name))
+        raise AttributeDeleted(f"{klass.__name__} object has no attribute {name!r} (deleted by the frame)")
 
     # -- writing attributes: side effects replayed after the graph (side_effects.py) ---------------
     def _check_plain_attribute(self, name, what):
