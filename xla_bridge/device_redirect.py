@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 
 class RedirectDevice(TorchFunctionMode):
@@ -85,22 +85,11 @@ def _host_operands_to(target: torch.device, args, kwargs):
     a float ``arange``, ``x.cpu()``), which in the host program lived beside the others.  Most
     device kernels refuse a host operand (``index_fill``, ``gather``, ``take``: "Expected XLA
     tensor"), so it joins the others on the device, where its values are the same."""
-    operands = [v for v in (*args, *kwargs.values()) if isinstance(v, (torch.Tensor, list, tuple))]
-    leaves = _tensors(operands)
+    leaves = [v for v in tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
     if not any(t.device.type == "cpu" for t in leaves) or not any(t.device.type == target.type for t in leaves):
         return args, kwargs
     move = lambda v: v.to(target) if isinstance(v, torch.Tensor) and v.device.type == "cpu" else v  # noqa: E731
     return tree_map(move, args), tree_map(move, kwargs)
-
-
-def _tensors(values) -> list:
-    out = []
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            out.append(v)
-        elif isinstance(v, (list, tuple)):
-            out += _tensors(v)
-    return out
 
 
 def _list_as_tensor(index):
