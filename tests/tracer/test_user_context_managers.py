@@ -300,3 +300,18 @@ def nested_in_a_user_block(x):
 def test_no_break_at_a_with_inside_a_users_block():
     assert_matches_eager(nested_in_a_user_block, [(X,), (X,)])
     assert any("user's context manager" in reason for reason in minidynamo.counters["fallback_reasons"])
+
+
+def entered_inside_a_grad_block_then_raises(x, i):
+    with torch.set_grad_enabled(True):
+        with CountingAnnotation("inner"):
+            y = torch.cat([x, x], dim=1)
+        z = x[i]                                # out of range at run time
+    return y, z
+
+
+def test_a_with_the_trace_cannot_enter_inside_another_block_runs_as_eager():
+    """Fuzz seed 332 i692: a break at this inner with statement, then a run-time error in the
+    resume function, crashed the process; such a break is refused until that is understood."""
+    bad = torch.tensor([7])
+    assert_matches_eager(entered_inside_a_grad_block_then_raises, [(X, bad), (X, bad), (X, torch.tensor([1]))])
