@@ -185,14 +185,14 @@ def seen_as_the_frame(entry_code, code, lineno):
     frame is while the instruction runs (the frame's name, file, and the instruction's line on
     every instruction), so a record's ``funcName``/``lineno`` or a traceback line is eager's.
     Its qualified name still tells an entry apart (``ENTRY_SUFFIX``); its source is ``fn.source``."""
-    entry = bytecode.Bytecode.from_code(entry_code)
+    entry = bytecode.Bytecode.from_code(entry_code, conserve_exception_block_stackdepth=True)
     line = lineno if lineno is not None else code.co_firstlineno
     for instr in entry:
         if isinstance(instr, bytecode.Instr):
             instr.location = InstrLocation(line, line, None, None)
     entry.name, entry.qualname = code.co_name, code.co_qualname + ENTRY_SUFFIX
     entry.filename, entry.first_lineno = code.co_filename, line
-    return entry.to_code()
+    return entry.to_code(compute_exception_stack_depths=False)   # only the lines changed
 
 
 RESULTS = ("___result", "___exit")     # the names the eager instructions below bind

@@ -104,7 +104,10 @@ def _slot_key(slot):
 
 
 def _build(code, index, stack, local_names, loop_head=None):
-    items = list(Bytecode.from_code(code))
+    # Each exception-table entry keeps the original's stack depth: the resume code's stack at every
+    # kept instruction is the original's.  (Recomputing them walks only the code reachable from
+    # the start; a region that now opens in a cut-off handler got a junk depth: fuzz seed 332 i692.)
+    items = list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True))
     position, seen, open_try, head = None, -1, None, None
     for p, item in enumerate(items):
         if isinstance(item, Instr) and seen + 1 == loop_head and head is None:
@@ -185,7 +188,7 @@ def _build(code, index, stack, local_names, loop_head=None):
     resumed.posonlyargcount = 0
     resumed.kwonlyargcount = 0
     resumed.flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-    made = resumed.to_code()
+    made = resumed.to_code(compute_exception_stack_depths=False)
     first = loop_head if start != position else index      # the original index of the first kept instruction
     _origins[made] = (weakref.ref(code), sum(1 for item in prologue if isinstance(item, Instr)), first)
     return made

@@ -263,10 +263,6 @@ def stop_values(tx, stop_at) -> tuple:
     if not all(try_blocks.restored_exit(tx, slot) for slot in exits):
         raise Unsupported(f"graph break inside a with-block over a user's context manager in {code.co_qualname} "
                           "(its __exit__ would not see an exception the eager instruction raises)")
-    if inst.name == "BEFORE_WITH" and exits:
-        # (entered inside a grad-mode or autocast block, a later run-time error of the resume
-        # function crashed the process: fuzz seed 332 i692, not understood yet)
-        raise Unsupported(f"graph break at a with statement inside another with-block in {code.co_qualname}")
     if head is not None and (exits or inst.name == "BEFORE_WITH"):
         raise Unsupported(f"graph break inside a with-block inside a loop body in {code.co_qualname} "
                           "(the resume function rebuilds with-blocks only outside loops)")

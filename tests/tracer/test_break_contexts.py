@@ -1,6 +1,8 @@
 """Graph breaks in awkward contexts (with-blocks, re-entrancy), each differential against eager
 over several calls: values, ``requires_grad``, grad mode inside and after the block."""
 
+import dis
+
 import pytest
 import torch
 
@@ -183,3 +185,39 @@ def test_autocast_the_eager_instruction_switches_inside_a_block_holds_until_its_
         torch.set_autocast_enabled("cpu", False)
         torch.set_autocast_dtype("cpu", torch.bfloat16)
     assert minidynamo.counters["graph_breaks"] >= 1
+
+
+# -- a resume function whose code keeps a handler it can no longer enter ----------------------------
+def exits_a_block_the_trace_cannot_run_then_raises(x, i):
+    with torch.set_grad_enabled(False):
+        with torch.autograd.profiler.record_function("inner"):   # breaks at its with and its exit
+            y = torch.cat([x, x], dim=1)
+        z = x[i]                                                  # out of range on some calls
+    return y, z
+
+
+def test_a_run_time_error_after_an_inner_block_the_resume_function_exits():
+    """Fuzz seed 332 i692 (C28): the resume function starting at the inner block's exit keeps that
+    block's handler, now unreachable, and the exception-table region that opens inside it.  Depths
+    recomputed from the reachable code gave that region a junk stack depth (32768), so the
+    IndexError below unwound the frame's stack past its end: a segmentation fault."""
+    from minidynamo.breaks.resume_code import _origins
+
+    x = torch.arange(6.0).reshape(2, 3).requires_grad_()
+    opt = minidynamo.optimize("eager")(exits_a_block_the_trace_cannot_run_then_raises)
+    for i in (7, 7, 1, 1):
+        index = torch.tensor([i])
+        try:
+            expected = described(exits_a_block_the_trace_cannot_run_then_raises(x, index))
+        except IndexError:
+            with pytest.raises(IndexError):
+                opt(x, index)
+        else:
+            assert described(opt(x, index)) == expected
+        assert torch.is_grad_enabled()
+    assert minidynamo.counters["graph_breaks"] >= 2
+    made = [code for code in list(_origins.keys())
+            if code.co_name == exits_a_block_the_trace_cannot_run_then_raises.__name__]
+    assert len(made) >= 2
+    for code in made:       # every handler keeps no more than the frame's stack holds
+        assert all(entry.depth <= code.co_stacksize for entry in dis._parse_exception_table(code))
