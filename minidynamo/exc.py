@@ -25,13 +25,16 @@ class ProgramRaises(Unsupported):
     no guard to be right: guards only decide when tracing is worth another try).
 
     ``exception`` is the exception CPython raises there, when known: a ``try`` statement of the
-    traced code then catches it at trace time (``tracer/exceptions.py``)."""
+    traced code then catches it at trace time (``tracer/exceptions.py``); ``fields``: those of
+    its attributes that are trace-time values, not constants (a generator's return value as
+    ``StopIteration.value``)."""
 
     path_guards = None
 
-    def __init__(self, reason: str, exception: BaseException | None = None):
+    def __init__(self, reason: str, exception: BaseException | None = None, fields: dict | None = None):
         super().__init__(reason)
         self.exception = exception
+        self.fields = fields or {}
 
 
 def raised_by_program(error: BaseException):

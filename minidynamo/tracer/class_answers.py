@@ -45,6 +45,7 @@ HOOKS = tuple(MODELLED_HOOKS)
 CLASS_READ = ("__class__", "__getattribute__")
 
 _IMMUTABLE_TYPE = 1 << 8       # Py_TPFLAGS_IMMUTABLETYPE: built-in and extension types
+_COLLECTION_FLAGS = (1 << 5) | (1 << 6)     # Py_TPFLAGS_SEQUENCE, Py_TPFLAGS_MAPPING
 _flags_of = type.__dict__["__flags__"].__get__
 
 
@@ -77,6 +78,22 @@ def callable_answer(tx, cls: type) -> bool:
     ``tp_call``, which follows the class dicts of its MRO)."""
     guard_class(tx, cls, lookups=("__call__",))
     return G.class_lookup(cls, "__call__") is not G.NOT_FOUND
+
+
+def builtin_class(cls: type) -> bool:
+    """A built-in or extension class: nothing about it can change."""
+    return bool(_flags_of(cls) & _IMMUTABLE_TYPE)
+
+
+def collection_flag(tx, cls: type, flag: int) -> bool:
+    """Whether ``cls`` has ``flag`` (Py_TPFLAGS_SEQUENCE or _MAPPING: what a match statement's
+    sequence and mapping patterns ask).  A class keeps the one it has; a later
+    ``collections.abc.Sequence.register(C)`` gives one to a class that has neither, so then no
+    ABC may have registered a class since (the registry guard)."""
+    flags = _flags_of(cls)
+    if not flags & _COLLECTION_FLAGS:
+        guard_class(tx, cls, registry=True)
+    return bool(flags & flag)
 
 
 def classes_of(kinds, question: str) -> list:

@@ -21,9 +21,16 @@ Guards need nothing new: the exception followed from values the trace read and g
 dict's keys, the list's length, the constants), so every call the guards pass raises it again
 at the same instruction, and takes the same handler.
 
+The program's own ``raise`` works the same way.  ``ValueError(f"bad size {n}")`` of a *plain*
+exception class (a built-in one, or a program's class statement that adds nothing: no
+``__init__``, no ``__str__``) runs no program code, so it is made at trace time from the
+arguments' constants (``make_exception``); ``RAISE_VARARGS`` then raises ``ProgramRaises``
+with it.  Inside the handler the exception object is a constant of the trace: ``str(e)``,
+``e.args`` and ``isinstance(e, ...)`` fold.
+
 Not modelled (``Unsupported``; the frame runs eagerly as before): an exception reaching a
-``with`` block's cleanup (its ``__exit__`` would run), a use of the exception object
-(``except KeyError as e: print(e)``), a graph break inside a handler (``graph_break.stop_values``
+``with`` block's cleanup (its ``__exit__`` would run), an exception object that leaves the
+trace (returned, stored, printed), a graph break inside a handler (``graph_break.stop_values``
 refuses it).  An exception leaving a generator's body finishes the generator and propagates
 to whoever pulled the item (variables/generators.py).
 """
@@ -34,8 +41,8 @@ import dis
 import weakref
 
 from ..exc import ProgramRaises, Unsupported
-from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable
+from .variables.exception_values import ExceptionVariable, make_exception, plain_exception_class
 
 _entries: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # code -> exception_entries(code)
 
@@ -61,20 +68,6 @@ def exception_entries(code, instructions) -> list:
     return _entries[code]
 
 
-class ExceptionVariable(VariableTracker):
-    """An exception the traced code raised: only its class is used (``except`` matching)."""
-
-    def __init__(self, exception: BaseException):
-        super().__init__()
-        self.exception = exception
-
-    def python_type(self):
-        return type(self.exception)
-
-    def __repr__(self) -> str:
-        return f"ExceptionVariable({type(self.exception).__name__})"
-
-
 def unwind(tx, error: ProgramRaises, index: int) -> bool:
     """Send ``error``, raised by instruction ``index`` of ``tx``'s frame, to the handler that
     covers it (True), or say it leaves the frame (False)."""
@@ -84,16 +77,41 @@ def unwind(tx, error: ProgramRaises, index: int) -> bool:
     if entry is None:
         return False
     target, depth, push_lasti = entry
-    if tx.instructions[target].name == "PUSH_EXC_INFO" and target + 1 < len(tx.instructions) \
-            and tx.instructions[target + 1].name == "WITH_EXCEPT_START":
+    if _is_with_cleanup(tx.instructions, target) and not _restores_itself(tx.stack[depth - 1]):
         raise Unsupported(f"{type(error.exception).__name__} raised inside a with block in "
                           f"{tx.code.co_qualname} (its __exit__ would see it)") from error
     del tx.stack[depth:]
     if push_lasti:
         tx.push(ConstantVariable(index))   # only RERAISE reads it (for the traceback's line)
-    tx.push(ExceptionVariable(error.exception))
+    tx.push(ExceptionVariable(error.exception, error.fields))
     tx.ip = target
     return True
+
+
+def _is_with_cleanup(instructions, handler: int) -> bool:
+    return instructions[handler].name == "PUSH_EXC_INFO" and handler + 1 < len(instructions) \
+        and instructions[handler + 1].name == "WITH_EXCEPT_START"
+
+
+def _restores_itself(exit_vt) -> bool:
+    """A grad-mode, autocast or TorchFunctionMode block's ``__exit__``: it restores the mode,
+    whatever the exception, and lets it pass (``WITH_EXCEPT_START`` below calls it)."""
+    from .variables.ctx_managers import RestoredExit
+
+    return isinstance(exit_vt, RestoredExit)
+
+
+def _exception_of(tx, vt) -> BaseException:
+    """What ``raise vt`` raises: the exception, or a new one of a plain class without arguments."""
+    if isinstance(vt, ExceptionVariable):
+        return vt.exception
+    try:
+        value = vt.as_python_constant()
+    except Unsupported:
+        value = None
+    if plain_exception_class(value):
+        return make_exception(tx, value, [], {}).exception
+    raise Unsupported(f"raise of {vt}")
 
 
 def _caught_classes(vt) -> tuple:
@@ -129,8 +147,46 @@ class ExceptionOpcodes:
             raise Unsupported(f"except clause matching {raised}")
         self.push(ConstantVariable(isinstance(raised.exception, classes)))
 
+    def WITH_EXCEPT_START(self, inst):
+        """A with block's cleanup: ``__exit__(type, exception, traceback)`` (``unwind`` let only
+        blocks that restore their mode themselves get here)."""
+        exit_vt, raised = self.stack[-4], self.stack[-1]
+        if not _restores_itself(exit_vt) or not isinstance(raised, ExceptionVariable):
+            raise Unsupported(f"an exception reaching the __exit__ of {exit_vt}")
+        exception = raised.exception
+        arguments = [ConstantVariable(type(exception)), raised, ConstantVariable(None)]
+        self.push(exit_vt.call_function(self, arguments, {}))
+
+    def LOAD_ASSERTION_ERROR(self, inst):
+        """A failed ``assert``: the class, called with the message if any, then raised."""
+        from .variables.objects import ClassVariable
+
+        self.push(ClassVariable(AssertionError))
+
+    def RAISE_VARARGS(self, inst):
+        """``raise`` (the exception being handled again), ``raise E``, ``raise E from C``."""
+        where = f"in {self.code.co_qualname}, line {inst.lineno}"
+        if inst.arg == 0:
+            if not self.exc_info:
+                raise Unsupported(f"bare raise with no exception being handled {where} (RuntimeError)")
+            raised = self.exc_info[-1]
+            raise ProgramRaises(f"{type(raised.exception).__name__} re-raised {where}", raised.exception,
+                                raised.fields)
+        cause = self.pop() if inst.arg == 2 else None
+        raised = self.pop()
+        exception = _exception_of(self, raised)
+        fields = raised.fields if isinstance(raised, ExceptionVariable) else {}
+        if cause is not None:
+            is_none = cause.as_python_constant() is None if isinstance(cause, ConstantVariable) else False
+            exception.__cause__ = None if is_none else _exception_of(self, cause)
+            exception.__suppress_context__ = True
+        if self.exc_info and self.exc_info[-1].exception is not exception:
+            exception.__context__ = self.exc_info[-1].exception
+        raise ProgramRaises(f"{type(exception).__name__} raised {where}", exception, fields)
+
     def RERAISE(self, inst):
         raised = self.pop()
         if not isinstance(raised, ExceptionVariable):
             raise Unsupported(f"re-raise of {raised}")
-        raise ProgramRaises(f"{type(raised.exception).__name__} re-raised (an exception)", raised.exception)
+        raise ProgramRaises(f"{type(raised.exception).__name__} re-raised (an exception)", raised.exception,
+                            raised.fields)

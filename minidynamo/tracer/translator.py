@@ -25,6 +25,7 @@ from ..skipfiles import disabled_codes
 from ..exc import NeedsItsFrame, ProgramRaises, TraceTooLong, Unsupported
 from . import operators, try_blocks
 from .exceptions import ExceptionOpcodes, exception_entries, unwind
+from .match_statements import MatchOpcodes
 from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
 from .lifetimes import check_release
@@ -91,7 +92,7 @@ def _unbound(name: str) -> str:
     return f"cannot access local variable {name!r} where it is not associated with a value"
 
 
-class InstructionTranslatorBase(ExceptionOpcodes):
+class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
     runs_generators = False      # GeneratorTranslator: a generator expression's frame
 
     def __init__(self, code, f_locals: dict, f_globals: dict, globals_source, f_builtins: dict, output,
@@ -655,13 +656,7 @@ class InstructionTranslatorBase(ExceptionOpcodes):
 
     def RETURN_VALUE(self, inst): self.return_value = self.pop()
 
-    # -- what we refuse ----------------------------------------------------------------------
-    def LOAD_ASSERTION_ERROR(self, inst):
-        raise Unsupported(f"assertion failed in {self.code.co_qualname} (line {inst.lineno})")
-
-    def RAISE_VARARGS(self, inst):
-        raise Unsupported(f"raise statement reached in {self.code.co_qualname} (line {inst.lineno})")
-
+    # -- imports, with statements, class statements ---------------------------------------------
     def IMPORT_NAME(self, inst):
         """``import a.b`` / ``from a import b`` of a module already imported: only a binding.
         (A first import runs module code: refused.)"""

@@ -263,6 +263,25 @@ def try_except_key_error(x, options):
     return y
 
 
+def catches_own_exception(x):
+    try:
+        raise KeyError("missing")
+    except KeyError:
+        return x + 1
+
+
+def exception_from_inlined_helper(x):
+    def check_positive(n):
+        if n < 0:
+            raise ValueError(f"negative: {n}")
+        return n
+    try:
+        check_positive(-1)
+    except ValueError as error:
+        return x + 1, str(error)
+    return x
+
+
 MODULE_CONTAINERS = [
     single(iterate_sequential, SEQUENTIAL, tensor(2, 4)),
     single(iterate_global_module_list, tensor(2, 3)),
@@ -275,6 +294,8 @@ MODULE_CONTAINERS = [
     single(sequential_slices, SEQUENTIAL, tensor(2, 4)),
     single(module_list_slice_loop, MODULE_LIST, tensor(2, 3)),
     single(try_except_key_error, tensor(3), {"scale": 2.0}),
+    single(catches_own_exception, tensor(3)),
+    single(exception_from_inlined_helper, tensor(3)),
 ]
 
 

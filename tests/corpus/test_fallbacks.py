@@ -173,25 +173,6 @@ def raises_value_error(x):
     return y
 
 
-def catches_own_exception(x):
-    try:
-        raise KeyError("missing")
-    except KeyError:
-        return x + 1
-
-
-def exception_from_inlined_helper(x):
-    def check_positive(n):
-        if n < 0:
-            raise ValueError(f"negative: {n}")
-        return n
-    try:
-        check_positive(-1)
-    except ValueError as error:
-        return x + 1, str(error)
-    return x
-
-
 def catches_errors_of_a_graph_that_cannot_rerun(x):
     x.mul_(2)                          # a re-run of the frame would double twice
     try:
@@ -202,8 +183,6 @@ def catches_errors_of_a_graph_that_cannot_rerun(x):
 
 EXCEPTIONS = [
     fallback(raises_value_error, tensor(3)),
-    fallback(catches_own_exception, tensor(3)),
-    fallback(exception_from_inlined_helper, tensor(3)),
     fallback(catches_errors_of_a_graph_that_cannot_rerun, tensor(3), mentions="try"),
 ]
 

@@ -98,6 +98,13 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "contextlib.contextmanager generator, one whose __enter__ prints, torch's "
                                     "record_function, a threading.Lock), logging enter/exit to a global, some swallowing a "
                                     "KeyError/IndexError the block raises"),
+    "user_raise":      (0.6, False, "the program's own raise, caught in f or a helper: a plain exception class (a "
+                                    "built-in one, a subclass that adds nothing, one with its own __init__), raise "
+                                    "... from, a bare re-raise, a raise crossing a no_grad block, a failed assert, a "
+                                    "generator's return value read from StopIteration.value, str(e) and e.args"),
+    "match_stmt":      (0.4, False, "match statements over n, xs, G_DICT and tuples: literal, or-, capture, "
+                                    "sequence (with *rest), mapping (with **rest), class (int(v), str(), Obj(k=...)) "
+                                    "patterns and guards"),
     # input-set variations (not statements)
     "vary_shape":      (1.0, False, "calls with another B or C"),
     "vary_dtype":      (1.0, False, "calls with float64 inputs"),
@@ -352,6 +359,32 @@ def scope(k):
         CTX_LOG.append(-1)
     finally:
         CTX_LOG.append(-k)''')
+
+
+# Added to the prelude of programs that use the ``user_raise`` feature.
+RAISE_PRELUDE = ("raise_helpers", '''class FuzzError(ValueError):
+    """Adds nothing to ValueError."""
+
+class CodedError(Exception):
+    def __init__(self, message, code=0):
+        super().__init__(message)
+        self.code = code
+
+RAISE_LIMIT = [4]
+
+def check_size(t, k):
+    if t.shape[0] + k > RAISE_LIMIT[0]:
+        raise FuzzError(f"size {tuple(t.shape)} + {k}", k)
+    return t * k
+
+def coded_check(k):
+    if k > 1:
+        raise CodedError("coded", k)
+    return k
+
+def returning_gen(t, k):
+    yield t
+    return t + k''')
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -1228,6 +1261,63 @@ class Gen:
             body = [risky] + body if r.random() < 0.5 else body + [risky]
         return Stmt([f"with {manager} as {entered}:" if binds else f"with {manager}:"], body)
 
+    def s_user_raise(self):
+        r = self.rng
+        t = self.pick(self.tensors())
+        out = self.fresh("t")
+        k = self.int_expr(1)
+        c = r.random()
+        if c < 0.2:        # raised in a helper, the message and arguments read in the handler
+            s = Stmt(["try:"], [Stmt([f"{out} = check_size({t}, {k})"])],
+                     [Stmt([f"{out} = {t} - len(str(e)) - e.args[1]"])], orelse_header="except ValueError as e:")
+        elif c < 0.4:      # raised here, maybe re-raised bare or from another, caught outside
+            inner = Stmt(["try:"], [Stmt([f"if {k} {r.choice(['>', '<', '=='])} {r.randint(0, 3)}:"],
+                                         [Stmt([f"raise KeyError({k})"])]), Stmt([f"{out} = {t} + 1"])],
+                         [Stmt([f"G_LIST.append(e.args[0])" if "G_LIST" not in self.frozen else "pass",
+                                r.choice(["raise", "raise FuzzError('again') from e", "raise FuzzError"])])],
+                         orelse_header="except KeyError as e:")
+            s = Stmt(["try:"], [inner], [Stmt([f"{out} = {t} * (2 if e.__cause__ is None else 3) + len(e.args)"])],
+                     orelse_header=f"except {r.choice(['(KeyError, FuzzError)', 'LookupError', 'Exception'])} as e:")
+            if "ValueError" not in s.orelse_header and "Exception" not in s.orelse_header:
+                s = Stmt(["try:"], [s], [Stmt([f"{out} = {t} - 1"])], orelse_header="except ValueError:")
+        elif c < 0.55:     # across a grad-mode block
+            s = Stmt(["try:"], [Stmt([f"with {r.choice(['torch.no_grad()', 'torch.enable_grad()'])}:"],
+                                     [Stmt([f"{out} = {t} * 2", f"if {k} > {r.randint(0, 3)}:"],
+                                           [Stmt(["raise RuntimeError('stop')"])])])],
+                     [Stmt([f"{out} = {t} + torch.is_grad_enabled()"])], orelse_header="except RuntimeError:")
+        elif c < 0.7:      # a failed assert
+            s = Stmt(["try:"], [Stmt([f"assert {k} < {r.randint(1, 4)}, f'k={{{k}}}'", f"{out} = {t} + 1"])],
+                     [Stmt([f"{out} = {t} * len(str(e))"])], orelse_header="except AssertionError as e:")
+        elif c < 0.85:     # a generator's return value
+            it = self.fresh("it")
+            s = Stmt([f"{it} = returning_gen({t}, {k})", f"next({it})", "try:"],
+                     [Stmt([f"{out} = next({it})"])], [Stmt([f"{out} = e.value"])],
+                     orelse_header="except StopIteration as e:")
+        else:              # a class with its own __init__ (its raise is not traced), or uncaught
+            if r.random() < 0.5:
+                s = Stmt(["try:"], [Stmt([f"{out} = {t} * coded_check({k})"])], [Stmt([f"{out} = {t} - e.code"])],
+                         orelse_header="except CodedError as e:")
+            else:
+                s = Stmt([f"if {k} > {r.randint(2, 5)}:"], [Stmt([f"raise FuzzError(f'too big: {{{k}}}')"])])
+                s = Stmt(["if True:"], [s, Stmt([f"{out} = {t} * 1"])])
+        self.env[out] = ("T", self.shape(t))
+        return s
+
+    def s_match_stmt(self):
+        r = self.rng
+        t = self.pick(self.tensors())
+        out = self.fresh("t")
+        subject = r.choice(["n", "xs", "G_DICT", "(n, len(xs))", "xs[:2]", "{'k': n, 'j': 1}", "OBJ", "str(n)"])
+        pool = [("0 | 1", f"{t} + 1"), ("2", f"{t} * 2"), ("int(v) if v > 2", f"{t} * v"),
+                ("[a, b]", f"{t} * a + b"), ("[a, *rest]", f"{t} - a + len(rest)"), ("[]", f"{t} - 3"),
+                ("(a, 0)", f"{t} + a"), ("{'k': v, **rest}", f"{t} * v + len(rest)"), ("{'a': v}", f"{t} - v"),
+                ("str() as s", f"{t} * len(s)"), ("Obj(k=k) if k > 1", f"{t} + k"), ("Obj()", f"{t} * 0.5"),
+                ("[a, b, c] if a == c", f"{t} + b")]
+        cases = [Stmt([f"case {pattern}:"], [Stmt([f"{out} = {body}"])]) for pattern, body in r.sample(pool, r.randint(2, 5))]
+        cases.append(Stmt(["case _:"], [Stmt([f"{out} = {t} * 1"])]))
+        self.env[out] = ("T", self.shape(t))
+        return Stmt([f"match {subject}:"], cases)
+
     def s_sets_strings(self):
         r = self.rng
         lst = self.pick(self.vars_of("list_int"))
@@ -1628,7 +1718,7 @@ ARGS = ("x", "y", "n", "xs", "ts")
 STMT_KINDS = [name for name in FEATURES if not name.startswith(("vary_", "reuse_", "state_mutation", "arg_aliasing",
                                                                  "tensor_views", "special_values"))
               and name not in ("zero_divisors", "host_sources")]
-COMPOUND = {"graph_breaks", "try_except", "grad_mode", "user_ctx", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
+COMPOUND = {"graph_breaks", "try_except", "user_raise", "match_stmt", "grad_mode", "user_ctx", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
 
 
 # ----------------------------------------------------------------------------- steps
@@ -1656,6 +1746,7 @@ MUTATIONS: dict[str, list[str]] = {
     "library_state": ["OBJ.act = torch.tanh", "OBJ.act = torch.sigmoid", "OBJ.act = torch.neg"],
     "class_attr": ["Obj.K = 7", "Obj.K = -1"],
     "grad_reads": ["MOD.zero_grad()", "MOD.scale.grad = torch.tensor(2.0)"],
+    "user_raise": ["FuzzError.__str__ = lambda self: 'patched'", "RAISE_LIMIT[0] = 2", "RAISE_LIMIT[0] = 6"],
     "user_ctx": ["Tracked.swallow_all = True", "Tracked.swallow_all = False", "Tracked.__exit__ = Tracked.exit_quietly",
                  "TRACKED.tag = 9", "CTX_LOG.clear()"],
     "default_dtype": ["torch.set_default_dtype(torch.float64)", "torch.set_default_dtype(torch.float32)"],
@@ -1738,5 +1829,5 @@ def generate(seed: int, index: int, features: frozenset = ALL_FEATURES) -> Progr
             used.update(f for f, ms in MUTATIONS.items() if step in ms)
     params = ("x", "y", "n") + (("xs",) if g.with_xs else ()) + (("ts",) if g.with_ts else ())
     prelude = list(PRELUDE) + ([ITER_PRELUDE] if "iter_functional" in used else []) + \
-        ([CTX_PRELUDE] if "user_ctx" in used else [])
+        ([CTX_PRELUDE] if "user_ctx" in used else []) + ([RAISE_PRELUDE] if "user_raise" in used else [])
     return Program(seed, index, prelude, body, ret, steps, used, set(g.globals_declared), params)

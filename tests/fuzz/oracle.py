@@ -444,6 +444,12 @@ def compare_gradients(g_e, g_o) -> Optional[str]:
     return None
 
 
+def same_class(a: type, b: type) -> bool:
+    """The same class, or the same class statement of the program's prelude (each side runs
+    the prelude in its own namespace)."""
+    return a is b or (a.__qualname__, a.__module__) == (b.__qualname__, b.__module__)
+
+
 def exc_key(e: BaseException) -> str:
     msg = str(e).split("\n")[0]
     return f"{type(e).__name__}: {msg}"
@@ -557,7 +563,7 @@ def compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages=True,
         # across devices the same failing op words its error per device (a CPU kernel's message,
         # torch_xla's lowering's): the type must agree, the words need not
         ke, ko = exc_key(r_e[1]), exc_key(r_o[1])
-        if type(r_e[1]) is not type(r_o[1]) or (compare_messages and not across and ke != ko):
+        if not same_class(type(r_e[1]), type(r_o[1])) or (compare_messages and not across and ke != ko):
             return f"exception: eager {ke[:150]} / optimized {ko[:150]}"
     c = Comparer(device, across)
     try:

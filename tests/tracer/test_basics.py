@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minidynamo.exc import Unsupported
+from minidynamo.exc import ProgramRaises, Unsupported
 from minidynamo.tracer import trace_frame
 
 from .helpers import check, run_traced
@@ -215,10 +215,13 @@ def test_unsupported_reasons(fn, word):
 
 
 def test_raise_falls_back():
+    """A raise no handler of the frame catches ends the trace with the very exception (the frame
+    runs eagerly on that path, where Python raises it)."""
     def raises(a):
         raise ValueError("no")
-    with pytest.raises(Unsupported, match="exception"):
+    with pytest.raises(ProgramRaises, match="ValueError raised") as caught:
         run_traced(raises, x)
+    assert type(caught.value.exception) is ValueError and caught.value.exception.args == ("no",)
 
 
 def test_mutations_of_caller_objects_are_replayed():

@@ -194,3 +194,181 @@ def test_what_is_not_caught_or_not_modelled_behaves_as_eager(fn):
                 opt(x, d)
         else:
             torch.testing.assert_close(opt(x, d), expected)
+
+
+# -- the program's own raise ------------------------------------------------------------------------
+class ShapeError(ValueError):
+    """A class statement that adds nothing to ValueError: making one runs no program code."""
+
+
+class CodedError(Exception):
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = code
+
+
+def _checked(t, n):
+    if n > 2:
+        raise ShapeError(f"n={n} is too big for {tuple(t.shape)}", n)
+    return t * n
+
+
+def raise_in_a_callee_caught(x, n):
+    try:
+        return _checked(x, n)
+    except ValueError as e:
+        return x - len(str(e)) - e.args[1]
+
+
+def raise_from_and_bare_raise(x, n):
+    try:
+        try:
+            if n > 1:
+                raise KeyError(n)
+            y = x + 1
+        except KeyError as e:
+            if n > 2:
+                raise ValueError("wrapped") from e
+            raise
+    except ValueError as e:
+        y = x * (e.__cause__ is not None) + isinstance(e.__cause__, KeyError)
+    except KeyError:
+        y = x * 3
+    return y
+
+
+def raise_a_class_in_a_loop(x, n):
+    total = x
+    for i in range(n):
+        try:
+            if i % 2:
+                raise IndexError
+            total = total + i
+        except IndexError as e:
+            total = total * (len(e.args) + 2)
+    return total
+
+
+def raise_under_no_grad_caught_outside(x, n):
+    try:
+        with torch.no_grad():
+            y = x * 2
+            if n > 1:
+                raise RuntimeError("stop")
+    except RuntimeError:
+        y = y + x
+    return y, torch.is_grad_enabled()
+
+
+RAISED = [raise_in_a_callee_caught, raise_from_and_bare_raise, raise_a_class_in_a_loop,
+          raise_under_no_grad_caught_outside, exception_object_used, crossing_a_with_block]
+
+
+@pytest.mark.parametrize("fn", RAISED, ids=[fn.__name__ for fn in RAISED])
+def test_a_raise_the_frame_catches_compiles(fn):
+    """``raise`` of a plain exception class is traced like a built-in's raise; a with block over
+    grad mode between the raise and the handler is left as its __exit__ leaves it."""
+    opt = minidynamo.optimize("eager")(fn)
+    for n in (1, 2, 3, 1, 2, 3):
+        extra = n
+        if fn in (exception_object_used, crossing_a_with_block):    # (these take a dict)
+            extra = {"a": 2.0} if n == 1 else {}
+        x = torch.arange(3.0, requires_grad=True)
+        torch.testing.assert_close(opt(x, extra), fn(x, extra))
+        assert torch.is_grad_enabled()
+    assert minidynamo.counters["fallbacks"] == 0
+
+
+def coded(x, n):
+    try:
+        raise CodedError("m", n)
+    except CodedError as e:
+        return x * e.code
+
+
+def returns_the_exception(x, n):
+    try:
+        raise KeyError(n)
+    except KeyError as e:
+        return x + 1, e
+
+
+def test_an_exception_class_with_its_own_init_or_an_escaping_exception_runs_eagerly():
+    for fn in (coded, returns_the_exception):
+        opt = minidynamo.optimize("eager")(fn)
+        for n in (1, 2):
+            x = torch.ones(2)
+            expected, got = fn(x, n), opt(x, n)
+            if fn is returns_the_exception:     # a new exception per call, as in eager
+                assert type(got[1]) is KeyError and got[1].args == (n,) and got[1] is not expected[1]
+                expected, got = expected[0], got[0]
+            torch.testing.assert_close(got, expected)
+        assert minidynamo.counters["fallbacks"] >= 1
+
+
+def test_a_method_added_to_the_exception_class_later_is_seen():
+    """The trace folded str(e) with the class as it was: the class's lookups are guarded."""
+    class Late(Exception):
+        pass
+
+    def f(x):
+        try:
+            raise Late("abc")
+        except Late as e:
+            return x * len(str(e))
+
+    opt = minidynamo.optimize("eager")(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(opt(x), x * 3)
+    Late.__str__ = lambda self: "a longer message"
+    torch.testing.assert_close(opt(x), f(x))
+    torch.testing.assert_close(opt(x), x * 16)
+
+
+def test_an_uncaught_raise_leaves_with_eagers_exception_and_traceback():
+    opt = minidynamo.optimize("eager")(_checked)
+    torch.testing.assert_close(opt(torch.ones(2), 2), torch.ones(2) * 2)
+    with pytest.raises(ShapeError, match="n=3 is too big for") as caught:
+        opt(torch.ones(2), 3)
+    assert caught.traceback[-1].name == "_checked"
+
+
+def _counted(x, n):
+    yield x
+    return x * n
+
+
+def stop_iteration_value(x, n):
+    it = _counted(x, n)
+    next(it)
+    try:
+        next(it)
+    except StopIteration as e:
+        first = e.value                         # the generator's return value, a tensor
+    try:
+        next(it)
+    except StopIteration as e:
+        again = e.value                         # None once it has returned
+    return first + 1, again is None
+
+
+# (compiled here: pytest rewrites the assert statements of test modules into its own code)
+_compiled: dict = {}
+exec(compile("""
+def failed_assert(x, n):
+    try:
+        assert n < 2, f"n={n}"
+        return x + 1
+    except AssertionError as e:
+        return x * len(str(e))
+""", __file__, "exec"), _compiled)
+failed_assert = _compiled["failed_assert"]
+
+
+@pytest.mark.parametrize("fn", [stop_iteration_value, failed_assert])
+def test_stop_iteration_values_and_asserts(fn):
+    opt = minidynamo.optimize("eager")(fn)
+    for n in (1, 2, 3, 1):
+        x = torch.arange(3.0)
+        torch.testing.assert_close(opt(x, n), fn(x, n))
+    assert minidynamo.counters["fallbacks"] == 0

@@ -80,7 +80,7 @@ named, every tracker is listed, and each sits under its base class):
      │    ├── AutocastOffVariable     ctx_managers.py  torch.autocast(..., enabled=False)
      │    └── TorchFunctionModeVariable torch_function_modes.py  a TorchFunctionMode object in a with
      ├── RestoredExit                 ctx_managers.py  the __exit__ of such a block (a user's is a bound method)
-     ├── ExceptionVariable            exceptions.py    an exception the traced code raised (tracer/, not here)
+     ├── ExceptionVariable            exception_values.py  an exception the traced code made or raised
      ├── VmapVariable                 higher_order.py  torch.vmap itself
      ├── VmappedFunctionVariable      higher_order.py  torch.vmap(fn, ...): calling it traces a body sub-graph
      ├── AutogradFunctionApplyVariable autograd_function.py  MyFunction.apply: one graph node

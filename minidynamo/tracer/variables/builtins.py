@@ -186,7 +186,9 @@ def _next(tx, it, default=None):
     item = it.next_item(tx)
     if item is None:
         if default is None:
-            raise ProgramRaises("next() of an exhausted iterator (StopIteration)", StopIteration())
+            from .exception_values import stop_iteration
+
+            raise stop_iteration(it)
         return default
     return item
 

@@ -445,7 +445,9 @@ class IteratorVariable(MethodTable, VariableTracker):
     def method_next(self, tx):
         item = self.next_item(tx)
         if item is None:
-            raise ProgramRaises("next() of an exhausted iterator (StopIteration)", StopIteration())
+            from .exception_values import stop_iteration
+
+            raise stop_iteration(self)
         return item
 
     def __repr__(self):

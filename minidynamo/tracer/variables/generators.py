@@ -58,6 +58,7 @@ class GeneratorVariable(IteratorVariable):
         self.running = False
         self.broken = None          # why an earlier pull was refused: the frame is in no known state
         self.return_value = ConstantVariable(None)    # the StopIteration value (``yield from``'s result)
+        self.stop_value = None      # what the last pull's StopIteration carries (exceptions.stop_iteration)
         self.scope = _innermost_scope(frame.output)
         # the root instruction running when it was made: a graph break for a failure in its body
         self.made_at = getattr(frame.output, "root_position", None)
@@ -75,6 +76,7 @@ class GeneratorVariable(IteratorVariable):
         if self.broken is not None:
             raise Unsupported(f"generator {self.name} pulled again after a refused pull ({self.broken})")
         if self.exhausted:
+            self.stop_value = None
             return None
         if self.running:
             raise Unsupported(f"generator {self.name} pulled while it is running (ValueError: generator "
@@ -100,7 +102,7 @@ class GeneratorVariable(IteratorVariable):
             self.running = False
         if item is None:
             self.exhausted = True
-            self.return_value = self.frame.return_value
+            self.return_value = self.stop_value = self.frame.return_value
         return item
 
     def consume(self, tx) -> list:

@@ -260,7 +260,9 @@ class ClassVariable(KnownObjectVariable):
                 result.method_update(tx, *args, **kwargs)
             return result
         if issubclass(klass, BaseException):
-            raise Unsupported(f"exception {klass.__name__} created (raising exceptions is not supported)")
+            from .exception_values import make_exception
+
+            return make_exception(tx, klass, args, kwargs)
         if issubclass(klass, torch.nn.Module):
             from .frame_modules import create_module
 

@@ -1,0 +1,96 @@
+"""The exceptions of the traced program as values: ``ExceptionVariable``, and how one is made.
+
+An exception the trace raises (``tracer/exceptions.py``: a missing key, the program's own
+``raise``) is a real exception object made at trace time.  It is made from constants only, by
+a class that runs no code of the program's, so it is a constant of the trace too: an
+``except`` clause matches it, ``str(e)`` and ``e.args`` fold.  It never leaves the trace as a
+value (each eager call makes a new one): returned or stored, the frame runs eagerly.
+"""
+
+from __future__ import annotations
+
+from ...exc import ProgramRaises, Unsupported
+from ..class_answers import guard_class
+from .base import VariableTracker
+from .constant import ConstantVariable, is_constant_value
+
+_TRACE_TIME_FIELDS = ("__cause__", "__context__", "__suppress_context__")
+
+
+class ExceptionVariable(VariableTracker):
+    """An exception the traced code made or raised.  It was made from constants, so it is one
+    too while the trace runs (``except`` matching, ``str(e)``, ``e.args``); it never leaves
+    the trace as a value (each eager call makes a new one)."""
+
+    def __init__(self, exception: BaseException, fields: dict | None = None):
+        super().__init__()
+        self.exception = exception
+        self.fields = fields or {}      # attributes that are trace-time values (ProgramRaises.fields)
+
+    def python_type(self):
+        return type(self.exception)
+
+    def as_python_constant(self):
+        if self.fields:
+            raise Unsupported(f"{type(self.exception).__name__} holding {sorted(self.fields)} known only at run time")
+        return self.exception
+
+    def var_getattr(self, tx, name):
+        """Its fields (``args``, ``StopIteration.value``, ``__cause__`` ...), all set at trace
+        time; ``__traceback__`` is not (eager's has the frames, the trace's is None)."""
+        if name in self.fields:
+            return self.fields[name]
+        if name in _TRACE_TIME_FIELDS or not name.startswith("_"):
+            value = getattr(self.exception, name, None)
+            if isinstance(value, BaseException):
+                return ExceptionVariable(value)
+            if is_constant_value(value) or (isinstance(value, tuple) and all(map(is_constant_value, value))):
+                return ConstantVariable(value)
+        return super().var_getattr(tx, name)
+
+    def __repr__(self) -> str:
+        return f"ExceptionVariable({type(self.exception).__name__})"
+
+
+# What a class statement that adds nothing to its base leaves in the class's __dict__.
+_PLAIN_CLASS_KEYS = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__"}
+# What making an exception and reading it at trace time looks up on its class.
+_EXCEPTION_LOOKUPS = ("__new__", "__init__", "__str__", "__repr__", "__getattribute__", "__getattr__",
+                      "__setattr__", "args")
+
+
+def plain_exception_class(klass) -> bool:
+    """A built-in exception class, or a program's subclass that adds nothing to one: making and
+    reading an instance runs no program code."""
+    return isinstance(klass, type) and issubclass(klass, BaseException) and type(klass) is type \
+        and all(cls.__module__ == "builtins" or set(vars(cls)) <= _PLAIN_CLASS_KEYS for cls in klass.__mro__)
+
+
+def make_exception(tx, klass: type, args: list, kwargs: dict) -> ExceptionVariable:
+    """``klass(*args, **kwargs)`` of an exception class, made now (see the module's docstring)."""
+    if not plain_exception_class(klass):
+        raise Unsupported(f"exception {klass.__name__} created: its class runs its own code")
+    try:
+        values = [a.as_python_constant() for a in args]
+        named = {k: v.as_python_constant() for k, v in kwargs.items()}
+    except Unsupported as error:
+        raise Unsupported(f"exception {klass.__name__} made from values known only at run time") from error
+    guard_class(tx, klass, mro=True, lookups=_EXCEPTION_LOOKUPS)
+    try:
+        return ExceptionVariable(klass(*values, **named))
+    except Exception as error:          # e.g. a keyword argument the class does not take
+        raise Unsupported(f"{klass.__name__}(...) raises {type(error).__name__}") from error
+
+
+def stop_iteration(iterator) -> ProgramRaises:
+    """What ``next()`` raises at the end of ``iterator``: a StopIteration whose ``value`` is the
+    return value of a generator that has just returned (None after that, and for other iterators)."""
+    from .containers import TupleVariable
+
+    value = getattr(iterator, "stop_value", None)
+    if value is None or (isinstance(value, ConstantVariable) and value.value is None):
+        return ProgramRaises("next() of an exhausted iterator (StopIteration)", StopIteration())
+    if isinstance(value, ConstantVariable):
+        return ProgramRaises("next() of a generator that returned (StopIteration)", StopIteration(value.value))
+    return ProgramRaises("next() of a generator that returned (StopIteration)", StopIteration(),
+                         {"value": value, "args": TupleVariable([value])})
