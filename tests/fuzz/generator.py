@@ -1286,7 +1286,7 @@ class Gen:
                                            [Stmt(["raise RuntimeError('stop')"])])])],
                      [Stmt([f"{out} = {t} + torch.is_grad_enabled()"])], orelse_header="except RuntimeError:")
         elif c < 0.7:      # a failed assert
-            s = Stmt(["try:"], [Stmt([f"assert {k} < {r.randint(1, 4)}, f'k={{{k}}}'", f"{out} = {t} + 1"])],
+            s = Stmt(["try:"], [Stmt([f"assert {k} < {r.randint(1, 4)}, 'k=' + str({k})", f"{out} = {t} + 1"])],
                      [Stmt([f"{out} = {t} * len(str(e))"])], orelse_header="except AssertionError as e:")
         elif c < 0.85:     # a generator's return value
             it = self.fresh("it")
@@ -1298,7 +1298,7 @@ class Gen:
                 s = Stmt(["try:"], [Stmt([f"{out} = {t} * coded_check({k})"])], [Stmt([f"{out} = {t} - e.code"])],
                          orelse_header="except CodedError as e:")
             else:
-                s = Stmt([f"if {k} > {r.randint(2, 5)}:"], [Stmt([f"raise FuzzError(f'too big: {{{k}}}')"])])
+                s = Stmt([f"if {k} > {r.randint(2, 5)}:"], [Stmt([f"raise FuzzError('too big: ' + str({k}))"])])
                 s = Stmt(["if True:"], [s, Stmt([f"{out} = {t} * 1"])])
         self.env[out] = ("T", self.shape(t))
         return s
