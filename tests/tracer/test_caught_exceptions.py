@@ -372,3 +372,35 @@ def test_stop_iteration_values_and_asserts(fn):
         x = torch.arange(3.0)
         torch.testing.assert_close(opt(x, n), fn(x, n))
     assert minidynamo.counters["fallbacks"] == 0
+
+
+def reads_fields_and_a_missing_attribute(x, n):
+    try:
+        raise OSError(2, "no such file")        # made as a FileNotFoundError, as CPython does
+    except OSError as e:
+        found = hasattr(e, "code")              # no such field: False (None would answer True)
+        return x * e.errno + len(e.strerror) + found + getattr(e, "code", 7) + (type(e) is FileNotFoundError)
+
+
+def test_an_exceptions_fields_are_read_and_a_missing_one_is_missing():
+    opt = minidynamo.optimize("eager")(reads_fields_and_a_missing_attribute)
+    for n in (1, 2):
+        x = torch.ones(2)
+        torch.testing.assert_close(opt(x, n), reads_fields_and_a_missing_attribute(x, n))
+    assert minidynamo.counters["fallbacks"] == 0
+
+
+def test_a_class_attribute_added_to_the_exception_class_later_is_seen():
+    class Coded(ValueError):
+        pass
+
+    def f(x):
+        try:
+            raise Coded("m")
+        except Coded as e:
+            return x + (getattr(e, "code", 0) if hasattr(e, "code") else -1)
+
+    opt = minidynamo.optimize("eager")(f)
+    torch.testing.assert_close(opt(torch.ones(2)), torch.ones(2) - 1)
+    Coded.code = 5
+    torch.testing.assert_close(opt(torch.ones(2)), f(torch.ones(2)))

@@ -9,13 +9,12 @@ value (each eager call makes a new one): returned or stored, the frame runs eage
 
 from __future__ import annotations
 
+import types
+
 from ...exc import ProgramRaises, Unsupported
 from ..class_answers import guard_class
-from .base import VariableTracker
+from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable, is_constant_value
-
-_TRACE_TIME_FIELDS = ("__cause__", "__context__", "__suppress_context__")
-
 
 class ExceptionVariable(VariableTracker):
     """An exception the traced code made or raised.  It was made from constants, so it is one
@@ -36,17 +35,30 @@ class ExceptionVariable(VariableTracker):
         return self.exception
 
     def var_getattr(self, tx, name):
-        """Its fields (``args``, ``StopIteration.value``, ``__cause__`` ...), all set at trace
-        time; ``__traceback__`` is not (eager's has the frames, the trace's is None)."""
+        """A field its built-in class keeps (``args``, ``StopIteration.value``, ``OSError.errno``,
+        ``__cause__`` ...): all set when it was made.  Where the class finds ``name`` is guarded
+        (a program's class may gain a class attribute); a name it does not find is missing
+        (AttributeError).  ``__traceback__`` is not read: eager's has the frames, the trace's is None."""
         if name in self.fields:
             return self.fields[name]
-        if name in _TRACE_TIME_FIELDS or not name.startswith("_"):
-            value = getattr(self.exception, name, None)
-            if isinstance(value, BaseException):
-                return ExceptionVariable(value)
-            if is_constant_value(value) or (isinstance(value, tuple) and all(map(is_constant_value, value))):
-                return ConstantVariable(value)
-        return super().var_getattr(tx, name)
+        kind = type(self.exception)
+        guard_class(tx, kind, lookups=(name,))
+        owner = next((klass for klass in kind.__mro__ if name in vars(klass)), None)
+        if owner is None and name not in vars(self.exception):
+            raise AttributeMissing(f"{kind.__name__!r} object has no attribute {name!r} (AttributeError)")
+        field = vars(owner).get(name) if owner is not None else None
+        if owner is None or owner.__module__ != "builtins" or name == "__traceback__" \
+                or not isinstance(field, (types.GetSetDescriptorType, types.MemberDescriptorType)):
+            raise Unsupported(f"attribute {name!r} of {kind.__name__} (not a field of the exception)")
+        value = getattr(self.exception, name)
+        if isinstance(value, BaseException):
+            return ExceptionVariable(value)
+        if is_constant_value(value) or (isinstance(value, tuple) and all(map(is_constant_value, value))):
+            return ConstantVariable(value)
+        raise Unsupported(f"{kind.__name__}.{name} holds {type(value).__name__}, not a constant")
+
+    def guard_absent(self, tx, name):
+        """(``var_getattr`` guarded where the class finds ``name``; the object is the trace's own.)"""
 
     def __repr__(self) -> str:
         return f"ExceptionVariable({type(self.exception).__name__})"
