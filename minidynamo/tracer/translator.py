@@ -778,19 +778,24 @@ class InliningTranslator(InstructionTranslatorBase):
 
 class GeneratorTranslator(InliningTranslator):
     """A generator's frame (a generator function's or a generator expression's), run one
-    ``yield`` at a time by ``resume`` (see variables/generators.py).  Only ``next()`` drives
-    it, which sends None: each ``yield`` evaluates to None."""
+    ``yield`` at a time by ``resume`` (see variables/generators.py).  ``next()`` sends None
+    (the paused ``yield`` evaluates to None), ``send(v)`` sends ``v``."""
 
     runs_generators = True
 
     def __init__(self, *args):
         super().__init__(*args)
         self.yielded = None
+        self.paused_at_yield = False
         self._handler_entries = None
 
-    def resume(self) -> VariableTracker | None:
+    def resume(self, sent: VariableTracker | None = None) -> VariableTracker | None:
         """Run to the next ``yield``: its value, or None when the generator returned (its value
-        is then ``return_value``).  An exception that leaves the body propagates."""
+        is then ``return_value``).  An exception that leaves the body propagates.  ``sent``: the
+        value of the ``yield`` it is paused at (None: ``next()``)."""
+        if self.paused_at_yield:
+            self.push(sent if sent is not None else ConstantVariable(None))
+            self.paused_at_yield = False
         self.yielded = None
         while self.return_value is None and self.yielded is None:
             self.step()
@@ -802,7 +807,7 @@ class GeneratorTranslator(InliningTranslator):
     def YIELD_VALUE(self, inst):
         self.check_yield(self.ip - 1)
         self.yielded = self.pop()
-        self.push(ConstantVariable(None))      # what ``yield`` evaluates to under next()
+        self.paused_at_yield = True            # the next resume pushes what ``yield`` evaluates to
 
     def GET_YIELD_FROM_ITER(self, inst):
         if not isinstance(self.stack[-1], GeneratorVariable):
@@ -811,15 +816,18 @@ class GeneratorTranslator(InliningTranslator):
             self.stack[-1] = make_iterator(self, self.stack[-1])
 
     def SEND(self, inst):
-        """``yield from it`` (3.11): send the value (always None under next()) into ``it``; an
-        item is pushed (YIELD_VALUE passes it on), or ``it`` ended: its return value replaces it
-        and the loop is left."""
+        """``yield from it`` (3.11): send the value (None under next()) into ``it``; an item is
+        pushed (YIELD_VALUE passes it on), or ``it`` ended: its return value replaces it and the
+        loop is left."""
         value, receiver = self.pop(), self.stack[-1]
-        if not _is_none(value):
-            raise Unsupported(f"a value sent into {receiver} by yield from")
         if not hasattr(receiver, "next_item"):
             raise Unsupported(f"yield from {receiver}")
-        item = receiver.next_item(self)
+        if _is_none(value):
+            item = receiver.next_item(self)
+        elif isinstance(receiver, GeneratorVariable) and receiver.started:
+            item = receiver.next_item(self, value)
+        else:
+            raise Unsupported(f"a value sent into {receiver} by yield from")
         if item is None:
             self.stack[-1] = receiver.return_value if isinstance(receiver, GeneratorVariable) else ConstantVariable(None)
             self.jump(inst)

@@ -137,12 +137,6 @@ def hands_a_paused_generator_over_a_graph_break(x):
     return first + next(g)
 
 
-def sends_into_a_generator(x):
-    g = pairs(x)
-    first = next(g)
-    return first + g.send(x)
-
-
 def guarded_pairs(x, log):
     try:
         yield x
@@ -159,7 +153,6 @@ def leaves_a_generator_inside_try_finally(x, log):
 
 GENERATORS = [
     fallback(hands_a_paused_generator_over_a_graph_break, tensor(3), mentions="print"),
-    fallback(sends_into_a_generator, tensor(3), mentions="send"),
     fallback(leaves_a_generator_inside_try_finally, tensor(3), [], mentions="finally"),
 ]
 

@@ -96,7 +96,19 @@ def call_module(model, x):
     return model(x)
 
 
+def two_items(x):
+    yield x
+    yield x + 1
+
+
+def sends_into_a_generator(x):
+    g = two_items(x)
+    first = next(g)
+    return first + g.send(x)
+
+
 GENERATOR_FUNCTIONS = [
+    single(sends_into_a_generator, tensor(3)),
     single(consume_generator_with_list, tensor(3)),
     single(consume_generator_with_for, tensor(3)),
     single(loop_over_generator_expression, [tensor(3), tensor(3)]),

@@ -17,7 +17,8 @@ What CPython would do that the trace cannot reproduce is refused (``Unsupported`
 
 - the generator object leaving the frame: returned, stored where the caller sees it, or
   handed over at a graph break (no output template rebuilds a paused frame);
-- ``send`` / ``throw`` / ``close`` and the ``gi_*`` attributes;
+- ``throw`` / ``close`` and the ``gi_*`` attributes (``send(v)`` resumes the body with ``v`` as
+  the value of its paused ``yield``; a StopIteration then carries the return value);
 - a ``yield`` inside a ``with`` block (the context would stay entered while the consumer runs);
 - a generator left unfinished at the end of the trace while paused inside a ``try`` (``finally``,
   ``except``) or ``with`` statement: CPython runs that cleanup when the generator is closed or
@@ -42,7 +43,6 @@ from .constant import ConstantVariable
 from .containers import BoundMethodVariable, IteratorVariable
 
 REFUSED_METHODS = {
-    "send": "generator.send() (a value sent into a generator is not modelled)",
     "throw": "generator.throw() (an exception thrown into a generator is not modelled)",
     "close": "generator.close() (closing a generator runs its cleanup; not modelled)",
 }
@@ -58,7 +58,8 @@ class GeneratorVariable(IteratorVariable):
         self.running = False
         self.broken = None          # why an earlier pull was refused: the frame is in no known state
         self.return_value = ConstantVariable(None)    # the StopIteration value (``yield from``'s result)
-        self.stop_value = None      # what the last pull's StopIteration carries (exceptions.stop_iteration)
+        self.stop_value = None      # what the last pull's StopIteration carries (exception_values.stop_iteration)
+        self.started = False
         self.scope = _innermost_scope(frame.output)
         # the root instruction running when it was made: a graph break for a failure in its body
         self.made_at = getattr(frame.output, "root_position", None)
@@ -71,8 +72,9 @@ class GeneratorVariable(IteratorVariable):
     def name(self) -> str:
         return self.frame.code.co_qualname
 
-    def next_item(self, tx=None) -> VariableTracker | None:
-        """Run the generator to its next ``yield``: the item, or None once it has returned."""
+    def next_item(self, tx=None, sent: VariableTracker | None = None) -> VariableTracker | None:
+        """Run the generator to its next ``yield``: the item, or None once it has returned.
+        ``sent``: what the paused ``yield`` evaluates to (``send``; None under ``next``)."""
         if self.broken is not None:
             raise Unsupported(f"generator {self.name} pulled again after a refused pull ({self.broken})")
         if self.exhausted:
@@ -83,9 +85,9 @@ class GeneratorVariable(IteratorVariable):
                               "already executing)")
         if _innermost_scope(self.frame.output) is not self.scope:
             raise Unsupported(f"generator {self.name} pulled inside another vmap body than the one it was made in")
-        self.running = True
+        self.running = self.started = True
         try:
-            item = self.frame.resume()
+            item = self.frame.resume(sent)
         except ProgramRaises as error:      # leaves the generator: finished, raised at the puller
             self.exhausted = True
             if isinstance(error.exception, StopIteration):
@@ -105,6 +107,19 @@ class GeneratorVariable(IteratorVariable):
             self.return_value = self.stop_value = self.frame.return_value
         return item
 
+    def method_send(self, tx, value):
+        """``gen.send(value)``: the next item, the body resumed with ``value`` as its paused
+        ``yield``'s value (a just-started generator takes only None, as in CPython)."""
+        if not self.started and not (isinstance(value, ConstantVariable) and value.value is None):
+            raise ProgramRaises(f"a value sent into the just-started generator {self.name} (TypeError)",
+                                TypeError("can't send non-None value to a just-started generator"))
+        item = self.next_item(tx, value)
+        if item is None:
+            from .exception_values import stop_iteration
+
+            raise stop_iteration(self)
+        return item
+
     def consume(self, tx) -> list:
         """All remaining items, in order (``tuple(gen)``)."""
         return self.unpack(tx)
@@ -112,7 +127,7 @@ class GeneratorVariable(IteratorVariable):
     def var_getattr(self, tx, name):
         if name in REFUSED_METHODS:
             raise Unsupported(REFUSED_METHODS[name])
-        if name in ("__next__", "__iter__"):
+        if name in ("__next__", "__iter__", "send"):
             return BoundMethodVariable(self, name)
         if hasattr(types.GeneratorType, name):
             raise Unsupported(f"generator.{name} of {self.name} is not modelled")
