@@ -275,6 +275,18 @@ class Pt:
 ITER_PRELUDE = ("iter_helpers", '''import itertools
 import functools
 
+def gen_accumulate(start):
+    total = start
+    while True:
+        sent = yield total
+        if sent is None:
+            return total * 2
+        total = total + sent
+
+def gen_relay(start):
+    result = yield from gen_accumulate(start)
+    yield result + 1
+
 def gen_count(k):
     for i in range(k):
         yield i * 2
@@ -1429,6 +1441,17 @@ class Gen:
                 f"max(gen_from({lst}, n))", f"sum(gen_print({lst}))", f"len(list(gen_pairs({lst})))",
                 f"sum(b - a for a, b in gen_pairs({lst}))"]), "i")
         if c < 0.22:        # generators over tensors
+            if r.random() < 0.25:   # values sent in (through yield from too), the return value read
+                g = self.fresh("g")
+                gen = r.choice(["gen_accumulate", "gen_relay"])
+                lines = [f"{g} = {gen}({t})", f"next({g})", f"{g}.send({self.int_expr(1)})"]
+                out = self.fresh("t")
+                self.env[out] = ("T", sh)
+                if r.random() < 0.5:
+                    return Stmt(lines + [f"{out} = {g}.send({r.choice([t, '1.5'])})"])
+                finish = Stmt(["try:"], [Stmt([f"{out} = {g}.send(None)"])], [Stmt([f"{out} = e.value"])],
+                              orelse_header="except StopIteration as e:")
+                return Stmt(["if True:"], [Stmt(lines), finish])
             if r.random() < 0.5:
                 return self.assign(None, ("T", sh), r.choice([
                     f"sum(gen_tensors({t}, 3), torch.zeros_like({t}))", f"next(gen_tensors({t}, 1))",
