@@ -125,18 +125,20 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
 
     contexts = [(slot[1], slot[2]) for slot in state.stack if slot[0] == "ctx"]
     eager, branches = _EAGER[_kind(state.inst.name, JUMPS)](state, refs, JUMPS)
+    body, swallowed = _inside_user_blocks(eager, state, refs)
+    branches = swallowed + branches
     reason = " ".join(str(state.reason).split())
     lines.append(f"    # the eager instruction, {state.inst.name} at {state.where}: {reason}")
     if contexts:
         namespace["enter_contexts"], namespace["exit_contexts"] = _context_helpers(contexts)
         before, after = _live_blocks(state.stack, namespace)
-        lines += ["    ___managers = enter_contexts()", "    try:", *before, f"        {eager}", *after]
+        lines += ["    ___managers = enter_contexts()", "    try:", *before, *(f"        {line}" for line in body), *after]
         lines += ["    except BaseException as ___error:",
                   "        exit_contexts(___managers, ___error)",
                   "        raise",
                   "    exit_contexts(___managers, None)"]
     else:
-        lines.append(f"    {eager}")
+        lines += [f"    {line}" for line in body]
 
     resume_codes = []
     for test, index, stack in branches:
@@ -322,6 +324,22 @@ _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, 
 
 
 GRAD_BLOCKS = (torch.no_grad, torch.enable_grad)   # graph_break._context_of's grad-mode factories
+
+
+def _inside_user_blocks(eager: str, state, refs) -> tuple[list[str], list]:
+    """The eager instruction inside one ``try`` per open with-block over a user's manager
+    (``state.user_blocks``, innermost first), as in the frame: an exception goes to that block's
+    ``__exit__``, and one it swallows sends the rest of the frame on from after that block (its
+    own resume function: the branch ``___swallowed == n``, with the stack below the block)."""
+    body, branches = [eager], []
+    for number, (slot, after) in enumerate(state.user_blocks, start=1):
+        body = ["try:", *(f"    {line}" for line in body), "except BaseException as ___error:",
+                f"    if not {refs[slot]}(type(___error), ___error, ___error.__traceback__):",
+                "        raise",
+                f"    ___swallowed = {number}"]
+        below = [(s, refs.get(k)) for k, s in enumerate(state.stack[:slot])]
+        branches.append((f"___swallowed == {number}", after, below))
+    return (["___swallowed = 0", *body] if branches else body), branches
 
 
 def _live_blocks(stack, namespace) -> tuple[list[str], list[str]]:

@@ -62,6 +62,7 @@ from ..breaks.resume_code import in_prologue, uses_zero_arg_super
 from ..exc import Unsupported
 from .capture import Templates
 from . import try_blocks
+from .exceptions import exception_entries
 from .translator import decoded
 from .variables.base import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import IteratorVariable
@@ -99,6 +100,9 @@ class BreakState:
     grad_enabled: bool = True     # grad mode at the frame's entry
     cells: list = dataclasses.field(default_factory=list)    # co_cellvars: values after the locals'
     loop_head: Optional[int] = None   # the break lies in a loop starting there (graph_break.loop_head)
+    # the with-blocks over a user's manager around it, innermost first: (exit slot, index after the
+    # block), where the frame goes on if that __exit__ swallows the eager instruction's exception
+    user_blocks: list = dataclasses.field(default_factory=list)
 
     @property
     def where(self) -> str:
@@ -260,9 +264,15 @@ def stop_values(tx, stop_at) -> tuple:
         raise Unsupported(f"graph break inside a loop body in {code.co_qualname}: more than {MAX_LOOP_NESTING} "
                           "iterations broke in one call (each nests one resume call); the rest runs eagerly")
     exits = decoded(code)[3][index]
+    user_blocks = []
     if not all(try_blocks.restored_exit(tx, slot) for slot in exits):
-        raise Unsupported(f"graph break inside a with-block over a user's context manager in {code.co_qualname} "
-                          "(its __exit__ would not see an exception the eager instruction raises)")
+        instructions, targets = decoded(code)[0], decoded(code)[1]
+        user_blocks = try_blocks.user_blocks_around(instructions, targets, exception_entries(code, instructions),
+                                                    index, lambda slot: not try_blocks.restored_exit(tx, slot))
+        if user_blocks is None:
+            raise Unsupported(f"graph break inside a with-block over a user's context manager in {code.co_qualname} "
+                              "that is not inside all the grad-mode blocks around it (the order of their exits on "
+                              "an exception of the eager instruction is not modelled)")
     if head is not None and (exits or inst.name == "BEFORE_WITH"):
         raise Unsupported(f"graph break inside a with-block inside a loop body in {code.co_qualname} "
                           "(the resume function rebuilds with-blocks only outside loops)")
@@ -299,7 +309,7 @@ def stop_values(tx, stop_at) -> tuple:
             raise Unsupported(f"graph break inside a for loop in {code.co_qualname} over a list the rest of the "
                               "frame can still change (its iterator reads it live)")
     state = BreakState(code, index, inst, stack, n_stack, names, tuple(tx.kw_names or ()), dict(decoded(code)[1]),
-                       cells=list(code.co_cellvars), loop_head=head)
+                       cells=list(code.co_cellvars), loop_head=head, user_blocks=user_blocks)
     return TupleVariable(values), state
 
 
