@@ -1,7 +1,8 @@
-"""``with obj:`` over a user's context manager: ``__enter__`` and ``__exit__`` are inlined, and
-every way out of the block that the compiled code cannot reproduce (an exception ``__exit__``
-would see, a graph break inside the block) ends in eager Python.  Each case is differential
-against eager, comparing the values and the log of what the managers saw."""
+"""``with obj:`` over a user's context manager: ``__enter__`` and ``__exit__`` are inlined; an
+exception ``__exit__`` would see is a graph break whose eager instruction raises it inside the
+block, where the real ``__exit__`` sees it (and may swallow it: the frame goes on after the
+block).  Each case is differential against eager, comparing the values and the log of what the
+managers saw."""
 
 import contextlib
 

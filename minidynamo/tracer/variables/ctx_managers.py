@@ -224,8 +224,9 @@ def enter_user_context(tx, manager):
     returned).  As in CPython's BEFORE_WITH both are looked up on the class, never the instance,
     and ``__enter__`` runs (inlined) at once.  The bound ``__exit__`` stays on the stack as any
     method: the block's normal end calls it like any call, and a graph break hands it over as a
-    value.  Its exceptional end is refused at trace time (``exceptions.unwind``) and re-run at
-    call time (``try_blocks.check_with_exits``)."""
+    value.  Its exceptional end is a graph break at the raising instruction at trace time (the
+    break's entry hands the exception to the real ``__exit__``: ``breaks/entry.py``) and a re-run
+    at call time (``try_blocks.check_with_exits``)."""
     from ..operators import special_method
     from .objects import UserObjectVariable
 
