@@ -1262,11 +1262,16 @@ class Gen:
     def s_user_ctx(self):
         r = self.rng
         entered = self.fresh("i")
+        holding = getattr(self, "holding_lock", False)       # LOCK is not reentrant: never inside itself
         manager = r.choice([f"Tracked({r.randint(1, 5)}, swallow={r.random() < 0.4})", "TRACKED",
                             f"scope({r.randint(1, 5)})", f"Noisy({r.randint(1, 5)}, swallow={r.random() < 0.4})",
-                            "torch.autograd.profiler.record_function('block')", "LOCK"])
+                            "torch.autograd.profiler.record_function('block')"] + ([] if holding else ["LOCK"]))
         binds = not manager.startswith(("torch.", "LOCK"))   # record_function's __enter__ returns itself
-        body = self.scoped_block(r.randint(1, 3), setup=lambda: self.env.__setitem__(entered, ("int",)) if binds else None)
+        self.holding_lock = holding or manager == "LOCK"
+        try:
+            body = self.scoped_block(r.randint(1, 3), setup=lambda: self.env.__setitem__(entered, ("int",)) if binds else None)
+        finally:
+            self.holding_lock = holding
         if r.random() < 0.35:          # an exception the manager may swallow, before or after the rest
             risky = Stmt([r.choice([f"{self.fresh('i')} = {{'a': 1}}['{r.choice('ab')}']",
                                     f"{self.fresh('i')} = {self.pick(self.vars_of('list_int'))}[{r.randint(0, 3)}]"])])
