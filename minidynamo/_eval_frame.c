@@ -444,11 +444,18 @@ static PyObject *py_set_cache(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (!check_code(args[0])) return NULL;
     PyObject *value = args[1] == Py_None ? NULL : args[1];
     Py_XINCREF(value);
-    /* _PyCode_SetExtra releases the old value through free_extra. */
+    /* _PyCode_SetExtra releases the old value through free_extra *before* it stores the new one.
+     * Freeing the old entries can run Python code (a weakly pinned object dies with its guard, and
+     * its listener reads this very cache): so the old value is kept alive across the swap and
+     * released only once the slot holds the new one (it was a dangling list: a crash). */
+    PyObject *old = get_extra((PyCodeObject *)args[0]);
+    Py_XINCREF(old);
     if (_PyCode_SetExtra(args[0], extra_index, value) < 0) {
         Py_XDECREF(value);
+        Py_XDECREF(old);
         return NULL;
     }
+    Py_XDECREF(old);
     Py_RETURN_NONE;
 }
 

@@ -94,7 +94,9 @@ def _drop_entries_with_dead_pins(code_ref) -> None:
     if dead:
         entries[:] = [e for e in entries if not any(e is d for d in dead)]
         for entry in dead:
-            entry.guard_fn.release()
+            release = getattr(entry.guard_fn, "release", None)
+            if release is not None:      # (a collection may have cleared the guard's attributes already)
+                release()
 
 
 def describe(code) -> str:

@@ -315,3 +315,27 @@ def test_million_hits_leak_neither_memory_nor_references():
 def test_set_cache_rejects_non_code():
     with pytest.raises(TypeError, match="code object"):
         hook.get_cache(add)
+
+
+def test_replacing_a_cache_frees_the_old_one_after_the_new_one_is_in_place():
+    """Freeing the old entries may run Python code that reads this very cache (a weakly pinned
+    object dies with an entry's guard, and its listener looks for entries to drop: fuzz seed 5026
+    i129, under ``minidynamo.reset()``).  CPython's ``_PyCode_SetExtra`` frees the old value before
+    it stores the new one; read then, the cache was a list being freed: a crash."""
+    def owner():
+        pass
+
+    code, seen = owner.__code__, []
+
+    class ReadsTheCacheWhenFreed:
+        def __del__(self):
+            seen.append(hook.get_cache(code))
+
+    hook.set_cache(code, [ReadsTheCacheWhenFreed()])
+    hook.set_cache(code, None)
+    assert seen == [None]
+    replacement = ["new"]
+    hook.set_cache(code, [ReadsTheCacheWhenFreed()])
+    hook.set_cache(code, replacement)
+    assert seen[-1] is replacement
+    hook.set_cache(code, None)
