@@ -125,20 +125,32 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
 
     contexts = [(slot[1], slot[2]) for slot in state.stack if slot[0] == "ctx"]
     eager, branches = _EAGER[_kind(state.inst.name, JUMPS)](state, refs, JUMPS)
-    body, swallowed = _inside_user_blocks(eager, state, refs)
-    branches = swallowed + branches
     reason = " ".join(str(state.reason).split())
     lines.append(f"    # the eager instruction, {state.inst.name} at {state.where}: {reason}")
+    # An exception of the instruction goes to the frame's own handler, if one covers it: the
+    # resume function that starts there (its branch first: it returns before the others ask).
+    caught = "raise"
+    if state.raise_to is not None:
+        branches = [_to_the_handler(state, refs)] + branches
+        caught = "___raised = ___error"
+        lines.append("    ___raised = None")
     if contexts:
         namespace["enter_contexts"], namespace["exit_contexts"] = _context_helpers(contexts)
         before, after = _live_blocks(state.stack, namespace)
-        lines += ["    ___managers = enter_contexts()", "    try:", *before, *(f"        {line}" for line in body), *after]
-        lines += ["    except BaseException as ___error:",
+        # (the handler's resume function re-enters those blocks as they were entered)
+        as_entered = [f"        {line.split(' = ')[0].strip()} = {namespace_name}"
+                      for line in after for namespace_name in [_as_entered(line, state.stack, namespace)]]
+        lines += ["    ___managers = enter_contexts()", "    try:", *before, f"        {eager}", *after,
+                  "    except BaseException as ___error:",
                   "        exit_contexts(___managers, ___error)",
-                  "        raise",
-                  "    exit_contexts(___managers, None)"]
+                  *(as_entered if state.raise_to is not None else []),
+                  f"        {caught}",
+                  "    else:",
+                  "        exit_contexts(___managers, None)"]
+    elif state.raise_to is not None:
+        lines += ["    try:", f"        {eager}", "    except BaseException as ___error:", f"        {caught}"]
     else:
-        lines += [f"    {line}" for line in body]
+        lines.append(f"    {eager}")
 
     resume_codes = []
     for test, index, stack in branches:
@@ -197,7 +209,7 @@ def seen_as_the_frame(entry_code, code, lineno):
     return entry.to_code(compute_exception_stack_depths=False)   # only the lines changed
 
 
-RESULTS = ("___result", "___exit")     # the names the eager instructions below bind
+RESULTS = ("___result", "___exit", "___raised")     # the names the eager instructions below bind
 
 
 def _identifier(name: str) -> str:
@@ -326,20 +338,28 @@ _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, 
 GRAD_BLOCKS = (torch.no_grad, torch.enable_grad)   # graph_break._context_of's grad-mode factories
 
 
-def _inside_user_blocks(eager: str, state, refs) -> tuple[list[str], list]:
-    """The eager instruction inside one ``try`` per open with-block over a user's manager
-    (``state.user_blocks``, innermost first), as in the frame: an exception goes to that block's
-    ``__exit__``, and one it swallows sends the rest of the frame on from after that block (its
-    own resume function: the branch ``___swallowed == n``, with the stack below the block)."""
-    body, branches = [eager], []
-    for number, (slot, after) in enumerate(state.user_blocks, start=1):
-        body = ["try:", *(f"    {line}" for line in body), "except BaseException as ___error:",
-                f"    if not {refs[slot]}(type(___error), ___error, ___error.__traceback__):",
-                "        raise",
-                f"    ___swallowed = {number}"]
-        below = [(s, refs.get(k)) for k, s in enumerate(state.stack[:slot])]
-        branches.append((f"___swallowed == {number}", after, below))
-    return (["___swallowed = 0", *body] if branches else body), branches
+def _to_the_handler(state, refs) -> tuple:
+    """The branch taken when the eager instruction raised: the resume function that starts at the
+    handler the exception table names for it (a ``try``'s, or a ``with`` block's cleanup, which
+    calls the real ``__exit__``), with that entry's stack: the slots below its depth, the
+    instruction's offset where the entry asks for it (for ``RERAISE``'s traceback line: the
+    resume code's own first instruction), then the exception.  The frame's own bytecode does
+    the rest, as in eager."""
+    target, depth, lasti = state.raise_to
+    stack = [(s, refs.get(k)) for k, s in enumerate(state.stack[:depth])]
+    if lasti:
+        stack.append((("value",), "0"))
+    stack.append((("value",), "___raised"))
+    return "___raised is not None", target, stack
+
+
+def _as_entered(after_line: str, stack, namespace) -> str:
+    """The name of the factory a block was entered with, for a ``___ctxK = ...`` line of
+    ``_live_blocks`` (which makes ``___ctxK`` a local of the entry)."""
+    k = int(after_line.split(" = ")[0].strip()[len("___ctx"):])
+    name = f"___ctx{k}_as_entered"
+    namespace[name] = stack[k][1]
+    return name
 
 
 def _live_blocks(stack, namespace) -> tuple[list[str], list[str]]:

@@ -61,7 +61,6 @@ from ..breaks.instructions import BREAKABLE, JUMPS, eager_operands
 from ..breaks.resume_code import in_prologue, uses_zero_arg_super
 from ..exc import Unsupported
 from .capture import Templates
-from . import try_blocks
 from .exceptions import exception_entries
 from .translator import decoded
 from .variables.base import BoundMethodVariable, NullVariable, VariableTracker
@@ -100,9 +99,9 @@ class BreakState:
     grad_enabled: bool = True     # grad mode at the frame's entry
     cells: list = dataclasses.field(default_factory=list)    # co_cellvars: values after the locals'
     loop_head: Optional[int] = None   # the break lies in a loop starting there (graph_break.loop_head)
-    # the with-blocks over a user's manager around it, innermost first: (exit slot, index after the
-    # block), where the frame goes on if that __exit__ swallows the eager instruction's exception
-    user_blocks: list = dataclasses.field(default_factory=list)
+    # (handler index, stack depth, push lasti): the exception-table entry covering the instruction,
+    # where its exception goes (a resume function starting at that handler), or None
+    raise_to: Optional[tuple] = None
 
     @property
     def where(self) -> str:
@@ -151,9 +150,6 @@ def refusal(code, index: int, f_globals: dict, f_builtins: dict) -> Optional[str
     if in_prologue(code, index):
         return (f"graph break in the prologue of {code.co_qualname} (where it rebuilds the stack and re-enters "
                 "the with-blocks: no place of the original code to resume at)")
-    if try_handlers[index]:
-        return (f"graph break inside a try block in {code.co_qualname} (not supported: the handler would "
-                "not see the eager instruction's exception)")
     reader = frame_reader_in(code, f_globals, f_builtins)
     if reader is not None:
         return (f"graph break in {code.co_qualname}, which calls {reader}: the rest of the frame would "
@@ -264,15 +260,15 @@ def stop_values(tx, stop_at) -> tuple:
         raise Unsupported(f"graph break inside a loop body in {code.co_qualname}: more than {MAX_LOOP_NESTING} "
                           "iterations broke in one call (each nests one resume call); the rest runs eagerly")
     exits = decoded(code)[3][index]
-    user_blocks = []
-    if not all(try_blocks.restored_exit(tx, slot) for slot in exits):
-        instructions, targets = decoded(code)[0], decoded(code)[1]
-        user_blocks = try_blocks.user_blocks_around(instructions, targets, exception_entries(code, instructions),
-                                                    index, lambda slot: not try_blocks.restored_exit(tx, slot))
-        if user_blocks is None:
-            raise Unsupported(f"graph break inside a with-block over a user's context manager in {code.co_qualname} "
-                              "that is not inside all the grad-mode blocks around it (the order of their exits on "
-                              "an exception of the eager instruction is not modelled)")
+    # Where an exception of the eager instruction goes: the handler the exception table names
+    # (a try statement's, or a with block's cleanup, which calls its __exit__), as in the frame.
+    raise_to = exception_entries(code, decoded(code)[0])[index]
+    if raise_to is None and (decoded(code)[2][index] or exits):
+        raise Unsupported(f"graph break inside a try or with block in {code.co_qualname} whose exception "
+                          "table could not be read")
+    if raise_to is not None and head is not None:
+        raise Unsupported(f"graph break inside a try or with block inside a loop body in {code.co_qualname} "
+                          "(the resume function rebuilds those blocks only outside loops)")
     if head is not None and (exits or inst.name == "BEFORE_WITH"):
         raise Unsupported(f"graph break inside a with-block inside a loop body in {code.co_qualname} "
                           "(the resume function rebuilds with-blocks only outside loops)")
@@ -309,7 +305,7 @@ def stop_values(tx, stop_at) -> tuple:
             raise Unsupported(f"graph break inside a for loop in {code.co_qualname} over a list the rest of the "
                               "frame can still change (its iterator reads it live)")
     state = BreakState(code, index, inst, stack, n_stack, names, tuple(tx.kw_names or ()), dict(decoded(code)[1]),
-                       cells=list(code.co_cellvars), loop_head=head, user_blocks=user_blocks)
+                       cells=list(code.co_cellvars), loop_head=head, raise_to=raise_to)
     return TupleVariable(values), state
 
 

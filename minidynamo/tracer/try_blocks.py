@@ -44,7 +44,6 @@ code is covered by the enclosing try's entry).
 from __future__ import annotations
 
 import builtins
-from typing import Optional
 
 
 KERNEL_ERRORS = (RuntimeError, IndexError, ValueError, TypeError, ArithmeticError, MemoryError, KeyboardInterrupt,
@@ -69,45 +68,6 @@ def with_exit_slots(instructions, handler_of: list, depth_of: dict) -> list:
             return None
         return depth_of[at] - 1 if depth_of.get(at) else -1
     return _chains(handler_of, slot)
-
-
-def user_blocks_around(instructions, targets: dict, entries: list, index: int, is_users) -> Optional[list]:
-    """The with-blocks over a user's context manager around instruction ``index``, innermost
-    first, as ``(exit slot, index after the with statement)``: where the rest of the frame goes on
-    when that ``__exit__`` swallows an exception.  ``entries``: ``exceptions.exception_entries``;
-    ``is_users(slot)``: the ``__exit__`` at that slot is a user's.  None when the user's blocks are
-    not all inside the other with-blocks (grad mode's), or a block's end is not where 3.11's
-    compiler puts it."""
-    found, blocks, seen, entry = [], [], set(), entries[index]
-    while entry is not None and entry[0] not in seen:
-        handler, depth, _ = entry
-        seen.add(handler)
-        if _is_with_cleanup(instructions, handler):
-            found.append((depth - 1, handler))
-        entry = entries[handler]
-    for slot, handler in found:
-        if not is_users(slot):
-            break
-        after = _after_with_block(instructions, targets, handler)
-        if slot < 0 or after is None:
-            return None
-        blocks.append((slot, after))
-    return blocks if all(not is_users(slot) for slot, _ in found[len(blocks):]) else None
-
-
-# What follows a with-block's cleanup when its __exit__ swallows the exception; the next
-# instruction is the first after the with statement (where its normal exit jumps too).
-_SWALLOWED = ("POP_TOP", "POP_EXCEPT", "POP_TOP", "POP_TOP")
-
-
-def _after_with_block(instructions, targets: dict, handler: int) -> Optional[int]:
-    test = instructions[handler + 2] if handler + 2 < len(instructions) else None
-    if test is None or test.name != "POP_JUMP_FORWARD_IF_TRUE" or test.arg not in targets:
-        return None
-    swallowed = targets[test.arg]
-    names = tuple(inst.name for inst in instructions[swallowed:swallowed + len(_SWALLOWED)])
-    after = swallowed + len(_SWALLOWED)
-    return after if names == _SWALLOWED and after < len(instructions) else None
 
 
 def _chains(handler_of: list, pick) -> list:

@@ -268,12 +268,13 @@ def break_in_try(x):
     return x
 
 
-def test_a_break_inside_a_try_block_is_refused_cleanly(capsys):
+def test_a_break_inside_a_try_block(capsys):
+    """The rest of the try body, and its finally, run in the resume function (whose exception
+    table keeps the try statement)."""
     backend = run_both(break_in_try, inputs(2), capsys)
-    assert backend.compile_count == 0
+    assert backend.compile_count >= 1
     report = minidynamo.explain(break_in_try)(*inputs(2)())
-    assert report.graph_break_count == 0 and report.fallback_count == 1
-    assert "try block" in report.reasons[0] and "print" in report.reasons[0]
+    assert report.graph_break_count == 1 and report.fallback_count == 0
 
 
 def loop_after_break(x):
@@ -288,18 +289,39 @@ def test_a_loop_after_the_break_is_in_the_resume_function(capsys):
     assert backend.compile_count == 1
 
 
-def test_a_break_inside_a_try_block_is_refused_cleanly(capsys):
-    def f(x):
-        try:
-            y = x + 1
-            print("in try")
-        except KeyError:
-            y = x
-        return y
+@minidynamo.disable
+def fail_on_negative_sum(t):
+    print("checking")
+    if t.sum() < 0:
+        raise KeyError("negative")
 
-    run_both(f, inputs(2), capsys)
-    report = minidynamo.explain(f)(*inputs(2)())
-    assert report.fallback_count == 1 and "try block" in report.reasons[0]
+
+def handled_by_the_frame(x):
+    log = ["start"]
+    try:
+        y = x + 1
+        fail_on_negative_sum(x)           # the break: its exception goes to the frame's handler
+        log.append("passed")
+    except KeyError as error:
+        log.append(str(error))
+        y = x - 1
+    finally:
+        log.append("finally")
+    return y * 2, log
+
+
+def test_the_eager_instructions_exception_reaches_the_frames_handler(capsys):
+    opt = minidynamo.optimize("eager")(handled_by_the_frame)
+    for sign in (1, -1, 1, -1):
+        x = torch.ones(2) * sign
+        expected = handled_by_the_frame(x)
+        eager_out = capsys.readouterr().out
+        got = opt(x)
+        assert capsys.readouterr().out == eager_out
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+    assert minidynamo.counters["graph_breaks"] >= 1
+    assert not any(reason.startswith("handled_by_the_frame (") for reason in minidynamo.counters["fallback_reasons"])
 
 
 # -- frames with cell variables: the cells are handed to the resume function ------------------
@@ -540,12 +562,21 @@ def test_a_graph_without_operations_is_not_given_to_the_backend():
     assert minidynamo.counters["compiles"] == 2
 
 
+def break_in_except(x):
+    try:
+        y = {}["k"]
+    except KeyError:
+        print("in handler")            # a break inside a handler is refused: the frame runs eagerly
+        y = x
+    return y
+
+
 def test_a_frame_that_fell_back_is_never_traced_again(capsys):
-    opt = minidynamo.optimize("eager")(break_in_try)
+    opt = minidynamo.optimize("eager")(break_in_except)
     for _ in range(5):
         opt(torch.ones(2))
     assert minidynamo.counters["fallbacks"] == 1 and minidynamo.counters["compiles"] == 0
-    entries = minidynamo.cache_entries(break_in_try)
+    entries = minidynamo.cache_entries(break_in_except)
     assert len(entries) == 1 and entries[0].guard_fn is None and entries[0].compiled_fn is None   # always matches: eager
 
 
