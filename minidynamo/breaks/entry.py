@@ -38,6 +38,12 @@ cached like any frame.  Open ``with`` blocks (grad mode, autocast off) are re-en
 the eager instruction and, by the resume function's prologue, around the rest; the innermost
 grad-mode block there in the grad mode the instruction left (``live_grad_block``), the innermost
 autocast block of each device in the autocast state it left (``live_autocast_block``).
+
+Inside a ``try`` body or a ``with`` block the instruction runs as ``try: ... except BaseException
+as ___error: ___raised = ___error``, and a raised exception takes the first branch: the resume
+function that starts at the handler the frame's exception table names for the instruction
+(``_to_the_handler``), so the frame's own bytecode handles it (``except``, ``finally``, a with
+block's ``__exit__``).
 """
 
 from __future__ import annotations
