@@ -142,10 +142,12 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
         lines.append("    ___raised = None")
     if contexts:
         namespace["enter_contexts"], namespace["exit_contexts"] = _context_helpers(contexts)
-        before, after = _live_blocks(state.stack, namespace)
-        # (the handler's resume function re-enters those blocks as they were entered)
-        as_entered = [f"        {line.split(' = ')[0].strip()} = {namespace_name}"
-                      for line in after for namespace_name in [_as_entered(line, state.stack, namespace)]]
+        before, after, rechosen = _live_blocks(state.stack, namespace)
+        # (the handler's resume function re-enters those blocks with the factories they had)
+        as_entered = []
+        for k in rechosen:
+            namespace[f"___ctx{k}_as_entered"] = state.stack[k][1]
+            as_entered.append(f"        ___ctx{k} = ___ctx{k}_as_entered")
         lines += ["    ___managers = enter_contexts()", "    try:", *before, f"        {eager}", *after,
                   "    except BaseException as ___error:",
                   "        exit_contexts(___managers, ___error)",
@@ -359,24 +361,17 @@ def _to_the_handler(state, refs) -> tuple:
     return "___raised is not None", target, stack
 
 
-def _as_entered(after_line: str, stack, namespace) -> str:
-    """The name of the factory a block was entered with, for a ``___ctxK = ...`` line of
-    ``_live_blocks`` (which makes ``___ctxK`` a local of the entry)."""
-    k = int(after_line.split(" = ")[0].strip()[len("___ctx"):])
-    name = f"___ctx{k}_as_entered"
-    namespace[name] = stack[k][1]
-    return name
-
-
-def _live_blocks(stack, namespace) -> tuple[list[str], list[str]]:
+def _live_blocks(stack, namespace) -> tuple[list[str], list[str], list[int]]:
     """Lines before and after the eager instruction that pick the factories re-entering the
     innermost grad-mode block and the innermost autocast block of each device: the instruction
-    may have switched that state inside them, and eager keeps the switch until the block ends."""
-    before, after = [], []
+    may have switched that state inside them, and eager keeps the switch until the block ends.
+    Also the stack positions whose ``___ctxK`` the lines after rebind (locals of the entry, then)."""
+    before, after, rechosen = [], [], []
     grad_blocks = [k for k, slot in enumerate(stack) if slot[0] == "ctx" and slot[1] in GRAD_BLOCKS]
     if grad_blocks:
         namespace["live_grad_block"] = live_grad_block
         after.append(f"        ___ctx{grad_blocks[-1]} = live_grad_block()")
+        rechosen.append(grad_blocks[-1])
     innermost = {}     # device -> the innermost autocast block's stack position
     for k, slot in enumerate(stack):
         if slot[0] == "ctx" and slot[1] is torch.autocast:
@@ -386,7 +381,8 @@ def _live_blocks(stack, namespace) -> tuple[list[str], list[str]]:
         before.append(f"        ___autocast_set = {{d: autocast_state(d) for d in {tuple(innermost)!r}}}")
     for device, k in innermost.items():
         after.append(f"        ___ctx{k} = live_autocast_block({device!r}, ___autocast_set[{device!r}])")
-    return before, after
+        rechosen.append(k)
+    return before, after, rechosen
 
 
 def autocast_state(device: str) -> tuple:

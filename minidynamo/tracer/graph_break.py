@@ -146,7 +146,6 @@ def _is_reader(value, readers) -> bool:
 def refusal(code, index: int, f_globals: dict, f_builtins: dict) -> Optional[str]:
     """Why a break at this root instruction is refused, or None if it may break there.
     (Called only for the opcodes in BREAKABLE.)"""
-    instructions, targets, try_handlers, _ = decoded(code)
     if in_prologue(code, index):
         return (f"graph break in the prologue of {code.co_qualname} (where it rebuilds the stack and re-enters "
                 "the with-blocks: no place of the original code to resume at)")
@@ -266,12 +265,9 @@ def stop_values(tx, stop_at) -> tuple:
     if raise_to is None and (decoded(code)[2][index] or exits):
         raise Unsupported(f"graph break inside a try or with block in {code.co_qualname} whose exception "
                           "table could not be read")
-    if raise_to is not None and head is not None:
-        raise Unsupported(f"graph break inside a try or with block inside a loop body in {code.co_qualname} "
-                          "(the resume function rebuilds those blocks only outside loops)")
-    if head is not None and (exits or inst.name == "BEFORE_WITH"):
-        raise Unsupported(f"graph break inside a with-block inside a loop body in {code.co_qualname} "
-                          "(the resume function rebuilds with-blocks only outside loops)")
+    if head is not None and (raise_to is not None or inst.name == "BEFORE_WITH"):
+        raise Unsupported(f"graph break inside a try or with block (or at a with statement) inside a loop body "
+                          f"in {code.co_qualname} (the resume function rebuilds those blocks only outside loops)")
     values, stack, iterated = [], [], []
     seen_by_program = _seen_by_program(tx, inst)
     for vt in tx.stack:
