@@ -28,8 +28,12 @@ arguments' constants (``make_exception``); ``RAISE_VARARGS`` then raises ``Progr
 with it.  Inside the handler the exception object is a constant of the trace: ``str(e)``,
 ``e.args`` and ``isinstance(e, ...)`` fold.
 
-Not modelled (``Unsupported``; the frame runs eagerly as before): an exception reaching a
-``with`` block's cleanup (its ``__exit__`` would run), an exception object that leaves the
+A ``with`` block over grad mode, autocast or a TorchFunctionMode between the raise and the
+handler is left as its ``__exit__`` leaves it (``WITH_EXCEPT_START``).
+
+Not modelled (``Unsupported``; the frame runs eagerly as before): an exception reaching the
+cleanup of a ``with`` block over a user's manager (its ``__exit__`` would run; a graph break
+there hands the exception to the real one: breaks/entry.py), an exception object that leaves the
 trace (returned, stored, printed), a graph break inside a handler (``graph_break.stop_values``
 refuses it).  An exception leaving a generator's body finishes the generator and propagates
 to whoever pulled the item (variables/generators.py).
@@ -41,6 +45,7 @@ import dis
 import weakref
 
 from ..exc import ProgramRaises, Unsupported
+from .try_blocks import is_with_cleanup
 from .variables.constant import ConstantVariable
 from .variables.exception_values import ExceptionVariable, make_exception, plain_exception_class
 
@@ -77,7 +82,7 @@ def unwind(tx, error: ProgramRaises, index: int) -> bool:
     if entry is None:
         return False
     target, depth, push_lasti = entry
-    if _is_with_cleanup(tx.instructions, target) and not _restores_itself(tx.stack[depth - 1]):
+    if is_with_cleanup(tx.instructions, target) and not _restores_itself(tx.stack[depth - 1]):
         raise Unsupported(f"{type(error.exception).__name__} raised inside a with block in "
                           f"{tx.code.co_qualname} (its __exit__ would see it)") from error
     del tx.stack[depth:]
@@ -86,11 +91,6 @@ def unwind(tx, error: ProgramRaises, index: int) -> bool:
     tx.push(ExceptionVariable(error.exception, error.fields))
     tx.ip = target
     return True
-
-
-def _is_with_cleanup(instructions, handler: int) -> bool:
-    return instructions[handler].name == "PUSH_EXC_INFO" and handler + 1 < len(instructions) \
-        and instructions[handler + 1].name == "WITH_EXCEPT_START"
 
 
 def _restores_itself(exit_vt) -> bool:

@@ -853,8 +853,7 @@ class GeneratorTranslator(InliningTranslator):
         while entry is not None and entry[0] not in seen:
             target = entry[0]
             seen.add(target)
-            following = self.instructions[target + 1].name if target + 1 < len(self.instructions) else ""
-            if self.instructions[target].name == "PUSH_EXC_INFO" and following == "WITH_EXCEPT_START":
+            if try_blocks.is_with_cleanup(self.instructions, target):
                 raise Unsupported(f"a yield inside a with block in generator {self.code.co_qualname} (the "
                                   "context would stay entered while the consumer runs)")
             entry = entries[target]

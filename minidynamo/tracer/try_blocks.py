@@ -64,7 +64,7 @@ def with_exit_slots(instructions, handler_of: list, depth_of: dict) -> list:
     handler -> its depth in the exception table; a slot is -1 where that is unknown (then
     the block counts as a user's: ``restored_exit``)."""
     def slot(at):
-        if not _is_with_cleanup(instructions, at):
+        if not is_with_cleanup(instructions, at):
             return None
         return depth_of[at] - 1 if depth_of.get(at) else -1
     return _chains(handler_of, slot)
@@ -86,7 +86,8 @@ def _chains(handler_of: list, pick) -> list:
     return chains
 
 
-def _is_with_cleanup(instructions, handler: int) -> bool:
+def is_with_cleanup(instructions, handler: int) -> bool:
+    """The handler is a with block's cleanup: ``PUSH_EXC_INFO; WITH_EXCEPT_START``."""
     return instructions[handler].name == "PUSH_EXC_INFO" and handler + 1 < len(instructions) and \
         instructions[handler + 1].name == "WITH_EXCEPT_START"
 
