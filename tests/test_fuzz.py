@@ -206,3 +206,25 @@ def test_a_candidate_that_spins_or_grows_is_stopped_and_rejected():
         assert not still_fails(generate(SUITE_SEED, 0, SAFE_FEATURES), "value", "eager", run=spins_in_a_swallowing_handler)
     finally:
         minimize_module.CANDIDATE_SECONDS = original
+
+
+def test_a_spinning_candidate_is_stopped_where_sigint_is_ignored():
+    """A process started in the background by a shell (``cmd &``, nohup) ignores SIGINT, and
+    ``_thread.interrupt_main`` then does nothing: the bound puts Python's own handler in for the
+    block (before, the suite spun forever in such a run)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    program = ("from tests.fuzz.limits import Bound\n"
+               "with Bound(0.3, 1 << 40) as bound:\n"
+               "    while True:\n"
+               "        pass\n"
+               "import signal\n"
+               "print(bound.exceeded, signal.getsignal(signal.SIGINT) == signal.SIG_IGN)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", program], cwd=root, capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ran", "past", "0.3", "s", "True"]     # and ignored again after

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import signal
 import threading
 import time
 from typing import Optional
@@ -47,6 +48,13 @@ class Bound:
         self._done = threading.Event()
 
     def __enter__(self) -> "Bound":
+        # interrupt_main does nothing while SIGINT is ignored (a process started in the background
+        # by a shell without job control: `cmd &`, nohup): then Python's own handler is put in
+        # for the block.
+        self._ignored = None
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+            self._ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
         self._start, self._base = time.monotonic(), resident_bytes()
         self._watchdog = threading.Thread(target=self._watch, daemon=True)
         self._watchdog.start()
@@ -67,11 +75,15 @@ class Bound:
     def __exit__(self, kind, error, tb) -> bool:
         self._done.set()
         self._watchdog.join()
-        if self.exceeded is None:
-            return False
-        try:   # an interrupt sent as the block ended is still pending: let it arrive here
-            for _ in range(100):
-                time.sleep(0)
-        except KeyboardInterrupt:
-            pass
-        return kind is None or issubclass(kind, KeyboardInterrupt)
+        try:
+            if self.exceeded is None:
+                return False
+            try:   # an interrupt sent as the block ended is still pending: let it arrive here
+                for _ in range(100):
+                    time.sleep(0)
+            except KeyboardInterrupt:
+                pass
+            return kind is None or issubclass(kind, KeyboardInterrupt)
+        finally:
+            if self._ignored is not None:
+                signal.signal(signal.SIGINT, self._ignored)
