@@ -112,11 +112,13 @@ class BreakState:
         return self.targets[self.inst.arg] if self.inst.name in JUMPS else None
 
 
-# Attributes that read the frame calling them (``sys._getframe``, ``inspect.currentframe``).
-# With the builtins of ``builder.frame_readers``, read as globals: after a break the rest of the
-# frame runs in a resume function, another frame holding only the live locals under other
-# names, so a frame that uses one anywhere never breaks.
-FRAME_READER_ATTRIBUTES = frozenset({"_getframe", "currentframe"})
+# Attributes that read the frame calling them (``sys._getframe``, ``inspect.currentframe``), or
+# change how frames started from then on run (``sys.settrace``, ``sys.setprofile``: the frame
+# calling them was started before, so eager does not trace it).  With the builtins of
+# ``builder.frame_readers``, read as globals: after a break the rest of the frame runs in a
+# resume function, another frame (started later, holding only the live locals under other
+# names), so a frame that uses one anywhere never breaks.
+FRAME_READER_ATTRIBUTES = frozenset({"_getframe", "currentframe", "settrace", "setprofile"})
 
 
 def frame_reader_in(code, f_globals: dict, f_builtins: dict) -> Optional[str]:

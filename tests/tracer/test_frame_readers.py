@@ -191,3 +191,31 @@ def test_a_log_record_names_the_function_eager_names():
     finally:
         LOG.removeHandler(records)
     assert len(records.seen) == 2 and records.seen[0] == records.seen[1]
+
+
+def _traced_helper(x):
+    return x + 1
+
+
+def traces_a_helper(x, events):
+    def tracer(frame, event, arg):
+        events.append((frame.f_code.co_name, event))
+        return None
+    y = x * 2
+    try:
+        sys.settrace(tracer)                 # frames started from here on are traced; not this one
+        y = _traced_helper(y)
+    finally:
+        sys.settrace(None)
+    return y
+
+
+def test_a_frame_calling_settrace_does_not_break():
+    """After a break the rest of the frame would be a resume function: a frame started after
+    ``sys.settrace``, which eager's frame is not, so the tracer would see its events too
+    (CPython's test_sys_settrace)."""
+    opt = minidynamo.optimize("eager")(traces_a_helper)
+    for _ in range(2):
+        expected, got = [], []
+        torch.testing.assert_close(opt(torch.ones(2), got), traces_a_helper(torch.ones(2), expected))
+        assert got == expected == [("_traced_helper", "call")]
