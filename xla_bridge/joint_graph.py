@@ -96,6 +96,10 @@ class Partition:
     # through read; and which user leaves are (views of) saved result i: {leaf: i}.
     tangent_reads: tuple = ()
     saved_leaves: dict = dataclasses.field(default_factory=dict)
+    # Per tangent, the backward ops (by their place in the backward phase) its grad flows
+    # through that read anything from the forward: eager's nodes with saved tensors, which a
+    # backward that does not retain the graph frees (a later one through them raises).
+    tangent_read_ops: tuple = ()
     # Per grad returned (grad_positions order): the tangents it is made from; eager gives an
     # argument no grad (None) when none of those arrived. None: made from no tangent.
     grad_tangents: tuple = ()
@@ -277,7 +281,8 @@ def partition(joint: JointGraph) -> Partition:
     saved_index = {node: i for i, node in enumerate(saved)}
     roots = {k: _view_root(leaf)[0] for k, leaf in enumerate(leaf_nodes) if isinstance(leaf, fx.Node)}
     saved_leaves = {k: saved_index[root] for k, root in roots.items() if root in saved_index}
-    tangent_reads, flows = _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of)
+    tangent_reads, read_ops, flows = _reads_per_tangent(backward_ops, tangent_nodes, saved_index,
+                                                        position_of)
     held_reads = tuple(_held_reads(nodes, roots, position_of) for nodes in joint.held)
     held = frozenset().union(*held_reads)
     checked_args = tuple(sorted(set(saved_args) | {p for kind, p in held if kind == "arg"}))
@@ -292,7 +297,8 @@ def partition(joint: JointGraph) -> Partition:
         grad_positions=grad_positions, saved_bytes=sum(map(tensor_bytes, saved)),
         saved_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in saved),
         tangent_shapes=tuple((n.meta["shape"], n.meta["dtype"]) for n in tangent_nodes),
-        tangent_reads=tangent_reads, saved_leaves=saved_leaves, grad_tangents=grad_tangents,
+        tangent_reads=tangent_reads, tangent_read_ops=read_ops, saved_leaves=saved_leaves,
+        grad_tangents=grad_tangents,
         held_reads=held_reads, checked_args=checked_args, held_leaves=held_leaves)
 
 
@@ -311,7 +317,8 @@ def _held_reads(nodes, roots: dict, position_of: dict) -> frozenset:
 def _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of) -> tuple:
     """Per tangent, what the backward ops its grad flows through read from the forward: eager
     runs an autograd node only when a grad reaches it, and only then checks that what the node
-    saved was not changed in place since. Also ``{node: the tangents it is made from}``."""
+    saved was not changed in place since. Also, per tangent, the ops (their places in
+    ``backward_ops``) that read anything, and ``{node: the tangents it is made from}``."""
     depends = {node: frozenset({k}) for k, node in enumerate(tangent_nodes)}
     tangent_free = {}                    # backward op that no grad flows through -> what it reads
 
@@ -328,7 +335,8 @@ def _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of) ->
         return frozenset()
 
     per_tangent = [set() for _ in tangent_nodes]
-    for node in backward_ops:
+    read_ops = [set() for _ in tangent_nodes]
+    for place, node in enumerate(backward_ops):
         inputs = node.all_input_nodes
         flows = frozenset().union(*(depends.get(i, frozenset()) for i in inputs))
         reads = frozenset().union(*map(reads_of, inputs))
@@ -336,9 +344,11 @@ def _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of) ->
             depends[node] = flows
             for k in flows:
                 per_tangent[k] |= reads
+                if reads:
+                    read_ops[k].add(place)
         else:
             tangent_free[node] = reads
-    return tuple(map(frozenset, per_tangent)), depends
+    return tuple(map(frozenset, per_tangent)), tuple(map(frozenset, read_ops)), depends
 
 
 def joint_partition(fn, args, needs_grad, decompositions=None) -> Partition:

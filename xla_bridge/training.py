@@ -10,8 +10,9 @@ backward through one output runs, frees and checks only what eager would:
 
 - ``forward`` replays the forward graph: the user's outputs plus the saved tensors, which stay
   on the device, held by ``ctx.save_for_backward`` (so ``retain_graph`` and the "backward
-  through the graph a second time" error are autograd's own), with the arguments the backward
-  reads (weights, for instance; device copies of host ones);
+  through the graph a second time" error are autograd's own; a node for several outputs
+  frees them per op, as eager's nodes would: ``_PartlyFreed``), with the arguments the
+  backward reads (weights, for instance; device copies of host ones);
 - ``backward`` replays the group's backward graph on (saved tensors, output grads) and returns
   one grad per argument that requires grad (None for those its grads do not reach, which are
   not even its edges), on that argument's device. Autograd does the rest, exactly
@@ -144,7 +145,10 @@ class TrainingPlan:
                            for group in groups]
         self.group_of_tangent = {j: g for g, group in enumerate(self.groups) for j in group.tangents}
         # per group: the saved tensors its node saves (and so checks) for its backward
-        self.saved_reads = [_saved_reads(partition, group) for group in self.groups]
+        self.saved_reads = [_saved_reads(partition, group.tangents) for group in self.groups]
+        # per tangent: the saved tensors its grad's way reads, and the ops there that read any
+        self.tangent_saved_reads = tuple(_saved_reads(partition, (j,)) for j in range(len(tangents)))
+        self.tangent_read_ops = partition.tangent_read_ops
         self.saved_bytes = partition.saved_bytes
 
 
@@ -424,9 +428,12 @@ class _Step:
         # i54: an output changed after the call, which only the backward of another output read).
         reads = plan.saved_reads[group]
         held = {id(t) for t in (*self.outputs.values(), *self.args) if isinstance(t, torch.Tensor)}
-        ctx.save_for_backward(*[_data(t) if id(t) in held else t
-                                for i, t in enumerate(self.saved) if i in reads])
+        kept = [_data(t) if id(t) in held else t for i, t in enumerate(self.saved) if i in reads]
+        ctx.save_for_backward(*kept)
         ctx.unread = {i: t.detach() for i, t in enumerate(self.saved) if i not in reads}
+        # A node for several outputs frees its saved tensors as eager's nodes would: only
+        # those on the ways of the grads that came (``_PartlyFreed``). One output: autograd's own.
+        ctx.partly = _PartlyFreed(plan, ctx.group, sorted(reads), kept) if len(ctx.group.tangents) > 1 else None
         ctx.step_plan = plan
         ctx.tangent_outputs = tuple(mine.index(partition.differentiable[j]) for j in ctx.group.tangents)
         ctx.input_devices = self.input_devices
@@ -491,14 +498,55 @@ def _batched(tensor) -> bool:
     return "Batched" in keys or "FuncTorchBatched" in keys
 
 
-def _saved_reads(partition: Partition, group) -> frozenset:
+def _saved_reads(partition: Partition, tangents) -> frozenset:
     """Positions in the step's saved tensors (saved results, then the arguments at
-    ``saved_args``) that the backward of ``group``'s tangents reads."""
-    reads = frozenset().union(*(partition.tangent_reads[j] for j in group.tangents))
+    ``saved_args``) that the backward of ``tangents`` reads."""
+    reads = frozenset().union(*(partition.tangent_reads[j] for j in tangents))
     first_arg = partition.saved_count
     return frozenset(index if kind == "saved" else first_arg + partition.saved_args.index(index)
                      for kind, index in reads
                      if kind == "saved" or index in partition.saved_args)
+
+
+class _PartlyFreed:
+    """The saved tensors of a node for several outputs, freed as eager's nodes free theirs.
+
+    Eager's graph keeps the ops of each output apart: after ``t = cat([x, x])`` and
+    ``loss = lin(t).sum()``, ``loss.backward()`` frees what ``lin``'s nodes saved, and a later
+    backward through ``t`` alone still works, as ``cat``'s node saved nothing (fuzz X71).
+    Autograd frees all of a node's saved tensors at once, so this node also keeps them itself
+    and frees them per op: a backward that does not retain the graph frees the ops its grads
+    went through (``Partition.tangent_read_ops``), and a backward that reaches a freed op
+    raises autograd's own error. A tensor is let go once every output that reads it is spent."""
+
+    def __init__(self, plan: TrainingPlan, group: _Group, positions, kept):
+        self.plan, self.tangents = plan, group.tangents
+        self.positions = frozenset(positions)
+        self.kept = dict(zip(positions, kept))
+        self.freed = frozenset()
+
+    def saved_for(self, ctx, active, unread_count) -> list:
+        """The saved tensors (None where let go) for a backward of the ``active`` tangents."""
+        if self.freed and any(not self.freed.isdisjoint(self.plan.tangent_read_ops[j]) for j in active):
+            ctx.saved_tensors             # freed by an earlier backward: autograd's own error
+            raise RuntimeError("Trying to backward through the graph a second time")
+        return [self.kept.get(i) for i in range(unread_count + len(self.positions))]
+
+    def ran(self, ctx, active, whole: bool) -> None:
+        """Before a backward of ``active`` runs (``whole``: the group's whole graph, which
+        reads every saved tensor): unless it retains the graph, its ops are freed."""
+        if whole and len(self.kept) < len(self.positions):
+            ctx.saved_tensors             # some were let go: autograd's own error
+        if torch._C._autograd._get_current_graph_task_keep_graph():
+            return
+        read_ops = self.plan.tangent_read_ops
+        self.freed = self.freed.union(*(read_ops[j] for j in active))
+        if len(active) == len(self.tangents):      # the common case: all of them spent
+            self.kept = {}
+            return
+        live = [j for j in self.tangents if not read_ops[j] <= self.freed]
+        needed = frozenset().union(*(self.plan.tangent_saved_reads[j] for j in live))
+        self.kept = {i: t for i, t in self.kept.items() if i in needed}
 
 
 class _DeviceStep(torch.autograd.Function):
@@ -515,9 +563,11 @@ class _DeviceStep(torch.autograd.Function):
 
     @staticmethod
     def _backward(ctx, *grads):
-        read = ctx.saved_tensors     # raises autograd's own error after the graph was freed
-        each = iter(read)
-        saved = [ctx.unread[i] if i in ctx.unread else next(each) for i in range(len(ctx.unread) + len(read))]
+        if ctx.partly is None:
+            read = ctx.saved_tensors     # raises autograd's own error after the graph was freed
+            each = iter(read)
+            saved = [ctx.unread[i] if i in ctx.unread else next(each)
+                     for i in range(len(ctx.unread) + len(read))]
         if any(g is not None and _batched(g) for g in grads):
             raise BatchedBackwardUnsupported(
                 "batched gradients (is_grads_batched=True, jacobian(vectorize=True)) through "
@@ -528,6 +578,9 @@ class _DeviceStep(torch.autograd.Function):
         active = [j for j, here in zip(group.tangents, arrived) if here]
         if not active:
             return (None, None) + (None,) * len(plan.grad_of_input)
+        if ctx.partly is not None:
+            saved = [ctx.unread[i] if i in ctx.unread else kept
+                     for i, kept in enumerate(ctx.partly.saved_for(ctx, active, len(ctx.unread)))]
         _check_versions(ctx, active)
         if torch.is_grad_enabled():
             raise DoubleBackwardUnsupported(
@@ -544,7 +597,10 @@ class _DeviceStep(torch.autograd.Function):
         for k, copy in zip(host, dev.to_device([tangents[k] for k in host])):
             tangents[k] = copy
         inputs = [*saved, *tangents]
-        grads_out = group.backward_for(active, inputs).run(inputs)
+        backward = group.backward_for(active, inputs)
+        if ctx.partly is not None:
+            ctx.partly.ran(ctx, active, whole=backward is group.backward)
+        grads_out = backward.run(inputs)
         reached = plan.partition.grad_tangents
         active = frozenset(active)
         result = [None if index not in group.gives

@@ -503,6 +503,43 @@ def test_outputs_sharing_a_node_are_one_group_and_a_second_backward_errors_like_
     assert plan["groups"] == [(0, 1)]
 
 
+def _cat_then_scaled(w, a):
+    t = torch.cat([a, a])                  # cat's node saves nothing
+    return t, (t * w).sum()                # mul's saves t and w
+
+
+def _sin_then_scaled(w, a):
+    t = torch.cat([a, a]).sin()            # sin's node saves cat's result: both ways reach it
+    return t, (t * w).sum()
+
+
+@pytest.mark.parametrize("f, order, eager_raises", [
+    (_cat_then_scaled, (1, 0, 0), False),  # fuzz X71: the loss, then the output it was made of
+    (_cat_then_scaled, (0, 1), False),     # the output alone frees nothing mul's node holds
+    (_cat_then_scaled, (1, 1), True),
+    (_sin_then_scaled, (1, 0), True),
+    (_sin_then_scaled, (0, 1), True),
+], ids=["cat-loss-out-out", "cat-out-loss", "cat-loss-loss", "sin-loss-out", "sin-out-loss"])
+def test_a_node_for_several_outputs_frees_what_eager_frees(f, order, eager_raises):
+    """One node returns an output and a loss made from it: each backward frees only what eager's
+    nodes on its grads' way saved, so a later backward raises exactly where eager's does."""
+    eager, ours, compiled = _eager_and_compiled(f, (6,), (3,))
+    for args, fn in ((eager, f), (ours, compiled)):
+        outputs = fn(*args)
+        *first, last = order
+        for k in first:
+            (outputs[k] * 1.5).sum().backward()
+        if eager_raises:
+            with pytest.raises(RuntimeError, match="second time"):
+                outputs[last].sum().backward()
+        else:
+            outputs[last].sum().backward()
+    if not eager_raises:                   # (eager's raising backward leaves some grads added)
+        for got, want in zip(ours, eager):
+            torch.testing.assert_close(got.grad, want.grad)
+    assert xla_bridge.counters.fallbacks == 0
+
+
 def test_a_backward_does_not_reach_inputs_its_grads_do_not_flow_to():
     """Eager never runs the nodes upstream of ``a`` for a backward through o2 alone, so an
     in-place change to what they saved does not matter (fuzz seed 153 program 893)."""
