@@ -67,19 +67,23 @@ class EagerSaved:
 
     def held_per_leaf(self, leaves: Sequence, differentiable: Sequence[int], grad_inputs: Sequence) -> tuple:
         """Per differentiable leaf (in order): the recorded nodes held by the autograd nodes a
-        backward from that leaf to ``grad_inputs`` runs."""
+        backward from that leaf to ``grad_inputs`` runs; and which of those autograd nodes hold
+        any (numbered): the nodes a backward frees, and a later one through them refuses."""
         starts = [getattr(leaves[k], "grad_fn", None) for k in differentiable]
         useful = _leading_to(starts, {id(t) for t in grad_inputs})
-        held_by = {}
-        out = []
+        held_by, number = {}, {}
+        out, holders = [], []
         for start in starts:
-            held = set()
+            held, holding = set(), set()
             for fn in _reachable([start], useful):
                 if fn not in held_by:
                     held_by[fn] = self._held_by(fn)
+                if held_by[fn]:
+                    holding.add(number.setdefault(fn, len(number)))
                 held |= held_by[fn]
             out.append(frozenset(held))
-        return tuple(out)
+            holders.append(frozenset(holding))
+        return tuple(out), tuple(holders)
 
     def _held_by(self, fn) -> set:
         self._unpacked = []

@@ -77,6 +77,7 @@ class JointGraph:
     treespec: pytree.TreeSpec
     differentiable: tuple      # leaf indices that require grad: one tangent each, in order
     held: tuple = ()           # per tangent: recorded nodes eager's autograd nodes hold (eager_saved)
+    holders: tuple = ()        # per tangent: those autograd nodes (numbered) that hold any
 
 
 @dataclass
@@ -96,9 +97,10 @@ class Partition:
     # through read; and which user leaves are (views of) saved result i: {leaf: i}.
     tangent_reads: tuple = ()
     saved_leaves: dict = dataclasses.field(default_factory=dict)
-    # Per tangent, the backward ops (by their place in the backward phase) its grad flows
-    # through that read anything from the forward: eager's nodes with saved tensors, which a
-    # backward that does not retain the graph frees (a later one through them raises).
+    # Per tangent, eager's autograd nodes on its way that hold saved tensors (("node", i)),
+    # and the backward ops (by their place in the backward phase) there that read anything
+    # from the forward: what a backward that does not retain the graph frees (a later one
+    # through any of them raises).
     tangent_read_ops: tuple = ()
     # Per grad returned (grad_positions order): the tangents it is made from; eager gives an
     # argument no grad (None) when none of those arrived. None: made from no tangent.
@@ -152,7 +154,7 @@ def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
                 differentiable = _takes_tangent(leaves, metas)
                 refuse_guarded_views(leaves, differentiable)
                 with recorder.paused():
-                    held = eager_saved.held_per_leaf(leaves, differentiable, grad_inputs)
+                    held, holders = eager_saved.held_per_leaf(leaves, differentiable, grad_inputs)
                 recorder.phase = BACKWARD
                 tangents = []
                 with recorder.paused():
@@ -175,7 +177,7 @@ def build_joint(fn, args: Sequence, needs_grad: Sequence[bool],
         recorder.graph.output((tuple(recorder.node_of(leaf) for leaf in leaves),
                                tuple(recorder.node_of(g) for g in grads)))
     return JointGraph(recorder.graph, recorder.constants, len(args), needs_grad, len(leaves),
-                      treespec, differentiable, held)
+                      treespec, differentiable, held, holders)
 
 
 def refuse_writes_that_require_grad(arguments, needs_grad) -> None:
@@ -284,6 +286,8 @@ def partition(joint: JointGraph) -> Partition:
     tangent_reads, read_ops, flows = _reads_per_tangent(backward_ops, tangent_nodes, saved_index,
                                                         position_of)
     held_reads = tuple(_held_reads(nodes, roots, position_of) for nodes in joint.held)
+    if joint.holders:
+        read_ops = tuple(ops | {("node", i) for i in holders} for ops, holders in zip(read_ops, joint.holders))
     held = frozenset().union(*held_reads)
     checked_args = tuple(sorted(set(saved_args) | {p for kind, p in held if kind == "arg"}))
     held_leaves = tuple(sorted(k for kind, k in held if kind == "leaf"))

@@ -564,7 +564,9 @@ class _DeviceStep(torch.autograd.Function):
     @staticmethod
     def _backward(ctx, *grads):
         if ctx.partly is None:
-            read = ctx.saved_tensors     # raises autograd's own error after the graph was freed
+            # autograd's own error after the graph was freed, unless nothing on the output's way
+            # holds a saved tensor (``cat``, ``add``): eager's nodes there run again
+            read = ctx.saved_tensors if ctx.step_plan.tangent_read_ops[ctx.group.tangents[0]] else ()
             each = iter(read)
             saved = [ctx.unread[i] if i in ctx.unread else next(each)
                      for i in range(len(ctx.unread) + len(read))]

@@ -23,8 +23,9 @@ so the loop's backward jumps land where they did (a for loop's iterator comes as
 its items: ``LOAD_FAST ___stack<k>; GET_ITER``).  A resume code that breaks again maps back
 to its original code and offset (``_origins``), so every iteration shares one resume code.
 Every jump target, the exception table (``bytecode`` rebuilds it from TryBegin/TryEnd; a
-with-block region the resume point lies in restarts right after the prologue, at the stack
-depth the prologue rebuilt) and the line numbers stay valid without rewriting anything.
+try or with region the resume point lies in restarts right after the prologue, or inside a
+loop is split at the landing of the jump in, at the stack depth the prologue rebuilt) and the
+line numbers stay valid without rewriting anything.
 
 A resume code object is made once per (code, instruction, stack layout, live locals) and
 kept as long as the original code lives: a new code object per call would never hit a cache.
@@ -108,10 +109,10 @@ def _build(code, index, stack, local_names, loop_head=None):
     # kept instruction is the original's.  (Recomputing them walks only the code reachable from
     # the start; a region that now opens in a cut-off handler got a junk depth: fuzz seed 332 i692.)
     items = list(Bytecode.from_code(code, conserve_exception_block_stackdepth=True))
-    position, seen, open_try, head = None, -1, None, None
+    position, seen, open_try, head, open_at_head = None, -1, None, None, None
     for p, item in enumerate(items):
         if isinstance(item, Instr) and seen + 1 == loop_head and head is None:
-            head = p
+            head, open_at_head = p, open_try
         if isinstance(item, TryBegin):
             open_try = item
         elif isinstance(item, TryEnd):
@@ -150,8 +151,9 @@ def _build(code, index, stack, local_names, loop_head=None):
     for k, slot in enumerate(stack):
         if slot[0] != "null":
             prologue += [instr("LOAD_CONST", None), instr("STORE_FAST", f"___{'ctx' if slot[0] == 'ctx' else 'stack'}{k}")]
-    if open_try is not None:          # the target lies in a with-block's region: it starts here now
-        prologue.append(open_try)
+    inside_loop = head is not None and head < position
+    if open_try is not None and not inside_loop:   # the target lies in a try or with region:
+        prologue.append(open_try)                   # it starts here now
     labels = []                       # the labels of the resume point itself (a loop's head)
     p = position - 1
     while p >= 0 and not isinstance(items[p], Instr):
@@ -159,12 +161,16 @@ def _build(code, index, stack, local_names, loop_head=None):
             labels.append(items[p])
         p -= 1
     start = position
-    if head is not None and head < position:     # inside a loop: keep it from its head, jump in
-        if open_try is not None:
-            raise ValueError("a resume point inside a loop and an exception-table region")
+    if inside_loop:                   # inside a loop: keep it from its head, jump in
         entry = Label()
         prologue.append(instr("JUMP_FORWARD", entry))
-        items = items[:position] + [entry] + items[position:]
+        landing, rest = [entry], items[position:]
+        if open_try is not None:      # the jump lands inside a region: split it there, so the
+            again = TryBegin(open_try.target, open_try.push_lasti, open_try.stack_depth)
+            landing = [TryEnd(open_try), entry, again]  # flow into it passes a beginning
+            rest = [TryEnd(again) if isinstance(item, TryEnd) and item.entry is open_try else item
+                    for item in rest]
+        items = items[:position] + landing + rest
         start = head
         p = head - 1
         labels = []
@@ -172,7 +178,10 @@ def _build(code, index, stack, local_names, loop_head=None):
             if isinstance(items[p], Label):
                 labels.append(items[p])
             p -= 1
-    items = labels + items[start:]
+    # A region open at the loop's head (a try or with block around the loop) covers the kept
+    # code from there, as it did the original's; one opening later is kept whole.  The jump in
+    # lands inside whichever region holds the resume point, at the depth the prologue rebuilt.
+    items = labels + ([open_at_head] if start != position and open_at_head is not None else []) + items[start:]
     for item in items:
         if isinstance(item, Instr) and isinstance(item.arg, CellVar):
             item.arg = FreeVar(item.arg.name)

@@ -26,17 +26,20 @@ prologue), the resume code keeps the loop from its head, and a resume function t
 again gets the original's resume code at the same offset (one code, one cache entry per
 iteration; at most MAX_LOOP_NESTING nested per call).
 
+Inside a ``try`` or ``with`` block (in a loop body too) the entry runs the eager instruction
+under ``try``: an exception it raises goes to a resume function that starts at the handler the
+frame's exception table names (``BreakState.raise_to``), so the frame's own ``except``,
+``finally`` or ``__exit__`` sees it.  A grad-mode, autocast(False) or user's with-block open at
+the break is re-entered by the resume function's prologue.
+
 Refused (the frame runs eagerly, the reason says which):
   - a loop whose iterator reads something the rest of the frame or the caller can change
     (a list or dict with a source, or still held), or pulls from code (map, generators);
-  - inside a ``try`` block: the eager instruction's exception would not reach the handler;
+  - inside an ``except`` clause (the resume function could not hold the exception being
+    handled), and inside a TorchFunctionMode block;
   - a cell variable still empty at the break that the rest of the frame may read before
     writing it (eager raises UnboundLocalError there, the resume function's free variable a
-    NameError);
-  - inside a ``with`` block over a user's context manager, for the reason of ``try`` blocks (its
-    ``__exit__`` may suppress the exception, or must at least see it); inside any ``with`` block
-    in a loop body, and inside a TorchFunctionMode block.  A grad-mode or autocast(False) block
-    is re-entered by the resume function.
+    NameError).
 
 Cell variables (a nested function captures the frame's locals) are handed over like locals,
 as cells: the entry makes one new cell per call for each, holding the value the trace knew at
@@ -267,9 +270,6 @@ def stop_values(tx, stop_at) -> tuple:
     if raise_to is None and (decoded(code)[2][index] or exits):
         raise Unsupported(f"graph break inside a try or with block in {code.co_qualname} whose exception "
                           "table could not be read")
-    if head is not None and (raise_to is not None or inst.name == "BEFORE_WITH"):
-        raise Unsupported(f"graph break inside a try or with block (or at a with statement) inside a loop body "
-                          f"in {code.co_qualname} (the resume function rebuilds those blocks only outside loops)")
     values, stack, iterated = [], [], []
     seen_by_program = _seen_by_program(tx, inst)
     for vt in tx.stack:

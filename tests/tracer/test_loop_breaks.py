@@ -284,3 +284,123 @@ def test_the_rest_of_a_range_is_handed_over_as_a_range():
               for text in entry.guard_fn.guard_strings]
     assert any("L['___stack0'].stop == 6" in text for text in guards), guards
     assert not any("(1, 2, 3" in text for text in guards)
+
+
+# -- a break inside a try or with block inside a loop body ---------------------------------------
+# The resume code keeps the loop from its head and jumps in at the break: the jump lands inside
+# the block's exception-table region, which restarts there (resume_code._build), so the block's
+# handler (an ``except``, a ``finally``, a with block's ``__exit__``) sees what eager's sees.
+EVENTS = []
+
+
+class Logged:
+    """A user's context manager that logs enter and exit to ``EVENTS``, swallowing KeyError."""
+    def __enter__(self):
+        EVENTS.append("enter")
+        return self
+
+    def __exit__(self, kind, value, tb):
+        EVENTS.append(("exit", kind.__name__ if kind else None))
+        return kind is KeyError
+
+
+def no_grad_in_loop(x):
+    for i in range(3):
+        with torch.no_grad():
+            x = x * 2
+            print("in", i, torch.is_grad_enabled())
+            x = x + i
+    return x, torch.is_grad_enabled()
+
+
+def try_in_loop(x):
+    for i in range(4):
+        try:
+            x = x * 2
+            print("in", i)
+            if i == 1:
+                raise KeyError(i)
+            if i == 2:
+                continue
+        except KeyError:
+            x = x - 5
+            continue
+        finally:
+            x = x + 0.5
+        x = x + 1
+    return x
+
+
+def user_block_in_loop(x):
+    for i in range(3):
+        with Logged():
+            x = x + i
+            print("in", i)
+            if i == 1:
+                {}[i]                    # swallowed by the block
+            x = x * 2
+    return x
+
+
+def loop_in_try(x):
+    try:
+        for i in range(3):
+            x = x + i
+            print("in", i)
+            if i == 2:
+                raise ValueError("out")
+    except ValueError:
+        x = x * 10
+    return x
+
+
+def break_inside_nested_loops(x):
+    for i in range(2):
+        with torch.no_grad():
+            for j in range(2):
+                try:
+                    x = x + j
+                    print("in", i, j)
+                    if j == 1:
+                        break
+                except KeyError:
+                    pass
+    return x
+
+
+@pytest.mark.parametrize("fn", [no_grad_in_loop, try_in_loop, loop_in_try, break_inside_nested_loops])
+def test_a_break_inside_a_try_or_with_block_inside_a_loop_matches_eager(capsys, fn):
+    make = lambda: (torch.arange(3.0).requires_grad_(),)       # noqa: E731
+    run_both(fn, make, capsys)
+    report = minidynamo.explain(fn)(*make())
+    assert report.fallback_count == 0 and report.graph_break_count >= 2, report.reasons
+
+
+def an_uncaught_raise_inside_a_with_block_in_a_loop(x):
+    for i in range(3):
+        with Logged():
+            x = x + 1
+            print("in", i)
+            if i == 1:
+                raise ValueError(i)
+    return x
+
+
+@pytest.mark.parametrize("fn, raises", [(user_block_in_loop, None),
+                                        (an_uncaught_raise_inside_a_with_block_in_a_loop, ValueError)])
+def test_a_user_block_inside_a_loop_enters_and_exits_as_in_eager(capsys, fn, raises):
+    opt = minidynamo.optimize("eager")(fn)
+    seen = []
+    for run in (fn, opt, opt):
+        EVENTS.clear()
+        try:
+            result = ("returned", run(torch.arange(3.0)).tolist())
+        except Exception as error:               # noqa: BLE001 (compared with eager's)
+            result = ("raised", type(error), error.args)
+        seen.append((result, list(EVENTS), capsys.readouterr().out))
+    assert seen[0] == seen[1] == seen[2]
+    assert (seen[0][0][0] == "raised") == (raises is not None)
+    if raises is None:      # (the swallowed KeyError's iteration runs eagerly: a raise the trace
+        report = minidynamo.explain(fn)(torch.arange(3.0))         # makes reaching an __exit__)
+        assert report.graph_break_count >= 2, report.reasons
+        assert not any("loop body" in reason for reason in report.reasons), report.reasons
