@@ -61,7 +61,7 @@ class EagerSaved:
 
     def _unpack(self, held):
         _check_version(held.tensor, held.version, "a tensor")
-        if self._unpacked is not None and held.node is not None:
+        if self._unpacked is not None:    # (None: a tensor not recorded, a wrapped number)
             self._unpacked.append(held.node)
         return held.tensor
 
@@ -78,23 +78,28 @@ class EagerSaved:
             for fn in _reachable([start], useful):
                 if fn not in held_by:
                     held_by[fn] = self._held_by(fn)
-                if held_by[fn]:
+                if held_by[fn]:          # any saved tensor, recorded or not
                     holding.add(number.setdefault(fn, len(number)))
-                held |= held_by[fn]
+                held.update(node for node in held_by[fn] if node is not None)
             out.append(frozenset(held))
             holders.append(frozenset(holding))
         return tuple(out), tuple(holders)
 
-    def _held_by(self, fn) -> set:
+    def _held_by(self, fn) -> tuple:
+        """The recorded nodes of the tensors ``fn`` holds; None for one no hook saw (a wrapped
+        number such as the ``2`` of ``x * 2``, which eager frees and checks all the same)."""
         self._unpacked = []
         try:
             for name in dir(fn):
                 if name.startswith("_saved_"):
                     try:
-                        getattr(fn, name)
+                        value = getattr(fn, name)
                     except Exception:   # noqa: BLE001 - a field that cannot be read holds nothing here
-                        pass
-            return set(self._unpacked)
+                        continue
+                    values = value if isinstance(value, (tuple, list)) else (value,)
+                    if any(isinstance(v, torch.Tensor) for v in values):
+                        self._unpacked.append(None)
+            return tuple(self._unpacked)
         finally:
             self._unpacked = None
 

@@ -540,19 +540,31 @@ def test_a_node_for_several_outputs_frees_what_eager_frees(f, order, eager_raise
     assert xla_bridge.counters.fallbacks == 0
 
 
-def test_a_second_backward_through_an_output_whose_way_saves_nothing_works_as_in_eager():
-    """``cat`` and ``add`` save nothing: eager runs their nodes again after a backward freed the
-    graph, and so does a step whose one output's way holds no saved tensor (fuzz seed 5030 i894)."""
-    def f(w, a):
-        return torch.cat([a, a + 1]) + w
+def _cat_added(w, a):
+    return torch.cat([a, a + 1]) + w       # cat and add save nothing: eager runs them again
 
+
+def _doubled(w, a):
+    return torch.cat([a, a]) * 2 + w      # mul saves the wrapped number 2: eager refuses
+
+
+@pytest.mark.parametrize("f, eager_raises", [(_cat_added, False), (_doubled, True)])
+def test_a_second_backward_through_one_output_raises_where_eager_does(f, eager_raises):
+    """A step with one output frees its saved tensors as eager's nodes on that output's way
+    would: a way that holds none runs again (fuzz seed 5030 i894); one holding even a wrapped
+    number refuses (seed 5032 i370)."""
     eager, ours, compiled = _eager_and_compiled(f, (6,), (3,))
     for args, fn in ((eager, f), (ours, compiled)):
         t = fn(*args)
         (t * 2).sum().backward()
-        (t * 3).sum().backward()
-    for got, want in zip(ours, eager):
-        torch.testing.assert_close(got.grad, want.grad)
+        if eager_raises:
+            with pytest.raises(RuntimeError, match="second time"):
+                (t * 3).sum().backward()
+        else:
+            (t * 3).sum().backward()
+    if not eager_raises:                   # (eager's raising backward leaves some grads added)
+        for got, want in zip(ours, eager):
+            torch.testing.assert_close(got.grad, want.grad)
     assert xla_bridge.counters.fallbacks == 0
 
 
