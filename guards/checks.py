@@ -329,7 +329,7 @@ def torch_state_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     else:
         test = f"{fn}() == {consts.name_for(value, type(value).__name__)}"
         native = ("call_eq", function_obj, value)
-    return [Check(test, f"torch.{function}()", show(value), f"{fn}()", native)]
+    return [Check(test, guard.source.name(), show(value), f"{fn}()", native)]
 
 
 def class_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import functools
+import sys
 import types
 from typing import Any, Hashable, Optional
 
@@ -235,16 +236,29 @@ class TorchStateSource(Source):
     function: str
 
     def name(self) -> str:
-        return f"torch.{self.function}()"
+        return f"{self.function}()" if self.function in PROCESS_STATE_READERS else f"torch.{self.function}()"
 
     def read(self, frame: FrameValues) -> Any:
         return torch_state_function(self.function)()
+
+
+def exception_being_handled() -> bool:
+    """Whether the frame's caller is handling an exception (``sys.exc_info()``): a handler
+    the trace ran pushed what it saw as the exception handled before (none), and an exception
+    raised inside it took that as its ``__context__``."""
+    return sys.exc_info()[1] is not None
+
+
+# Process state that is not torch's, read like it (no argument; a bool).
+PROCESS_STATE_READERS = {"exception_being_handled": exception_being_handled}
 
 
 def torch_state_function(name: str):
     """The torch function a ``TorchStateSource`` calls (only these: they take no argument)."""
     import torch
 
+    if name in PROCESS_STATE_READERS:
+        return PROCESS_STATE_READERS[name]
     if name not in TORCH_STATE_FUNCTIONS:
         raise ValueError(f"not a guarded torch state: {name}")
     if name == "get_default_device":

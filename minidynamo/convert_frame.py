@@ -16,6 +16,7 @@ import gc
 import inspect
 import linecache
 import numbers
+import sys
 import weakref
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -207,15 +208,20 @@ class FrameConverter:
             # and missed on every later call; from now on it costs eager plus the hook
             entries[:] = [e for e in entries if e.owner is not self.ref]
             return self._give_up(entries, code, f"cache_size_limit ({config.cache_size_limit}) reached")
+        # (read before any handler of ours runs: the trace and the guards see the caller's)
+        self.caller_handling = sys.exc_info()[1] is not None
         try:
             # Nothing a compile runs is the program's own run (ops on meta values, trial traces):
             # what warns there is not shown (the call's real run shows it), though a filter that
             # makes a warning an error still raises, and the frame then falls back to eager.
             with compile_warnings.muted(), collector_paused():
+                whole = None
                 try:
                     entry = self._compile(func, args)
                 except Unsupported as e:
-                    entry = self._compile_break(func, args, e if self.nopython else _without_frames(e))
+                    whole = e if self.nopython else _without_frames(e)
+                if whole is not None:     # (outside the handler: the break's trace and its guard
+                    entry = self._compile_break(func, args, whole)    # check see the caller's state)
         except Unsupported as e:
             return self._fallback(entries, code, e.reason, e if self.nopython else _without_frames(e), func, args)
         except BackendCompilerFailed as e:
@@ -261,7 +267,7 @@ class FrameConverter:
 
     def _compile_traced(self, func, args, trace_frame, fx_mark, stop=None):
         try:
-            capture = trace_frame(func, args, stop[0] if stop else None)
+            capture = trace_frame(func, args, stop[0] if stop else None, self.caller_handling)
         except Unsupported:
             raise
         except MinidynamoError as e:

@@ -79,13 +79,15 @@ def _program_hooks_unseen():
     return torch.autograd.graph.saved_tensors_hooks(_keep, _keep)
 
 
-def trace_frame(func, args, stop_at=None) -> Capture:
+def trace_frame(func, args, stop_at=None, caller_handling=False) -> Capture:
     """Capture ``func`` called with the raw argument slots ``args``; Unsupported if we cannot.
-    ``stop_at``: stop before that root instruction (a graph break, see graph_break.py)."""
+    ``stop_at``: stop before that root instruction (a graph break, see graph_break.py).
+    ``caller_handling``: the frame's caller is handling an exception (``sys.exc_info()`` as the
+    hook found it, before minidynamo's own code ran)."""
     grad_enabled = torch.is_grad_enabled()
     try:
         with no_dynamo_import(), _program_hooks_unseen():
-            return _trace(func, tuple(args), stop_at)
+            return _trace(func, tuple(args), stop_at, caller_handling)
     except Unsupported:
         raise
     except G.UnguardableValue as e:
@@ -101,7 +103,7 @@ def trace_frame(func, args, stop_at=None) -> Capture:
 AUTOCAST_DEVICES = ("cpu", "cuda")
 
 
-def _trace(func, args, stop_at=None) -> Capture:
+def _trace(func, args, stop_at=None, caller_handling=False) -> Capture:
     if torch._C._len_torch_dispatch_stack() != 0:
         raise Unsupported("a TorchDispatchMode is active")
     for device_type in AUTOCAST_DEVICES:           # meta example values know nothing of autocast
@@ -113,6 +115,7 @@ def _trace(func, args, stop_at=None) -> Capture:
         raise Unsupported(f"{code.co_name} expects {len(names)} argument slots, got {len(args)}")
     frame = G.FrameInfo(names, func.__globals__, func.__builtins__)
     output = OutputGraph(frame, code)
+    output.caller_handling = caller_handling
     output.add_guard(G.grad_mode_match())
     output.add_guard(G.autocast_match())
     grad_enabled = torch.is_grad_enabled()

@@ -31,6 +31,12 @@ with it.  Inside the handler the exception object is a constant of the trace: ``
 A ``with`` block over grad mode, autocast or a TorchFunctionMode between the raise and the
 handler is left as its ``__exit__`` leaves it (``WITH_EXCEPT_START``).
 
+The exception being handled is one per thread, as in CPython (``handled_exception``): an
+inlined callee, or a generator, that handles none sees its caller's, and an exception raised
+while one is handled takes it as ``__context__``.  The traced frame's own caller is guarded to
+handle none (``exception_being_handled()``); a frame called inside an ``except`` block whose
+trace meets a handler is refused there.
+
 Not modelled (``Unsupported``; the frame runs eagerly as before): an exception reaching the
 cleanup of a ``with`` block over a user's manager (its ``__exit__`` would run; a graph break
 there hands the exception to the real one: breaks/entry.py), an exception object that leaves the
@@ -43,6 +49,8 @@ from __future__ import annotations
 
 import dis
 import weakref
+
+import guards as G
 
 from ..exc import ProgramRaises, Unsupported
 from .try_blocks import is_with_cleanup
@@ -85,6 +93,9 @@ def unwind(tx, error: ProgramRaises, index: int) -> bool:
     if is_with_cleanup(tx.instructions, target) and not _restores_itself(tx.stack[depth - 1]):
         raise Unsupported(f"{type(error.exception).__name__} raised inside a with block in "
                           f"{tx.code.co_qualname} (its __exit__ would see it)") from error
+    handled = tx.handled_exception()       # raised while another is handled: eager chains it
+    if handled is not None and handled.exception is not error.exception and error.exception.__context__ is None:
+        error.exception.__context__ = handled.exception
     del tx.stack[depth:]
     if push_lasti:
         tx.push(ConstantVariable(index))   # only RERAISE reads it (for the traceback's line)
@@ -130,9 +141,27 @@ class ExceptionOpcodes:
     """The opcodes of ``try`` handlers, for ``InstructionTranslatorBase``: ``exc_info`` is the
     frame's stack of exceptions being handled (CPython's ``sys.exc_info()``)."""
 
+    def handled_exception(self):
+        """The exception being handled where this frame runs (CPython keeps one per thread): its
+        own handler's, else its caller's, up to the traced frame, whose caller handles none
+        (guarded; a frame called inside a handler is refused here). None if none."""
+        tx = self
+        while tx is not None:
+            if tx.exc_info:
+                return tx.exc_info[-1]
+            tx = tx.parent
+        if self.output.caller_handling:
+            raise Unsupported(f"{self.code.co_qualname} handles an exception while its caller handles "
+                              "another (its __context__ and sys.exc_info() are the caller's)")
+        if not self.output.guards_none_handled:
+            self.output.guards_none_handled = True
+            self.output.add_guard(G.torch_state_match("exception_being_handled", False))
+        return None
+
     def PUSH_EXC_INFO(self, inst):
         raised = self.pop()
-        self.push(self.exc_info[-1] if self.exc_info else ConstantVariable(None))
+        before = self.handled_exception()
+        self.push(before if before is not None else ConstantVariable(None))
         self.exc_info.append(raised)
         self.push(raised)
 
@@ -167,9 +196,9 @@ class ExceptionOpcodes:
         """``raise`` (the exception being handled again), ``raise E``, ``raise E from C``."""
         where = f"in {self.code.co_qualname}, line {inst.lineno}"
         if inst.arg == 0:
-            if not self.exc_info:
+            raised = self.handled_exception()
+            if raised is None:
                 raise Unsupported(f"bare raise with no exception being handled {where} (RuntimeError)")
-            raised = self.exc_info[-1]
             raise ProgramRaises(f"{type(raised.exception).__name__} re-raised {where}", raised.exception,
                                 raised.fields)
         cause = self.pop() if inst.arg == 2 else None
@@ -180,8 +209,9 @@ class ExceptionOpcodes:
             is_none = cause.as_python_constant() is None if isinstance(cause, ConstantVariable) else False
             exception.__cause__ = None if is_none else _exception_of(self, cause)
             exception.__suppress_context__ = True
-        if self.exc_info and self.exc_info[-1].exception is not exception:
-            exception.__context__ = self.exc_info[-1].exception
+        handled = self.handled_exception()
+        if handled is not None and handled.exception is not exception:
+            exception.__context__ = handled.exception
         raise ProgramRaises(f"{type(exception).__name__} raised {where}", exception, fields)
 
     def RERAISE(self, inst):

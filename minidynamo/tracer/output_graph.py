@@ -50,6 +50,8 @@ class OutputGraph:
         self._objects_by_type: dict = {}    # type -> {source: object} of type-guarded objects read
         self.metadata_mutated: set = set()  # input sources whose metadata an in-place op changes
         self.reads_storage_offset = False   # the trace read some tensor's storage_offset()
+        self.caller_handling = False        # the frame's caller handles an exception (capture.py)
+        self.guards_none_handled = False    # a guard that it handles none was added (exceptions.py)
         self.needs_rerun: list = []         # why a run-time error must re-run the frame (try_blocks.py)
         self.known_tensors: list = []       # TensorVariables whose value is known (variables/constant_tensors.py)
         self.python_steps = 0               # instructions traced since the last window check (translator)

@@ -114,6 +114,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         self.return_value = None
         self.instruction_count = 0
         self.exc_info: list = []      # the exceptions its handlers are handling (exceptions.py)
+        self.parent = None            # the frame that called this one (inlined), or resumed it
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> VariableTracker:
@@ -206,12 +207,15 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
                 raise Unsupported(f"call to coroutine or async generator function {code.co_qualname}")
             # a generator: nothing of the body runs now (variables/generators.py)
             kind = GeneratorExpressionVariable if code.co_name == "<genexpr>" else GeneratorVariable
-            return kind(GeneratorTranslator(
+            frame = GeneratorTranslator(
                 code, fn.bind(self, args, kwargs), fn.globals_(), fn.globals_source, self.f_builtins_of(fn),
-                self.output, fn.closure_cells(self), self.depth + 1, fn))
+                self.output, fn.closure_cells(self), self.depth + 1, fn)
+            frame.parent = self
+            return kind(frame)
         f_locals = fn.bind(self, args, kwargs)
         child = InliningTranslator(code, f_locals, fn.globals_(), fn.globals_source, self.f_builtins_of(fn),
                                    self.output, fn.closure_cells(self), self.depth + 1, fn)
+        child.parent = self
         return child.run()
 
     def f_builtins_of(self, fn):

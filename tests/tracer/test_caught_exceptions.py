@@ -391,3 +391,49 @@ def test_a_change_to_the_exception_class_after_the_trace_is_seen(change, read):
     torch.testing.assert_close(opt(torch.ones(2)), f(torch.ones(2)))
     change(Late)
     torch.testing.assert_close(opt(torch.ones(2)), f(torch.ones(2)))
+
+
+# -- the exception being handled is one per thread: a callee and the frame's caller see it ----------
+def _context_of_lookup(d):
+    try:
+        d["inner"]
+    except KeyError as e:
+        return e.__context__
+
+
+def context_seen_by_a_callee(x, d):
+    try:
+        d["outer"]
+    except KeyError:
+        context = _context_of_lookup(d)        # raised while the outer KeyError is handled
+        return x + (100 if context is not None and context.args == ("outer",) else 1)
+    return x
+
+
+def context_of_a_caught_lookup(x, d):
+    try:
+        d["k"]
+    except KeyError as e:
+        return x + (1 if e.__context__ is None else 100)
+    return x
+
+
+def test_an_exception_raised_while_another_is_handled_chains_it_as_in_eager():
+    x = torch.zeros(1)
+    opt = minidynamo.optimize("eager")(context_seen_by_a_callee)
+    assert opt(x, {}).item() == context_seen_by_a_callee(x, {}).item() == 100
+    assert minidynamo.counters["fallbacks"] == 0
+
+
+def test_a_frame_called_inside_a_handler_sees_the_callers_exception():
+    """The trace assumed its caller handles no exception (a guard now says so): called inside
+    an ``except`` block, the ``KeyError`` it catches has that exception as ``__context__``."""
+    x = torch.zeros(1)
+    opt = minidynamo.optimize("eager")(context_of_a_caught_lookup)
+    assert opt(x, {}).item() == 1
+    try:
+        raise ValueError("the caller's")
+    except ValueError:
+        assert opt(x, {}).item() == context_of_a_caught_lookup(x, {}).item() == 100
+    assert opt(x, {}).item() == 1
+    assert any("exception_being_handled" in r for r in minidynamo.counters["recompile_reasons"])

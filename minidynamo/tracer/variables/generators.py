@@ -86,6 +86,8 @@ class GeneratorVariable(IteratorVariable):
         if _innermost_scope(self.frame.output) is not self.scope:
             raise Unsupported(f"generator {self.name} pulled inside another vmap body than the one it was made in")
         self.running = self.started = True
+        if tx is not None:        # a generator handling nothing sees its puller's exception
+            self.frame.parent = tx
         try:
             item = self.frame.resume(sent)
         except ProgramRaises as error:      # leaves the generator: finished, raised at the puller
