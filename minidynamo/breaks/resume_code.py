@@ -91,7 +91,7 @@ def argument_names(stack: list, local_names: list, code: types.CodeType = None) 
     """The resume function's parameters, in order."""
     names = []
     for k, slot in enumerate(stack):
-        if slot[0] in ("value", "iter"):
+        if slot[0] in ("value", "iter", "handling"):
             names.append(f"___stack{k}")
         elif slot[0] == "ctx":
             names.append(f"___ctx{k}")
@@ -141,6 +141,9 @@ def _build(code, index, stack, local_names, loop_head=None):
             prologue.append(instr("LOAD_FAST", f"___stack{k}"))
         elif slot[0] == "iter":           # the rest of a for loop's iterator: iter() of it again
             prologue += [instr("LOAD_FAST", f"___stack{k}"), instr("GET_ITER")]
+        elif slot[0] == "handling":       # inside an except clause: the exception handled before
+            prologue += [instr("LOAD_FAST", f"___stack{k}"), instr("PUSH_EXC_INFO"),   # (as the
+                         instr("POP_TOP")]   # frame's PUSH_EXC_INFO left it), this one handled now
         else:
             _, _, args = slot
             prologue += [instr("PUSH_NULL"), instr("LOAD_FAST", f"___ctx{k}")]

@@ -40,6 +40,7 @@ from .variables.numpy_values import is_numpy_scalar, is_type_info, numpy_callabl
 from .variables.containers import (ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
                                    check_named_tuple_model, is_named_tuple_type)
 from .variables.dicts import DictVariable
+from .variables.exception_values import CaughtExceptionVariable, plain_exception_class
 
 
 CONTAINER_TYPES = (list, dict, collections.OrderedDict)     # whose methods their trackers implement
@@ -79,6 +80,9 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is None:
             raise Unsupported("a tensor reached the trace without a way to re-read it (no source)")
         return tx.output.add_input(source, value)
+    if isinstance(value, BaseException) and source is not None and plain_exception_class(type(value)):
+        guard(G.type_match(source, value))      # a handler's exception, raised at run time
+        return CaughtExceptionVariable(value, source)
     if is_numpy_scalar(value):                  # immutable: by exact type and value (numpy_values.py)
         if source is not None:
             for g in scalar_guards(source, value):

@@ -40,8 +40,10 @@ trace meets a handler is refused there.
 Not modelled (``Unsupported``; the frame runs eagerly as before): an exception reaching the
 cleanup of a ``with`` block over a user's manager (its ``__exit__`` would run; a graph break
 there hands the exception to the real one: breaks/entry.py), an exception object that leaves the
-trace (returned, stored, printed), a graph break inside a handler (``graph_break.stop_values``
-refuses it).  An exception leaving a generator's body finishes the generator and propagates
+trace (returned, stored, printed).  A graph break inside a handler of an exception the trace
+raised moves to the instruction that raised it (``translator.run``): its entry raises it for
+real, and the handler's resume function handles that real exception (``CaughtExceptionVariable``:
+its class is guarded, its fields are read through its source).  An exception leaving a generator's body finishes the generator and propagates
 to whoever pulled the item (variables/generators.py).
 """
 
@@ -55,7 +57,8 @@ import guards as G
 from ..exc import ProgramRaises, Unsupported
 from .try_blocks import is_with_cleanup
 from .variables.constant import ConstantVariable
-from .variables.exception_values import ExceptionVariable, make_exception, plain_exception_class
+from .variables.exception_values import (CaughtExceptionVariable, ExceptionVariable, HandledBefore,
+                                        make_exception, plain_exception_class)
 
 _entries: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # code -> exception_entries(code)
 
@@ -99,7 +102,9 @@ def unwind(tx, error: ProgramRaises, index: int) -> bool:
     del tx.stack[depth:]
     if push_lasti:
         tx.push(ConstantVariable(index))   # only RERAISE reads it (for the traceback's line)
-    tx.push(ExceptionVariable(error.exception, error.fields))
+    caught = ExceptionVariable(error.exception, error.fields)
+    caught.raised_at = getattr(tx.output, "root_position", None)   # the root instruction it came from
+    tx.push(caught)
     tx.ip = target
     return True
 
@@ -114,6 +119,8 @@ def _restores_itself(exit_vt) -> bool:
 
 def _exception_of(tx, vt) -> BaseException:
     """What ``raise vt`` raises: the exception, or a new one of a plain class without arguments."""
+    if isinstance(vt, CaughtExceptionVariable):
+        raise Unsupported(f"raise of {vt} (the exception of this call, raised again: eager does it)")
     if isinstance(vt, ExceptionVariable):
         return vt.exception
     try:
@@ -160,8 +167,7 @@ class ExceptionOpcodes:
 
     def PUSH_EXC_INFO(self, inst):
         raised = self.pop()
-        before = self.handled_exception()
-        self.push(before if before is not None else ConstantVariable(None))
+        self.push(HandledBefore(self.handled_exception(), raised))
         self.exc_info.append(raised)
         self.push(raised)
 
@@ -199,6 +205,8 @@ class ExceptionOpcodes:
             raised = self.handled_exception()
             if raised is None:
                 raise Unsupported(f"bare raise with no exception being handled {where} (RuntimeError)")
+            if isinstance(raised, CaughtExceptionVariable):
+                raise Unsupported(f"bare raise of {raised} {where} (eager raises it again)")
             raise ProgramRaises(f"{type(raised.exception).__name__} re-raised {where}", raised.exception,
                                 raised.fields)
         cause = self.pop() if inst.arg == 2 else None
@@ -216,7 +224,7 @@ class ExceptionOpcodes:
 
     def RERAISE(self, inst):
         raised = self.pop()
-        if not isinstance(raised, ExceptionVariable):
+        if not isinstance(raised, ExceptionVariable) or isinstance(raised, CaughtExceptionVariable):
             raise Unsupported(f"re-raise of {raised}")
         raise ProgramRaises(f"{type(raised.exception).__name__} re-raised (an exception)", raised.exception,
                             raised.fields)

@@ -26,6 +26,11 @@ prologue), the resume code keeps the loop from its head, and a resume function t
 again gets the original's resume code at the same offset (one code, one cache entry per
 iteration; at most MAX_LOOP_NESTING nested per call).
 
+Inside an ``except`` clause the exception being handled is a real one (``CaughtExceptionVariable``,
+a handler's resume function starts with it): the entry makes it ``sys.exc_info()``'s for the
+eager instruction, and the resume function's prologue re-enters the handler by ``PUSH_EXC_INFO``
+of it (the "handling" stack slot), so ``POP_EXCEPT`` puts back what it replaced.
+
 Inside a ``try`` or ``with`` block (in a loop body too) the entry runs the eager instruction
 under ``try``: an exception it raises goes to a resume function that starts at the handler the
 frame's exception table names (``BreakState.raise_to``), so the frame's own ``except``,
@@ -35,8 +40,9 @@ the break is re-entered by the resume function's prologue.
 Refused (the frame runs eagerly, the reason says which):
   - a loop whose iterator reads something the rest of the frame or the caller can change
     (a list or dict with a source, or still held), or pulls from code (map, generators);
-  - inside an ``except`` clause (the resume function could not hold the exception being
-    handled), and inside a TorchFunctionMode block;
+  - inside an ``except`` clause whose exception the trace made and cannot hand over (the
+    program's own ``raise``: a break where the trace raised moves to that instruction,
+    ``translator.run``), and inside a TorchFunctionMode block;
   - a cell variable still empty at the break that the rest of the frame may read before
     writing it (eager raises UnboundLocalError there, the resume function's free variable a
     NameError).
@@ -71,6 +77,7 @@ from .variables.containers import IteratorVariable
 from .variables import iterator_rebuild
 from .variables.iterators import live_containers, rest_of
 from .variables.containers import TupleVariable
+from .variables.exception_values import CaughtExceptionVariable, HandledBefore
 from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
                                      _AutocastExitVariable, _ExitVariable)
 from .variables.functions import CellVariable, UserMethodVariable, cell_template
@@ -105,6 +112,9 @@ class BreakState:
     # (handler index, stack depth, push lasti): the exception-table entry covering the instruction,
     # where its exception goes (a resume function starting at that handler), or None
     raise_to: Optional[tuple] = None
+    # inside an except clause: the exception being handled comes as the last value; the entry
+    # makes it sys.exc_info()'s for the eager instruction and the resume function
+    handles: bool = False
 
     @property
     def where(self) -> str:
@@ -254,7 +264,10 @@ def stop_values(tx, stop_at) -> tuple:
     why = refusal(code, index, tx.f_globals, tx.f_builtins)
     if why is not None:
         raise Unsupported(why)
-    if tx.exc_info:       # the resume function could not hold the exception being handled
+    handled = tx.exc_info[-1] if tx.exc_info else None
+    if handled is not None and not isinstance(handled, CaughtExceptionVariable):
+        # made by the trace (raised by it, redirected: translator.run): the resume function
+        # could not hold it as the exception being handled
         raise Unsupported(f"graph break inside an except block in {code.co_qualname}")
     if uses_zero_arg_super(code) and code.co_varnames[0] in code.co_cellvars:
         raise Unsupported(f"graph break in {code.co_qualname}, whose zero-argument super() reads its first "
@@ -282,6 +295,12 @@ def stop_values(tx, stop_at) -> tuple:
             values.append(rest_of(vt, tx))
         elif isinstance(vt, NullVariable):
             stack.append(("null",))
+        elif isinstance(vt, HandledBefore):        # re-made by PUSH_EXC_INFO of the exception
+            if not isinstance(vt.handling, CaughtExceptionVariable):
+                raise Unsupported(f"graph break inside an except block in {code.co_qualname} "
+                                  "(its exception was made by the trace)")
+            stack.append(("handling", len(values)))
+            values.append(vt.handling)
         elif isinstance(vt, (_ExitVariable, _AutocastExitVariable)):
             stack.append(("ctx", *_context_of(vt)))
             if vt.manager in tx.output.open_grad_switches:     # left by the with-statement's end
@@ -298,12 +317,15 @@ def stop_values(tx, stop_at) -> tuple:
             raise Unsupported(f"the cell variable {name!r} of {code.co_qualname} is empty at the graph break and "
                               "may be read before it is assigned (eager's UnboundLocalError would become a NameError)")
     values += [tx.cells[name] for name in code.co_cellvars]
+    if handled is not None:      # the exception being handled: the entry hands it on (last value)
+        values.append(handled)
     for container in iterated:           # a snapshot of a list is exact only if nothing else can change it
         if any(_holds(v, container) for v in values):
             raise Unsupported(f"graph break inside a for loop in {code.co_qualname} over a list the rest of the "
                               "frame can still change (its iterator reads it live)")
     state = BreakState(code, index, inst, stack, n_stack, names, tuple(tx.kw_names or ()), dict(decoded(code)[1]),
-                       cells=list(code.co_cellvars), loop_head=head, raise_to=raise_to)
+                       cells=list(code.co_cellvars), loop_head=head, raise_to=raise_to,
+                       handles=handled is not None)
     return TupleVariable(values), state
 
 

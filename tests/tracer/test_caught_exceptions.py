@@ -3,6 +3,8 @@ tracer unwinds to the handler as CPython does and traces the handler, so the fra
 instead of running eagerly.  Every case compares with eager over calls that raise and calls
 that do not (values, the exception type when one escapes, side effects)."""
 
+import sys
+
 import pytest
 import torch
 
@@ -437,3 +439,83 @@ def test_a_frame_called_inside_a_handler_sees_the_callers_exception():
         assert opt(x, {}).item() == context_of_a_caught_lookup(x, {}).item() == 100
     assert opt(x, {}).item() == 1
     assert any("exception_being_handled" in r for r in minidynamo.counters["recompile_reasons"])
+
+
+# -- a graph break inside an except clause ---------------------------------------------------------
+# A break where the trace itself raised (``cfg["scale"]``) moves to that instruction: the entry
+# raises it for real, and the handler's resume function starts with the real exception
+# (``CaughtExceptionVariable``: its class guarded).  A break inside the handler then hands the
+# exception on: the entry makes it ``sys.exc_info()``'s for the eager instruction, and the next
+# resume function re-enters the handler by ``PUSH_EXC_INFO`` of it (resume_code's "handling" slot).
+def logs_a_missing_key(x, cfg):
+    try:
+        s = cfg["scale"]
+    except KeyError as e:
+        print("missing", e, sys.exc_info()[0].__name__)
+        s = 1.5
+    return x * s
+
+
+def nested_handlers(x, cfg):
+    try:
+        s = cfg["a"]
+    except KeyError:
+        print("outer", sys.exc_info()[1])
+        try:
+            s = cfg["b"]
+        except KeyError as e:
+            print("inner", e, sys.exc_info()[1], repr(e.__context__))
+            s = 2.0
+        print("outer again", sys.exc_info()[1])
+    return x * s
+
+
+def reraises_after_logging(x, cfg):
+    try:
+        return x * cfg["a"]
+    except KeyError:
+        print("re-raising")
+        raise
+
+
+def chains_after_logging(x, cfg):
+    try:
+        return x * cfg["a"]
+    except KeyError as e:
+        print("chaining", e)
+        raise ValueError("no a") from e
+
+
+def skips_missing_keys(x, keys, cfg):
+    for k in keys:
+        try:
+            x = x * cfg[k]
+        except KeyError:
+            print("skip", k)
+            continue
+    return x
+
+
+def _outcome(fn, args):
+    try:
+        result = ("returned", fn(*args).tolist())
+    except Exception as error:          # noqa: BLE001 (compared with eager's)
+        result = ("raised", type(error), error.args, type(error.__context__), type(error.__cause__))
+    return result, sys.exc_info()
+
+
+@pytest.mark.parametrize("fn, args", [
+    (logs_a_missing_key, ({},)), (logs_a_missing_key, ({"scale": 3.0},)),
+    (nested_handlers, ({},)), (nested_handlers, ({"b": 4.0},)),
+    (reraises_after_logging, ({},)), (chains_after_logging, ({},)),
+    (skips_missing_keys, (("a", "b", "c"), {"b": 2.0})),
+], ids=["missing", "present", "nested", "nested-inner-present", "reraise", "chain", "loop"])
+def test_a_graph_break_inside_an_except_clause_matches_eager(capsys, fn, args):
+    x = torch.ones(2)
+    expected = _outcome(fn, (x, *args)), capsys.readouterr().out
+    opt = minidynamo.optimize("eager")(fn)
+    for _ in range(2):
+        assert (_outcome(opt, (x, *args)), capsys.readouterr().out) == expected
+    if expected[0][0][0] == "returned":
+        report = minidynamo.explain(fn)(x, *args)
+        assert report.fallback_count == 0, report.reasons

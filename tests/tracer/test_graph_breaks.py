@@ -258,7 +258,7 @@ def test_side_effects_on_a_list_and_an_attribute_across_a_break(capsys):
     assert minidynamo.counters["graph_breaks"] == 1
 
 
-# -- a break inside a try block: refused, the frame runs eagerly ---------------------------------
+# -- a break inside a try block: the resume function keeps the try statement -------------------
 def break_in_try(x):
     try:
         x = x + 1
@@ -564,10 +564,10 @@ def test_a_graph_without_operations_is_not_given_to_the_backend():
 
 def break_in_except(x):
     try:
-        y = {}["k"]
+        raise KeyError("k")
     except KeyError:
-        print("in handler")            # a break inside a handler is refused: the frame runs eagerly
-        y = x
+        print("in handler")            # the handler of the program's own raise cannot break (its
+        y = x                          # exception is the trace's): the frame runs eagerly
     return y
 
 

@@ -46,10 +46,7 @@ def eager_loop(layers, x):
     for layer in layers:
         x = layer(x)
         outputs.append(x)
-        try:                   # a break inside a try block: this frame runs eagerly, each forward is its own
-            print(end="")
-        finally:
-            pass
+    locals()                   # a frame reader: this frame runs eagerly, each forward is its own
     return outputs             # every layer's output is compared
 
 

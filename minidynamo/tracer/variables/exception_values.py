@@ -25,6 +25,7 @@ class ExceptionVariable(VariableTracker):
         super().__init__()
         self.exception = exception
         self.fields = fields or {}      # attributes that are trace-time values (ProgramRaises.fields)
+        self.raised_at = None           # (count, index) of the root instruction that raised it (unwind)
 
     def python_type(self):
         return type(self.exception)
@@ -42,14 +43,7 @@ class ExceptionVariable(VariableTracker):
         if name in self.fields:
             return self.fields[name]
         kind = type(self.exception)
-        guard_class(tx, kind, lookups=(name,))
-        owner = next((klass for klass in kind.__mro__ if name in vars(klass)), None)
-        if owner is None and name not in vars(self.exception):
-            raise AttributeMissing(f"{kind.__name__!r} object has no attribute {name!r} (AttributeError)")
-        field = vars(owner).get(name) if owner is not None else None
-        if owner is None or owner.__module__ != "builtins" or name == "__traceback__" \
-                or not isinstance(field, (types.GetSetDescriptorType, types.MemberDescriptorType)):
-            raise Unsupported(f"attribute {name!r} of {kind.__name__} (not a field of the exception)")
+        _require_field(tx, self.exception, name)
         value = getattr(self.exception, name)
         if isinstance(value, BaseException):
             return ExceptionVariable(value)
@@ -62,6 +56,45 @@ class ExceptionVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"ExceptionVariable({type(self.exception).__name__})"
+
+
+def _require_field(tx, exception: BaseException, name: str) -> None:
+    """``name`` is a field its built-in class keeps (where the class finds it is guarded), or
+    AttributeMissing / Unsupported."""
+    kind = type(exception)
+    guard_class(tx, kind, lookups=(name,))
+    owner = next((klass for klass in kind.__mro__ if name in vars(klass)), None)
+    if owner is None and name not in vars(exception):
+        raise AttributeMissing(f"{kind.__name__!r} object has no attribute {name!r} (AttributeError)")
+    field = vars(owner).get(name) if owner is not None else None
+    if owner is None or owner.__module__ != "builtins" or name == "__traceback__" \
+            or not isinstance(field, (types.GetSetDescriptorType, types.MemberDescriptorType)):
+        raise Unsupported(f"attribute {name!r} of {kind.__name__} (not a field of the exception)")
+
+
+class CaughtExceptionVariable(ExceptionVariable):
+    """An exception raised at run time that the traced code handles: a handler's resume function
+    (breaks/entry.py) starts with the exception its graph break's instruction raised.  Its class
+    is guarded, so an ``except`` clause matches it; its fields are read through its source
+    (guarded like any value read); it is not a constant of the trace (each call raises another)
+    and the trace does not raise it again (the frame runs eagerly there)."""
+
+    def __init__(self, exception: BaseException, source):
+        super().__init__(exception)
+        self.source = source
+
+    def as_python_constant(self):
+        raise Unsupported(f"{type(self.exception).__name__} raised at run time is not a constant of the trace")
+
+    def var_getattr(self, tx, name):
+        from ..builder import wrap
+        import guards as G
+
+        _require_field(tx, self.exception, name)
+        return wrap(tx, getattr(self.exception, name), G.AttrSource(self.source, name))
+
+    def __repr__(self) -> str:
+        return f"CaughtExceptionVariable({type(self.exception).__name__}, {self.source.name()})"
 
 
 # What a class statement that adds nothing to its base leaves in the class's __dict__.
@@ -106,3 +139,19 @@ def stop_iteration(iterator) -> ProgramRaises:
         return ProgramRaises("next() of a generator that returned (StopIteration)", StopIteration(value.value))
     return ProgramRaises("next() of a generator that returned (StopIteration)", StopIteration(),
                          {"value": value, "args": TupleVariable([value])})
+
+
+class HandledBefore(VariableTracker):
+    """What ``PUSH_EXC_INFO`` leaves on the stack under the exception it starts handling: the
+    exception handled before (``before``: a variable, None for none), which ``POP_EXCEPT`` puts
+    back.  It remembers the exception it was pushed for (``handling``): a resume function that
+    starts inside the handler rebuilds this stack slot by ``PUSH_EXC_INFO`` of that exception
+    (breaks/resume_code.py), which also makes it the one being handled, as in the frame."""
+
+    def __init__(self, before, handling):
+        super().__init__()
+        self.before, self.handling = before, handling
+
+    def __repr__(self) -> str:
+        return f"HandledBefore({self.before}, handling={self.handling})"
+
