@@ -96,17 +96,29 @@ def unwind(tx, error: ProgramRaises, index: int) -> bool:
     if is_with_cleanup(tx.instructions, target) and not _restores_itself(tx.stack[depth - 1]):
         raise Unsupported(f"{type(error.exception).__name__} raised inside a with block in "
                           f"{tx.code.co_qualname} (its __exit__ would see it)") from error
-    handled = tx.handled_exception()       # raised while another is handled: eager chains it
-    if handled is not None and handled.exception is not error.exception and error.exception.__context__ is None:
-        error.exception.__context__ = handled.exception
+    fields = error.fields
+    if error.exception.__context__ is None and "__context__" not in fields:    # (else chained where raised)
+        fields = _chained(error.exception, fields, tx.handled_exception())
     del tx.stack[depth:]
     if push_lasti:
         tx.push(ConstantVariable(index))   # only RERAISE reads it (for the traceback's line)
-    caught = ExceptionVariable(error.exception, error.fields)
+    caught = ExceptionVariable(error.exception, fields)
     caught.raised_at = getattr(tx.output, "root_position", None)   # the root instruction it came from
     tx.push(caught)
     tx.ip = target
     return True
+
+
+def _chained(exception, fields: dict, handled) -> dict:
+    """Eager makes the exception being handled (``handled``) the ``__context__`` of one raised
+    meanwhile.  A real one (caught at run time) differs per call: it goes into the fields (a
+    trace-time value, read through its source), not into the trace's exception object."""
+    if handled is None or handled.exception is exception:
+        return fields
+    if isinstance(handled, CaughtExceptionVariable):
+        return {**fields, "__context__": handled}
+    exception.__context__ = handled.exception
+    return fields
 
 
 def _restores_itself(exit_vt) -> bool:
@@ -217,9 +229,7 @@ class ExceptionOpcodes:
             is_none = cause.as_python_constant() is None if isinstance(cause, ConstantVariable) else False
             exception.__cause__ = None if is_none else _exception_of(self, cause)
             exception.__suppress_context__ = True
-        handled = self.handled_exception()
-        if handled is not None and handled.exception is not exception:
-            exception.__context__ = handled.exception
+        fields = _chained(exception, fields, self.handled_exception())
         raise ProgramRaises(f"{type(exception).__name__} raised {where}", exception, fields)
 
     def RERAISE(self, inst):

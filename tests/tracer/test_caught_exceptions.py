@@ -519,3 +519,25 @@ def test_a_graph_break_inside_an_except_clause_matches_eager(capsys, fn, args):
     if expected[0][0][0] == "returned":
         report = minidynamo.explain(fn)(x, *args)
         assert report.fallback_count == 0, report.reasons
+
+
+def reads_the_caught_exception(x, cfg, k, d):
+    try:
+        s = cfg[k]
+    except KeyError as e:
+        print("missing", e)                # a break: the resume function handles the real KeyError(k)
+        try:
+            d["other"]
+        except KeyError as e2:             # its __context__ is that real exception
+            return x + len(e2.__context__.args[0])
+    return x * s
+
+
+def test_a_caught_exceptions_fields_are_read_on_every_call(capsys):
+    """The real exception a handler's resume function starts with differs per call: its fields
+    are guarded where read (``args``), never folded from the first call's."""
+    opt = minidynamo.optimize("eager")(reads_the_caught_exception)
+    for k in ("ab", "abcd", "ab", "abcdefg"):
+        x = torch.zeros(1)
+        assert opt(x, {}, k, {}).item() == reads_the_caught_exception(x, {}, k, {}).item() == len(k)
+    assert minidynamo.counters["fallbacks"] == 0
