@@ -768,7 +768,7 @@ class InstructionTranslator(InstructionTranslatorBase):
             except Unsupported as e:
                 if getattr(e, "break_at", None) is None:
                     e.break_at = (count, ip)
-                    raised_at = self.exc_info[-1].raised_at if self.exc_info else None
+                    raised_at = getattr(self.exc_info[-1], "raised_at", None) if self.exc_info else None
                     if raised_at is not None:
                         # inside an except clause, which a resume function cannot start in: the
                         # break goes where the exception came from; its entry raises it for real

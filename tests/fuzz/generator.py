@@ -1205,7 +1205,15 @@ class Gen:
         exc = r.choice(["KeyError", "IndexError", "ZeroDivisionError", "(KeyError, IndexError, ZeroDivisionError)",
                         "LookupError", "Exception"])
         handler = self.scoped_block(r.randint(1, 2))
-        s = Stmt(["try:"], body, handler, orelse_header=f"except {exc}:")
+        header = f"except {exc}:"
+        if r.random() < 0.5:          # the exception itself, read in the handler (often at a break)
+            e = self.fresh("e")
+            header = f"except {exc} as {e}:"
+            handler.insert(r.randint(0, len(handler)), Stmt([r.choice([
+                f"print('caught', type({e}).__name__, {e}.args)",
+                f"print('handling', sys.exc_info()[0].__name__, {e}.__context__ is None)",
+                f"print('is it', sys.exc_info()[1] is {e}, isinstance({e}, LookupError))"])]))
+        s = Stmt(["try:"], body, handler, orelse_header=header)
         if r.random() < 0.3:
             s = Stmt(["try:"], [s], [Stmt([f"G_LIST.append({r.randint(0, 9)})" if "G_LIST" not in self.frozen else "pass"])],
                      orelse_header="finally:")

@@ -541,3 +541,30 @@ def test_a_caught_exceptions_fields_are_read_on_every_call(capsys):
         x = torch.zeros(1)
         assert opt(x, {}, k, {}).item() == reads_the_caught_exception(x, {}, k, {}).item() == len(k)
     assert minidynamo.counters["fallbacks"] == 0
+
+
+class MessageError(ValueError):
+    def __str__(self):                     # runs its own code: not a plain class
+        return "message"
+
+
+@minidynamo.disable
+def raise_message_error(k):
+    raise MessageError(k)
+
+
+def handles_a_programs_exception(x, k):
+    try:
+        raise_message_error(k)             # a break: the handler's resume function gets it
+    except ValueError as e:
+        print("caught", e)                 # ... as a plain object, not an exception it traces
+        return x + e.args[0]
+    return x
+
+
+def test_a_handler_of_an_exception_that_runs_its_own_code_runs_eagerly_without_error(capsys):
+    x = torch.zeros(1)
+    expected = handles_a_programs_exception(x, 3)
+    assert minidynamo.optimize("eager")(handles_a_programs_exception)(x, 3).item() == expected.item()
+    report = minidynamo.explain(handles_a_programs_exception)(x, 3)
+    assert not any("internal" in reason for reason in report.reasons), report.reasons
