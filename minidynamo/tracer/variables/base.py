@@ -81,6 +81,8 @@ named, every tracker is listed, and each sits under its base class):
      │    └── TorchFunctionModeVariable torch_function_modes.py  a TorchFunctionMode object in a with
      ├── RestoredExit                 ctx_managers.py  the __exit__ of such a block (a user's is a bound method)
      ├── ExceptionVariable            exception_values.py  an exception the traced code made or raised
+     │    └── CaughtExceptionVariable exception_values.py  one raised at run time that a handler handles
+     ├── HandledBefore                exception_values.py  what PUSH_EXC_INFO leaves under the exception
      ├── VmapVariable                 higher_order.py  torch.vmap itself
      ├── VmappedFunctionVariable      higher_order.py  torch.vmap(fn, ...): calling it traces a body sub-graph
      ├── AutogradFunctionApplyVariable autograd_function.py  MyFunction.apply: one graph node
