@@ -41,6 +41,7 @@ from .variables.containers import (ListVariable, NamedTupleVariable, SizeVariabl
                                    check_named_tuple_model, is_named_tuple_type)
 from .variables.dicts import DictVariable
 from .variables.exception_values import CaughtExceptionVariable, plain_exception_class
+from .variables.iterators import LIST_ITERATOR, EnumerateVariable, ListIteratorVariable
 
 
 CONTAINER_TYPES = (list, dict, collections.OrderedDict)     # whose methods their trackers implement
@@ -80,6 +81,8 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is None:
             raise Unsupported("a tensor reached the trace without a way to re-read it (no source)")
         return tx.output.add_input(source, value)
+    if type(value) in (LIST_ITERATOR, enumerate) and source is not None:   # a loop's, handed over
+        return _wrap_handed_iterator(tx, value, source, guard)
     if isinstance(value, BaseException) and source is not None and plain_exception_class(type(value)):
         guard(G.type_match(source, value))      # a handler's exception, raised at run time
         return CaughtExceptionVariable(value, source)
@@ -211,6 +214,28 @@ def wrap(tx, value, source) -> VariableTracker:
     if source is not None and type(vt).__name__ == "UserObjectVariable":
         tx.output.note_object_identity(source, value)      # which of them are one object: guarded
     return vt
+
+
+def _wrap_handed_iterator(tx, value, source, guard) -> VariableTracker:
+    """A list iterator a graph break handed over (``iterators.list_iterator_at``), or enumerate
+    of one: the list it reads and where it stands, both through its ``__reduce__()``,
+    ``(iter, (list,), index)`` / ``(enumerate, (iterator, count))``, guarded like any value read
+    (an exhausted list iterator reduces to ``(iter, ((),))``: refused)."""
+    guard(G.type_match(source, value))
+    reduced = value.__reduce__()
+    state = G.CallSource(source, "__reduce__")
+    if type(value) is enumerate:          # (enumerate, (iterator, count)): of a list iterator only
+        inner, count = reduced[1]
+        if type(inner) is not LIST_ITERATOR:
+            raise Unsupported(f"enumerate of a {type(inner).__name__} handed over")
+        guard(G.equals_match(G.ItemSource(G.ItemSource(state, 1), 1), count))
+        return EnumerateVariable(wrap(tx, inner, G.ItemSource(G.ItemSource(state, 1), 0)), count)
+    if len(reduced) != 3 or type(reduced[1][0]) is not list:
+        raise Unsupported("an exhausted list iterator")
+    guard(G.equals_match(G.ItemSource(state, 2), reduced[2]))
+    iterator = ListIteratorVariable(wrap(tx, reduced[1][0], G.ItemSource(G.ItemSource(state, 1), 0)))
+    iterator.index = reduced[2]
+    return iterator
 
 
 def _disguised(tx, value, source, guard) -> VariableTracker:

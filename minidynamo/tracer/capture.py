@@ -27,7 +27,7 @@ from .output_graph import OutputGraph, tensor_metadata
 from .side_effects import DELETED
 from .translator import InstructionTranslator, decoded
 from .variables.base import UnreadArgument, VariableTracker
-from .variables import lazy_numbers
+from .variables import iterators, lazy_numbers
 from .variables.constant import ConstantVariable
 from .variables.lazy_numbers import LazyNumberVariable
 from .variables.containers import (BaseListVariable, ListVariable, NamedTupleVariable, SizeVariable,
@@ -386,6 +386,11 @@ class Templates:
             return ("set", copy_exact(vt.values))
         if isinstance(vt, SliceVariable):                    # a new slice per call, as eager makes
             return ("call", slice, [self.of(part) for part in vt.parts])
+        if iterators.hands_over_live(vt):                    # at a break: the loop's real iterator
+            if isinstance(vt, iterators.EnumerateVariable):
+                return ("call", enumerate, [self.of(vt.iterator), ("const", vt.count)])
+            return ("call", iterators.list_iterator_at,
+                    [self.of(vt.list_vt), ("const", vt.index), ("const", vt.done)])
         if isinstance(vt, DictViewVariable):                 # d.keys(): a view of the real/rebuilt dict
             return ("view", vt.kind, self.of(vt.dict_vt))
         if isinstance(vt, (NNModuleVariable, PythonModuleVariable)) and vt.source is not None:

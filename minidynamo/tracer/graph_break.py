@@ -39,7 +39,9 @@ the break is re-entered by the resume function's prologue.
 
 Refused (the frame runs eagerly, the reason says which):
   - a loop whose iterator reads something the rest of the frame or the caller can change
-    (a list or dict with a source, or still held), or pulls from code (map, generators);
+    (a dict with a source, a list or dict still held), or pulls from code (map, generators);
+    over the caller's list (or enumerate of it) the real iterator is handed over instead
+    (``iterators.hands_over_live``);
   - inside an ``except`` clause whose exception the trace made and cannot hand over (the
     program's own ``raise``: a break where the trace raised moves to that instruction,
     ``translator.run``), and inside a TorchFunctionMode block;
@@ -75,7 +77,7 @@ from .translator import decoded
 from .variables.base import BoundMethodVariable, NullVariable, VariableTracker
 from .variables.containers import IteratorVariable
 from .variables import iterator_rebuild
-from .variables.iterators import live_containers, rest_of
+from .variables.iterators import hands_over_live, live_containers, rest_of
 from .variables.containers import TupleVariable
 from .variables.exception_values import CaughtExceptionVariable, HandledBefore
 from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
@@ -290,7 +292,8 @@ def stop_values(tx, stop_at) -> tuple:
             stack.append(("value", len(values)))          # handed over as itself (iterator_rebuild.py)
             values.append(vt)
         elif isinstance(vt, IteratorVariable):             # a for loop's own: the rest of its items
-            iterated += live_containers(vt)
+            if not hands_over_live(vt):                    # (or itself, reading the caller's list)
+                iterated += live_containers(vt)
             stack.append(("iter", len(values)))
             values.append(rest_of(vt, tx))
         elif isinstance(vt, NullVariable):

@@ -37,7 +37,7 @@ from .containers import BaseListVariable, IteratorVariable, sequence_kind, Tuple
 from .dicts import DictVariable, DictViewVariable, key_variable
 from .sets import SetVariable
 
-_LIST_ITER = type(iter([]))
+_LIST_ITER = LIST_ITERATOR = type(iter([]))
 _LIST_REVITER = type(reversed([]))
 _TUPLE_ITER = type(iter(()))
 _DICT_KEYITER = type(iter({}))
@@ -415,6 +415,8 @@ def rest_of(vt, tx=None) -> VariableTracker:
     the rest of it as a range, string or bytes.  An iterator that
     reads a container live (a list or dict the rest of the frame can still change) or pulls
     from code (map, filter, a generator) is refused."""
+    if hands_over_live(vt):
+        return vt          # the real iterator over the caller's list, made at this index (Templates)
     made_by = vt.made_by if type(vt) is IteratorVariable else None
     if made_by is not None and isinstance(made_by[1], ConstantVariable) \
             and isinstance(made_by[1].value, (range, str, bytes)):
@@ -424,6 +426,25 @@ def rest_of(vt, tx=None) -> VariableTracker:
         return ConstantVariable(walked[vt.index:])
     items = _rest_items(vt)
     return TupleVariable(items)
+
+
+def hands_over_live(vt) -> bool:
+    """A for loop's iterator over a list the caller can see (one with a source), or
+    ``enumerate`` of one: it reads the list live, so no snapshot of the rest is exact; it is
+    handed over as a real list iterator over that very list, at the same index
+    (``list_iterator_at``; ``enumerate`` of it at the same count), which reads it live too."""
+    if type(vt) is EnumerateVariable:
+        return hands_over_live(vt.iterator)
+    return type(vt) is ListIteratorVariable and getattr(vt.list_vt, "source", None) is not None
+
+
+def list_iterator_at(items: list, index: int, done: bool = False):
+    """``iter(items)`` advanced by ``index`` items (an exhausted one: ``done``)."""
+    if done:
+        return iter(())
+    iterator = iter(items)
+    iterator.__setstate__(index)
+    return iterator
 
 
 def _rest_items(vt) -> list:
