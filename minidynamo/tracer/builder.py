@@ -37,11 +37,14 @@ from .variables.base import OpaqueCallableVariable, VariableTracker, describe
 from .variables.constant import ConstantVariable, is_constant_value
 from .variables.lazy_numbers import NUMBER_TYPES, LazyNumberVariable
 from .variables.numpy_values import is_numpy_scalar, is_type_info, numpy_callable_kind, scalar_guards, wrap_numpy_callable
-from .variables.containers import (ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
+from .variables.containers import (IteratorVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
                                    check_named_tuple_model, is_named_tuple_type)
 from .variables.dicts import DictVariable
 from .variables.exception_values import CaughtExceptionVariable, plain_exception_class
-from .variables.iterators import LIST_ITERATOR, EnumerateVariable, ListIteratorVariable
+from .variables.iterators import LIST_ITERATOR, TUPLE_ITERATOR, EnumerateVariable, ListIteratorVariable, ZipVariable
+
+# The iterators a graph break hands to a resume function (iterators.hands_over_live).
+HANDED_ITERATORS = (LIST_ITERATOR, TUPLE_ITERATOR, enumerate, zip)
 
 
 CONTAINER_TYPES = (list, dict, collections.OrderedDict)     # whose methods their trackers implement
@@ -81,7 +84,7 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is None:
             raise Unsupported("a tensor reached the trace without a way to re-read it (no source)")
         return tx.output.add_input(source, value)
-    if type(value) in (LIST_ITERATOR, enumerate) and source is not None:   # a loop's, handed over
+    if type(value) in HANDED_ITERATORS and _handed_over(source):   # a loop's, handed over at a break
         return _wrap_handed_iterator(tx, value, source, guard)
     if isinstance(value, BaseException) and source is not None and plain_exception_class(type(value)):
         guard(G.type_match(source, value))      # a handler's exception, raised at run time
@@ -224,18 +227,41 @@ def _wrap_handed_iterator(tx, value, source, guard) -> VariableTracker:
     guard(G.type_match(source, value))
     reduced = value.__reduce__()
     state = G.CallSource(source, "__reduce__")
-    if type(value) is enumerate:          # (enumerate, (iterator, count)): of a list iterator only
+    arguments = G.ItemSource(state, 1)
+    if type(value) is enumerate:          # (enumerate, (iterator, count))
         inner, count = reduced[1]
-        if type(inner) is not LIST_ITERATOR:
-            raise Unsupported(f"enumerate of a {type(inner).__name__} handed over")
-        guard(G.equals_match(G.ItemSource(G.ItemSource(state, 1), 1), count))
-        return EnumerateVariable(wrap(tx, inner, G.ItemSource(G.ItemSource(state, 1), 0)), count)
-    if len(reduced) != 3 or type(reduced[1][0]) is not list:
-        raise Unsupported("an exhausted list iterator")
+        guard(G.equals_match(G.ItemSource(arguments, 1), count))
+        return EnumerateVariable(_handed_inner(tx, inner, G.ItemSource(arguments, 0)), count)
+    if type(value) is zip:                # (zip, (iterators...)) and True if strict
+        guard(G.length_match(state, reduced))
+        strict = len(reduced) == 3
+        if strict:
+            guard(G.equals_match(G.ItemSource(state, 2), reduced[2]))
+        guard(G.length_match(arguments, reduced[1]))
+        return ZipVariable([_handed_inner(tx, it, G.ItemSource(arguments, k)) for k, it in enumerate(reduced[1])],
+                           strict and bool(reduced[2]))
+    if len(reduced) != 3 or type(reduced[1][0]) not in (list, tuple):
+        raise Unsupported("an exhausted iterator")
     guard(G.equals_match(G.ItemSource(state, 2), reduced[2]))
-    iterator = ListIteratorVariable(wrap(tx, reduced[1][0], G.ItemSource(G.ItemSource(state, 1), 0)))
+    walked = wrap(tx, reduced[1][0], G.ItemSource(arguments, 0))
+    if type(value) is TUPLE_ITERATOR:     # the rest of fixed items
+        iterator = IteratorVariable(walked.items)
+    else:
+        iterator = ListIteratorVariable(walked)
     iterator.index = reduced[2]
     return iterator
+
+
+def _handed_over(source) -> bool:
+    """A resume function's stack parameter: the loop's own iterator, which no program code can
+    reach (one the program holds is real: walking it in the trace would not advance it)."""
+    return isinstance(source, G.LocalSource) and source.local_name.startswith("___stack")
+
+
+def _handed_inner(tx, value, source) -> VariableTracker:
+    if type(value) not in (LIST_ITERATOR, TUPLE_ITERATOR):
+        raise Unsupported(f"a {type(value).__name__} inside a handed-over iterator")
+    return _wrap_handed_iterator(tx, value, source, tx.output.add_guard)
 
 
 def _disguised(tx, value, source, guard) -> VariableTracker:

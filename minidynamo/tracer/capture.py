@@ -389,6 +389,10 @@ class Templates:
         if iterators.hands_over_live(vt):                    # at a break: the loop's real iterator
             if isinstance(vt, iterators.EnumerateVariable):
                 return ("call", enumerate, [self.of(vt.iterator), ("const", vt.count)])
+            if isinstance(vt, iterators.ZipVariable):
+                return ("call", iterators.zip_of, [("const", vt.strict)] + [
+                    self.of(it) if iterators.hands_over_live(it)
+                    else ("call", iter, [self.of(TupleVariable(it.items[it.index:]))]) for it in vt.iterators])
             return ("call", iterators.list_iterator_at,
                     [self.of(vt.list_vt), ("const", vt.index), ("const", vt.done)])
         if isinstance(vt, DictViewVariable):                 # d.keys(): a view of the real/rebuilt dict

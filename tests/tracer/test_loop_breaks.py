@@ -427,9 +427,25 @@ def enumerate_callers_list(x, xs):
     return x
 
 
+def zip_callers_list_with_a_tuple(x, xs):
+    for a, b in zip(xs, (10.0, 20.0, 30.0), strict=True):
+        x = x + a * b
+        print("pair", a, b)
+    return x
+
+
+def zip_two_callers_lists(x, xs):
+    for a, b in zip(xs, xs):
+        x = x + a * b
+        print("pair", a, b)
+    return x
+
+
 @pytest.mark.parametrize("fn, xs", [(over_callers_list, [torch.ones(2), torch.full((2,), 2.0)]),
                                     (over_callers_list_growing, [1.0, 2.0]),
-                                    (enumerate_callers_list, [1.0, 2.0, 3.0])])
+                                    (enumerate_callers_list, [1.0, 2.0, 3.0]),
+                                    (zip_callers_list_with_a_tuple, [1.0, 2.0, 3.0]),
+                                    (zip_two_callers_lists, [1.0, 2.0, 3.0])])
 def test_a_loop_over_the_callers_list_breaks_with_its_real_iterator(capsys, fn, xs):
     """The iterator reads the caller's list live (an append by the eager instruction is seen):
     the resume function gets a real list iterator over that very list at the same index
@@ -443,4 +459,25 @@ def test_a_loop_over_the_callers_list_breaks_with_its_real_iterator(capsys, fn, 
     assert len(ours_xs) == len(eager_xs)
     report = minidynamo.explain(fn)(torch.ones(2), list(xs))
     assert report.fallback_count == 0 and report.graph_break_count >= 2, report.reasons
+
+
+def walks_the_callers_iterator(x, it):
+    for v in it:
+        x = x + v
+        print("v", v)
+        if v > 1:
+            break
+    return x
+
+
+def test_an_iterator_the_caller_holds_is_advanced_as_in_eager(capsys):
+    """Only the loop's own iterator is handed over as a list iterator the trace walks: one the
+    caller passed in is its own object, which eager's loop advances (the caller sees it)."""
+    eager_it, ours_it = iter([1.0, 2.0, 3.0, 4.0]), iter([1.0, 2.0, 3.0, 4.0])
+    expected = walks_the_callers_iterator(torch.zeros(1), eager_it)
+    eager_out = capsys.readouterr().out
+    actual = minidynamo.optimize("eager")(walks_the_callers_iterator)(torch.zeros(1), ours_it)
+    assert capsys.readouterr().out == eager_out
+    torch.testing.assert_close(actual, expected)
+    assert list(ours_it) == list(eager_it) == [3.0, 4.0]
 

@@ -38,6 +38,7 @@ from .dicts import DictVariable, DictViewVariable, key_variable
 from .sets import SetVariable
 
 _LIST_ITER = LIST_ITERATOR = type(iter([]))
+TUPLE_ITERATOR = type(iter(()))
 _LIST_REVITER = type(reversed([]))
 _TUPLE_ITER = type(iter(()))
 _DICT_KEYITER = type(iter({}))
@@ -435,7 +436,15 @@ def hands_over_live(vt) -> bool:
     (``list_iterator_at``; ``enumerate`` of it at the same count), which reads it live too."""
     if type(vt) is EnumerateVariable:
         return hands_over_live(vt.iterator)
+    if type(vt) is ZipVariable:          # with the others over fixed items (handed as tuple iterators)
+        return any(map(hands_over_live, vt.iterators)) \
+            and all(hands_over_live(it) or type(it) is IteratorVariable for it in vt.iterators)
     return type(vt) is ListIteratorVariable and getattr(vt.list_vt, "source", None) is not None
+
+
+def zip_of(strict: bool, *iterators):
+    """``zip(*iterators, strict=strict)`` (a template's call: positional arguments only)."""
+    return zip(*iterators, strict=strict)
 
 
 def list_iterator_at(items: list, index: int, done: bool = False):
