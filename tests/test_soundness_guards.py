@@ -733,7 +733,10 @@ def test_a_mutated_list_next_to_another_list_is_captured_and_guarded_distinct():
     shared, expected_list = [4], [4]     # the same list twice: the distinctness guard fails
     assert_same(optimized(x, shared, shared), f(x, expected_list, expected_list))
     assert shared == expected_list
-    assert minidynamo.counters["fallbacks"] == 1      # refused: one list under two names
+    assert (backend.compiles, minidynamo.counters["fallbacks"]) == (2, 0)   # one tracker, guarded as one
+    p, q = [1], [2, 3]                   # distinct again: the first entry
+    assert_same(optimized(x, p, q), f(x, [1], [2, 3]))
+    assert (p, backend.compiles) == ([1, 2], 2)
 
 
 def test_an_attribute_store_next_to_another_object_of_its_type_is_guarded():

@@ -150,6 +150,11 @@ def wrap(tx, value, source) -> VariableTracker:
         cached = tx.output.side_effects.cached_container(source)   # one tracker per caller's list:
         if cached is not None:                                    # mutations must be seen by all reads
             return cached
+        same = tx.output.side_effects.container_of_object(value, tx.output.wrapped_values)
+        if same is not None:              # read before under another name: that tracker, guarded
+            guard(G.alias_match(source, ((same[0], True),)))
+            tx.output.side_effects.aliases[source] = same[1]
+            return same[1]
         if kind is list:          # read only when the trace needs more than appends (caller_lists.py)
             from .variables.caller_lists import CallerListVariable
 

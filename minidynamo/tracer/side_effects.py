@@ -51,6 +51,7 @@ DELETED = _Deleted()
 class SideEffects:
     def __init__(self):
         self.containers_read: dict = {}    # source -> VT of every list/dict read from the frame
+        self.aliases: dict = {}            # source -> the VT of that very list/dict, read first elsewhere
         self.mutated: dict = {}            # source -> VT mutated
         self.attribute_stores: dict = {}   # (id(object), name) -> (source, VT assigned or DELETED, raw)
         self.deleted_after_store: set = set()   # keys of attributes stored, then deleted, by the trace
@@ -72,7 +73,15 @@ class SideEffects:
 
     # -- containers -----------------------------------------------------------------------
     def cached_container(self, source):
-        return self.containers_read.get(source)
+        return self.containers_read.get(source) or self.aliases.get(source)
+
+    def container_of_object(self, value, real_values: dict):
+        """(source, VT) of a list/dict already read that is ``value`` itself, or None: a second
+        name for it shares that tracker (one object, one tracker; the names guarded to be one)."""
+        for source, vt in self.containers_read.items():
+            if real_values.get(source) is value:
+                return source, vt
+        return None
 
     def note_container(self, source, vt):
         self.containers_read[source] = vt
