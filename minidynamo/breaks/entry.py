@@ -126,9 +126,10 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
         cell_refs.append(f"___c_{name}")
         lines.append(f"    ___c_{name} = ___values[{state.n_stack_values + len(state.locals) + j}]")
     cells = f", ({''.join(ref + ', ' for ref in cell_refs)})" if cell_refs else ""
-    if state.handles:           # inside an except clause: its exception is sys.exc_info()'s for
-        namespace["set_handled"] = set_handled      # the eager instruction and the resume function
-        lines.append(f"    set_handled(___values[{state.n_stack_values + len(state.locals) + len(state.cells)}])")
+    handling = [k for k, slot in enumerate(state.stack) if slot[0] == "handling"]
+    if handling:                # inside an except clause: its exception (the innermost handler's)
+        namespace["set_handled"] = set_handled      # is sys.exc_info()'s for the eager instruction
+        lines.append(f"    set_handled({refs[handling[-1]]})")
     # What the frame no longer holds at the instruction: its arguments (a local the frame has
     # rebound is dead by now, in eager too) and the graph's outputs as a whole.
     lines.append(f"    del {', '.join([*(f'a{i}' for i in range(len(capture.frame.arg_names))), '___outputs', '___values'])}")
@@ -163,7 +164,7 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
         lines += ["    try:", f"        {eager}", "    except BaseException as ___error:", f"        {caught}"]
     else:
         lines.append(f"    {eager}")
-    if state.handles:      # (the caller's, guarded to be none: each resume prologue re-enters it)
+    if handling:           # (the caller's, guarded to be none: each resume prologue re-enters it)
         lines.append("    set_handled(None)")
 
     resume_codes = []
@@ -352,15 +353,11 @@ _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, 
 GRAD_BLOCKS = (torch.no_grad, torch.enable_grad)   # graph_break._context_of's grad-mode factories
 
 
-def set_handled(exception) -> None:
-    """Make ``exception`` the one being handled (``sys.exc_info()``), as the frame's
-    ``PUSH_EXC_INFO`` did; the resume function's ``POP_EXCEPT`` puts back the one before it."""
-    _set_handled_exception(exception)
-
-
-_set_handled_exception = ctypes.pythonapi.PyErr_SetHandledException    # (CPython 3.11+)
-_set_handled_exception.argtypes = [ctypes.py_object]
-_set_handled_exception.restype = None
+# ``set_handled(e)``: make ``e`` the exception being handled (``sys.exc_info()``), as the frame's
+# ``PUSH_EXC_INFO`` did; the resume function's ``POP_EXCEPT`` puts back the one before it.
+set_handled = ctypes.pythonapi.PyErr_SetHandledException    # (CPython 3.11+)
+set_handled.argtypes = [ctypes.py_object]
+set_handled.restype = None
 
 
 def _to_the_handler(state, refs) -> tuple:

@@ -236,14 +236,15 @@ def _wrap_handed_iterator(tx, value, source, guard) -> VariableTracker:
     if type(value) is enumerate:          # (enumerate, (iterator, count))
         inner, count = reduced[1]
         guard(G.equals_match(G.ItemSource(arguments, 1), count))
-        return EnumerateVariable(_handed_inner(tx, inner, G.ItemSource(arguments, 0)), count)
+        return EnumerateVariable(_handed_inner(tx, inner, G.ItemSource(arguments, 0), guard), count)
     if type(value) is zip:                # (zip, (iterators...)) and True if strict
         guard(G.length_match(state, reduced))
         strict = len(reduced) == 3
         if strict:
             guard(G.equals_match(G.ItemSource(state, 2), reduced[2]))
         guard(G.length_match(arguments, reduced[1]))
-        return ZipVariable([_handed_inner(tx, it, G.ItemSource(arguments, k)) for k, it in enumerate(reduced[1])],
+        return ZipVariable([_handed_inner(tx, it, G.ItemSource(arguments, k), guard)
+                            for k, it in enumerate(reduced[1])],
                            strict and bool(reduced[2]))
     if len(reduced) != 3 or type(reduced[1][0]) not in (list, tuple):
         raise Unsupported("an exhausted iterator")
@@ -263,10 +264,10 @@ def _handed_over(source) -> bool:
     return isinstance(source, G.LocalSource) and source.local_name.startswith("___stack")
 
 
-def _handed_inner(tx, value, source) -> VariableTracker:
+def _handed_inner(tx, value, source, guard) -> VariableTracker:
     if type(value) not in (LIST_ITERATOR, TUPLE_ITERATOR):
         raise Unsupported(f"a {type(value).__name__} inside a handed-over iterator")
-    return _wrap_handed_iterator(tx, value, source, tx.output.add_guard)
+    return _wrap_handed_iterator(tx, value, source, guard)
 
 
 def _disguised(tx, value, source, guard) -> VariableTracker:

@@ -42,8 +42,9 @@ cleanup of a ``with`` block over a user's manager (its ``__exit__`` would run; a
 there hands the exception to the real one: breaks/entry.py), an exception object that leaves the
 trace (returned, stored, printed).  A graph break inside a handler of an exception the trace
 raised moves to the instruction that raised it (``translator.run``): its entry raises it for
-real, and the handler's resume function handles that real exception (``CaughtExceptionVariable``:
-its class is guarded, its fields are read through its source).  An exception leaving a generator's body finishes the generator and propagates
+real, and the handler's resume function handles that real exception
+(``CaughtExceptionVariable``: its class is guarded, its fields are read through its source).
+An exception leaving a generator's body finishes the generator and propagates
 to whoever pulled the item (variables/generators.py).
 """
 

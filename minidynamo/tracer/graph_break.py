@@ -114,9 +114,6 @@ class BreakState:
     # (handler index, stack depth, push lasti): the exception-table entry covering the instruction,
     # where its exception goes (a resume function starting at that handler), or None
     raise_to: Optional[tuple] = None
-    # inside an except clause: the exception being handled comes as the last value; the entry
-    # makes it sys.exc_info()'s for the eager instruction and the resume function
-    handles: bool = False
 
     @property
     def where(self) -> str:
@@ -320,15 +317,12 @@ def stop_values(tx, stop_at) -> tuple:
             raise Unsupported(f"the cell variable {name!r} of {code.co_qualname} is empty at the graph break and "
                               "may be read before it is assigned (eager's UnboundLocalError would become a NameError)")
     values += [tx.cells[name] for name in code.co_cellvars]
-    if handled is not None:      # the exception being handled: the entry hands it on (last value)
-        values.append(handled)
     for container in iterated:           # a snapshot of a list is exact only if nothing else can change it
         if any(_holds(v, container) for v in values):
             raise Unsupported(f"graph break inside a for loop in {code.co_qualname} over a list the rest of the "
                               "frame can still change (its iterator reads it live)")
     state = BreakState(code, index, inst, stack, n_stack, names, tuple(tx.kw_names or ()), dict(decoded(code)[1]),
-                       cells=list(code.co_cellvars), loop_head=head, raise_to=raise_to,
-                       handles=handled is not None)
+                       cells=list(code.co_cellvars), loop_head=head, raise_to=raise_to)
     return TupleVariable(values), state
 
 
