@@ -287,7 +287,8 @@ def partition(joint: JointGraph) -> Partition:
                                                         position_of)
     held_reads = tuple(_held_reads(nodes, roots, position_of) for nodes in joint.held)
     if joint.holders:
-        read_ops = tuple(ops | {("node", i) for i in holders} for ops, holders in zip(read_ops, joint.holders))
+        read_ops = tuple(ops | {("node", i) for i in holders}
+                         for ops, holders in zip(read_ops, joint.holders))
     held = frozenset().union(*held_reads)
     checked_args = tuple(sorted(set(saved_args) | {p for kind, p in held if kind == "arg"}))
     held_leaves = tuple(sorted(k for kind, k in held if kind == "leaf"))

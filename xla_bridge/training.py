@@ -146,9 +146,8 @@ class TrainingPlan:
         self.group_of_tangent = {j: g for g, group in enumerate(self.groups) for j in group.tangents}
         # per group: the saved tensors its node saves (and so checks) for its backward
         self.saved_reads = [_saved_reads(partition, group.tangents) for group in self.groups]
-        # per tangent: the saved tensors its grad's way reads, and the ops there that read any
+        # per tangent: the saved tensors its grad's way reads
         self.tangent_saved_reads = tuple(_saved_reads(partition, (j,)) for j in range(len(tangents)))
-        self.tangent_read_ops = partition.tangent_read_ops
         self.saved_bytes = partition.saved_bytes
 
 
@@ -527,7 +526,8 @@ class _PartlyFreed:
 
     def saved_for(self, ctx, active, unread_count) -> list:
         """The saved tensors (None where let go) for a backward of the ``active`` tangents."""
-        if self.freed and any(not self.freed.isdisjoint(self.plan.tangent_read_ops[j]) for j in active):
+        read_ops = self.plan.partition.tangent_read_ops
+        if self.freed and any(not self.freed.isdisjoint(read_ops[j]) for j in active):
             ctx.saved_tensors             # freed by an earlier backward: autograd's own error
             raise RuntimeError("Trying to backward through the graph a second time")
         return [self.kept.get(i) for i in range(unread_count + len(self.positions))]
@@ -539,7 +539,7 @@ class _PartlyFreed:
             ctx.saved_tensors             # some were let go: autograd's own error
         if torch._C._autograd._get_current_graph_task_keep_graph():
             return
-        read_ops = self.plan.tangent_read_ops
+        read_ops = self.plan.partition.tangent_read_ops
         self.freed = self.freed.union(*(read_ops[j] for j in active))
         if len(active) == len(self.tangents):      # the common case: all of them spent
             self.kept = {}
@@ -566,7 +566,8 @@ class _DeviceStep(torch.autograd.Function):
         if ctx.partly is None:
             # autograd's own error after the graph was freed, unless nothing on the output's way
             # holds a saved tensor (``cat``, ``add``): eager's nodes there run again
-            read = ctx.saved_tensors if ctx.step_plan.tangent_read_ops[ctx.group.tangents[0]] else ()
+            holds = ctx.step_plan.partition.tangent_read_ops[ctx.group.tangents[0]]
+            read = ctx.saved_tensors if holds else ()
             each = iter(read)
             saved = [ctx.unread[i] if i in ctx.unread else next(each)
                      for i in range(len(ctx.unread) + len(read))]
