@@ -507,6 +507,26 @@ def _saved_reads(partition: Partition, tangents) -> frozenset:
                      if kind == "saved" or index in partition.saved_args)
 
 
+class _Freed(Exception):
+    """Autograd's "backward through the graph a second time" for a step's node, raised when the
+    backward ends (``_DeviceStep.backward``)."""
+
+    def __init__(self, error: RuntimeError):
+        super().__init__(str(error))
+        self.error = error
+
+    def raise_error(self):
+        raise self.error
+
+
+def _saved_tensors(ctx) -> tuple:
+    """``ctx.saved_tensors``; ``_Freed`` (carrying autograd's own error) once they were freed."""
+    try:
+        return ctx.saved_tensors
+    except RuntimeError as error:
+        raise _Freed(error) from None
+
+
 class _PartlyFreed:
     """The saved tensors of a node for several outputs, freed as eager's nodes free theirs.
 
@@ -528,7 +548,7 @@ class _PartlyFreed:
         """The saved tensors (None where let go) for a backward of the ``active`` tangents."""
         read_ops = self.plan.partition.tangent_read_ops
         if self.freed and any(not self.freed.isdisjoint(read_ops[j]) for j in active):
-            ctx.saved_tensors             # freed by an earlier backward: autograd's own error
+            _saved_tensors(ctx)           # freed by an earlier backward: autograd's own error
             raise RuntimeError("Trying to backward through the graph a second time")
         return [self.kept.get(i) for i in range(unread_count + len(self.positions))]
 
@@ -536,7 +556,7 @@ class _PartlyFreed:
         """Before a backward of ``active`` runs (``whole``: the group's whole graph, which
         reads every saved tensor): unless it retains the graph, its ops are freed."""
         if whole and len(self.kept) < len(self.positions):
-            ctx.saved_tensors             # some were let go: autograd's own error
+            _saved_tensors(ctx)           # some were let go: autograd's own error
         if torch._C._autograd._get_current_graph_task_keep_graph():
             return
         read_ops = self.plan.partition.tangent_read_ops
@@ -559,7 +579,15 @@ class _DeviceStep(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         with dev.DEVICE_STEP:
-            return _DeviceStep._backward(ctx, *grads)
+            try:
+                return _DeviceStep._backward(ctx, *grads)
+            except _Freed as freed:
+                # Eager's engine runs the nodes before the one whose saved tensors are gone, and
+                # their grads reach the leaves (an AccumulateGrad runs as soon as it is ready);
+                # this one node stands for many, with edges to every argument, so the error is
+                # raised when the backward ends and this node gives no grad (fuzz X72).
+                torch.autograd.Variable._execution_engine.queue_callback(freed.raise_error)
+                return (None, None) + (None,) * len(ctx.step_plan.grad_of_input)
 
     @staticmethod
     def _backward(ctx, *grads):
@@ -567,7 +595,7 @@ class _DeviceStep(torch.autograd.Function):
             # autograd's own error after the graph was freed, unless nothing on the output's way
             # holds a saved tensor (``cat``, ``add``): eager's nodes there run again
             holds = ctx.step_plan.partition.tangent_read_ops[ctx.group.tangents[0]]
-            read = ctx.saved_tensors if holds else ()
+            read = _saved_tensors(ctx) if holds else ()
             each = iter(read)
             saved = [ctx.unread[i] if i in ctx.unread else next(each)
                      for i in range(len(ctx.unread) + len(read))]

@@ -568,6 +568,25 @@ def test_a_second_backward_through_one_output_raises_where_eager_does(f, eager_r
     assert xla_bridge.counters.fallbacks == 0
 
 
+def test_a_refused_second_backward_leaves_the_grads_eagers_engine_leaves():
+    """A second backward through a step whose saved tensors are freed raises, as eager's does;
+    eager's engine has by then run the nodes before the freed one (``w``'s grad from the new
+    loss is added).  The step's node gives no grad and the error comes when the backward ends,
+    so those grads are added here too (fuzz X72: the node's edge to ``w``, which only its first
+    loss used, made ``w``'s AccumulateGrad wait for the node that raised)."""
+    def f(w, a):
+        t = torch.cat([a, a]).exp()        # exp saves its result: a second way through refuses
+        (t * w).sum().backward()           # a graph break: the first step returns t
+        return (t * w * 2).sum()
+
+    eager, ours, compiled = _eager_and_compiled(f, (6,), (3,))
+    for args, fn in ((eager, f), (ours, compiled)):
+        with pytest.raises(RuntimeError, match="second time"):
+            fn(*args).backward()
+    for got, want in zip(ours, eager):
+        torch.testing.assert_close(got.grad, want.grad)
+
+
 def test_a_backward_does_not_reach_inputs_its_grads_do_not_flow_to():
     """Eager never runs the nodes upstream of ``a`` for a backward through o2 alone, so an
     in-place change to what they saved does not matter (fuzz seed 153 program 893)."""
