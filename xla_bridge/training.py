@@ -514,9 +514,38 @@ class _Freed(Exception):
     def __init__(self, error: RuntimeError):
         super().__init__(str(error))
         self.error = error
+        self.kept = []
+
+    def keep_grads(self, leaves) -> None:
+        self.kept = [(leaf, leaf.grad, None if leaf.grad is None else leaf.grad.detach().clone())
+                     for leaf in leaves]
 
     def raise_error(self):
+        with torch.no_grad():
+            for leaf, grad, value in self.kept:
+                if grad is not None and not torch.equal(grad, value):
+                    grad.copy_(value)         # accumulated in place
+                if leaf.grad is not grad:
+                    leaf.grad = grad
         raise self.error
+
+
+def _reached_leaves(ctx, grads) -> list:
+    """The leaf arguments the grads that came would reach through this node (eager's nodes
+    between them hold what was freed)."""
+    plan, group = ctx.step_plan, ctx.group
+    active = {j for j, k in zip(group.tangents, ctx.tangent_outputs) if grads[k] is not None}
+    made_from = plan.partition.grad_tangents
+    leaves = []
+    for k, index in enumerate(plan.grad_of_input):
+        if index is None or index not in group.gives or (made_from[index] is not None
+                                                         and not made_from[index] & active):
+            continue
+        leaf = getattr(ctx.next_functions[k][0], "variable", None)     # AccumulateGrad's (one
+                                                                       # edge per tensor input)
+        if leaf is not None:
+            leaves.append(leaf)
+    return leaves
 
 
 def _saved_tensors(ctx) -> tuple:
@@ -585,7 +614,10 @@ class _DeviceStep(torch.autograd.Function):
                 # Eager's engine runs the nodes before the one whose saved tensors are gone, and
                 # their grads reach the leaves (an AccumulateGrad runs as soon as it is ready);
                 # this one node stands for many, with edges to every argument, so the error is
-                # raised when the backward ends and this node gives no grad (fuzz X72).
+                # raised when the backward ends and this node gives no grad (fuzz X72). The
+                # leaves eager's freed nodes would have given grads to never got theirs there
+                # (their AccumulateGrad waited on them): their grads are put back (seed 5038 i479).
+                freed.keep_grads(_reached_leaves(ctx, grads))
                 torch.autograd.Variable._execution_engine.queue_callback(freed.raise_error)
                 return (None, None) + (None,) * len(ctx.step_plan.grad_of_input)
 

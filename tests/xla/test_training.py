@@ -587,6 +587,23 @@ def test_a_refused_second_backward_leaves_the_grads_eagers_engine_leaves():
         torch.testing.assert_close(got.grad, want.grad)
 
 
+def test_a_refused_second_backward_adds_nothing_to_a_leaf_its_freed_nodes_reach():
+    """The other side of the rule above: ``w`` gets a grad through the new loss and through the
+    freed ``t = a.exp() * w``; eager's AccumulateGrad for ``w`` waits for the freed node and
+    never runs, so ``w.grad`` keeps the first backward's value (fuzz seed 5038 i479)."""
+    def f(w, a):
+        t = torch.cat([a, a]).exp() * w
+        (t * w).sum().backward()
+        return (t * w).sum()
+
+    eager, ours, compiled = _eager_and_compiled(f, (6,), (3,))
+    for args, fn in ((eager, f), (ours, compiled)):
+        with pytest.raises(RuntimeError, match="second time"):
+            fn(*args).backward()
+    for got, want in zip(ours, eager):
+        torch.testing.assert_close(got.grad, want.grad)
+
+
 def test_a_backward_does_not_reach_inputs_its_grads_do_not_flow_to():
     """Eager never runs the nodes upstream of ``a`` for a backward through o2 alone, so an
     in-place change to what they saved does not matter (fuzz seed 153 program 893)."""
