@@ -568,34 +568,27 @@ def test_a_second_backward_through_one_output_raises_where_eager_does(f, eager_r
     assert xla_bridge.counters.fallbacks == 0
 
 
-def test_a_refused_second_backward_leaves_the_grads_eagers_engine_leaves():
-    """A second backward through a step whose saved tensors are freed raises, as eager's does;
-    eager's engine has by then run the nodes before the freed one (``w``'s grad from the new
-    loss is added).  The step's node gives no grad and the error comes when the backward ends,
-    so those grads are added here too (fuzz X72: the node's edge to ``w``, which only its first
-    loss used, made ``w``'s AccumulateGrad wait for the node that raised)."""
-    def f(w, a):
-        t = torch.cat([a, a]).exp()        # exp saves its result: a second way through refuses
-        (t * w).sum().backward()           # a graph break: the first step returns t
-        return (t * w * 2).sum()
-
-    eager, ours, compiled = _eager_and_compiled(f, (6,), (3,))
-    for args, fn in ((eager, f), (ours, compiled)):
-        with pytest.raises(RuntimeError, match="second time"):
-            fn(*args).backward()
-    for got, want in zip(ours, eager):
-        torch.testing.assert_close(got.grad, want.grad)
+def _loss_beside_a_freed_step(w, a):
+    t = torch.cat([a, a]).exp()            # exp saves its result: a second way through refuses
+    (t * w).sum().backward()               # a graph break: the first step returns t
+    return (t * w * 2).sum()               # w's grad from here is added before eager refuses
 
 
-def test_a_refused_second_backward_adds_nothing_to_a_leaf_its_freed_nodes_reach():
-    """The other side of the rule above: ``w`` gets a grad through the new loss and through the
-    freed ``t = a.exp() * w``; eager's AccumulateGrad for ``w`` waits for the freed node and
-    never runs, so ``w.grad`` keeps the first backward's value (fuzz seed 5038 i479)."""
-    def f(w, a):
-        t = torch.cat([a, a]).exp() * w
-        (t * w).sum().backward()
-        return (t * w).sum()
+def _loss_through_a_freed_step(w, a):
+    t = torch.cat([a, a]).exp() * w        # the freed nodes reach w too: eager adds it nothing
+    (t * w).sum().backward()
+    return (t * w).sum()
 
+
+@pytest.mark.parametrize("f", [_loss_beside_a_freed_step, _loss_through_a_freed_step],
+                         ids=["leaf-beside", "leaf-reached"])
+def test_a_refused_second_backward_leaves_the_grads_eagers_engine_leaves(f):
+    """A second backward through a step whose saved tensors are freed raises, as eager's does.
+    Eager's engine has by then run the nodes before the freed one, and a leaf's AccumulateGrad
+    runs unless it waits on a freed node.  The step's node gives no grad and the error comes
+    when the backward ends (fuzz X72: its edge to ``w``, which only its first loss used, made
+    ``w``'s AccumulateGrad wait for it); the grads of the leaves its arrived grads reach are put
+    back (seed 5038 i479)."""
     eager, ours, compiled = _eager_and_compiled(f, (6,), (3,))
     for args, fn in ((eager, f), (ours, compiled)):
         with pytest.raises(RuntimeError, match="second time"):
