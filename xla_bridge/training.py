@@ -530,16 +530,29 @@ class _Freed(Exception):
         raise self.error
 
 
+def _arrived(ctx, grads) -> list:
+    """The tangents of this node's group whose output grads came."""
+    return [j for j, k in zip(ctx.group.tangents, ctx.tangent_outputs) if grads[k] is not None]
+
+
+def _gives_grad(plan, group, index, active: frozenset) -> bool:
+    """Whether the group's backward gives grad ``index`` (None: an input it gives none) for the
+    ``active`` tangents: it makes
+    that grad, and from one of them (eager gives an argument no grad when none of its tangents
+    arrived)."""
+    if index is None or index not in group.gives:
+        return False
+    made_from = plan.partition.grad_tangents[index]
+    return made_from is None or bool(made_from & active)
+
+
 def _reached_leaves(ctx, grads) -> list:
     """The leaf arguments the grads that came would reach through this node (eager's nodes
     between them hold what was freed)."""
-    plan, group = ctx.step_plan, ctx.group
-    active = {j for j, k in zip(group.tangents, ctx.tangent_outputs) if grads[k] is not None}
-    made_from = plan.partition.grad_tangents
+    plan, active = ctx.step_plan, frozenset(_arrived(ctx, grads))
     leaves = []
     for k, index in enumerate(plan.grad_of_input):
-        if index is None or index not in group.gives or (made_from[index] is not None
-                                                         and not made_from[index] & active):
+        if not _gives_grad(plan, ctx.group, index, active):
             continue
         leaf = getattr(ctx.next_functions[k][0], "variable", None)     # AccumulateGrad's (one
                                                                        # edge per tensor input)
@@ -637,8 +650,7 @@ class _DeviceStep(torch.autograd.Function):
                 "torchxla_trace_once: the backward graph is replayed by hash for one gradient per "
                 "output; ask for them one at a time, or use the torchxla_trivial or eager backend")
         plan, group = ctx.step_plan, ctx.group
-        arrived = [grads[k] is not None for k in ctx.tangent_outputs]
-        active = [j for j, here in zip(group.tangents, arrived) if here]
+        active = _arrived(ctx, grads)
         if not active:
             return (None, None) + (None,) * len(plan.grad_of_input)
         if ctx.partly is not None:
@@ -664,11 +676,9 @@ class _DeviceStep(torch.autograd.Function):
         if ctx.partly is not None:
             ctx.partly.ran(ctx, active, whole=backward is group.backward)
         grads_out = backward.run(inputs)
-        reached = plan.partition.grad_tangents
         active = frozenset(active)
-        result = [None if index not in group.gives
-                  or (reached[index] is not None and not reached[index] & active)
-                  else grads_out[index] for index in plan.grad_of_input]
+        result = [grads_out[index] if _gives_grad(plan, group, index, active) else None
+                  for index in plan.grad_of_input]
         to_host = [k for k, (g, device) in enumerate(zip(result, ctx.input_devices))
                    if g is not None and device.type != "xla"]
         for k, moved in zip(to_host, dev.to_host([result[k] for k in to_host])):
