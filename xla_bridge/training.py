@@ -537,9 +537,8 @@ def _arrived(ctx, grads) -> list:
 
 def _gives_grad(plan, group, index, active: frozenset) -> bool:
     """Whether the group's backward gives grad ``index`` (None: an input it gives none) for the
-    ``active`` tangents: it makes
-    that grad, and from one of them (eager gives an argument no grad when none of its tangents
-    arrived)."""
+    ``active`` tangents: it makes that grad, and from one of them (eager gives an argument no
+    grad when none of its tangents arrived)."""
     if index is None or index not in group.gives:
         return False
     made_from = plan.partition.grad_tangents[index]
