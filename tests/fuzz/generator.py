@@ -43,6 +43,10 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "module_calls":    (1.2, False, "calling an nn.Module (parameter, buffer, sub-layer), its attributes"),
     "module_stores":   (0.8, False, "attribute stores on the nn.Module"),
     "global_stores":   (0.8, False, "global scalar rebinding, global list/dict mutation"),
+    "module_tree":     (0.8, False, "a nested model (ModuleList, ModuleDict, Sequential, ParameterList): called, its "
+                                    "containers iterated, indexed, counted, its parameters() summed; between calls "
+                                    "submodules appended, replaced, deleted, patched (forward, __class__), parameters "
+                                    "replaced or retyped (.data, double()), hooks added and removed"),
     "inplace_local":   (1.2, False, "in-place ops (add_, mul_, +=, setitem) on local tensors"),
     "inplace_arg":     (1.0, False, "in-place ops on the input tensors and on views of them"),
     "slicing":         (1.2, False, "x[:, 1:], x[0], x[..., :1], x[::2], list slices"),
@@ -371,6 +375,47 @@ def scope(k):
         CTX_LOG.append(-1)
     finally:
         CTX_LOG.append(-k)''')
+
+
+# Added to the prelude of programs that use the ``module_tree`` feature.
+NET_PRELUDE = ("module_tree", '''class Affine(torch.nn.Module):
+    def __init__(self, w=1.5, b=0.25):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.tensor(w))
+        self.bias = torch.nn.Parameter(torch.tensor(b))
+        self.k = 1
+
+    def forward(self, t):
+        out = t * self.weight * self.k
+        if self.bias is not None:
+            out = out + self.bias
+        return out
+
+class Tripled(Affine):
+    def forward(self, t):
+        return t * self.weight * 3
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Affine(), torch.nn.Tanh(), Affine(0.5, -0.1)])
+        self.named = torch.nn.ModuleDict({"a": Affine(2.0, 0.0), "b": torch.nn.Sigmoid()})
+        self.seq = torch.nn.Sequential(Affine(-1.0, 0.5), torch.nn.ReLU())
+        self.extra = torch.nn.ParameterList([torch.nn.Parameter(torch.tensor(0.5))])
+        self.register_buffer("offset", torch.tensor(0.1))
+        self.pick = "a"
+
+    def forward(self, t):
+        for block in self.blocks:
+            t = block(t)
+        t = self.named[self.pick](t) if self.pick in self.named else t
+        t = self.seq(t)
+        for p in self.extra:
+            t = t + p
+        return t + self.offset
+
+NET = Net()
+HANDLES = []''')
 
 
 # Added to the prelude of programs that use the ``user_raise`` feature.
@@ -980,6 +1025,35 @@ class Gen:
         r = self.rng
         return Stmt([r.choice(["MOD.count += 1", f"MOD.count = {self.int_expr(1)}",
                                "MOD.enabled = not MOD.enabled", f"MOD.note = {self.int_expr(1)}"])])
+
+    def s_module_tree(self):
+        r = self.rng
+        t = self.pick(self.tensors())
+        c = r.random()
+        if c < 0.15:
+            return self.assign(None, ("int",), r.choice([
+                "len(NET.blocks)", "len(NET.named)", "len(NET.seq)", "sum(1 for _ in NET.children())",
+                "len(list(NET.named_parameters()))", "len([m for m in NET.modules() if isinstance(m, Affine)])",
+                "NET.blocks[0].k if hasattr(NET.blocks[0], 'k') else -1"]), "i")
+        if c < 0.25:
+            return Stmt([r.choice([f"NET.blocks[0].k = {self.int_expr(1)}", "NET.pick = 'a' if n > 1 else 'b'",
+                                   "NET.seq[0].k += 1"])])
+        if c < 0.45:
+            acc, var = self.fresh("t"), self.fresh("m")
+            self.env[acc] = ("T", self.shape(t))
+            loop = r.choice([
+                (f"for {var} in NET.blocks:", f"    {acc} = {var}({acc})"),
+                (f"for _, {var} in NET.named.items():", f"    {acc} = {var}({acc})"),
+                (f"for i, {var} in enumerate(NET.seq):", f"    {acc} = {var}({acc}) if i % 2 == 0 else {acc} + 1"),
+                (f"for name, {var} in NET.named_parameters():",
+                 f"    {acc} = {acc} + {var} if name.endswith('bias') else {acc}"),
+                (f"for {var} in reversed(NET.blocks):", f"    {acc} = {var}({acc})")])
+            return Stmt([f"{acc} = {t}", *loop])
+        return self.assign(None, ("T", self.shape(t)), r.choice([
+            f"NET({t})", f"NET.blocks[0]({t})", f"NET.blocks[-1]({t})", f"NET.seq({t})",
+            f"NET.named['a']({t}) if 'a' in NET.named else {t}", f"{t} * NET.seq[0].weight",
+            f"{t} + sum(p.sum() for p in NET.parameters())", f"{t} * NET.extra[0]",
+            f"{t} if NET.training else {t} * 2", f"NET.seq[:1]({t})"]), "t")
 
     def s_global_stores(self):
         r = self.rng
@@ -1779,6 +1853,24 @@ MUTATIONS: dict[str, list[str]] = {
         "OBJ.extra = 4", "MOD.note = 9", "Obj.extra = 11",
         "MOD.act = torch.nn.Identity()",
     ],
+    "module_tree": [
+        "NET.blocks.append(Affine(0.3, 0.2))", "NET.blocks[1] = torch.nn.Sigmoid()",
+        "if len(NET.blocks) > 1:\n    del NET.blocks[0]", "NET.blocks.insert(0, torch.nn.ReLU())",
+        "NET.named['a'] = Affine(-0.5, 1.0)", "NET.named['c'] = torch.nn.Tanh()", "NET.pick = 'b'",
+        "NET.pick = 'c'", "if 'b' in NET.named:\n    NET.named.pop('b')", "NET.seq.append(torch.nn.Tanh())",
+        "NET.seq[0].bias = None", "NET.seq[0].weight = torch.nn.Parameter(torch.tensor(0.7))",
+        "NET.seq[0].weight.data = torch.tensor(2.0, dtype=torch.float64)",
+        "NET.seq[0].weight.requires_grad_(False)", "NET.extra.append(torch.nn.Parameter(torch.tensor(-1.0)))",
+        "NET.double()", "NET.float()", "NET.eval()", "NET.train()",
+        "HANDLES.append(NET.blocks[0].register_forward_hook(lambda m, a, o: o * 2))",
+        "HANDLES.append(NET.seq.register_forward_pre_hook(lambda m, a: (a[0] + 1,)))",
+        "if HANDLES:\n    HANDLES.pop().remove()",
+        "NET.apply(lambda m: setattr(m, 'k', 3) if isinstance(m, Affine) else None)",
+        "with torch.no_grad():\n    NET.blocks[0].weight.fill_(0.25)" ,
+        "torch.nn.init.constant_(NET.named['a'].weight, -2.0)", "NET.offset = torch.tensor(0.5)",
+        "if len(NET.blocks) > 2:\n    NET.blocks[2].__class__ = Tripled",
+        "NET.seq[0].forward = lambda t: t - 1", "Affine.forward = lambda self, t: t * self.weight - self.k",
+    ],
     "library_state": ["OBJ.act = torch.tanh", "OBJ.act = torch.sigmoid", "OBJ.act = torch.neg"],
     "class_attr": ["Obj.K = 7", "Obj.K = -1"],
     "grad_reads": ["MOD.zero_grad()", "MOD.scale.grad = torch.tensor(2.0)"],
@@ -1865,5 +1957,6 @@ def generate(seed: int, index: int, features: frozenset = ALL_FEATURES) -> Progr
             used.update(f for f, ms in MUTATIONS.items() if step in ms)
     params = ("x", "y", "n") + (("xs",) if g.with_xs else ()) + (("ts",) if g.with_ts else ())
     prelude = list(PRELUDE) + ([ITER_PRELUDE] if "iter_functional" in used else []) + \
-        ([CTX_PRELUDE] if "user_ctx" in used else []) + ([RAISE_PRELUDE] if "user_raise" in used else [])
+        ([CTX_PRELUDE] if "user_ctx" in used else []) + ([RAISE_PRELUDE] if "user_raise" in used else []) + \
+        ([NET_PRELUDE] if "module_tree" in used else [])
     return Program(seed, index, prelude, body, ret, steps, used, set(g.globals_declared), params)
