@@ -65,13 +65,13 @@ def make_iterator(tx, obj) -> VariableTracker:
     if isinstance(obj, SetVariable):
         return SetIteratorVariable(obj)
     if isinstance(obj, BaseListVariable):
-        return _made_by(IteratorVariable(obj.items, _TUPLE_ITER), iter, obj)
+        return made_by(IteratorVariable(obj.items, _TUPLE_ITER), iter, obj)
     if isinstance(obj, ConstantVariable) and isinstance(obj.value, (range, str, bytes, frozenset)):
-        return _made_by(IteratorVariable(obj.unpack(tx), type(iter(obj.value))), iter, obj)
+        return made_by(IteratorVariable(obj.unpack(tx), type(iter(obj.value))), iter, obj)
     return IteratorVariable(obj.unpack(tx))
 
 
-def _made_by(it, factory, walked):
+def made_by(it, factory, walked):
     """Remember how ``it`` was made (a graph break may hand it over as itself: iterator_rebuild.py)."""
     it.made_by = (factory, walked)
     return it
@@ -264,9 +264,13 @@ def make_reversed(tx, seq) -> VariableTracker:
     if isinstance(seq, DictVariable):
         return DictIteratorVariable(seq, "keys", reverse=True)
     if isinstance(seq, BaseListVariable):
-        return _made_by(IteratorVariable(list(reversed(seq.items)), type(reversed(()))), reversed, seq)
+        return made_by(IteratorVariable(list(reversed(seq.items)), type(reversed(()))), reversed, seq)
     if isinstance(seq, ConstantVariable) and isinstance(seq.value, (range, str, bytes)):
-        return _made_by(IteratorVariable(list(reversed(seq.unpack(tx))), type(reversed(seq.value))), reversed, seq)
+        return made_by(IteratorVariable(list(reversed(seq.unpack(tx))), type(reversed(seq.value))), reversed, seq)
+    from .nn_module import NNModuleVariable
+
+    if isinstance(seq, NNModuleVariable):
+        return made_by(IteratorVariable(seq.reversed_children(tx), type(reversed(()))), reversed, seq)
     raise Unsupported(f"reversed() of {seq}")
 
 

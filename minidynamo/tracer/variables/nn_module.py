@@ -4,6 +4,7 @@ module on every call."""
 
 from __future__ import annotations
 
+import operator
 import types
 from collections import OrderedDict
 
@@ -29,6 +30,11 @@ MODULE_METHODS_HANDLED_HERE = {"children", "modules", "parameters", "named_param
                                "register_parameter", "add_module", "register_forward_hook",
                                "register_forward_pre_hook", "train", "eval", "to", "cuda", "cpu", "apply",
                                "zero_grad", "items", "keys", "values", "__len__", "__getitem__", "__contains__"}
+
+
+# Methods that walk the module tree (answered by NNModuleVariable._walk).
+WALKS = ("children", "named_children", "parameters", "named_parameters", "buffers", "named_buffers", "modules",
+         "named_modules")
 
 
 # The forward hooks a call inlines: (hook dict, the dict of the ids registered with kwargs).
@@ -136,6 +142,16 @@ class NNModuleVariable(VariableTracker):
             self._guard_parameter_list(tx)
             return [self.subscript(tx, ConstantVariable(i)) for i in range(len(module))]
         raise Unsupported(f"iteration over {type(module).__name__}")
+
+    def reversed_children(self, tx) -> list:
+        """``reversed(module)`` of a ModuleList or a Sequential: neither defines ``__reversed__``,
+        so CPython walks ``__getitem__`` from ``__len__() - 1`` down, which for these is the
+        children in reverse order."""
+        module = self.value
+        if not isinstance(module, (nn.Sequential, nn.ModuleList)) or self._on_class("__reversed__") is not None or \
+                self._overridden("__getitem__") or self._overridden("__len__"):
+            raise Unsupported(f"reversed() of {type(module).__name__}")
+        return [child for _, child in reversed(self.children(tx))]
 
     def _guard_parameter_list(self, tx):
         """nn.ParameterList keeps item i as ``_parameters[str(i)]`` (its length is the number of
@@ -378,22 +394,12 @@ class NNModuleVariable(VariableTracker):
         if name == "__contains__" and isinstance(module, nn.ModuleDict):
             self.children(tx)
             return ConstantVariable(args[0].as_python_constant() in module)
-        if name in ("items", "keys", "values") and not isinstance(module, nn.ModuleDict):
+        if name in ("items", "keys", "values"):   # ModuleDict's: live views of its _modules, as in eager
             return self._class_attribute(tx, name).call_function(tx, args, kwargs)
-        if isinstance(module, nn.ModuleDict) and name in ("items", "keys", "values"):
-            from .containers import TupleVariable
-
-            pairs = self.children(tx)
-            if name == "keys":
-                return TupleVariable([ConstantVariable(k) for k, _ in pairs])
-            if name == "values":
-                return TupleVariable([v for _, v in pairs])
-            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in pairs])
-        if name in ("children", "named_children", "parameters", "named_parameters", "buffers",
-                    "named_buffers") and not args and not kwargs:
+        if name in WALKS and not args and not kwargs:
             return self._walk(tx, name)
         if name in ("modules", "named_modules"):
-            raise Unsupported(f"nn.Module.{name}()")
+            raise Unsupported(f"nn.Module.{name}() with arguments")
         if name in ("register_buffer", "register_parameter", "add_module", "register_forward_hook",
                     "register_forward_pre_hook", "train", "eval", "to", "cuda", "cpu", "apply", "zero_grad"):
             raise Unsupported(f"nn.Module.{name} mutates the module")
@@ -402,17 +408,42 @@ class NNModuleVariable(VariableTracker):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
 
     def _walk(self, tx, name):
-        from .containers import TupleVariable
+        """``children()``, ``parameters()``, ``modules()``, ... and their ``named_`` forms.  Eager
+        gives a generator: one pass, ``next()`` works, ``len()`` and indexing raise.  So here an
+        iterator of that type over the items the walk finds now (all guarded), which a graph
+        break hands over as ``module.<name>()`` advanced to where the trace left it."""
+        from .containers import IteratorVariable, TupleVariable
+        from .iterators import made_by
 
         if name in ("children", "named_children"):
-            pairs = self.children(tx)
-            if name == "children":
-                return TupleVariable([v for _, v in pairs])
-            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in pairs])
-        if name in ("parameters", "named_parameters", "buffers", "named_buffers"):
-            return TupleVariable([TupleVariable([ConstantVariable(k), v]) if name.startswith("named") else v
-                                  for k, v in self._members(tx, "_parameters" if "parameters" in name else "_buffers")])
-        raise Unsupported(f"nn.Module.{name}()")
+            found = self.children(tx)
+        elif name in ("modules", "named_modules"):
+            found = self._submodules(tx)
+        else:
+            found = self._members(tx, "_parameters" if "parameters" in name else "_buffers")
+        items = [TupleVariable([ConstantVariable(k), v]) if name.startswith("named") else v for k, v in found]
+        return made_by(IteratorVariable(items, types.GeneratorType), operator.methodcaller(name), self)
+
+    def _submodules(self, tx):
+        """``named_modules()`` as nn.Module computes it: the module itself, then each child's
+        walk in ``_modules`` order (keys guarded), a module met again skipped (which ones are one
+        object: guarded, as in ``_members``)."""
+        if self.source is None:
+            raise Unsupported("nn.Module.modules() of a module made during the trace")
+        seen, found = set(), []
+
+        def walk(module_vt, prefix):
+            if self.by_structure or module_vt.by_structure:
+                tx.output.note_object_identity(module_vt.source, module_vt.value)
+            if id(module_vt.value) in seen:
+                return
+            seen.add(id(module_vt.value))
+            found.append((prefix, module_vt))
+            for key, child in module_vt.children(tx):
+                walk(child, prefix + ("." if prefix else "") + key)
+
+        walk(self, "")
+        return found
 
     def _members(self, tx, table):
         """``named_parameters()`` / ``named_buffers()`` as nn.Module computes them (submodules in
