@@ -6,6 +6,8 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 
 - ``cummax`` keeps the first index among tied values, eager the last;
 - batch norm in training mode updates ``running_var`` with the biased batch variance;
+- layer, group, batch (training) and instance norm take the variance as ``E[x^2] - E[x]^2``,
+  which cancels when the mean is large next to the spread (``eager_norms``);
 - ``arange`` with a float bound or step gets another length (``arange(0.0, 1.0, 0.1)``: 11);
 - ``cumsum`` of a narrow integer or bool sums in the input's type (eager widens to int64);
 - ``>>`` of a negative integer shifts zeros in (eager's shift is arithmetic);
@@ -57,11 +59,12 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .eager_formulas import (
-    EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, batch_norm_as_eager, clamps, cummax_as_eager,
+    EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, clamps, cummax_as_eager,
     cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, lerp_as_eager,
     logit_as_eager, mask_to_float_as_eager, norm_as_eager, reference, shifts, signed_zero_selects, slices_as_eager,
     sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
 )
+from .eager_norms import NORMS, batch_norm_as_eager
 from .eager_precision import accumulations_in_float32, integer_divisions, to_integer_as_eager
 from .eager_promotion import PROMOTED_OP_NAMES, promotions
 
@@ -178,6 +181,7 @@ EAGER_FAITHFUL = (
     (_calls(*PROMOTED_OP_NAMES), promotions(), {INFERENCE, TRAINING}),
     (_calls("cummax"), {_aten.cummax.default: cummax_as_eager}, {INFERENCE, TRAINING}),
     (_norm_in_training, {_aten.native_batch_norm.default: batch_norm_as_eager}, {INFERENCE, TRAINING}),
+    (_calls("layer_norm", "native_layer_norm", "group_norm", "native_group_norm"), NORMS, {INFERENCE, TRAINING}),
     (_arange_with_a_float, {_aten.arange.start_step: arange_as_eager,
                             _aten.arange.start: arange_as_eager,
                             _aten.arange.default: lambda end, **kw: arange_as_eager(0, end, **kw)},

@@ -53,25 +53,6 @@ def cummax_as_eager(x, dim):
         return values, _aten.cummax.default(reached, dim)[0]
 
 
-def batch_norm_as_eager(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    """``native_batch_norm`` in training mode with PyTorch's running statistics: torch_xla's
-    lowering updates ``running_var`` with the biased batch variance, eager with the unbiased
-    one (1.3% apart at 48 values a channel). The lowering still computes the output and what
-    backward saves (without running statistics); the update is made here as eager makes it.
-    Other calls keep the lowering (NotImplemented)."""
-    if reentry.active or not training or running_mean is None or running_var is None:
-        return NotImplemented
-    with lowered():
-        out = _aten.native_batch_norm.default(input, weight, bias, None, None, True, momentum, eps)
-    dims = [0, *range(2, input.dim())]
-    count = input.numel() // input.shape[1]
-    variance, mean = torch.var_mean(input.detach(), dims, correction=0)
-    running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
-    unbiased = variance * (count / max(count - 1, 1))
-    running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
-    return out
-
-
 def arange_as_eager(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
     """``arange`` with a float bound or step as eager's CPU kernel makes it: the length is
     ``ceil((end - start) / step)`` in double, value i is ``start + i * step`` in double, then

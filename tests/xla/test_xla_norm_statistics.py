@@ -1,0 +1,60 @@
+"""X73: layer, group, batch (training) and instance norm on the device take the variance as
+``E[x^2] - E[x]^2`` (XLA's batch-norm expansion), which cancels when a row's mean is large next
+to its spread; the bridge traces them with the statistics in two passes, as eager's kernels
+compute them (xla_bridge/eager_norms.py).  Found by the fuzzer (seed 342, program 398):
+``layer_norm`` of a row near -0.9 came back 1e-4 away from eager."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import minidynamo
+from tests.xla.xla_testing import BACKENDS, xla_lazy_baseline
+
+# Rows whose mean (-0.9) is 18 spreads (0.05) from zero: the cancellation costs 2 of 7 digits.
+torch.manual_seed(0)
+X = torch.randn(4, 6, 5) * 0.05 - 0.9
+
+NORMS = {
+    "layer_norm": lambda x: F.layer_norm(x, (5,)),
+    "layer_norm 2-d, affine": lambda x: F.layer_norm(x, (6, 5), torch.full((6, 5), 2.0, dtype=x.dtype),
+                                                  torch.full((6, 5), 0.5, dtype=x.dtype)),
+    "group_norm": lambda x: F.group_norm(x, 3, torch.full((6,), 1.5, dtype=x.dtype), torch.zeros(6, dtype=x.dtype)),
+    "batch_norm training": lambda x: F.batch_norm(x, None, None, training=True),
+    "instance_norm": lambda x: F.instance_norm(x),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("norm", NORMS.values(), ids=NORMS.keys())
+def test_norm_statistics_are_as_exact_as_eagers(backend, norm):
+    exact = norm(X.double())
+    eager_error = (norm(X).double() - exact).abs().max().item()
+    ours = minidynamo.optimize(backend)(norm)(X)
+    assert (ours.double() - exact).abs().max().item() <= 2 * eager_error + 1e-6
+
+
+def test_the_lazy_baseline_cancels_there():
+    """What the formulas are for: XLA's own lowering, on the same rows (if this ever passes
+    within eager's error, the lowering changed and the formulas may go)."""
+    exact = F.layer_norm(X.double(), (5,))
+    lazy = xla_lazy_baseline(NORMS["layer_norm"], (X,))
+    assert (lazy.double() - exact).abs().max().item() > 1e-4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layer_norm_trains_as_eager(backend):
+    """On the training path the statistics are the formula's, and autograd's backward reads them."""
+    def make():
+        torch.manual_seed(1)
+        return torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.LayerNorm(5), torch.nn.GroupNorm(2, 6))
+
+    eager, ours = make(), make()
+    x = X.clone()
+    expected = eager(x)
+    got = minidynamo.optimize(backend)(ours)(x)
+    torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-5)
+    (expected * torch.arange(5.0)).sum().backward()
+    (got * torch.arange(5.0)).sum().backward()
+    for (name, p), q in zip(eager.named_parameters(), ours.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, atol=1e-4, rtol=1e-4, msg=name)
