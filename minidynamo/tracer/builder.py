@@ -36,6 +36,7 @@ from .library import LIBRARY_PREFIXES, is_library_value, is_program_class, is_pr
 from .variables.base import OpaqueCallableVariable, VariableTracker, describe
 from .variables.constant import ConstantVariable, is_constant_value
 from .variables.lazy_numbers import NUMBER_TYPES, LazyNumberVariable
+from .variables.weak_refs import REFERENCE_TYPES, WeakRefVariable
 from .variables.numpy_values import is_numpy_scalar, is_type_info, numpy_callable_kind, scalar_guards, wrap_numpy_callable
 from .variables.containers import (IteratorVariable, ListVariable, NamedTupleVariable, SizeVariable, TupleVariable,
                                    check_named_tuple_model, is_named_tuple_type)
@@ -215,6 +216,9 @@ def wrap(tx, value, source) -> VariableTracker:
         return UserMethodVariable(wrap(tx, value.__func__, attr("__func__")), wrap(tx, value.__self__, attr("__self__")))
     if isinstance(value, types.FunctionType) and source is not None and "<locals>" in value.__code__.co_qualname:
         return _wrap_nested_function(tx, value, source, guard)
+    if type(value) in REFERENCE_TYPES and source is not None:
+        guard(G.type_match(source, value))
+        return WeakRefVariable(value, source)
     if source is not None and (_is_root(source) or not is_library_value(value)
                                or not _read_from_library(tx, source) or not config.assume_libraries_unpatched):
         guard(G.id_match(source, value) if _identity_guarded(value) else G.type_match(source, value))
