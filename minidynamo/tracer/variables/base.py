@@ -16,6 +16,7 @@ named, every tracker is listed, and each sits under its base class):
      │    └── PytreeFunctionVariable  pytree.py        torch.utils._pytree's tree_leaves/flatten/map/...
      ├── GetterVariable               builtins.py      operator.itemgetter / attrgetter
      ├── OpaqueCallableVariable       base.py          a C callable we cannot model: calling it breaks the graph
+     ├── WeakRefVariable              weak_refs.py     weakref.ref(obj): calling it reads obj (or None), guarded
      ├── ConstantVariable             constant.py      Python scalars, strings, None, dtypes, devices, ...
      │    └── LazyNumberVariable      lazy_numbers.py  a caller's int/float, read only if more than counted with
      ├── ConstantMethodVariable       constant.py      "a{}".format, (3).bit_length: run when all known
