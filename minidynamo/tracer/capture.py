@@ -26,6 +26,7 @@ from .meta import no_dynamo_import
 from .output_graph import OutputGraph, tensor_metadata
 from .side_effects import DELETED
 from .translator import InstructionTranslator, decoded
+from .value_errors import may_raise_on_values
 from .variables.base import UnreadArgument, VariableTracker
 from .variables import iterators, lazy_numbers
 from .variables.constant import ConstantVariable
@@ -266,15 +267,16 @@ def _why_rerun(graph: torch.fx.Graph, output, replays) -> Optional[str]:
     """Why an error of the graph at run time must re-run the frame (None: re-raising it is exact).
 
     A ``try`` around graph ops (``try_blocks.py``: only a re-run runs the handler), or a Python
-    side effect that precedes an op of the graph: if that op raised, only a re-run reproduces
-    the effects eager made before it."""
+    side effect that precedes an op of the graph that can raise for its values: if that op
+    raised, only a re-run reproduces the effects eager made before it (value_errors.py)."""
     if output.needs_rerun:
         return output.needs_rerun[0]
     first_at = output.side_effects.first_at
     if not replays or first_at is None:
         return None
     for node in list(graph.nodes)[first_at:]:
-        if node.op in ("call_function", "call_method", "call_module") and not _switches_state(node):
+        if node.op == "call_module" or node.op in ("call_function", "call_method") and not _switches_state(node) \
+                and may_raise_on_values(node, _target_name(node)):
             return (f"the frame changes Python state before the tensor op {_target_name(node)}: if that op "
                     "raised at run time, only a re-run reproduces eager's partial effects")
     return None

@@ -1,0 +1,73 @@
+"""Which graph ops can raise at run time because of the values they meet.
+
+A graph that runs after a Python side effect of its frame must, if it raises, let the frame run
+again eagerly (``capture._why_rerun``): eager had made the side effects that come before the
+failing op, and only a re-run reproduces them.  A graph that changes its inputs in place cannot
+run twice, so such a frame used to run eagerly whole: a cache module that advances a Python
+position and then writes its buffer (``self.pos += 1; self.store[row] = t``) never compiled.
+
+Yet most ops cannot raise once the trace has run them on tensors of the shapes and dtypes the
+guards pin: their errors (shapes that do not broadcast, a dtype an op refuses) were the trace's
+own.  ``SHAPE_DECIDED`` lists such ops by name.  An op not in it may raise for its values, and so
+may one in it that indexes by a tensor (an index out of range; a mask whose count of True values
+must match) or divides integers (by zero).  Errors no op can rule out (memory, an interrupt) are
+not the program's and are not reproduced by a re-run either.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+
+# By the name a node's target goes by (``torch.add``, ``Tensor.add``, ``operator.add``: "add").
+SHAPE_DECIDED = frozenset("""
+    add sub mul neg pos abs iadd isub imul add_ sub_ mul_ rsub truediv itruediv div div_
+    exp log log2 log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid relu relu_ gelu silu elu leaky_relu
+    hardtanh softplus softmax log_softmax erf reciprocal square sign floor ceil round trunc
+    pow maximum minimum clamp clamp_ clamp_min clamp_max lerp where masked_fill masked_fill_
+    sum mean amax amin prod var std norm cumsum logsumexp
+    matmul mm bmm addmm baddbmm linear einsum conv1d conv2d conv3d
+    layer_norm batch_norm group_norm instance_norm scaled_dot_product_attention dropout
+    cat stack reshape view view_as flatten unflatten permute transpose t contiguous clone detach
+    expand expand_as unsqueeze squeeze repeat tile flip roll narrow select split chunk unbind
+    getitem setitem to float double half bfloat16 type_as fill_ zero_ copy_ zeros_like ones_like
+    full_like empty_like eq ne lt le gt ge logical_and logical_or logical_not
+    tensor zeros ones full empty eye arange linspace rand randn rand_like randn_like
+    nan_to_num long int bool isnan isinf isfinite any all max min argmax argmin sort argsort topk
+    outer dot mv
+""".split())
+
+# Division and remainder of integers raise on a zero divisor (eager: "ZeroDivisionError").
+_DIVIDES = frozenset("truediv itruediv div div_ floordiv floor_divide remainder fmod mod".split())
+
+
+def may_raise_on_values(node: fx.Node, name: str) -> bool:
+    """Whether ``node`` (an op of the graph, called ``name``) can raise at run time for the
+    values of its tensors, not only for their shapes and dtypes."""
+    if name not in SHAPE_DECIDED:
+        return True
+    if name in ("getitem", "setitem") and _has_tensor(node.args[1:2]):
+        return True
+    if name in _DIVIDES or node.kwargs.get("rounding_mode") is not None:
+        return not all(_floating(a) for a in (*node.args[:2], node.meta.get("example_value")) if _tensor_like(a))
+    return False
+
+
+def _example(value):
+    return value.meta.get("example_value") if isinstance(value, fx.Node) else value
+
+
+def _tensor_like(value) -> bool:
+    return isinstance(_example(value), torch.Tensor)
+
+
+def _floating(value) -> bool:
+    example = _example(value)
+    return example.is_floating_point() or example.is_complex()
+
+
+def _has_tensor(args) -> bool:
+    leaves = pytree.tree_leaves(args, is_leaf=lambda v: isinstance(v, (fx.Node, slice)))
+    bounds = [b for leaf in leaves if isinstance(leaf, slice) for b in (leaf.start, leaf.stop, leaf.step)]
+    return any(isinstance(_example(v), torch.Tensor) for v in leaves + bounds)

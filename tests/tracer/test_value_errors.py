@@ -1,0 +1,70 @@
+"""A graph that writes its inputs in place after a Python side effect of its frame compiles when
+none of its ops can raise for the values it meets (value_errors.py); one that may (an index by a
+tensor, an integer division) still runs its frame eagerly, since only a re-run would reproduce
+eager's partial effects and such a graph cannot run twice."""
+
+import pytest
+import torch
+
+import minidynamo
+from minidynamo.tracer.capture import _target_name
+from minidynamo.tracer.value_errors import may_raise_on_values
+
+from .helpers import run_traced
+
+
+class Cache(torch.nn.Module):
+    """A KV-cache's pattern: a Python position advanced, then a buffer row written."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("store", torch.zeros(4, 3))
+        self.pos = 0
+
+    def forward(self, t):
+        row = self.pos % 4
+        self.pos += 1
+        self.store[row, :t.shape[-1]] = t[0]
+        return self.store.sum(0) * 2
+
+
+def test_a_cache_advanced_in_python_and_written_in_place_compiles():
+    eager, ours = Cache(), Cache()
+    compiled = minidynamo.optimize("eager")(ours)
+    for step in range(6):
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(compiled(x), eager(x))
+        assert ours.pos == eager.pos and torch.equal(ours.store, eager.store)
+    assert minidynamo.counters["fallbacks"] == 0
+
+
+def test_an_integer_division_after_a_side_effect_still_runs_eagerly():
+    def f(x, d, log):
+        log.append(1)
+        x.add_(1)
+        return x // d                  # d may hold a 0: eager raises after its append and its add_
+
+    x, log = torch.tensor([4, 6]), []
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        minidynamo.optimize("eager")(f)(x, torch.tensor([2, 0]), log)
+    assert log == [1] and x.tolist() == [5, 7]
+    assert any("floordiv" in r and "re-run" in r for r in minidynamo.counters["fallback_reasons"])
+
+
+def _nodes(fn, *args):
+    capture, _ = run_traced(fn, *args)
+    return {_target_name(n): n for n in capture.graph_module.graph.nodes if n.op in ("call_function", "call_method")}
+
+
+@pytest.mark.parametrize("fn, args, name, may_raise", [
+    (lambda x: x[1:3] * 2, (torch.randn(4),), "getitem", False),
+    (lambda x, i: x[i] * 2, (torch.randn(4), torch.tensor([1, 3])), "getitem", True),
+    (lambda x, y: x / y, (torch.randn(3), torch.randn(3)), "truediv", False),
+    (lambda x, y: x / y, (torch.tensor([3, 4]), torch.tensor([1, 2])), "truediv", True),
+    (lambda x, y: torch.div(x, y, rounding_mode="floor"), (torch.randn(3), torch.randn(3)), "div", False),
+    (lambda x: torch.linalg.cholesky(x @ x.T), (torch.randn(3, 3),), "linalg_cholesky", True),
+    (lambda x: x.softmax(-1).sum(), (torch.randn(3),), "softmax", False),
+])
+def test_which_ops_may_raise_for_their_values(fn, args, name, may_raise):
+    node = _nodes(fn, *args)[name]
+    assert may_raise_on_values(node, name) is may_raise
