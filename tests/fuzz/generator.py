@@ -43,6 +43,10 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "module_calls":    (1.2, False, "calling an nn.Module (parameter, buffer, sub-layer), its attributes"),
     "module_stores":   (0.8, False, "attribute stores on the nn.Module"),
     "global_stores":   (0.8, False, "global scalar rebinding, global list/dict mutation"),
+    "buffer_updates":  (0.8, False, "a cache module (KV-cache style): its buffers written in place at rows from python "
+                                    "ints and tensors (setitem, index_copy_, +=, zero_), a python position advanced, a "
+                                    "tensor attribute grown by cat and rebound, read back in slices; between calls "
+                                    "buffers refilled, replaced, retyped, the position reset"),
     "module_tree":     (0.8, False, "a nested model (ModuleList, ModuleDict, Sequential, ParameterList): called, its "
                                     "containers iterated, indexed, counted, its parameters() summed; between calls "
                                     "submodules appended, replaced, deleted, patched (forward, __class__), parameters "
@@ -416,6 +420,25 @@ class Net(torch.nn.Module):
 
 NET = Net()
 HANDLES = []''')
+
+
+# Added to the prelude of programs that use the ``buffer_updates`` feature.
+CACHE_PRELUDE = ("buffer_updates", '''class Cache(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("store", torch.zeros(6, 5))
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+        self.pos = 0
+        self.history = None
+
+    def push(self, t):
+        row = self.pos % 6
+        self.store[row, :t.shape[-1]] = t.reshape(-1, t.shape[-1])[0]
+        self.pos += 1
+        self.count += 1
+        return self.store[row]
+
+CACHE = Cache()''')
 
 
 # Added to the prelude of programs that use the ``user_raise`` feature.
@@ -1054,6 +1077,27 @@ class Gen:
             f"NET.named['a']({t}) if 'a' in NET.named else {t}", f"{t} * NET.seq[0].weight",
             f"{t} + sum(p.sum() for p in NET.parameters())", f"{t} * NET.extra[0]",
             f"{t} if NET.training else {t} * 2", f"NET.seq[:1]({t})"]), "t")
+
+    def s_buffer_updates(self):
+        r = self.rng
+        t = self.pick(self.tensors(lambda s: s == ("B", "C")))
+        c = r.random()
+        if c < 0.3:
+            return Stmt([r.choice([
+                f"CACHE.store[CACHE.pos % 6, :{t}.shape[1]] = {t}[0]", "CACHE.store[n % 6] += 1.0",
+                "CACHE.pos += 1", "CACHE.count += 1", "CACHE.store.index_copy_(0, torch.tensor([n % 6]), torch.ones(1, 5))",
+                f"CACHE.store[:{t}.shape[0], :{t}.shape[1]].mul_(0.5)", "CACHE.store.zero_() if n > 2 else None",
+                f"CACHE.history = {t}.sum().reshape(1) if CACHE.history is None else "
+                f"torch.cat([CACHE.history[-4:], {t}.sum().reshape(1).to(CACHE.history.dtype)])"])])
+        if c < 0.45:
+            return self.assign(None, ("T", ("C",)), f"CACHE.push({t})[:{t}.shape[1]]", "t")
+        if c < 0.55:
+            return self.assign(None, ("int",), r.choice(["CACHE.pos", "CACHE.pos % 6", "int(CACHE.count)"]), "i")
+        return self.assign(None, ("T", ("B", "C")), r.choice([
+            f"{t} + CACHE.store[:{t}.shape[0], :{t}.shape[1]]", f"{t} * CACHE.count",
+            f"{t} + CACHE.store.sum()", f"torch.where(CACHE.store[:{t}.shape[0], :{t}.shape[1]] > 0, {t}, -{t})",
+            f"{t} + (CACHE.history.mean() if CACHE.history is not None else 0.0)",
+            f"{t} * CACHE.store[CACHE.pos % 6, :{t}.shape[1]]"]), "t")
 
     def s_global_stores(self):
         r = self.rng
@@ -1853,6 +1897,12 @@ MUTATIONS: dict[str, list[str]] = {
         "OBJ.extra = 4", "MOD.note = 9", "Obj.extra = 11",
         "MOD.act = torch.nn.Identity()",
     ],
+    "buffer_updates": [
+        "CACHE.store.fill_(1.0)", "CACHE.pos = 0", "CACHE.pos = 5", "CACHE.history = None",
+        "CACHE.store = torch.zeros(6, 5)", "CACHE.store = torch.ones(6, 5, dtype=torch.float64)",
+        "CACHE.register_buffer('count', torch.tensor(3))", "CACHE.count.zero_()",
+        "CACHE.history = torch.arange(3.0)",
+    ],
     "module_tree": [
         "NET.blocks.append(Affine(0.3, 0.2))", "NET.blocks[1] = torch.nn.Sigmoid()",
         "if len(NET.blocks) > 1:\n    del NET.blocks[0]", "NET.blocks.insert(0, torch.nn.ReLU())",
@@ -1958,5 +2008,5 @@ def generate(seed: int, index: int, features: frozenset = ALL_FEATURES) -> Progr
     params = ("x", "y", "n") + (("xs",) if g.with_xs else ()) + (("ts",) if g.with_ts else ())
     prelude = list(PRELUDE) + ([ITER_PRELUDE] if "iter_functional" in used else []) + \
         ([CTX_PRELUDE] if "user_ctx" in used else []) + ([RAISE_PRELUDE] if "user_raise" in used else []) + \
-        ([NET_PRELUDE] if "module_tree" in used else [])
+        ([NET_PRELUDE] if "module_tree" in used else []) + ([CACHE_PRELUDE] if "buffer_updates" in used else [])
     return Program(seed, index, prelude, body, ret, steps, used, set(g.globals_declared), params)
