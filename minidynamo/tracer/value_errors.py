@@ -35,7 +35,7 @@ SHAPE_DECIDED = frozenset("""
     full_like empty_like eq ne lt le gt ge logical_and logical_or logical_not
     tensor zeros ones full empty eye arange linspace rand randn rand_like randn_like
     nan_to_num long int bool isnan isinf isfinite any all max min argmax argmin sort argsort topk
-    outer dot mv
+    outer dot vdot mv normalize cosine_similarity getattr
 """.split())
 
 # Division and remainder of integers raise on a zero divisor (eager: "ZeroDivisionError").

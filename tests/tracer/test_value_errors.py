@@ -30,12 +30,31 @@ class Cache(torch.nn.Module):
 
 def test_a_cache_advanced_in_python_and_written_in_place_compiles():
     eager, ours = Cache(), Cache()
+    minidynamo.reset()
+    minidynamo.counters.reset()
     compiled = minidynamo.optimize("eager")(ours)
     for step in range(6):
         x = torch.randn(2, 3)
         torch.testing.assert_close(compiled(x), eager(x))
         assert ours.pos == eager.pos and torch.equal(ours.store, eager.store)
     assert minidynamo.counters["fallbacks"] == 0
+
+
+def test_spectral_norm_in_training_mode_compiles():
+    """Its power iteration writes its ``_u``/``_v`` buffers in place after a grad-mode change."""
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.utils.parametrizations.spectral_norm(torch.nn.Linear(4, 4))
+
+    eager, ours = make(), make()
+    minidynamo.reset()
+    minidynamo.counters.reset()
+    compiled = minidynamo.optimize("eager")(ours)
+    for _ in range(3):
+        x = torch.randn(2, 4)
+        torch.testing.assert_close(compiled(x), eager(x))
+    torch.testing.assert_close(ours.parametrizations.weight[0]._u, eager.parametrizations.weight[0]._u)
+    assert minidynamo.counters["fallbacks"] == 0 and minidynamo.counters["compiles"] == 1
 
 
 def test_an_integer_division_after_a_side_effect_still_runs_eagerly():
