@@ -26,11 +26,11 @@ from . import config  # noqa: E402
 from .backends import list_backends, lookup_backend, register_backend  # noqa: E402
 from .counting import counters  # noqa: E402
 from .eval_frame import OptimizedModule, cache_entries, disable, optimize, reset  # noqa: E402
-from .exc import BackendCompilerFailed, MinidynamoError, Unsupported, UnknownBackend  # noqa: E402
+from .exc import BackendCompilerFailed, BackendOutputMismatch, MinidynamoError, Unsupported, UnknownBackend  # noqa: E402
 from .explain import ExplainOutput, explain  # noqa: E402
 
 __all__ = [
     "optimize", "disable", "reset", "explain", "ExplainOutput", "config", "counters", "cache_entries",
     "register_backend", "list_backends", "lookup_backend", "OptimizedModule",
-    "Unsupported", "BackendCompilerFailed", "MinidynamoError", "UnknownBackend",
+    "Unsupported", "BackendCompilerFailed", "BackendOutputMismatch", "MinidynamoError", "UnknownBackend",
 ]

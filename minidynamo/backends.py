@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable, Dict
 
-from .exc import UnknownBackend
+from .exc import BackendOutputMismatch, UnknownBackend
 
 Backend = Callable
 _registry: Dict[str, Backend] = {}
@@ -60,6 +60,27 @@ def lookup_backend(backend) -> Backend:
     if backend not in _registry:
         raise UnknownBackend(f"unknown backend {backend!r}; known: {', '.join(list_backends())}")
     return _registry[backend]
+
+
+def is_built_in(backend) -> bool:
+    """A backend this package provides (its compiled graphs are trusted to return what the graph
+    returns; a user's are checked: ``checking_outputs``)."""
+    return any(backend is _registry.get(name) for name in _built_in)
+
+
+def checking_outputs(compiled_graph, backend_name: str, count: int):
+    """A user backend's compiled graph, whose results are checked to be what the graph returns (a
+    tuple or list of ``count`` values): a wrong one raises ``BackendOutputMismatch`` naming the
+    backend, not an error from deep inside the output's rebuilding."""
+    def run(*inputs):
+        out = compiled_graph(*inputs)
+        if type(out) not in (tuple, list) or len(out) != count:
+            what = f"a {type(out).__name__} of {len(out)}" if type(out) in (tuple, list) else f"an object of type {type(out).__name__}"
+            raise BackendOutputMismatch(f"backend {backend_name!r}: its compiled graph returned {what}, where the "
+                                        f"graph returns a tuple of {count}")
+        return out
+
+    return run
 
 
 @register_backend

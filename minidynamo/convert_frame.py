@@ -24,9 +24,9 @@ import torch
 import torch.fx.graph_module
 
 from . import _eval_frame, compile_warnings, config, counting
-from .backends import lookup_backend
+from .backends import checking_outputs, is_built_in, lookup_backend
 from .code_sets import CodesByIdentity
-from .exc import BackendCompilerFailed, MinidynamoError, Unsupported, raised_by_program
+from .exc import BackendCompilerFailed, BackendOutputMismatch, MinidynamoError, Unsupported, raised_by_program
 from .logs import get_logger
 from .skipfiles import disabled_codes, has_torch_bits, skip_reason
 
@@ -300,6 +300,8 @@ class FrameConverter:
                 raise TypeError(f"a backend must return a callable, got {type(compiled_graph).__name__}")
         except Exception as e:
             raise BackendCompilerFailed(self.backend_name, e) from e
+        if has_ops and not is_built_in(self.backend):
+            compiled_graph = checking_outputs(compiled_graph, self.backend_name, graph_output_count(capture.graph_module))
         if capture.rewind_devices is not None and has_ops:
             compiled_graph = _rewinding(compiled_graph, capture.rewind_devices)
         if state is None and not has_ops:
@@ -398,6 +400,12 @@ def _cache_size_limit() -> int:
     if not isinstance(limit, numbers.Real):     # an int; float("inf") means no limit
         raise TypeError(f"minidynamo.config.cache_size_limit must be a number, got {limit!r}")
     return limit
+
+
+def graph_output_count(gm) -> int:
+    (output,) = [node for node in gm.graph.nodes if node.op == "output"]
+    value = output.args[0]
+    return len(value) if isinstance(value, (tuple, list)) else 1
 
 
 def graph_has_ops(gm) -> bool:
@@ -504,7 +512,7 @@ def _graph_raised_handler(capture):
             unwind_open_blocks(error)
         finally:
             set_grad_enabled(grad_enabled)
-        if rerun and isinstance(error, Exception):
+        if rerun and isinstance(error, Exception) and not isinstance(error, BackendOutputMismatch):
             counting.bump("graph_errors_rerun")
             return True
         return False

@@ -70,5 +70,9 @@ class BackendCompilerFailed(MinidynamoError):
         self.error = error
 
 
+class BackendOutputMismatch(MinidynamoError, TypeError):
+    """A user backend's compiled graph returned something other than what the graph returns."""
+
+
 class UnknownBackend(MinidynamoError, ValueError):
     """``optimize("name")`` with a name no backend was registered under."""

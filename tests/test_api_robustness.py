@@ -42,6 +42,15 @@ def test_backend_returning_a_non_callable_is_a_named_fallback():
         g(x)
 
 
+@pytest.mark.parametrize("returns, what", [(lambda *a: 42, "an object of type int"), (lambda *a: (a[0], a[0]), "a tuple of 2")])
+def test_a_backend_whose_graph_returns_the_wrong_thing_is_named(returns, what):
+    """Before: ``TypeError: 'int' object is not subscriptable`` from deep inside the output's
+    rebuilding (or the frame silently re-run eagerly on every call)."""
+    f = minidynamo.optimize(lambda gm, example_inputs: returns)(lambda a: a + 1)
+    with pytest.raises(minidynamo.BackendOutputMismatch, match=f"returned {what}, where the graph returns a tuple of 1"):
+        f(torch.randn(3))
+
+
 def test_a_bad_cache_size_limit_is_named(monkeypatch):
     monkeypatch.setattr(minidynamo.config, "cache_size_limit", None)
     with pytest.raises(TypeError, match="config.cache_size_limit must be a number, got None"):
