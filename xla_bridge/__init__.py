@@ -63,7 +63,8 @@ tensors (for any reason) makes its random ops on the host as well (``EagerHostDr
 A pointwise op gets its operands in the dtype eager computes it in (``dtype_check``: torch_xla
 added f32[2,3] + f64[] in f64), and ops computed in another precision than eager's CPU kernels
 (16-bit reductions, integer division, float to integer conversions) are traced as eager
-computes them (``eager_precision``).
+computes them (``eager_precision``); so are the statistics of layer, group, batch and instance
+norm, in two passes where XLA's batch norm cancels (``eager_norms``).
 
 Where XLA and eager differ otherwise (plain PyTorch/XLA behaves the same; not corrected here):
 denormals flush to zero on XLA:CPU. A graph that changes an argument's metadata in place (shape, strides, storage offset,
