@@ -10,7 +10,7 @@ Yet most ops cannot raise once the trace has run them on tensors of the shapes a
 guards pin: their errors (shapes that do not broadcast, a dtype an op refuses) were the trace's
 own.  ``SHAPE_DECIDED`` lists such ops by name.  An op not in it may raise for its values, and so
 may one in it that indexes by a tensor (an index out of range; a mask whose count of True values
-must match) or divides integers (by zero).  Errors no op can rule out (memory, an interrupt) are
+must match) or divides integers (by zero) or raises them to a power (a negative one).  Errors no op can rule out (memory, an interrupt) are
 not the program's and are not reproduced by a re-run either.
 """
 
@@ -38,8 +38,9 @@ SHAPE_DECIDED = frozenset("""
     outer dot vdot mv normalize cosine_similarity getattr
 """.split())
 
-# Division and remainder of integers raise on a zero divisor (eager: "ZeroDivisionError").
-_DIVIDES = frozenset("truediv itruediv div div_ floordiv floor_divide remainder fmod mod".split())
+# Of integers, these raise for some values: a division by zero ("ZeroDivisionError"), a negative
+# power ("Integers to negative integer powers are not allowed").
+_INTEGER_HAZARDS = frozenset("truediv itruediv div div_ floordiv floor_divide remainder fmod mod pow".split())
 
 
 def may_raise_on_values(node: fx.Node, name: str) -> bool:
@@ -49,7 +50,7 @@ def may_raise_on_values(node: fx.Node, name: str) -> bool:
         return True
     if name in ("getitem", "setitem") and _has_tensor(node.args[1:2]):
         return True
-    if name in _DIVIDES or node.kwargs.get("rounding_mode") is not None:
+    if name in _INTEGER_HAZARDS or node.kwargs.get("rounding_mode") is not None:
         return not all(_floating(a) for a in (*node.args[:2], node.meta.get("example_value")) if _tensor_like(a))
     return False
 

@@ -83,6 +83,8 @@ def _nodes(fn, *args):
     (lambda x, y: torch.div(x, y, rounding_mode="floor"), (torch.randn(3), torch.randn(3)), "div", False),
     (lambda x: torch.linalg.cholesky(x @ x.T), (torch.randn(3, 3),), "linalg_cholesky", True),
     (lambda x: x.softmax(-1).sum(), (torch.randn(3),), "softmax", False),
+    (lambda x, y: x ** y, (torch.tensor([2, 3]), torch.tensor([1, 2])), "pow", True),
+    (lambda x, y: x ** y, (torch.randn(2), torch.randn(2)), "pow", False),
 ])
 def test_which_ops_may_raise_for_their_values(fn, args, name, may_raise):
     node = _nodes(fn, *args)[name]
