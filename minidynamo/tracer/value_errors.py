@@ -35,12 +35,13 @@ SHAPE_DECIDED = frozenset("""
     full_like empty_like eq ne lt le gt ge logical_and logical_or logical_not
     tensor zeros ones full empty eye arange linspace rand randn rand_like randn_like
     nan_to_num long int bool isnan isinf isfinite any all max min argmax argmin sort argsort topk
-    outer dot vdot mv normalize cosine_similarity getattr
+    outer dot vdot mv normalize cosine_similarity getattr as_tensor t_ transpose_ unsqueeze_ squeeze_
+    floordiv floor_divide remainder fmod mod ifloordiv imod
 """.split())
 
 # Of integers, these raise for some values: a division by zero ("ZeroDivisionError"), a negative
 # power ("Integers to negative integer powers are not allowed").
-_INTEGER_HAZARDS = frozenset("truediv itruediv div div_ floordiv floor_divide remainder fmod mod pow".split())
+_INTEGER_HAZARDS = frozenset("truediv itruediv div div_ floordiv floor_divide remainder fmod mod ifloordiv imod pow".split())
 
 
 def may_raise_on_values(node: fx.Node, name: str) -> bool:

@@ -85,6 +85,8 @@ def _nodes(fn, *args):
     (lambda x: x.softmax(-1).sum(), (torch.randn(3),), "softmax", False),
     (lambda x, y: x ** y, (torch.tensor([2, 3]), torch.tensor([1, 2])), "pow", True),
     (lambda x, y: x ** y, (torch.randn(2), torch.randn(2)), "pow", False),
+    (lambda x, y: x // y, (torch.randn(2), torch.randn(2)), "floordiv", False),
+    (lambda x, y: x % y, (torch.tensor([5, 7]), torch.tensor([2, 3])), "mod", True),
 ])
 def test_which_ops_may_raise_for_their_values(fn, args, name, may_raise):
     node = _nodes(fn, *args)[name]
