@@ -79,8 +79,10 @@ named, every tracker is listed, and each sits under its base class):
      │    ├── GradModeVariable        ctx_managers.py  torch.no_grad() / enable_grad()
      │    ├── SetGradEnabledVariable  ctx_managers.py  torch.set_grad_enabled(mode)
      │    ├── AutocastOffVariable     ctx_managers.py  torch.autocast(..., enabled=False)
+     │    ├── NoEffectBlockVariable   ctx_managers.py  torch._C.DisableTorchFunctionSubclass(): nothing traced changes
      │    └── TorchFunctionModeVariable torch_function_modes.py  a TorchFunctionMode object in a with
      ├── RestoredExit                 ctx_managers.py  the __exit__ of such a block (a user's is a bound method)
+     ├── ProfilerRangeVariable        torch_fns.py     the handle of a record_function range (no profiler runs)
      ├── ExceptionVariable            exception_values.py  an exception the traced code made or raised
      │    └── CaughtExceptionVariable exception_values.py  one raised at run time that a handler handles
      ├── HandledBefore                exception_values.py  what PUSH_EXC_INFO leaves under the exception

@@ -114,6 +114,33 @@ class GradModeFunctionVariable(VariableTracker):
         return result
 
 
+class NoEffectBlockVariable(ContextManagerVariable):
+    """``with torch._C.DisableTorchFunctionSubclass():`` (torch's own ``record_function`` exit
+    runs in one): it turns off ``__torch_function__`` of tensor subclasses, and the trace holds
+    none (its inputs are checked), so the block changes nothing traced.  ``__enter__`` gives None."""
+
+    def __init__(self, klass):
+        super().__init__()
+        self.klass = klass
+
+    def python_type(self):
+        return self.klass
+
+    def enter(self, tx):
+        return ConstantVariable(None)
+
+    def exit_callable(self):
+        return _NoEffectExit()
+
+
+class _NoEffectExit(VariableTracker):
+    def call_function(self, tx, args, kwargs):
+        return ConstantVariable(None)
+
+
+NO_EFFECT_BLOCKS = (torch._C.DisableTorchFunctionSubclass,)
+
+
 class RestoredExit(VariableTracker):
     """The ``__exit__`` of a block the compiled code unwinds itself if the graph raises (see the
     module docstring): a run-time error needs no re-run for its sake (try_blocks.py)."""

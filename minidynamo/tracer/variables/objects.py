@@ -231,10 +231,12 @@ class ClassVariable(KnownObjectVariable):
         from .dicts import DictVariable
 
         klass = self.value
-        from .ctx_managers import GRAD_MODE_CLASSES, GradModeVariable
+        from .ctx_managers import GRAD_MODE_CLASSES, NO_EFFECT_BLOCKS, GradModeVariable, NoEffectBlockVariable
 
         if klass in GRAD_MODE_CLASSES and not args and not kwargs:
             return GradModeVariable(GRAD_MODE_CLASSES[klass])
+        if klass in NO_EFFECT_BLOCKS and not args and not kwargs:
+            return NoEffectBlockVariable(klass)
         if klass is torch.set_grad_enabled:
             from .ctx_managers import SetGradEnabledVariable
 

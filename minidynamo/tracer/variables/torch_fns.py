@@ -14,7 +14,7 @@ import torch
 import guards as G
 from ...exc import Unsupported
 from ..meta import FACTORIES
-from .base import KnownObjectVariable, describe
+from .base import KnownObjectVariable, VariableTracker, describe
 from .constant import ConstantVariable
 
 # Modules whose functions are tensor operations we may put in the graph.
@@ -58,6 +58,13 @@ AUTOCAST_QUERIES = {torch.is_autocast_enabled, torch._C._is_any_autocast_enabled
 
 # Telemetry with no effect on results: skipped.
 IGNORED_CALLS = {torch._C._log_api_usage_once}
+
+# The profiler's range markers (``torch.profiler.record_function``'s enter and exit): no effect on
+# results, and none at all while no profiler runs (guarded), so traced as nothing.  What enter
+# gives is a handle only exit takes (``ProfilerRangeVariable``).
+_profiler_ops = torch.ops.profiler
+PROFILER_RANGE_ENTERS = (_profiler_ops._record_function_enter_new, _profiler_ops._record_function_enter)
+PROFILER_RANGE_EXITS = (_profiler_ops._record_function_exit, _profiler_ops._record_function_exit._RecordFunction)
 
 # Pure functions of constants (no tensors): evaluated at trace time.
 CONSTANT_FUNCTIONS = {torch.device, torch.Size, torch.finfo, torch.iinfo,
@@ -189,6 +196,11 @@ class TorchFunctionVariable(KnownObjectVariable):
             from .functions import UserFunctionVariable   # Python helper on non-tensors: run its code
 
             return UserFunctionVariable(fn, self.source).call_function(tx, args, kwargs)
+        if any(fn is op for op in PROFILER_RANGE_ENTERS + PROFILER_RANGE_EXITS):
+            tx.output.add_guard(G.torch_state_match("autograd._profiler_enabled", False))
+            if torch.autograd._profiler_enabled():
+                raise Unsupported("a profiler range while the profiler runs")
+            return ProfilerRangeVariable() if any(fn is op for op in PROFILER_RANGE_ENTERS) else ConstantVariable(None)
         if not tensors_in and not _hashable_in(fn, FACTORIES) and not aten_binding(fn):
             raise Unsupported(f"{describe(fn)} called without tensor arguments (may have side effects)")
         if fn is torch.Tensor.item or getattr(fn, "__name__", "") in ("item", "tolist"):
@@ -211,3 +223,8 @@ class TorchFunctionVariable(KnownObjectVariable):
         return f"TorchFunctionVariable({describe(self.value)})"
 
 
+class ProfilerRangeVariable(VariableTracker):
+    """The handle a profiler range's enter gives and its exit takes: nothing else may use it."""
+
+    def python_type(self):
+        return torch.ScriptObject
