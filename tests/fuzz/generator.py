@@ -47,6 +47,9 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "ints and tensors (setitem, index_copy_, +=, zero_), a python position advanced, a "
                                     "tensor attribute grown by cat and rebound, read back in slices; between calls "
                                     "buffers refilled, replaced, retyped, the position reset"),
+    "nn_layers":       (0.8, False, "torch.nn layers on two columns of a tensor: Linear, LayerNorm, BatchNorm1d and "
+                                    "GroupNorm (running statistics in training mode), Embedding, Dropout, GRU, "
+                                    "Conv1d; between calls train()/eval(), momentum, weights scaled in place"),
     "module_tree":     (0.8, False, "a nested model (ModuleList, ModuleDict, Sequential, ParameterList): called, its "
                                     "containers iterated, indexed, counted, its parameters() summed; between calls "
                                     "submodules appended, replaced, deleted, patched (forward, __class__), parameters "
@@ -439,6 +442,15 @@ CACHE_PRELUDE = ("buffer_updates", '''class Cache(torch.nn.Module):
         return self.store[row]
 
 CACHE = Cache()''')
+
+
+# Added to the prelude of programs that use the ``nn_layers`` feature.
+LAYERS_PRELUDE = ("nn_layers", '''torch.manual_seed(0)
+LAYERS = torch.nn.ModuleDict({
+    "lin": torch.nn.Linear(2, 3), "ln": torch.nn.LayerNorm(2), "bn": torch.nn.BatchNorm1d(2),
+    "gn": torch.nn.GroupNorm(1, 2), "emb": torch.nn.Embedding(5, 3), "drop": torch.nn.Dropout(0.25),
+    "gru": torch.nn.GRU(2, 3, batch_first=True), "conv": torch.nn.Conv1d(1, 2, 2),
+})''')
 
 
 # Added to the prelude of programs that use the ``user_raise`` feature.
@@ -1098,6 +1110,28 @@ class Gen:
             f"{t} + CACHE.store.sum()", f"torch.where(CACHE.store[:{t}.shape[0], :{t}.shape[1]] > 0, {t}, -{t})",
             f"{t} + (CACHE.history.mean() if CACHE.history is not None else 0.0)",
             f"{t} * CACHE.store[CACHE.pos % 6, :{t}.shape[1]]"]), "t")
+
+    def s_nn_layers(self):
+        r = self.rng
+        t = self.pick(self.tensors(lambda s: s == ("B", "C")))
+        two = f"{t}[:, :2]"
+        c = r.random()
+        if c < 0.25:
+            return self.assign(None, ("T", ("B", "2")), r.choice([
+                f"LAYERS['ln']({two})", f"LAYERS['bn']({two})", f"LAYERS['gn']({two})",
+                f"LAYERS['drop']({two})", f"LAYERS['ln']({two} * 100 + 50)"]), "t")
+        if c < 0.5:
+            return self.assign(None, ("T", ("B", "3")), r.choice([
+                f"LAYERS['lin']({two})", f"LAYERS['emb'](({two}.abs() * 2).long().clamp(max=4)).sum(1)",
+                f"LAYERS['gru']({two}.unsqueeze(1))[0][:, 0]", f"LAYERS['lin'](LAYERS['ln']({two}))"]), "t")
+        if c < 0.6:
+            return self.assign(None, ("T", ("B", "2", "1")), f"LAYERS['conv']({two}.unsqueeze(1))", "t")
+        if c < 0.7:
+            return Stmt([r.choice(["LAYERS['bn'].momentum = 0.5", "LAYERS.train(not LAYERS.training)",
+                                   "LAYERS['bn'].num_batches_tracked.zero_()"])])
+        return self.assign(None, ("T", ("2",)), r.choice([
+            "LAYERS['bn'].running_mean * 1", "LAYERS['bn'].running_var + 0", "LAYERS['ln'].weight * 2",
+            f"LAYERS['bn']({two}).mean(0)"]), "t")
 
     def s_global_stores(self):
         r = self.rng
@@ -1903,6 +1937,11 @@ MUTATIONS: dict[str, list[str]] = {
         "CACHE.register_buffer('count', torch.tensor(3))", "CACHE.count.zero_()",
         "CACHE.history = torch.arange(3.0)",
     ],
+    "nn_layers": [
+        "LAYERS.eval()", "LAYERS.train()", "LAYERS['bn'].momentum = None", "LAYERS['bn'].reset_running_stats()",
+        "with torch.no_grad():\n    LAYERS['lin'].weight.mul_(2)", "LAYERS['drop'].p = 0.0",
+        "LAYERS['ln'].eps = 1e-2", "LAYERS['bn'].track_running_stats = False",
+    ],
     "module_tree": [
         "NET.blocks.append(Affine(0.3, 0.2))", "NET.blocks[1] = torch.nn.Sigmoid()",
         "if len(NET.blocks) > 1:\n    del NET.blocks[0]", "NET.blocks.insert(0, torch.nn.ReLU())",
@@ -2008,5 +2047,6 @@ def generate(seed: int, index: int, features: frozenset = ALL_FEATURES) -> Progr
     params = ("x", "y", "n") + (("xs",) if g.with_xs else ()) + (("ts",) if g.with_ts else ())
     prelude = list(PRELUDE) + ([ITER_PRELUDE] if "iter_functional" in used else []) + \
         ([CTX_PRELUDE] if "user_ctx" in used else []) + ([RAISE_PRELUDE] if "user_raise" in used else []) + \
-        ([NET_PRELUDE] if "module_tree" in used else []) + ([CACHE_PRELUDE] if "buffer_updates" in used else [])
+        ([NET_PRELUDE] if "module_tree" in used else []) + ([CACHE_PRELUDE] if "buffer_updates" in used else []) + \
+        ([LAYERS_PRELUDE] if "nn_layers" in used else [])
     return Program(seed, index, prelude, body, ret, steps, used, set(g.globals_declared), params)
