@@ -79,6 +79,19 @@ def test_walks_trace_in_one_graph_and_agree(fn):
     compiled_twice(fn, lambda: (torch.randn(2, 3),))
 
 
+TWICE = nn.Module()
+TWICE.first = TWICE.second = NET.seq
+
+
+def children_of_a_module_holding_one_child_twice(x):
+    return x * len(list(TWICE.children())), [name for name, _ in TWICE.named_children()]
+
+
+def test_a_child_held_twice_is_walked_once():
+    """``named_children()`` yields a module under its first name only (as ``named_modules()``)."""
+    compiled_twice(children_of_a_module_holding_one_child_twice, lambda: (torch.randn(2, 3),))
+
+
 def test_len_of_a_walk_raises_as_in_eager():
     def f(x):
         return x * len(NET.parameters())

@@ -416,13 +416,25 @@ class NNModuleVariable(VariableTracker):
         from .iterators import made_by
 
         if name in ("children", "named_children"):
-            found = self.children(tx)
+            found = self._distinct_children(tx)
         elif name in ("modules", "named_modules"):
             found = self._submodules(tx)
         else:
             found = self._members(tx, "_parameters" if "parameters" in name else "_buffers")
         items = [TupleVariable([ConstantVariable(k), v]) if name.startswith("named") else v for k, v in found]
         return made_by(IteratorVariable(items, types.GeneratorType), operator.methodcaller(name), self)
+
+    def _distinct_children(self, tx):
+        """``named_children()``: each child once (one module under two names is yielded under
+        the first; which ones are one object: guarded)."""
+        seen, found = set(), []
+        for key, child in self.children(tx):
+            if self.by_structure or child.by_structure:
+                tx.output.note_object_identity(child.source, child.value)
+            if id(child.value) not in seen:
+                seen.add(id(child.value))
+                found.append((key, child))
+        return found
 
     def _submodules(self, tx):
         """``named_modules()`` as nn.Module computes it: the module itself, then each child's
