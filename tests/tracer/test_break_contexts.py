@@ -2,6 +2,7 @@
 over several calls: values, ``requires_grad``, grad mode inside and after the block."""
 
 import dis
+import threading
 
 import pytest
 import torch
@@ -188,9 +189,12 @@ def test_autocast_the_eager_instruction_switches_inside_a_block_holds_until_its_
 
 
 # -- a resume function whose code keeps a handler it can no longer enter ----------------------------
+INNER_LOCK = threading.Lock()
+
+
 def exits_a_block_the_trace_cannot_run_then_raises(x, i):
     with torch.set_grad_enabled(False):
-        with torch.autograd.profiler.record_function("inner"):   # breaks at its with and its exit
+        with INNER_LOCK:                                          # breaks at its with and its exit
             y = torch.cat([x, x], dim=1)
         z = x[i]                                                  # out of range on some calls
     return y, z
