@@ -22,9 +22,10 @@ tracing, ``minidynamo.tracer.eager_checks``).
 And special values: the ops whose lowering treats a NaN or an infinity otherwise than eager's
 kernels (``argmax`` and ``argmin`` point elsewhere, ``max(dim)`` and ``cummax`` give other
 indices or values, ``threshold`` replaces a NaN eager keeps, ``logsumexp`` of ``inf`` is NaN,
-``%`` and ``//`` by or of an infinity; the max and min reductions and max pools too when the
-runtime could not be told to propagate NaN, ``device.reductions_propagate_nan``) add the flag
-"no NaN (or no infinity) in the input" (``_SPECIAL_VALUES``). (A NaN converted to an integer
+``%`` and ``//`` by or of an infinity, ``sort`` and its kin put a negative NaN first; the max and
+min reductions and max pools too when the runtime could not be told to propagate NaN,
+``device.reductions_propagate_nan``) add the flag "no NaN (or no infinity) in the input"
+(``_SPECIAL_VALUES``). (A NaN converted to an integer
 type is left alone: the value is undefined in C++, eager's kernels give whatever the CPU gives.)
 
 And the data a backward will read (``require_finite``): on a training path every tensor saved
@@ -247,10 +248,17 @@ def _square_finite(t):
 # argmax of [1, nan] points at 1, logsumexp of [inf, 1] is nan, logsigmoid(-inf) is nan,
 # 3 % inf is nan and inf // 2 is inf where eager gives 3 and nan, softshrink(nan) is 0,
 # gelu(inf) is inf where eager's kernel gives nan).
+# XLA's sort orders floats by their bits: a NaN whose sign bit is set (``sigmoid`` of a NaN gives
+# one) comes before every number; eager's kernels order every NaN above every number.
+_SORTS = tuple(getattr(getattr(aten, name), overload) for name, overload in (
+    ("sort", "default"), ("sort", "stable"), ("argsort", "default"), ("argsort", "stable"),
+    ("topk", "default"), ("kthvalue", "default"), ("median", "default"), ("median", "dim"),
+    ("msort", "default"), ("mode", "default")) if hasattr(getattr(aten, name, None), overload))
+
 _SPECIAL_VALUES = {
     **dict.fromkeys((aten.argmax.default, aten.argmin.default, aten.max.dim, aten.min.dim,
                      aten.cummax.default, aten.cummin.default, aten.threshold.default,
-                     aten.threshold_.default, aten.softshrink.default, aten.hardshrink.default),
+                     aten.threshold_.default, aten.softshrink.default, aten.hardshrink.default) + _SORTS,
                     (_not_nan, (0,))),
     **dict.fromkeys((aten.logsumexp.default, aten.log_sigmoid_forward.default, aten.gelu.default,
                      aten.gelu_.default), (torch.isfinite, (0,))),

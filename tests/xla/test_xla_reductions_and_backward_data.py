@@ -20,6 +20,8 @@ X51 ``sort`` of -0.0 and 0.0 (XLA orders them, eager treats them as equal)
 X52 signed zeros: ``relu``/``clamp``/``hardtanh``/``elu``/``softshrink`` of -0.0 gave 0.0 (eager's
     kernels compare and keep x), ``sign(-0.0)`` -0.0 (eager 0.0), ``x + 0`` kept -0.0 (XLA's
     simplifier drops the addition)
+X74 ``sort`` and its kin (``argsort``, ``topk``, ``kthvalue``, ``median``) put a NaN whose sign bit
+    is set first (XLA orders by the bits; eager puts every NaN last)
 X53 trace_once training: an in-place op on a slice of an intermediate (``t[:, 1:].fill_(w)``)
     got the wrong gradient (the recorded backward wrote through an ``as_strided`` view, which
     torch_xla writes to other elements)
@@ -502,3 +504,29 @@ def test_lerp_takes_eagers_form_for_large_weights(backend, case):
     f = LERPS[case]
     x, y = torch.tensor([1e10, 3.0, -2.0]), torch.tensor([1.0, 1e-9, 5.0])
     assert_same(minidynamo.optimize(backend)(f)(x, y), f(x, y))
+
+
+# --- X74: sort and its kin order a NaN by its bits (a negative NaN first) ----------------------------
+
+SORTS_ON_NAN = {
+    "argsort": lambda x: x.argsort(dim=1),
+    "sort": lambda x: x.sort(dim=1, stable=True),
+    "topk": lambda x: x.topk(2, dim=1),
+    "kthvalue": lambda x: x.kthvalue(3, dim=1),
+    "median": lambda x: x.median(dim=1),
+    "scatter by argsort": lambda x: torch.zeros_like(x).scatter_add(1, x.argsort(dim=1), x),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", SORTS_ON_NAN)
+def test_sorting_a_nan_answers_as_eager(backend, case):
+    """Fuzz seed 345 i16: XLA's sort orders floats by their bits, so a NaN whose sign bit is set
+    (``sigmoid`` of a NaN gave one) came first; eager orders every NaN above every number. A
+    call whose sort meets a NaN runs eagerly."""
+    op = SORTS_ON_NAN[case]
+    x = torch.tensor([[0.4983, 0.8650, 0.8823, 1.4375], [-float("nan"), 0.4679, 1.3298, 0.8904],
+                      [0.3270, 0.8677, 0.3548, float("nan")]])
+    torch.testing.assert_close(minidynamo.optimize(backend)(op)(x.clone()), op(x.clone()), equal_nan=True)
+    finite = x.nan_to_num(2.0)
+    torch.testing.assert_close(minidynamo.optimize(backend)(op)(finite.clone()), op(finite.clone()))
