@@ -196,11 +196,12 @@ class TorchFunctionVariable(KnownObjectVariable):
             from .functions import UserFunctionVariable   # Python helper on non-tensors: run its code
 
             return UserFunctionVariable(fn, self.source).call_function(tx, args, kwargs)
-        if any(fn is op for op in PROFILER_RANGE_ENTERS + PROFILER_RANGE_EXITS):
-            tx.output.add_guard(G.torch_state_match("autograd._profiler_enabled", False))
+        marker = _profiler_range_marker(fn)
+        if marker is not None:
             if torch.autograd._profiler_enabled():
                 raise Unsupported("a profiler range while the profiler runs")
-            return ProfilerRangeVariable() if any(fn is op for op in PROFILER_RANGE_ENTERS) else ConstantVariable(None)
+            tx.output.add_guard(G.torch_state_match("autograd._profiler_enabled", False))
+            return ProfilerRangeVariable() if marker == "enter" else ConstantVariable(None)
         if not tensors_in and not _hashable_in(fn, FACTORIES) and not aten_binding(fn):
             raise Unsupported(f"{describe(fn)} called without tensor arguments (may have side effects)")
         if fn is torch.Tensor.item or getattr(fn, "__name__", "") in ("item", "tolist"):
@@ -221,6 +222,15 @@ class TorchFunctionVariable(KnownObjectVariable):
 
     def __repr__(self):
         return f"TorchFunctionVariable({describe(self.value)})"
+
+
+def _profiler_range_marker(fn):
+    """"enter" or "exit" for the profiler's range markers, else None."""
+    if any(fn is op for op in PROFILER_RANGE_ENTERS):
+        return "enter"
+    if any(fn is op for op in PROFILER_RANGE_EXITS):
+        return "exit"
+    return None
 
 
 class ProfilerRangeVariable(VariableTracker):
