@@ -275,8 +275,8 @@ def _why_rerun(graph: torch.fx.Graph, output, replays) -> Optional[str]:
     if not replays or first_at is None:
         return None
     for node in list(graph.nodes)[first_at:]:
-        if node.op == "call_module" or node.op in ("call_function", "call_method") and not _switches_state(node) \
-                and may_raise_on_values(node, _target_name(node)):
+        if node.op == "call_module" or (node.op in ("call_function", "call_method") and not _switches_state(node)
+                                        and may_raise_on_values(node, _target_name(node))):
             return (f"the frame changes Python state before the tensor op {_target_name(node)}: if that op "
                     "raised at run time, only a re-run reproduces eager's partial effects")
     return None

@@ -10,8 +10,9 @@ Yet most ops cannot raise once the trace has run them on tensors of the shapes a
 guards pin: their errors (shapes that do not broadcast, a dtype an op refuses) were the trace's
 own.  ``SHAPE_DECIDED`` lists such ops by name.  An op not in it may raise for its values, and so
 may one in it that indexes by a tensor (an index out of range; a mask whose count of True values
-must match) or divides integers (by zero) or raises them to a power (a negative one).  Errors no op can rule out (memory, an interrupt) are
-not the program's and are not reproduced by a re-run either.
+must match), divides integers (by zero) or raises them to a power (a negative one).  Errors no
+op can rule out (memory, an interrupt) are not the program's, and a re-run would not reproduce
+them either.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ SHAPE_DECIDED = frozenset("""
 
 # Of integers, these raise for some values: a division by zero ("ZeroDivisionError"), a negative
 # power ("Integers to negative integer powers are not allowed").
-_INTEGER_HAZARDS = frozenset("truediv itruediv div div_ floordiv floor_divide remainder fmod mod ifloordiv imod pow".split())
+_INTEGER_HAZARDS = frozenset("""
+    truediv itruediv div div_ floordiv floor_divide remainder fmod mod ifloordiv imod pow
+""".split())
 
 
 def may_raise_on_values(node: fx.Node, name: str) -> bool:
