@@ -1131,7 +1131,7 @@ class Gen:
                                    "LAYERS['bn'].num_batches_tracked.zero_()"])])
         return self.assign(None, ("T", ("2",)), r.choice([
             "LAYERS['bn'].running_mean * 1", "LAYERS['bn'].running_var + 0", "LAYERS['ln'].weight * 2",
-            f"LAYERS['bn']({two}).mean(0)"]), "t")
+            f"LAYERS['bn']({two}).abs().mean(0)"]), "t")   # (a plain mean of a norm's output cancels to 0)
 
     def s_global_stores(self):
         r = self.rng
