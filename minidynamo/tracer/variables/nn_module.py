@@ -427,14 +427,18 @@ class NNModuleVariable(VariableTracker):
     def _distinct_children(self, tx):
         """``named_children()``: each child once (one module under two names is yielded under
         the first; which ones are one object: guarded)."""
-        seen, found = set(), []
-        for key, child in self.children(tx):
-            if self.by_structure or child.by_structure:
-                tx.output.note_object_identity(child.source, child.value)
-            if id(child.value) not in seen:
-                seen.add(id(child.value))
-                found.append((key, child))
-        return found
+        seen: set = set()
+        return [(key, child) for key, child in self.children(tx) if self._first_visit(tx, child, seen)]
+
+    def _first_visit(self, tx, module_vt, seen: set) -> bool:
+        """Whether a walk meets ``module_vt`` for the first time (nn.Module's walks skip a module
+        met before); which modules are one object is guarded when identity is not."""
+        if self.by_structure or module_vt.by_structure:
+            tx.output.note_object_identity(module_vt.source, module_vt.value)
+        if id(module_vt.value) in seen:
+            return False
+        seen.add(id(module_vt.value))
+        return True
 
     def _submodules(self, tx):
         """``named_modules()`` as nn.Module computes it: the module itself, then each child's
@@ -445,11 +449,8 @@ class NNModuleVariable(VariableTracker):
         seen, found = set(), []
 
         def walk(module_vt, prefix):
-            if self.by_structure or module_vt.by_structure:
-                tx.output.note_object_identity(module_vt.source, module_vt.value)
-            if id(module_vt.value) in seen:
+            if not self._first_visit(tx, module_vt, seen):
                 return
-            seen.add(id(module_vt.value))
             found.append((prefix, module_vt))
             for key, child in module_vt.children(tx):
                 walk(child, prefix + ("." if prefix else "") + key)
