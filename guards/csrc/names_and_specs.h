@@ -24,6 +24,8 @@ enum Outcome { NO = 0, YES = 1, ASK_PYTHON = 2 };
 
 // ---------------------------------------------------------------------------------- specs
 
+constexpr size_t kMaxTailWords = 4;
+
 /* Up to kInlineDims sizes or strides live inside the spec (no pointer to chase while checking);
  * more spill to the heap. */
 constexpr size_t kInlineDims = 6;
@@ -53,6 +55,10 @@ struct Spec {
     bool direct = false;                // the type allows reading the TensorImpl
     c10::Device device_value{c10::kCPU};
     Dims sizes_value, strides_value;
+    // The last plain TensorImpl that matched, as the words of its dtype, device, flags and
+    // dispatch keys (see impl_words.h): a tensor whose words are these matches but for requires_grad.
+    bool seen = false;
+    uint64_t seen_tail[kMaxTailWords] = {};
     PyObject *dtype = nullptr;          // a torch.dtype (compared by identity)
     PyObject *device = nullptr;         // a torch.device (compared with ==)
     PyObject *sizes = nullptr;          // tuple of ints

@@ -51,9 +51,8 @@ inline bool requires_grad(const c10::TensorImpl *impl, const c10::AutogradMetaIn
     return impl->requires_grad();
 }
 
-/* The TensorImpl's answer, or ASK_PYTHON when a getter might answer differently. */
-Outcome match_direct(const Spec &spec, PyObject *tensor, const c10::TensorImpl *impl,
-                     const c10::AutogradMetaInterface *meta) {
+/* The TensorImpl's answer, field by field, or ASK_PYTHON when a getter might answer differently. */
+Outcome match_fields(const Spec &spec, const c10::TensorImpl *impl, const c10::AutogradMetaInterface *meta) {
     if (impl->is_python_dispatch() || impl->has_symbolic_sizes_strides())
         return ASK_PYTHON;
     if (impl->dtype().toScalarType() != spec.scalar_type)
@@ -75,6 +74,17 @@ Outcome match_direct(const Spec &spec, PyObject *tensor, const c10::TensorImpl *
         return NO;
     }
     return shape->device() == spec.device_value ? YES : NO;
+}
+
+/* The TensorImpl's answer, or ASK_PYTHON when a getter might answer differently: the kept words
+ * when they stand for the fields (impl_words.h), else the fields, keeping the words of a pass. */
+Outcome match_direct(Spec &spec, const c10::TensorImpl *impl, const c10::AutogradMetaInterface *meta) {
+    if (spec.seen && seen_before(spec, impl))
+        return requires_grad(impl, meta) == spec.requires_grad_value ? YES : NO;
+    Outcome outcome = match_fields(spec, impl, meta);
+    if (outcome == YES && words_apply(impl))
+        keep_tail(spec, impl);
+    return outcome;
 }
 
 /* `a == b` as a condition in Python: rich comparison, then truth. 1, 0, or -1 on error. */
@@ -120,14 +130,14 @@ int match_python(const Spec &spec, PyObject *tensor) {
 
 /* 1 when `tensor` matches `spec`, else 0 (a Python error counts as a mismatch).  `impl` is the
  * tensor's TensorImpl when the direct read applies (see direct_impl), else nullptr. */
-int spec_matches(const Spec &spec, PyObject *tensor, const c10::TensorImpl *impl,
+int spec_matches(Spec &spec, PyObject *tensor, const c10::TensorImpl *impl,
                  const c10::AutogradMetaInterface *meta) {
     if (reinterpret_cast<PyObject *>(Py_TYPE(tensor)) != spec.type)
         return 0;
     if (impl != nullptr) {
         Outcome outcome = ASK_PYTHON;
         try {
-            outcome = match_direct(spec, tensor, impl, meta);
+            outcome = match_direct(spec, impl, meta);
         } catch (...) {   // e.g. strides of a sparse tensor: let Python say what it says
             outcome = ASK_PYTHON;
         }
@@ -157,13 +167,21 @@ inline void prefetch_lines(const void *object, size_t bytes) {
         __builtin_prefetch(start + offset);
 }
 
-/* Every tensor matches its spec.  The checks are short and the loads are not, so they run in
- * two passes over blocks of tensors: the first finds each tensor's TensorImpl (the objects' loads
- * are independent of one another, so they overlap) and asks for its lines; the second checks,
- * by then reading lines already on their way. */
+/* Ask for the lines requires_grad() reads of a plain meta: its vtable and requires_grad_ (only
+ * addresses are computed here: a prefetch reads nothing and cannot fault). */
+inline void prefetch_meta(const c10::AutogradMetaInterface *meta) {
+    __builtin_prefetch(meta);
+    __builtin_prefetch(&static_cast<const torch::autograd::AutogradMeta *>(meta)->requires_grad_);
+}
+
+/* Every tensor matches its spec.  The checks are short and the loads are not: each hangs off the
+ * one before (Python object -> TensorImpl -> autograd meta).  So they run in three passes over
+ * blocks of tensors: the first finds each tensor's TensorImpl and asks for its lines, the second
+ * reads each impl's meta and asks for its lines, the third checks, reading lines already on their
+ * way.  Within a pass the tensors' loads are independent of one another, so they overlap. */
 constexpr size_t kBlock = 32;
 
-bool all_match(const std::vector<Spec> &specs, PyObject *const *tensors, const Py_ssize_t *index) {
+bool all_match(std::vector<Spec> &specs, PyObject *const *tensors, const Py_ssize_t *index) {
     bool mode_active = at::impl::torch_function_mode_enabled();
     size_t n = specs.size();
     auto at = [&](size_t i) { return tensors[index ? index[i] : i]; };
@@ -176,9 +194,14 @@ bool all_match(const std::vector<Spec> &specs, PyObject *const *tensors, const P
             if (impl != nullptr)
                 prefetch_lines(impl, sizeof(c10::TensorImpl));
         }
+        const c10::AutogradMetaInterface *metas[kBlock];
         for (size_t k = 0; k < count; k++) {
-            const c10::TensorImpl *impl = impls[k];
-            if (!spec_matches(specs[start + k], at(start + k), impl, impl != nullptr ? impl->autograd_meta() : nullptr))
+            metas[k] = impls[k] != nullptr ? autograd_meta_of(impls[k]) : nullptr;
+            if (metas[k] != nullptr)
+                prefetch_meta(metas[k]);
+        }
+        for (size_t k = 0; k < count; k++) {
+            if (!spec_matches(specs[start + k], at(start + k), impls[k], metas[k]))
                 return false;
         }
     }

@@ -78,6 +78,16 @@ PyObject *TensorMatch_direct(PyObject *self_obj, PyObject *unused) {
     return flags;
 }
 
+PyObject *TensorMatch_seen(PyObject *self_obj, PyObject *unused) {
+    auto *self = reinterpret_cast<TensorMatch *>(self_obj);
+    PyObject *flags = PyTuple_New(self->count);
+    if (flags == nullptr)
+        return nullptr;
+    for (Py_ssize_t i = 0; i < self->count; i++)
+        PyTuple_SET_ITEM(flags, i, PyBool_FromLong((*self->specs)[i].seen));
+    return flags;
+}
+
 PyMemberDef TensorMatch_members[] = {
     {"count", T_PYSSIZET, offsetof(TensorMatch, count), READONLY, "number of tensors checked"},
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(TensorMatch, vectorcall), READONLY, nullptr},
@@ -87,6 +97,8 @@ PyMemberDef TensorMatch_members[] = {
 PyMethodDef TensorMatch_methods[] = {
     {"direct", TensorMatch_direct, METH_NOARGS,
      "direct() -> tuple of bool: per spec, whether its type lets the TensorImpl be read directly"},
+    {"seen", TensorMatch_seen, METH_NOARGS,
+     "seen() -> tuple of bool: per spec, whether it keeps a passing tensor's words (impl_words.h)"},
     {nullptr},
 };
 
