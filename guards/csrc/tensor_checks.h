@@ -60,15 +60,16 @@ Outcome match_fields(const Spec &spec, const c10::TensorImpl *impl, const c10::A
     if (requires_grad(impl, meta) != spec.requires_grad_value)
         return NO;
     // A functional wrapper (torch_xla's device tensors; torch knows one by this key) answers
-    // sizes, strides and device with the wrapped tensor's, each through a virtual call: ask
-    // the wrapped tensor directly (a fifth of a device tensor's check).
+    // sizes, strides, contiguity and device with the wrapped tensor's, each through a virtual
+    // call: ask the wrapped tensor directly (a fifth of a device tensor's check).
     const c10::TensorImpl *shape = impl;
     if (impl->key_set().has(c10::DispatchKey::Functionalize))
         shape = static_cast<const at::FunctionalTensorWrapper *>(impl)->value().unsafeGetTensorImpl();
     if (!same_ints(shape->sizes(), spec.sizes_value))   // a custom-sizes tensor may throw: Python then
         return NO;
     if (spec.by_contiguity) {
-        if (!impl->is_contiguous() || impl->layout() != c10::kStrided)   // mkldnn says contiguous too
+        // (the layout is the wrapper's own: mkldnn says contiguous too)
+        if (!shape->is_contiguous() || impl->layout() != c10::kStrided)
             return NO;
     } else if (!same_ints(shape->strides(), spec.strides_value)) {
         return NO;
