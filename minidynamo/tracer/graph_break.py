@@ -75,6 +75,7 @@ from .capture import Templates
 from .exceptions import exception_entries
 from .translator import decoded
 from .variables.base import BoundMethodVariable, NullVariable, VariableTracker
+from .variables.constant import ConstantMethodVariable
 from .variables.containers import IteratorVariable
 from .variables import iterator_rebuild
 from .variables.iterators import hands_over_live, live_containers, rest_of
@@ -376,7 +377,8 @@ class BreakTemplates(Templates):
     """Templates of the values handed over at a break: besides what a return value may be,
     any value with a source is re-read from the frame (the very same object, its pending
     attribute changes replayed), a graph input tensor is passed through as itself, a bound
-    method is bound again to its rebuilt ``self`` (``x.item`` is read again from ``x``; a C
+    method is bound again to its rebuilt ``self`` (``x.item`` is read again from ``x``, and
+    ``"{}".format`` from its string; a C
     slot of ``object``/``dict`` reached by ``super()`` is bound with ``types.MethodType``); a
     function the frame made is made again once per call, as for a return value."""
 
@@ -395,6 +397,8 @@ class BreakTemplates(Templates):
             return ("method", ("const", torch.nn.Module.__call__), self.of(vt.module_vt))
         if isinstance(vt, BoundMethodVariable):              # log.append before log.append(t.item())
             return ("getattr", self.of(vt.obj), vt.name)
+        if isinstance(vt, ConstantMethodVariable):           # "{a}".format_map before its call
+            return ("getattr", self.of(vt.owner), vt.name)
         if isinstance(vt, IteratorVariable) and iterator_rebuild.recipe(vt) is not None:
             return self.once(vt, lambda: iterator_rebuild.template(self, vt))   # iter(e) is e
         if isinstance(vt, BuiltinBaseMethod):                # super().__getattribute__, object.__setattr__

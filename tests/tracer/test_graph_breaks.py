@@ -687,3 +687,15 @@ def test_a_module_imported_in_the_frame_is_handed_over_at_a_break():
         torch.testing.assert_close(opt(x), f(x))
     assert not minidynamo.counters["fallback_reasons"]
     assert minidynamo.counters["compiles"] == 2          # the frame's graph and the resume function's
+
+
+# -- a constant's method on the stack at a break: bound again to the constant ----------------------
+def format_then_break(x):
+    label = "{a}-{b}".format_map({"a": int(x.shape[0]), "b": 2})   # the dict call breaks
+    return x * len(label)
+
+
+def test_a_constants_method_waiting_for_its_call_is_handed_over():
+    report = minidynamo.explain(format_then_break)(torch.ones(3))
+    assert report.fallback_count == 0 and report.graph_break_count == 1
+    torch.testing.assert_close(report.output, format_then_break(torch.ones(3)))
