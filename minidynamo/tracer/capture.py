@@ -24,6 +24,7 @@ from ..exc import MinidynamoError, Unsupported, raised_by_program
 from .builder import wrap
 from .meta import no_dynamo_import
 from .output_graph import OutputGraph, tensor_metadata
+from . import try_blocks
 from .side_effects import DELETED
 from .translator import InstructionTranslator, decoded
 from .value_errors import may_raise_on_values
@@ -121,6 +122,8 @@ def _trace(func, args, stop_at=None, caller_handling=False) -> Capture:
     output.add_guard(G.autocast_match())
     grad_enabled = torch.is_grad_enabled()
     output.side_effects.position = lambda: len(output.root_graph.nodes)
+    if code.co_flags & inspect.CO_VARKEYWORDS:     # every call makes its **kwargs dict anew
+        output.side_effects.private.add(G.LocalSource(names[-1]))
     tx = InstructionTranslator(func, {}, output, G.GlobalSource)
     read = names_read(code)
     tx.locals = {name: wrap(tx, value, G.LocalSource(name)) if name in read else UnreadArgument(G.LocalSource(name))
@@ -176,6 +179,7 @@ def _finish_trace(func, tx, output, frame, grad_enabled, stop_at) -> Capture:
     effects = graph_effects(graph_module.graph)
     rewind = None
     if effects is not None:
+        try_blocks.settle_kernel_handlers(output)
         needs_rerun = _why_rerun(graph_module.graph, output, replays)
         if needs_rerun is not None:
             rewind = draw_devices(graph_module.graph)    # only draws: rewound, the graph can run twice

@@ -53,6 +53,7 @@ class OutputGraph:
         self.caller_handling = False        # the frame's caller handles an exception (capture.py)
         self.guards_none_handled = False    # a guard that it handles none was added (exceptions.py)
         self.needs_rerun: list = []         # why a run-time error must re-run the frame (try_blocks.py)
+        self.kernel_handlers: list = []     # (reason, ops): the same, unless the ops run on stand-ins (try_blocks.py)
         self.known_tensors: list = []       # TensorVariables whose value is known (variables/constant_tensors.py)
         self.python_steps = 0               # instructions traced since the last window check (translator)
         self._nodes_at_window = 0           # graph nodes at the start of that window

@@ -28,7 +28,9 @@ from every other list (dict) of the caller it read, and refused if it is the sam
 Program order.  The replay happens after the whole graph ran.  If the graph raises at run time
 (an index out of range), eager Python would have made exactly the side effects that precede
 the raising op.  ``first_at`` (graph nodes recorded before the first side effect) lets the
-capture decide whether that can be reproduced (see ``capture.graph_effects``).
+capture decide whether that can be reproduced (see ``capture.graph_effects``).  A change to the
+frame's own ``**kwargs`` dict does not count: CPython makes that dict anew for every call, so
+only the frame sees it, unless the frame hands it on, which is a side effect of its own.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class SideEffects:
         self.global_stores: dict = {}      # name -> VT assigned
         self.cell_stores: dict = {}        # index in the frame's closure -> VT assigned
         self.foreign_cells_read = False    # a cell read through another function's __closure__
+        self.private: set = set()          # sources of what only the frame sees: its **kwargs dict
         self.position = None               # () -> graph nodes so far (set by the capture)
         self.first_at = None               # position of the first side effect, if any
         self.count = 0                     # side effects recorded so far (a vmap body must add none)
@@ -87,7 +90,10 @@ class SideEffects:
         self.containers_read[source] = vt
 
     def note_mutated_container(self, vt, what: str):
-        self._note_position()
+        if vt.source in self.private:   # (no one else sees it: an op raising after the change hides nothing)
+            self.count += 1
+        else:
+            self._note_position()
         self.mutated[vt.source] = vt
 
     # -- attributes and globals ---------------------------------------------------------------

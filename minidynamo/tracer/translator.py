@@ -144,10 +144,11 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
             if not handlers and not withs:
                 handler(inst)
             else:
-                nodes_before = len(self.output.graph.nodes)     # inside a try or with body: see try_blocks.py
+                graph = self.output.graph                        # inside a try or with body: see try_blocks.py
+                nodes_before, last_before = len(graph.nodes), next(iter(reversed(graph.nodes)), None)
                 handler(inst)
-                if len(self.output.graph.nodes) != nodes_before:
-                    try_blocks.check_handlers(self, handlers)
+                if len(graph.nodes) != nodes_before:
+                    try_blocks.check_handlers(self, handlers, lambda: try_blocks.ops_after(graph, last_before))
                     try_blocks.check_with_exits(self, withs)
         except ProgramRaises as error:         # the program's own exception: its try may catch it
             if not unwind(self, error, index):

@@ -14,6 +14,9 @@ Rule: if an instruction inside a try body adds graph nodes (directly or through 
 call), every ``try`` handler that would see an exception from that instruction must either
 
 - catch only classes disjoint from those (``except KeyError``, ``except AttributeError``), or
+- catch only errors an op raises for what it is called with (``NotImplementedError``: a kernel
+  missing for the backend, dtype or layout; ``TypeError``), which the guards pin, around ops
+  that each ran once on stand-ins on the real device (``kernel_probe.py``), or
 - be reproduced by a re-run: the finished graph must be free to run twice
   (``capture.graph_effects`` is None).  When such a graph raises an ``Exception`` at call time
   the compiled code re-runs the whole frame eagerly (``convert_frame.make_compiled_fn``), so
@@ -131,9 +134,38 @@ def may_catch_kernel_errors(classes) -> bool:
     return classes is None or any(issubclass(k, c) or issubclass(c, k) for c in classes for k in KERNEL_ERRORS)
 
 
-def check_handlers(tx, chain) -> None:
-    """Graph ops were added inside these try bodies: unless no handler could catch what those
-    ops may raise at call time, the graph must be free to be re-run (see the module docstring)."""
+# What an op raises for what it is called with (a kernel missing for the backend, dtype or
+# layout; an argument of the wrong type), never for the values in its tensors: the guards pin
+# all of that, so on every call an entry serves, such an error comes from the graph either
+# always or never.  kernel_probe.py finds which, once, on stand-ins.
+CALL_ERRORS = (NotImplementedError, TypeError)
+
+
+def catches_only_call_errors(classes) -> bool:
+    return classes is not None and all(issubclass(c, CALL_ERRORS) for c in classes)
+
+
+def ops_after(graph, last) -> list:
+    """The op nodes added to ``graph`` after ``last`` (its last node before; None: it was empty).
+    New nodes are appended, but for placeholders, which go after the last placeholder."""
+    node = last.next if last is not None else next(iter(graph.nodes), None)
+    added = []
+    while node is not None and node.op != "root":
+        if node.op != "placeholder":
+            added.append(node)
+        node = node.next
+    return added
+
+
+def check_handlers(tx, chain, new_ops) -> None:
+    """Graph ops were added inside these try bodies (``new_ops()`` lists them): unless no handler
+    could catch what those ops may raise at call time, the graph must be free to be re-run (see
+    the module docstring).  A handler of CALL_ERRORS alone need not be, if those very ops run on
+    stand-ins (``settle_kernel_handlers``, when the graph is done: only a graph that cannot be
+    re-run pays for the stand-ins)."""
+    ops = new_ops()
+    if not ops:                          # only graph inputs: reading them is not the graph's work
+        return
     for handler in chain:
         classes = caught_classes(tx.instructions, tx.targets, handler, tx.f_globals, tx.f_builtins)
         if not may_catch_kernel_errors(classes):
@@ -141,8 +173,23 @@ def check_handlers(tx, chain) -> None:
         what = "everything (bare except/finally, or a class not resolved statically)" if classes is None else ", ".join(c.__name__ for c in classes)
         reason = (f"tensor ops inside a try block in {tx.code.co_qualname} whose handler catches {what}: "
                   "it could catch an error the compiled ops raise at run time")
-        if reason not in tx.output.needs_rerun:
+        if catches_only_call_errors(classes):
+            tx.output.kernel_handlers.append((reason, ops))
+        elif reason not in tx.output.needs_rerun:
             tx.output.needs_rerun.append(reason)
+
+
+def settle_kernel_handlers(output) -> None:
+    """The graph cannot be re-run: a handler of CALL_ERRORS alone is left out of the account
+    when every op it covers ran on stand-ins on its real device (kernel_probe.py); one that did
+    not joins ``needs_rerun``, with the op that failed."""
+    from . import kernel_probe
+
+    for reason, ops in output.kernel_handlers:
+        failed = kernel_probe.unprobed(ops)
+        if failed is not None and reason not in output.needs_rerun:
+            output.needs_rerun.append(f"{reason} ({failed})")
+    output.kernel_handlers = []
 
 
 def check_with_exits(tx, slots) -> None:

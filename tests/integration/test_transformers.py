@@ -153,3 +153,26 @@ def test_more_architectures_equal_eager_without_fallbacks(make, graphs):
     assert report.graph_count == graphs, report.reasons
     assert not minidynamo.counters.snapshot()["recompile_reasons"], report.reasons
     minidynamo.reset()
+
+
+@pytest.mark.parametrize("make", [tiny_gpt2, tiny_llama])
+def test_static_cache_generation_is_two_graphs(make):
+    """``generate`` with a static KV cache: the cache's ``try: index_copy_ except
+    NotImplementedError`` (cache_utils.StaticLayer.update) is in the graph, its kernels run once on
+    stand-ins (tracer/kernel_probe.py): prefill and decode are one graph each, the tokens eager's."""
+    torch.manual_seed(0)
+    model = make().eval()
+    lm = (transformers.GPT2LMHeadModel if isinstance(model, transformers.GPT2Model) else transformers.LlamaForCausalLM)
+    model = lm(model.config).eval()
+    inputs = text_inputs(0)
+    settings = dict(max_new_tokens=4, do_sample=False, pad_token_id=0, cache_implementation="static")
+    minidynamo.reset()
+    minidynamo.counters.reset()
+    with torch.no_grad():
+        expected = model.generate(**inputs, **settings)
+        model.forward = minidynamo.optimize("eager")(model.forward)
+        got = model.generate(**inputs, **settings)
+    assert torch.equal(expected, got)
+    assert minidynamo.counters["fallback_reasons"] == [], minidynamo.counters["fallback_reasons"]
+    assert minidynamo.counters["compiles"] == 2 and minidynamo.counters["graph_breaks"] == 0
+    minidynamo.reset()

@@ -64,6 +64,29 @@ def test_an_integer_division_after_a_side_effect_still_runs_eagerly():
     assert any("floordiv" in r and "re-run" in r for r in minidynamo.counters["fallback_reasons"])
 
 
+def test_the_frames_own_kwargs_dict_changed_before_such_an_op_is_no_effect():
+    """CPython makes a ``**kwargs`` dict anew for every call: a change to it before an op that
+    may raise is seen by no one else (transformers' ``check_model_inputs`` sets
+    ``kwargs["use_cache"]``, then embeds); handed on to a caller's list, it is an effect again."""
+    def f(x, d, log=None, **kwargs):
+        kwargs["seen"] = True
+        if log is not None:
+            log.append(kwargs)
+        x.add_(1)
+        return x // d, kwargs
+
+    minidynamo.reset()
+    minidynamo.counters.reset()
+    x, expected = torch.tensor([4, 6]), f(torch.tensor([4, 6]), torch.tensor([2, 3]), flag=1)
+    got = minidynamo.optimize("eager")(f)(x, torch.tensor([2, 3]), flag=1)
+    assert got[1] == expected[1] == {"flag": 1, "seen": True} and torch.equal(got[0], expected[0])
+    assert minidynamo.counters["fallbacks"] == 0 and minidynamo.counters["compiles"] == 1
+    x, log = torch.tensor([4, 6]), []
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        minidynamo.optimize("eager")(f)(x, torch.tensor([2, 0]), log)
+    assert log == [{"seen": True}] and x.tolist() == [5, 7]
+
+
 def _nodes(fn, *args):
     capture, _ = run_traced(fn, *args)
     return {_target_name(n): n for n in capture.graph_module.graph.nodes if n.op in ("call_function", "call_method")}

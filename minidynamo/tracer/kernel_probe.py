@@ -1,0 +1,95 @@
+"""Does each kernel of a try body exist for what it will be called with?
+
+``try: cache.index_copy_(2, pos, k) except NotImplementedError: cache[:, :, pos] = k`` (the static
+KV cache of transformers) asks whether a kernel exists, not what the data holds: a kernel raises
+``NotImplementedError`` when nothing implements it for the backend, dtype or layout it meets
+("Could not run 'aten::index_copy_' with arguments from the 'MPS' backend", "not implemented
+for 'Half'").  The guards pin all of that for every tensor of the graph (each graph input's
+device, dtype, shape and strides; the ops' constant arguments), so whether each kernel raises
+it is the same on every call the entry serves.  The trace's example values are meta tensors,
+whose kernels say nothing about the real backend's: this module runs each op once on
+stand-ins, fresh tensors with the example's metadata on the real device.  When every op ran,
+the handler cannot see a ``NotImplementedError`` from the graph (docs/guard-assumptions.md
+states what this rests on); otherwise try_blocks.py keeps its general rule.
+
+Only torch's own functions and tensor methods are run (no module, no user function, nothing
+that draws random numbers): on stand-ins they touch nothing the program can see.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Optional
+
+import torch
+import torch.fx
+
+def unprobed(nodes) -> Optional[str]:
+    """None when every op among ``nodes`` (fx nodes just added) ran on stand-ins on its real
+    device; else why one did not (it raised, or it is not something to run here)."""
+    from .variables.ctx_managers import enter_autocast, exit_autocast
+
+    for node in nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        if node.target in (torch._C._set_grad_enabled, enter_autocast, exit_autocast):
+            continue                     # switches the trace made itself (constant arguments): never raise
+        why = _run_on_stand_ins(node)
+        if why is not None:
+            return why
+    return None
+
+
+def _run_on_stand_ins(node: torch.fx.Node) -> Optional[str]:
+    fn = _runnable(node)
+    if fn is None:
+        return f"{node.target} is not one of torch's own ops"
+    if node.meta.get("draws_random"):
+        return f"{node.target} draws random numbers"
+    try:
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), _stand_in)
+    except _NoStandIn as why:
+        return str(why)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            fn(*args, **kwargs)
+    except Exception as error:          # NotImplementedError, or stand-ins the kernel refuses
+        return f"{node.target} raised {type(error).__name__} on stand-ins: {error}"
+    return None
+
+
+def _runnable(node: torch.fx.Node):
+    if node.op == "call_method":
+        method = getattr(torch.Tensor, node.target, None) if isinstance(node.target, str) else None
+        return None if method is None else (lambda self, *a, **k: getattr(self, node.target)(*a, **k))
+    target = node.target
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return target
+    module = getattr(target, "__module__", None) or ""
+    if module in ("_operator", "torch") or module.startswith("torch."):   # x * y: the tensor's own operator
+        return target
+    return None
+
+
+class _NoStandIn(Exception):
+    pass
+
+
+def _stand_in(node: torch.fx.Node):
+    example = node.meta.get("example_value")
+    device = node.meta.get("device")
+    return _stand_in_for(example, device, node)
+
+
+def _stand_in_for(example, device, node):
+    if isinstance(example, torch.Tensor) and device is not None:
+        if example.dtype.is_floating_point or example.dtype.is_complex:
+            made = torch.empty_strided(example.shape, example.stride(), dtype=example.dtype, device=device)
+        else:                            # integers are indexes: zeros are in range
+            made = torch.zeros_like(torch.empty_strided(example.shape, example.stride(), dtype=example.dtype,
+                                                        device=device), memory_format=torch.preserve_format)
+        return made
+    if isinstance(example, (tuple, list)):
+        return type(example)(_stand_in_for(e, device, node) for e in example)
+    raise _NoStandIn(f"{node.name} has no tensor example value")

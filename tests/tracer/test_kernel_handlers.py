@@ -1,0 +1,100 @@
+"""``try: <tensor ops> except NotImplementedError`` (or ``TypeError``) around ops that write state in
+place: the handler catches what an op raises for what it is called with, which the guards pin, so
+the ops go into the graph once each has run on stand-ins on its real device (kernel_probe.py);
+where one does not run there, the handler is eager's, and the frame runs eagerly."""
+
+import pytest
+import torch
+
+import minidynamo
+
+
+class StaticCache(torch.nn.Module):
+    """transformers' StaticLayer.update: index_copy_ where the backend has it, else a setitem."""
+
+    def __init__(self, dtype=torch.float32):
+        super().__init__()
+        self.register_buffer("keys", torch.zeros(1, 2, 8, 3, dtype=dtype))
+
+    def forward(self, k, position):
+        try:
+            self.keys.index_copy_(2, position, k)
+        except NotImplementedError:
+            self.keys[:, :, position] = k
+        return self.keys.sum(-1)
+
+
+class CatchesTypeErrors(StaticCache):
+    """transformers' check_model_inputs: ``except TypeError`` around the whole forward."""
+
+    def forward(self, k, position):
+        try:
+            self.keys.index_copy_(2, position, k)
+        except (TypeError, NotImplementedError):
+            self.keys[:, :, position] = k
+        return self.keys.sum(-1)
+
+
+class CatchesRuntimeErrors(StaticCache):
+    def forward(self, k, position):
+        try:
+            self.keys.index_copy_(2, position, k)
+        except RuntimeError:
+            self.keys[:, :, position] = k
+        return self.keys.sum(-1)
+
+
+def run(make, calls):
+    eager, ours = make(), make()
+    minidynamo.reset()
+    minidynamo.counters.reset()
+    compiled = minidynamo.optimize("eager")(ours)
+    for step in range(calls):
+        k, position = torch.full((1, 2, 1, 3), float(step + 1)), torch.tensor([step % 8])
+        torch.testing.assert_close(compiled(k, position), eager(k, position))
+        torch.testing.assert_close(ours.keys, eager.keys)
+    return minidynamo.counters
+
+
+@pytest.mark.parametrize("make", [StaticCache, CatchesTypeErrors])
+def test_a_cache_written_in_place_under_such_a_handler_is_one_graph(make):
+    counters = run(make, 5)
+    assert counters["fallbacks"] == 0 and counters["compiles"] == 1, counters["fallback_reasons"]
+
+
+def test_a_broader_handler_still_runs_the_frame_eagerly():
+    """``except RuntimeError`` also catches what a kernel raises for values (an index out of
+    range): only a re-run reproduces the handler, and a graph that writes in place cannot run twice."""
+    counters = run(CatchesRuntimeErrors, 2)
+    assert counters["compiles"] == 0
+    assert any("catches RuntimeError" in reason for reason in counters["fallback_reasons"])
+
+
+class Flags(torch.nn.Module):
+    """A kernel the CPU lacks (``bitwise_not`` of floats; its meta kernel answers): eager's handler runs."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.register_buffer("state", torch.arange(6, dtype=dtype))
+
+    def forward(self, x):
+        try:
+            self.state.bitwise_not_()
+        except NotImplementedError:
+            self.state.neg_()
+        return self.state + x
+
+
+@pytest.mark.parametrize("dtype, compiles", [(torch.int64, 1), (torch.float32, 0)], ids=["int64", "float32"])
+def test_the_ops_run_on_stand_ins_decide(dtype, compiles):
+    eager, ours = Flags(dtype), Flags(dtype)
+    minidynamo.reset()
+    minidynamo.counters.reset()
+    compiled = minidynamo.optimize("eager")(ours)
+    for _ in range(3):
+        x = torch.ones(6, dtype=dtype)
+        torch.testing.assert_close(compiled(x), eager(x))
+        torch.testing.assert_close(ours.state, eager.state)
+    assert minidynamo.counters["compiles"] == compiles
+    if not compiles:
+        assert any("NotImplementedError on stand-ins" in r for r in minidynamo.counters["fallback_reasons"])
