@@ -1107,7 +1107,7 @@ class Gen:
             return self.assign(None, ("int",), r.choice(["CACHE.pos", "CACHE.pos % 6", "int(CACHE.count)"]), "i")
         return self.assign(None, ("T", ("B", "C")), r.choice([
             f"{t} + CACHE.store[:{t}.shape[0], :{t}.shape[1]]", f"{t} * CACHE.count",
-            f"{t} + CACHE.store.sum()", f"torch.where(CACHE.store[:{t}.shape[0], :{t}.shape[1]] > 0, {t}, -{t})",
+            f"{t} + CACHE.store.sum().tanh()", f"torch.where(CACHE.store[:{t}.shape[0], :{t}.shape[1]] > 0, {t}, -{t})",
             f"{t} + (CACHE.history.mean() if CACHE.history is not None else 0.0)",
             f"{t} * CACHE.store[CACHE.pos % 6, :{t}.shape[1]]"]), "t")
 
