@@ -189,9 +189,11 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guard(G.id_match(source, value))
         return wrap(tx, original, G.AttrSource(source, "_torchdynamo_inline") if source is not None else None)
-    if type(value) is types.BuiltinMethodType and source is not None and type(value.__self__) in CONTAINER_TYPES:
-        # ``log.append`` as a value (a resume function's stack at ``log.append(t.item())``): the
-        # container's own tracker and its method, guarded by the method's name and its owner
+    if type(value) is types.BuiltinMethodType and source is not None and (
+            type(value.__self__) in CONTAINER_TYPES or _tensors_own_method(value)):
+        # ``log.append`` / ``cache.index_fill_`` as a value (a resume function's stack at
+        # ``log.append(t.item())``): the owner's own tracker and its method, guarded by the
+        # method's name and its owner
         guard(G.type_match(source, value))
         guard(G.equals_match(G.AttrSource(source, "__name__"), value.__name__))
         return wrap(tx, value.__self__, G.AttrSource(source, "__self__")).var_getattr(tx, value.__name__)
@@ -619,3 +621,9 @@ def caller_set(value, source) -> VariableTracker:
     vt = CallerSetVariable(value, owned=True)        # read-only: the caller's very set, its order
     vt.source = source
     return vt
+
+
+def _tensors_own_method(value) -> bool:
+    """``value`` is what reading its name from its tensor gives (a C method of torch.Tensor)."""
+    owner = value.__self__
+    return isinstance(owner, torch.Tensor) and getattr(owner, value.__name__, None) == value

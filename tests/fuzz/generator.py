@@ -44,7 +44,9 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "module_stores":   (0.8, False, "attribute stores on the nn.Module"),
     "global_stores":   (0.8, False, "global scalar rebinding, global list/dict mutation"),
     "buffer_updates":  (0.8, False, "a cache module (KV-cache style): its buffers written in place at rows from python "
-                                    "ints and tensors (setitem, index_copy_, +=, zero_), a python position advanced, a "
+                                    "ints and tensors (setitem, index_copy_, +=, zero_; some in a try whose handler "
+                                    "catches NotImplementedError or TypeError, as transformers' static cache), a "
+                                    "python position advanced, a "
                                     "tensor attribute grown by cat and rebound, read back in slices; between calls "
                                     "buffers refilled, replaced, retyped, the position reset"),
     "nn_layers":       (0.8, False, "torch.nn layers on two columns of a tensor: Linear, LayerNorm, BatchNorm1d and "
@@ -1101,6 +1103,14 @@ class Gen:
                 f"CACHE.store[:{t}.shape[0], :{t}.shape[1]].mul_(0.5)", "CACHE.store.zero_() if n > 2 else None",
                 f"CACHE.history = {t}.sum().reshape(1) if CACHE.history is None else "
                 f"torch.cat([CACHE.history[-4:], {t}.sum().reshape(1).to(CACHE.history.dtype)])"])])
+        if c < 0.38:
+            # transformers' static cache: a write tried, a handler for a missing kernel or a wrong
+            # type (float bitwise_not_ has no CPU kernel: eager takes the handler)
+            write = r.choice([f"CACHE.store.index_copy_(0, torch.tensor([CACHE.pos % 6]), CACHE.store[:1] + {t}.sum().detach())",
+                              f"CACHE.store.index_fill_(1, torch.tensor([n % 5]), {t}.mean().item())",
+                              "CACHE.count.bitwise_not_()", "CACHE.store.bitwise_not_()"])
+            caught = r.choice(["NotImplementedError", "TypeError", "(NotImplementedError, TypeError)"])
+            return Stmt(["try:"], [Stmt([write])], [Stmt(["CACHE.store.mul_(0.5)"])], orelse_header=f"except {caught}:")
         if c < 0.45:
             return self.assign(None, ("T", ("C",)), f"CACHE.push({t})[:{t}.shape[1]]", "t")
         if c < 0.55:

@@ -699,3 +699,20 @@ def test_a_constants_method_waiting_for_its_call_is_handed_over():
     report = minidynamo.explain(format_then_break)(torch.ones(3))
     assert report.fallback_count == 0 and report.graph_break_count == 1
     torch.testing.assert_close(report.output, format_then_break(torch.ones(3)))
+
+
+# -- a tensor's method waiting for its call at a break: traced again in the resume function --------
+STATE = torch.zeros(3, 4)
+
+
+def fill_after_item(x):
+    STATE.index_fill_(1, torch.tensor([1]), x.mean().item())   # .item() breaks before the call
+    return x + STATE.sum()
+
+
+def test_a_tensor_method_waiting_for_its_call_is_traced_after_the_break():
+    expected_state = STATE.clone().index_fill_(1, torch.tensor([1]), 1.0)
+    report = minidynamo.explain(fill_after_item)(torch.ones(2))
+    assert report.fallback_count == 0 and report.graph_break_count == 1, report.reasons
+    assert torch.equal(STATE, expected_state)
+    torch.testing.assert_close(report.output, torch.ones(2) + expected_state.sum())
