@@ -50,6 +50,8 @@ def _run_on_stand_ins(node: torch.fx.Node) -> Optional[str]:
         args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), _stand_in)
     except _NoStandIn as why:
         return str(why)
+    except Exception as error:          # the device refuses such a tensor
+        return f"no stand-in for an argument of {node.target}: {type(error).__name__}: {error}"
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
