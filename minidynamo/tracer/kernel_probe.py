@@ -18,6 +18,7 @@ that draws random numbers): on stand-ins they touch nothing the program can see.
 
 from __future__ import annotations
 
+import operator
 import warnings
 from typing import Optional
 
@@ -34,6 +35,8 @@ def unprobed(nodes) -> Optional[str]:
             continue
         if node.target in (torch._C._set_grad_enabled, enter_autocast, exit_autocast):
             continue                     # switches the trace made itself (constant arguments): never raise
+        if node.target is operator.getitem and _is_results_of_op(node.args[0]):
+            continue                     # one result of an op that returns several (itself run on stand-ins)
         why = _run_on_stand_ins(node)
         if why is not None:
             return why
@@ -72,6 +75,13 @@ def _runnable(node: torch.fx.Node):
     if module in ("_operator", "torch") or module.startswith("torch."):   # x * y: the tensor's own operator
         return target
     return None
+
+
+def _is_results_of_op(node) -> bool:
+    """``node`` is an op whose results are several tensors (``chunk``, ``max(dim)``): the tracer
+    reads them through ``getitem`` nodes and keeps no example of the whole."""
+    return isinstance(node, torch.fx.Node) and node.op in ("call_function", "call_method") and \
+        "example_value" not in node.meta and any(user.target is operator.getitem for user in node.users)
 
 
 class _NoStandIn(Exception):

@@ -98,3 +98,20 @@ def test_the_ops_run_on_stand_ins_decide(dtype, compiles):
     assert minidynamo.counters["compiles"] == compiles
     if not compiles:
         assert any("NotImplementedError on stand-ins" in r for r in minidynamo.counters["fallback_reasons"])
+
+
+class SplitsFirst(StaticCache):
+    """An op with several results in the try body (Phi-3 splits its fused projection with chunk)."""
+
+    def forward(self, k, position):
+        try:
+            first, second = torch.cat([k, k], dim=-1).chunk(2, dim=-1)
+            self.keys.index_copy_(2, position, first + second)
+        except TypeError:
+            self.keys.zero_()
+        return self.keys.sum(-1)
+
+
+def test_the_results_of_an_op_with_several_are_not_run_apart():
+    counters = run(SplitsFirst, 3)
+    assert counters["fallbacks"] == 0 and counters["compiles"] == 1, counters["fallback_reasons"]
