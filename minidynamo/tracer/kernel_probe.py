@@ -4,13 +4,14 @@
 KV cache of transformers) asks whether a kernel exists, not what the data holds: a kernel raises
 ``NotImplementedError`` when nothing implements it for the backend, dtype or layout it meets
 ("Could not run 'aten::index_copy_' with arguments from the 'MPS' backend", "not implemented
-for 'Half'").  The guards pin all of that for every tensor of the graph (each graph input's
-device, dtype, shape and strides; the ops' constant arguments), so whether each kernel raises
-it is the same on every call the entry serves.  The trace's example values are meta tensors,
-whose kernels say nothing about the real backend's: this module runs each op once on
-stand-ins, fresh tensors with the example's metadata on the real device.  When every op ran,
-the handler cannot see a ``NotImplementedError`` from the graph (docs/guard-assumptions.md
-states what this rests on); otherwise try_blocks.py keeps its general rule.
+for 'Half'"), and an op raises ``TypeError`` for the types of its arguments.  The guards pin all
+of that for every tensor of the graph (each graph input's device, dtype, shape and strides; the
+ops' constant arguments), so whether an op raises either is the same on every call the entry
+serves.  The trace's example values are meta tensors, whose kernels say nothing about the real
+backend's: this module runs each op once on stand-ins, fresh tensors with the example's
+metadata on the real device.  When every op ran, the handler cannot see those errors from the
+graph (docs/guard-assumptions.md states what this rests on); otherwise try_blocks.py keeps its
+general rule.
 
 Only torch's own functions and tensor methods are run (no module, no user function, nothing
 that draws random numbers): on stand-ins they touch nothing the program can see.
@@ -25,9 +26,10 @@ from typing import Optional
 import torch
 import torch.fx
 
+
 def unprobed(nodes) -> Optional[str]:
-    """None when every op among ``nodes`` (fx nodes just added) ran on stand-ins on its real
-    device; else why one did not (it raised, or it is not something to run here)."""
+    """None when every op among ``nodes`` (a try body's graph nodes) ran on stand-ins on its
+    real device; else why one did not (it raised, or it is not something to run here)."""
     from .variables.ctx_managers import enter_autocast, exit_autocast
 
     for node in nodes:
