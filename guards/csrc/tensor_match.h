@@ -68,24 +68,24 @@ void TensorMatch_dealloc(PyObject *self_obj) {
     Py_DECREF(type);
 }
 
-PyObject *TensorMatch_direct(PyObject *self_obj, PyObject *unused) {
+/* A tuple of one flag per spec. */
+template <typename Flag>
+PyObject *spec_flags(PyObject *self_obj, Flag flag) {
     auto *self = reinterpret_cast<TensorMatch *>(self_obj);
     PyObject *flags = PyTuple_New(self->count);
     if (flags == nullptr)
         return nullptr;
     for (Py_ssize_t i = 0; i < self->count; i++)
-        PyTuple_SET_ITEM(flags, i, PyBool_FromLong((*self->specs)[i].direct));
+        PyTuple_SET_ITEM(flags, i, PyBool_FromLong(flag((*self->specs)[i])));
     return flags;
 }
 
-PyObject *TensorMatch_seen(PyObject *self_obj, PyObject *unused) {
-    auto *self = reinterpret_cast<TensorMatch *>(self_obj);
-    PyObject *flags = PyTuple_New(self->count);
-    if (flags == nullptr)
-        return nullptr;
-    for (Py_ssize_t i = 0; i < self->count; i++)
-        PyTuple_SET_ITEM(flags, i, PyBool_FromLong((*self->specs)[i].seen));
-    return flags;
+PyObject *TensorMatch_direct(PyObject *self_obj, PyObject *) {
+    return spec_flags(self_obj, [](const Spec &spec) { return spec.direct; });
+}
+
+PyObject *TensorMatch_seen(PyObject *self_obj, PyObject *) {
+    return spec_flags(self_obj, [](const Spec &spec) { return spec.seen; });
 }
 
 PyMemberDef TensorMatch_members[] = {
