@@ -27,13 +27,13 @@ from .guarded_views import guard_views_as_eager
 from .generator_lock import cpu_state, set_cpu_state
 from .device_views import DeviceViews
 from .counters import counters
-from .decompose import decompositions_on_stand_ins, describe
+from .decompose import decomposing, decompositions_on_stand_ins, describe
 from .device_redirect import CopiesFromHost
 from .host_random import EagerHostDraws
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
-from .eager_faithful import FormulaProbe
+from .eager_faithful import FormulaProbe, eager_faithful
 from .dead_code import without_dead_code
 from .graph_refusals import _requires_grad, unfit_for_the_device
 from .graph_warnings import GraphWarnings, WarningIsError, reissue
@@ -294,19 +294,25 @@ class EagerRun:
     """How the bridge runs a graph eagerly on the caller's tensors, as host eager would: a graph
     that draws random numbers draws those of its device tensors on the host generator
     (``host_random.EagerHostDraws``: the device's generator would give other numbers and leave
-    the host's where it was), and a graph that copies between tensors copies a host source to
+    the host's where it was), a graph that copies between tensors copies a host source to
     a device destination as eager does (``device_redirect.CopiesFromHost``: torch_xla's own
-    ``copy_`` keeps the source's shape)."""
+    ``copy_`` keeps the source's shape), and on device tensors the ops whose lowering answers
+    otherwise run as the formulas a replayed graph traces (``eager_faithful``: batch norm's
+    running variance, say, which a module carries from a replayed call to an eager one)."""
     draws_random: bool
     copies: bool
+    faithful: dict
 
     @staticmethod
     def of(gm) -> "EagerRun":
-        return EagerRun(_draws_random(gm), any(node.target in _COPY_TARGETS for node in gm.graph.nodes))
+        return EagerRun(_draws_random(gm), any(node.target in _COPY_TARGETS for node in gm.graph.nodes),
+                        eager_faithful(gm))
 
     def __call__(self, gm, inputs):
+        on_device = self.faithful and any(dev.is_xla(a) for a in pytree.tree_leaves(inputs))
         with EagerHostDraws.when(self.draws_random), \
-                CopiesFromHost() if self.copies else contextlib.nullcontext():
+                CopiesFromHost() if self.copies else contextlib.nullcontext(), \
+                decomposing(self.faithful) if on_device else contextlib.nullcontext():
             return gm.forward(*inputs)      # (not gm(...): FX would print its traceback)
 
 

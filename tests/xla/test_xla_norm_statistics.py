@@ -58,3 +58,30 @@ def test_layer_norm_trains_as_eager(backend):
     (got * torch.arange(5.0)).sum().backward()
     for (name, p), q in zip(eager.named_parameters(), ours.parameters()):
         torch.testing.assert_close(q.grad, p.grad, atol=1e-4, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_graph_run_eagerly_on_the_device_keeps_the_formulas(backend):
+    """A graph the bridge runs eagerly (an in-place copy that makes an argument require grad)
+    on device tensors updates batch norm's running variance as eager, unbiased, as its replayed
+    calls do: a module carries the statistics from one kind of call to the other (device fuzz
+    seed 437, program 130: after a replayed call and an eager one, neither eager's nor lazy's)."""
+    import torch_xla
+
+    device = torch_xla.device()
+
+    def step(norm):
+        def f(x, y):
+            norm(x[:, :2])
+            y.copy_(x * 2)
+        return f
+
+    torch.manual_seed(0)
+    eager_norm = torch.nn.BatchNorm1d(2)
+    ours_norm = torch.nn.BatchNorm1d(2).to(device)
+    compiled = minidynamo.optimize(backend)(step(ours_norm))
+    for grad in (False, True):
+        x, y = torch.randn(3, 4), torch.randn(3, 4)
+        step(eager_norm)(x.clone().requires_grad_(grad), y.clone())
+        compiled(x.to(device).requires_grad_(grad), y.to(device))
+        torch.testing.assert_close(ours_norm.running_var.cpu(), eager_norm.running_var)
