@@ -83,6 +83,17 @@ def torch_device(device: str) -> torch.device:
     return dev.xla_device()
 
 
+def seed_generators(index: int, device: str) -> None:
+    """Each side of a call starts from the same random state: the host generator's, and in
+    device mode the device's (a frame that runs eagerly draws its device tensors' numbers there,
+    as lazy torch_xla does; it is not reseeded by ``torch.manual_seed``)."""
+    torch.manual_seed(index)
+    if device == "xla":
+        import torch_xla
+
+        torch_xla.manual_seed(index)
+
+
 def reference_unreadable(device: str) -> Optional[str]:
     """Device mode: run lazy torch_xla's pending graph now; why it cannot be run, or None.
     Left pending, a graph torch_xla cannot lower (its own ``copy_`` of a host tensor into a
@@ -497,13 +508,13 @@ def run_program(source: str, steps: list, backend="eager", compare_messages: boo
                 args_e, args_o = pick_args(make_args(what, device), names), pick_args(make_args(what, device), names)
                 args_h = pick_args(make_args(what), names) if ns_h else None
             outcome.calls += 1
-            torch.manual_seed(index)
+            seed_generators(index, device)
             r_e = result_of(ns_e["f"], args_e)
             broken = reference_unreadable(device)
             if broken:                        # its pending graph would break the next sync (ours)
                 outcome.reference_error = broken
                 break
-            torch.manual_seed(index)
+            seed_generators(index, device)
             r_o = result_of(f_o, args_o)
             if ns_h:
                 torch.manual_seed(index)
