@@ -1129,7 +1129,7 @@ class Gen:
         if c < 0.25:
             return self.assign(None, ("T", ("B", "2")), r.choice([
                 f"LAYERS['ln']({two})", f"LAYERS['bn']({two})", f"LAYERS['gn']({two})",
-                f"LAYERS['drop']({two})", f"LAYERS['ln']({self.pick(['x', 'y'])}[:, :2] * 100 + 50)"]), "t")
+                f"LAYERS['drop']({two})", f"LAYERS['ln'](({self.pick(['x', 'y'])}[:, :2] * 100 + 50).detach())"]), "t")
         if c < 0.5:
             return self.assign(None, ("T", ("B", "3")), r.choice([
                 f"LAYERS['lin']({two})", f"LAYERS['emb'](({two}.abs() * 2).long().clamp(max=4)).sum(1)",
