@@ -148,7 +148,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
                 nodes_before, last_before = len(graph.nodes), next(iter(reversed(graph.nodes)), None)
                 handler(inst)
                 if len(graph.nodes) != nodes_before:
-                    try_blocks.check_handlers(self, handlers, lambda: try_blocks.ops_after(graph, last_before))
+                    try_blocks.check_handlers(self, handlers, try_blocks.ops_after(graph, last_before))
                     try_blocks.check_with_exits(self, withs)
         except ProgramRaises as error:         # the program's own exception: its try may catch it
             if not unwind(self, error, index):

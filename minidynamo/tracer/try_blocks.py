@@ -157,13 +157,12 @@ def ops_after(graph, last) -> list:
     return added
 
 
-def check_handlers(tx, chain, new_ops) -> None:
-    """Graph ops were added inside these try bodies (``new_ops()`` lists them): unless no handler
+def check_handlers(tx, chain, ops: list) -> None:
+    """Graph ops (``ops``, see ops_after) were added inside these try bodies: unless no handler
     could catch what those ops may raise at call time, the graph must be free to be re-run (see
     the module docstring).  A handler of CALL_ERRORS alone need not be, if those very ops run on
     stand-ins (``settle_kernel_handlers``, when the graph is done: only a graph that cannot be
     re-run pays for the stand-ins)."""
-    ops = new_ops()
     if not ops:                          # only graph inputs: reading them is not the graph's work
         return
     for handler in chain:
@@ -185,9 +184,11 @@ def settle_kernel_handlers(output) -> None:
     not joins ``needs_rerun``, with the op that failed."""
     from . import kernel_probe
 
+    refused = set()
     for reason, ops in output.kernel_handlers:
-        failed = kernel_probe.unprobed(ops)
-        if failed is not None and reason not in output.needs_rerun:
+        failed = None if reason in refused else kernel_probe.unprobed(ops)
+        if failed is not None:
+            refused.add(reason)
             output.needs_rerun.append(f"{reason} ({failed})")
     output.kernel_handlers = []
 
