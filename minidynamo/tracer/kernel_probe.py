@@ -27,9 +27,12 @@ import torch
 import torch.fx
 
 
-def unprobed(nodes) -> Optional[str]:
+def unprobed(nodes, answers: Optional[dict] = None) -> Optional[str]:
     """None when every op among ``nodes`` (a try body's graph nodes) ran on stand-ins on its
-    real device; else why one did not (it raised, or it is not something to run here)."""
+    real device; else why one did not (it raised, or it is not something to run here).
+    ``answers`` (node -> that answer) keeps each op's run for the next call: an op inside two
+    nested handlers is run once."""
+    answers = {} if answers is None else answers
     from .variables.ctx_managers import enter_autocast, exit_autocast
 
     for node in nodes:
@@ -39,7 +42,9 @@ def unprobed(nodes) -> Optional[str]:
             continue                     # switches the trace made itself (constant arguments): never raise
         if node.target is operator.getitem and _is_results_of_op(node.args[0]):
             continue                     # one result of an op that returns several (itself run on stand-ins)
-        why = _run_on_stand_ins(node)
+        if node not in answers:
+            answers[node] = _run_on_stand_ins(node)
+        why = answers[node]
         if why is not None:
             return why
     return None

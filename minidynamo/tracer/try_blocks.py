@@ -184,9 +184,9 @@ def settle_kernel_handlers(output) -> None:
     not joins ``needs_rerun``, with the op that failed."""
     from . import kernel_probe
 
-    refused = set()
+    refused, answers = set(), {}
     for reason, ops in output.kernel_handlers:
-        failed = None if reason in refused else kernel_probe.unprobed(ops)
+        failed = None if reason in refused else kernel_probe.unprobed(ops, answers)
         if failed is not None:
             refused.add(reason)
             output.needs_rerun.append(f"{reason} ({failed})")
