@@ -27,9 +27,9 @@ Besides values at sources, guards cover global torch state (``torch_state_match`
 dtype on every entry, the default device, inference mode, ...), attributes that must stay
 absent on an object and its class's MRO (``absent_match``), what an isinstance / issubclass /
 callable answer read from a class (``class_match``: its MRO, its lookups, the ABC registries),
-and which sources hold one object
-(``alias_match``, ``distinct_match``).  Attribute shortcuts through module dicts stay exact
-while no class defines the names read past it (``native.class_lacks``, one check per entry).
+which sources hold one object (``alias_match``, ``distinct_match``) and which tensors share one
+storage (``storage_match``).  Attribute shortcuts through module dicts stay exact while no class
+defines the names read past it (``native.class_lacks``, one check per entry).
 Layers: this package never imports minidynamo (it sits below it) nor torch._dynamo.
 """
 
@@ -38,7 +38,7 @@ from .guard import (
     NOT_FOUND, Guard, TensorSpec, UnguardableValue, absent_match, alias_match, autocast_match, class_lookup,
     class_match, distinct_match, default_dtype_match, mro_of,
     torch_state_match, dict_keys_match, equals_match, global_hooks_empty,
-    grad_mode_match, id_match, length_match, module_state_match, tensor_match, type_match,
+    grad_mode_match, id_match, length_match, module_state_match, storage_match, tensor_match, type_match,
 )
 from .source import (
     AttrSource, AutocastSource, BuiltinSource, ClassSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
@@ -53,6 +53,7 @@ __all__ = [
     "Source", "TensorSpec", "UnguardableValue", "build_guard_function", "compile_reader",
     "dict_keys_match", "equals_match", "global_hooks_empty", "grad_mode_match", "id_match",
     "length_match", "module_state_match", "tensor_match", "type_match", "absent_match", "alias_match", "distinct_match",
+    "storage_match",
     "default_dtype_match", "torch_state_match", "CallSource", "NamespaceSource", "TorchStateSource",
     "ClassSource", "HeldSource", "class_match", "class_lookup", "mro_of", "NOT_FOUND",
 ]

@@ -14,6 +14,7 @@
  *
  *     TensorMatch([(type, dtype, device, sizes, strides, requires_grad[, by_contiguity]), ...])(*tensors)
  *     FastGuard(nargs, pins, memo, n_values, n_registers, program, [(register, spec), ...], fallback)(func, *args)
+ *     StorageGroups(groups)(*tensors)
  *
  * Same answers as the Python check, always.  Reading the TensorImpl gives what the getters give
  * only when nothing in Python stands between them (the "direct" read); whenever something might,
@@ -53,6 +54,7 @@
 #include "csrc/fast_guard.h"        // FastGuard: pins, the dict memo, the program, the tensors
 #include "csrc/reader.h"            // Reader: the graph-input reader as one call
 #include "csrc/hand_off.h"          // HandOff: the guard's reads handed to the reader
+#include "csrc/storage_groups.h"    // StorageGroups: which tensors share one storage
 
 namespace {
 
@@ -167,7 +169,9 @@ PyMODINIT_FUNC PyInit__tensor_match(void) {
     PyObject *fast_guard = PyType_FromSpec(&FastGuard_spec);
     PyObject *reader = PyType_FromSpec(&Reader_spec);
     PyObject *hand_off = PyType_FromSpec(&HandOff_spec);
+    PyObject *storage_groups = PyType_FromSpec(&StorageGroups_spec);
     if (tensor_match == nullptr || fast_guard == nullptr || reader == nullptr || hand_off == nullptr ||
+        storage_groups == nullptr || PyModule_AddObjectRef(module, "StorageGroups", storage_groups) < 0 ||
         PyModule_AddObjectRef(module, "TensorMatch", tensor_match) < 0 ||
         PyModule_AddObjectRef(module, "FastGuard", fast_guard) < 0 ||
         PyModule_AddObjectRef(module, "Reader", reader) < 0 ||
@@ -176,6 +180,7 @@ PyMODINIT_FUNC PyInit__tensor_match(void) {
         Py_XDECREF(fast_guard);
         Py_XDECREF(reader);
         Py_XDECREF(hand_off);
+        Py_XDECREF(storage_groups);
         Py_DECREF(module);
         return nullptr;
     }
@@ -184,5 +189,6 @@ PyMODINIT_FUNC PyInit__tensor_match(void) {
     Py_DECREF(fast_guard);
     Py_DECREF(reader);
     Py_DECREF(hand_off);
+    Py_DECREF(storage_groups);
     return module;
 }

@@ -21,9 +21,9 @@ import torch
 from . import module_facts
 from .source import torch_state_function
 from .guard import (
-    ABSENT_MATCH, ALIAS_MATCH, CLASS_MATCH, DISTINCT_MATCH, NOT_FOUND, TORCH_STATE_MATCH, AUTOCAST_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
+    ABSENT_MATCH, ALIAS_MATCH, CLASS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, NOT_FOUND, TORCH_STATE_MATCH, AUTOCAST_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
     LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, ClassFacts, Guard, TensorSpec,
-    UnguardableValue, WeakPin, class_lookup, mro_of, pinned,
+    UnguardableValue, WeakPin, class_lookup, mro_of, pinned, storage_groups,
 )
 
 
@@ -35,6 +35,7 @@ class Check(NamedTuple):
     # The same test as data, for the native fast path (``native.fast_guard``), or None when only
     # the text expresses it: ("is", var, obj), ("type_is", var, cls), ("eq", var, obj),
     # ("call_is", fn, obj), ("call_eq", fn, obj), ("call_true", const_name), ("not_in", key, var),
+    # ("call_with", const_name, (operand, ...)): the constant called with the operands is true,
     # ("lacks", var, name): var's instance __dict__ lacks name.
     native: Optional[tuple] = None
 
@@ -445,6 +446,16 @@ def distinct_checks(guard: Guard, v: str, other_vars: list[str]) -> list[Check]:
                   "True", f"len({{{ids}}}) == {len(names)}")]
 
 
+def storage_checks(guard: Guard, v: str, other_vars: list[str], consts: Consts, checker: Callable) -> list[Check]:
+    """The tensors share storage as at trace time: one call ``checker(*tensors)``
+    (``guard.PyStorageGroups`` or its compiled twin, made for the guard's groups)."""
+    sources, groups = guard.expected
+    names = ", ".join([*other_vars, v])
+    fn, groups_of = consts.name_for(checker, "storage_groups"), consts.name_for(storage_groups, "storage_groups_of")
+    return [Check(f"{fn}({names})", f"storage shared among {', '.join(s.name() for s in (*sources, guard.source))}",
+                  str(groups), f"{groups_of}(({names},))", native=("call_with", fn, (*other_vars, v)))]
+
+
 CHECK_BUILDERS: dict[str, Callable[[Guard, str, Consts], list[Check]]] = {
     TORCH_STATE_MATCH: torch_state_checks,
     CLASS_MATCH: class_checks,
@@ -501,9 +512,23 @@ def describe_guard(guard: Guard) -> str:
         return f"{name} has no attribute {expected[0]!r}{where}"
     if kind == DISTINCT_MATCH:
         return f"{', '.join(s.name() for s in expected)} and {name} are distinct objects"
+    if kind == STORAGE_MATCH:
+        return describe_storage_groups((*expected[0], guard.source), expected[1])
     if kind == ALIAS_MATCH:
         return " and ".join(f"{name} {'is' if same else 'is not'} {other.name()}" for other, same in expected)
     return f"{name} {kind} {expected!r}"
+
+
+def describe_storage_groups(sources: tuple, groups: tuple) -> str:
+    """``L['y'] and L['t'] share one storage; L['x'] has its own``."""
+    members: dict[int, list[str]] = {}
+    for source, group in zip(sources, groups):
+        members.setdefault(group, []).append(source.name())
+    shared = [" and ".join(names) + " share one storage" for names in members.values() if len(names) > 1]
+    alone = [names[0] for names in members.values() if len(names) == 1]
+    if alone:
+        shared.append(", ".join(alone) + (" has its own" if len(alone) == 1 else " each have their own"))
+    return "; ".join(shared)
 
 
 def describe_class_facts(facts: ClassFacts) -> str:

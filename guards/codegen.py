@@ -43,7 +43,7 @@ import networkx as nx
 from . import fast_path, memo, native
 from .checks import describe_guard, show
 from .guard import (
-    ALIAS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, WeakPin, hinted_value,
+    ALIAS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, WeakPin, hinted_value,
     is_immutable_constant,
 )
 from .planner import FUNC, Block, ConstPool, Planner, Read, local_var
@@ -101,14 +101,17 @@ def pinned_constant(tree: nx.DiGraph, node: Source) -> Any:
     return None
 
 
+_RELATIONS = (ALIAS_MATCH, DISTINCT_MATCH, STORAGE_MATCH)
+
+
 def plan_guards(guards: Iterable[Guard], frame_info: FrameInfo) -> tuple[Planner, list[Guard]]:
     """Deduplicate, order parent-first, and plan the reads and checks."""
     unique = list(dict.fromkeys(guards))
     planner = Planner(frame_info, ConstPool(), mode="guard")
     planner.learn(unique)
-    # Identity relations between sources run last, once every source they relate is checked.
-    relations = [g for g in unique if g.kind in (ALIAS_MATCH, DISTINCT_MATCH)]
-    unique = [g for g in unique if g.kind not in (ALIAS_MATCH, DISTINCT_MATCH)]
+    # Relations between sources run last, once every source they relate is checked.
+    relations = [g for g in unique if g.kind in _RELATIONS]
+    unique = [g for g in unique if g.kind not in _RELATIONS]
     tree = source_tree(unique)
     ordered: list[Guard] = []
     done: set[Source] = set()

@@ -27,7 +27,7 @@ from .source import FrameInfo
 # FastGuard's op codes (the enum Op of _tensor_match.cpp, in order).
 _OPS = {name: code for code, name in enumerate(
     ("attr", "item", "builtin", "const", "is", "type_is", "eq", "call_is", "call_eq", "call_true", "not_in",
-     "shortcut", "lacks", "is_weak"))}
+     "shortcut", "lacks", "is_weak", "call_with"))}
 
 
 class _Program:
@@ -79,6 +79,8 @@ class _Program:
             self.ops.append((_OPS[op], rest[0], rest[1]))
         elif op == "call_true":
             self.ops.append((_OPS[op], self.namespace[rest[0]]))
+        elif op == "call_with":
+            self.ops.append((_OPS[op], self.namespace[rest[0]], tuple(map(self.operand, rest[1]))))
         elif op == "not_in":
             self.ops.append((_OPS[op], rest[0], self.operand(rest[1])))
         elif op == "lacks":

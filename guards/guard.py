@@ -50,13 +50,14 @@ CLASS_MATCH = "CLASS_MATCH"
 ABSENT_MATCH = "ABSENT_MATCH"
 ALIAS_MATCH = "ALIAS_MATCH"
 DISTINCT_MATCH = "DISTINCT_MATCH"
+STORAGE_MATCH = "STORAGE_MATCH"
 
 KIND_ORDER = {
     kind: rank
     for rank, kind in enumerate(
         (ID_MATCH, TYPE_MATCH, EQUALS_MATCH, TENSOR_MATCH, LENGTH_MATCH, DICT_KEYS_MATCH,
          MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, AUTOCAST_MATCH, TORCH_STATE_MATCH,
-         CLASS_MATCH, ABSENT_MATCH, ALIAS_MATCH, DISTINCT_MATCH)
+         CLASS_MATCH, ABSENT_MATCH, ALIAS_MATCH, DISTINCT_MATCH, STORAGE_MATCH)
     )
 }
 
@@ -380,6 +381,49 @@ def distinct_match(sources: tuple) -> Guard:
     if len(sources) < 2:
         raise UnguardableValue("distinct_match needs two sources or more")
     return Guard(sources[-1], DISTINCT_MATCH, sources[:-1])
+
+
+def storage_match(sources: tuple, tensors: Sequence[torch.Tensor]) -> Guard:
+    """Which of the tensors at ``sources`` share one storage, as among ``tensors`` now.  The
+    trace modelled that sharing (inputs in one storage got meta examples in one storage), and
+    what an in-place write reaches, or whether it raises for overlap, follows from it."""
+    sources = tuple(sources)
+    if len(sources) < 2 or len(sources) != len(tensors):
+        raise UnguardableValue("storage_match needs one tensor per source, two or more")
+    return Guard(sources[-1], STORAGE_MATCH, (sources[:-1], storage_groups(tensors)))
+
+
+def storage_key(tensor: Any) -> Optional[int]:
+    """The address of ``tensor``'s storage, or None when it has none to share (a sparse
+    tensor, a wrapper whose storage is not there to read).  Torch function modes and
+    subclasses are not asked: the storage is the TensorImpl's own."""
+    with torch._C.DisableTorchFunction():
+        try:
+            return torch.Tensor.untyped_storage(tensor)._cdata or None
+        except Exception:   # noqa: BLE001 - no storage: it shares memory with nothing
+            return None
+
+
+def storage_groups(tensors: Sequence[Any]) -> tuple:
+    """For each tensor, the position of the first tensor in the same storage (its own
+    position when none before it shares it): equal tuples mean the same sharing."""
+    first: dict = {}
+    groups = []
+    for i, tensor in enumerate(tensors):
+        key = storage_key(tensor)
+        groups.append(i if key is None else first.setdefault(key, i))
+    return tuple(groups)
+
+
+class PyStorageGroups:
+    """``PyStorageGroups(groups)(*tensors)``: they are tensors and ``storage_groups(tensors) ==
+    groups`` (the compiled ``StorageGroups`` answers the same from the TensorImpls)."""
+
+    def __init__(self, groups: tuple):
+        self.groups = tuple(groups)
+
+    def __call__(self, *tensors) -> bool:
+        return all(isinstance(t, torch.Tensor) for t in tensors) and storage_groups(tensors) == self.groups
 
 
 # ----------------------------------------------------------------------------- constants

@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any, Optional, Sequence
 
 from .checks import contiguity_pins_strides
-from .guard import TensorSpec, mro_of
+from .guard import PyStorageGroups, TensorSpec, mro_of
 
 _dict_of = type.__dict__["__dict__"].__get__
 from .source import FrameInfo, LocalSource, Source
@@ -77,6 +77,15 @@ def class_lacks(pairs: Sequence[tuple]) -> Any:
     if compiled() and c_helpers is not None and hasattr(c_helpers, "ClassLacks"):
         return c_helpers.ClassLacks(pairs)
     return PyClassLacks(pairs)
+
+
+def storage_groups(groups: tuple) -> Any:
+    """The current mode's checker that tensors share storages as ``groups`` says (for each,
+    the position of the first in its storage): from each TensorImpl's storage pointer
+    (compiled) or from ``untyped_storage()``."""
+    if compiled() and hasattr(cpp_helpers, "StorageGroups"):
+        return cpp_helpers.StorageGroups(groups)
+    return PyStorageGroups(groups)
 
 
 def compiled() -> bool:

@@ -16,10 +16,10 @@ from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
 from . import module_facts, native
 from .checks import (CHECK_BUILDERS, Check, alias_checks, describe_guard, distinct_checks, module_call_checks,
-                     module_state_checks)
+                     module_state_checks, storage_checks)
 from .guard import (
     ALIAS_MATCH, DISTINCT_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, KIND_ORDER, LENGTH_MATCH,
-    MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, UnguardableValue, WeakPin, hinted_value, pinned,
+    MODULE_STATE_MATCH, STORAGE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, UnguardableValue, WeakPin, hinted_value, pinned,
 )
 from .source import (
     AttrSource, BuiltinSource, ClassSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
@@ -357,6 +357,10 @@ class Planner:
             elif guard.kind == DISTINCT_MATCH:
                 others = [self.value_of(other) for other in guard.expected]
                 checks = distinct_checks(guard, var, others)
+                uses = own | {w for w in others if _is_variable(w)}
+            elif guard.kind == STORAGE_MATCH:
+                others = [self.value_of(other) for other in guard.expected[0]]
+                checks = storage_checks(guard, var, others, self.consts, native.storage_groups(guard.expected[1]))
                 uses = own | {w for w in others if _is_variable(w)}
             elif guard.kind == MODULE_STATE_MATCH and self._state_in_instance_dict(source):
                 read_vars: set[str] = set()

@@ -22,8 +22,8 @@ from . import module_facts
 from .checks import describe_guard
 from .guard import (
     ABSENT_MATCH, ALIAS_MATCH, AUTOCAST_MATCH, CLASS_MATCH, DICT_KEYS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY,
-    GRAD_MODE_MATCH, ID_MATCH, LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TORCH_STATE_MATCH, TYPE_MATCH, Guard,
-    TensorSpec, UnguardableValue, class_lookup, constant_key, mro_of, pinned,
+    GRAD_MODE_MATCH, ID_MATCH, LENGTH_MATCH, MODULE_STATE_MATCH, STORAGE_MATCH, TENSOR_MATCH, TORCH_STATE_MATCH, TYPE_MATCH, Guard,
+    TensorSpec, UnguardableValue, class_lookup, constant_key, mro_of, pinned, PyStorageGroups,
 )
 from .source import FrameInfo, FrameValues, Source
 
@@ -118,6 +118,11 @@ def _distinct(guard: Guard, x: Any, read) -> bool:
     return len({id(v) for v in values}) == len(values)
 
 
+def _storages(guard: Guard, x: Any, read) -> bool:
+    sources, groups = guard.expected
+    return PyStorageGroups(groups)(*[read(other) for other in sources], x)
+
+
 PREDICATES: dict[str, Callable[[Guard, Any, Callable], bool]] = {
     ID_MATCH: lambda guard, x, read: x is pinned(guard.obj),
     TYPE_MATCH: lambda guard, x, read: type(x) is guard.expected,
@@ -134,6 +139,7 @@ PREDICATES: dict[str, Callable[[Guard, Any, Callable], bool]] = {
     ABSENT_MATCH: _absent,
     ALIAS_MATCH: _relations,
     DISTINCT_MATCH: _distinct,
+    STORAGE_MATCH: _storages,
 }
 
 

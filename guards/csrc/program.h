@@ -8,6 +8,7 @@
  *     (CONST, dst, obj)        (IS, src, obj)   (TYPE_IS, src, type)   (EQ, src, obj): src == obj
  *     (IS_WEAK, src, ref): src is ref() and ref() is not None (an identity guard's weak pin)
  *     (CALL_IS, fn, obj): fn() is obj   (CALL_EQ, fn, obj): fn() == obj   (CALL_TRUE, fn): fn()
+ *     (CALL_WITH, fn, (src, ...)): fn(src, ...) is true
  *     (NOT_IN, key, src): key not in src     (LACKS, src, name): name not in src.__dict__
  *     (SHORTCUT, dst, holder, base, name, (shadow, ...)):
  *         dst = holder[name] if name in holder and name not in shadow and ... else base.name
@@ -17,7 +18,7 @@
 namespace {
 
 enum Op { ATTR, ITEM, BUILTIN, CONST, IS, TYPE_IS, EQ, CALL_IS, CALL_EQ, CALL_TRUE, NOT_IN, SHORTCUT, LACKS, IS_WEAK,
-          N_OPS };
+          CALL_WITH, N_OPS };
 
 /* `value is <the object a weak reference holds>`, false once that object is gone (a dead
  * reference holds None, which a live object compared here never is: guards/guard.py `pin`). */
@@ -41,6 +42,7 @@ struct Step {
     mutable unsigned int dict_type_version = 0;
     // ATTR of a function's or a bound method's own field (`__code__`, `__func__`, ...): which one.
     int builtin_field = -1;
+    std::vector<Py_ssize_t> args;          // CALL_WITH: the registers passed, in order
 };
 
 /* ---- plain reads: what Python's generic machinery would answer, without its detours ---- */
@@ -184,6 +186,21 @@ PyObject *shortcut(const Step &step, PyObject **regs) {
     return PyObject_GetAttr(regs[step.b], name);
 }
 
+/* `fn(*registers)` as a condition: 1, 0, or -1 on error. */
+int call_with(const Step &step, PyObject **regs) {
+    constexpr size_t kOnStack = 64;
+    PyObject *on_stack[kOnStack];
+    std::vector<PyObject *> on_heap;
+    PyObject **args = on_stack;
+    if (step.args.size() > kOnStack) {
+        on_heap.resize(step.args.size());
+        args = on_heap.data();
+    }
+    for (size_t i = 0; i < step.args.size(); i++)
+        args[i] = regs[step.args[i]];
+    return truth(PyObject_Vectorcall(step.obj, args, step.args.size(), nullptr));
+}
+
 /* 1 when every step holds, 0 when one does not, -1 on error.  Registers it fills are owned. */
 int run_program(const std::vector<Step> &steps, PyObject **regs) {
     for (const Step &step : steps) {
@@ -229,6 +246,9 @@ int run_program(const std::vector<Step> &steps, PyObject **regs) {
         }
         case CALL_TRUE:
             ok = truth(PyObject_Vectorcall(step.obj, nullptr, 0, nullptr));
+            break;
+        case CALL_WITH:
+            ok = call_with(step, regs);
             break;
         case NOT_IN: {
             int found = PySequence_Contains(regs[step.a], step.obj);
@@ -295,6 +315,20 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
     case CALL_TRUE:
         parsed = PyArg_ParseTuple(item, "iO", &op, &obj);
         break;
+    case CALL_WITH: {
+        PyObject *registers;
+        parsed = PyArg_ParseTuple(item, "iOO!", &op, &obj, &PyTuple_Type, &registers);
+        for (Py_ssize_t i = 0; parsed && i < PyTuple_GET_SIZE(registers); i++) {
+            Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(registers, i));
+            if (r < 0 || r >= n_registers) {
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_IndexError, "FastGuard: register %zd out of range", r);
+                return false;
+            }
+            step.args.push_back(r);
+        }
+        break;
+    }
     case LACKS:
         parsed = PyArg_ParseTuple(item, "inU", &op, &a, &obj);
         break;
@@ -328,7 +362,7 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
             return false;
         }
     }
-    if ((op == ATTR && !PyUnicode_Check(obj)) || ((op == CALL_IS || op == CALL_EQ || op == CALL_TRUE) &&
+    if ((op == ATTR && !PyUnicode_Check(obj)) || ((op == CALL_IS || op == CALL_EQ || op == CALL_TRUE || op == CALL_WITH) &&
                                                   !PyCallable_Check(obj))) {
         PyErr_SetString(PyExc_TypeError, "FastGuard: an attribute name must be a str, a call a callable");
         return false;
@@ -371,6 +405,8 @@ bool parse_program(PyObject *program, Py_ssize_t n_registers, Py_ssize_t n_given
         bool reads_empty = (step.a >= 0 && !filled[step.a]) || (step.b >= 0 && !filled[step.b]);
         for (int k = 0; k < step.n_shadows; k++)
             reads_empty = reads_empty || !filled[step.shadows[k]];
+        for (Py_ssize_t r : step.args)
+            reads_empty = reads_empty || !filled[r];
         if (reads_empty || (step.dst >= 0 && filled[step.dst])) {
             PyErr_Format(PyExc_ValueError, "FastGuard: op %zd reads an empty register or writes a full one", i);
             return false;

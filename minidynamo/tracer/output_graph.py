@@ -24,6 +24,7 @@ import guards
 from ..exc import TraceTooLong, Unsupported
 from .variables import constant_tensors
 from .meta import FACTORIES, EffectProbe, meta_examples, run_on_meta, to_meta
+from .shared_storage import SharedStorages
 from .side_effects import SideEffects
 from .subgraph import module_holding
 
@@ -47,6 +48,7 @@ class OutputGraph:
         self.wrapped_values: dict = {}      # source -> the real value wrapped from it (first read)
         self.open_grad_switches: list = []  # torch.set_grad_enabled(...) not left yet
         self.real_inputs: dict = {}         # source -> the real tensor behind each graph input
+        self.shared_storages = SharedStorages()   # inputs in one storage get examples in one
         self._objects_by_type: dict = {}    # type -> {source: object} of type-guarded objects read
         self.metadata_mutated: set = set()  # input sources whose metadata an in-place op changes
         self.reads_storage_offset = False   # the trace read some tensor's storage_offset()
@@ -128,7 +130,8 @@ class OutputGraph:
         """``a is b`` / ``a is not b`` between the sources of type-guarded objects of one type
         (the trace may have compared them, or stored through one and read through another),
         and between a tensor input whose metadata the graph changes in place and every other
-        tensor input (the trace read the others' metadata from their own examples)."""
+        tensor input (the trace read the others' metadata from their own examples); and which
+        tensor inputs share a storage, when the graph writes one (``shared_storage.py``)."""
         result = []
         for objects in self._objects_by_type.values():
             result += _partition_guards(list(objects.items()))
@@ -137,11 +140,28 @@ class OutputGraph:
                 others = [(other, False) for other in self.input_sources if other != source]
                 if others:
                     result.append(guards.alias_match(source, tuple(others)))
+        if len(self.input_sources) > 1 and self._writes_an_input():
+            tensors = [self.real_inputs[source] for source in self.input_sources]
+            result.append(guards.storage_match(tuple(self.input_sources), tensors))
         if self.reads_storage_offset:
             for source in self.input_sources:
                 offset_source = guards.CallSource(source, "storage_offset")
                 result.append(guards.equals_match(offset_source, torch.Tensor.storage_offset(self.real_inputs[source])))
         return result
+
+    def _writes_an_input(self) -> bool:
+        """Whether the graph writes some input's memory or metadata in place: its example's
+        version moved (a write through any view of it bumps the shared counter), or an op's
+        writes reached its storage (an inference tensor keeps no version)."""
+        if self.metadata_mutated:
+            return True
+        written = {w.untyped_storage()._cdata for node in self.root_graph.nodes
+                   for w in node.meta.get("writes", ()) if isinstance(w, torch.Tensor)}
+        for variable in self.input_variables.values():
+            example = variable.node.meta["example_value"]
+            if (not example.is_inference() and example._version != 0) or example.untyped_storage()._cdata in written:
+                return True
+        return False
 
     # -- inputs --------------------------------------------------------------------------
     def add_input(self, source, tensor: torch.Tensor):
@@ -158,7 +178,7 @@ class OutputGraph:
         placeholders = [n for n in self.root_graph.nodes if n.op == "placeholder" and n is not node]
         if placeholders:
             placeholders[-1].append(node)
-        example = _meta_like(tensor)
+        example = self.shared_storages.example(tensor, _meta_like)
         if not example.is_leaf:       # eager lets it be written in place; a leaf that requires grad not
             self.add_guard(guards.equals_match(guards.AttrSource(source, "is_leaf"), False))
         variable = TensorVariable(node, example, tensor.device, source=source, python_class=type(tensor))

@@ -1,0 +1,70 @@
+"""Graph inputs that share memory get examples that share it too.
+
+Two inputs may be views of one tensor: a resumed frame receives ``y`` and ``t = y[0]`` as two
+arguments, a module holds a buffer and a view of it.  Examples made apart would tell the trace
+that the two never overlap: a write through one would seem not to reach the other, and an op
+eager refuses for overlapping memory (``y.copy_(t)``) would be recorded, to raise only when the
+graph runs, after the frame's Python effects were already skipped.
+
+So an input whose storage an earlier input holds gets its example as a view into that input's
+example storage: the same offset, strides and dtype, the storage grown to cover both.  Whether
+inputs share storage is then part of what the trace saw, and the graph guards it
+(``guards.storage_match``) whenever it writes an input in place (``OutputGraph.identity_guards``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from guards.guard import storage_key
+
+from ..exc import Unsupported
+
+
+class SharedStorages:
+    """The first example made in each real storage, to view the later ones into."""
+
+    def __init__(self):
+        self._anchors: dict = {}    # storage address -> the example of the first input in it
+
+    def example(self, tensor: torch.Tensor, make_example: Callable) -> torch.Tensor:
+        """``tensor``'s meta example: ``make_example(tensor)`` for the first input in its
+        storage, a view into that one's example storage for every later one."""
+        key = storage_key(tensor)
+        anchor = self._anchors.get(key) if key is not None else None
+        if anchor is None:
+            example = make_example(tensor)
+            if key is not None:
+                self._anchors[key] = example
+            return example
+        return _view_into(anchor, tensor)
+
+
+def _view_into(anchor: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
+    """A meta tensor with ``tensor``'s metadata over ``anchor``'s storage, made by autograd where
+    ``tensor`` was (a non-leaf that requires grad views ``anchor`` through autograd)."""
+    shape, stride, offset = tuple(tensor.shape), torch.Tensor.stride(tensor), torch.Tensor.storage_offset(tensor)
+    extent = 1 + sum((size - 1) * step for size, step in zip(shape, stride)) if all(shape) else 0
+    storage = anchor.untyped_storage()
+    try:
+        if storage.nbytes() < (offset + extent) * tensor.element_size():
+            storage.resize_((offset + extent) * tensor.element_size())
+        base = anchor.detach() if tensor.dtype == anchor.dtype else _whole_storage_as(anchor, tensor.dtype)
+        view = base.as_strided(shape, stride, offset)
+    except RuntimeError as error:
+        raise Unsupported(f"an input shares memory with another input in a way its example cannot: {error}")
+    if not tensor.requires_grad:
+        return view
+    if tensor.is_leaf:
+        return view.requires_grad_(True)
+    if not anchor.requires_grad or tensor.dtype != anchor.dtype:
+        raise Unsupported("an input made by autograd shares memory with an input that does not require grad")
+    return anchor.as_strided(shape, stride, offset)
+
+
+def _whole_storage_as(anchor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``anchor``'s whole storage as one row of ``dtype`` (a view: it shares the storage)."""
+    row = anchor.detach().as_strided((anchor.untyped_storage().nbytes() // anchor.element_size(),), (1,), 0)
+    return row.view(dtype)
