@@ -4,6 +4,7 @@ that only counts graphs), and compared with eager on every call.
 
     python -m bench.hf_sweep                       # every model, return_dict True and False
     python -m bench.hf_sweep --only bert,gpt2 --backend torchxla_trace_once
+    python -m bench.hf_sweep --no-peer --autocast bfloat16   # every call inside a CPU autocast region
 
 Per model and return_dict: graphs made on the first call, fallbacks (with reasons), graphs
 compiled after the first call (recompiles over ``--calls`` calls), whether every call equalled
@@ -299,7 +300,10 @@ def run_torch_compile(model, calls_inputs, expected, repeat):
             "first": first, "steady": steady}
 
 
-def sweep_one(name, return_dict, backend, calls, repeat, peer):
+def sweep_one(name, return_dict, backend, calls, repeat, peer, autocast=None):
+    if autocast is not None:          # everything, eager included, inside one CPU region
+        with torch.autocast("cpu", dtype=getattr(torch, autocast)):
+            return sweep_one(name, return_dict, backend, calls, repeat, peer)
     model, make_inputs = build(name, return_dict)
     generator = torch.Generator().manual_seed(1)
     calls_inputs = [make_inputs(generator) for _ in range(calls)]
@@ -359,6 +363,7 @@ def main(argv=None):
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=20, help="calls timed for the steady state")
     parser.add_argument("--no-peer", action="store_true", help="skip torch.compile")
+    parser.add_argument("--autocast", choices=["bfloat16", "float16"], help="run inside a CPU autocast region")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch intra-op threads (tiny models: more threads only add contention)")
     args = parser.parse_args(argv)
@@ -368,7 +373,8 @@ def main(argv=None):
     rows = []
     for name in names:
         for return_dict in flags:
-            rows.append(sweep_one(name, return_dict, args.backend, args.calls, args.repeat, not args.no_peer))
+            rows.append(sweep_one(name, return_dict, args.backend, args.calls, args.repeat, not args.no_peer,
+                                  args.autocast))
             print_table(rows[-1:], out=sys.stderr)
     print_table(rows)
 

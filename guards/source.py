@@ -236,6 +236,8 @@ class TorchStateSource(Source):
     function: str
 
     def name(self) -> str:
+        if self.function in QUERY_READERS:
+            return self.function
         return f"{self.function}()" if self.function in PROCESS_STATE_READERS else f"torch.{self.function}()"
 
     def read(self, frame: FrameValues) -> Any:
@@ -252,6 +254,28 @@ def exception_being_handled() -> bool:
 # Process state that is not torch's, read like it (no argument; a bool).
 PROCESS_STATE_READERS = {"exception_being_handled": exception_being_handled}
 
+AUTOCAST_DEVICE_TYPES = ("cpu", "cuda", "xpu", "xla", "mps", "hpu", "ipu")
+
+
+def autocast_enabled_devices() -> str:
+    """The device types autocast is on for, comma-joined ('' when none)."""
+    import torch
+
+    if not torch._C._is_any_autocast_enabled():
+        return ""
+    return ",".join(device for device in AUTOCAST_DEVICE_TYPES if torch.is_autocast_enabled(device))
+
+
+def _cpu_autocast_dtype():
+    import torch
+
+    return torch.get_autocast_dtype("cpu")
+
+
+# Torch state read by a query with an argument, named as the query reads.
+QUERY_READERS = {"autocast_enabled_devices()": autocast_enabled_devices,
+                 "torch.get_autocast_dtype('cpu')": _cpu_autocast_dtype}
+
 
 def torch_state_function(name: str):
     """The torch function a ``TorchStateSource`` calls (only these: they take no argument)."""
@@ -259,6 +283,8 @@ def torch_state_function(name: str):
 
     if name in PROCESS_STATE_READERS:
         return PROCESS_STATE_READERS[name]
+    if name in QUERY_READERS:
+        return QUERY_READERS[name]
     if name not in TORCH_STATE_FUNCTIONS:
         raise ValueError(f"not a guarded torch state: {name}")
     if name == "get_default_device":

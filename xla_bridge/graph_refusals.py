@@ -16,7 +16,7 @@ from .eager_faithful import op_name
 
 def unfit_for_the_device(gm, example_inputs):
     """Why the device cannot run ``gm`` (the first check that says so), or None."""
-    return _holds_unsound_dtype(gm, example_inputs) or _empty_input_to_a_shuffle(gm) \
+    return _holds_unsound_dtype(gm, example_inputs) or _cast_by_host_autocast(gm) or _empty_input_to_a_shuffle(gm) \
         or _as_strided_of_stored_memory(gm) \
         or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm)
 
@@ -34,6 +34,17 @@ def _holds_unsound_dtype(gm, example_inputs):
     for value in pytree.tree_leaves(values):
         if isinstance(value, torch.Tensor) and value.dtype in UNSOUND_ON_DEVICE:
             return f"the graph holds a {value.dtype} tensor: {UNSOUND_ON_DEVICE[value.dtype]}"
+    return None
+
+
+def _cast_by_host_autocast(gm):
+    """Why the device cannot run ``gm``, if a CPU autocast region cast some op's result (the
+    tracer marks such a node ``meta["autocast"]``): on the device the same op would not be cast,
+    since a region acts only on tensors of its own device."""
+    for node in gm.graph.nodes:
+        if node.meta.get("autocast") is not None:
+            return (f"{node.name} was traced in a CPU autocast region that casts its result to "
+                    f"{node.meta['autocast']}; on the device no region would")
     return None
 
 

@@ -23,6 +23,7 @@ from .._set_table import copy_exact
 from ..exc import MinidynamoError, Unsupported, raised_by_program
 from .builder import wrap
 from .meta import no_dynamo_import
+from .autocast import AutocastRegions
 from .output_graph import OutputGraph, tensor_metadata
 from . import try_blocks
 from .side_effects import DELETED
@@ -102,15 +103,9 @@ def trace_frame(func, args, stop_at=None, caller_handling=False) -> Capture:
         torch._C._set_grad_enabled(grad_enabled)      # a with-block left open by an abort
 
 
-AUTOCAST_DEVICES = ("cpu", "cuda")
-
-
 def _trace(func, args, stop_at=None, caller_handling=False) -> Capture:
     if torch._C._len_torch_dispatch_stack() != 0:
         raise Unsupported("a TorchDispatchMode is active")
-    for device_type in AUTOCAST_DEVICES:           # meta example values know nothing of autocast
-        if torch.is_autocast_enabled(device_type):
-            raise Unsupported(f"autocast is enabled for {device_type} (example values would have the wrong dtypes)")
     code = func.__code__
     names = argument_names(code)
     if len(names) != len(args):
@@ -120,6 +115,7 @@ def _trace(func, args, stop_at=None, caller_handling=False) -> Capture:
     output.caller_handling = caller_handling
     output.add_guard(G.grad_mode_match())
     output.add_guard(G.autocast_match())
+    output.autocast = AutocastRegions(output)      # the caller's region (autocast.py)
     grad_enabled = torch.is_grad_enabled()
     output.side_effects.position = lambda: len(output.root_graph.nodes)
     if code.co_flags & inspect.CO_VARKEYWORDS:     # every call makes its **kwargs dict anew

@@ -81,7 +81,7 @@ from .variables import iterator_rebuild
 from .variables.iterators import hands_over_live, live_containers, rest_of
 from .variables.containers import TupleVariable
 from .variables.exception_values import CaughtExceptionVariable, HandledBefore
-from .variables.ctx_managers import (AutocastOffVariable, GradModeVariable, SetGradEnabledVariable,
+from .variables.ctx_managers import (AutocastVariable, GradModeVariable, SetGradEnabledVariable,
                                      _AutocastExitVariable, _ExitVariable)
 from .variables.functions import CellVariable, UserMethodVariable, cell_template
 from .variables.new_objects import BuiltinBaseMethod
@@ -249,7 +249,7 @@ def _context_of(vt):
         return (torch.enable_grad if manager.enabled else torch.no_grad, ())
     if isinstance(manager, SetGradEnabledVariable):     # as a with-block, the same as these two
         return (torch.enable_grad if manager.enabled else torch.no_grad, ())
-    if isinstance(manager, AutocastOffVariable):
+    if isinstance(manager, AutocastVariable):
         a = manager.arguments
         return (torch.autocast, (a.get("device_type"), a.get("dtype"), a.get("enabled", True), a.get("cache_enabled")))
     raise Unsupported(f"graph break inside a with-block over {manager}")

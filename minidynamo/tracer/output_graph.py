@@ -22,6 +22,7 @@ import torch.fx
 import guards
 
 from ..exc import TraceTooLong, Unsupported
+from . import autocast
 from .variables import constant_tensors
 from .meta import FACTORIES, EffectProbe, meta_examples, run_on_meta, to_meta
 from .shared_storage import SharedStorages
@@ -49,6 +50,7 @@ class OutputGraph:
         self.open_grad_switches: list = []  # torch.set_grad_enabled(...) not left yet
         self.real_inputs: dict = {}         # source -> the real tensor behind each graph input
         self.shared_storages = SharedStorages()   # inputs in one storage get examples in one
+        self.autocast = None                # AutocastRegions: the traced autocast state (capture.py)
         self._objects_by_type: dict = {}    # type -> {source: object} of type-guarded objects read
         self.metadata_mutated: set = set()  # input sources whose metadata an in-place op changes
         self.reads_storage_offset = False   # the trace read some tensor's storage_offset()
@@ -235,7 +237,8 @@ class OutputGraph:
                 device = guard.obj
         probe = EffectProbe()
         try:
-            example = run_on_meta(fn, example_args, example_kwargs, probe)
+            example, cast_to = autocast.run_in_region(self.autocast, (kind, target), fn, example_args, example_kwargs,
+                                                      device, lambda a, k: run_on_meta(fn, a, k, probe))
         except Unsupported as error:        # it reads a tensor's data: known values may answer
             scalars = constant_tensors.scalar_arguments(args, kwargs) if constant_tensors.reads_data(error) else None
             if scalars is None:
@@ -253,6 +256,8 @@ class OutputGraph:
             example = example.clone(memory_format=torch.preserve_format)
         example = meta_examples(example)
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
+        if cast_to is not None:              # (the XLA bridge runs such a graph on the host)
+            node.meta["autocast"] = cast_to
         node.meta["draws_random"] = probe.draws_random
         node.meta["writes"] = probe.written
         if self.scopes:                     # a body is re-run on meta as a whole (subgraph.MetaBody)

@@ -678,12 +678,14 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         self.push(self.stack[-1].var_getattr(self, inst.arg))
 
     def BEFORE_WITH(self, inst):
-        from .variables.ctx_managers import ContextManagerVariable, enter_user_context
+        from .variables.ctx_managers import AutocastVariable, ContextManagerVariable, enter_user_context, is_autocast_object
         from .variables.torch_function_modes import TorchFunctionModeVariable, is_function_mode
 
         manager = self.pop()
         if not isinstance(manager, ContextManagerVariable) and is_function_mode(manager):
             manager = TorchFunctionModeVariable(manager)
+        elif is_autocast_object(manager):
+            manager = AutocastVariable.of_object(self, manager)
         if not isinstance(manager, ContextManagerVariable):
             exit_method, entered = enter_user_context(self, manager)
             self.push(exit_method)

@@ -83,6 +83,9 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "an eager instruction that raises"),
     "try_except":      (0.8, False, "try/except KeyError/IndexError/ZeroDivisionError around code that may raise"),
     "grad_mode":       (0.6, False, "with torch.no_grad()/enable_grad() blocks; grad mode flipped between calls"),
+    "autocast":        (0.4, False, "with torch.autocast('cpu', dtype, enabled) blocks around a matmul and other "
+                                    "statements; the caller's CPU autocast region turned on/off and its dtype changed "
+                                    "between calls"),
     "grad_reads":      (0.4, True, "backward() through the module's parameter, then its .grad read (None or a "
                                    "tensor, accumulated over calls), used, written in place, an SGD step on "
                                    "the parameter; zero_grad() between calls (known bug X71 on the XLA "
@@ -1404,6 +1407,18 @@ class Gen:
         cm = r.choice(["torch.no_grad()", "torch.enable_grad()", "torch.set_grad_enabled(n > 1)"])
         return Stmt([f"with {cm}:"], self.scoped_block(r.randint(1, 3)))
 
+    def s_autocast(self):
+        r = self.rng
+        dtype = r.choice(["torch.bfloat16", "torch.float16"])
+        enabled = r.choice(["", "", ", enabled=False", ", enabled=n > 1"])
+        square = self.tensors(lambda s: len(s) == 2)
+        head = []
+        if square:           # an op the region casts (to its dtype), brought back to float32
+            t, out = self.pick(square), self.fresh("t")
+            head = [Stmt([f"{out} = ({t} @ {t}.t() + 1).float().sum(-1)"])]
+            self.env[out] = ("T", (self.shape(t)[0],))
+        return Stmt([f"with torch.autocast('cpu', dtype={dtype}{enabled}):"], head + self.scoped_block(r.randint(1, 2)))
+
     def s_closures(self):
         r = self.rng
         name = self.fresh("fn")
@@ -1916,13 +1931,15 @@ ARGS = ("x", "y", "n", "xs", "ts")
 STMT_KINDS = [name for name in FEATURES if not name.startswith(("vary_", "reuse_", "state_mutation", "arg_aliasing",
                                                                  "tensor_views", "special_values"))
               and name not in ("zero_divisors", "host_sources")]
-COMPOUND = {"graph_breaks", "try_except", "user_raise", "match_stmt", "grad_mode", "user_ctx", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
+COMPOUND = {"graph_breaks", "try_except", "user_raise", "match_stmt", "grad_mode", "autocast", "user_ctx", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
 
 
 # ----------------------------------------------------------------------------- steps
 
 MUTATIONS: dict[str, list[str]] = {
     "grad_mode": ["torch.set_grad_enabled(False)", "torch.set_grad_enabled(True)"],
+    "autocast": ["torch.set_autocast_enabled('cpu', True)", "torch.set_autocast_enabled('cpu', False)",
+                 "torch.set_autocast_dtype('cpu', torch.float16)", "torch.set_autocast_dtype('cpu', torch.bfloat16)"],
     "state_mutation": [
         "OBJ.k = 5", "OBJ.k = 0", "OBJ.w = -1.0", "OBJ.flag = not OBJ.flag", "OBJ.items.append(4)",
         "MOD.count = 3", "MOD.enabled = not MOD.enabled", "MOD.eval()", "MOD.train()",

@@ -481,6 +481,7 @@ def run_program(source: str, steps: list, backend="eager", compare_messages: boo
     minidynamo.reset()
     dtype_before = torch.get_default_dtype()
     grad_before = torch.is_grad_enabled()
+    autocast_before = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
     try:
         try:
             ns_e = build_namespace(source)
@@ -543,6 +544,8 @@ def run_program(source: str, steps: list, backend="eager", compare_messages: boo
     finally:
         torch.set_default_dtype(dtype_before)
         torch.set_grad_enabled(grad_before)
+        torch.set_autocast_enabled("cpu", autocast_before[0])
+        torch.set_autocast_dtype("cpu", autocast_before[1])
         snap = minidynamo.counters.snapshot()
         outcome.fallbacks = list(snap.get("fallback_reasons", []))
         outcome.f_fallbacks = sum(1 for r in outcome.fallbacks if is_of_f(r))

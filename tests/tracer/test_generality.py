@@ -334,8 +334,10 @@ def test_autocast_switched_off_inside_the_trace():
         expected = f(x)
         (got,) = capture.graph_module(*capture.example_inputs)
     assert got.dtype == expected.dtype == torch.float32 and torch.equal(got, expected)
-    with pytest.raises(Unsupported, match="autocast"):
-        run_traced(lambda a: _autocast_on(a), x)
+    _, got = run_traced(lambda a: _autocast_on(a), x)       # a region turned on: its dtypes
+    assert got.dtype == torch.bfloat16 and torch.equal(got, _autocast_on(x))
+    with pytest.raises(Unsupported, match="only CPU regions"):
+        run_traced(lambda a: _cuda_region(a), x)
 
 
 def _autocast_on(a):
@@ -343,10 +345,15 @@ def _autocast_on(a):
         return a @ a.T
 
 
-def test_tracing_under_autocast_is_refused():
+def _cuda_region(a):
+    with torch.autocast("cuda", dtype=torch.float16):
+        return a @ a.T
+
+
+def test_tracing_under_autocast_gives_its_dtypes():
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        with pytest.raises(Unsupported, match="autocast"):
-            run_traced(lambda a: a @ a.T, x)
+        _, got = run_traced(lambda a: a @ a.T, x)
+        assert got.dtype == torch.bfloat16 and torch.equal(got, x @ x.T)
 
 
 # ---------------------------------------------------------------- lists made by the trace

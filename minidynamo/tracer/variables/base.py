@@ -78,7 +78,7 @@ named, every tracker is listed, and each sits under its base class):
      ├── ContextManagerVariable       ctx_managers.py  what BEFORE_WITH accepts
      │    ├── GradModeVariable        ctx_managers.py  torch.no_grad() / enable_grad()
      │    ├── SetGradEnabledVariable  ctx_managers.py  torch.set_grad_enabled(mode)
-     │    ├── AutocastOffVariable     ctx_managers.py  torch.autocast(..., enabled=False)
+     │    ├── AutocastVariable        ctx_managers.py  torch.autocast(...)
      │    ├── NoEffectBlockVariable   ctx_managers.py  torch._C.DisableTorchFunctionSubclass(): nothing traced changes
      │    └── TorchFunctionModeVariable torch_function_modes.py  a TorchFunctionMode object in a with
      ├── RestoredExit                 ctx_managers.py  the __exit__ of such a block (a user's is a bound method)

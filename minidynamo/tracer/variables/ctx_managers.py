@@ -1,5 +1,5 @@
 """Context managers the trace can enter: ``torch.no_grad()``, ``torch.enable_grad()``,
-``torch.set_grad_enabled(mode)`` and ``torch.autocast(..., enabled=False)``, modelled here, and
+``torch.set_grad_enabled(mode)`` and ``torch.autocast(...)``, modelled here, and
 any object whose class defines ``__enter__``/``__exit__`` in Python, whose methods are inlined
 (``enter_user_context``).
 
@@ -8,11 +8,11 @@ values get the right ``requires_grad``), and in the graph (a ``torch._C._set_gra
 node), so the compiled code switches mode at the same point the program did.  Leaving
 restores both.
 
-``torch.autocast(device, enabled=False)`` (timm turns autocast off around attention) is
-entered and left by graph nodes that run the real ``autocast`` object at call time, so a
-caller's outer autocast region is switched off exactly where eager switches it off.  The
-trace itself needs nothing: it is only accepted while autocast is off for that device (the
-meta example values know nothing of autocast), and ``enabled=True`` is refused.
+``torch.autocast(device, ...)`` is entered and left by graph nodes that run the real
+``autocast`` object at call time, so a region begins and ends (timm turns autocast off around
+attention) exactly where eager's does.  The trace follows the regions to give its examples the
+dtypes autocast gives (``tracer/autocast.py``: CPU regions only; another device's region
+turned on is refused).
 
 If the graph raises at run time, the compiled code leaves the autocast blocks it entered
 (``unwind_open_blocks``, innermost first) and sets grad mode back to its value at the frame's
@@ -26,6 +26,8 @@ from __future__ import annotations
 import threading
 
 import torch
+
+import guards as G
 
 from ...exc import Unsupported
 from .base import VariableTracker
@@ -160,8 +162,24 @@ class _ExitVariable(RestoredExit):
         return ConstantVariable(None)
 
 
-class AutocastOffVariable(ContextManagerVariable):
-    """``torch.autocast(device_type, enabled=False, ...)`` (see the module docstring)."""
+# What an autocast object's ``__enter__`` reads: the argument, and the attribute holding it.
+_OBJECT_SETTINGS = {"device_type": "device", "dtype": "fast_dtype", "enabled": "_enabled",
+                    "cache_enabled": "_cache_enabled"}
+
+
+def is_autocast_object(manager) -> bool:
+    """An autocast object the trace did not make (``AutocastVariable`` stands for those)."""
+    from .objects import UserObjectVariable
+
+    return isinstance(manager, UserObjectVariable) and type(manager.value) in (torch.autocast, *_DEVICE_CLASSES)
+
+
+# The deprecated per-device classes: their device, and their positional parameters.
+_DEVICE_CLASSES = {torch.cpu.amp.autocast: ("cpu", torch.bfloat16), torch.cuda.amp.autocast: ("cuda", torch.float16)}
+
+
+class AutocastVariable(ContextManagerVariable):
+    """``torch.autocast(device_type, dtype, enabled, cache_enabled)`` (see the module docstring)."""
 
     def __init__(self, arguments: dict):
         super().__init__()
@@ -169,20 +187,41 @@ class AutocastOffVariable(ContextManagerVariable):
         self.node = None
 
     @staticmethod
-    def create(args, kwargs):
-        arguments = {k: v.as_python_constant() for k, v in kwargs.items()}
-        names = ("device_type", "dtype", "enabled", "cache_enabled")
+    def create(klass, args, kwargs):
+        if klass in _DEVICE_CLASSES:
+            device_type, dtype = _DEVICE_CLASSES[klass]
+            names, arguments = ("enabled", "dtype", "cache_enabled"), {"device_type": device_type, "dtype": dtype}
+        elif klass is torch.autocast:
+            names, arguments = ("device_type", "dtype", "enabled", "cache_enabled"), {}
+        else:
+            raise Unsupported(f"with statement over a subclass of torch.autocast ({klass.__qualname__})")
+        if len(args) > len(names):
+            raise Unsupported("torch.autocast(...) with too many arguments")
+        arguments.update({k: v.as_python_constant() for k, v in kwargs.items()})
         arguments.update({names[i]: a.as_python_constant() for i, a in enumerate(args)})
-        if arguments.get("enabled", True) is not False:
-            raise Unsupported("torch.autocast(enabled=True) inside the traced code (example values ignore autocast)")
-        if torch.is_autocast_enabled(arguments.get("device_type")):
-            raise Unsupported("torch.autocast(enabled=False) traced while autocast is on (its state is not guarded)")
-        return AutocastOffVariable(arguments)
+        if not isinstance(arguments.get("device_type"), str) or not isinstance(arguments.get("enabled", True), bool):
+            raise Unsupported("torch.autocast(...) without a constant device type and enabled flag")
+        return AutocastVariable(arguments)
+
+    @staticmethod
+    def of_object(tx, manager) -> "AutocastVariable":
+        """``with a:`` over an autocast object made before the frame (``@torch.autocast(...)``
+        decorates a function with one): a block made as that object was, its settings guarded."""
+        value, source = manager.value, manager.source
+        if source is None:
+            raise Unsupported("with statement over an autocast object the trace cannot guard")
+        arguments = {}
+        for name, attribute in _OBJECT_SETTINGS.items():
+            arguments[name] = getattr(value, attribute)
+            tx.output.add_guard(G.equals_match(G.AttrSource(source, attribute), arguments[name]))
+        return AutocastVariable(arguments)
 
     def python_type(self):
         return torch.autocast
 
     def enter(self, tx):
+        a = self.arguments
+        tx.output.autocast.enter(a["device_type"], a.get("enabled", True), a.get("dtype"))
         self.node = tx.output.graph.call_function(enter_autocast, (), dict(self.arguments))
         return _AutocastObjectVariable()
 
@@ -199,11 +238,12 @@ class _AutocastObjectVariable(VariableTracker):
 
 
 class _AutocastExitVariable(RestoredExit):
-    def __init__(self, manager: AutocastOffVariable):
+    def __init__(self, manager: AutocastVariable):
         super().__init__()
         self.manager = manager
 
     def call_function(self, tx, args, kwargs):
+        tx.output.autocast.leave()
         tx.output.graph.call_function(exit_autocast, (self.manager.node,))
         return ConstantVariable(None)
 
@@ -258,8 +298,8 @@ def enter_user_context(tx, manager):
     from .objects import UserObjectVariable
 
     if not isinstance(manager, UserObjectVariable):
-        raise Unsupported(f"with statement over {manager} (only torch.no_grad/enable_grad, torch.autocast(enabled="
-                          "False), TorchFunctionModes and objects whose class defines __enter__/__exit__ in Python)")
+        raise Unsupported(f"with statement over {manager} (only torch.no_grad/enable_grad, torch.autocast, "
+                          "TorchFunctionModes and objects whose class defines __enter__/__exit__ in Python)")
     methods = {}
     for name in ("__enter__", "__exit__"):
         kind, method = special_method(tx, manager, name)

@@ -246,9 +246,9 @@ class ClassVariable(KnownObjectVariable):
                 raise Unsupported("torch.set_grad_enabled(...) without one constant bool")
             return SetGradEnabledVariable(tx, mode)
         if isinstance(klass, type) and issubclass(klass, torch.autocast):
-            from .ctx_managers import AutocastOffVariable
+            from .ctx_managers import AutocastVariable
 
-            return AutocastOffVariable.create(args, kwargs)
+            return AutocastVariable.create(klass, args, kwargs)
         if issubclass(klass, tuple) and hasattr(klass, "_fields"):
             check_named_tuple_model(tx, klass)
             return NamedTupleVariable(self._named_tuple_fields(tx, args, kwargs), klass, class_vt=self)

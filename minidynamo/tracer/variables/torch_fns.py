@@ -167,10 +167,14 @@ class TorchFunctionVariable(KnownObjectVariable):
             if fn() != 0:
                 raise Unsupported("a TorchDispatchMode is active")
             return ConstantVariable(0)
-        if fn in AUTOCAST_QUERIES and not args:
-            if fn():
-                raise Unsupported("autocast is enabled (its state is not guarded)")
-            return ConstantVariable(False)
+        if fn in AUTOCAST_QUERIES and len(args) <= 1 and not kwargs:
+            # the traced regions (the caller's is guarded: autocast.py); no argument asks of CUDA
+            device_type = args[0].as_python_constant() if args else "cuda"
+            if fn is torch._C._is_any_autocast_enabled and not args:
+                return ConstantVariable(tx.output.autocast.is_enabled("cpu"))
+            if fn is torch.is_autocast_enabled and isinstance(device_type, str):
+                return ConstantVariable(tx.output.autocast.is_enabled(device_type))
+            raise Unsupported(f"{fn.__name__} asked of something other than a device type name")
         if fn is torch.is_tensor:
             from .tensor import TensorVariable
 
