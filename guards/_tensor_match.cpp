@@ -152,9 +152,21 @@ bool find_torch_objects() {
     return find_plain_class_objects();
 }
 
+PyObject *reads_xla_strides(PyObject *, PyObject *) {
+    return PyBool_FromLong(xla_impl_vtable != nullptr);
+}
+
+PyMethodDef module_methods[] = {
+    {"reads_xla_strides", reads_xla_strides, METH_NOARGS,
+     "reads_xla_strides() -> bool: a torch_xla device tensor's strides are read after its sizes "
+     "(wrapped_strides in csrc/tensor_checks.h)"},
+    {nullptr},
+};
+
 PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "guards._tensor_match",
     "Tensor guards read from at::Tensor in C++ (optional: guards falls back to C and Python).", -1,
+    module_methods,
 };
 
 }  // namespace

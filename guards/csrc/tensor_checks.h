@@ -51,6 +51,52 @@ inline bool requires_grad(const c10::TensorImpl *impl, const c10::AutogradMetaIn
     return impl->requires_grad();
 }
 
+/* A functional wrapper (torch_xla's device tensors; torch knows one by this key) answers sizes,
+ * strides, contiguity and device with the wrapped tensor's, each through a virtual call: the
+ * wrapped tensor is asked directly (a fifth of a device tensor's check). */
+inline bool is_wrapper(const c10::TensorImpl *impl) {
+    return impl->key_set().has(c10::DispatchKey::Functionalize);
+}
+
+inline const c10::TensorImpl *shape_of(const c10::TensorImpl *wrapper) {
+    return static_cast<const at::FunctionalTensorWrapper *>(wrapper)->value().unsafeGetTensorImpl();
+}
+
+/* torch_xla 2.9's device tensor (the impl inside its functional wrapper) answers sizes() and
+ * strides() alike: SetupSizeProperties (the fields refreshed from its lazy tensor when that
+ * tensor's generation moved), then TensorImpl's own sizes_default() / strides_default() (read in
+ * its tensor_impl.cpp at v2.9.0 and in the shipped _XLAC binary).  So right after its sizes()
+ * returned, nothing having run since, its strides() is strides_default(): read without a second
+ * virtual call and refresh.  Known by its exact dynamic type, and only under torch_xla 2.9.x. */
+const void *xla_impl_vtable = nullptr;   // set once such an impl is seen under torch_xla 2.9
+bool xla_impl_ruled_out = false;         // torch_xla is not 2.9: always ask strides()
+
+/* torch_xla's __version__ starts with "2.9.", read from the module's dict (no Python runs). */
+bool torch_xla_is_2_9() {
+    PyObject *module = PyDict_GetItemString(PyImport_GetModuleDict(), "torch_xla");
+    PyObject *version = module != nullptr && PyModule_Check(module) ? PyDict_GetItemString(PyModule_GetDict(module), "__version__") : nullptr;
+    const char *text = version != nullptr && PyUnicode_Check(version) ? PyUnicode_AsUTF8(version) : nullptr;
+    if (text == nullptr)
+        PyErr_Clear();
+    return text != nullptr && std::strncmp(text, "2.9.", 4) == 0;
+}
+
+/* shape->strides(), asked right after shape->sizes() returned; `shape` is a wrapped impl. */
+c10::IntArrayRef wrapped_strides(const c10::TensorImpl *shape) {
+    const void *vtable = *reinterpret_cast<const void *const *>(shape);
+    if (vtable == xla_impl_vtable)
+        return ImplFields::default_strides(shape);
+    if (xla_impl_vtable == nullptr && !xla_impl_ruled_out && std::strcmp(typeid(*shape).name(), "N9torch_xla13XLATensorImplE") == 0) {
+        if (!torch_xla_is_2_9()) {
+            xla_impl_ruled_out = true;
+        } else {
+            xla_impl_vtable = vtable;
+            return ImplFields::default_strides(shape);
+        }
+    }
+    return shape->strides();
+}
+
 /* The TensorImpl's answer, field by field, or ASK_PYTHON when a getter might answer differently. */
 Outcome match_fields(const Spec &spec, const c10::TensorImpl *impl, const c10::AutogradMetaInterface *meta) {
     if (impl->is_python_dispatch() || impl->has_symbolic_sizes_strides())
@@ -59,19 +105,14 @@ Outcome match_fields(const Spec &spec, const c10::TensorImpl *impl, const c10::A
         return NO;
     if (requires_grad(impl, meta) != spec.requires_grad_value)
         return NO;
-    // A functional wrapper (torch_xla's device tensors; torch knows one by this key) answers
-    // sizes, strides, contiguity and device with the wrapped tensor's, each through a virtual
-    // call: ask the wrapped tensor directly (a fifth of a device tensor's check).
-    const c10::TensorImpl *shape = impl;
-    if (impl->key_set().has(c10::DispatchKey::Functionalize))
-        shape = static_cast<const at::FunctionalTensorWrapper *>(impl)->value().unsafeGetTensorImpl();
+    const c10::TensorImpl *shape = is_wrapper(impl) ? shape_of(impl) : impl;
     if (!same_ints(shape->sizes(), spec.sizes_value))   // a custom-sizes tensor may throw: Python then
         return NO;
     if (spec.by_contiguity) {
         // (the layout is the wrapper's own: mkldnn says contiguous too)
         if (!shape->is_contiguous() || impl->layout() != c10::kStrided)
             return NO;
-    } else if (!same_ints(shape->strides(), spec.strides_value)) {
+    } else if (!same_ints(shape != impl ? wrapped_strides(shape) : shape->strides(), spec.strides_value)) {
         return NO;
     }
     return shape->device() == spec.device_value ? YES : NO;
@@ -130,9 +171,10 @@ int match_python(const Spec &spec, PyObject *tensor) {
 }
 
 /* 1 when `tensor` matches `spec`, else 0 (a Python error counts as a mismatch).  `impl` is the
- * tensor's TensorImpl when the direct read applies (see direct_impl), else nullptr. */
+ * tensor's TensorImpl when the direct read applies (see direct_impl), else nullptr.  `asked_python`
+ * is set when Python was asked (its code may have changed any tensor). */
 int spec_matches(Spec &spec, PyObject *tensor, const c10::TensorImpl *impl,
-                 const c10::AutogradMetaInterface *meta) {
+                 const c10::AutogradMetaInterface *meta, bool &asked_python) {
     if (reinterpret_cast<PyObject *>(Py_TYPE(tensor)) != spec.type)
         return 0;
     if (impl != nullptr) {
@@ -145,6 +187,7 @@ int spec_matches(Spec &spec, PyObject *tensor, const c10::TensorImpl *impl,
         if (outcome != ASK_PYTHON)
             return outcome == YES;
     }
+    asked_python = true;
     int ok = match_python(spec, tensor);
     if (ok < 0) {
         PyErr_Clear();
@@ -176,10 +219,11 @@ inline void prefetch_meta(const c10::AutogradMetaInterface *meta) {
 }
 
 /* Every tensor matches its spec.  The checks are short and the loads are not: each hangs off the
- * one before (Python object -> TensorImpl -> autograd meta).  So they run in three passes over
- * blocks of tensors: the first finds each tensor's TensorImpl and asks for its lines, the second
- * reads each impl's meta and asks for its lines, the third checks, reading lines already on their
- * way.  Within a pass the tensors' loads are independent of one another, so they overlap. */
+ * one before (Python object -> TensorImpl -> autograd meta, or a wrapper's wrapped impl).  So
+ * they run in three passes over blocks of tensors: the first finds each tensor's TensorImpl and
+ * asks for its lines, the second reads each impl's meta and wrapped impl and asks for their
+ * lines, the third checks, reading lines already on their way.  Within a pass the tensors' loads
+ * are independent of one another, so they overlap. */
 constexpr size_t kBlock = 32;
 
 bool all_match(std::vector<Spec> &specs, PyObject *const *tensors, const Py_ssize_t *index) {
@@ -200,9 +244,20 @@ bool all_match(std::vector<Spec> &specs, PyObject *const *tensors, const Py_ssiz
             metas[k] = impls[k] != nullptr ? autograd_meta_of(impls[k]) : nullptr;
             if (metas[k] != nullptr)
                 prefetch_meta(metas[k]);
+            // A wrapper's wrapped impl, with the line after its base (a subclass's own fields:
+            // torch_xla's lazy tensor and generation).  The check reads the pointer again (Python
+            // asked about an earlier tensor may have replaced it): a prefetch cannot fault.
+            if (impls[k] != nullptr && is_wrapper(impls[k]))
+                prefetch_lines(shape_of(impls[k]), sizeof(c10::TensorImpl) + 64);
         }
+        bool asked_python = false;
         for (size_t k = 0; k < count; k++) {
-            if (!spec_matches(specs[start + k], at(start + k), impls[k], metas[k]))
+            if (asked_python) {   // the reads ahead may be stale now: read this tensor afresh
+                mode_active = at::impl::torch_function_mode_enabled();
+                impls[k] = direct_impl(specs[start + k], at(start + k), mode_active);
+                metas[k] = impls[k] != nullptr ? autograd_meta_of(impls[k]) : nullptr;
+            }
+            if (!spec_matches(specs[start + k], at(start + k), impls[k], metas[k], asked_python))
                 return false;
         }
     }

@@ -129,3 +129,30 @@ def test_six_dims_never_take_the_shortcut():
     assert check(t) and check.seen() == (False,)
     t.resize_(1, 2, 1, 3, 1, 2)
     assert not check(t)
+
+
+class _ShapeWithEffect(torch.Tensor):
+    """Its ``shape`` is Python code (the compiled check asks Python), which changes ``OTHER``."""
+
+    @property
+    def shape(self):
+        OTHER[0].requires_grad_(True)
+        return super().shape
+
+
+OTHER = []
+
+
+def test_a_check_that_runs_python_rereads_the_tensors_after_it():
+    OTHER[:] = [torch.ones(3)]
+    first, second = torch.ones(2).as_subclass(_ShapeWithEffect), torch.ones(3)
+    guards = [tensor_match(LocalSource("x"), first), tensor_match(LocalSource("y"), second)]
+    saved, native.mode = native.mode, "cpp"
+    try:
+        spec = native.tensor_spec(guards[0].expected), native.tensor_spec(guards[1].expected)
+        check = native.tensor_match(list(spec))
+    finally:
+        native.mode = saved
+    OTHER[:] = [torch.ones(3)]                   # no autograd meta yet: the first read says none
+    assert not check(torch.ones(2).as_subclass(_ShapeWithEffect), OTHER[0])
+    assert OTHER[0].requires_grad                # what the Python check would see too
