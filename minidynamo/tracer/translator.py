@@ -663,8 +663,11 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
 
     # -- imports, with statements, class statements ---------------------------------------------
     def IMPORT_NAME(self, inst):
-        """``import a.b`` / ``from a import b`` of a module already imported: only a binding.
-        (A first import runs module code: refused.)"""
+        """``import a.b`` / ``from a import b`` of a module already imported: only a binding,
+        to ``sys.modules[...]``.  A program's own module is read from there on every call (its
+        identity guarded), so what is read through it is guarded as through a global; a
+        library's is taken as it is.  (A first import runs module code: refused.)"""
+        from .library import LIBRARY_PREFIXES
         from .variables.objects import PythonModuleVariable
 
         fromlist, level = self.pop().as_python_constant(), self.pop().as_python_constant()
@@ -672,7 +675,13 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         if level != 0 or name not in sys.modules:
             raise Unsupported(f"import of {name!r} inside the traced code (not imported yet, or relative)")
         top = name if fromlist else name.partition(".")[0]
-        self.push(PythonModuleVariable(sys.modules[top]))
+        module = sys.modules[top]
+        if top.partition(".")[0] in LIBRARY_PREFIXES:
+            self.push(PythonModuleVariable(module))
+            return
+        source = G.ItemSource(G.HeldSource("sys.modules", id(sys.modules), sys.modules), top)
+        self.output.add_guard(G.id_match(source, module))
+        self.push(PythonModuleVariable(module, source))
 
     def IMPORT_FROM(self, inst):
         self.push(self.stack[-1].var_getattr(self, inst.arg))

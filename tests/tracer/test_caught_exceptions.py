@@ -568,3 +568,25 @@ def test_a_handler_of_an_exception_that_runs_its_own_code_runs_eagerly_without_e
     assert minidynamo.optimize("eager")(handles_a_programs_exception)(x, 3).item() == expected.item()
     report = minidynamo.explain(handles_a_programs_exception)(x, 3)
     assert not any("internal" in reason for reason in report.reasons), report.reasons
+
+
+def _reads_exc_info(x):
+    before = sys.exc_info()[0]
+    try:
+        raise ValueError("abc")
+    except ValueError:
+        kind, error, traceback = sys.exc_info()
+        inside = (kind is ValueError) + len(str(error)) + (traceback is not None)
+    return x + inside + (before is None)
+
+
+def test_sys_exc_info_answers_the_handled_exception():
+    calls = []
+    opt = minidynamo.optimize(lambda gm, inputs: calls.append(gm) or gm.forward)(_reads_exc_info)
+    x = torch.ones(2)
+    torch.testing.assert_close(opt(x), _reads_exc_info(x))
+    assert len(calls) == 1 and minidynamo.counters["graph_breaks"] == 0
+    try:
+        raise KeyError("the caller's")
+    except KeyError:                       # the caller handles one: sys.exc_info() is the caller's
+        torch.testing.assert_close(opt(x), _reads_exc_info(x))

@@ -4,7 +4,8 @@
 ``BuiltinVariable``): ``itertools`` constructors become the lazy iterators of iterators.py,
 ``functools.reduce`` runs its loop symbolically (the function is inlined, never called on real
 values), ``collections.deque/defaultdict/OrderedDict`` made in the frame become containers,
-and ``collections.namedtuple`` with constant arguments is evaluated (it only makes a class).
+and ``collections.namedtuple`` with constant arguments is evaluated (it only makes a class);
+``sys.exc_info()`` answers the exception the trace's handlers handle.
 
 ``CLASS_METHODS`` answers ``dict.fromkeys``, ``OrderedDict.fromkeys``,
 ``defaultdict.fromkeys`` and ``itertools.chain.from_iterable``.
@@ -19,6 +20,8 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
+import sys
+import types
 
 from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
@@ -199,6 +202,28 @@ def _deque(tx, iterable=None, maxlen=None):
     return DequeVariable(make_iterator(tx, iterable).unpack(tx) if iterable is not None else [])
 
 
+class TracebackVariable(VariableTracker):
+    """The traceback ``sys.exc_info()`` answers while a handler runs: eager's holds the frames,
+    the trace has none to give, so any use of it is refused (unpacking and dropping it is fine)."""
+
+    def python_type(self):
+        return types.TracebackType
+
+    def __repr__(self):
+        return "TracebackVariable()"
+
+
+def _exc_info(tx):
+    """``sys.exc_info()``: the exception the trace's handlers handle, or three Nones (guarded:
+    the caller of the traced frame handles none, ``ExceptionOpcodes.handled_exception``)."""
+    from .builtins import _type
+
+    handled = tx.handled_exception()
+    if handled is None:
+        return TupleVariable([ConstantVariable(None)] * 3)
+    return TupleVariable([_type(tx, handled), handled, TracebackVariable()])
+
+
 def _defaultdict(tx, factory=None, *args, **kwargs):
     result = DefaultDictVariable({}, default_factory(tx, factory))
     if args or kwargs:
@@ -248,7 +273,7 @@ STDLIB_CALLS = {
     itertools.starmap: _starmap, itertools.compress: _compress,
     itertools.takewhile: _while(itertools.takewhile), itertools.dropwhile: _while(itertools.dropwhile),
     functools.reduce: _reduce, collections.deque: _deque, collections.defaultdict: _defaultdict,
-    collections.OrderedDict: _ordered_dict, collections.namedtuple: _namedtuple,
+    collections.OrderedDict: _ordered_dict, collections.namedtuple: _namedtuple, sys.exc_info: _exc_info,
 }
 
 CLASS_METHODS = {
