@@ -273,6 +273,21 @@ int run_program(const std::vector<Step> &steps, PyObject **regs) {
     return 1;
 }
 
+/* Each item of the tuple `registers` handed to `keep`, once all lie in [0, n_registers). */
+template <typename Keep>
+bool parse_registers(PyObject *registers, Py_ssize_t n_registers, Keep keep) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(registers); i++) {
+        Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(registers, i));
+        if (r < 0 || r >= n_registers) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_IndexError, "FastGuard: register %zd out of range", r);
+            return false;
+        }
+        keep(r);
+    }
+    return true;
+}
+
 /* One op tuple into a Step; registers must lie in [0, n_registers). */
 bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
     if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 2) {
@@ -318,15 +333,8 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
     case CALL_WITH: {
         PyObject *registers;
         parsed = PyArg_ParseTuple(item, "iOO!", &op, &obj, &PyTuple_Type, &registers);
-        for (Py_ssize_t i = 0; parsed && i < PyTuple_GET_SIZE(registers); i++) {
-            Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(registers, i));
-            if (r < 0 || r >= n_registers) {
-                if (!PyErr_Occurred())
-                    PyErr_Format(PyExc_IndexError, "FastGuard: register %zd out of range", r);
-                return false;
-            }
-            step.args.push_back(r);
-        }
+        if (parsed && !parse_registers(registers, n_registers, [&](Py_ssize_t r) { step.args.push_back(r); }))
+            return false;
         break;
     }
     case LACKS:
@@ -339,15 +347,8 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
             PyErr_SetString(PyExc_ValueError, "FastGuard: too many shadows");
             return false;
         }
-        for (Py_ssize_t i = 0; parsed && i < PyTuple_GET_SIZE(shadows); i++) {
-            Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(shadows, i));
-            if (r < 0 || r >= n_registers) {
-                if (!PyErr_Occurred())
-                    PyErr_Format(PyExc_IndexError, "FastGuard: register %zd out of range", r);
-                return false;
-            }
-            step.shadows[step.n_shadows++] = r;
-        }
+        if (parsed && !parse_registers(shadows, n_registers, [&](Py_ssize_t r) { step.shadows[step.n_shadows++] = r; }))
+            return false;
         break;
     }
     default:   // NOT_IN
