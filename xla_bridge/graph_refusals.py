@@ -16,7 +16,8 @@ from .eager_faithful import op_name
 
 def unfit_for_the_device(gm, example_inputs):
     """Why the device cannot run ``gm`` (the first check that says so), or None."""
-    return _holds_unsound_dtype(gm, example_inputs) or _cast_by_host_autocast(gm) or _empty_input_to_a_shuffle(gm) \
+    return _holds_unsound_dtype(gm, example_inputs) or _cast_by_host_autocast(gm) or _switches_inference_mode(gm) \
+        or _empty_input_to_a_shuffle(gm) \
         or _as_strided_of_stored_memory(gm) \
         or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm)
 
@@ -45,6 +46,16 @@ def _cast_by_host_autocast(gm):
         if node.meta.get("autocast") is not None:
             return (f"{node.name} was traced in a CPU autocast region that casts its result to "
                     f"{node.meta['autocast']}; on the device no region would")
+    return None
+
+
+def _switches_inference_mode(gm):
+    """Why the device cannot run ``gm``, if it enters an inference-mode block (the tracer marks
+    the node ``meta["inference_mode"]``): what eager makes inside one are inference tensors, and a
+    replayed program's results are not."""
+    for node in gm.graph.nodes:
+        if node.meta.get("inference_mode") is not None:
+            return f"{node.name} enters an inference-mode block (eager's results in it are inference tensors)"
     return None
 
 

@@ -24,6 +24,7 @@ from ..exc import MinidynamoError, Unsupported, raised_by_program
 from .builder import wrap
 from .meta import no_dynamo_import
 from .autocast import AutocastRegions
+from .variables.ctx_managers import TRACED_BLOCKS
 from .output_graph import OutputGraph, tensor_metadata
 from . import try_blocks
 from .side_effects import DELETED
@@ -87,7 +88,7 @@ def trace_frame(func, args, stop_at=None, caller_handling=False) -> Capture:
     ``stop_at``: stop before that root instruction (a graph break, see graph_break.py).
     ``caller_handling``: the frame's caller is handling an exception (``sys.exc_info()`` as the
     hook found it, before minidynamo's own code ran)."""
-    grad_enabled = torch.is_grad_enabled()
+    grad_enabled, blocks = torch.is_grad_enabled(), len(TRACED_BLOCKS.managers)
     try:
         with no_dynamo_import(), _program_hooks_unseen():
             return _trace(func, tuple(args), stop_at, caller_handling)
@@ -100,7 +101,8 @@ def trace_frame(func, args, stop_at=None, caller_handling=False) -> Capture:
     except Exception as e:
         raise Unsupported(f"internal tracer error: {type(e).__name__}: {e}") from e
     finally:
-        torch._C._set_grad_enabled(grad_enabled)      # a with-block left open by an abort
+        TRACED_BLOCKS.unwind_to(blocks)               # with-blocks left open by an abort
+        torch._C._set_grad_enabled(grad_enabled)
 
 
 def _trace(func, args, stop_at=None, caller_handling=False) -> Capture:
@@ -213,9 +215,9 @@ def _target_name(node) -> str:
 
 
 def _switches_state(node) -> bool:
-    from .variables.ctx_managers import enter_autocast, exit_autocast
+    from .variables.ctx_managers import enter_autocast, enter_inference_mode, exit_block
 
-    return node.op == "call_function" and node.target in (torch._C._set_grad_enabled, enter_autocast, exit_autocast)
+    return node.op == "call_function" and node.target in (torch._C._set_grad_enabled, enter_autocast, enter_inference_mode, exit_block)
 
 
 def _storage_root(tensor: torch.Tensor) -> torch.Tensor:

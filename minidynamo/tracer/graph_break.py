@@ -81,8 +81,8 @@ from .variables import iterator_rebuild
 from .variables.iterators import hands_over_live, live_containers, rest_of
 from .variables.containers import TupleVariable
 from .variables.exception_values import CaughtExceptionVariable, HandledBefore
-from .variables.ctx_managers import (AutocastVariable, GradModeVariable, SetGradEnabledVariable,
-                                     _AutocastExitVariable, _ExitVariable)
+from .variables.ctx_managers import (AutocastVariable, InferenceModeVariable, GradModeVariable, SetGradEnabledVariable,
+                                     _AutocastExitVariable, _ExitVariable, _InferenceModeExit)
 from .variables.functions import CellVariable, UserMethodVariable, cell_template
 from .variables.new_objects import BuiltinBaseMethod
 from .variables.nn_module import ModuleCallVariable
@@ -249,6 +249,8 @@ def _context_of(vt):
         return (torch.enable_grad if manager.enabled else torch.no_grad, ())
     if isinstance(manager, SetGradEnabledVariable):     # as a with-block, the same as these two
         return (torch.enable_grad if manager.enabled else torch.no_grad, ())
+    if isinstance(manager, InferenceModeVariable):
+        return (torch.inference_mode, (manager.mode,))
     if isinstance(manager, AutocastVariable):
         a = manager.arguments
         return (torch.autocast, (a.get("device_type"), a.get("dtype"), a.get("enabled", True), a.get("cache_enabled")))
@@ -302,7 +304,7 @@ def stop_values(tx, stop_at) -> tuple:
                                   "(its exception was made by the trace)")
             stack.append(("handling", len(values)))
             values.append(vt.handling)
-        elif isinstance(vt, (_ExitVariable, _AutocastExitVariable)):
+        elif isinstance(vt, (_ExitVariable, _AutocastExitVariable, _InferenceModeExit)):
             stack.append(("ctx", *_context_of(vt)))
             if vt.manager in tx.output.open_grad_switches:     # left by the with-statement's end
                 tx.output.open_grad_switches.remove(vt.manager)

@@ -33,12 +33,12 @@ def unprobed(nodes, answers: Optional[dict] = None) -> Optional[str]:
     ``answers`` (node -> that answer) keeps each op's run for the next call: an op inside two
     nested handlers is run once."""
     answers = {} if answers is None else answers
-    from .variables.ctx_managers import enter_autocast, exit_autocast
+    from .variables.ctx_managers import enter_autocast, enter_inference_mode, exit_block
 
     for node in nodes:
         if node.op not in ("call_function", "call_method"):
             continue
-        if node.target in (torch._C._set_grad_enabled, enter_autocast, exit_autocast):
+        if node.target in (torch._C._set_grad_enabled, enter_autocast, enter_inference_mode, exit_block):
             continue                     # switches the trace made itself (constant arguments): never raise
         if node.target is operator.getitem and _is_results_of_op(node.args[0]):
             continue                     # one result of an op that returns several (itself run on stand-ins)

@@ -51,6 +51,7 @@ class OutputGraph:
         self.real_inputs: dict = {}         # source -> the real tensor behind each graph input
         self.shared_storages = SharedStorages()   # inputs in one storage get examples in one
         self.autocast = None                # AutocastRegions: the traced autocast state (capture.py)
+        self.open_inference_blocks: list = []   # enter nodes of inference-mode blocks not yet left
         self._objects_by_type: dict = {}    # type -> {source: object} of type-guarded objects read
         self.metadata_mutated: set = set()  # input sources whose metadata an in-place op changes
         self.reads_storage_offset = False   # the trace read some tensor's storage_offset()
@@ -294,8 +295,15 @@ class OutputGraph:
 
     # -- the end -------------------------------------------------------------------------
     def finish(self, output_nodes: list) -> torch.fx.GraphModule:
+        from .variables.ctx_managers import exit_block
+
         for guard in self.identity_guards():
             self.add_guard(guard)
+        # An inference-mode block still open (the graph stops at a break inside it) is left
+        # here: its real object restores the dispatch state it saw on entry, so it must be left
+        # inside whatever contexts a backend runs the graph in (the resume re-enters it).
+        for node in reversed(self.open_inference_blocks):
+            self.root_graph.call_function(exit_block, (node,))
         output_nodes = torch.fx.node.map_arg(list(output_nodes), self.lift)
         self.graph.output(tuple(output_nodes))
         self.graph.stamp = None             # the graph outlives the trace: keep nothing of it

@@ -79,6 +79,7 @@ named, every tracker is listed, and each sits under its base class):
      │    ├── GradModeVariable        ctx_managers.py  torch.no_grad() / enable_grad()
      │    ├── SetGradEnabledVariable  ctx_managers.py  torch.set_grad_enabled(mode)
      │    ├── AutocastVariable        ctx_managers.py  torch.autocast(...)
+     │    ├── InferenceModeVariable   ctx_managers.py  torch.inference_mode(mode)
      │    ├── NoEffectBlockVariable   ctx_managers.py  torch._C.DisableTorchFunctionSubclass(): nothing traced changes
      │    └── TorchFunctionModeVariable torch_function_modes.py  a TorchFunctionMode object in a with
      ├── RestoredExit                 ctx_managers.py  the __exit__ of such a block (a user's is a bound method)

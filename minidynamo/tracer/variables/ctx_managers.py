@@ -1,12 +1,13 @@
 """Context managers the trace can enter: ``torch.no_grad()``, ``torch.enable_grad()``,
-``torch.set_grad_enabled(mode)`` and ``torch.autocast(...)``, modelled here, and
-any object whose class defines ``__enter__``/``__exit__`` in Python, whose methods are inlined
-(``enter_user_context``).
+``torch.set_grad_enabled(mode)``, ``torch.inference_mode(mode)`` and ``torch.autocast(...)``,
+modelled here, and any object whose class defines ``__enter__``/``__exit__`` in Python, whose
+methods are inlined (``enter_user_context``).
 
 Entering a grad-mode block flips grad mode twice over: for real while tracing (so meta example
 values get the right ``requires_grad``), and in the graph (a ``torch._C._set_grad_enabled``
 node), so the compiled code switches mode at the same point the program did.  Leaving
-restores both.
+restores both.  An inference-mode block is the same, its real object held while the block is
+traced (``TRACED_BLOCKS``; an aborted trace leaves it) and entered and left by graph nodes.
 
 ``torch.autocast(device, ...)`` is entered and left by graph nodes that run the real
 ``autocast`` object at call time, so a region begins and ends (timm turns autocast off around
@@ -229,6 +230,64 @@ class AutocastVariable(ContextManagerVariable):
         return _AutocastExitVariable(self)
 
 
+class InferenceModeVariable(ContextManagerVariable):
+    """``torch.inference_mode(mode)``: like a grad-mode block, switched for real while the block
+    is traced (its examples are inference tensors, grad is off) and in the graph, by nodes that
+    enter and leave a real ``torch.inference_mode`` object at call time."""
+
+    def __init__(self, mode: bool):
+        super().__init__()
+        self.mode = mode
+        self.node = None
+
+    def python_type(self):
+        return torch.inference_mode
+
+    def enter(self, tx):
+        TRACED_BLOCKS.enter(torch.inference_mode(self.mode))
+        self.node = tx.output.graph.call_function(enter_inference_mode, (self.mode,))
+        self.node.meta["inference_mode"] = self.mode      # (the XLA bridge runs such a graph eagerly)
+        tx.output.open_inference_blocks.append(self.node)
+        return ConstantVariable(None)
+
+    def exit_callable(self):
+        return _InferenceModeExit(self)
+
+
+class _InferenceModeExit(RestoredExit):
+    def __init__(self, manager: InferenceModeVariable):
+        super().__init__()
+        self.manager = manager
+
+    def call_function(self, tx, args, kwargs):
+        TRACED_BLOCKS.leave()
+        tx.output.open_inference_blocks.remove(self.manager.node)
+        tx.output.graph.call_function(exit_block, (self.manager.node,))
+        return ConstantVariable(None)
+
+
+class _TracedBlocks(threading.local):
+    """Real blocks entered while their with-statement is traced (inference mode), innermost
+    last: an aborted trace leaves them (``unwind_to``)."""
+
+    def __init__(self):
+        self.managers = []
+
+    def enter(self, manager):
+        manager.__enter__()
+        self.managers.append(manager)
+
+    def leave(self):
+        self.managers.pop().__exit__(None, None, None)
+
+    def unwind_to(self, depth: int) -> None:
+        while len(self.managers) > depth:
+            self.leave()
+
+
+TRACED_BLOCKS = _TracedBlocks()
+
+
 class _AutocastObjectVariable(VariableTracker):
     """What ``with torch.autocast(...) as a`` binds: eager's ``__enter__`` returns the autocast
     object itself (not None, as the grad-mode blocks do).  Not modelled: any use is refused."""
@@ -244,7 +303,7 @@ class _AutocastExitVariable(RestoredExit):
 
     def call_function(self, tx, args, kwargs):
         tx.output.autocast.leave()
-        tx.output.graph.call_function(exit_autocast, (self.manager.node,))
+        tx.output.graph.call_function(exit_block, (self.manager.node,))
         return ConstantVariable(None)
 
 
@@ -253,18 +312,26 @@ class _OpenBlocks(threading.local):
         self.managers = []
 
 
-_open = _OpenBlocks()     # autocast blocks a running graph entered and has not left yet (per thread)
+_open = _OpenBlocks()     # blocks (autocast, inference mode) a running graph entered and has not left (per thread)
 
 
 def enter_autocast(**arguments):
-    """Run by the compiled graph: enter a real autocast block, return it for ``exit_autocast``."""
+    """Run by the compiled graph: enter a real autocast block, return it for ``exit_block``."""
     manager = torch.autocast(**arguments)
     manager.__enter__()
     _open.managers.append(manager)
     return manager
 
 
-def exit_autocast(manager):
+def enter_inference_mode(mode: bool):
+    """Run by the compiled graph: enter a real inference-mode block, return it for ``exit_block``."""
+    manager = torch.inference_mode(mode)
+    manager.__enter__()
+    _open.managers.append(manager)
+    return manager
+
+
+def exit_block(manager):
     if _open.managers and _open.managers[-1] is manager:
         _open.managers.pop()
     manager.__exit__(None, None, None)

@@ -245,6 +245,14 @@ class ClassVariable(KnownObjectVariable):
             if type(mode) is not bool:
                 raise Unsupported("torch.set_grad_enabled(...) without one constant bool")
             return SetGradEnabledVariable(tx, mode)
+        if klass is torch.inference_mode:
+            from .ctx_managers import InferenceModeVariable
+
+            mode = args[0] if len(args) == 1 and not kwargs else kwargs.get("mode") if not args else None
+            mode = maybe_constant(mode) if mode is not None else True
+            if type(mode) is not bool:
+                raise Unsupported("torch.inference_mode(...) without one constant bool")
+            return InferenceModeVariable(mode)
         if isinstance(klass, type) and issubclass(klass, torch.autocast):
             from .ctx_managers import AutocastVariable
 

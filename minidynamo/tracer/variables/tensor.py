@@ -35,7 +35,9 @@ TENSOR_ATTRIBUTES = {"T", "mT", "H", "mH", "real", "imag"}
 # Methods whose answer is metadata, hence a constant (static shapes).
 METADATA_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
                     "is_floating_point", "is_complex", "element_size", "__len__", "storage_offset",
-                    "is_signed", "has_names"}
+                    "is_signed", "has_names", "is_inference"}
+# Of those, what an input's meta example does not carry: asked of the input itself (guarded).
+INPUT_FACTS = {"has_names", "is_inference"}
 # Methods that need the data: never traceable.
 DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__",
                 "data_ptr", "untyped_storage", "storage", "backward", "register_hook",
@@ -286,11 +288,12 @@ class TensorMethodVariable(VariableTracker):
             source = tensor.input_source(tx)
             if source is not None:
                 tx.output.note_metadata_mutation(source)
-        if name == "has_names" and not args and not kwargs and tensor.input_source(tx) is not None:
+        if name in INPUT_FACTS and not args and not kwargs and tensor.input_source(tx) is not None:
             from ..builder import wrap
 
-            source = tensor.input_source(tx)        # the example has no names: ask the input
-            return wrap(tx, torch.Tensor.has_names(tx.output.real_inputs[source]), G.CallSource(source, "has_names"))
+            source = tensor.input_source(tx)        # the example has no names, is no inference tensor
+            fact = getattr(torch.Tensor, name)(tx.output.real_inputs[source])
+            return wrap(tx, fact, G.CallSource(source, name))
         if name in METADATA_METHODS:
             values = [a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}

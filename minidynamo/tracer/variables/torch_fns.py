@@ -156,6 +156,10 @@ class TorchFunctionVariable(KnownObjectVariable):
         if _hashable_in(fn, STATE_QUERIES):
             if args or kwargs:
                 raise Unsupported(f"{describe(fn)} with arguments")
+            from .ctx_managers import TRACED_BLOCKS
+
+            if fn is torch.is_inference_mode_enabled and TRACED_BLOCKS.managers:
+                return ConstantVariable(fn())    # inside a traced block: the block's mode
             guard = G.torch_state_match(STATE_QUERIES[fn])
             tx.output.add_guard(guard)
             return ConstantVariable(guard.obj)
