@@ -82,7 +82,8 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "in with no_grad, in an inlined helper, after pending side effects, two in a row, "
                                     "an eager instruction that raises"),
     "try_except":      (0.8, False, "try/except KeyError/IndexError/ZeroDivisionError around code that may raise"),
-    "grad_mode":       (0.6, False, "with torch.no_grad()/enable_grad() blocks; grad mode flipped between calls"),
+    "grad_mode":       (0.6, False, "with torch.no_grad()/enable_grad()/inference_mode() blocks; grad mode flipped "
+                                    "between calls"),
     "autocast":        (0.4, False, "with torch.autocast('cpu', dtype, enabled) blocks around a matmul and other "
                                     "statements; the caller's CPU autocast region turned on/off and its dtype changed "
                                     "between calls"),
@@ -1404,7 +1405,8 @@ class Gen:
 
     def s_grad_mode(self):
         r = self.rng
-        cm = r.choice(["torch.no_grad()", "torch.enable_grad()", "torch.set_grad_enabled(n > 1)"])
+        cm = r.choice(["torch.no_grad()", "torch.enable_grad()", "torch.set_grad_enabled(n > 1)"] * 3
+                      + ["torch.inference_mode()", "torch.inference_mode(n > 1)"])
         return Stmt([f"with {cm}:"], self.scoped_block(r.randint(1, 3)))
 
     def s_autocast(self):
