@@ -181,7 +181,8 @@ class OutputGraph:
         placeholders = [n for n in self.root_graph.nodes if n.op == "placeholder" and n is not node]
         if placeholders:
             placeholders[-1].append(node)
-        example = self.shared_storages.example(tensor, _meta_like)
+        with torch.inference_mode(tensor.is_inference()):   # as the input is, whatever block is open
+            example = self.shared_storages.example(tensor, _meta_like)
         if not example.is_leaf:       # eager lets it be written in place; a leaf that requires grad not
             self.add_guard(guards.equals_match(guards.AttrSource(source, "is_leaf"), False))
         variable = TensorVariable(node, example, tensor.device, source=source, python_class=type(tensor))

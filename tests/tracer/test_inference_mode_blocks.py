@@ -69,3 +69,28 @@ def test_whether_an_input_is_an_inference_tensor_is_guarded():
     for x in (torch.ones(2), inference, torch.ones(2)):
         torch.testing.assert_close(opt(x), x * 2 if x.is_inference() else x + 1)
     assert minidynamo.counters["compiles"] == 2
+
+
+STATE = {}
+
+
+def _first_read_in_a_block(x):
+    with torch.inference_mode():
+        y = x * STATE["w"]            # the global tensor is read first here
+    STATE["w"].add_(1)                # allowed: it is no inference tensor, wherever it was read
+    return y + STATE["w"]
+
+
+def test_an_inputs_example_is_an_inference_tensor_only_if_the_input_is():
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend)(_first_read_in_a_block)
+    STATE["w"] = torch.ones(2)
+    expected = _first_read_in_a_block(torch.ones(2))
+    STATE["w"] = torch.ones(2)
+    torch.testing.assert_close(opt(torch.ones(2)), expected)
+    torch.testing.assert_close(STATE["w"], torch.full((2,), 2.0))
+    assert backend.compile_count == 1 and minidynamo.counters["graph_breaks"] == 0
+    with torch.inference_mode():
+        STATE["w"] = torch.ones(2)
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
+        opt(torch.ones(2))            # as eager: the write is refused
