@@ -50,6 +50,26 @@ def unprobed(nodes, answers: Optional[dict] = None) -> Optional[str]:
     return None
 
 
+def refused_across_devices(node: torch.fx.Node) -> Optional[str]:
+    """Why eager refuses ``node``'s op for where its tensors live, or None.  A CPU tensor of one
+    or more dims meeting a tensor of another device is refused by most kernels and taken by
+    some (advanced indexing with host indices); the meta kernels take all.  So such an op runs
+    once on stand-ins on the real devices (a device op only records it), and what it raises
+    there eager raises too.  (0-dim CPU tensors are scalars anywhere: not checked.)"""
+    placed = [(arg.meta.get("example_value"), arg.meta.get("device")) for arg in node.all_input_nodes]
+    placed = [(example, torch.device(device)) for example, device in placed
+              if isinstance(example, torch.Tensor) and device is not None]
+    if len({device.type for _, device in placed}) < 2 or \
+            not any(device.type == "cpu" and example.dim() > 0 for example, device in placed):
+        return None
+    outcome = _run_on_stand_ins(node)
+    return outcome if isinstance(outcome, _Raised) else None
+
+
+class _Raised(str):
+    """What an op raised on its stand-ins (not a reason it was not run)."""
+
+
 def _run_on_stand_ins(node: torch.fx.Node) -> Optional[str]:
     fn = _runnable(node)
     if fn is None:
@@ -67,7 +87,7 @@ def _run_on_stand_ins(node: torch.fx.Node) -> Optional[str]:
             warnings.simplefilter("ignore")
             fn(*args, **kwargs)
     except Exception as error:          # NotImplementedError, or stand-ins the kernel refuses
-        return f"{node.target} raised {type(error).__name__} on stand-ins: {error}"
+        return _Raised(f"{node.target} raised {type(error).__name__} on stand-ins: {error}")
     return None
 
 

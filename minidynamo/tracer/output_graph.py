@@ -22,7 +22,7 @@ import torch.fx
 import guards
 
 from ..exc import TraceTooLong, Unsupported
-from . import autocast
+from . import autocast, kernel_probe
 from .variables import constant_tensors
 from .meta import FACTORIES, EffectProbe, meta_examples, run_on_meta, to_meta
 from .shared_storage import SharedStorages
@@ -266,6 +266,9 @@ class OutputGraph:
             node.meta["meta_call"] = (fn, "device" in example_kwargs)
         constant_tensors.forget_written(self, probe.written)
         result = wrap_op_result(self, node, example, device)
+        refused = kernel_probe.refused_across_devices(node)
+        if refused is not None:              # (x.index_fill(1, torch.tensor([0]), v) of a device x)
+            raise Unsupported(f"eager refuses the devices of its tensors: {refused}")
         if isinstance(example, torch.Tensor) and constant_tensors.pure_target(target):
             real_fn = _method_caller(target) if kind == "call_method" else target
             known = constant_tensors.known_result(real_fn, target, args, kwargs, example_args, example_kwargs,

@@ -1358,3 +1358,30 @@ def test_a_tensor_the_graph_makes_on_the_host_joins_the_device_operands(backend,
         assert_same(compiled(actual_x, y), expected)
         assert_same(actual_x, expected_x)
     minidynamo.reset()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_host_index_eager_refuses_for_a_device_tensor_is_refused(backend):
+    """X79 (device seed 439 i35, X70's converse): ``x.index_fill(1, torch.tensor([0]), -1.0)`` of a
+    device ``x`` raises in eager ("Expected XLA tensor": the index is a host tensor); the graph
+    answered, its host constant joined on the device. An op mixing a host tensor of one or more
+    dims with a device one now runs once on stand-ins at trace time (kernel_probe.
+    refused_across_devices): what eager raises there, the frame raises. Host indices that eager
+    takes (advanced indexing) still compile."""
+    x = to_xla(torch.randn(2, 4))
+
+    def refused(t):
+        return t.index_fill(1, torch.tensor([0]), -1.0) + 1
+
+    def taken(t):
+        return t[torch.tensor([1, 0])] * 2
+
+    with pytest.raises(RuntimeError, match="Expected XLA tensor") as eager:
+        refused(x)
+    with pytest.raises(type(eager.value), match="Expected XLA tensor"):
+        minidynamo.optimize(backend)(refused)(x)
+    minidynamo.reset()
+    compiled = minidynamo.optimize(backend)(taken)
+    assert_same(compiled(x), taken(x))
+    assert minidynamo.counters["graph_breaks"] == 0 and minidynamo.counters["fallbacks"] == 0
+    minidynamo.reset()
