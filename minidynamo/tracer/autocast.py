@@ -48,9 +48,9 @@ class AutocastRegions:
 
     def __init__(self, output):
         self.stack = [Region(torch.is_autocast_enabled(TRACED_DEVICE), torch.get_autocast_dtype(TRACED_DEVICE))]
-        if guards.source.autocast_enabled_devices() not in ("", TRACED_DEVICE):
-            raise Unsupported(f"autocast is enabled for {guards.source.autocast_enabled_devices()} (only a CPU "
-                              "autocast region is traced)")
+        enabled = guards.source.autocast_enabled_devices()
+        if enabled not in ("", TRACED_DEVICE):
+            raise Unsupported(f"autocast is enabled for {enabled} (only a CPU autocast region is traced)")
         if self.stack[0].enabled:
             output.add_guard(guards.torch_state_match("autocast_enabled_devices()"))
             output.add_guard(guards.torch_state_match("torch.get_autocast_dtype('cpu')"))

@@ -83,6 +83,12 @@ def to_meta(tensor: torch.Tensor) -> torch.Tensor:
     return meta
 
 
+def elements_spanned(tensor: torch.Tensor) -> int:
+    """How many elements of its storage ``tensor`` spans from its storage offset on (0 if empty)."""
+    shape, stride = tensor.shape, torch.Tensor.stride(tensor)
+    return 1 + sum((size - 1) * step for size, step in zip(shape, stride)) if all(size > 0 for size in shape) else 0
+
+
 def meta_examples(value):
     """``value`` with every real tensor in it replaced by a meta one (a call without tensor
     arguments and without ``device=``, like ``torch.div(8, 4)``, computed its example for real)."""

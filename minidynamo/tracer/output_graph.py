@@ -24,7 +24,7 @@ import guards
 from ..exc import TraceTooLong, Unsupported
 from . import autocast, kernel_probe
 from .variables import constant_tensors
-from .meta import FACTORIES, EffectProbe, meta_examples, run_on_meta, to_meta
+from .meta import FACTORIES, EffectProbe, elements_spanned, meta_examples, run_on_meta, to_meta
 from .shared_storage import SharedStorages
 from .side_effects import SideEffects
 from .subgraph import module_holding
@@ -372,8 +372,7 @@ def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
         copy = torch.Tensor.clone(example, memory_format=torch.preserve_format)
         if copy.stride() == tuple(stride):
             return copy
-    extent = 1 + sum((size - 1) * step for size, step in zip(tensor.shape, stride)) \
-        if all(size > 0 for size in tensor.shape) else 0
+    extent = elements_spanned(tensor)
     base = torch.empty(offset + extent, dtype=tensor.dtype, device="meta")
     if made_by_autograd:      # a view of a non-leaf: as writable in place as the input
         return base.requires_grad_(True).clone().as_strided(tensor.shape, stride, offset)

@@ -21,6 +21,7 @@ import torch
 from guards.guard import storage_key
 
 from ..exc import Unsupported
+from .meta import elements_spanned
 
 
 class SharedStorages:
@@ -46,11 +47,11 @@ def _view_into(anchor: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
     """A meta tensor with ``tensor``'s metadata over ``anchor``'s storage, made by autograd where
     ``tensor`` was (a non-leaf that requires grad views ``anchor`` through autograd)."""
     shape, stride, offset = tuple(tensor.shape), torch.Tensor.stride(tensor), torch.Tensor.storage_offset(tensor)
-    extent = 1 + sum((size - 1) * step for size, step in zip(shape, stride)) if all(shape) else 0
+    needed = (offset + elements_spanned(tensor)) * tensor.element_size()
     storage = anchor.untyped_storage()
     try:
-        if storage.nbytes() < (offset + extent) * tensor.element_size():
-            storage.resize_((offset + extent) * tensor.element_size())
+        if storage.nbytes() < needed:
+            storage.resize_(needed)
         base = anchor.detach() if tensor.dtype == anchor.dtype else _whole_storage_as(anchor, tensor.dtype)
         view = base.as_strided(shape, stride, offset)
     except RuntimeError as error:

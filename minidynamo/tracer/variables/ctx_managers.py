@@ -167,16 +167,16 @@ class _ExitVariable(RestoredExit):
 _OBJECT_SETTINGS = {"device_type": "device", "dtype": "fast_dtype", "enabled": "_enabled",
                     "cache_enabled": "_cache_enabled"}
 
+# The deprecated per-device classes (their parameters: enabled, dtype, cache_enabled): their
+# device, and their default dtype.
+_DEVICE_CLASSES = {torch.cpu.amp.autocast: ("cpu", torch.bfloat16), torch.cuda.amp.autocast: ("cuda", torch.float16)}
+
 
 def is_autocast_object(manager) -> bool:
     """An autocast object the trace did not make (``AutocastVariable`` stands for those)."""
     from .objects import UserObjectVariable
 
     return isinstance(manager, UserObjectVariable) and type(manager.value) in (torch.autocast, *_DEVICE_CLASSES)
-
-
-# The deprecated per-device classes: their device, and their positional parameters.
-_DEVICE_CLASSES = {torch.cpu.amp.autocast: ("cpu", torch.bfloat16), torch.cuda.amp.autocast: ("cuda", torch.float16)}
 
 
 class AutocastVariable(ContextManagerVariable):
