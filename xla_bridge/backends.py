@@ -155,7 +155,7 @@ class _WithoutUnreadInputs:
             if node not in dropped:
                 env[node] = graph.node_copy(node, env.__getitem__)
         self.read = picker(tuple(i for i in range(len(placeholders)) if i not in unread))
-        self.inner = _build(torch.fx.GraphModule(gm, graph), list(self.read(example_inputs)), *how)
+        self.inner = _build(type(gm)(gm, graph), list(self.read(example_inputs)), *how)   # (of gm's class)
 
     def __call__(self, *inputs):
         return self.inner(*self.read(inputs))

@@ -31,7 +31,8 @@ from torch.utils import _pytree as pytree
 
 
 def without_dead_code(gm: fx.GraphModule) -> fx.GraphModule:
-    """``gm`` with the ops nothing reads left out (a new module; ``gm`` itself when none is)."""
+    """``gm`` with the ops nothing reads left out (a new module of its class; ``gm`` itself when
+    none is)."""
     dead = _dead_nodes(gm.graph)
     if not dead:
         return gm
@@ -39,7 +40,7 @@ def without_dead_code(gm: fx.GraphModule) -> fx.GraphModule:
     for node in gm.graph.nodes:
         if node not in dead:
             env[node] = graph.node_copy(node, env.__getitem__)
-    return fx.GraphModule(gm, graph)
+    return type(gm)(gm, graph)          # (its class too: a graph that enters blocks leaves them)
 
 
 def _dead_nodes(graph: fx.Graph) -> set:

@@ -299,7 +299,7 @@ class OutputGraph:
 
     # -- the end -------------------------------------------------------------------------
     def finish(self, output_nodes: list) -> torch.fx.GraphModule:
-        from .variables.ctx_managers import exit_block
+        from .variables.ctx_managers import LeavesItsBlocks, enters_blocks, exit_block
 
         for guard in self.identity_guards():
             self.add_guard(guard)
@@ -312,7 +312,8 @@ class OutputGraph:
         self.graph.output(tuple(output_nodes))
         self.graph.stamp = None             # the graph outlives the trace: keep nothing of it
         self.graph.lint()
-        return torch.fx.GraphModule(module_holding(self.submodules), self.graph)
+        graph_module = LeavesItsBlocks if enters_blocks(self.graph) else torch.fx.GraphModule
+        return graph_module(module_holding(self.submodules), self.graph)
 
 
 class StampedGraph(torch.fx.Graph):

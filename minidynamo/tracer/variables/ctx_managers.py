@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 
 import torch
+import torch.fx
 
 import guards as G
 
@@ -345,6 +346,31 @@ def unwind_open_blocks(exc=None) -> None:
     while _open.managers:
         manager = _open.managers.pop()
         manager.__exit__(type(exc) if exc is not None else None, exc, getattr(exc, "__traceback__", None))
+
+
+class LeavesItsBlocks(torch.fx.GraphModule):
+    """A graph that enters blocks (autocast, inference mode): if it raises, it leaves them before
+    the exception reaches whoever ran it.  A backend may run it inside contexts of its own, and an
+    inference-mode block restores the dispatch state it saw on entry: left after those contexts
+    ended, it would put theirs back for good."""
+
+    def recompile(self):
+        result = super().recompile()
+        forward = type(self).forward
+
+        def forward_leaving_blocks(self, *args, **kwargs):
+            try:
+                return forward(self, *args, **kwargs)
+            except BaseException as error:
+                unwind_open_blocks(error)
+                raise
+
+        type(self).forward = forward_leaving_blocks
+        return result
+
+
+def enters_blocks(graph: torch.fx.Graph) -> bool:
+    return any(node.target in (enter_autocast, enter_inference_mode) for node in graph.nodes)
 
 
 def _switch(tx, enabled: bool):
