@@ -34,7 +34,7 @@ from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
 from .eager_faithful import FormulaProbe, eager_faithful
-from .dead_code import without_dead_code
+from .dead_code import own_class, without_dead_code
 from .graph_refusals import _requires_grad, unfit_for_the_device
 from .graph_warnings import GraphWarnings, WarningIsError, reissue
 from .lazy_graph import DrawReadsValues, NotOneGraph
@@ -155,7 +155,7 @@ class _WithoutUnreadInputs:
             if node not in dropped:
                 env[node] = graph.node_copy(node, env.__getitem__)
         self.read = picker(tuple(i for i in range(len(placeholders)) if i not in unread))
-        self.inner = _build(type(gm)(gm, graph), list(self.read(example_inputs)), *how)   # (of gm's class)
+        self.inner = _build(own_class(gm)(gm, graph), list(self.read(example_inputs)), *how)
 
     def __call__(self, *inputs):
         return self.inner(*self.read(inputs))

@@ -40,7 +40,13 @@ def without_dead_code(gm: fx.GraphModule) -> fx.GraphModule:
     for node in gm.graph.nodes:
         if node not in dead:
             env[node] = graph.node_copy(node, env.__getitem__)
-    return type(gm)(gm, graph)          # (its class too: a graph that enters blocks leaves them)
+    return own_class(gm)(gm, graph)     # (its class too: a graph that enters blocks leaves them)
+
+
+def own_class(gm: fx.GraphModule) -> type:
+    """The class ``gm`` was made as: fx gives every instance a class of its own under it (named
+    ``GraphModuleImpl``), which constructs instances of the class above it, uninitialised."""
+    return next(cls for cls in type(gm).__mro__ if cls.__qualname__.rpartition(".")[2] != "GraphModuleImpl")
 
 
 def _dead_nodes(graph: fx.Graph) -> set:
