@@ -16,8 +16,7 @@ from .eager_faithful import op_name
 
 def unfit_for_the_device(gm, example_inputs):
     """Why the device cannot run ``gm`` (the first check that says so), or None."""
-    return _holds_unsound_dtype(gm, example_inputs) or _cast_by_host_autocast(gm) or _switches_inference_mode(gm) \
-        or _empty_input_to_a_shuffle(gm) \
+    return _holds_unsound_dtype(gm, example_inputs) or _marked_by_the_tracer(gm) or _empty_input_to_a_shuffle(gm) \
         or _as_strided_of_stored_memory(gm) \
         or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm)
 
@@ -38,24 +37,24 @@ def _holds_unsound_dtype(gm, example_inputs):
     return None
 
 
-def _cast_by_host_autocast(gm):
-    """Why the device cannot run ``gm``, if a CPU autocast region cast some op's result (the
-    tracer marks such a node ``meta["autocast"]``): on the device the same op would not be cast,
-    since a region acts only on tensors of its own device."""
-    for node in gm.graph.nodes:
-        if node.meta.get("autocast") is not None:
-            return (f"{node.name} was traced in a CPU autocast region that casts its result to "
-                    f"{node.meta['autocast']}; on the device no region would")
-    return None
+# Node marks the tracer leaves (``node.meta``) on ops whose results the device would not give:
+# the reason, given the mark's value.
+_MARKED = {
+    # a CPU autocast region cast the result; on the device no region would (one acts only on
+    # tensors of its own device)
+    "autocast": lambda dtype: f"was traced in a CPU autocast region that casts its result to {dtype}; "
+                              "on the device no region would",
+    # eager's results inside an inference-mode block are inference tensors; a replay's are not
+    "inference_mode": lambda mode: "enters an inference-mode block (eager's results in it are inference tensors)",
+}
 
 
-def _switches_inference_mode(gm):
-    """Why the device cannot run ``gm``, if it enters an inference-mode block (the tracer marks
-    the node ``meta["inference_mode"]``): what eager makes inside one are inference tensors, and a
-    replayed program's results are not."""
+def _marked_by_the_tracer(gm):
+    """Why the device cannot run ``gm``, if the tracer marked one of its nodes (``_MARKED``)."""
     for node in gm.graph.nodes:
-        if node.meta.get("inference_mode") is not None:
-            return f"{node.name} enters an inference-mode block (eager's results in it are inference tensors)"
+        for mark, reason in _MARKED.items():
+            if node.meta.get(mark) is not None:
+                return f"{node.name} {reason(node.meta[mark])}"
     return None
 
 

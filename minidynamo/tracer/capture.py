@@ -24,7 +24,7 @@ from ..exc import MinidynamoError, Unsupported, raised_by_program
 from .builder import wrap
 from .meta import no_dynamo_import
 from .autocast import AutocastRegions
-from .variables.ctx_managers import TRACED_BLOCKS
+from .variables.ctx_managers import TRACED_BLOCKS, switches_state
 from .output_graph import OutputGraph, tensor_metadata
 from . import try_blocks
 from .side_effects import DELETED
@@ -214,12 +214,6 @@ def _target_name(node) -> str:
     return getattr(node.target, "__name__", "") or str(node.target)
 
 
-def _switches_state(node) -> bool:
-    from .variables.ctx_managers import enter_autocast, enter_inference_mode, exit_block
-
-    return node.op == "call_function" and node.target in (torch._C._set_grad_enabled, enter_autocast, enter_inference_mode, exit_block)
-
-
 def _storage_root(tensor: torch.Tensor) -> torch.Tensor:
     return tensor._base if tensor._base is not None else tensor
 
@@ -257,7 +251,7 @@ def _first_write(graph: torch.fx.Graph) -> Optional[str]:
                 inputs[id(_storage_root(example))] = node.name
         elif node.op == "call_module":
             return f"it calls the module {node.target}"
-        elif node.op in ("call_function", "call_method") and not _switches_state(node):
+        elif node.op in ("call_function", "call_method") and not switches_state(node):
             for written in node.meta.get("writes", ()):
                 name = inputs.get(id(_storage_root(written)))
                 if name is not None:
@@ -277,7 +271,7 @@ def _why_rerun(graph: torch.fx.Graph, output, replays) -> Optional[str]:
     if not replays or first_at is None:
         return None
     for node in list(graph.nodes)[first_at:]:
-        if node.op == "call_module" or (node.op in ("call_function", "call_method") and not _switches_state(node)
+        if node.op == "call_module" or (node.op in ("call_function", "call_method") and not switches_state(node)
                                         and may_raise_on_values(node, _target_name(node))):
             return (f"the frame changes Python state before the tensor op {_target_name(node)}: if that op "
                     "raised at run time, only a re-run reproduces eager's partial effects")

@@ -33,13 +33,11 @@ def unprobed(nodes, answers: Optional[dict] = None) -> Optional[str]:
     ``answers`` (node -> that answer) keeps each op's run for the next call: an op inside two
     nested handlers is run once."""
     answers = {} if answers is None else answers
-    from .variables.ctx_managers import enter_autocast, enter_inference_mode, exit_block
+    from .variables.ctx_managers import switches_state
 
     for node in nodes:
-        if node.op not in ("call_function", "call_method"):
-            continue
-        if node.target in (torch._C._set_grad_enabled, enter_autocast, enter_inference_mode, exit_block):
-            continue                     # switches the trace made itself (constant arguments): never raise
+        if node.op not in ("call_function", "call_method") or switches_state(node):
+            continue                     # (a switch the trace made itself: constant arguments, never raises)
         if node.target is operator.getitem and _is_results_of_op(node.args[0]):
             continue                     # one result of an op that returns several (itself run on stand-ins)
         if node not in answers:

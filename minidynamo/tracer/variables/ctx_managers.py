@@ -373,6 +373,13 @@ def enters_blocks(graph: torch.fx.Graph) -> bool:
     return any(node.target in (enter_autocast, enter_inference_mode) for node in graph.nodes)
 
 
+def switches_state(node: torch.fx.Node) -> bool:
+    """A node the trace made to switch grad mode or enter or leave a block (constant arguments:
+    it never raises, and it changes nothing the program's values hold)."""
+    return node.op == "call_function" and node.target in (torch._C._set_grad_enabled, enter_autocast,
+                                                         enter_inference_mode, exit_block)
+
+
 def _switch(tx, enabled: bool):
     torch._C._set_grad_enabled(enabled)
     tx.output.graph.call_function(torch._C._set_grad_enabled, (enabled,))
