@@ -15,6 +15,7 @@
  *     TensorMatch([(type, dtype, device, sizes, strides, requires_grad[, by_contiguity]), ...])(*tensors)
  *     FastGuard(nargs, pins, memo, n_values, n_registers, program, [(register, spec), ...], fallback)(func, *args)
  *     StorageGroups(groups)(*tensors)
+ *     AutogradViews(kinds, autograd_view)(*tensors)
  *
  * Same answers as the Python check, always.  Reading the TensorImpl gives what the getters give
  * only when nothing in Python stands between them (the "direct" read); whenever something might,
@@ -55,6 +56,7 @@
 #include "csrc/reader.h"            // Reader: the graph-input reader as one call
 #include "csrc/hand_off.h"          // HandOff: the guard's reads handed to the reader
 #include "csrc/storage_groups.h"    // StorageGroups: which tensors share one storage
+#include "csrc/autograd_views.h"    // AutogradViews: what kind of view, for autograd, tensors are
 
 namespace {
 
@@ -182,8 +184,10 @@ PyMODINIT_FUNC PyInit__tensor_match(void) {
     PyObject *reader = PyType_FromSpec(&Reader_spec);
     PyObject *hand_off = PyType_FromSpec(&HandOff_spec);
     PyObject *storage_groups = PyType_FromSpec(&StorageGroups_spec);
+    PyObject *autograd_views = PyType_FromSpec(&AutogradViews_spec);
     if (tensor_match == nullptr || fast_guard == nullptr || reader == nullptr || hand_off == nullptr ||
         storage_groups == nullptr || PyModule_AddObjectRef(module, "StorageGroups", storage_groups) < 0 ||
+        autograd_views == nullptr || PyModule_AddObjectRef(module, "AutogradViews", autograd_views) < 0 ||
         PyModule_AddObjectRef(module, "TensorMatch", tensor_match) < 0 ||
         PyModule_AddObjectRef(module, "FastGuard", fast_guard) < 0 ||
         PyModule_AddObjectRef(module, "Reader", reader) < 0 ||
@@ -193,6 +197,7 @@ PyMODINIT_FUNC PyInit__tensor_match(void) {
         Py_XDECREF(reader);
         Py_XDECREF(hand_off);
         Py_XDECREF(storage_groups);
+        Py_XDECREF(autograd_views);
         Py_DECREF(module);
         return nullptr;
     }
@@ -202,5 +207,6 @@ PyMODINIT_FUNC PyInit__tensor_match(void) {
     Py_DECREF(reader);
     Py_DECREF(hand_off);
     Py_DECREF(storage_groups);
+    Py_DECREF(autograd_views);
     return module;
 }

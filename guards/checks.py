@@ -21,9 +21,9 @@ import torch
 from . import module_facts
 from .source import torch_state_function
 from .guard import (
-    ABSENT_MATCH, ALIAS_MATCH, CLASS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, NOT_FOUND, TORCH_STATE_MATCH, AUTOCAST_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
+    ABSENT_MATCH, ALIAS_MATCH, AUTOGRAD_VIEW_MATCH, CLASS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, NOT_FOUND, TORCH_STATE_MATCH, AUTOCAST_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
     LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, ClassFacts, Guard, TensorSpec,
-    UnguardableValue, WeakPin, class_lookup, mro_of, pinned, storage_groups,
+    UnguardableValue, WeakPin, autograd_view, class_lookup, mro_of, pinned, storage_groups,
 )
 
 
@@ -456,6 +456,22 @@ def storage_checks(guard: Guard, v: str, other_vars: list[str], consts: Consts, 
                   str(groups), f"{groups_of}(({names},))", native=("call_with", fn, (*other_vars, v)))]
 
 
+def autograd_view_checks(guard: Guard, v: str, other_vars: list[str], consts: Consts, checker: Callable) -> list[Check]:
+    """Each tensor is the kind of view for autograd it was at trace time: one call
+    ``checker(*tensors)`` (``guard.PyAutogradViews`` or its compiled twin)."""
+    sources, kinds = guard.expected
+    names = ", ".join([*other_vars, v])
+    fn, kinds_of = consts.name_for(checker, "autograd_views"), consts.name_for(describe_autograd_views, "autograd_views_of")
+    return [Check(f"{fn}({names})", f"autograd view kinds of {', '.join(s.name() for s in (*sources, guard.source))}",
+                  repr("; ".join(map(describe_autograd_view, kinds))), f"{kinds_of}(({names},))",
+                  native=("call_with", fn, (*other_vars, v)))]
+
+
+def describe_autograd_views(tensors: tuple) -> str:
+    """What each tensor is for autograd, as the failure reason shows it."""
+    return "; ".join(describe_autograd_view(autograd_view(t)) for t in tensors)
+
+
 CHECK_BUILDERS: dict[str, Callable[[Guard, str, Consts], list[Check]]] = {
     TORCH_STATE_MATCH: torch_state_checks,
     CLASS_MATCH: class_checks,
@@ -514,9 +530,20 @@ def describe_guard(guard: Guard) -> str:
         return f"{', '.join(s.name() for s in expected)} and {name} are distinct objects"
     if kind == STORAGE_MATCH:
         return describe_storage_groups((*expected[0], guard.source), expected[1])
+    if kind == AUTOGRAD_VIEW_MATCH:
+        return "; ".join(f"{s.name()} is {describe_autograd_view(k)}" for s, k in zip((*expected[0], guard.source), expected[1]))
     if kind == ALIAS_MATCH:
         return " and ".join(f"{name} {'is' if same else 'is not'} {other.name()}" for other, same in expected)
     return f"{name} {kind} {expected!r}"
+
+
+def describe_autograd_view(kind: tuple) -> str:
+    """``a view of a leaf (made under no_grad)`` for an ``autograd_view`` kind."""
+    if not kind:
+        return "no view"
+    base_is_leaf, creation = kind
+    made = f" (created {creation})" if creation not in ("DEFAULT", "") else ""
+    return f"a view of {'a leaf' if base_is_leaf else 'a tensor autograd made'}{made}"
 
 
 def describe_storage_groups(sources: tuple, groups: tuple) -> str:

@@ -43,7 +43,7 @@ import networkx as nx
 from . import fast_path, memo, native
 from .checks import describe_guard, show
 from .guard import (
-    ALIAS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, WeakPin, hinted_value,
+    ALIAS_MATCH, AUTOGRAD_VIEW_MATCH, DISTINCT_MATCH, STORAGE_MATCH, EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, WeakPin, hinted_value,
     is_immutable_constant,
 )
 from .planner import FUNC, Block, ConstPool, Planner, Read, local_var
@@ -101,7 +101,7 @@ def pinned_constant(tree: nx.DiGraph, node: Source) -> Any:
     return None
 
 
-_RELATIONS = (ALIAS_MATCH, DISTINCT_MATCH, STORAGE_MATCH)
+_RELATIONS = (ALIAS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, AUTOGRAD_VIEW_MATCH)
 
 
 def plan_guards(guards: Iterable[Guard], frame_info: FrameInfo) -> tuple[Planner, list[Guard]]:

@@ -51,13 +51,14 @@ ABSENT_MATCH = "ABSENT_MATCH"
 ALIAS_MATCH = "ALIAS_MATCH"
 DISTINCT_MATCH = "DISTINCT_MATCH"
 STORAGE_MATCH = "STORAGE_MATCH"
+AUTOGRAD_VIEW_MATCH = "AUTOGRAD_VIEW_MATCH"
 
 KIND_ORDER = {
     kind: rank
     for rank, kind in enumerate(
         (ID_MATCH, TYPE_MATCH, EQUALS_MATCH, TENSOR_MATCH, LENGTH_MATCH, DICT_KEYS_MATCH,
          MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, AUTOCAST_MATCH, TORCH_STATE_MATCH,
-         CLASS_MATCH, ABSENT_MATCH, ALIAS_MATCH, DISTINCT_MATCH, STORAGE_MATCH)
+         CLASS_MATCH, ABSENT_MATCH, ALIAS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, AUTOGRAD_VIEW_MATCH)
     )
 }
 
@@ -424,6 +425,43 @@ class PyStorageGroups:
 
     def __call__(self, *tensors) -> bool:
         return all(isinstance(t, torch.Tensor) for t in tensors) and storage_groups(tensors) == self.groups
+
+
+def autograd_views_match(sources: tuple, tensors: Sequence[torch.Tensor]) -> Guard:
+    """Each tensor at ``sources`` is, for autograd, the kind of view it is now
+    (``autograd_view``).  Whether eager lets a write in place through a tensor depends on it (a
+    view of a leaf that requires grad, a view made under no_grad, one of several views an op
+    returned), and the trace wrote inputs in place through examples made to be the same kind."""
+    sources = tuple(sources)
+    if not sources or len(sources) != len(tensors):
+        raise UnguardableValue("autograd_views_match needs one tensor per source")
+    return Guard(sources[-1], AUTOGRAD_VIEW_MATCH, (sources[:-1], tuple(map(autograd_view, tensors))))
+
+
+def autograd_view(tensor: Any) -> tuple:
+    """``()`` for a tensor autograd does not know as a view, else ``(its base is a leaf, the
+    name of its CreationMeta)``: with ``requires_grad``, what decides whether eager allows an
+    in-place op on it."""
+    if not torch.Tensor._is_view(tensor):
+        return ()
+    try:
+        creation = torch._C._autograd._get_creation_meta(tensor).name
+    except RuntimeError:     # a view autograd does not differentiate through keeps none
+        creation = ""
+    return (torch._C.TensorBase._base.__get__(tensor).is_leaf, creation)
+
+
+class PyAutogradViews:
+    """``PyAutogradViews(kinds)(*tensors)``: they are tensors and ``autograd_view`` of each is
+    its kind in ``kinds`` (the compiled ``AutogradViews`` answers a tensor that is no view from
+    its TensorImpl and asks this module's ``autograd_view`` of the others)."""
+
+    def __init__(self, kinds: tuple):
+        self.kinds = tuple(kinds)
+
+    def __call__(self, *tensors) -> bool:
+        return len(tensors) == len(self.kinds) and all(isinstance(t, torch.Tensor) for t in tensors) \
+            and tuple(map(autograd_view, tensors)) == self.kinds
 
 
 # ----------------------------------------------------------------------------- constants

@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any, Optional, Sequence
 
 from .checks import contiguity_pins_strides
-from .guard import PyStorageGroups, TensorSpec, mro_of
+from .guard import PyAutogradViews, PyStorageGroups, TensorSpec, autograd_view, mro_of
 
 _dict_of = type.__dict__["__dict__"].__get__
 from .source import FrameInfo, LocalSource, Source
@@ -86,6 +86,15 @@ def storage_groups(groups: tuple) -> Any:
     if compiled() and hasattr(cpp_helpers, "StorageGroups"):
         return cpp_helpers.StorageGroups(groups)
     return PyStorageGroups(groups)
+
+
+def autograd_views(kinds: tuple) -> Any:
+    """The current mode's checker that tensors are the kinds of autograd view ``kinds`` says
+    (``guard.autograd_view``): a tensor that is no view answered from its TensorImpl (compiled),
+    a view asked in Python."""
+    if compiled() and hasattr(cpp_helpers, "AutogradViews"):
+        return cpp_helpers.AutogradViews(kinds, autograd_view)
+    return PyAutogradViews(kinds)
 
 
 def compiled() -> bool:

@@ -16,9 +16,9 @@ from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
 from . import module_facts, native
 from .checks import (CHECK_BUILDERS, Check, alias_checks, describe_guard, distinct_checks, module_call_checks,
-                     module_state_checks, storage_checks)
+                     module_state_checks, storage_checks, autograd_view_checks)
 from .guard import (
-    ALIAS_MATCH, DISTINCT_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, KIND_ORDER, LENGTH_MATCH,
+    ALIAS_MATCH, AUTOGRAD_VIEW_MATCH, DISTINCT_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, KIND_ORDER, LENGTH_MATCH,
     MODULE_STATE_MATCH, STORAGE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, UnguardableValue, WeakPin, hinted_value, pinned,
 )
 from .source import (
@@ -361,6 +361,10 @@ class Planner:
             elif guard.kind == STORAGE_MATCH:
                 others = [self.value_of(other) for other in guard.expected[0]]
                 checks = storage_checks(guard, var, others, self.consts, native.storage_groups(guard.expected[1]))
+                uses = own | {w for w in others if _is_variable(w)}
+            elif guard.kind == AUTOGRAD_VIEW_MATCH:
+                others = [self.value_of(other) for other in guard.expected[0]]
+                checks = autograd_view_checks(guard, var, others, self.consts, native.autograd_views(guard.expected[1]))
                 uses = own | {w for w in others if _is_variable(w)}
             elif guard.kind == MODULE_STATE_MATCH and self._state_in_instance_dict(source):
                 read_vars: set[str] = set()

@@ -21,9 +21,9 @@ import torch
 from . import module_facts
 from .checks import describe_guard
 from .guard import (
-    ABSENT_MATCH, ALIAS_MATCH, AUTOCAST_MATCH, CLASS_MATCH, DICT_KEYS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY,
+    ABSENT_MATCH, ALIAS_MATCH, AUTOCAST_MATCH, AUTOGRAD_VIEW_MATCH, CLASS_MATCH, DICT_KEYS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY,
     GRAD_MODE_MATCH, ID_MATCH, LENGTH_MATCH, MODULE_STATE_MATCH, STORAGE_MATCH, TENSOR_MATCH, TORCH_STATE_MATCH, TYPE_MATCH, Guard,
-    TensorSpec, UnguardableValue, class_lookup, constant_key, mro_of, pinned, PyStorageGroups,
+    TensorSpec, UnguardableValue, class_lookup, constant_key, mro_of, pinned, PyAutogradViews, PyStorageGroups,
 )
 from .source import FrameInfo, FrameValues, Source
 
@@ -123,6 +123,11 @@ def _storages(guard: Guard, x: Any, read) -> bool:
     return PyStorageGroups(groups)(*[read(other) for other in sources], x)
 
 
+def _autograd_views(guard: Guard, x: Any, read) -> bool:
+    sources, kinds = guard.expected
+    return PyAutogradViews(kinds)(*[read(other) for other in sources], x)
+
+
 PREDICATES: dict[str, Callable[[Guard, Any, Callable], bool]] = {
     ID_MATCH: lambda guard, x, read: x is pinned(guard.obj),
     TYPE_MATCH: lambda guard, x, read: type(x) is guard.expected,
@@ -140,6 +145,7 @@ PREDICATES: dict[str, Callable[[Guard, Any, Callable], bool]] = {
     ALIAS_MATCH: _relations,
     DISTINCT_MATCH: _distinct,
     STORAGE_MATCH: _storages,
+    AUTOGRAD_VIEW_MATCH: _autograd_views,
 }
 
 

@@ -36,9 +36,28 @@ SKIP_PACKAGES = (
 )
 
 
+# The ``forward`` of torch.nn's own module classes is traced even when eager code calls it, as
+# torch.compile does: a graph break inside one (BatchNorm's ``float(num_batches_tracked)`` with
+# ``momentum=None``) breaks the caller at the module's call, and the module would otherwise run
+# wholly eagerly, uncaptured, on XLA in lazy torch_xla's semantics rather than the graphs' own.
+# (module.py, whose ``_call_impl`` runs hooks and fx's GraphModules, stays skipped.)
+_NN_MODULES_DIR = os.path.join(_package_dir(torch), "nn", "modules") + os.sep
+_NN_MODULE_SKIPPED = os.path.join(_NN_MODULES_DIR, "module.py")
+
+
+def traced_library_forward(code: types.CodeType) -> bool:
+    """A torch.nn module class's ``forward``, which the hook traces though torch is skipped."""
+    if code.co_name != "forward":
+        return False
+    path = os.path.abspath(code.co_filename)
+    return path.startswith(_NN_MODULES_DIR) and path != _NN_MODULE_SKIPPED
+
+
 def skip_reason(code: types.CodeType) -> str | None:
     """Why this code is never traced, or None if it may be."""
     filename = code.co_filename
+    if traced_library_forward(code):
+        return None
     if filename.startswith("<frozen"):
         return "frozen standard-library module"
     path = os.path.abspath(filename)

@@ -25,7 +25,7 @@ from ..exc import TraceTooLong, Unsupported
 from . import autocast, kernel_probe
 from .variables import constant_tensors
 from .meta import FACTORIES, EffectProbe, elements_spanned, meta_examples, run_on_meta, to_meta
-from .shared_storage import SharedStorages
+from .shared_storage import SharedStorages, as_view_kind
 from .side_effects import SideEffects
 from .subgraph import module_holding
 
@@ -143,28 +143,30 @@ class OutputGraph:
                 others = [(other, False) for other in self.input_sources if other != source]
                 if others:
                     result.append(guards.alias_match(source, tuple(others)))
-        if len(self.input_sources) > 1 and self._writes_an_input():
+        written = self._written_inputs()
+        if len(self.input_sources) > 1 and (written or self.metadata_mutated):
             tensors = [self.real_inputs[source] for source in self.input_sources]
             result.append(guards.storage_match(tuple(self.input_sources), tensors))
+        if written:    # whether eager allowed those writes depends on the kind of view each is
+            result.append(guards.autograd_views_match(written, [self.real_inputs[s] for s in written]))
         if self.reads_storage_offset:
             for source in self.input_sources:
                 offset_source = guards.CallSource(source, "storage_offset")
                 result.append(guards.equals_match(offset_source, torch.Tensor.storage_offset(self.real_inputs[source])))
         return result
 
-    def _writes_an_input(self) -> bool:
-        """Whether the graph writes some input's memory or metadata in place: its example's
+    def _written_inputs(self) -> tuple:
+        """The sources of the inputs whose memory the graph writes in place: its example's
         version moved (a write through any view of it bumps the shared counter), or an op's
         writes reached its storage (an inference tensor keeps no version)."""
-        if self.metadata_mutated:
-            return True
         written = {w.untyped_storage()._cdata for node in self.root_graph.nodes
                    for w in node.meta.get("writes", ()) if isinstance(w, torch.Tensor)}
-        for variable in self.input_variables.values():
+        result = []
+        for source, variable in self.input_variables.items():
             example = variable.node.meta["example_value"]
             if (not example.is_inference() and example._version != 0) or example.untyped_storage()._cdata in written:
-                return True
-        return False
+                result.append(source)
+        return tuple(result)
 
     # -- inputs --------------------------------------------------------------------------
     def add_input(self, source, tensor: torch.Tensor):
@@ -359,28 +361,42 @@ def _partition_guards(items: list) -> list:
 
 def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
     """The meta example of an input: its metadata, including a view's storage offset (views of
-    it then report the offsets the real ones have), and whether autograd made it: an input that
-    requires grad and is not a leaf (an activation handed to a resumed frame, a hidden state)
-    gets a non-leaf example, so that in-place ops eager allows on it are allowed on the example
-    (on a leaf that requires grad, eager refuses them).  (torch.Tensor's own methods: an
-    attribute on the input may hide one.)"""
-    example = to_meta(tensor)
+    it then report the offsets the real ones have), and what autograd knows of it that decides
+    whether eager lets it be written in place: an input that requires grad and is not a leaf
+    (an activation handed to a resumed frame, a hidden state) gets a non-leaf example (on a leaf
+    that requires grad, eager refuses in-place ops); a view gets a view of the same kind
+    (``guards.autograd_view``: of a leaf or not, made under no_grad or as one of several
+    views), since eager refuses in-place ops on some of those too.  (torch.Tensor's own
+    methods: an attribute on the input may hide one.)"""
     made_by_autograd = tensor.requires_grad and not tensor.is_leaf
     offset, stride = torch.Tensor.storage_offset(tensor), torch.Tensor.stride(tensor)
+    view = guards.autograd_view(tensor)
+    if view:
+        example = _view_example(tensor, made_by_autograd, base_is_leaf=view[0])
+        if tensor.requires_grad and not made_by_autograd:
+            example.requires_grad_(True)       # a view no op made: a leaf of its own
+        return as_view_kind(example, view)
+    example = to_meta(tensor)
     if offset == 0 and not made_by_autograd:
         return example
     if offset == 0:
         copy = torch.Tensor.clone(example, memory_format=torch.preserve_format)
         if copy.stride() == tuple(stride):
             return copy
-    extent = elements_spanned(tensor)
-    base = torch.empty(offset + extent, dtype=tensor.dtype, device="meta")
-    if made_by_autograd:      # a view of a non-leaf: as writable in place as the input
-        return base.requires_grad_(True).clone().as_strided(tensor.shape, stride, offset)
-    example = base.as_strided(tensor.shape, stride, offset)
-    if tensor.requires_grad:
-        example = example.detach().requires_grad_(True)
-    return example
+    example = _view_example(tensor, made_by_autograd, base_is_leaf=False)
+    return example.detach().requires_grad_(True) if tensor.requires_grad and not made_by_autograd else example
+
+
+def _view_example(tensor: torch.Tensor, made_by_autograd: bool, base_is_leaf: bool) -> torch.Tensor:
+    """A meta tensor with ``tensor``'s sizes, strides and offset, viewing a fresh storage: by
+    autograd from a leaf that requires grad, or from a non-leaf, when autograd made ``tensor``."""
+    to_meta(tensor)     # (refuses what has no meta example)
+    shape, stride, offset = tensor.shape, torch.Tensor.stride(tensor), torch.Tensor.storage_offset(tensor)
+    base = torch.empty(offset + elements_spanned(tensor), dtype=tensor.dtype, device="meta")
+    if made_by_autograd:
+        base = base.requires_grad_(True)
+        return (base if base_is_leaf else base.clone()).as_strided(shape, stride, offset)
+    return base.as_strided(shape, stride, offset)
 
 
 def _method_caller(name: str):

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from guards.guard import storage_key
+from guards.guard import autograd_view, storage_key
 
 from ..exc import Unsupported
 from .meta import elements_spanned
@@ -57,12 +57,21 @@ def _view_into(anchor: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
     except RuntimeError as error:
         raise Unsupported(f"an input shares memory with another input in a way its example cannot: {error}")
     if not tensor.requires_grad:
-        return view
+        return as_view_kind(view, autograd_view(tensor))
     if tensor.is_leaf:
-        return view.requires_grad_(True)
+        return as_view_kind(view.requires_grad_(True), autograd_view(tensor))
     if not anchor.requires_grad or tensor.dtype != anchor.dtype:
         raise Unsupported("an input made by autograd shares memory with an input that does not require grad")
-    return anchor.as_strided(shape, stride, offset)
+    return as_view_kind(anchor.as_strided(shape, stride, offset), autograd_view(tensor))
+
+
+def as_view_kind(example: torch.Tensor, kind: tuple) -> torch.Tensor:
+    """``example`` (a view) made the ``autograd_view`` kind of view ``kind`` says: how it was
+    created (under no_grad, as one of several outputs...), which eager asks before letting a view
+    be written in place.  Whether its base is a leaf is the caller's to make."""
+    if kind and kind[1] not in ("", "DEFAULT") and torch.Tensor._is_view(example):
+        torch._C._autograd._set_creation_meta(example, getattr(torch._C._autograd.CreationMeta, kind[1]))
+    return example
 
 
 def _whole_storage_as(anchor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

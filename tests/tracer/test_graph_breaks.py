@@ -716,3 +716,27 @@ def test_a_tensor_method_waiting_for_its_call_is_traced_after_the_break():
     assert report.fallback_count == 0 and report.graph_break_count == 1, report.reasons
     assert torch.equal(STATE, expected_state)
     torch.testing.assert_close(report.output, torch.ones(2) + expected_state.sum())
+
+
+def test_a_break_inside_a_torch_nn_forward_leaves_the_forward_traced():
+    """BatchNorm with ``momentum=None`` breaks at ``float(num_batches_tracked)``: the caller breaks
+    at the module's call, and the module's ``forward`` (torch.nn's own code, which the hook
+    otherwise skips) is traced on its own, as torch.compile does, so its batch norm is in a
+    graph rather than run uncaptured."""
+    minidynamo.reset()
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm1d(3, momentum=None)
+    twin = torch.nn.BatchNorm1d(3, momentum=None)
+
+    def f(x):
+        return bn(x * 2) + 1
+
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend)(f)
+    for _ in range(2):
+        x = torch.randn(4, 3)
+        assert torch.allclose(opt(x), twin(x * 2) + 1)
+    assert torch.equal(bn.running_var, twin.running_var) and torch.equal(bn.num_batches_tracked, twin.num_batches_tracked)
+    graphs = "\n".join(gm.code for gm in backend.graphs)
+    assert "batch_norm" in graphs
+    minidynamo.reset()

@@ -114,8 +114,9 @@ def test_layers_with_other_shapes_do_not_share():
     torch.manual_seed(0)
     layers = nn.ModuleList([Block(8), Block(8), nn.Linear(8, 16), Block(16), Block(16)])
     backend = compare(layers, torch.randn(2, 8))
-    assert backend.compile_count == 3            # Block(8) by identity, shared Block(8), shared Block(16)
-    # (Linear.forward is torch's code: not a root)
+    # Block(8) by identity, shared Block(8), Linear's own forward (torch.nn's forwards are traced
+    # when eager code calls them: minidynamo/skipfiles.py), shared Block(16)
+    assert backend.compile_count == 4
 
 
 class Casting(Block):

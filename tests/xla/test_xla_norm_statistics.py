@@ -4,12 +4,15 @@ to its spread; the bridge traces them with the statistics in two passes, as eage
 compute them (xla_bridge/eager_norms.py).  Found by the fuzzer (seed 342, program 398):
 ``layer_norm`` of a row near -0.9 came back 1e-4 away from eager."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 import minidynamo
-from tests.xla.xla_testing import BACKENDS, xla_lazy_baseline
+from tests.xla.xla_testing import BACKENDS, to_cpu, to_xla, xla_lazy_baseline
+from xla_bridge.device import xla_device
 
 # Rows whose mean (-0.9) is 18 spreads (0.05) from zero: the cancellation costs 2 of 7 digits.
 torch.manual_seed(0)
@@ -85,3 +88,22 @@ def test_a_graph_run_eagerly_on_the_device_keeps_the_formulas(backend):
         step(eager_norm)(x.clone().requires_grad_(grad), y.clone())
         compiled(x.to(device).requires_grad_(grad), y.to(device))
         torch.testing.assert_close(ours_norm.running_var.cpu(), eager_norm.running_var)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_with_a_cumulative_average_updates_as_eager(backend):
+    """X80 (device seed 440, program 59): ``momentum=None`` breaks inside BatchNorm's forward
+    (``float(num_batches_tracked)``).  The module's forward is then traced on its own, so its
+    batch norm runs the bridge's formula (eager's unbiased running variance), not lazy
+    torch_xla's; before, it ran uncaptured on the device, and the running variance mixed the two."""
+    torch.manual_seed(0)
+    host = torch.nn.BatchNorm1d(2)
+    device = copy.deepcopy(host).to(xla_device())
+    opt = minidynamo.optimize(backend)(lambda y: device(y[:, :2]).abs().mean(0))
+    for momentum in (0.1, None):
+        host.momentum = device.momentum = momentum
+        y = torch.randn(2, 4)
+        host(y[:, :2])
+        opt(to_xla(y))
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            assert torch.allclose(to_cpu(getattr(device, name)), getattr(host, name), rtol=1e-4, atol=1e-5), name
