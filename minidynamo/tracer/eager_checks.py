@@ -166,13 +166,14 @@ def _cpu_kernel_exists(func, args, kwargs) -> None:
 
 
 def _refusal(func, args, kwargs):
-    """Eager's refusal of the dtypes in ``func``, asked on one-element tensors, or, where those
-    fail for their shape (``topk(k=2)``, a 3-d pool's window), on tensors of the real shapes
-    when they are small; None when the kernel takes the dtypes (or nothing can tell)."""
-    for shaped in (False, True):
-        if shaped and sum(t.numel() for t in tree_leaves((args, kwargs))
-                          if isinstance(t, torch.Tensor)) > _MAX_SHAPED_RUN:
-            return None
+    """Eager's refusal of the dtypes in ``func``, asked on tensors of ones of the real shapes
+    when they are small (the shapes the meta kernel accepted), else on one-element tensors;
+    None when the kernel takes the dtypes (or nothing can tell).  One-element stand-ins can
+    disagree in shape where the real arguments agree, and a kernel that trusts its arguments'
+    sizes (the RNNs', over a list of weights) reads out of bounds on them: they are used only
+    for ops without a list of tensors."""
+    small = sum(t.numel() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)) <= _MAX_SHAPED_RUN
+    for shaped in ((True,) if small else (False,) if not _takes_tensor_lists(func) else ()):
         outcome, refusal = _run_on_ones(func, args, kwargs, None, shaped)
         if outcome == "dtype":
             # the same call in float32 passes: the dtype, not the values, is refused
@@ -180,6 +181,11 @@ def _refusal(func, args, kwargs):
         if outcome == "ran":
             return None
     return None
+
+
+def _takes_tensor_lists(func) -> bool:
+    return any(isinstance(arg.type, torch.ListType) and "Tensor" in str(arg.type.getElementType())
+               for arg in func._schema.arguments)
 
 
 def _not_wide_float(args, kwargs) -> bool:

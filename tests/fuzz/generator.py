@@ -129,7 +129,7 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "reuse_args":      (1.0, False, "calls with the very same argument objects again"),
     "state_mutation":  (1.0, False, "mutations of globals/object/module/helpers between calls"),
     "arg_aliasing":    (0.3, False, "y is x / ts holds x in one call"),
-    "tensor_views":    (0.3, False, "x an offset view / requires_grad leaf / with an attribute hiding a method, in one call"),
+    "tensor_views":    (0.3, False, "x an offset view / requires_grad leaf / with an attribute hiding a method / a view of a leaf, made under no_grad, one of several or of an activation, in one call"),
     "special_values":  (0.5, False, "calls whose x or y holds a NaN, an infinity, -0.0 or 1e30"),
     "vary_grad":       (1.0, False, "x requires grad from the first call on, or from a later one (the oracle then "
                                     "compares the gradients of the results too)"),
@@ -2018,7 +2018,7 @@ def gen_steps(rng: random.Random, features: frozenset) -> list[tuple]:
     if "arg_aliasing" in features:
         variations += ["alias"]
     if "tensor_views" in features:
-        variations += ["view", "grad", "shadow"]
+        variations += ["view", "grad", "shadow", "autograd_view"]
     if "vary_grad" in features:
         variations += ["grad", "no_grad"]
     if "special_values" in features:
@@ -2054,6 +2054,8 @@ def gen_steps(rng: random.Random, features: frozenset) -> list[tuple]:
         elif v == "special":
             spec["special"] = [(rng.choice("xy"), rng.randrange(4), rng.randrange(5),
                                 rng.choice(["nan", "inf", "-inf", "-0.0", "1e30"])) for _ in range(rng.randint(1, 2))]
+        elif v == "autograd_view":   # oracle.autograd_view_of
+            spec[v] = rng.choice(["leaf", "no_grad", "multi", "activation"])
         elif v == "shadow":   # oracle.SHADOWS: attributes on x hiding some of its methods
             spec[v] = rng.sample(["size", "dim", "sum", "relu", "abs"], rng.randint(1, 5))
         steps.append(("call", spec))

@@ -126,13 +126,15 @@ def make_args(spec: dict, device: str = "cpu") -> tuple:
     def randn(*shape):   # drawn on the host (the same values in both modes), then moved
         return torch.randn(*shape, generator=g, dtype=dtype).to(where)
 
-    if spec.get("view"):
+    if spec.get("autograd_view"):
+        x = autograd_view_of(randn(B + 1, C), spec["autograd_view"])
+    elif spec.get("view"):
         base = randn(B + 1, C)
         x = base[1:]
     else:
         x = randn(B, C)
     y = x if spec.get("alias") else randn(B, C)
-    if spec.get("grad"):
+    if spec.get("grad") and not spec.get("autograd_view"):
         x = x.detach().clone().requires_grad_(True)
     for name, row, col, value in spec.get("special", ()):   # a NaN, an infinity, a -0.0 planted
         target = x if name == "x" else y
@@ -144,6 +146,20 @@ def make_args(spec: dict, device: str = "cpu") -> tuple:
     if spec.get("alias") and ts:
         ts[0] = x
     return (x, y, spec["n"], list(spec["xs"]), ts)
+
+
+def autograd_view_of(base: torch.Tensor, kind: str) -> torch.Tensor:
+    """``base[1:]`` as a kind of view eager may refuse to write in place: of a leaf that requires
+    grad, made under no_grad, one of several views one op returned, or of an activation."""
+    rows = base.shape[0] - 1
+    if kind == "no_grad":
+        base.requires_grad_(True)
+        with torch.no_grad():
+            return base[1:]
+    if kind == "leaf":
+        return base.requires_grad_(True)[1:]
+    made = base.requires_grad_(True) * 1
+    return made.split([1, rows])[1] if kind == "multi" else made[1:]
 
 
 def pick_args(args: tuple, names) -> tuple:
@@ -421,7 +437,7 @@ def gradients_of(value, args, ns) -> Optional[tuple]:
     outputs = [t for t in tensor_leaves(value) if t.requires_grad and t.is_floating_point()]
     module = ns.get("MOD")
     parameters = list(module.parameters()) if isinstance(module, torch.nn.Module) else []
-    wrt = [t for t in tensor_leaves(args) + parameters if t.requires_grad and t.is_leaf]
+    wrt = [t for t in tensor_leaves(args) + parameters if t.requires_grad and autograd_state(t) is True]
     if not outputs or not wrt:
         return None
     try:

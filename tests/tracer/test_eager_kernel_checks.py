@@ -1,0 +1,55 @@
+"""The trace asks eager's CPU kernel whether it takes an op's dtypes (``tracer/eager_checks.py``):
+it runs the op once on tensors of ones.  Those stand-ins have the real shapes (which the meta
+kernel accepted) when the arguments are small; one-element stand-ins, for large arguments, are
+never given to an op over a list of tensors, whose kernel may trust sizes they do not keep."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+import minidynamo
+from minidynamo.tracer.eager_checks import _refusal, _takes_tensor_lists
+
+GRU_IN_INFERENCE_MODE = textwrap.dedent("""
+    import torch, minidynamo
+    gru = torch.nn.GRU(2, 3, batch_first=True)
+
+    def f(y):
+        with torch.inference_mode():       # its GRU op is seeded: the trace asks the CPU kernel
+            return gru(y.unsqueeze(1))[0][:, 0]
+
+    print(torch.allclose(minidynamo.optimize("eager")(f)(torch.ones(3, 2)), f(torch.ones(3, 2))))
+""")
+
+
+def test_an_rnn_op_is_asked_on_stand_ins_of_its_own_shapes():
+    """Found by the fuzzer (seed 5063, program 228): one-element weights made the GRU kernel
+    read out of bounds, and the process died (a subprocess here, so a crash fails one test)."""
+    done = subprocess.run([sys.executable, "-c", GRU_IN_INFERENCE_MODE], capture_output=True, text=True,
+                          timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_which_ops_take_lists_of_tensors():
+    aten = torch.ops.aten
+    assert _takes_tensor_lists(aten.gru.input) and _takes_tensor_lists(aten.cat.default)
+    assert _takes_tensor_lists(aten.index.Tensor)              # Tensor?[]
+    assert not _takes_tensor_lists(aten.add.Tensor) and not _takes_tensor_lists(aten.topk.default)
+
+
+def test_a_refused_dtype_is_still_found_at_the_real_shapes():
+    """``topk(k=2)`` cannot run on one-element stand-ins; at the real shapes it can, so a dtype
+    the kernel lacks is told apart from one it takes."""
+    meta = torch.empty(4, 5, dtype=torch.bool, device="meta")
+    assert "does not support bool" in str(_refusal(torch.ops.aten.topk.default, (meta, 2), {}))
+    assert _refusal(torch.ops.aten.topk.default, (meta.float(), 2), {}) is None
+
+
+def test_a_large_op_over_a_list_is_not_asked():
+    big = torch.empty(70_000, dtype=torch.int32, device="meta")
+    assert _refusal(torch.ops.aten.cat.default, ([big, big],), {}) is None
+    minidynamo.reset()
