@@ -439,16 +439,17 @@ def autograd_views_match(sources: tuple, tensors: Sequence[torch.Tensor]) -> Gua
 
 
 def autograd_view(tensor: Any) -> tuple:
-    """``()`` for a tensor autograd does not know as a view, else ``(its base is a leaf, the
-    name of its CreationMeta)``: with ``requires_grad``, what decides whether eager allows an
-    in-place op on it."""
+    """``()`` for a tensor autograd does not know as a view, else ``(its base is a leaf, its base
+    requires grad, the name of its CreationMeta)``: with ``requires_grad``, what decides whether
+    eager allows an in-place op on it."""
     if not torch.Tensor._is_view(tensor):
         return ()
     try:
         creation = torch._C._autograd._get_creation_meta(tensor).name
     except RuntimeError:     # a view autograd does not differentiate through keeps none
         creation = ""
-    return (torch._C.TensorBase._base.__get__(tensor).is_leaf, creation)
+    base = torch._C.TensorBase._base.__get__(tensor)
+    return (base.is_leaf, base.requires_grad, creation)
 
 
 class PyAutogradViews:

@@ -365,38 +365,38 @@ def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
     whether eager lets it be written in place: an input that requires grad and is not a leaf
     (an activation handed to a resumed frame, a hidden state) gets a non-leaf example (on a leaf
     that requires grad, eager refuses in-place ops); a view gets a view of the same kind
-    (``guards.autograd_view``: of a leaf or not, made under no_grad or as one of several
-    views), since eager refuses in-place ops on some of those too.  (torch.Tensor's own
-    methods: an attribute on the input may hide one.)"""
+    (``guards.autograd_view``: of a leaf or not, of a base that requires grad or not, made under
+    no_grad or as one of several views), since eager refuses in-place ops on some of those too.
+    (torch.Tensor's own methods: an attribute on the input may hide one.)"""
     made_by_autograd = tensor.requires_grad and not tensor.is_leaf
-    offset, stride = torch.Tensor.storage_offset(tensor), torch.Tensor.stride(tensor)
     view = guards.autograd_view(tensor)
     if view:
-        example = _view_example(tensor, made_by_autograd, base_is_leaf=view[0])
-        if tensor.requires_grad and not made_by_autograd:
-            example.requires_grad_(True)       # a view no op made: a leaf of its own
-        return as_view_kind(example, view)
+        return as_view_kind(_view_example(tensor, base_is_leaf=view[0], base_requires_grad=view[1]), view)
     example = to_meta(tensor)
-    if offset == 0 and not made_by_autograd:
+    if torch.Tensor.storage_offset(tensor) == 0 and not made_by_autograd:
         return example
-    if offset == 0:
+    if torch.Tensor.storage_offset(tensor) == 0:
         copy = torch.Tensor.clone(example, memory_format=torch.preserve_format)
-        if copy.stride() == tuple(stride):
+        if copy.stride() == tuple(torch.Tensor.stride(tensor)):
             return copy
-    example = _view_example(tensor, made_by_autograd, base_is_leaf=False)
-    return example.detach().requires_grad_(True) if tensor.requires_grad and not made_by_autograd else example
+    if made_by_autograd:          # a view of a non-leaf: as writable in place as the input
+        return _view_example(tensor, base_is_leaf=False, base_requires_grad=True)
+    example = _view_example(tensor, base_is_leaf=True, base_requires_grad=False)
+    return example.detach().requires_grad_(True) if tensor.requires_grad else example
 
 
-def _view_example(tensor: torch.Tensor, made_by_autograd: bool, base_is_leaf: bool) -> torch.Tensor:
-    """A meta tensor with ``tensor``'s sizes, strides and offset, viewing a fresh storage: by
-    autograd from a leaf that requires grad, or from a non-leaf, when autograd made ``tensor``."""
+def _view_example(tensor: torch.Tensor, base_is_leaf: bool, base_requires_grad: bool) -> torch.Tensor:
+    """A meta tensor with ``tensor``'s sizes, strides and offset viewing a fresh storage, through
+    autograd as ``tensor`` views its base: a leaf or a non-leaf, that requires grad or not (a
+    view that does not require grad of one that does was made under no_grad)."""
     to_meta(tensor)     # (refuses what has no meta example)
     shape, stride, offset = tensor.shape, torch.Tensor.stride(tensor), torch.Tensor.storage_offset(tensor)
     base = torch.empty(offset + elements_spanned(tensor), dtype=tensor.dtype, device="meta")
-    if made_by_autograd:
-        base = base.requires_grad_(True)
-        return (base if base_is_leaf else base.clone()).as_strided(shape, stride, offset)
-    return base.as_strided(shape, stride, offset)
+    if base_requires_grad:
+        base = base.requires_grad_(True) if base_is_leaf else base.requires_grad_(True).clone()
+    with torch.set_grad_enabled(tensor.requires_grad or not base_requires_grad):
+        example = base.as_strided(shape, stride, offset)
+    return example.requires_grad_(True) if tensor.requires_grad and not example.requires_grad else example
 
 
 def _method_caller(name: str):

@@ -56,21 +56,25 @@ def _view_into(anchor: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
         view = base.as_strided(shape, stride, offset)
     except RuntimeError as error:
         raise Unsupported(f"an input shares memory with another input in a way its example cannot: {error}")
+    kind = autograd_view(tensor)
     if not tensor.requires_grad:
-        return as_view_kind(view, autograd_view(tensor))
+        if kind and kind[1] and anchor.requires_grad and tensor.dtype == anchor.dtype:
+            with torch.no_grad():     # a view made under no_grad of a base that requires grad
+                view = anchor.as_strided(shape, stride, offset)
+        return as_view_kind(view, kind)
     if tensor.is_leaf:
-        return as_view_kind(view.requires_grad_(True), autograd_view(tensor))
+        return as_view_kind(view.requires_grad_(True), kind)
     if not anchor.requires_grad or tensor.dtype != anchor.dtype:
         raise Unsupported("an input made by autograd shares memory with an input that does not require grad")
-    return as_view_kind(anchor.as_strided(shape, stride, offset), autograd_view(tensor))
+    return as_view_kind(anchor.as_strided(shape, stride, offset), kind)
 
 
 def as_view_kind(example: torch.Tensor, kind: tuple) -> torch.Tensor:
     """``example`` (a view) made the ``autograd_view`` kind of view ``kind`` says: how it was
     created (under no_grad, as one of several outputs...), which eager asks before letting a view
     be written in place.  Whether its base is a leaf is the caller's to make."""
-    if kind and kind[1] not in ("", "DEFAULT") and torch.Tensor._is_view(example):
-        torch._C._autograd._set_creation_meta(example, getattr(torch._C._autograd.CreationMeta, kind[1]))
+    if kind and kind[2] not in ("", "DEFAULT") and torch.Tensor._is_view(example):
+        torch._C._autograd._set_creation_meta(example, getattr(torch._C._autograd.CreationMeta, kind[2]))
     return example
 
 

@@ -47,10 +47,11 @@ MAKERS = (plain, leaf_view, made_view, no_grad_view, one_of_several, buffer_view
 
 def test_the_kinds_name_what_eager_asks():
     assert autograd_view(plain()) == ()
-    assert autograd_view(leaf_view()) == (True, "DEFAULT")
-    assert autograd_view(made_view()) == (False, "DEFAULT")
-    assert autograd_view(no_grad_view()) == (True, "NO_GRAD_MODE")
-    assert autograd_view(one_of_several()) == (False, "MULTI_OUTPUT_NODE")
+    assert autograd_view(leaf_view()) == (True, True, "DEFAULT")
+    assert autograd_view(made_view()) == (False, True, "DEFAULT")
+    assert autograd_view(no_grad_view()) == (True, True, "NO_GRAD_MODE")
+    assert autograd_view(one_of_several()) == (False, True, "MULTI_OUTPUT_NODE")
+    assert autograd_view(buffer_view()) == (True, False, "DEFAULT")
     assert autograd_view(torch.zeros(4, requires_grad=True).detach()) == ()   # detach: no view for autograd
 
 

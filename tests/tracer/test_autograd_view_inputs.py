@@ -27,7 +27,7 @@ def _fresh():
 
 def scale_in_place(t, w, log):
     log.append("before")           # a Python effect the graph's caller makes after the graph
-    t.mul_(w)
+    t.t().mul_(w)                  # (through a view of the input: its kind is the input's)
     return t
 
 
@@ -49,6 +49,12 @@ def view_made_under_no_grad():
         return x[1:]
 
 
+def view_made_under_no_grad_of_a_leaf():
+    x = torch.ones(4, requires_grad=True)       # the view does not require grad; its base does
+    with torch.no_grad():
+        return x[1:]
+
+
 def one_of_several_views():
     return (torch.ones(6, requires_grad=True) * 2).split(3)[0]
 
@@ -66,6 +72,7 @@ def outcome(fn, t, w):
     (plain, view_made_under_no_grad, plain),
     (view_of_an_activation, view_of_a_leaf, one_of_several_views, view_of_an_activation),
     (view_of_a_leaf, view_of_an_activation, view_made_under_no_grad),
+    (view_made_under_no_grad, view_made_under_no_grad_of_a_leaf, plain, view_made_under_no_grad_of_a_leaf),
 ])
 def test_each_call_writes_or_refuses_as_eager_does(order):
     opt = minidynamo.optimize(CountingBackend())(scale_in_place)
