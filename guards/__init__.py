@@ -27,8 +27,9 @@ Besides values at sources, guards cover global torch state (``torch_state_match`
 dtype on every entry, the default device, inference mode, ...), attributes that must stay
 absent on an object and its class's MRO (``absent_match``), what an isinstance / issubclass /
 callable answer read from a class (``class_match``: its MRO, its lookups, the ABC registries),
-which sources hold one object (``alias_match``, ``distinct_match``) and which tensors share one
-storage (``storage_match``).  Attribute shortcuts through module dicts stay exact while no class
+which sources hold one object (``alias_match``, ``distinct_match``), which tensors share one
+storage (``storage_match``) and what kind of view, for autograd, tensors written in place are
+(``autograd_views_match``).  Attribute shortcuts through module dicts stay exact while no class
 defines the names read past it (``native.class_lacks``, one check per entry).
 Layers: this package never imports minidynamo (it sits below it) nor torch._dynamo.
 """
