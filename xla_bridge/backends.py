@@ -236,10 +236,14 @@ def _host_outputs(gm, user_tensors, device_positions):
     records per node (``meta["device"]``): a host tensor (``torch.rand([])`` for LayerDrop, a
     comparison of it, a host argument returned) stays on the host beside outputs computed on
     the device, whatever the order of the arguments. A graph without that record keeps the
-    rule by the first tensor argument."""
-    if not device_positions:
+    rule by the first tensor argument.  A program without tensor arguments at all (``torch.tensor(
+    0.5, device=y.device)`` where ``y`` is read for its device only) makes each output where
+    the graph says, as one with arguments on the device does."""
+    if not device_positions and user_tensors:
         return ALL_OUTPUTS
     devices = _output_devices(gm)
+    if not device_positions and devices is None:
+        return ALL_OUTPUTS
     if devices is None:                   # not recorded: the first tensor argument's device
         first_on_host = bool(user_tensors) and not dev.is_xla(user_tensors[0])
         return ALL_OUTPUTS if first_on_host else frozenset()

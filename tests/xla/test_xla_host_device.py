@@ -47,3 +47,31 @@ def test_flattened_vmap_body_making_a_tensor_on_the_host_device():
         return torch.vmap(row)(x)
 
     replayed(f, torch.randn(4, 3))
+
+
+def test_a_graph_without_tensor_arguments_makes_its_outputs_where_it_says():
+    """Found by the fuzzer (device seed 5068, program 45): ``torch.tensor(0.5, device=y.device)``
+    reads ``y`` for its device only, so the graph has no tensor argument, and the bridge took it
+    for a host program: the output came back on the host.  A later ``x.copy_(it)`` into a device
+    tensor then hit torch_xla's broadcast copy from a host tensor (``x`` read back 0-dim)."""
+    from xla_bridge.device import xla_device
+
+    device = xla_device()
+    y = torch.randn(2, 3).to(device)
+    programs = {
+        "a device scalar": lambda y: torch.tensor(0.5, device=y.device),
+        "a device list": lambda y: torch.tensor([0.5, 1.0], device=y.device),
+        "a host and a device tensor": lambda y: (torch.tensor(0.5), torch.tensor(0.5, device=y.device)),
+    }
+    for name, fn in programs.items():
+        minidynamo.reset()
+        compiled = minidynamo.optimize("torchxla_trace_once")(fn)
+        for _ in range(2):
+            got, want = compiled(y), fn(y)
+            got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+            assert [t.device for t in got] == [t.device for t in want], name
+            assert_same(got, want)
+        x = torch.zeros(2, 3).to(device)
+        x.copy_(got[-1][..., 0] if got[-1].dim() else got[-1])
+        assert x.cpu().shape == (2, 3) and torch.equal(x.cpu(), torch.full((2, 3), 0.5)), name
+    minidynamo.reset()
