@@ -49,8 +49,8 @@ block's ``__exit__``).
 from __future__ import annotations
 
 import __future__
-import dis
 import ctypes
+import dis
 import functools
 import io
 import linecache
@@ -297,6 +297,26 @@ def _subscript(state, refs, jumps):
     return f"___result = {container}[{key}]", _after(state, refs, top, "___result")
 
 
+def _store_subscript(state, refs, jumps):
+    """STORE_SUBSCR: value container key -> ``container[key] = value`` (a write the trace cannot
+    make, or that eager refuses: a view of a leaf that requires grad), nothing pushed."""
+    top = len(state.stack) - eager_operands("STORE_SUBSCR", 0)
+    value, container, key = (_value(refs, top + k, what) for k, what in enumerate(("value", "container", "key")))
+    below = [(s, refs.get(k)) for k, s in enumerate(state.stack[:top])]
+    return f"{container}[{key}] = {value}", [(None, state.index + 1, below)]
+
+
+def _binary_op(state, refs, jumps):
+    """BINARY_OP: a b -> ``a op b``, or for ``op=`` the in-place form on a copy of the name
+    (``x += t`` of a tensor eager refuses to write in place), then its value pushed."""
+    top = len(state.stack) - eager_operands("BINARY_OP", 0)
+    a, b = _value(refs, top, "operand"), _value(refs, top + 1, "operand")
+    symbol = dis._nb_ops[int(state.inst.arg)][1]
+    if symbol.endswith("="):
+        return f"___result = {a}; ___result {symbol} {b}", _after(state, refs, top, "___result")
+    return f"___result = {a} {symbol} {b}", _after(state, refs, top, "___result")
+
+
 def _before_with(state, refs, jumps):
     """BEFORE_WITH: manager -> its bound ``__exit__``, what its ``__enter__`` returned (a manager
     the trace could not enter: one in C, or an ``__enter__`` doing what the trace cannot).  The
@@ -347,7 +367,7 @@ def _after(state, refs, base, result):
 
 
 _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, "BINARY_SUBSCR": _subscript,
-          "BEFORE_WITH": _before_with, "jump": _jump}
+          "STORE_SUBSCR": _store_subscript, "BINARY_OP": _binary_op, "BEFORE_WITH": _before_with, "jump": _jump}
 
 
 GRAD_BLOCKS = (torch.no_grad, torch.enable_grad)   # graph_break._context_of's grad-mode factories

@@ -387,14 +387,19 @@ def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
 
 def _view_example(tensor: torch.Tensor, base_is_leaf: bool, base_requires_grad: bool) -> torch.Tensor:
     """A meta tensor with ``tensor``'s sizes, strides and offset viewing a fresh storage, through
-    autograd as ``tensor`` views its base: a leaf or a non-leaf, that requires grad or not (a
-    view that does not require grad of one that does was made under no_grad)."""
+    autograd as ``tensor`` views its base: a leaf or a non-leaf, that requires grad or not.  A
+    view without a grad_fn of a base that requires grad was made under no_grad (it still
+    requires grad, through its base), and so is its example."""
     to_meta(tensor)     # (refuses what has no meta example)
     shape, stride, offset = tensor.shape, torch.Tensor.stride(tensor), torch.Tensor.storage_offset(tensor)
     base = torch.empty(offset + elements_spanned(tensor), dtype=tensor.dtype, device="meta")
     if base_requires_grad:
         base = base.requires_grad_(True) if base_is_leaf else base.requires_grad_(True).clone()
-    with torch.set_grad_enabled(tensor.requires_grad or not base_requires_grad):
+    try:
+        made_without_grad = base_requires_grad and tensor.is_leaf
+    except RuntimeError as error:   # a view made under no_grad whose base was since written
+        raise Unsupported(f"an input view autograd refuses to read: {str(error).splitlines()[0]}") from error
+    with torch.set_grad_enabled(not made_without_grad):
         example = base.as_strided(shape, stride, offset)
     return example.requires_grad_(True) if tensor.requires_grad and not example.requires_grad else example
 

@@ -119,3 +119,25 @@ def test_the_fuzzers_repro_agrees_with_eager():
     done = subprocess.run([sys.executable, REPRO], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PJRT_DEVICE": "CPU"})
     assert done.stdout.strip().splitlines()[-1] == "OK", done.stdout + done.stderr
+
+
+def leaf_view_made_to_require_grad():
+    return torch.ones(4)[1:].requires_grad_()
+
+
+ALL_KINDS = (plain, view_of_a_leaf, view_of_an_activation, view_made_under_no_grad,
+             view_made_under_no_grad_of_a_leaf, one_of_several_views, leaf_view_made_to_require_grad)
+
+
+@pytest.mark.parametrize("make", ALL_KINDS, ids=lambda make: make.__name__)
+def test_each_inputs_example_is_what_autograd_knows_of_the_input(make):
+    """Leaf or not, requires grad or not (a view made under no_grad of a base that requires grad
+    does, through its base, and has no grad_fn), and the same kind of view."""
+    from guards import autograd_view
+    from minidynamo.tracer.output_graph import _meta_like
+
+    real = make()
+    example = _meta_like(real)
+    assert example.is_meta
+    assert (example.is_leaf, example.requires_grad, autograd_view(example)) == \
+        (real.is_leaf, real.requires_grad, autograd_view(real))

@@ -740,3 +740,75 @@ def test_a_break_inside_a_torch_nn_forward_leaves_the_forward_traced():
     graphs = "\n".join(gm.code for gm in backend.graphs)
     assert "batch_norm" in graphs
     minidynamo.reset()
+
+
+class Noisy:
+    """A container and an operand whose dunders print: the trace breaks at the instruction."""
+
+    def __init__(self):
+        self.items = {}
+
+    def __setitem__(self, key, value):
+        print("store", key)
+        self.items[key] = value
+
+    def __radd__(self, other):
+        print("radd")
+        return other * 10
+
+
+def _store_into(x, box):
+    y = x * 3
+    for i in range(2):
+        box[i] = y + i             # STORE_SUBSCR breaks (inside the loop: each iteration)
+    return y.cos()
+
+
+def _add_noisy(x, log):
+    y = x.sin()
+    log.append("before")
+    z = y + Noisy()                # BINARY_OP breaks
+    return z * 2
+
+
+def _in_place_refused(x, log):
+    y = x * 2
+    log.append("before")
+    x += y                         # eager refuses (a leaf that requires grad): BINARY_OP breaks
+    return x
+
+
+@pytest.mark.parametrize("case", ["store", "binary", "in_place"])
+def test_subscript_stores_and_binary_operators_break_rather_than_fall_back(case, capsys):
+    """STORE_SUBSCR and BINARY_OP are graph-break instructions: the graph before them runs, the
+    instruction runs eagerly (printing, or raising as eager does, after the effects before
+    it), and the rest is resumed, instead of the whole frame falling back to eager."""
+    minidynamo.reset()
+    fn, make = {"store": (_store_into, lambda: (torch.ones(3), Noisy())),
+                "binary": (_add_noisy, lambda: (torch.ones(3), [])),
+                "in_place": (_in_place_refused, lambda: (torch.ones(3, requires_grad=True), []))}[case]
+
+    def run(f):
+        x, other = make()
+        try:
+            result = ("ok", f(x, other).detach())
+        except RuntimeError as error:
+            result = ("raise", str(error).split(".")[0])
+        return result, other.items if isinstance(other, Noisy) else other, capsys.readouterr().out
+
+    want = run(fn)
+    opt = minidynamo.optimize(CountingBackend())(fn)
+    for _ in range(2):
+        got = run(opt)
+        assert got[0][0] == want[0][0] and got[2] == want[2]
+        if want[0][0] == "ok":
+            assert torch.allclose(got[0][1], want[0][1])
+        else:
+            assert got[0][1] == want[0][1] and got[1] == want[1] == ["before"]
+        if case == "store":
+            assert list(got[1]) == [0, 1] and all(torch.equal(got[1][k], want[1][k]) for k in (0, 1))
+    counters = minidynamo.counters.snapshot()
+    assert not counters["fallback_reasons"], counters["fallback_reasons"]
+    opcode = "STORE_SUBSCR" if case == "store" else "BINARY_OP"
+    assert any(f"{opcode} at" in reason for reason in counters["break_reasons"]), counters["break_reasons"]
+    minidynamo.reset()
