@@ -317,6 +317,31 @@ def _binary_op(state, refs, jumps):
     return f"___result = {a} {symbol} {b}", _after(state, refs, top, "___result")
 
 
+def _store_attr(state, refs, jumps):
+    """STORE_ATTR: value obj -> ``obj.name = value`` (a ``__setattr__`` or property setter the trace
+    cannot run), nothing pushed."""
+    top = len(state.stack) - eager_operands("STORE_ATTR", 0)
+    value, obj = _value(refs, top, "value"), _value(refs, top + 1, "object")
+    below = [(s, refs.get(k)) for k, s in enumerate(state.stack[:top])]
+    return f"setattr({obj}, {str(state.inst.arg)!r}, {value})", [(None, state.index + 1, below)]
+
+
+def _compare(state, refs, jumps):
+    """COMPARE_OP: a b -> ``a < b`` (and the others): an ``__eq__`` or ``__lt__`` the trace
+    cannot run, a truth the data decides."""
+    top = len(state.stack) - eager_operands("COMPARE_OP", 0)
+    a, b = _value(refs, top, "operand"), _value(refs, top + 1, "operand")
+    return f"___result = {a} {dis.cmp_op[int(state.inst.arg)]} {b}", _after(state, refs, top, "___result")
+
+
+def _contains(state, refs, jumps):
+    """CONTAINS_OP: item container -> ``item in container`` (``not in`` when flagged)."""
+    top = len(state.stack) - eager_operands("CONTAINS_OP", 0)
+    item, container = _value(refs, top, "item"), _value(refs, top + 1, "container")
+    test = "not in" if state.inst.arg else "in"
+    return f"___result = {item} {test} {container}", _after(state, refs, top, "___result")
+
+
 def _before_with(state, refs, jumps):
     """BEFORE_WITH: manager -> its bound ``__exit__``, what its ``__enter__`` returned (a manager
     the trace could not enter: one in C, or an ``__enter__`` doing what the trace cannot).  The
@@ -367,7 +392,8 @@ def _after(state, refs, base, result):
 
 
 _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, "BINARY_SUBSCR": _subscript,
-          "STORE_SUBSCR": _store_subscript, "BINARY_OP": _binary_op, "BEFORE_WITH": _before_with, "jump": _jump}
+          "STORE_SUBSCR": _store_subscript, "STORE_ATTR": _store_attr, "BINARY_OP": _binary_op,
+          "COMPARE_OP": _compare, "CONTAINS_OP": _contains, "BEFORE_WITH": _before_with, "jump": _jump}
 
 
 GRAD_BLOCKS = (torch.no_grad, torch.enable_grad)   # graph_break._context_of's grad-mode factories

@@ -10,23 +10,24 @@ JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack w
     "POP_JUMP_FORWARD_IF_FALSE": (False, False), "POP_JUMP_BACKWARD_IF_FALSE": (False, False),
     "JUMP_IF_TRUE_OR_POP": (True, True), "JUMP_IF_FALSE_OR_POP": (False, True),
 }
-BREAKABLE = {"CALL", "CALL_FUNCTION_EX", "FORMAT_VALUE", "BINARY_SUBSCR", "STORE_SUBSCR", "BINARY_OP",
-             "BEFORE_WITH", *JUMPS}
+BREAKABLE = {"CALL", "CALL_FUNCTION_EX", "FORMAT_VALUE", "BINARY_SUBSCR", "STORE_SUBSCR", "STORE_ATTR",
+             "BINARY_OP", "COMPARE_OP", "CONTAINS_OP", "BEFORE_WITH", *JUMPS}
 
 
 def eager_operands(name: str, arg: int) -> int:
     """How many values from the top of the stack a breakable instruction reads: CALL's NULL or
     callable, callable or self, and arguments; CALL_FUNCTION_EX's NULL, callable, arguments and
     keywords when flagged; FORMAT_VALUE's value and spec when flagged; a subscript's container and
-    key; a subscript store's value, container and key; a binary operator's two operands; a with
-    statement's context manager; a jump's condition."""
+    key; a subscript store's value, container and key; an attribute store's value and object; a
+    binary operator's, a comparison's and ``in``'s two operands; a with statement's context
+    manager; a jump's condition."""
     if name == "CALL":
         return arg + 2
     if name == "CALL_FUNCTION_EX":
         return 4 if arg & 1 else 3
     if name == "FORMAT_VALUE":
         return 2 if arg & 0x04 else 1
-    if name in ("BINARY_SUBSCR", "BINARY_OP"):
+    if name in ("BINARY_SUBSCR", "BINARY_OP", "COMPARE_OP", "CONTAINS_OP", "STORE_ATTR"):
         return 2
     if name == "STORE_SUBSCR":
         return 3

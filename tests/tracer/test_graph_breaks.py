@@ -812,3 +812,53 @@ def test_subscript_stores_and_binary_operators_break_rather_than_fall_back(case,
     opcode = "STORE_SUBSCR" if case == "store" else "BINARY_OP"
     assert any(f"{opcode} at" in reason for reason in counters["break_reasons"]), counters["break_reasons"]
     minidynamo.reset()
+
+
+class Loud:
+    """An object whose attribute store, comparisons and ``in`` print."""
+
+    def __init__(self):
+        object.__setattr__(self, "stored", None)
+
+    def __setattr__(self, name, value):
+        print("set", name)
+        object.__setattr__(self, name, value)
+
+    def __eq__(self, other):
+        print("eq")
+        return True
+
+    def __lt__(self, other):
+        print("lt")
+        return False
+
+    def __contains__(self, item):
+        print("contains", item)
+        return item == 5
+
+    __hash__ = object.__hash__
+
+
+def _attribute_compare_contains(x, loud):
+    y = x * 2
+    loud.stored = y                # STORE_ATTR breaks
+    same, less = loud == 3, loud < 3          # COMPARE_OP breaks (twice)
+    inside, outside = 5 in loud, 6 not in loud  # CONTAINS_OP breaks (twice)
+    return y.sin() + same + 2 * less + 4 * inside + 8 * outside
+
+
+def test_attribute_stores_comparisons_and_in_break_rather_than_fall_back(capsys):
+    minidynamo.reset()
+    want_loud = Loud()
+    want = _attribute_compare_contains(torch.ones(3), want_loud)
+    printed = capsys.readouterr().out
+    opt = minidynamo.optimize(CountingBackend())(_attribute_compare_contains)
+    for _ in range(2):
+        loud = Loud()
+        assert torch.allclose(opt(torch.ones(3), loud), want)
+        assert torch.equal(loud.stored, want_loud.stored) and capsys.readouterr().out == printed
+    counters = minidynamo.counters.snapshot()
+    assert not counters["fallback_reasons"], counters["fallback_reasons"]
+    for opcode in ("STORE_ATTR", "COMPARE_OP", "CONTAINS_OP"):
+        assert any(f"{opcode} at" in reason for reason in counters["break_reasons"]), opcode
+    minidynamo.reset()
