@@ -62,7 +62,7 @@ from bytecode.instr import InstrLocation
 import torch
 
 from .. import _eval_frame
-from .instructions import JUMPS, eager_operands
+from .instructions import JUMPS, UNARY, eager_operands
 from .resume_code import first_argument_leads, make_function, resume_code
 
 
@@ -326,6 +326,39 @@ def _store_attr(state, refs, jumps):
     return f"setattr({obj}, {str(state.inst.arg)!r}, {value})", [(None, state.index + 1, below)]
 
 
+def _delete_subscript(state, refs, jumps):
+    """DELETE_SUBSCR: container key -> ``del container[key]``, nothing pushed."""
+    top = len(state.stack) - eager_operands("DELETE_SUBSCR", 0)
+    container, key = _value(refs, top, "container"), _value(refs, top + 1, "key")
+    return f"del {container}[{key}]", [(None, state.index + 1, _below(state, refs, top))]
+
+
+def _load_attr(state, refs, jumps):
+    """LOAD_ATTR: obj -> ``obj.name`` (a property or ``__getattr__`` whose body the trace cannot
+    run: it prints, reads a tensor's data)."""
+    top = len(state.stack) - eager_operands("LOAD_ATTR", 0)
+    return (f"___result = getattr({_value(refs, top, 'object')}, {str(state.inst.arg)!r})",
+            _after(state, refs, top, "___result"))
+
+
+def _delete_attr(state, refs, jumps):
+    """DELETE_ATTR: obj -> ``del obj.name``, nothing pushed."""
+    top = len(state.stack) - eager_operands("DELETE_ATTR", 0)
+    return (f"delattr({_value(refs, top, 'object')}, {str(state.inst.arg)!r})",
+            [(None, state.index + 1, _below(state, refs, top))])
+
+
+def _unary(state, refs, jumps):
+    """UNARY_NEGATIVE / POSITIVE / INVERT / NOT: a -> ``-a`` ... (``not t`` of a tensor: its data)."""
+    top = len(state.stack) - eager_operands(state.inst.name, 0)
+    return f"___result = {UNARY[state.inst.name]}{_value(refs, top, 'operand')}", _after(state, refs, top, "___result")
+
+
+def _below(state, refs, top):
+    """The stack under position ``top``, as a resume function takes it."""
+    return [(s, refs.get(k)) for k, s in enumerate(state.stack[:top])]
+
+
 def _compare(state, refs, jumps):
     """COMPARE_OP: a b -> ``a < b`` (and the others): an ``__eq__`` or ``__lt__`` the trace
     cannot run, a truth the data decides."""
@@ -393,7 +426,9 @@ def _after(state, refs, base, result):
 
 _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, "BINARY_SUBSCR": _subscript,
           "STORE_SUBSCR": _store_subscript, "STORE_ATTR": _store_attr, "BINARY_OP": _binary_op,
-          "COMPARE_OP": _compare, "CONTAINS_OP": _contains, "BEFORE_WITH": _before_with, "jump": _jump}
+          "COMPARE_OP": _compare, "CONTAINS_OP": _contains, "BEFORE_WITH": _before_with, "jump": _jump,
+          "DELETE_SUBSCR": _delete_subscript, "LOAD_ATTR": _load_attr, "DELETE_ATTR": _delete_attr,
+          **{name: _unary for name in UNARY}}
 
 
 GRAD_BLOCKS = (torch.no_grad, torch.enable_grad)   # graph_break._context_of's grad-mode factories
