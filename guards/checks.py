@@ -541,10 +541,11 @@ def describe_autograd_view(kind: tuple) -> str:
     """``a view of a leaf (made under no_grad)`` for an ``autograd_view`` kind."""
     if not kind:
         return "no view"
-    base_is_leaf, base_requires_grad, creation = kind
+    base_is_leaf, base_requires_grad, creation, readable = kind
     made = f" (created {creation})" if creation not in ("DEFAULT", "") else ""
     needs = "" if base_requires_grad else " that does not require grad"
-    return f"a view of {'a leaf' if base_is_leaf else 'a tensor autograd made'}{needs}{made}"
+    broken = "" if readable else ", written since: its history unreadable"
+    return f"a view of {'a leaf' if base_is_leaf else 'a tensor autograd made'}{needs}{made}{broken}"
 
 
 def describe_storage_groups(sources: tuple, groups: tuple) -> str:

@@ -431,7 +431,8 @@ def autograd_views_match(sources: tuple, tensors: Sequence[torch.Tensor]) -> Gua
     """Each tensor at ``sources`` is, for autograd, the kind of view it is now
     (``autograd_view``).  Whether eager lets a write in place through a tensor depends on it (a
     view of a leaf that requires grad, a view made under no_grad, one of several views an op
-    returned), and the trace wrote inputs in place through examples made to be the same kind."""
+    returned), and so does whether autograd can read its history at all; the trace wrote inputs
+    in place, and recorded ops on inputs that require grad, through examples of the same kind."""
     sources = tuple(sources)
     if not sources or len(sources) != len(tensors):
         raise UnguardableValue("autograd_views_match needs one tensor per source")
@@ -440,16 +441,23 @@ def autograd_views_match(sources: tuple, tensors: Sequence[torch.Tensor]) -> Gua
 
 def autograd_view(tensor: Any) -> tuple:
     """``()`` for a tensor autograd does not know as a view, else ``(its base is a leaf, its base
-    requires grad, the name of its CreationMeta)``: with ``requires_grad``, what decides whether
-    eager allows an in-place op on it."""
+    requires grad, the name of its CreationMeta, its history can be read)``: with
+    ``requires_grad``, what decides whether eager allows an in-place op on it, and whether an op
+    that records it raises (a view made under no_grad, or one of several, written in place
+    since: autograd refuses to rebuild its grad_fn)."""
     if not torch.Tensor._is_view(tensor):
         return ()
     try:
         creation = torch._C._autograd._get_creation_meta(tensor).name
     except RuntimeError:     # a view autograd does not differentiate through keeps none
         creation = ""
+    try:
+        torch._C.TensorBase.grad_fn.__get__(tensor)
+        readable = True
+    except RuntimeError:
+        readable = False
     base = torch._C.TensorBase._base.__get__(tensor)
-    return (base.is_leaf, base.requires_grad, creation)
+    return (base.is_leaf, base.requires_grad, creation, readable)
 
 
 class PyAutogradViews:

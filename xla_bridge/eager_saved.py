@@ -30,10 +30,12 @@ def _check_version(tensor, version, what) -> None:
     check itself only for tensors saved without hooks)."""
     now = _version(tensor)
     if now != version:
-        raise RuntimeError(
+        raise RuntimeError(     # eager's words on the first line, then which tensor it was here
             f"one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: [{tensor.type()} {list(tensor.shape)}] is at version {now}; "
-            f"expected version {version} instead ({what} of the compiled graph that its "
+            f"expected version {version} instead. Hint: enable anomaly detection to find the "
+            f"operation that failed to compute its gradient, with "
+            f"torch.autograd.set_detect_anomaly(True).\n({what} of the compiled graph that its "
             f"backward reads)")
 
 

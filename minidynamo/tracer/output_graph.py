@@ -147,8 +147,13 @@ class OutputGraph:
         if len(self.input_sources) > 1 and (written or self.metadata_mutated):
             tensors = [self.real_inputs[source] for source in self.input_sources]
             result.append(guards.storage_match(tuple(self.input_sources), tensors))
-        if written:    # whether eager allowed those writes depends on the kind of view each is
-            result.append(guards.autograd_views_match(written, [self.real_inputs[s] for s in written]))
+        # What kind of view an input is decides whether eager allowed the writes to it, and
+        # whether autograd can read the history of an input that requires grad (a Parameter is
+        # never a view: checked by its type)
+        viewed = [s for s in self.input_sources if s in written or (
+            self.real_inputs[s].requires_grad and type(self.real_inputs[s]) is not torch.nn.Parameter)]
+        if viewed:
+            result.append(guards.autograd_views_match(tuple(viewed), [self.real_inputs[s] for s in viewed]))
         if self.reads_storage_offset:
             for source in self.input_sources:
                 offset_source = guards.CallSource(source, "storage_offset")
@@ -370,6 +375,9 @@ def _meta_like(tensor: torch.Tensor) -> torch.Tensor:
     (torch.Tensor's own methods: an attribute on the input may hide one.)"""
     made_by_autograd = tensor.requires_grad and not tensor.is_leaf
     view = guards.autograd_view(tensor)
+    if view and not view[3]:
+        raise Unsupported("an input view whose autograd history eager refuses to read (made under no_grad or as one "
+                          "of several views, and written in place since): an op that records it raises")
     if view:
         return as_view_kind(_view_example(tensor, base_is_leaf=view[0], base_requires_grad=view[1]), view)
     example = to_meta(tensor)

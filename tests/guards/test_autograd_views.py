@@ -42,16 +42,24 @@ def buffer_view():
     return torch.zeros(4)[1:]
 
 
-MAKERS = (plain, leaf_view, made_view, no_grad_view, one_of_several, buffer_view)
+def written_one_of_several():
+    view = one_of_several()
+    with torch.no_grad():
+        view[0] = 1.0          # autograd can no longer rebuild its history: reading it raises
+    return view
+
+
+MAKERS = (plain, leaf_view, made_view, no_grad_view, one_of_several, buffer_view, written_one_of_several)
 
 
 def test_the_kinds_name_what_eager_asks():
     assert autograd_view(plain()) == ()
-    assert autograd_view(leaf_view()) == (True, True, "DEFAULT")
-    assert autograd_view(made_view()) == (False, True, "DEFAULT")
-    assert autograd_view(no_grad_view()) == (True, True, "NO_GRAD_MODE")
-    assert autograd_view(one_of_several()) == (False, True, "MULTI_OUTPUT_NODE")
-    assert autograd_view(buffer_view()) == (True, False, "DEFAULT")
+    assert autograd_view(leaf_view()) == (True, True, "DEFAULT", True)
+    assert autograd_view(made_view()) == (False, True, "DEFAULT", True)
+    assert autograd_view(no_grad_view()) == (True, True, "NO_GRAD_MODE", True)
+    assert autograd_view(one_of_several()) == (False, True, "MULTI_OUTPUT_NODE", True)
+    assert autograd_view(buffer_view()) == (True, False, "DEFAULT", True)
+    assert autograd_view(written_one_of_several()) == (False, True, "MULTI_OUTPUT_NODE", False)
     assert autograd_view(torch.zeros(4, requires_grad=True).detach()) == ()   # detach: no view for autograd
 
 

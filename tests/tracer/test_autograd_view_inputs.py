@@ -105,11 +105,11 @@ def read_only(t, w):
     return t * w
 
 
-def test_an_input_never_written_is_not_guarded_on_its_kind():
+def test_an_input_never_written_and_not_requiring_grad_is_not_guarded_on_its_kind():
     backend = CountingBackend()
     opt = minidynamo.optimize(backend)(read_only)
     w = torch.ones(3)
-    for make in (view_of_an_activation, view_of_a_leaf, one_of_several_views):
+    for make in (plain, view_made_under_no_grad, lambda: torch.ones(5)[2:]):
         opt(make(), w)
     assert backend.compile_count == 1
 
@@ -141,3 +141,26 @@ def test_each_inputs_example_is_what_autograd_knows_of_the_input(make):
     assert example.is_meta
     assert (example.is_leaf, example.requires_grad, autograd_view(example)) == \
         (real.is_leaf, real.requires_grad, autograd_view(real))
+
+
+def times_two(t):
+    return t * 2
+
+
+def test_an_input_whose_history_autograd_refuses_raises_as_eager():
+    """A view one op returned among several, written under no_grad since: the first op that
+    records it raises in eager.  A frame traced for a plain input must not serve it (the view
+    kind of an input that requires grad is guarded), and it is not traced itself."""
+    def written_one_of_several():
+        view = one_of_several_views()
+        with torch.no_grad():
+            view[0] = 1.0
+        return view
+
+    with pytest.raises(RuntimeError, match="modified inplace") as eager_error:
+        times_two(written_one_of_several())
+    opt = minidynamo.optimize(CountingBackend())(times_two)
+    assert torch.equal(opt(torch.ones(3, requires_grad=True)), torch.full((3,), 2.0))
+    with pytest.raises(RuntimeError, match="modified inplace") as ours:
+        opt(written_one_of_several())
+    assert str(ours.value) == str(eager_error.value)
