@@ -333,14 +333,6 @@ def _delete_subscript(state, refs, jumps):
     return f"del {container}[{key}]", [(None, state.index + 1, _below(state, refs, top))]
 
 
-def _load_attr(state, refs, jumps):
-    """LOAD_ATTR: obj -> ``obj.name`` (a property or ``__getattr__`` whose body the trace cannot
-    run: it prints, reads a tensor's data)."""
-    top = len(state.stack) - eager_operands("LOAD_ATTR", 0)
-    return (f"___result = getattr({_value(refs, top, 'object')}, {str(state.inst.arg)!r})",
-            _after(state, refs, top, "___result"))
-
-
 def _delete_attr(state, refs, jumps):
     """DELETE_ATTR: obj -> ``del obj.name``, nothing pushed."""
     top = len(state.stack) - eager_operands("DELETE_ATTR", 0)
@@ -427,7 +419,7 @@ def _after(state, refs, base, result):
 _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, "BINARY_SUBSCR": _subscript,
           "STORE_SUBSCR": _store_subscript, "STORE_ATTR": _store_attr, "BINARY_OP": _binary_op,
           "COMPARE_OP": _compare, "CONTAINS_OP": _contains, "BEFORE_WITH": _before_with, "jump": _jump,
-          "DELETE_SUBSCR": _delete_subscript, "LOAD_ATTR": _load_attr, "DELETE_ATTR": _delete_attr,
+          "DELETE_SUBSCR": _delete_subscript, "DELETE_ATTR": _delete_attr,
           **{name: _unary for name in UNARY}}
 
 
