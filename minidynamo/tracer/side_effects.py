@@ -56,6 +56,7 @@ class SideEffects:
         self.aliases: dict = {}            # source -> the VT of that very list/dict, read first elsewhere
         self.mutated: dict = {}            # source -> VT mutated
         self.attribute_stores: dict = {}   # (id(object), name) -> (source, VT assigned or DELETED, raw)
+        self.stored_objects: dict = {}     # id(object) -> the object, for those attribute_stores names
         self.deleted_after_store: set = set()   # keys of attributes stored, then deleted, by the trace
         self.reinserted: set = set()            # keys of attributes deleted, then stored again
         self.global_stores: dict = {}      # name -> VT assigned
@@ -106,6 +107,7 @@ class SideEffects:
             raise Unsupported(f"assignment to attribute {name!r} of an object made during the trace")
         self._note_position()
         key = (id(obj_vt.value), name)
+        self.stored_objects[key[0]] = obj_vt.value
         earlier = self.attribute_stores.get(key)
         raw = raw or (earlier is not None and earlier[2])
         if value_vt is DELETED and earlier is not None and earlier[1] is not DELETED:
@@ -125,6 +127,14 @@ class SideEffects:
         """The value the trace stored (DELETED after a deletion), or None."""
         entry = self.attribute_stores.get((id(obj_vt.value), name))
         return entry[1] if entry is not None else None
+
+    def has_stored_attributes_in(self, instance_dict: dict) -> bool:
+        """Whether the trace assigned attributes of the object whose ``__dict__`` this is."""
+        return any(getattr(obj, "__dict__", None) is instance_dict for obj in self.stored_objects.values())
+
+    def mutated_dict(self, instance_dict, real_values: dict) -> bool:
+        """Whether the trace wrote ``instance_dict`` (an object's ``__dict__``) as a container."""
+        return any(real_values.get(source) is instance_dict for source in self.mutated)
 
     def has_stored_attributes(self, obj_vt) -> bool:
         return any(key[0] == id(obj_vt.value) for key in self.attribute_stores)

@@ -26,6 +26,10 @@ def _check_mutable(tx, vt, what: str):
     """A container from the caller is about to change: record it, so the change is replayed
     on the real object after the graph runs (see side_effects.py)."""
     if vt.source is not None:
+        real = tx.output.wrapped_values.get(vt.source)
+        if type(real) is dict and tx.output.side_effects.has_stored_attributes_in(real):
+            raise Unsupported(f"{what} on a dict that is the attribute dict of an object whose attributes the "
+                              "trace assigned (the two writes would replay apart)")
         tx.output.side_effects.note_mutated_container(vt, what)
 
 

@@ -1,9 +1,9 @@
-"""Open (found in the twenty-seventh session, older than it): a value a graph break's eager
-instruction returns may be another input's attribute dict, which the resume function does not
+"""Fixed in the twenty-seventh session (older than it): a value a graph break's eager
+instruction returns may be another input's attribute dict, which the resume function did not
 know.  Here ``get(o)`` prints (a break at the CALL) and returns ``o.__dict__``; the resume
 function stores into that dict through its stack value, then reads ``o.m`` through ``o``, as
-traced, from before the store.  Eager returns 2, minidynamo 0.  (A direct ``o.__dict__`` read
-after assigning attributes is refused by the tracer, so it does not reach a break.)
+traced, from before the store: eager returned 2, minidynamo 0.  Now an attribute read or store
+on an object whose ``__dict__`` the trace wrote as a dict is refused (and the converse).
 
 Run from the repository root:  python tests/fuzz/repros/open_dict_alias_after_break.py
 Prints MISMATCH or OK.
