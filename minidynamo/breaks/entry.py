@@ -302,7 +302,7 @@ def _store_subscript(state, refs, jumps):
     make, or that eager refuses: a view of a leaf that requires grad), nothing pushed."""
     top = len(state.stack) - eager_operands("STORE_SUBSCR", 0)
     value, container, key = (_value(refs, top + k, what) for k, what in enumerate(("value", "container", "key")))
-    below = [(s, refs.get(k)) for k, s in enumerate(state.stack[:top])]
+    below = _below(state, refs, top)
     return f"{container}[{key}] = {value}", [(None, state.index + 1, below)]
 
 
@@ -322,7 +322,7 @@ def _store_attr(state, refs, jumps):
     cannot run), nothing pushed."""
     top = len(state.stack) - eager_operands("STORE_ATTR", 0)
     value, obj = _value(refs, top, "value"), _value(refs, top + 1, "object")
-    below = [(s, refs.get(k)) for k, s in enumerate(state.stack[:top])]
+    below = _below(state, refs, top)
     return f"setattr({obj}, {str(state.inst.arg)!r}, {value})", [(None, state.index + 1, below)]
 
 
@@ -373,7 +373,7 @@ def _before_with(state, refs, jumps):
     resume function starts inside the block with that ``__exit__`` on its stack."""
     top = len(state.stack) - eager_operands("BEFORE_WITH", 0)
     manager = _value(refs, top, "context manager")
-    below = [(s, refs.get(k)) for k, s in enumerate(state.stack[:top])]
+    below = _below(state, refs, top)
     return (f"___exit, ___result = before_with({manager})",
             [(None, state.index + 1, below + [(("value",), "___exit"), (("value",), "___result")])])
 
@@ -405,7 +405,7 @@ def _jump(state, refs, jumps):
     jumps_when, keeps = jumps[state.inst.name]
     top = len(state.stack) - eager_operands(state.inst.name, 0)
     cond = _value(refs, top, "condition")
-    below = [(s, refs.get(k)) for k, s in enumerate(state.stack[:top])]
+    below = _below(state, refs, top)
     taken = below + [(("value",), cond)] if keeps else below
     test = "___truth" if jumps_when else "not ___truth"
     return f"___truth = bool({cond})", [(test, state.jump_target, taken), (None, state.index + 1, below)]
@@ -413,7 +413,7 @@ def _jump(state, refs, jumps):
 
 def _after(state, refs, base, result):
     """The stack after an instruction that consumed everything from ``base`` and pushed one value."""
-    return [(None, state.index + 1, [(s, refs.get(k)) for k, s in enumerate(state.stack[:base])] + [(("value",), result)])]
+    return [(None, state.index + 1, _below(state, refs, base) + [(("value",), result)])]
 
 
 _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, "BINARY_SUBSCR": _subscript,
