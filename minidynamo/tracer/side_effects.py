@@ -133,8 +133,9 @@ class SideEffects:
         return any(getattr(obj, "__dict__", None) is instance_dict for obj in self.stored_objects.values())
 
     def mutated_dict(self, instance_dict, real_values: dict) -> bool:
-        """Whether the trace wrote ``instance_dict`` (an object's ``__dict__``) as a container."""
-        return any(real_values.get(source) is instance_dict for source in self.mutated)
+        """Whether the trace wrote ``instance_dict`` (an object's ``__dict__``, or None for an
+        object without one) as a container."""
+        return type(instance_dict) is dict and any(real_values.get(source) is instance_dict for source in self.mutated)
 
     def has_stored_attributes(self, obj_vt) -> bool:
         return any(key[0] == id(obj_vt.value) for key in self.attribute_stores)

@@ -239,7 +239,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         if hasattr(obj, "store_attribute"):           # an object made in the trace (new_objects.py)
             return obj.store_attribute(self, name, value)
         instance = getattr(getattr(obj, "value", None), "__dict__", None)
-        if type(instance) is dict and self.output.side_effects.mutated_dict(instance, self.output.wrapped_values):
+        if self.output.side_effects.mutated_dict(instance, self.output.wrapped_values):
             raise Unsupported(f"assignment to attribute {name!r} of an object whose __dict__ the trace wrote as a "
                               "dict (the two writes would replay apart)")
         if isinstance(obj, UserObjectVariable) and obj.source is not None:

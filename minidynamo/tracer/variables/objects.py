@@ -347,7 +347,7 @@ class UserObjectVariable(VariableTracker):
             if name == "__dict__" and tx.output.side_effects.has_stored_attributes(self):
                 raise Unsupported(f"reading {klass.__name__}.__dict__ after assigning its attributes")
         instance = getattr(self.value, "__dict__", {})
-        if type(instance) is dict and tx.output.side_effects.mutated_dict(instance, tx.output.wrapped_values):
+        if tx.output.side_effects.mutated_dict(instance, tx.output.wrapped_values):
             raise Unsupported(f"reading an attribute of a {klass.__name__} whose __dict__ the trace wrote as a dict "
                               "(the attribute would be read from before the write)")
         data_descriptor = any(name in b.__dict__ and hasattr(b.__dict__[name], "__set__") for b in klass.__mro__)
