@@ -681,3 +681,22 @@ def test_a_code_set_holds_each_of_two_equal_code_objects_apart():
     assert len(codes) == 2 and set(map(id, codes)) == {id(first), id(second)}
     del first
     assert len(codes) == 1                                # weak: a dead code leaves the set
+
+
+def test_a_break_entry_reruns_outside_its_handler_so_the_error_has_no_context(capsys):
+    """A graph that ends at a break raises inside the frame's ``try`` (an integer division by
+    zero); the frame re-runs eagerly, and the error its handler catches must carry no
+    ``__context__``: the re-run happens after the entry's own ``except`` (fuzz seed 375 i1386)."""
+    def f(x, d):
+        try:
+            q = x // d                 # d holds a 0: raises at run time only
+            print("after")
+            return q + 1
+        except Exception as e:
+            return e.__context__ is None
+
+    compiled = minidynamo.optimize("eager")(f)
+    x = torch.tensor([4, 6])
+    assert compiled(x, torch.tensor([2, 3])).tolist() == [3, 3]
+    assert compiled(x, torch.tensor([2, 0])) is f(x, torch.tensor([2, 0])) is True
+    assert minidynamo.counters["graph_errors_rerun"] >= 1

@@ -4,12 +4,15 @@ Generated as Python source (readable with ``MINIDYNAMO_LOG=output_code``), with 
 exact argument names, e.g. for ``y = x.sin(); print(y.shape); return y.cos()``:
 
     def break_f(___func, a0):
+        ___rerun = False
         try:
             ___outputs = compiled_graph(*read_inputs(___func, a0))
         except BaseException as ___error:
             if not graph_raised(___error):
                 raise
-            return rerun(___func, a0)
+            ___rerun = True
+        if ___rerun:                                  # (outside the handler: eager's error has
+            return rerun(___func, a0)                 # no __context__ of the graph's)
         ___values = build_output(___outputs)          # stack values, then live locals
         leave_graph_state()                           # grad mode / autocast as at the break
         ___stack1 = ___values[0]
@@ -97,11 +100,14 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
                  "hand_over": _eval_frame.hand_over, "before_with": before_with,
                  "make_function": make_function}
     lines = [f"def break_{_identifier(code.co_qualname.rpartition('.')[2])}({arg_names}):",
+             "    ___rerun = False",
              "    try:",
              f"        ___outputs = compiled_graph(*read_inputs({arg_names}))",
              "    except BaseException as ___error:",
              "        if not graph_raised(___error):",
              "            raise",
+             "        ___rerun = True",
+             "    if ___rerun:",
              f"        return rerun({arg_names})",
              f"    ___values = {build}",
              "    leave_graph_state()"]

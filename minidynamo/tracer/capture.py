@@ -168,7 +168,7 @@ def _finish_trace(func, tx, output, frame, grad_enabled, stop_at) -> Capture:
                           "after the frame, which the compiled code cannot reproduce if the graph raises")
     for guard in output.side_effects.aliasing_guards(output.wrapped_values):
         output.add_guard(guard)
-    templates = Templates() if break_state is None else BreakTemplates()
+    templates = Templates(output.side_effects) if break_state is None else BreakTemplates(output.side_effects)
     template = templates.of(result)
     replays = templates.replays_of(output.side_effects)
     if getattr(output, "module_sharing", None) is not None:    # modules guarded by structure or pinned
@@ -311,9 +311,12 @@ class Templates:
         ("module", cls, args, kwargs)   a library module made in the frame, made anew
         ("frame_cell", i)    cell i of this call's function's closure (a closure the frame
                              made over its own free variable holds the very cell)
+        ("tagged", t, [(name, v)])   a tensor the graph made, with the Python attributes the
+                             trace stored on it (``t.name = v``)
     """
 
-    def __init__(self):
+    def __init__(self, effects=None):
+        self.effects = effects       # the trace's side effects: attributes stored on tensors it made
         self.nodes: list = []        # graph outputs
         self.reads: list = []        # sources re-read at call time
         self.fresh: dict = {}        # id(VT) -> its "fresh" template
@@ -329,8 +332,10 @@ class Templates:
         if isinstance(vt, LazyNumberVariable) and vt.unread:      # computed from this call's values
             return lazy_numbers.template(self, vt)
         if isinstance(vt, TensorVariable):
-            self.nodes.append(vt.node)
-            return ("tensor", len(self.nodes) - 1)
+            attributes = self.effects.made_tensor_attributes(vt.example) if self.effects is not None else {}
+            if attributes:
+                return self.once(vt, lambda: ("tagged", self._output(vt), [(k, self.of(v)) for k, v in attributes.items()]))
+            return self._output(vt)
         if isinstance(vt, SizeVariable):
             return ("const", torch.Size(vt.as_python_constant()))
         if isinstance(vt, ConstantVariable):
@@ -340,6 +345,10 @@ class Templates:
         if type(vt) in (TupleVariable, NamedTupleVariable) and vt.source is not None:
             return ("real", self.read(vt.source))          # a tuple read from the frame: that very tuple
         return self.once(vt, lambda: self._container(vt))
+
+    def _output(self, vt: TensorVariable):
+        self.nodes.append(vt.node)
+        return ("tensor", len(self.nodes) - 1)
 
     def once(self, vt: VariableTracker, make):
         """``make()``'s template for ``vt``, rebuilt once per call: every place that holds it (two
@@ -524,6 +533,11 @@ def _build(template, outputs, real=(), made=None):
         if template[1] not in made:
             made[template[1]] = _build(template[2], outputs, real, made)
         return made[template[1]]
+    if kind == "tagged":                                     # a made tensor with its stored attributes
+        tensor = _build(template[1], outputs, real, made)
+        for name, value in template[2]:
+            setattr(tensor, name, _build(value, outputs, real, made))
+        return tensor
     if kind == "frame_cell":                                 # a closure cell of the frame's own function
         return made[FRAME_FUNCTION].__closure__[template[1]]
     if kind == "cell":

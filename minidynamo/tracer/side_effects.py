@@ -59,9 +59,11 @@ class SideEffects:
         self.stored_objects: dict = {}     # id(object) -> the object, for those attribute_stores names
         self.deleted_after_store: set = set()   # keys of attributes stored, then deleted, by the trace
         self.reinserted: set = set()            # keys of attributes deleted, then stored again
+        self.tensor_attributes: dict = {}  # id(example) -> (example, {name: VT}, made in the trace)
         self.global_stores: dict = {}      # name -> VT assigned
         self.cell_stores: dict = {}        # index in the frame's closure -> VT assigned
-        self.foreign_cells_read = False    # a cell read through another function's __closure__
+        self.stored_cells: set = set()     # their free variables' names and their cells' ids
+        self.foreign_cells_read: set = set()   # names and ids of cells read through another function's __closure__
         self.private: set = set()          # sources of what only the frame sees: its **kwargs dict
         self.position = None               # () -> graph nodes so far (set by the capture)
         self.first_at = None               # position of the first side effect, if any
@@ -105,9 +107,12 @@ class SideEffects:
         hook (the trace already inlined it); ``value_vt`` DELETED: a deletion."""
         if obj_vt.source is None:
             raise Unsupported(f"assignment to attribute {name!r} of an object made during the trace")
+        self._store_attribute_of(obj_vt.source, obj_vt.value, name, value_vt, raw)
+
+    def _store_attribute_of(self, source, obj, name: str, value_vt, raw: bool):
         self._note_position()
-        key = (id(obj_vt.value), name)
-        self.stored_objects[key[0]] = obj_vt.value
+        key = (id(obj), name)
+        self.stored_objects[key[0]] = obj
         earlier = self.attribute_stores.get(key)
         raw = raw or (earlier is not None and earlier[2])
         if value_vt is DELETED and earlier is not None and earlier[1] is not DELETED:
@@ -121,11 +126,37 @@ class SideEffects:
             # after attributes stored in between, so its replay moves to the end too
             del self.attribute_stores[key]
             self.reinserted.add(key)
-        self.attribute_stores[key] = (obj_vt.source, value_vt, raw)
+        self.attribute_stores[key] = (source, value_vt, raw)
+
+    def store_tensor_attribute(self, example, name: str, value_vt, real_input=None):
+        """``t.name = value`` on a tensor (a plain ``__dict__`` entry: ``mark_static_address``'s
+        tag).  Known by the tensor's example, the one object every tracker of that tensor shares
+        (an in-place op returns it).  A graph input's store replays on the real input
+        (``real_input``: (source, tensor)); a tensor the graph makes gets it where its output is
+        built (``capture.Templates``)."""
+        _, stored, made = self.tensor_attributes.setdefault(id(example), (example, {}, real_input is None))
+        stored[name] = value_vt
+        if real_input is not None:
+            self._store_attribute_of(*real_input, name, value_vt, raw=False)
+        else:
+            self._note_position()
+
+    def tensor_attribute(self, example, name: str):
+        """The value the trace stored as the tensor's attribute ``name``, or None."""
+        entry = self.tensor_attributes.get(id(example))
+        return entry[1].get(name) if entry is not None else None
+
+    def made_tensor_attributes(self, example) -> dict:
+        """{name: VT} stored on a tensor the graph makes (empty for graph inputs)."""
+        entry = self.tensor_attributes.get(id(example))
+        return entry[1] if entry is not None and entry[2] else {}
 
     def stored_attribute(self, obj_vt, name: str):
         """The value the trace stored (DELETED after a deletion), or None."""
-        entry = self.attribute_stores.get((id(obj_vt.value), name))
+        return self.stored_attribute_of(obj_vt.value, name)
+
+    def stored_attribute_of(self, obj, name: str):
+        entry = self.attribute_stores.get((id(obj), name))
         return entry[1] if entry is not None else None
 
     def has_stored_attributes_in(self, instance_dict: dict) -> bool:
@@ -144,22 +175,26 @@ class SideEffects:
         self._note_position()
         self.global_stores[name] = value_vt
 
-    def store_cell(self, index: int, value_vt):
+    def store_cell(self, index: int, cell, name: str, value_vt):
         """``x = v`` / ``nonlocal x`` on a free variable of the frame itself.  The cell is known
         by its place in the frame's closure only: the same cell reached through another
-        function's ``__closure__`` would be a second tracker that misses the store, and which
-        cells are one object is not guarded, so a trace that does both is refused."""
-        if self.foreign_cells_read:
-            raise Unsupported("assignment to a closure variable of the frame in a trace that also reads "
-                              "another function's closure cells (they may be the same cell)")
+        function's ``__closure__`` would be a second tracker that misses the store.  Which cells
+        are one object is not guarded, but a function shares a cell of the frame only when its
+        code is nested in the frame's (a closure made before a break, handed over), and then it
+        names the cell as the frame does: a trace that stores a cell and reads another
+        function's cell of that name (or that very cell now) is refused."""
+        if name in self.foreign_cells_read or id(cell) in self.foreign_cells_read:
+            raise Unsupported(f"assignment to the closure variable {name!r} of the frame in a trace that also reads "
+                              "another function's closure cell of that name (they may be the same cell)")
         self._note_position()
         self.cell_stores[index] = value_vt
+        self.stored_cells.update((name, id(cell)))
 
-    def note_foreign_cell_read(self):
-        if self.cell_stores:
-            raise Unsupported("a closure cell of another function read after the frame assigned one of "
-                              "its own closure variables (they may be the same cell)")
-        self.foreign_cells_read = True
+    def note_foreign_cell_read(self, cell, name: str):
+        if name in self.stored_cells or id(cell) in self.stored_cells:
+            raise Unsupported(f"a closure cell {name!r} of another function read after the frame assigned its own "
+                              "closure variable of that name (they may be the same cell)")
+        self.foreign_cells_read.update((name, id(cell)))
 
     def stored_global(self, name: str):
         return self.global_stores.get(name)

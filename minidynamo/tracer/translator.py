@@ -760,7 +760,7 @@ class InstructionTranslator(InstructionTranslatorBase):
     def __init__(self, func, f_locals, output, globals_source):
         from .variables.functions import RealCellVariable
 
-        cells = [RealCellVariable(c, G.ClosureSource(i, name))
+        cells = [RealCellVariable(c, G.ClosureSource(i, name), name)
                  for i, (c, name) in enumerate(zip(func.__closure__ or (), func.__code__.co_freevars))]
         super().__init__(func.__code__, f_locals, func.__globals__, globals_source, func.__builtins__, output,
                          cells, depth=0)

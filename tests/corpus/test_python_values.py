@@ -8,7 +8,7 @@ import operator
 import pytest
 import torch
 
-from .helpers import check, params, single, tensor
+from .helpers import check, fallback, params, single, tensor
 
 SCALE = 2.5
 OFFSET = torch.arange(3.0)
@@ -534,6 +534,14 @@ def operator_itemgetter(x):
     return pick_second((x, x + 1, x + 2))
 
 
+def operator_length_hint(x, xs, d):
+    return x * operator.length_hint(xs) + operator.length_hint(d, 7) + operator.length_hint(x)
+
+
+def operator_length_hint_of_a_0d_tensor(x):
+    return x * operator.length_hint(x[0], 5)     # len() of a 0-d tensor raises TypeError: the default
+
+
 MATH_AND_OPERATOR = [
     single(math_functions_on_constants, tensor(3)),
     single(math_constants_and_rounding, tensor(3)),
@@ -543,6 +551,8 @@ MATH_AND_OPERATOR = [
     single(operator_comparisons, tensor(3), 2),
     single(operator_inplace, tensor(3)),
     single(operator_itemgetter, tensor(3)),
+    single(operator_length_hint, tensor(3), [1, 2], {"a": 1}),
+    fallback(operator_length_hint_of_a_0d_tensor, tensor(3), mentions="length_hint"),
 ]
 
 

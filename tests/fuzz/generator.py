@@ -122,6 +122,9 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "match_stmt":      (0.4, False, "match statements over n, xs, G_DICT and tuples: literal, or-, capture, "
                                     "sequence (with *rest), mapping (with **rest), class (int(v), str(), Obj(k=...)) "
                                     "patterns and guards"),
+    "tensor_attrs":    (0.4, False, "Python attributes stored on tensors made in f and on the inputs (t.tag = k, "
+                                    "mark_static(t) as mark_static_address tags a cache tensor), read back with "
+                                    "getattr/hasattr, the tensors returned or kept in lists"),
     # input-set variations (not statements)
     "vary_shape":      (1.0, False, "calls with another B or C"),
     "vary_dtype":      (1.0, False, "calls with float64 inputs"),
@@ -240,7 +243,10 @@ def helper_log(lst, t):
     print('log', len(lst), u.shape)
     if u.sum() > 0:
         return u * 2
-    return u - 1'''),
+    return u - 1
+
+def mark_static(t, guard=True):
+    t._static = 'guarded' if guard else 'unguarded'   # what torch._dynamo.mark_static_address does'''),
     ("Obj", '''class Obj:
     K = 3
 
@@ -1323,11 +1329,11 @@ class Gen:
         if c < 0.45:      # a break with live values on the stack (an input, an intermediate, a partial list)
             u = self.pick(self.tensors(lambda s2: broadcast(self.shape(t), s2) == self.shape(t)))
             return self.assign(None, ("T", self.shape(t)), r.choice([
-                f"({t} + 1) * float({u}.sum())", f"{t} * operator.length_hint(xs) + {u}",
+                f"({t} + 1) * float({u}.sum())", f"{t} * operator.length_hint(iter(xs)) + {u}",
                 f"[{t}.sum(), {u} + n, print('mid', n)][1] + {t}", f"torch.where({u} > 0, {t}, {t} * {u}.max().item())"]), "t")
         if c < 0.53:      # a C function the interpreter does not model
             lst = self.pick(self.vars_of("list_int"))
-            return self.assign(None, ("int",), r.choice([f"operator.length_hint({lst}) + n",
+            return self.assign(None, ("int",), r.choice([f"operator.length_hint(iter({lst})) + n",
                                                          f"int(id({lst}) == id({lst})) + len({lst})",
                                                          f"operator.length_hint(iter({lst}), 3)"]), "i")
         if c < 0.6:       # inside a with block (left before the eager instruction, re-entered after)
@@ -1350,7 +1356,7 @@ class Gen:
                                    "OBJ.k = OBJ.k + 1", "MOD.count += 1", f"OBJ.last = {t} * 2") if e]
             return Stmt(r.sample(effects, r.randint(1, 3)) + [r.choice(["print('effects', len(G_LIST), OBJ.k)",
                                                                          "print(xs, G_DICT, MOD.count)",
-                                                                         "operator.length_hint(G_LIST)"])])
+                                                                         "operator.length_hint(iter(G_LIST))"])])
         if c < 0.9:       # two breaks in a row
             return Stmt([f"print('one', {t}.shape)", f"print('two', {self.int_expr(1)})"])
         # an eager instruction that raises (on some calls only: the branch is on a python value)
@@ -1540,7 +1546,7 @@ class Gen:
         """Identity and order, as CPython's own test suite checks them (bench/cpython_cases.py):
         each case crosses a graph break (print or an unmodelled C call) where it can."""
         r = self.rng
-        brk = r.choice(["print('id', n)", "operator.length_hint(xs)", None])
+        brk = r.choice(["print('id', n)", "operator.length_hint(iter(xs))", None])
         breaks = [brk] if brk else []
         a = self.fresh("o")
         c = r.random()
@@ -1882,6 +1888,18 @@ class Gen:
                                                          "getattr(OBJ, 'k')"]), "i")
         return Stmt([r.choice([f"setattr(OBJ, 'extra', {self.int_expr(1)})", "OBJ.extra = n",
                                "if hasattr(OBJ, 'extra'): del OBJ.extra", "if hasattr(OBJ, 'extra'): delattr(OBJ, 'extra')"])])
+
+    def s_tensor_attrs(self):
+        r = self.rng
+        t = self.pick(self.tensors())
+        c = r.random()
+        if c < 0.35:
+            return Stmt([f"{t}.tag = {self.int_expr(1)}"])
+        if c < 0.5:
+            return Stmt([f"mark_static({t}, {r.choice(['True', 'False'])})"])
+        if c < 0.8:
+            return self.assign(None, ("int",), f"getattr({t}, 'tag', -1)", "i")
+        return self.assign(None, ("bool",), r.choice([f"hasattr({t}, '_static')", f"hasattr({t}, 'tag')"]), "b")
 
     def s_random_ops(self):
         r = self.rng

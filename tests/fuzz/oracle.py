@@ -300,6 +300,8 @@ class Comparer:
                 same = torch.equal(da, db)
             if not same:
                 raise Diff(f"value: {path}: tensor values differ: eager {short(da)}, optimized {short(db)}")
+            if vars(a) or vars(b):          # Python attributes stored on the tensor
+                self.compare(dict(vars(a)), dict(vars(b)), path + ".__dict__")
             return
         if isinstance(a, (list, dict, set)) or is_user_object(a) or isinstance(a, torch.nn.Module):
             if self.pair(a, b, path):

@@ -108,3 +108,46 @@ def _nodes(fn, *args):
 def test_which_ops_may_raise_for_their_values(fn, args, name, may_raise):
     node = _nodes(fn, *args)[name]
     assert may_raise_on_values(node, name) is may_raise
+
+
+@pytest.mark.parametrize("fn, args, name, may_raise", [
+    (lambda x: x.add_(1), (torch.randn(3),), "add_", False),
+    (lambda x: x.zero_(), (torch.randn(3),), "zero_", False),
+    (lambda x, i: x.index_add_(0, i, x * 2), (torch.randn(3), torch.tensor([0, 1, 2])), "index_add_", True),
+    (lambda x: torch.nn.functional.pad(x, (1, 0)), (torch.randn(2, 3),), "pad", False),
+    (lambda x, i: torch.nn.functional.embedding(i, x), (torch.randn(4, 3), torch.tensor([1, 3])), "embedding", True),
+    (lambda x, t: torch.nn.functional.cross_entropy(x, t), (torch.randn(2, 3), torch.tensor([0, 2])),
+     "cross_entropy", True),
+])
+def test_in_place_variants_and_functional_ops(fn, args, name, may_raise):
+    node = _nodes(fn, *args)[name]
+    assert may_raise_on_values(node, name) is may_raise
+
+
+class ConvCache(torch.nn.Module):
+    """Mamba's cache pattern: a Python step counter advanced, the input padded to the kernel's
+    width, and the cache buffer overwritten in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("conv_state", torch.zeros(2, 4))
+        self.steps = 0
+
+    def forward(self, x):
+        self.steps += 1
+        padded = torch.nn.functional.pad(x, (4 - x.shape[-1], 0))
+        self.conv_state.copy_(padded)
+        return self.conv_state * 2
+
+
+def test_a_padded_write_after_a_python_effect_compiles():
+    eager, ours = ConvCache(), ConvCache()
+    minidynamo.reset()
+    minidynamo.counters.reset()
+    compiled = minidynamo.optimize("eager")(ours)
+    for _ in range(3):
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(compiled(x), eager(x))
+        torch.testing.assert_close(ours.conv_state, eager.conv_state)
+    assert ours.steps == eager.steps == 3
+    assert minidynamo.counters["fallbacks"] == 0

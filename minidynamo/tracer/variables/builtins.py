@@ -7,6 +7,7 @@ a tensor, ``getattr`` with a default, ``zip`` of two lists, ...).
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import operator
@@ -50,6 +51,23 @@ def _len(tx, obj):
             raise Unsupported(f"__len__ returned {result!r} (TypeError/ValueError)")
         return ConstantVariable(result)
     return obj.call_method(tx, "__len__", [], {})
+
+
+_SIZED_TYPES = {list, tuple, dict, set, frozenset, str, bytes, range, collections.OrderedDict, collections.deque,
+                collections.defaultdict}
+
+
+def _length_hint(tx, obj, default=None):
+    """``operator.length_hint(obj, default)`` answers ``len(obj)`` when that succeeds: so for the
+    builtin containers (exactly those types: a subclass's ``__len__`` may raise the TypeError
+    that makes it fall back) and tensors of one dimension or more.  Anything else (an
+    iterator's ``__length_hint__``, the default) is not modelled."""
+    from .tensor import TensorVariable
+
+    sized = obj.python_type() in _SIZED_TYPES or (isinstance(obj, TensorVariable) and obj.example.dim() > 0)
+    if not sized:
+        raise Unsupported(f"operator.length_hint of {obj} (not a builtin container or a tensor)")
+    return _len(tx, obj)
 
 
 def _isinstance(tx, obj, classes):
@@ -454,6 +472,7 @@ BUILTIN_HANDLERS = {
     operator.itemgetter: lambda tx, *keys: GetterVariable("item", list(keys)),
     operator.attrgetter: lambda tx, *names: GetterVariable("attr", list(names)),
     chr: _scalar_cast(chr), ord: _scalar_cast(ord), format: _scalar_cast(format),
+    operator.length_hint: _length_hint,
 }
 # operator.add, operator.mul, ...: the same rules as the bytecode operators.
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "pos", "invert",

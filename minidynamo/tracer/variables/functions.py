@@ -41,9 +41,10 @@ class RealCellVariable(VariableTracker):
     replayed after the graph, for the frame's own free variables (``G.ClosureSource``: a
     resume function writing a cell of the frame it continues, ``nonlocal`` in a root closure)."""
 
-    def __init__(self, cell, source):
+    def __init__(self, cell, source, name: str):
         super().__init__(source)
         self.cell = cell
+        self.name = name          # the free variable's name in the function that holds the cell
         self.loaded = None
 
     def load(self, tx):
@@ -51,7 +52,7 @@ class RealCellVariable(VariableTracker):
             from ..builder import wrap
 
             if not isinstance(self.source, G.ClosureSource):
-                tx.output.side_effects.note_foreign_cell_read()
+                tx.output.side_effects.note_foreign_cell_read(self.cell, self.name)
 
             try:
                 contents = self.cell.cell_contents
@@ -65,7 +66,7 @@ class RealCellVariable(VariableTracker):
     def store(self, tx, value):
         if value is None or not isinstance(self.source, G.ClosureSource):     # None: DELETE_DEREF
             raise Unsupported("assignment to a closure variable of a function defined outside the trace")
-        tx.output.side_effects.store_cell(self.source.index, value)
+        tx.output.side_effects.store_cell(self.source.index, self.cell, self.source.var_name, value)
         self.loaded = value
 
 
@@ -131,8 +132,8 @@ class UserFunctionVariable(BaseFunctionVariable):
         cells = self.value.__closure__ or ()
         source = self.attribute_source()
         base = G.AttrSource(source, "__closure__") if source is not None else None
-        return [RealCellVariable(c, G.AttrSource(G.ItemSource(base, i), "cell_contents") if base is not None else None)
-                for i, c in enumerate(cells)]
+        return [RealCellVariable(c, G.AttrSource(G.ItemSource(base, i), "cell_contents") if base is not None else None, name)
+                for i, (c, name) in enumerate(zip(cells, self.value.__code__.co_freevars))]
 
     def globals_(self):
         return self.value.__globals__

@@ -96,9 +96,10 @@ class TensorVariable(VariableTracker):
     def store_attribute(self, tx, name, value):
         """``t.requires_grad = flag``: the setter makes ``t.requires_grad_(flag)``'s change, and
         refuses a flag that is not a bool and any tensor that is not a leaf (``requires_grad_``
-        only refuses ``False`` there).  Other stores on a tensor are not modelled."""
+        only refuses ``False`` there).  Any other name is a plain Python attribute (see
+        ``_store_plain_attribute``)."""
         if name != "requires_grad":
-            raise Unsupported(f"assignment to attribute {name!r} of a tensor")
+            return self._store_plain_attribute(tx, name, value)
         if tx.output.function_modes:
             raise Unsupported("assignment to a tensor's requires_grad under a TorchFunctionMode")
         if not (isinstance(value, ConstantVariable) and type(value.value) is bool):
@@ -106,6 +107,29 @@ class TensorVariable(VariableTracker):
         if not self.var_getattr(tx, "is_leaf").as_python_constant():
             raise Unsupported("assignment to requires_grad of a tensor autograd made (eager refuses it)")
         self.call_method(tx, "requires_grad_", [value], {})
+
+    def _store_plain_attribute(self, tx, name, value):
+        """``t.name = value`` where the tensor's class has nothing called ``name`` and object's
+        ``__setattr__``: an entry of the tensor's ``__dict__`` (``mark_static_address`` tags a
+        cache tensor so).  Later reads in the trace see it; the store replays after the graph."""
+        from ... import config
+        from .containers import ListVariable, TupleVariable
+        from .dicts import DictVariable
+
+        if tx.output.function_modes:
+            raise Unsupported(f"assignment to attribute {name!r} of a tensor under a TorchFunctionMode")
+        klass = self.python_class
+        if name.startswith("__") or G.class_lookup(klass, name) is not G.NOT_FOUND:
+            raise Unsupported(f"assignment to attribute {name!r} of a tensor ({klass.__name__}.{name} exists)")
+        if G.class_lookup(klass, "__setattr__") is not object.__setattr__:
+            raise Unsupported(f"assignment to attribute {name!r} of a tensor ({klass.__name__} has its own __setattr__)")
+        if klass not in (torch.Tensor, torch.nn.Parameter) or not config.assume_libraries_unpatched:
+            tx.output.add_guard(G.class_match(klass, lookups=(name, "__setattr__")))
+        if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)):
+            raise Unsupported(f"assignment of {value} to attribute {name!r} of a tensor")
+        source = self.input_source(tx)
+        real_input = (source, tx.output.real_inputs[source]) if source is not None else None
+        tx.output.side_effects.store_tensor_attribute(self.example, name, value, real_input)
 
     def _getattr(self, tx, name):
         from .containers import SizeVariable
@@ -213,8 +237,14 @@ class TensorVariable(VariableTracker):
     def _instance_attribute(self, tx, name):
         """``x.name`` for a name torch.Tensor lacks: a Python attribute set on the tensor object."""
         source = self.input_source(tx)
+        real = tx.output.real_inputs[source] if source is not None else None
+        # what the trace stored: on an input, known by the real tensor (one tensor under two
+        # sources has one entry); on a tensor the graph makes, by its example
+        effects = tx.output.side_effects
+        stored = effects.tensor_attribute(self.example, name) if real is None else effects.stored_attribute_of(real, name)
+        if stored is not None:
+            return stored
         if source is not None:
-            real = tx.output.real_inputs[source]
             instance = getattr(real, "__dict__", {})
             if name in instance:
                 from ..builder import wrap
