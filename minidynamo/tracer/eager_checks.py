@@ -27,7 +27,10 @@ eager's kind of error for the two families below; the tracer then refuses the op
   ``torch.Generator`` argument, whose state it would move), or at the real shapes when those
   fail for their size (``topk(k=2)``, a 3-d pool's window) and are small: a refusal counts if its
   message is a dtype's ("not implemented for 'Long'", "does not support bool") and the same
-  call in float32 passes.
+  call in float32 passes.  The same question is asked of ops given two floating dtypes, which
+  many CPU kernels refuse where their meta kernels promote (``index_copy_`` of a float32 source
+  into float64, ``lerp``, ``cdist``, ``prelu``): with the floating stand-ins made float32 for
+  the second call and integer ones zeros (in-range indices).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def check(func, args, kwargs, written) -> None:
     rule = _DTYPE_RULES.get(func.overloadpacket)
     if rule is not None:
         rule(func, _tensor_arguments(func, args, kwargs))
-    if torch.Tag.nondeterministic_seeded in func.tags or _not_wide_float(args, kwargs):
+    if torch.Tag.nondeterministic_seeded in func.tags or _not_wide_float(args, kwargs) or _mixed_floats(args, kwargs):
         _cpu_kernel_exists(func, args, kwargs)
     if func.overloadpacket in _SCALAR_RULED:
         _scalar_arguments(func, args)
@@ -171,15 +174,20 @@ def _refusal(func, args, kwargs):
     None when the kernel takes the dtypes (or nothing can tell).  One-element stand-ins can
     disagree in shape where the real arguments agree, and a kernel that trusts its arguments'
     sizes (the RNNs', over a list of weights) reads out of bounds on them: they are used only
-    for ops without a list of tensors."""
+    for ops without a list of tensors.  Of mixed floating dtypes alone (``index_copy_`` of a
+    float32 source into float64, ``lerp`` with a float32 end) only the floating tensors are made
+    float32 for the second call, and integer tensors stand in as zeros (indices in range)."""
     small = sum(t.numel() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)) <= _MAX_SHAPED_RUN
-    for shaped in ((True,) if small else (False,) if not _takes_tensor_lists(func) else ()):
-        outcome, refusal = _run_on_ones(func, args, kwargs, None, shaped)
-        if outcome == "dtype":
-            # the same call in float32 passes: the dtype, not the values, is refused
-            return refusal if _run_on_ones(func, args, kwargs, torch.float32, shaped)[0] == "ran" else None
-        if outcome == "ran":
-            return None
+    for floats_only in ((True, False) if _mixed_floats(args, kwargs) else (False,)):
+        for shaped in ((True,) if small else (False,) if not _takes_tensor_lists(func) else ()):
+            outcome, refusal = _run_on_ones(func, args, kwargs, None, shaped, floats_only)
+            if outcome == "dtype":
+                # the same call in float32 passes: the dtype, not the values, is refused
+                if _run_on_ones(func, args, kwargs, torch.float32, shaped, floats_only)[0] == "ran":
+                    return refusal
+                break
+            if outcome == "ran":
+                return None
     return None
 
 
@@ -194,20 +202,35 @@ def _not_wide_float(args, kwargs) -> bool:
     return any(isinstance(v, torch.Tensor) and v.dtype not in _WIDE_FLOATS for v in tree_leaves((args, kwargs)))
 
 
+def _mixed_floats(args, kwargs) -> bool:
+    """Do two tensor arguments have different floating dtypes (which many CPU kernels refuse
+    where their meta kernels promote)?"""
+    return len({v.dtype for v in tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor) and _floating(v)}) > 1
+
+
+def _floating(t: torch.Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
 _WIDE_FLOATS = (torch.float32, torch.float64)
 _DTYPE_REFUSALS = ("not implemented for", "does not support", "not supported", "no longer supported",
-                   "only support")     # "std and var only support floating point and complex dtypes"
+                   "only support",     # "std and var only support floating point and complex dtypes"
+                   "dtype", "scalar type")   # mixed: "expected scalar type Double but found Float"
 _MAX_SHAPED_RUN = 1 << 16    # elements: a run at the real shapes costs at most this much, once
 
 
-def _run_on_ones(func, args, kwargs, dtype, shaped):
+def _run_on_ones(func, args, kwargs, dtype, shaped, floats_only=False):
     """``func`` on CPU tensors of ones (of their own dtype, or ``dtype``), one-element or of the
     real shapes: ("ran", None), ("dtype", eager's error about a dtype) or ("other", None): an
-    error about a value or a shape the stand-ins lack, which says nothing of the dtype."""
+    error about a value or a shape the stand-ins lack, which says nothing of the dtype.
+    ``floats_only``: only floating tensors take ``dtype``; integer ones are zeros."""
     def ones(v):
         if not isinstance(v, torch.Tensor):
             return v
-        return torch.ones(v.shape if shaped else (1,) * v.dim(), dtype=dtype or v.dtype)
+        shape = v.shape if shaped else (1,) * v.dim()
+        if floats_only and not _floating(v):
+            return torch.zeros(shape, dtype=v.dtype)
+        return torch.ones(shape, dtype=(dtype if not floats_only or _floating(v) else None) or v.dtype)
     try:
         with cpu_state_kept():
             func(*tree_map(ones, args), **tree_map(ones, kwargs))

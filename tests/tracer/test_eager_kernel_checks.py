@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 import minidynamo
@@ -53,3 +54,31 @@ def test_a_large_op_over_a_list_is_not_asked():
     big = torch.empty(70_000, dtype=torch.int32, device="meta")
     assert _refusal(torch.ops.aten.cat.default, ([big, big],), {}) is None
     minidynamo.reset()
+
+
+
+_D, _F = torch.ones(4, 3, dtype=torch.float64), torch.ones(2, 3)
+_ROWS, _ZEROS = torch.tensor([0, 1]), torch.zeros(2, 3, dtype=torch.long)
+aten = torch.ops.aten
+
+
+@pytest.mark.parametrize("op, args, eager_refuses", [
+    (aten.index_copy_.default, (_D, 0, _ROWS, _F), True),
+    (aten.index_add.default, (_D, 0, _ROWS, _F), True),
+    (aten.scatter_add_.default, (_D, 0, _ZEROS, _F), True),
+    (aten.add.Tensor, (_D, _F[0]), False),            # promotes
+], ids=["index_copy_", "index_add", "scatter_add_", "add"])
+def test_mixed_floating_dtypes_the_cpu_kernel_refuses(op, args, eager_refuses):
+    """Meta kernels of ``index_copy_`` and ``index_add`` take a float32 source into float64 (fuzz
+    seed 5074 program 163); eager's kernels refuse it, so the op must not be captured (a
+    functional backend would answer).  The kernel is asked with the floating stand-ins made
+    float32 and index stand-ins zeros; kernels that promote (``add``) are not refused."""
+    assert (_refusal(op, args, {}) is not None) is eager_refuses
+    if not eager_refuses:
+        return
+    fn = lambda d, f: op(d.clone(), *args[1:-1], f)      # noqa: E731
+    with pytest.raises(RuntimeError, match="dtype|scalar type"):
+        fn(_D, _F)
+    minidynamo.reset()
+    with pytest.raises(RuntimeError, match="dtype|scalar type"):
+        minidynamo.optimize("torchxla_trace_once")(fn)(_D, _F)
