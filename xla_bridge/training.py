@@ -545,6 +545,29 @@ def _gives_grad(plan, group, index, active: frozenset) -> bool:
     return made_from is None or bool(made_from & active)
 
 
+def _engine_runs(node) -> bool:
+    """Whether the running backward executes ``node``, an edge of a step's node.  Of a leaf that
+    ``autograd.grad`` was asked for, torch refuses to say (a RuntimeError): that means yes."""
+    try:
+        return torch._C._will_engine_execute_node(node)
+    except RuntimeError:
+        return True
+
+
+def _needed(ctx, active) -> list:
+    """The arrived tangents whose grads reach an edge the running backward executes.  Eager's
+    engine runs only the nodes on a way to what it was asked for: ``autograd.grad(y, [p])``
+    never runs a history of ``y`` that reaches no ``p``, so it neither needs nor frees what that
+    history saved.  A step's node stands for every output's history, with an edge to every
+    argument, and the engine runs it if any one is needed (fuzz seed 375 i1101: a second
+    backward through a freed output, asked for a parameter only the first one reached).
+    Asked only where the answer matters (a saved tensor is gone): each edge costs a call."""
+    plan, group = ctx.step_plan, ctx.group
+    runs = [index for (node, _), index in zip(ctx.next_functions, plan.grad_of_input)
+            if node is not None and index is not None and _engine_runs(node)]
+    return [j for j in active if any(_gives_grad(plan, group, index, frozenset((j,))) for index in runs)]
+
+
 def _reached_leaves(ctx, grads) -> list:
     """The leaf arguments the grads that came would reach through this node (eager's nodes
     between them hold what was freed)."""
@@ -635,11 +658,18 @@ class _DeviceStep(torch.autograd.Function):
 
     @staticmethod
     def _backward(ctx, *grads):
+        nothing = (None, None) + (None,) * len(ctx.step_plan.grad_of_input)
         if ctx.partly is None:
             # autograd's own error after the graph was freed, unless nothing on the output's way
-            # holds a saved tensor (``cat``, ``add``): eager's nodes there run again
+            # holds a saved tensor (``cat``, ``add``): eager's nodes there run again, or that way
+            # leads nowhere this backward goes (eager's nodes there do not run)
             holds = ctx.step_plan.partition.tangent_read_ops[ctx.group.tangents[0]]
-            read = _saved_tensors(ctx) if holds else ()
+            try:
+                read = _saved_tensors(ctx) if holds else ()
+            except _Freed:
+                if not _needed(ctx, _arrived(ctx, grads)):
+                    return nothing
+                raise
             each = iter(read)
             saved = [ctx.unread[i] if i in ctx.unread else next(each)
                      for i in range(len(ctx.unread) + len(read))]
@@ -651,10 +681,16 @@ class _DeviceStep(torch.autograd.Function):
         plan, group = ctx.step_plan, ctx.group
         active = _arrived(ctx, grads)
         if not active:
-            return (None, None) + (None,) * len(plan.grad_of_input)
+            return nothing
         if ctx.partly is not None:
-            saved = [ctx.unread[i] if i in ctx.unread else kept
-                     for i, kept in enumerate(ctx.partly.saved_for(ctx, active, len(ctx.unread)))]
+            try:
+                kept = ctx.partly.saved_for(ctx, active, len(ctx.unread))
+            except (_Freed, RuntimeError):         # (autograd's error, or its words: ops freed)
+                active = _needed(ctx, active)      # (the ways that read what is gone may not run)
+                if not active:
+                    return nothing
+                kept = ctx.partly.saved_for(ctx, active, len(ctx.unread))
+            saved = [ctx.unread[i] if i in ctx.unread else value for i, value in enumerate(kept)]
         _check_versions(ctx, active)
         if torch.is_grad_enabled():
             raise DoubleBackwardUnsupported(

@@ -540,6 +540,30 @@ def test_a_node_for_several_outputs_frees_what_eager_frees(f, order, eager_raise
     assert xla_bridge.counters.fallbacks == 0
 
 
+def _sin_then_scaled_by(w, s, a):
+    t = (a * w).sin()                      # its way reaches w and a, never s
+    return t, (t * s).sum()
+
+
+@pytest.mark.parametrize("asked, eager_raises", [(1, False), (0, True)], ids=["s", "w"])
+def test_a_second_backward_asked_for_what_the_freed_way_never_reaches(asked, eager_raises):
+    """After the loss's backward freed what ``t``'s way saved, ``autograd.grad(t, [s])`` runs no
+    node of eager's (no way from ``t`` reaches ``s``) and answers None; the step's node, one for
+    both outputs with an edge to ``s``, is run by the engine and must not raise either (fuzz seed
+    375 i1101).  Asked for ``w``, which ``t``'s freed way does reach, both raise."""
+    eager, ours, compiled = _eager_and_compiled(_sin_then_scaled_by, (3,), (3,), (3,))
+    for args, fn in ((eager, _sin_then_scaled_by), (ours, compiled)):
+        t, loss = fn(*args)
+        loss.backward()
+        if eager_raises:
+            with pytest.raises(RuntimeError, match="second time"):
+                torch.autograd.grad(t.sum(), [args[asked]], allow_unused=True)
+        else:
+            assert torch.autograd.grad(t.sum(), [args[asked]], allow_unused=True) == (None,)
+    for got, want in zip(ours, eager):
+        torch.testing.assert_close(got.grad, want.grad)
+
+
 def _cat_added(w, a):
     return torch.cat([a, a + 1]) + w       # cat and add save nothing: eager runs them again
 
