@@ -22,7 +22,7 @@ import torch.fx
 import guards
 
 from ..exc import TraceTooLong, Unsupported
-from . import autocast, kernel_probe
+from . import autocast, kernel_probe, value_ranges
 from .variables import constant_tensors
 from .meta import FACTORIES, EffectProbe, elements_spanned, meta_examples, run_on_meta, to_meta
 from .shared_storage import SharedStorages, as_view_kind
@@ -280,6 +280,10 @@ class OutputGraph:
             real_fn = _method_caller(target) if kind == "call_method" else target
             known = constant_tensors.known_result(real_fn, target, args, kwargs, example_args, example_kwargs,
                                                   probe, device, example)
+            name = getattr(target, "__name__", str(target))
+            value_ranges.note_draw(result, name)
+            if known is None and not kwargs:
+                known = value_ranges.decided(name, args, example)      # rand() < 0.0: False
             if known is not None:
                 result.known = known
                 self.known_tensors.append(result)
