@@ -75,7 +75,9 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "factories":       (0.8, False, "torch.tensor(xs), arange(n), full_like(x, n), new_ones, zeros(B) from python values"),
     "tensor_iter":     (0.5, False, "unbind/split/chunk, for row in x, list(x)"),
     "attr_probe":      (0.5, False, "hasattr/getattr(default)/setattr/delattr on the object"),
-    "random_ops":      (0.3, False, "rand_like, randn, dropout (the RNG is reseeded before each call)"),
+    "random_ops":      (0.3, False, "rand_like, randn, dropout (the RNG is reseeded before each call); LayerDrop's "
+                                    "`if torch.rand([]) < p` with p in {0.0, 1.0, 0.5, -1, 2} (decided without the data "
+                                    "outside (0, 1)), the draw written in place first sometimes"),
     "metadata_inplace": (0.3, False, "x.t_(), x.unsqueeze_(0), requires_grad_ on inputs"),
     "graph_breaks":    (2.0, False, "break-inducing statements: print of tensors between tensor blocks, if on a "
                                     "tensor, .item()/float()/bool() in python arithmetic, unmodelled C calls, breaks "
@@ -1904,6 +1906,14 @@ class Gen:
     def s_random_ops(self):
         r = self.rng
         t = self.pick(self.tensors())
+        if r.random() < 0.3:           # LayerDrop: a draw compared with a probability
+            d = self.fresh("d")
+            write = r.choice(["", f"    {d}.mul_(2)\n", f"    {d} = {d} * 3\n"])
+            cmp = r.choice(["<", "<=", ">", ">="])
+            p = r.choice(["0.0", "1.0", "0.5", "-1", "2", "G_W"])
+            self.env[t] = ("T", self.shape(t))
+            return Stmt([f"{d} = torch.rand([])", *([write.strip()] if write else []),
+                         f"if {d} {cmp} {p}:", f"    {t} = {t} * 2"])
         return self.assign(None, ("T", self.shape(t)), r.choice([
             f"{t} + torch.rand_like({t})", f"torch.nn.functional.dropout({t}, p=0.5, training=True)",
             f"{t} * torch.randn({t}.shape, dtype={t}.dtype)", f"torch.nn.functional.dropout({t}, 0.3, MOD.training)"]), "t")
