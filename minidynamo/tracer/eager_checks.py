@@ -230,7 +230,7 @@ def _run_on_ones(func, args, kwargs, dtype, shaped, floats_only=False):
         shape = v.shape if shaped else (1,) * v.dim()
         if floats_only and not _floating(v):
             return torch.zeros(shape, dtype=v.dtype)
-        return torch.ones(shape, dtype=(dtype if not floats_only or _floating(v) else None) or v.dtype)
+        return torch.ones(shape, dtype=dtype or v.dtype)
     try:
         with cpu_state_kept():
             func(*tree_map(ones, args), **tree_map(ones, kwargs))

@@ -22,9 +22,10 @@ import torch
 # The ops whose every element is drawn from [0, 1), by the name their target goes by.
 UNIT_DRAWS = {"rand", "rand_like"}
 _DTYPES = (torch.float32, torch.float64)     # (a 16-bit draw may round up to 1.0)
-# comparison name -> (the operator, whether the tensor is its right operand)
+# comparison name (``torch.lt``, ``Tensor.__lt__``, ``operator.lt``) -> the operator
 _COMPARISONS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
                 "__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt, "__ge__": operator.ge}
+_MIRRORED = {operator.lt: operator.gt, operator.le: operator.ge, operator.gt: operator.lt, operator.ge: operator.le}
 
 
 def note_draw(vt, name: str) -> None:
@@ -46,10 +47,8 @@ def decided(name: str, args, example) -> Optional[torch.Tensor]:
     if compare is None or len(args) != 2 or not isinstance(example, torch.Tensor):
         return None
     draw, other = args
-    if not _in_unit_range(draw):
-        draw, other = other, draw
-        compare = {operator.lt: operator.gt, operator.le: operator.ge,
-                   operator.gt: operator.lt, operator.ge: operator.le}[compare]
+    if not _in_unit_range(draw):            # ``c < d``: ``d > c``
+        draw, other, compare = other, draw, _MIRRORED[compare]
     if not _in_unit_range(draw) or not isinstance(other, ConstantVariable) or \
             type(other.value) not in (int, float, bool) or other.value != other.value:
         return None
