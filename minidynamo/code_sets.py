@@ -1,4 +1,4 @@
-"""Weak sets of code objects, by identity.
+"""Weak sets and maps of code objects, by identity.
 
 A ``weakref.WeakSet`` compares its members with ``==``, and code objects compare by value
 (name, first line, bytecode, constants; not the file): two equal codes, such as the resume
@@ -30,3 +30,44 @@ class CodesByIdentity:
 
     def clear(self) -> None:
         self._codes.clear()
+
+
+_MISSING = object()
+
+
+class ByCodeIdentity:
+    """A weak dict whose keys are code objects, each its own key (an equal code is another key):
+    an entry goes when its code does."""
+
+    def __init__(self):
+        self._items: dict = {}        # id(code) -> (weak reference to the code, value)
+
+    def get(self, code, default=None):
+        entry = self._items.get(id(code))
+        return entry[1] if entry is not None and entry[0]() is code else default
+
+    def __getitem__(self, code):
+        found = self.get(code, _MISSING)
+        if found is _MISSING:
+            raise KeyError(code)
+        return found
+
+    def __setitem__(self, code, value) -> None:
+        items, key = self._items, id(code)
+
+        def gone(ref):
+            if items.get(key, (None,))[0] is ref:
+                del items[key]
+        items[key] = (weakref.ref(code, gone), value)
+
+    def setdefault(self, code, value):
+        found = self.get(code, _MISSING)
+        if found is _MISSING:
+            self[code] = found = value
+        return found
+
+    def keys(self) -> list:
+        return [code for code in (ref() for ref, _ in list(self._items.values())) if code is not None]
+
+    def __len__(self) -> int:
+        return len(self._items)

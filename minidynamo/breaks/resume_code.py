@@ -39,10 +39,13 @@ import weakref
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
-_made: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()     # code -> {key: resume code}
-_origins: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # resume code -> (weakref to its code,
-                                                    # prologue length, first kept instruction); weak both
-                                                    # ways: _made holds the resume code while the code lives
+from ..code_sets import ByCodeIdentity
+
+# By identity (``code_sets``): an equal code (the same text run again) gets resume codes of its
+# own, so entries compiled for one never meet the other's calls.
+_made = ByCodeIdentity()         # code -> {key: resume code}
+_origins = ByCodeIdentity()      # resume code -> (weakref to its code, prologue length, first kept
+                                 # instruction); weak both ways: _made holds the resume code while the code lives
 
 
 def resume_code(code: types.CodeType, index: int, stack: list, local_names: list,

@@ -948,3 +948,31 @@ def test_deletes_and_unary_operators_break_rather_than_fall_back(capsys):
     for opcode in ("DELETE_SUBSCR", "DELETE_ATTR", "UNARY_NEGATIVE", "UNARY_NOT"):
         assert any(f"{opcode} at" in reason for reason in counters["break_reasons"]), opcode
     minidynamo.reset()
+
+
+EQUAL_TEXT = """
+SCALE = {k}
+
+def f(x):
+    y = x * SCALE
+    print("", end="")
+    return y + SCALE
+"""
+
+
+def test_equal_functions_keep_their_resume_functions_apart(capsys):
+    """The same text run ten times (a notebook cell, a class factory) makes ten code objects that
+    compare equal.  Each gets resume functions of its own: shared, one optimize context's
+    entries for all ten piled up on one resume code, recompiling per function until the cache
+    limit made the last ones run eagerly."""
+    compiled = minidynamo.optimize(CountingBackend())
+    functions = []
+    for k in range(10):
+        namespace = {}
+        exec(compile(EQUAL_TEXT.format(k=k), "<cell>", "exec"), namespace)
+        functions.append(compiled(namespace["f"]))
+    minidynamo.counters.reset()
+    for k, fn in enumerate(functions):
+        torch.testing.assert_close(fn(torch.ones(2)), torch.full((2,), 2.0 * k))
+    assert minidynamo.counters["compiles"] == 20 and not minidynamo.counters["fallback_reasons"]
+
