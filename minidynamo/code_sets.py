@@ -10,28 +10,6 @@ one would disable the other, and naming one as a root would trace the other wher
 import weakref
 
 
-class CodesByIdentity:
-    """A weak set of code objects in which each object is its own member."""
-
-    def __init__(self):
-        self._codes: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
-
-    def add(self, code) -> None:
-        self._codes[id(code)] = code
-
-    def __contains__(self, code) -> bool:
-        return self._codes.get(id(code)) is code
-
-    def __iter__(self):
-        return iter(list(self._codes.values()))
-
-    def __len__(self) -> int:
-        return len(self._codes)
-
-    def clear(self) -> None:
-        self._codes.clear()
-
-
 _MISSING = object()
 
 
@@ -71,3 +49,28 @@ class ByCodeIdentity:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+class CodesByIdentity:
+    """A weak set of code objects in which each object is its own member."""
+
+    def __init__(self):
+        self._codes = ByCodeIdentity()
+
+    def add(self, code) -> None:
+        self._codes[code] = True
+
+    def __contains__(self, code) -> bool:
+        return self._codes.get(code, False)
+
+    def __iter__(self):
+        return iter(self._codes.keys())
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    def clear(self) -> None:
+        self._codes.clear()

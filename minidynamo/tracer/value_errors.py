@@ -12,9 +12,8 @@ own.  ``SHAPE_DECIDED`` lists such ops by name; an in-place variant (``add_``) i
 its op is (it only adds a check of the result's dtype).  An op not in it may raise for its
 values, and so may one in it that indexes by a tensor (an index out of range; a mask whose count
 of True values must match), divides integers (by zero) or raises them to a power (a negative
-one).  Errors no
-op can rule out (memory, an interrupt) are not the program's, and a re-run would not reproduce
-them either.
+one).  Errors no op can rule out (memory, an interrupt) are not the program's, and a re-run
+would not reproduce them either.
 """
 
 from __future__ import annotations
