@@ -25,6 +25,7 @@ from .builder import wrap
 from .meta import no_dynamo_import
 from .autocast import AutocastRegions
 from .variables.ctx_managers import TRACED_BLOCKS, switches_state
+from .variables.objects import has_own_attribute
 from .output_graph import OutputGraph, tensor_metadata
 from . import try_blocks
 from .side_effects import DELETED
@@ -502,7 +503,7 @@ class OutputBuilder:
                 (object.__setattr__ if raw else setattr)(real[index], name, value)
             elif kind == "delattr":
                 name, raw, if_present = key
-                if not if_present or name in getattr(real[index], "__dict__", ()):
+                if not if_present or has_own_attribute(real[index], name):
                     (object.__delattr__ if raw else delattr)(real[index], name)
             elif kind == "cell":
                 func.__closure__[key].cell_contents = _build(template, outputs, real, made)

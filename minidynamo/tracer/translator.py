@@ -300,7 +300,22 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
 
             UserFunctionVariable(found.fset, fset_source).call_function(self, [obj, value], {})
             return
+        if found is not None and python_slot(type(found), "__set__") is not None:
+            self._through_descriptor(obj, name, "__set__", [obj, value])
+            return
         obj.generic_setattr(self, name, value)
+
+    def _through_descriptor(self, obj, name, method, args):
+        """``obj.name = v`` / ``del obj.name`` where the class holds a descriptor whose
+        ``__set__`` / ``__delete__`` is Python: object.__setattr__ calls it (inlined)."""
+        from .variables.objects import descriptor_method
+
+        klass = type(obj.value)
+        if obj.source is None:
+            raise Unsupported(f"{method} of {klass.__name__}.{name} on an object without a source")
+        index = next(i for i, base in enumerate(klass.__mro__) if name in base.__dict__)
+        class_source = G.AttrSource(obj.source, "__class__")
+        descriptor_method(self, klass, index, name, method, class_source).call_function(self, args, {})
 
     def delete_attr(self, obj, name):
         """``del obj.name`` / ``delattr(obj, name)`` on a plain user object (a Python
@@ -322,6 +337,10 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
             return
         if klass.__delattr__ is not object.__delattr__:
             raise Unsupported(f"deleting attribute {name!r} of a {klass.__name__} (a __delattr__ in C)")
+        found = next((base.__dict__[name] for base in klass.__mro__ if name in base.__dict__), None)
+        if found is not None and python_slot(type(found), "__delete__") is not None:
+            self._through_descriptor(obj, name, "__delete__", [obj])
+            return
         obj.generic_delattr(self, name)
 
     def check_storable(self, value, where: str):

@@ -127,6 +127,11 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "tensor_attrs":    (0.4, False, "Python attributes stored on tensors made in f and on the inputs (t.tag = k, "
                                     "mark_static(t) as mark_static_address tags a cache tensor), read back with "
                                     "getattr/hasattr, the tensors returned or kept in lists"),
+    "class_protocols": (0.4, False, "code a class runs on attribute access: a Python descriptor that caches "
+                                    "into the instance (torch.distributions' lazy_property), a data descriptor "
+                                    "with a setter, __slots__ read/stored/deleted, a namedtuple with its own "
+                                    "__new__ ending in super().__new__ (PackedSequence), tuple.__new__; between "
+                                    "calls the cache dropped, the descriptor's methods and the __new__ replaced"),
     # input-set variations (not statements)
     "vary_shape":      (1.0, False, "calls with another B or C"),
     "vary_dtype":      (1.0, False, "calls with float64 inputs"),
@@ -465,6 +470,54 @@ LAYERS = torch.nn.ModuleDict({
     "gn": torch.nn.GroupNorm(1, 2), "emb": torch.nn.Embedding(5, 3), "drop": torch.nn.Dropout(0.25),
     "gru": torch.nn.GRU(2, 3, batch_first=True), "conv": torch.nn.Conv1d(1, 2, 2),
 })''')
+
+
+# Added to the prelude of programs that use the ``class_protocols`` feature.
+PROTOCOL_PRELUDE = ("class_protocols", '''import collections
+
+class Lazy:
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        value = self.fn(obj)
+        setattr(obj, self.fn.__name__, value)
+        return value
+
+class Clamped:
+    def __get__(self, obj, cls=None):
+        return self if obj is None else obj._level
+
+    def __set__(self, obj, value):
+        obj._level = max(0, min(value, 9))
+
+class Box:
+    level = Clamped()
+
+    def __init__(self):
+        self.base = torch.arange(3.0)
+        self.level = 2
+
+    @Lazy
+    def cached(self):
+        return self.base * 2 + self.level
+
+class Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self):
+        self.a = 1
+
+PairBase = collections.namedtuple("PairBase", "p q")
+
+class Pair(PairBase):
+    def __new__(cls, p, q=None):
+        return super().__new__(cls, p, p * 2 if q is None else q)
+
+BOX = Box()
+SLOT = Slotted()''')
 
 
 # Added to the prelude of programs that use the ``user_raise`` feature.
@@ -1891,6 +1944,21 @@ class Gen:
         return Stmt([r.choice([f"setattr(OBJ, 'extra', {self.int_expr(1)})", "OBJ.extra = n",
                                "if hasattr(OBJ, 'extra'): del OBJ.extra", "if hasattr(OBJ, 'extra'): delattr(OBJ, 'extra')"])])
 
+    def s_class_protocols(self):
+        r = self.rng
+        c = r.random()
+        if c < 0.3:
+            t = self.pick(self.tensors())
+            return self.assign(None, ("T", self.shape(t)), r.choice([
+                f"{t} * BOX.cached.sum()", f"Pair({t}).q", f"Pair({t}, {t} + 1).q - {t}",
+                f"tuple.__new__(Pair, ({t}, {t} * 3)).q", f"{t} + BOX.level"]), "t")
+        if c < 0.5:
+            return self.assign(None, ("int",), r.choice([
+                "BOX.level", "SLOT.a", "getattr(SLOT, 'b', -1)", "len(Pair(n))", "Pair(n).q + 1",
+                "int(hasattr(SLOT, 'b'))", "int('cached' in BOX.__dict__)"]), "i")
+        return Stmt([r.choice([f"BOX.level = {self.int_expr(1)}", "BOX.level += 3", f"SLOT.a = {self.int_expr(1)}",
+                               "SLOT.a += 1", f"SLOT.b = {self.int_expr(1)}", "if hasattr(SLOT, 'b'): del SLOT.b"])])
+
     def s_tensor_attrs(self):
         r = self.rng
         t = self.pick(self.tensors())
@@ -2019,6 +2087,10 @@ MUTATIONS: dict[str, list[str]] = {
     ],
     "library_state": ["OBJ.act = torch.tanh", "OBJ.act = torch.sigmoid", "OBJ.act = torch.neg"],
     "class_attr": ["Obj.K = 7", "Obj.K = -1"],
+    "class_protocols": ["BOX.__dict__.pop('cached', None)", "BOX.level = 8", "SLOT.a = 4", "SLOT.b = 2",
+                        "Clamped.__set__ = lambda self, obj, value: setattr(obj, '_level', value * 2)",
+                        "Lazy.__get__ = lambda self, obj, cls=None: self if obj is None else self.fn(obj) + 1",
+                        "Pair.__new__ = staticmethod(lambda cls, p, q=None: PairBase.__new__(cls, p, p if q is None else q))"],
     "grad_reads": ["MOD.zero_grad()", "MOD.scale.grad = torch.tensor(2.0)"],
     "user_raise": ["FuzzError.__str__ = lambda self: 'patched'", "RAISE_LIMIT[0] = 2", "RAISE_LIMIT[0] = 6"],
     "user_ctx": ["Tracked.swallow_all = True", "Tracked.swallow_all = False", "Tracked.__exit__ = Tracked.exit_quietly",
@@ -2107,5 +2179,5 @@ def generate(seed: int, index: int, features: frozenset = ALL_FEATURES) -> Progr
     prelude = list(PRELUDE) + ([ITER_PRELUDE] if "iter_functional" in used else []) + \
         ([CTX_PRELUDE] if "user_ctx" in used else []) + ([RAISE_PRELUDE] if "user_raise" in used else []) + \
         ([NET_PRELUDE] if "module_tree" in used else []) + ([CACHE_PRELUDE] if "buffer_updates" in used else []) + \
-        ([LAYERS_PRELUDE] if "nn_layers" in used else [])
+        ([LAYERS_PRELUDE] if "nn_layers" in used else []) + ([PROTOCOL_PRELUDE] if "class_protocols" in used else [])
     return Program(seed, index, prelude, body, ret, steps, used, set(g.globals_declared), params)

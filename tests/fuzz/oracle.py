@@ -22,6 +22,7 @@ values are compared on the host with XLA:CPU float32 tolerances (tests/fuzz/READ
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import gc
@@ -181,7 +182,7 @@ def place_state(ns: dict, device: str) -> None:
         elif isinstance(v, torch.nn.Module):
             if any(t.device != where for t in list(v.parameters()) + list(v.buffers())):
                 v.to(where)
-        elif is_user_object(v):
+        elif is_user_object(v) and hasattr(v, "__dict__"):
             for a, t in list(vars(v).items()):
                 if isinstance(t, torch.Tensor) and t.device != where:
                     setattr(v, a, t.to(where))
@@ -332,8 +333,19 @@ class Comparer:
         if isinstance(a, property):
             self.compare(a.fget, b.fget, path + ".fget")
             return
+        if isinstance(a, (classmethod, staticmethod)):
+            self.compare(a.__func__, b.__func__, path + ".__func__")
+            return
+        if type(a) is NAMEDTUPLE_FIELD:                   # a namedtuple's field getter: its index
+            if a.__reduce__()[1] != b.__reduce__()[1]:
+                raise Diff(f"value: {path}: eager {a.__reduce__()[1]}, optimized {b.__reduce__()[1]}")
+            return
+        if isinstance(a, types.MemberDescriptorType):     # a class's __slots__ entry
+            if (a.__name__, type_key(a.__objclass__)) != (b.__name__, type_key(b.__objclass__)):
+                raise Diff(f"value: {path}: eager {a!r}, optimized {b!r}")
+            return
         if is_user_object(a):
-            self.compare(dict(vars(a)), dict(vars(b)), path + ".__dict__")
+            self.compare(object_state(a), object_state(b), path + ".__dict__")
             return
         if isinstance(a, type):
             if type_key(a) != type_key(b):
@@ -370,7 +382,21 @@ def type_key(t: type) -> str:
 
 
 def is_user_object(a) -> bool:
-    return type(a).__module__ == "fuzzprog" and hasattr(a, "__dict__") and not isinstance(a, type)
+    return type(a).__module__ == "fuzzprog" and not isinstance(a, type) and \
+        (hasattr(a, "__dict__") or any("__slots__" in vars(k) for k in type(a).__mro__))
+
+
+UNSET = "<unset slot>"
+NAMEDTUPLE_FIELD = type(collections.namedtuple("_Probe", "a").a)
+
+
+def object_state(a) -> dict:
+    """A program object's attributes: its ``__dict__`` and its filled ``__slots__``."""
+    state = dict(vars(a)) if hasattr(a, "__dict__") else {}
+    for k in type(a).__mro__:
+        for name in vars(k).get("__slots__", ()):
+            state[f"slot {name}"] = getattr(a, name, UNSET)
+    return state
 
 
 def module_state(m: torch.nn.Module) -> dict:

@@ -180,3 +180,115 @@ def test_a_property_without_a_setter_refuses_the_store_as_eager_does():
         fn(X, Settings())
     with pytest.raises(AttributeError):
         minidynamo.optimize("eager")(fn)(X, Settings())
+
+
+# ---------------------------------------------------------------- code the class runs, inlined
+
+class WithDefault(Base):
+    """A namedtuple subclass with its own ``__new__`` ending in the base's (torch's PackedSequence)."""
+    made = []
+
+    def __new__(cls, a, b=None):
+        WithDefault.made.append(cls.__name__)
+        return super().__new__(cls, a, a * 2 if b is None else b)
+
+
+def test_a_namedtuple_with_its_own_new_is_captured_through_it():
+    def f(x):
+        p = WithDefault(x + 1)
+        raw = tuple.__new__(Base, (x, x - 1))
+        return p, p.b * 3, raw, type(p).__name__
+
+    WithDefault.made.clear()
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(f)
+    got = [compiled(X), compiled(X + 1)]
+    assert WithDefault.made == ["WithDefault"] * 2        # (the eager runs below add theirs)
+    expected = [f(X), f(X + 1)]
+    for g, e in zip(got, expected):
+        assert type(g[0]) is WithDefault and type(g[2]) is Base and g[3] == e[3]
+        for a, b in zip((*g[0], g[1], *g[2]), (*e[0], e[1], *e[2])):
+            assert torch.equal(a, b)
+    assert minidynamo.counters["compiles"] == 1 and not minidynamo.counters["fallback_reasons"]
+
+
+def test_replacing_a_namedtuples_own_new_recompiles():
+    kind = type("Pair", (Base,), {"__new__": lambda cls, a: Base.__new__(cls, a, a)})
+
+    def f(x):
+        return kind(x).b
+
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(f)
+    assert torch.equal(compiled(X), X)
+    kind.__new__ = staticmethod(lambda cls, a: Base.__new__(cls, a, a + 5))
+    assert torch.equal(compiled(X), X + 5)
+
+
+class Lazy:
+    """A non-data descriptor in Python that caches into the instance (torch.distributions'
+    ``lazy_property``): the first read runs ``__get__``, later reads find the instance's value."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __get__(self, obj, cls=None):
+        value = self.fn(obj)
+        setattr(obj, self.fn.__name__, value)
+        return value
+
+
+class Doubled:
+    """A data descriptor: it answers even when the instance has the name."""
+
+    def __get__(self, obj, cls=None):
+        return obj._k * 2
+
+    def __set__(self, obj, value):
+        obj._k = value
+
+
+class Holder2:
+    k = Doubled()
+
+    def __init__(self, t):
+        self.t = t
+        self.k = 3
+
+    @Lazy
+    def squared(self):
+        return self.t * self.t
+
+
+def test_a_python_descriptor_is_inlined_and_its_store_lands():
+    def f(h, x):
+        return h.squared + x, h.k * x
+
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(f)
+    for step in range(3):
+        eager_h, our_h = Holder2(X + step), Holder2(X + step)
+        for _ in range(2):      # the second read finds the cached value in the instance
+            expected, got = f(eager_h, X), compiled(our_h, X)
+            assert all(torch.equal(a, b) for a, b in zip(expected, got))
+            assert torch.equal(our_h.__dict__["squared"], eager_h.__dict__["squared"])
+    assert not minidynamo.counters["fallback_reasons"]
+    assert minidynamo.counters["compiles"] == 2      # before and after the instance has the value
+
+
+def test_a_descriptor_replaced_on_its_class_recompiles():
+    class Const:
+        def __get__(self, obj, cls=None):
+            return 2.0
+
+    class Box:
+        v = Const()
+
+    def f(b, x):
+        return x * b.v
+
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(f)
+    assert torch.equal(compiled(Box(), X), X * 2)
+    Const.__get__ = lambda self, obj, cls=None: 5.0
+    assert torch.equal(compiled(Box(), X), X * 5)

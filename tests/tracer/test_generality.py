@@ -251,7 +251,7 @@ def test_attribute_store_next_to_another_object_of_its_type_sees_their_identity(
     check(f, x, shared, shared)             # one object: d.steps is the value just stored
 
 
-def test_attribute_store_through_a_descriptor_is_refused_a_property_setter_traced():
+def test_attribute_store_through_a_descriptor_or_a_property_setter_is_traced():
     class Descriptor:
         def __get__(self, obj, owner=None):
             return 1
@@ -274,11 +274,32 @@ def test_attribute_store_through_a_descriptor_is_refused_a_property_setter_trace
     def f(a, c):
         c.steps = 3
         return a
-    with pytest.raises(Unsupported, match="descriptor"):
-        run_traced(f, x, WithDescriptor())
-    capture, _ = run_traced(f, x, c := WithProperty())    # the setter's store, replayed on the object
-    capture.build_output(capture.graph_module(*capture.example_inputs), f, x, c)
-    assert c.seen == 3
+    for kind in (WithDescriptor, WithProperty):     # the setter's store, replayed on the object
+        capture, _ = run_traced(f, x, c := kind())
+        capture.build_output(capture.graph_module(*capture.example_inputs), f, x, c)
+        assert c.seen == 3
+
+
+class Slotted:
+    __slots__ = ("steps", "last")
+
+    def __init__(self):
+        self.steps = 0
+
+
+def test_slot_stores_and_deletions_are_replayed():
+    def f(a, c):
+        c.steps += 1
+        c.last = a * c.steps
+        del c.steps
+        gone = not hasattr(c, "steps")
+        c.steps = 10
+        return c.last + gone
+    eager, traced = Slotted(), Slotted()
+    expected = f(x, eager)
+    _, got = run_traced(f, x, traced)     # (runs the graph and replays its stores on ``traced``)
+    assert torch.equal(got, expected)
+    assert traced.steps == eager.steps == 10 and torch.equal(traced.last, eager.last)
 
 
 # ---------------------------------------------------------------- ops without a meta kernel

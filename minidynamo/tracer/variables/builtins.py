@@ -218,6 +218,24 @@ def _tuple(tx, iterable=None):
     return TupleVariable(_consumed_items(tx, iterable) if iterable is not None else [])
 
 
+def _tuple_new(tx, cls, iterable=None):
+    """``tuple.__new__(cls, iterable)``: what a namedtuple's generated ``__new__`` ends in (and a
+    subclass's own ``__new__`` through it): a tuple, or an instance of the namedtuple class ``cls``
+    whose items are the iterable's (one per field: the model names each item)."""
+    from .containers import NamedTupleVariable, check_named_tuple_model, is_named_tuple_type
+
+    kind = cls.as_python_constant() if isinstance(cls, KnownObjectVariable) else None
+    if kind is tuple:
+        return _tuple(tx, iterable)
+    if not (isinstance(kind, type) and kind.__flags__ & (1 << 9) and is_named_tuple_type(kind)):
+        raise Unsupported(f"tuple.__new__ of {cls} (not tuple nor a namedtuple class)")
+    check_named_tuple_model(tx, kind, own_new_allowed=True)
+    items = _consumed_items(tx, iterable) if iterable is not None else []
+    if len(items) != len(kind._fields):
+        raise Unsupported(f"tuple.__new__({kind.__name__}, ...) with {len(items)} items for {len(kind._fields)} fields")
+    return NamedTupleVariable(items, kind, class_vt=cls)
+
+
 def _list(tx, iterable=None):
     return ListVariable(_consumed_items(tx, iterable) if iterable is not None else [])
 
@@ -472,7 +490,7 @@ BUILTIN_HANDLERS = {
     operator.itemgetter: lambda tx, *keys: GetterVariable("item", list(keys)),
     operator.attrgetter: lambda tx, *names: GetterVariable("attr", list(names)),
     chr: _scalar_cast(chr), ord: _scalar_cast(ord), format: _scalar_cast(format),
-    operator.length_hint: _length_hint,
+    operator.length_hint: _length_hint, tuple.__new__: _tuple_new,
 }
 # operator.add, operator.mul, ...: the same rules as the bytecode operators.
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "pos", "invert",
@@ -515,6 +533,9 @@ class BuiltinVariable(KnownObjectVariable):
             return ConstantVariable(getattr(self.value, name))
         if _hashable_pair(self.value, name) and (self.value, name) in CLASS_METHODS:
             return HandlerVariable(self.value, name, CLASS_METHODS[(self.value, name)])
+        found = getattr(self.value, name, None) if isinstance(self.value, type) else None
+        if found is not None and _hashable_pair(found, name) and found in BUILTIN_HANDLERS:
+            return BuiltinVariable(found)          # ``tuple.__new__``: a builtin type's attributes are fixed
         raise Unsupported(f"attribute {name!r} of builtin {describe(self.value)}")
 
     def __repr__(self):

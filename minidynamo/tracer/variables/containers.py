@@ -228,7 +228,10 @@ def is_named_tuple_type(kind) -> bool:
 
 
 def make_named_tuple(kind, items):
-    return kind(*items) if hasattr(kind, "_fields") else kind(items)
+    """The instance with these items, as the class's construction ended in: a namedtuple's
+    ``tuple.__new__`` (its own ``__new__``, which the trace inlined, does not run again), a
+    structseq's constructor."""
+    return tuple.__new__(kind, items) if hasattr(kind, "_fields") else kind(items)
 
 
 # ``collections.namedtuple`` makes these functions anew for each class, from the same code objects.
@@ -239,23 +242,36 @@ _GENERATED_CODE["_make"] = _REFERENCE._make.__func__.__code__
 _NAMEDTUPLE_NAMES = ("_make", "_asdict", "_replace", "_fields", "__getnewargs__", "__match_args__", "count", "index")
 
 
-def check_named_tuple_model(tx, kind) -> None:
+def check_named_tuple_model(tx, kind, own_new_allowed: bool = False) -> bool:
     """A namedtuple of the program's class is modelled as a plain tuple whose fields have names:
     its length, items, iteration, comparisons, ``_asdict`` and construction are tuple's and
     namedtuple's own.  That holds only while the class overrides none of them, so a class that
     does is refused (the frame runs its code eagerly), and what each name resolves to is guarded:
-    ``NT.__len__ = f``, ``NT.a = property(...)`` or a new ``__new__`` later recompiles."""
+    ``NT.__len__ = f``, ``NT.a = property(...)`` or a new ``__new__`` later recompiles.
+
+    ``own_new_allowed``: a Python ``__new__`` of the class's own is accepted (construction
+    inlines it; it ends in ``tuple.__new__``, as torch's PackedSequence does); the answer says
+    whether the class has one."""
     from ..class_answers import PROTOCOL_NAMES, guard_protocol
     from ..library import is_library_value
 
     if not kind.__flags__ & (1 << 9) or is_library_value(kind):     # a structseq, torch.return_types
-        return
+        return False
     fields = named_tuple_fields(kind)
     names = tuple(sorted({*PROTOCOL_NAMES, *_NAMEDTUPLE_NAMES, *fields}))
     overridden = [name for name in names if not _as_namedtuple_made_it(kind, name, fields)]
-    if overridden:
+    own_new = own_new_allowed and overridden == ["__new__"] and \
+        isinstance(getattr(_class_lookup(kind, "__new__"), "__func__", None), types.FunctionType)
+    if overridden and not own_new:
         raise Unsupported(f"namedtuple {kind.__name__} overrides {', '.join(overridden)} (its own code would run)")
     guard_protocol(tx, kind, names)
+    return own_new
+
+
+def _class_lookup(kind, name):
+    import guards as G
+
+    return G.class_lookup(kind, name)
 
 
 def _as_namedtuple_made_it(kind, name, fields) -> bool:

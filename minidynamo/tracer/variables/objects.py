@@ -123,10 +123,43 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_
                 ClassVariable(klass) if source is None else _wrap(tx, klass, G.AttrSource(source, "__class__"))
             return UserMethodVariable(guarded(attr.__func__, fn_source, shadowable), cls_vt)
         if hasattr(type(attr), "__get__") and not isinstance(attr, HARMLESS_DESCRIPTORS):
-            # e.g. functools.cached_property: reading it would run user code for real
-            raise Unsupported(f"{klass.__name__}.{name} is a {type(attr).__name__} descriptor")
+            owner_source = at("__class__") if function_source is not None or by_class else None
+            return _python_descriptor_get(tx, klass, index, name, attr, self_vt, source, owner_source)
         return None
     return None
+
+
+def _python_descriptor_get(tx, klass, index, name, attr, self_vt, source, class_source):
+    """``obj.name`` where the class holds a descriptor whose ``__get__`` is Python
+    (``functools.cached_property``, torch's ``lazy_property``): ``__get__(attr, obj, cls)``
+    inlined.  The descriptor is read as ``cls.__mro__[i].__dict__[name]`` (reading ``cls.name``
+    would run it), the lookups that lead to it are guarded, and for a non-data descriptor the
+    instance must still lack ``name`` (once it has it, the instance's value answers)."""
+    from .new_objects import python_slot
+
+    getter = python_slot(type(attr), "__get__")
+    if getter is None or class_source is None:
+        raise Unsupported(f"{klass.__name__}.{name} is a {type(attr).__name__} descriptor"
+                          + (" in C" if getter is None else " read without a source"))
+    data = hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
+    if source is not None and not data and isinstance(getattr(self_vt.value, "__dict__", None), dict):
+        tx.output.add_guard(G.absent_match(source, self_vt.value, name, instance_only=True))
+    bound_get = descriptor_method(tx, klass, index, name, "__get__", class_source)
+    return bound_get.call_function(tx, [self_vt, _wrap(tx, klass, class_source)], {})
+
+
+def descriptor_method(tx, klass, index, name, method, class_source):
+    """The descriptor ``klass.__mro__[index].__dict__[name]``'s Python ``method`` (``__get__``,
+    ``__set__``, ``__delete__``) bound to it, to inline.  The descriptor is read through the
+    class's dict (reading ``cls.name`` would run it); what the class and the descriptor's class
+    resolve the names to is guarded, so a replaced descriptor or method recompiles."""
+    from ..class_answers import guard_class
+
+    attr = klass.__mro__[index].__dict__[name]
+    guard_class(tx, klass, lookups=(name,))
+    guard_class(tx, type(attr), lookups=("__get__", "__set__", "__delete__"))
+    held = G.ItemSource(G.AttrSource(G.ItemSource(G.AttrSource(class_source, "__mro__"), index), "__dict__"), name)
+    return lookup_class_attribute(tx, type(attr), method, _wrap(tx, attr, held), held)
 
 
 # Descriptors whose __get__ only reads a field or binds a C function (no user code runs);
@@ -226,6 +259,17 @@ class ClassVariable(KnownObjectVariable):
                                                defaults))
         return fields
 
+    def _through_own_new(self, tx, args, kwargs):
+        """``NT(...)`` of a namedtuple class with its own Python ``__new__``: type.__call__ runs
+        ``NT.__new__(NT, ...)`` (inlined; read through the class, so guarded) and then the
+        inherited ``object.__init__``, which does nothing."""
+        from .containers import NamedTupleVariable
+
+        made = self.var_getattr(tx, "__new__").call_function(tx, [self, *args], kwargs)
+        if not (isinstance(made, NamedTupleVariable) and made.tuple_type is self.value):
+            raise Unsupported(f"{self.value.__name__}.__new__ returned {made}, not a {self.value.__name__}")
+        return made
+
     def call_function(self, tx, args, kwargs):
         from .containers import NamedTupleVariable, check_named_tuple_model
         from .dicts import DictVariable
@@ -258,7 +302,8 @@ class ClassVariable(KnownObjectVariable):
 
             return AutocastVariable.create(klass, args, kwargs)
         if issubclass(klass, tuple) and hasattr(klass, "_fields"):
-            check_named_tuple_model(tx, klass)
+            if check_named_tuple_model(tx, klass, own_new_allowed=True):
+                return self._through_own_new(tx, args, kwargs)
             return NamedTupleVariable(self._named_tuple_fields(tx, args, kwargs), klass, class_vt=self)
         if klass is functools.partial and args:
             from .functions import PartialVariable
@@ -289,6 +334,27 @@ class ClassVariable(KnownObjectVariable):
 
     def __repr__(self):
         return f"ClassVariable({self.value.__name__})"
+
+
+def user_slot(klass, name):
+    """The member descriptor of ``name`` when it is a ``__slots__`` entry of a Python class in
+    ``klass``'s MRO (found before anything else of that name), else None."""
+    found = next((k.__dict__[name] for k in klass.__mro__ if name in k.__dict__), None)
+    if isinstance(found, types.MemberDescriptorType) and found.__objclass__.__flags__ & (1 << 9):
+        return found
+    return None
+
+
+def has_own_attribute(obj, name) -> bool:
+    """``obj`` holds ``name`` itself: in its ``__dict__``, or in a filled slot."""
+    slot = user_slot(type(obj), name)
+    if slot is not None:
+        try:
+            slot.__get__(obj)
+            return True
+        except AttributeError:
+            return False
+    return name in getattr(obj, "__dict__", ())
 
 
 def _custom_getattr(klass) -> bool:
@@ -384,6 +450,8 @@ class UserObjectVariable(VariableTracker):
         if found is not None:
             return found
         for base in klass.__mro__:
+            if name in base.__dict__ and user_slot(klass, name) is not None:
+                break                              # an emptied slot: reading it raises
             if name in base.__dict__:
                 return _wrap(tx, base.__dict__[name], G.AttrSource(G.AttrSource(self.source, "__class__"), name))
         raise AttributeDeleted(f"{klass.__name__} object has no attribute {name!r} (deleted by the frame)")
@@ -393,6 +461,8 @@ class UserObjectVariable(VariableTracker):
         klass = type(self.value)
         if self.source is None:
             raise Unsupported(f"{what} attribute {name!r} of a {klass.__name__} without a source")
+        if user_slot(klass, name) is not None:     # object.__setattr__ fills the slot as it would the dict
+            return
         if not isinstance(getattr(self.value, "__dict__", None), dict):
             raise Unsupported(f"{what} attribute {name!r} of a {klass.__name__} (no instance __dict__)")
         if any(name in k.__dict__ and hasattr(k.__dict__[name], "__set__") for k in klass.__mro__):
@@ -410,7 +480,7 @@ class UserObjectVariable(VariableTracker):
         later reads in the trace see it missing (``AttributeDeleted``: no absence guard)."""
         self._check_plain_attribute(name, "deletion of")
         stored = tx.output.side_effects.stored_attribute(self, name)
-        present = name in self.value.__dict__ if stored is None else stored is not DELETED
+        present = has_own_attribute(self.value, name) if stored is None else stored is not DELETED
         if not present:
             raise Unsupported(f"{type(self.value).__name__} object has no attribute {name!r} to delete (AttributeError)")
         if stored is None:        # its presence now is what the deletion relies on
@@ -454,6 +524,8 @@ class SuperVariable(VariableTracker):
         self.obj = obj
 
     def var_getattr(self, tx, name):
+        if isinstance(self.obj, ClassVariable) and issubclass(self.obj.value, self.klass):
+            return self._class_bound(tx, name)
         owner = self.obj.python_type()
         mro = owner.__mro__
         if self.klass not in mro:
@@ -477,3 +549,28 @@ class SuperVariable(VariableTracker):
         if found is None:
             raise Unsupported(f"super().{name}")
         return found
+
+    def _class_bound(self, tx, name):
+        """``super(klass, cls).name`` with a class (in ``__new__`` or a classmethod): found after
+        ``klass`` in ``cls.__mro__``, read as ``cls.__mro__[i].name`` (so guarded); a classmethod
+        is bound to ``cls``, a static method (``__new__`` is one) or a function comes unbound."""
+        from .functions import UserMethodVariable
+
+        cls = self.obj.value
+        source = self.obj.reread_source()
+        mro = cls.__mro__
+        for index in range(mro.index(self.klass) + 1, len(mro)):
+            if name not in mro[index].__dict__:
+                continue
+            attr = mro[index].__dict__[name]
+            read = G.AttrSource(G.ItemSource(G.AttrSource(source, "__mro__"), index), name) if source else None
+            if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType) and read:
+                return UserMethodVariable(_wrap(tx, attr.__func__, G.AttrSource(read, "__func__")), self.obj)
+            if isinstance(attr, staticmethod):
+                attr = attr.__func__
+            if read is None and isinstance(attr, types.FunctionType):
+                raise Unsupported(f"super().{name} of a class without a source (its function cannot be guarded)")
+            if isinstance(attr, (types.FunctionType, types.BuiltinFunctionType)):
+                return _wrap(tx, attr, read)
+            raise Unsupported(f"super().{name} with a class, finding a {type(attr).__name__}")
+        raise Unsupported(f"super().{name}: no class after {self.klass.__name__} defines it (AttributeError)")
