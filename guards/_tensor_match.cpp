@@ -49,6 +49,7 @@
 // One translation unit, in parts (each a few hundred lines), in the order they build on each other:
 #include "csrc/names_and_specs.h"   // the torch objects compared against; Spec, one tensor's expected metadata
 #include "csrc/impl_words.h"       // a plain tensor's check as a few word compares
+#include "csrc/xla_impl.h"          // torch_xla's device tensor, read without its virtual getters
 #include "csrc/tensor_checks.h"     // one tensor against its Spec: from the TensorImpl, or through Python
 #include "csrc/tensor_match.h"      // TensorMatch: every tensor of a guard in one call
 #include "csrc/program.h"           // reads and checks as a program of ops over registers
@@ -155,13 +156,20 @@ bool find_torch_objects() {
 }
 
 PyObject *reads_xla_strides(PyObject *, PyObject *) {
-    return PyBool_FromLong(xla_impl_vtable != nullptr);
+    return PyBool_FromLong(xla_layout.vtable != nullptr);
+}
+
+PyObject *reads_xla_sizes(PyObject *, PyObject *) {
+    return PyBool_FromLong(xla_layout.fields);
 }
 
 PyMethodDef module_methods[] = {
     {"reads_xla_strides", reads_xla_strides, METH_NOARGS,
      "reads_xla_strides() -> bool: a torch_xla device tensor's strides are read after its sizes "
      "(wrapped_strides in csrc/tensor_checks.h)"},
+    {"reads_xla_sizes", reads_xla_sizes, METH_NOARGS,
+     "reads_xla_sizes() -> bool: a torch_xla device tensor's sizes are read from its fields while its "
+     "lazy tensor's generation is the one they were copied at (csrc/xla_impl.h)"},
     {nullptr},
 };
 

@@ -30,6 +30,7 @@ ImplWords impl_words;
 struct ImplFields : c10::TensorImpl {
     static const void *dtype_field(const c10::TensorImpl *impl) { return &(impl->*(&ImplFields::data_type_)); }
     static const void *key_set_field(const c10::TensorImpl *impl) { return &(impl->*(&ImplFields::key_set_)); }
+    static c10::IntArrayRef default_sizes(const c10::TensorImpl *impl) { return (impl->*(&ImplFields::sizes_default))(); }
     static c10::IntArrayRef default_strides(const c10::TensorImpl *impl) { return (impl->*(&ImplFields::strides_default))(); }
     /* Every getter the check uses answers from the impl's own fields, with no virtual call. */
     bool default_policies() const {

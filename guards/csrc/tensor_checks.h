@@ -51,50 +51,22 @@ inline bool requires_grad(const c10::TensorImpl *impl, const c10::AutogradMetaIn
     return impl->requires_grad();
 }
 
-/* A functional wrapper (torch_xla's device tensors; torch knows one by this key) answers sizes,
- * strides, contiguity and device with the wrapped tensor's, each through a virtual call: the
- * wrapped tensor is asked directly (a fifth of a device tensor's check). */
-inline bool is_wrapper(const c10::TensorImpl *impl) {
-    return impl->key_set().has(c10::DispatchKey::Functionalize);
+/* A wrapped impl's sizes, strides and contiguity (see xla_impl.h): torch_xla 2.9's device
+ * tensor answers from its own fields where they are current, else (and any other wrapped impl)
+ * through the virtual getters.  Strides are asked right after sizes: the sizes' refresh made them
+ * current too. */
+c10::IntArrayRef wrapped_sizes(const c10::TensorImpl *shape) {
+    if (is_xla_impl(shape) && xla_sizes_current(shape))
+        return ImplFields::default_sizes(shape);
+    return shape->sizes();
 }
 
-inline const c10::TensorImpl *shape_of(const c10::TensorImpl *wrapper) {
-    return static_cast<const at::FunctionalTensorWrapper *>(wrapper)->value().unsafeGetTensorImpl();
-}
-
-/* torch_xla 2.9's device tensor (the impl inside its functional wrapper) answers sizes() and
- * strides() alike: SetupSizeProperties (the fields refreshed from its lazy tensor when that
- * tensor's generation moved), then TensorImpl's own sizes_default() / strides_default() (read in
- * its tensor_impl.cpp at v2.9.0 and in the shipped _XLAC binary).  So right after its sizes()
- * returned, nothing having run since, its strides() is strides_default(): read without a second
- * virtual call and refresh.  Known by its exact dynamic type, and only under torch_xla 2.9.x. */
-const void *xla_impl_vtable = nullptr;   // set once such an impl is seen under torch_xla 2.9
-bool xla_impl_ruled_out = false;         // torch_xla is not 2.9: always ask strides()
-
-/* torch_xla's __version__ starts with "2.9.", read from the module's dict (no Python runs). */
-bool torch_xla_is_2_9() {
-    PyObject *module = PyDict_GetItemString(PyImport_GetModuleDict(), "torch_xla");
-    PyObject *version = module != nullptr && PyModule_Check(module) ? PyDict_GetItemString(PyModule_GetDict(module), "__version__") : nullptr;
-    const char *text = version != nullptr && PyUnicode_Check(version) ? PyUnicode_AsUTF8(version) : nullptr;
-    if (text == nullptr)
-        PyErr_Clear();
-    return text != nullptr && std::strncmp(text, "2.9.", 4) == 0;
-}
-
-/* shape->strides(), asked right after shape->sizes() returned; `shape` is a wrapped impl. */
 c10::IntArrayRef wrapped_strides(const c10::TensorImpl *shape) {
-    const void *vtable = *reinterpret_cast<const void *const *>(shape);
-    if (vtable == xla_impl_vtable)
-        return ImplFields::default_strides(shape);
-    if (xla_impl_vtable == nullptr && !xla_impl_ruled_out && std::strcmp(typeid(*shape).name(), "N9torch_xla13XLATensorImplE") == 0) {
-        if (!torch_xla_is_2_9()) {
-            xla_impl_ruled_out = true;
-        } else {
-            xla_impl_vtable = vtable;
-            return ImplFields::default_strides(shape);
-        }
-    }
-    return shape->strides();
+    return is_xla_impl(shape) ? ImplFields::default_strides(shape) : shape->strides();
+}
+
+bool wrapped_contiguous(const c10::TensorImpl *shape) {
+    return is_xla_impl(shape) || shape->is_contiguous();      // (torch_xla 2.9: always contiguous)
 }
 
 /* The TensorImpl's answer, field by field, or ASK_PYTHON when a getter might answer differently. */
@@ -106,13 +78,15 @@ Outcome match_fields(const Spec &spec, const c10::TensorImpl *impl, const c10::A
     if (requires_grad(impl, meta) != spec.requires_grad_value)
         return NO;
     const c10::TensorImpl *shape = is_wrapper(impl) ? shape_of(impl) : impl;
-    if (!same_ints(shape->sizes(), spec.sizes_value))   // a custom-sizes tensor may throw: Python then
+    bool wrapped = shape != impl;
+    // (a custom-sizes tensor may throw: Python is asked then)
+    if (!same_ints(wrapped ? wrapped_sizes(shape) : shape->sizes(), spec.sizes_value))
         return NO;
     if (spec.by_contiguity) {
         // (the layout is the wrapper's own: mkldnn says contiguous too)
-        if (!shape->is_contiguous() || impl->layout() != c10::kStrided)
+        if (!(wrapped ? wrapped_contiguous(shape) : shape->is_contiguous()) || impl->layout() != c10::kStrided)
             return NO;
-    } else if (!same_ints(shape != impl ? wrapped_strides(shape) : shape->strides(), spec.strides_value)) {
+    } else if (!same_ints(wrapped ? wrapped_strides(shape) : shape->strides(), spec.strides_value)) {
         return NO;
     }
     return shape->device() == spec.device_value ? YES : NO;
@@ -249,6 +223,13 @@ bool all_match(std::vector<Spec> &specs, PyObject *const *tensors, const Py_ssiz
             // asked about an earlier tensor may have replaced it): a prefetch cannot fault.
             if (impls[k] != nullptr && is_wrapper(impls[k]))
                 prefetch_lines(shape_of(impls[k]), sizeof(c10::TensorImpl) + 64);
+        }
+        // A device tensor's generations, a line at a time along the lazy tensor's chain.
+        for (int step = 0; step < 2 && xla_layout.fields; step++) {
+            for (size_t k = 0; k < count; k++) {
+                if (impls[k] != nullptr && is_wrapper(impls[k]))
+                    prefetch_generation(shape_of(impls[k]), step);
+            }
         }
         bool asked_python = false;
         for (size_t k = 0; k < count; k++) {

@@ -1,7 +1,8 @@
 """The C++ check reads a torch_xla device tensor's strides right after its sizes (guards/csrc/
-tensor_checks.h, wrapped_strides): the tensor inside the functional wrapper refreshes both from
-its lazy tensor on each read, so that read stands for the second getter call only if the answer
-is the same.  These tests change device tensors in place after they passed (resize, unsqueeze,
+tensor_checks.h, wrapped_strides), and its sizes from its own fields while its lazy tensor's
+generation is the one they were copied at (guards/csrc/xla_impl.h): the tensor inside the
+functional wrapper refreshes both from its lazy tensor on each read, so those reads stand for the
+getter calls only if the answers are the same.  These tests change device tensors in place after they passed (resize, unsqueeze,
 transpose, .data swaps to other shapes and dtypes, requires_grad) and ask, after every change,
 both the compiled check and the generated Python check: the answers must agree, and the read must
 have been taken (else agreement could hold only because it never ran).
@@ -32,6 +33,12 @@ def xla():
     return torch.device("xla")
 
 
+def _xlac():
+    import torch_xla
+
+    return torch_xla._XLAC
+
+
 def replace_data(make):
     def change(t):
         t.data = make(t)
@@ -55,6 +62,11 @@ CHANGES = {
     "added to in place": lambda t: t.add_(1),
     "column-major in place": lambda t: t.as_strided_((3, 2), (1, 3)) if t.numel() == 6 else None,
     "set to a transposed tensor": lambda t: t.set_(torch.zeros(3, 2, device=t.device).t()),
+    # torch_xla's own set_ below the functional wrapper: the very impl inside it takes the other
+    # tensor's lazy value (a new generation), its cached sizes are stale until refreshed
+    "replaced below the wrapper by 3x2": lambda t: _xlac()._replace_xla_tensor(t, torch.zeros(3, 2, device=t.device)),
+    "replaced below the wrapper by 2x3": lambda t: _xlac()._replace_xla_tensor(t, torch.ones(2, 3, device=t.device)),
+    "replaced below the wrapper by 6": lambda t: _xlac()._replace_xla_tensor(t, torch.ones(6, device=t.device)),
     "requires grad": lambda t: t.requires_grad_(True) if t.is_leaf and t.is_floating_point() else None,
     "no grad": lambda t: t.requires_grad_(False) if t.is_leaf else None,
 }
@@ -73,6 +85,7 @@ def test_random_changes_after_a_pass_agree_with_python(xla, seed):
     for oracle, check in guards:           # each passes the tensor it was made from, once
         assert [oracle(f, t) for t in pool] == [check(t) for t in pool]
     assert native.TENSOR_CHECKERS["cpp"].reads_xla_strides()
+    assert native.TENSOR_CHECKERS["cpp"].reads_xla_sizes()
     for step in range(40):
         t = rng.choice(pool)
         name = rng.choice(list(CHANGES))
@@ -83,5 +96,5 @@ def test_random_changes_after_a_pass_agree_with_python(xla, seed):
             pass
         for candidate in pool:
             for oracle, check in guards:
-                expected = oracle(f, candidate)
-                assert check(candidate) == expected == check(candidate), f"step {step}: {name}"
+                got = check(candidate)       # first: Python's getters would refresh what it reads
+                assert got == oracle(f, candidate) == check(candidate), f"step {step}: {name}"
