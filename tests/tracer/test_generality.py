@@ -326,6 +326,13 @@ def test_ops_with_data_dependent_outputs_never_run_on_dummies():
 
 # ---------------------------------------------------------------- small Python rules
 
+def test_three_argument_pow_and_complex_fold_on_numbers():
+    def f(a, n):
+        return a * pow(n, 4, 5) + complex(n, 2).imag, pow(a, 2), complex("1+2j"), pow(2, -1, 7)
+    capture = check(f, x, 3)
+    assert not [n for n in capture.graph_module.graph.nodes if n.op == "call_function" and n.target is pow]
+
+
 def test_number_plus_equals_tensor_is_an_addition():
     def f(a):
         total = 0

@@ -368,6 +368,13 @@ def _scalar_cast(fn):
     return handler
 
 
+def _pow(tx, base, exp, mod=None):
+    """``pow(a, b)`` is ``a ** b`` (tensors too); ``pow(a, b, mod)`` is folded on numbers."""
+    if mod is None:
+        return _operator(operator.pow)(tx, base, exp)
+    return _scalar_cast(pow)(tx, base, exp, mod)
+
+
 def _bool(tx, *args, **kwargs):
     """``bool(x)``: the truth of x (a user ``__bool__``/``__len__`` is inlined)."""
     if kwargs or len(args) > 1:
@@ -482,7 +489,8 @@ BUILTIN_HANDLERS = {
     list: _list, dict: _dict, min: _minmax(min), max: _minmax(max), abs: _abs, sum: _sum,
     all: _all_any(all), any: _all_any(any), callable: _callable, slice: _slice, type: _type,
     int: _scalar_cast(int), float: _scalar_cast(float), bool: _bool, str: _scalar_cast(str),
-    round: _scalar_cast(round), divmod: _scalar_cast(divmod), pow: _operator(operator.pow),
+    complex: _scalar_cast(complex),
+    round: _scalar_cast(round), divmod: _scalar_cast(divmod), pow: _pow,
     print: _print, super: _super, setattr: _setattr, delattr: _delattr, operator.getitem: _getitem,
     issubclass: _issubclass, repr: _scalar_cast(repr), hash: _scalar_cast(hash),
     sorted: lambda tx, it, key=None, reverse=None: _sorted(tx, it, key, reverse),
