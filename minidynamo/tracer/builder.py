@@ -45,7 +45,8 @@ from .variables.exception_values import CaughtExceptionVariable, plain_exception
 from .variables.iterators import LIST_ITERATOR, TUPLE_ITERATOR, EnumerateVariable, ListIteratorVariable, ZipVariable
 
 # The iterators a graph break hands to a resume function (iterators.hands_over_live).
-HANDED_ITERATORS = (LIST_ITERATOR, TUPLE_ITERATOR, enumerate, zip)
+RANGE_ITERATOR = type(iter(range(0)))
+HANDED_ITERATORS = (LIST_ITERATOR, TUPLE_ITERATOR, RANGE_ITERATOR, enumerate, zip)
 
 
 CONTAINER_TYPES = (list, dict, collections.OrderedDict)     # whose methods their trackers implement
@@ -252,9 +253,17 @@ def _wrap_handed_iterator(tx, value, source, guard) -> VariableTracker:
         return ZipVariable([_handed_inner(tx, it, G.ItemSource(arguments, k), guard)
                             for k, it in enumerate(reduced[1])],
                            strict and bool(reduced[2]))
-    if len(reduced) != 3 or type(reduced[1][0]) not in (list, tuple):
+    if len(reduced) != 3 or type(reduced[1][0]) not in (list, tuple, range):
         raise Unsupported("an exhausted iterator")
     guard(G.equals_match(G.ItemSource(state, 2), reduced[2]))
+    if type(reduced[1][0]) is range:      # (iter, (range(...),), index): the numbers, by value
+        numbers = reduced[1][0]
+        guard(G.type_match(G.ItemSource(arguments, 0), numbers))
+        for field in ("start", "stop", "step"):
+            guard(G.equals_match(G.AttrSource(G.ItemSource(arguments, 0), field), getattr(numbers, field)))
+        iterator = IteratorVariable([ConstantVariable(v) for v in reduced[1][0]])
+        iterator.index = reduced[2]
+        return iterator
     walked = wrap(tx, reduced[1][0], G.ItemSource(arguments, 0))
     if type(value) is TUPLE_ITERATOR:     # the rest of fixed items
         iterator = IteratorVariable(walked.items)
@@ -271,7 +280,9 @@ def _handed_over(source) -> bool:
 
 
 def _handed_inner(tx, value, source, guard) -> VariableTracker:
-    if type(value) not in (LIST_ITERATOR, TUPLE_ITERATOR):
+    """An iterator inside a handed-over enumerate or zip: a list or tuple iterator, or itself an
+    enumerate or zip of those (``for i, (a, b) in enumerate(zip(xs, ys))``)."""
+    if type(value) not in HANDED_ITERATORS:
         raise Unsupported(f"a {type(value).__name__} inside a handed-over iterator")
     return _wrap_handed_iterator(tx, value, source, guard)
 

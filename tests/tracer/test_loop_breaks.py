@@ -96,6 +96,27 @@ def test_enumerate_zip_over_lists(capsys):
     assert counts(enumerate_zip, torch.linspace(-1, 1, 4), torch.linspace(0, 2, 4))[1:] == (6, 0)
 
 
+def nested_loop_iterators(xs, ys):
+    """The caller's lists walked by enumerate(zip(...)) and zip(range, enumerate(zip(...))): each
+    break hands the loop's iterator, nested as it is, to the next resume function."""
+    out = []
+    for level, (a, b) in enumerate(zip(xs, ys)):
+        print("level", level)
+        out.append(a * level + b)
+    for k, (i, (a, b)) in zip(range(5), enumerate(zip(xs, ys))):
+        print("k", k, i)
+        out.append(a - b * k)
+    return out
+
+
+def test_nested_enumerate_zip_and_range_iterators_are_handed_over(capsys):
+    def make():
+        return [torch.full((2,), float(i)) for i in range(3)], [torch.ones(2) * i for i in range(3)]
+    run_both(nested_loop_iterators, make, capsys)
+    graphs, breaks, fallbacks = counts(nested_loop_iterators, *make())
+    assert (breaks, fallbacks) == (6, 0)
+
+
 def dict_items(x):
     d = {"a": x, "b": x * 2, "c": x + 3}
     for k, v in d.items():
