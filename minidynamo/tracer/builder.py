@@ -42,11 +42,12 @@ from .variables.containers import (IteratorVariable, ListVariable, NamedTupleVar
                                    check_named_tuple_model, is_named_tuple_type)
 from .variables.dicts import DictVariable
 from .variables.exception_values import CaughtExceptionVariable, plain_exception_class
-from .variables.iterators import LIST_ITERATOR, TUPLE_ITERATOR, EnumerateVariable, ListIteratorVariable, ZipVariable
+from .variables.iterators import (LIST_ITERATOR, LIST_REVERSE_ITERATOR, TUPLE_ITERATOR, EnumerateVariable,
+                                  ListIteratorVariable, ListReverseIteratorVariable, ZipVariable)
 
 # The iterators a graph break hands to a resume function (iterators.hands_over_live).
 RANGE_ITERATOR = type(iter(range(0)))
-HANDED_ITERATORS = (LIST_ITERATOR, TUPLE_ITERATOR, RANGE_ITERATOR, enumerate, zip)
+HANDED_ITERATORS = (LIST_ITERATOR, LIST_REVERSE_ITERATOR, TUPLE_ITERATOR, RANGE_ITERATOR, enumerate, zip)
 
 
 CONTAINER_TYPES = (list, dict, collections.OrderedDict)     # whose methods their trackers implement
@@ -265,6 +266,12 @@ def _wrap_handed_iterator(tx, value, source, guard) -> VariableTracker:
         iterator.index = reduced[2]
         return iterator
     walked = wrap(tx, reduced[1][0], G.ItemSource(arguments, 0))
+    if type(value) is LIST_REVERSE_ITERATOR:     # (reversed, (list,), index): reads the list live
+        if type(reduced[1][0]) is not list:
+            raise Unsupported("a reversed iterator over something other than a list")
+        iterator = ListReverseIteratorVariable(walked)
+        iterator.index = reduced[2]
+        return iterator
     if type(value) is TUPLE_ITERATOR:     # the rest of fixed items
         iterator = IteratorVariable(walked.items)
     else:

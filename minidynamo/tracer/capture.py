@@ -401,6 +401,8 @@ class Templates:
                 return ("call", iterators.zip_of, [("const", vt.strict)] + [
                     self.of(it) if iterators.hands_over_live(it)
                     else ("call", iter, [self.of(TupleVariable(it.items[it.index:]))]) for it in vt.iterators])
+            if isinstance(vt, iterators.ListReverseIteratorVariable):
+                return ("call", iterators.reverse_iterator_at, [self.of(vt.list_vt), ("const", vt.index)])
             return ("call", iterators.list_iterator_at,
                     [self.of(vt.list_vt), ("const", vt.index), ("const", vt.done)])
         if isinstance(vt, DictViewVariable):                 # d.keys(): a view of the real/rebuilt dict

@@ -97,8 +97,9 @@ def test_enumerate_zip_over_lists(capsys):
 
 
 def nested_loop_iterators(xs, ys):
-    """The caller's lists walked by enumerate(zip(...)) and zip(range, enumerate(zip(...))): each
-    break hands the loop's iterator, nested as it is, to the next resume function."""
+    """The caller's lists walked by enumerate(zip(...)), zip(range, enumerate(zip(...))) and
+    enumerate(reversed(...)): each break hands the loop's iterator, nested as it is, to the next
+    resume function."""
     out = []
     for level, (a, b) in enumerate(zip(xs, ys)):
         print("level", level)
@@ -106,15 +107,20 @@ def nested_loop_iterators(xs, ys):
     for k, (i, (a, b)) in zip(range(5), enumerate(zip(xs, ys))):
         print("k", k, i)
         out.append(a - b * k)
+    for i, a in enumerate(reversed(xs)):       # reads the caller's list live, backwards
+        print("r", i)
+        out.append(a * i)
+        if i == 0:
+            xs[0] = xs[0] + 100                # seen by the iteration that reaches it, as in eager
     return out
 
 
-def test_nested_enumerate_zip_and_range_iterators_are_handed_over(capsys):
+def test_nested_and_reversed_loop_iterators_are_handed_over(capsys):
     def make():
         return [torch.full((2,), float(i)) for i in range(3)], [torch.ones(2) * i for i in range(3)]
     run_both(nested_loop_iterators, make, capsys)
     graphs, breaks, fallbacks = counts(nested_loop_iterators, *make())
-    assert (breaks, fallbacks) == (6, 0)
+    assert (breaks, fallbacks) == (9, 0)
 
 
 def dict_items(x):

@@ -39,7 +39,7 @@ from .sets import SetVariable
 
 _LIST_ITER = LIST_ITERATOR = type(iter([]))
 TUPLE_ITERATOR = type(iter(()))
-_LIST_REVITER = type(reversed([]))
+_LIST_REVITER = LIST_REVERSE_ITERATOR = type(reversed([]))
 _TUPLE_ITER = type(iter(()))
 _DICT_KEYITER = type(iter({}))
 _DICT_VALUEITER = type(iter({}.values()))
@@ -434,16 +434,18 @@ def rest_of(vt, tx=None) -> VariableTracker:
 
 
 def hands_over_live(vt) -> bool:
-    """A for loop's iterator over a list the caller can see (one with a source), or
-    ``enumerate`` of one: it reads the list live, so no snapshot of the rest is exact; it is
-    handed over as a real list iterator over that very list, at the same index
-    (``list_iterator_at``; ``enumerate`` of it at the same count), which reads it live too."""
+    """A for loop's iterator over a list the caller can see (one with a source), forwards or
+    reversed, or ``enumerate`` / ``zip`` of such: it reads the list live, so no snapshot of the
+    rest is exact; it is handed over as a real iterator over that very list, at the same index
+    (``list_iterator_at``, ``reverse_iterator_at``; ``enumerate`` of it at the same count),
+    which reads it live too."""
     if type(vt) is EnumerateVariable:
         return hands_over_live(vt.iterator)
     if type(vt) is ZipVariable:          # with the others over fixed items (handed as tuple iterators)
         return any(map(hands_over_live, vt.iterators)) \
             and all(hands_over_live(it) or type(it) is IteratorVariable for it in vt.iterators)
-    return type(vt) is ListIteratorVariable and getattr(vt.list_vt, "source", None) is not None
+    return type(vt) in (ListIteratorVariable, ListReverseIteratorVariable) \
+        and getattr(vt.list_vt, "source", None) is not None
 
 
 def zip_of(strict: bool, *iterators):
@@ -456,6 +458,13 @@ def list_iterator_at(items: list, index: int, done: bool = False):
     if done:
         return iter(())
     iterator = iter(items)
+    iterator.__setstate__(index)
+    return iterator
+
+
+def reverse_iterator_at(items: list, index: int):
+    """``reversed(items)`` standing at ``index`` (-1: exhausted)."""
+    iterator = reversed(items)
     iterator.__setstate__(index)
     return iterator
 
