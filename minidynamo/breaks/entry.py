@@ -52,12 +52,14 @@ block's ``__exit__``).
 from __future__ import annotations
 
 import __future__
+import builtins
 import ctypes
 import dis
 import functools
 import io
 import linecache
 import operator
+import textwrap
 import types
 
 import bytecode
@@ -100,6 +102,8 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
                  "hand_over": _eval_frame.hand_over, "before_with": before_with,
                  "make_function": make_function}
     lines = [f"def break_{_identifier(code.co_qualname.rpartition('.')[2])}({arg_names}):",
+             "    if ___func.__globals__ is not ___home:    # (the eager instruction reads these globals)",
+             f"        return rerun({arg_names})",
              "    ___rerun = False",
              "    try:",
              f"        ___outputs = compiled_graph(*read_inputs({arg_names}))",
@@ -198,18 +202,36 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
         else:
             lines += [f"    if {test}:", *(f"        {line}" for line in call)]
     source = "\n".join(lines) + "\n"
-    # The eager instruction runs in this function's frame, and compile(), exec() and eval() called
-    # there take their __future__ flags from it: the program's flags, not this module's.
-    entry = compile(source, f"<minidynamo graph break in {code.co_qualname}>", "exec",
-                    flags=code.co_flags & FUTURE_FLAGS, dont_inherit=True)
-    exec(entry, namespace)
-    fn = namespace.pop(lines[0][4:lines[0].index("(")])
+    namespace["___home"] = capture.frame.f_globals
+    fn = _with_the_frames_globals(source, lines[0][4:lines[0].index("(")], namespace, code)
     fn.__code__ = seen_as_the_frame(fn.__code__, code, state.inst.lineno)
     fn.source = source
     fn.resume_codes = resume_codes
     fn.compiled_graph = compiled_graph
     fn.read_inputs = read_inputs
     return fn
+
+
+def _with_the_frames_globals(source: str, name: str, namespace: dict, code) -> types.FunctionType:
+    """The entry function ``name`` of ``source``, whose globals are the frame's own: the eager
+    instruction runs in the entry's frame, and what reads its caller's globals (``globals()``,
+    ``type(name, bases, ns)``'s ``__module__``, ``warnings.warn``'s module and registry) reads
+    eager's.  Everything the generated code itself names (``namespace``'s helpers and the
+    builtins it uses) reaches it as closure cells, so the frame's globals are never written and
+    a global of the program with a helper's name changes nothing."""
+    # The eager instruction runs in this function's frame, and compile(), exec() and eval() called
+    # there take their __future__ flags from it: the program's flags, not this module's.
+    flags = code.co_flags & FUTURE_FLAGS
+    first = compile(source, "<entry>", "exec", flags=flags, dont_inherit=True)
+    inner = next(c for c in first.co_consts if isinstance(c, types.CodeType))
+    names = sorted({i.argval for i in dis.get_instructions(inner) if i.opname == "LOAD_GLOBAL"} | set(namespace))
+    values = {n: namespace[n] if n in namespace else getattr(builtins, n) for n in names}
+    wrapped = f"def ___make({', '.join(names)}):\n" + textwrap.indent(source, "    ") + f"    return {name}\n"
+    scope: dict = {"__builtins__": builtins}
+    exec(compile(wrapped, f"<minidynamo graph break in {code.co_qualname}>", "exec", flags=flags, dont_inherit=True),
+         scope)
+    made = scope["___make"](**values)
+    return types.FunctionType(made.__code__, namespace["___home"], made.__name__, made.__defaults__, made.__closure__)
 
 
 ENTRY_SUFFIX = "__graph_break_entry"   # an entry's co_qualname: the frame's, and this

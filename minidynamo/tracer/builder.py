@@ -511,16 +511,19 @@ def wrap_object(value, source) -> VariableTracker:
 
 @functools.lru_cache(maxsize=None)
 def frame_readers() -> dict:
-    """C functions that read the frame calling them: "always own" (its globals or locals),
-    "own" (the same when called without arguments: ``vars()``, ``dir()``), "stack" (frames
-    further down too).  See ``variables.base.refuse_frame_reader``."""
+    """C functions that read the frame calling them: "always own" (its locals), "own" (the same
+    when called without arguments: ``vars()``, ``dir()``), "stack" (frames further down too),
+    "warn" (``warnings.warn``: its caller's file, line and globals with ``stacklevel=1``, frames
+    further down with more).  See ``variables.base.refuse_frame_reader``.  What reads only its
+    caller's globals (``globals()``) is none: a break's entry and the resume functions run with
+    the frame's own globals."""
     import builtins
     import sys
     import warnings
 
-    readers = {builtins.globals: "always own", builtins.locals: "always own", builtins.eval: "always own",
+    readers = {builtins.locals: "always own", builtins.eval: "always own",
                builtins.exec: "always own", builtins.breakpoint: "stack", builtins.vars: "own",
-               builtins.dir: "own", sys._getframe: "stack", warnings.warn: "stack"}
+               builtins.dir: "own", sys._getframe: "stack", warnings.warn: "warn"}
     return {fn: kind for fn, kind in readers.items() if isinstance(fn, types.BuiltinFunctionType)}
 
 

@@ -1,7 +1,10 @@
 """Calls that read the frame they run in (``globals()``, ``locals()``, ``eval``, ``vars()``,
 ``dir()``, ``type(name, bases, ns)``, ``sys._getframe``, ``warnings.warn``, logging's caller
 lookup).  A graph break runs its eager instruction in the break's entry function, another
-frame with other globals and locals, so such a call must never be one: the frame runs eagerly
+frame: one that shows the frame's file, name and line and has the frame's own globals, but
+other locals and another place on the stack.  So a call that reads its caller's globals, file
+or line (``globals()``, ``type(name, bases, ns)``, ``warnings.warn`` with ``stacklevel=1``) may
+be one; a call that reads its locals or walks the stack must never be: the frame runs eagerly
 (``NeedsItsFrame``), and a helper that makes the call runs as a real frame of its own."""
 
 import inspect
@@ -125,9 +128,44 @@ def test_a_frame_reader_sees_the_frame_eager_would(program):
 
 
 def test_a_frame_reader_in_the_frame_runs_it_eagerly_with_the_reason():
-    minidynamo.optimize("eager")(write_a_global)(torch.ones(2))
-    assert any("globals reads the frame it is called from" in reason
+    minidynamo.optimize("eager")(eval_a_local)(torch.ones(2))
+    assert any("eval reads the frame it is called from" in reason
                for reason in minidynamo.counters["fallback_reasons"])
+
+
+def warn_here(x):
+    warnings.warn("here")
+    return x + 1
+
+
+def read_a_global(x):
+    return x * (globals()["G"] + 1)
+
+
+@pytest.mark.parametrize("program", [read_a_global, make_a_class, warn_here], ids=lambda f: f.__name__)
+def test_a_call_reading_only_the_frames_globals_is_a_graph_break(program):
+    """Its break's entry runs with the frame's own globals: the frame keeps its graphs."""
+    minidynamo.optimize("eager")(program)(torch.ones(2))
+    assert not minidynamo.counters["fallback_reasons"] and minidynamo.counters["graph_breaks"] == 1
+
+
+# Globals of the program named like what a break's entry uses: the entry never reads them.
+rerun = hand_over = compiled_graph = read_inputs = "the program's own"
+
+
+def break_among_helper_names(x):
+    y = x.sin()
+    print("a break:", tuple(y.shape), rerun, hand_over)
+    return y * 2, compiled_graph, read_inputs
+
+
+def test_a_programs_globals_named_like_the_entrys_helpers_change_nothing(capsys):
+    expected = break_among_helper_names(torch.ones(2))
+    for _ in range(2):
+        got = minidynamo.optimize("eager")(break_among_helper_names)(torch.ones(2))
+        assert same(got, expected)
+    assert minidynamo.counters["graph_breaks"] >= 1 and not minidynamo.counters["fallback_reasons"]
+    assert break_among_helper_names.__globals__["rerun"] == "the program's own"
 
 
 def test_a_helper_reading_its_own_globals_still_lets_the_caller_break():
@@ -135,11 +173,6 @@ def test_a_helper_reading_its_own_globals_still_lets_the_caller_break():
     a real frame, whose globals are the ones it reads, so the caller keeps its graphs."""
     minidynamo.optimize("eager")(helper_reads_its_globals)(torch.ones(2))
     assert not minidynamo.counters["fallback_reasons"]
-
-
-def warn_here(x):
-    warnings.warn("here")
-    return x + 1
 
 
 def warn_about_caller():
@@ -150,6 +183,44 @@ def warn_through_a_helper(x):
     y = x * 2
     warn_about_caller()
     return y + 1
+
+
+def warn_once_per_line(x):
+    for _ in range(3):
+        warnings.warn("once here")       # the default filter: once per module and line (the registry)
+        x = x + 1
+    return x
+
+
+def warn_as_error(x):
+    y = x * 2
+    try:
+        warnings.warn("as an error")
+    except UserWarning as error:
+        return y, str(error)
+    return y, None
+
+
+def test_a_warning_at_a_break_uses_the_frames_registry_and_filters(capsys):
+    """``warnings.warn`` (stacklevel 1) at a break: the module, line and registry are the frame's,
+    so "once per line" warns once, as in eager; a filter that makes it an error raises there."""
+    import io
+    import contextlib
+
+    def printed(fn):
+        warn_once_per_line.__globals__.pop("__warningregistry__", None)
+        out = io.StringIO()
+        with warnings.catch_warnings(), contextlib.redirect_stderr(out):
+            warnings.simplefilter("default")
+            fn(torch.ones(2))
+        return out.getvalue()
+
+    expected = printed(warn_once_per_line)
+    assert expected.count("UserWarning") == 1 and printed(minidynamo.optimize("eager")(warn_once_per_line)) == expected
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert same(minidynamo.optimize("eager")(warn_as_error)(torch.ones(2)), warn_as_error(torch.ones(2)))
+    assert not minidynamo.counters["fallback_reasons"]
 
 
 @pytest.mark.parametrize("program", [warn_here, warn_through_a_helper], ids=lambda f: f.__name__)

@@ -223,7 +223,13 @@ class OpaqueCallableVariable(VariableTracker):
         return type(self.value)
 
     def call_function(self, tx, args, kwargs):
-        if self.reads_frame == "stack" or (self.reads_frame == "own" and not args and not kwargs) \
+        if self.reads_frame == "warn":     # warnings.warn(message, category=None, stacklevel=1)
+            level = args[2] if len(args) > 2 else kwargs.get("stacklevel")
+            if level is not None and maybe_constant(level) != 1:
+                refuse_frame_reader(tx, describe(self.value), walks_stack=True)
+            # stacklevel 1: the file, line and globals of the frame calling it, which a break's
+            # entry shows as eager's (breaks/entry.py: seen_as_the_frame, the frame's globals)
+        elif self.reads_frame == "stack" or (self.reads_frame == "own" and not args and not kwargs) \
                 or self.reads_frame == "always own":
             refuse_frame_reader(tx, describe(self.value), walks_stack=self.reads_frame == "stack")
         raise Unsupported(self.reason)

@@ -19,7 +19,7 @@ from ... import config
 from ...exc import ProgramRaises, Unsupported
 from .. import class_answers
 from ..library import is_library_value
-from .base import NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant, refuse_frame_reader
+from .base import NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
 from .containers import (MAX_ITEMS, BaseListVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
@@ -346,8 +346,8 @@ def _slice(tx, *args):
 def _type(tx, *args, **kwargs):
     from ..builder import class_of
 
-    if len(args) != 1 or kwargs:  # type(name, bases, namespace): __module__ from the caller's globals
-        refuse_frame_reader(tx, "type(name, bases, namespace)")
+    if len(args) != 1 or kwargs:  # type(name, bases, namespace): runs at a break (__module__ from
+        raise Unsupported("type(name, bases, namespace) makes a class")   # the globals, as eager's)
     return class_of(tx, args[0])  # read as obj.__class__ when obj is real: its attributes are guarded
 
 
