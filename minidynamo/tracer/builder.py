@@ -411,6 +411,9 @@ def _wrap_container(tx, value, source, guard) -> VariableTracker:
     """tuple / list / namedtuple / dict: guard the shape of the container, wrap each item."""
     kind = type(value)
     if isinstance(value, dict):
+        if "__builtins__" in value:       # a module's (an exec's) namespace: maybe the frame's own
+            raise Unsupported("a module's globals as a dict (its entries are also read as globals, "
+                              "a write through one would not be seen through the other)")
         if not all(is_constant_value(k) for k in value):
             raise Unsupported("a dict with non-constant keys")
         if source is not None and any(_ambiguous_key(k) for k in value):
@@ -514,14 +517,15 @@ def frame_readers() -> dict:
     """C functions that read the frame calling them: "always own" (its locals), "own" (the same
     when called without arguments: ``vars()``, ``dir()``), "stack" (frames further down too),
     "warn" (``warnings.warn``: its caller's file, line and globals with ``stacklevel=1``, frames
-    further down with more).  See ``variables.base.refuse_frame_reader``.  What reads only its
-    caller's globals (``globals()``) is none: a break's entry and the resume functions run with
-    the frame's own globals."""
+    further down with more).  See ``variables.base.refuse_frame_reader``.  A break's entry and
+    the resume functions run with the frame's own globals, so what only reads them may run at a
+    break (``type(name, bases, ns)``); ``globals()`` stays one: the dict it returns would reach
+    the resume function as a value, its entries also read as the frame's globals."""
     import builtins
     import sys
     import warnings
 
-    readers = {builtins.locals: "always own", builtins.eval: "always own",
+    readers = {builtins.globals: "always own", builtins.locals: "always own", builtins.eval: "always own",
                builtins.exec: "always own", builtins.breakpoint: "stack", builtins.vars: "own",
                builtins.dir: "own", sys._getframe: "stack", warnings.warn: "warn"}
     return {fn: kind for fn, kind in readers.items() if isinstance(fn, types.BuiltinFunctionType)}

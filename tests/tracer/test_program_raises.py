@@ -33,7 +33,7 @@ def divide(x, n):
 
 
 def reads_its_frame(x):
-    return x + len(locals())
+    return x + len(globals())
 
 
 def _outcome(fn, *args):
