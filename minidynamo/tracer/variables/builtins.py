@@ -371,8 +371,8 @@ def _scalar_cast(fn):
 def _pow(tx, base, exp, mod=None):
     """``pow(a, b)`` is ``a ** b`` (tensors too); ``pow(a, b, mod)`` is folded on numbers."""
     if mod is None:
-        return _operator(operator.pow)(tx, base, exp)
-    return _scalar_cast(pow)(tx, base, exp, mod)
+        return _POWER(tx, base, exp)
+    return _MODULAR_POWER(tx, base, exp, mod)
 
 
 def _bool(tx, *args, **kwargs):
@@ -482,6 +482,8 @@ def _delattr(tx, obj, name):
     tx.delete_attr(obj, name.as_python_constant())
     return ConstantVariable(None)
 
+
+_POWER, _MODULAR_POWER = _operator(operator.pow), _scalar_cast(pow)
 
 BUILTIN_HANDLERS = {
     len: _len, isinstance: _isinstance, getattr: _getattr, hasattr: _hasattr, range: _range,

@@ -449,11 +449,10 @@ class UserObjectVariable(VariableTracker):
         found = lookup_class_attribute(tx, klass, name, self, self.source)
         if found is not None:
             return found
-        for base in klass.__mro__:
-            if name in base.__dict__ and user_slot(klass, name) is not None:
-                break                              # an emptied slot: reading it raises
-            if name in base.__dict__:
-                return _wrap(tx, base.__dict__[name], G.AttrSource(G.AttrSource(self.source, "__class__"), name))
+        if user_slot(klass, name) is None:        # (an emptied slot: reading it raises)
+            for base in klass.__mro__:
+                if name in base.__dict__:
+                    return _wrap(tx, base.__dict__[name], G.AttrSource(G.AttrSource(self.source, "__class__"), name))
         raise AttributeDeleted(f"{klass.__name__} object has no attribute {name!r} (deleted by the frame)")
 
     # -- writing attributes: side effects replayed after the graph (side_effects.py) ---------------
