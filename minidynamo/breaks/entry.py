@@ -214,8 +214,8 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
 
 def _with_the_frames_globals(source: str, name: str, namespace: dict, code) -> types.FunctionType:
     """The entry function ``name`` of ``source``, whose globals are the frame's own: the eager
-    instruction runs in the entry's frame, and what reads its caller's globals (``globals()``,
-    ``type(name, bases, ns)``'s ``__module__``, ``warnings.warn``'s module and registry) reads
+    instruction runs in the entry's frame, and what reads its caller's globals
+    (``type(name, bases, ns)``'s ``__module__``, ``warnings.warn``'s module and registry) reads
     eager's.  Everything the generated code itself names (``namespace``'s helpers and the
     builtins it uses) reaches it as closure cells, so the frame's globals are never written and
     a global of the program with a helper's name changes nothing."""
