@@ -32,7 +32,7 @@ from .side_effects import DELETED
 from .translator import InstructionTranslator, decoded
 from .value_errors import may_raise_on_values
 from .variables.base import UnreadArgument, VariableTracker
-from .variables import iterators, lazy_numbers
+from .variables import iterator_rebuild, iterators, lazy_numbers
 from .variables.constant import ConstantVariable
 from .variables.lazy_numbers import LazyNumberVariable
 from .variables.containers import (BaseListVariable, ListVariable, NamedTupleVariable, SizeVariable,
@@ -402,7 +402,7 @@ class Templates:
                     self.of(it) if iterators.hands_over_live(it)
                     else ("call", iter, [self.of(TupleVariable(it.items[it.index:]))]) for it in vt.iterators])
             if isinstance(vt, iterators.ListReverseIteratorVariable):
-                return ("call", iterators.reverse_iterator_at, [self.of(vt.list_vt), ("const", vt.index)])
+                return ("call", iterator_rebuild.reverse_iterator_at, [self.of(vt.list_vt), ("const", vt.index)])
             return ("call", iterators.list_iterator_at,
                     [self.of(vt.list_vt), ("const", vt.index), ("const", vt.done)])
         if isinstance(vt, DictViewVariable):                 # d.keys(): a view of the real/rebuilt dict

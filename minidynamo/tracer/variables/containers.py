@@ -252,6 +252,7 @@ def check_named_tuple_model(tx, kind, own_new_allowed: bool = False) -> bool:
     ``own_new_allowed``: a Python ``__new__`` of the class's own is accepted (construction
     inlines it; it ends in ``tuple.__new__``, as torch's PackedSequence does); the answer says
     whether the class has one."""
+    import guards as G
     from ..class_answers import PROTOCOL_NAMES, guard_protocol
     from ..library import is_library_value
 
@@ -261,17 +262,11 @@ def check_named_tuple_model(tx, kind, own_new_allowed: bool = False) -> bool:
     names = tuple(sorted({*PROTOCOL_NAMES, *_NAMEDTUPLE_NAMES, *fields}))
     overridden = [name for name in names if not _as_namedtuple_made_it(kind, name, fields)]
     own_new = own_new_allowed and overridden == ["__new__"] and \
-        isinstance(getattr(_class_lookup(kind, "__new__"), "__func__", None), types.FunctionType)
+        isinstance(getattr(G.class_lookup(kind, "__new__"), "__func__", None), types.FunctionType)
     if overridden and not own_new:
         raise Unsupported(f"namedtuple {kind.__name__} overrides {', '.join(overridden)} (its own code would run)")
     guard_protocol(tx, kind, names)
     return own_new
-
-
-def _class_lookup(kind, name):
-    import guards as G
-
-    return G.class_lookup(kind, name)
 
 
 def _as_namedtuple_made_it(kind, name, fields) -> bool:

@@ -437,8 +437,8 @@ def hands_over_live(vt) -> bool:
     """A for loop's iterator over a list the caller can see (one with a source), forwards or
     reversed, or ``enumerate`` / ``zip`` of such: it reads the list live, so no snapshot of the
     rest is exact; it is handed over as a real iterator over that very list, at the same index
-    (``list_iterator_at``, ``reverse_iterator_at``; ``enumerate`` of it at the same count),
-    which reads it live too."""
+    (``list_iterator_at``, ``iterator_rebuild.reverse_iterator_at``; ``enumerate`` of it at the
+    same count), which reads it live too."""
     if type(vt) is EnumerateVariable:
         return hands_over_live(vt.iterator)
     if type(vt) is ZipVariable:          # with the others over fixed items (handed as tuple iterators)
@@ -458,13 +458,6 @@ def list_iterator_at(items: list, index: int, done: bool = False):
     if done:
         return iter(())
     iterator = iter(items)
-    iterator.__setstate__(index)
-    return iterator
-
-
-def reverse_iterator_at(items: list, index: int):
-    """``reversed(items)`` standing at ``index`` (-1: exhausted)."""
-    iterator = reversed(items)
     iterator.__setstate__(index)
     return iterator
 
