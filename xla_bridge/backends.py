@@ -76,7 +76,7 @@ def _trace_once_program(flat, device_args, check_indices=False):
     except DrawReadsValues:
         raise                     # (split around, the op would run on the device's generator)
     except NotOneGraph as cut:
-        return _partitioned_program(flat, device_args, cut, cut.spare_copies, decompositions)
+        return _partitioned_program(flat, device_args, cut, cut.spare_copies, decompositions, check_indices)
     program.warnings = tuple(warned.caught)     # issued again by every replay (graph_warnings)
     if decompositions:
         counters.record("decompositions", "ops without an XLA lowering (or whose lowering answers "
@@ -84,7 +84,7 @@ def _trace_once_program(flat, device_args, check_indices=False):
     return program
 
 
-def _partitioned_program(flat, device_args, cut, copies, decompositions):
+def _partitioned_program(flat, device_args, cut, copies, decompositions, check_indices):
     if copies is None:
         copies = dev.device_copies(device_args)
     identities = dev.data_identities(copies)
@@ -95,7 +95,7 @@ def _partitioned_program(flat, device_args, cut, copies, decompositions):
         raise NotOneGraph(f"{cut.reason}; cannot split a graph whose call_module nodes hold "
                           f"state (ops {', '.join(eager_nodes)})") from None
     program = PartitionedProgram(flat, device_args, eager_nodes,
-                                 dev.untouched(copies, identities), decompositions)
+                                 dev.untouched(copies, identities), decompositions, check_indices)
     decomposed = f" (decomposed: {describe(decompositions)})" if decompositions else ""
     counters.record("partitions", f"ops run eagerly between replayed XLA segments: "
                                   f"{', '.join(eager_nodes)}{decomposed}")

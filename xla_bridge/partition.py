@@ -56,10 +56,11 @@ class ReplayedSegment(torch.nn.Module):
     """A split-off piece of a graph, captured on its first call and replayed afterwards (a
     ReplayedGraph: recaptured for new non-tensor arguments or an evicted hash)."""
 
-    def __init__(self, module: fx.GraphModule, decompositions=None):
+    def __init__(self, module: fx.GraphModule, decompositions=None, check_indices=False):
         super().__init__()
         self.module = module
         self.decompositions = decompositions
+        self.check_indices = check_indices    # each run checks the indices it reads (index_check)
         self.program = None
         self.warnings = ()              # what its capture warned (``PartitionedProgram.warnings``)
 
@@ -70,14 +71,16 @@ class ReplayedSegment(torch.nn.Module):
             tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
             with GraphWarnings() as warned:
                 self.program = ReplayedGraph(self.module, args, shape_positions=tensors,
-                                             decompositions=self.decompositions)
+                                             decompositions=self.decompositions,
+                                             check_indices=self.check_indices)
             self.warnings = tuple(warned.caught)
         return pytree.tree_unflatten(self.program.run(args), self.program.treespec)
 
 
-def split_at(graph_module: fx.GraphModule, eager_nodes, decompositions=None) -> fx.GraphModule:
+def split_at(graph_module: fx.GraphModule, eager_nodes, decompositions=None, check_indices=False) -> fx.GraphModule:
     """Split into ReplayedSegments (tracing the ops in ``decompositions`` as their
-    decomposition) and single eager nodes, in graph order."""
+    decomposition; checking the indices they read when ``check_indices``) and single eager
+    nodes, in graph order."""
     eager = set(eager_nodes)
     part_of, part, previous_eager = {}, 0, None
     for node in graph_module.graph.nodes:
@@ -100,7 +103,7 @@ def split_at(graph_module: fx.GraphModule, eager_nodes, decompositions=None) -> 
     for name, child in list(split.named_children()):
         computes = [n.name for n in child.graph.nodes if n.op not in ("placeholder", "output")]
         if not eager.intersection(computes):
-            setattr(split, name, ReplayedSegment(child, decompositions))
+            setattr(split, name, ReplayedSegment(child, decompositions, check_indices))
     return split
 
 
@@ -125,12 +128,14 @@ class PartitionedProgram:
     """Program protocol (like ``ReplayedGraph``): ``run(device_args) -> leaves`` plus
     ``mutated`` (positions written in place) and ``argument_leaves`` ({leaf: position})."""
 
-    def __init__(self, flat, device_args, eager_nodes, copies=None, decompositions=None):
+    def __init__(self, flat, device_args, eager_nodes, copies=None, decompositions=None, check_indices=False):
         """``copies``: untouched device copies of ``device_args`` to capture on (made if None);
-        ``decompositions``: ops the segments trace as their decomposition (``decompose``)."""
+        ``decompositions``: ops the segments trace as their decomposition (``decompose``);
+        ``check_indices``: each segment checks the indices it reads, as one graph does
+        (``index_check``: XLA clamps an index eager refuses)."""
         self.flat = flat
         self.eager_nodes = tuple(eager_nodes)
-        self.split = split_at(flat.graph_module, eager_nodes, decompositions)
+        self.split = split_at(flat.graph_module, eager_nodes, decompositions, check_indices)
         if copies is None:
             copies = dev.device_copies(device_args)
         xlac = dev.xlac()

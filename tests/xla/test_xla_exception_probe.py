@@ -210,3 +210,25 @@ def test_a_warning_a_segment_of_a_partitioned_graph_emits_is_shown_and_raised_on
     partitions = xla_bridge.counters.partitions
     _warns_on_every_call(compiled)
     assert xla_bridge.counters.partitions == partitions + 1
+
+
+def index_after_an_op_run_on_the_cpu(x, rows):
+    return (torch.special.i0(x) * 2)[rows] + 1          # i0: no XLA lowering, the graph is split
+
+
+def test_a_partitioned_graph_checks_the_indices_its_segments_read():
+    """XLA clamps an index out of range where eager raises: a split graph's segments compute the
+    same "every index in range" flag one graph does (fuzz seed 390 program 1200: the graph was
+    split, and ``x[torch.tensor([7])]`` of three rows answered a row)."""
+    compiled = minidynamo.optimize("torchxla_trace_once")(index_after_an_op_run_on_the_cpu)
+    partitions = xla_bridge.counters.partitions
+    x = torch.arange(12.0).reshape(3, 4) / 10
+    for rows in (torch.tensor([2, 0]), torch.tensor([7]), torch.tensor([1])):
+        assert _same_outcome(_outcome(compiled, x, rows), _outcome(index_after_an_op_run_on_the_cpu, x, rows))
+    assert xla_bridge.counters.partitions == partitions + 1
+
+
+def _same_outcome(got, expected):
+    if isinstance(expected, torch.Tensor):
+        return isinstance(got, torch.Tensor) and torch.allclose(got, expected)
+    return got is expected
