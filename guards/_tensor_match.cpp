@@ -36,7 +36,9 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/ops/empty.h>
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <structmember.h>
 
@@ -52,6 +54,7 @@
 #include "csrc/xla_impl.h"          // torch_xla's device tensor, read without its virtual getters
 #include "csrc/tensor_checks.h"     // one tensor against its Spec: from the TensorImpl, or through Python
 #include "csrc/tensor_match.h"      // TensorMatch: every tensor of a guard in one call
+#include "csrc/state_calls.h"       // torch's global-state getters, answered without a call
 #include "csrc/program.h"           // reads and checks as a program of ops over registers
 #include "csrc/fast_guard.h"        // FastGuard: pins, the dict memo, the program, the tensors
 #include "csrc/reader.h"            // Reader: the graph-input reader as one call
@@ -101,8 +104,11 @@ bool find_torch_objects() {
     PyObject *base = PyObject_GetAttrString(torch_c, "TensorBase");
     disabled_torch_function = PyObject_GetAttrString(torch_c, "_disabled_torch_function_impl");
     builtin_is_grad_enabled = PyObject_GetAttrString(torch_c, "is_grad_enabled");
+    builtin_get_default_dtype = PyObject_GetAttrString(torch_c, "get_default_dtype");
+    builtin_any_autocast_enabled = PyObject_GetAttrString(torch_c, "_is_any_autocast_enabled");
     Py_DECREF(torch_c);
     if (base == nullptr || disabled_torch_function == nullptr || builtin_is_grad_enabled == nullptr ||
+        builtin_get_default_dtype == nullptr || builtin_any_autocast_enabled == nullptr ||
         !PyType_Check(base)) {
         Py_XDECREF(base);
         if (!PyErr_Occurred())

@@ -43,6 +43,8 @@ struct Step {
     // ATTR of a function's or a bound method's own field (`__code__`, `__func__`, ...): which one.
     int builtin_field = -1;
     std::vector<Py_ssize_t> args;          // CALL_WITH: the registers passed, in order
+    StateCall state_call = NOT_A_STATE_CALL;   // CALL_IS of a global-state getter (state_calls.h)
+    mutable StateMemo state_memo;
 };
 
 /* ---- plain reads: what Python's generic machinery would answer, without its detours ---- */
@@ -140,9 +142,10 @@ int contains(PyObject *container, PyObject *key) {
 
 
 /* 1: the call gave exactly `expected` (identity), 0: not, -1: error. */
-int call_is(PyObject *fn, PyObject *expected) {
-    if (fn == builtin_is_grad_enabled)
-        return (c10::GradMode::is_enabled() ? Py_True : Py_False) == expected;
+int call_is(const Step &step) {
+    PyObject *fn = step.obj, *expected = step.obj2;
+    if (step.state_call != NOT_A_STATE_CALL)
+        return state_call_is(step.state_call, fn, expected, step.state_memo);
     PyObject *got = PyObject_Vectorcall(fn, nullptr, 0, nullptr);
     if (got == nullptr)
         return -1;
@@ -236,7 +239,7 @@ int run_program(const std::vector<Step> &steps, PyObject **regs) {
             ok = truth(PyObject_RichCompare(regs[step.a], step.obj, Py_EQ));
             break;
         case CALL_IS:
-            ok = call_is(step.obj, step.obj2);
+            ok = call_is(step);
             break;
         case CALL_EQ: {
             PyObject *got = PyObject_Vectorcall(step.obj, nullptr, 0, nullptr);
@@ -378,6 +381,8 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
         step.builtin_field = builtin_field_of(obj);
     step.obj = Py_XNewRef(obj);
     step.obj2 = Py_XNewRef(obj2);
+    if (op == CALL_IS)
+        step.state_call = state_call_of(obj, obj2);
     return true;
 }
 

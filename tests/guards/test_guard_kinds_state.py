@@ -2,6 +2,8 @@
 each passes on what it saw, fails on each change, and says why; in every tensor-check mode
 (conftest), the compiled whole-frame guard and the generated Python agree."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -217,3 +219,54 @@ def test_tensor_match_rejects_other_layouts_that_claim_contiguity():
     assert both_agree(guard_fn, x)
     assert not both_agree(guard_fn, x.to_mkldnn())
     assert not both_agree(guard_fn, x.to_sparse())
+
+
+def test_default_dtype_set_through_the_default_tensor_type_fails_the_guard():
+    """``set_default_tensor_type`` is a second way to move the default dtype: the compiled check
+    reads the same state Python's getter does."""
+    x = torch.ones(2)
+    guard_fn = guard_fn_for([tensor_match(X, x), default_dtype_match()], "x")
+    assert both_agree(guard_fn, x)
+    old = torch.get_default_dtype()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # (it is deprecated)
+            torch.set_default_tensor_type(torch.DoubleTensor)
+        assert not both_agree(guard_fn, x)
+    finally:
+        torch.set_default_dtype(old)
+    assert both_agree(guard_fn, x)
+
+
+def test_autocast_state_is_asked_again_whenever_the_thread_state_moves():
+    """The compiled check keeps the autocast getter's answer with the dispatch-key state it was
+    given for: every way autocast goes on or off, on any device, nested, in another thread,
+    must still be seen (the answer kept from the call before would pass a stale state)."""
+    import threading
+
+    from guards import autocast_match
+
+    guard_fn = guard_fn_for([autocast_match()], "x")
+    for _ in range(2):   # the second round starts with a kept answer
+        assert both_agree(guard_fn, None)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert not both_agree(guard_fn, None)
+            with torch.autocast("cpu", enabled=False):
+                assert both_agree(guard_fn, None)
+            assert not both_agree(guard_fn, None)
+        assert both_agree(guard_fn, None)
+        with torch.autocast("cuda", enabled=True):   # (a warning where CUDA is absent: state moves all the same)
+            assert both_agree(guard_fn, None) == (not torch._C._is_any_autocast_enabled())
+        torch.set_autocast_enabled("cpu", True)
+        try:
+            assert not both_agree(guard_fn, None)
+        finally:
+            torch.set_autocast_enabled("cpu", False)
+        assert both_agree(guard_fn, None)
+    answers = []
+    with torch.autocast("cpu", dtype=torch.bfloat16):   # autocast is per thread: off in a new one
+        thread = threading.Thread(target=lambda: answers.append(both_agree(guard_fn, None)))
+        thread.start()
+        thread.join()
+        assert not both_agree(guard_fn, None)
+    assert answers == [True]
