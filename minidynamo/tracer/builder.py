@@ -42,8 +42,9 @@ from .variables.containers import (IteratorVariable, ListVariable, NamedTupleVar
                                    check_named_tuple_model, is_named_tuple_type)
 from .variables.dicts import DictVariable
 from .variables.exception_values import CaughtExceptionVariable, plain_exception_class
-from .variables.iterators import (LIST_ITERATOR, LIST_REVERSE_ITERATOR, TUPLE_ITERATOR, EnumerateVariable,
-                                  ListIteratorVariable, ListReverseIteratorVariable, ZipVariable)
+from .variables.iterator_rebuild import DictWalk
+from .variables.iterators import (LIST_ITERATOR, LIST_REVERSE_ITERATOR, TUPLE_ITERATOR, DictIteratorVariable,
+                                  EnumerateVariable, ListIteratorVariable, ListReverseIteratorVariable, ZipVariable)
 
 # The iterators a graph break hands to a resume function (iterators.hands_over_live).
 RANGE_ITERATOR = type(iter(range(0)))
@@ -89,6 +90,8 @@ def wrap(tx, value, source) -> VariableTracker:
         return tx.output.add_input(source, value)
     if type(value) in HANDED_ITERATORS and _handed_over(source):   # a loop's, handed over at a break
         return _wrap_handed_iterator(tx, value, source, guard)
+    if type(value) is DictWalk and _handed_over(source):           # a loop's over the caller's dict
+        return _wrap_dict_walk(tx, value, source, guard)
     if isinstance(value, BaseException) and source is not None and plain_exception_class(type(value)):
         guard(G.type_match(source, value))      # a handler's exception, raised at run time
         return CaughtExceptionVariable(value, source)
@@ -277,6 +280,29 @@ def _wrap_handed_iterator(tx, value, source, guard) -> VariableTracker:
     else:
         iterator = ListIteratorVariable(walked)
     iterator.index = reduced[2]
+    return iterator
+
+
+def _wrap_dict_walk(tx, walk, source, guard) -> VariableTracker:
+    """A loop's iterator over the caller's dict, handed over at a break (``DictWalk``): the trace
+    walks that very dict (its values read live) from where the real iterator stands, which the
+    keys it has left say (guarded: the instruction that broke may have changed the dict)."""
+    guard(G.type_match(source, walk))
+    for field in ("kind", "reverse"):
+        guard(G.equals_match(G.AttrSource(source, field), getattr(walk, field)))
+    try:
+        left = walk.remaining_keys()
+    except RuntimeError as error:        # eager's next step raises it: the loop runs eagerly
+        raise Unsupported(f"the dict a loop walks changed during the graph break ({error})") from None
+    guard(G.equals_match(G.CallSource(source, "remaining_keys"), left))
+    dict_vt = wrap(tx, walk.dict, G.AttrSource(source, "dict"))
+    if not isinstance(dict_vt, DictVariable):
+        raise Unsupported("a handed-over loop over a dict the trace does not model")
+    iterator = DictIteratorVariable(dict_vt, walk.kind, walk.reverse)
+    seen = len(iterator.keys) - len(left)
+    if seen < 0 or tuple(iterator.keys[seen:]) != left:
+        raise Unsupported("the dict a loop walks changed its keys during the graph break")
+    iterator.index = seen
     return iterator
 
 

@@ -394,6 +394,10 @@ class Templates:
             return ("set", copy_exact(vt.values))
         if isinstance(vt, SliceVariable):                    # a new slice per call, as eager makes
             return ("call", slice, [self.of(part) for part in vt.parts])
+        if isinstance(vt, iterators.DictWalkVariable):       # at a break: a loop's over the caller's dict
+            it = vt.iterator
+            return ("call", iterator_rebuild.dict_walk_at, [self.of(it.dict_vt), ("const", it.kind),
+                                                            ("const", it.reverse), ("const", it.index)])
         if iterators.hands_over_live(vt):                    # at a break: the loop's real iterator
             if isinstance(vt, iterators.EnumerateVariable):
                 return ("call", enumerate, [self.of(vt.iterator), ("const", vt.count)])

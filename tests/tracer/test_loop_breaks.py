@@ -508,3 +508,155 @@ def test_an_iterator_the_caller_holds_is_advanced_as_in_eager(capsys):
     torch.testing.assert_close(actual, expected)
     assert list(ours_it) == list(eager_it) == [3.0, 4.0]
 
+
+
+# -- a loop over the caller's dict ----------------------------------------------------------------
+def over_callers_dict_items(x, d):
+    for k, v in d.items():
+        x = x + v
+        print("key", k)
+    return x
+
+
+def over_callers_dict_reversed_keys(x, d):
+    for k in reversed(d):
+        x = x * d[k]
+        print("key", k)
+    return x
+
+
+def over_callers_dict_values(x, d):
+    for v in d.values():
+        x = x - v
+        print("value")
+    return x
+
+
+def poke(d, k):
+    """The breaking call changes the dict under the loop (a C call, so it is not traced)."""
+    if k == "a":
+        d["c"] = d["c"] * 10      # a later value: the loop reads it live
+    print("poked", k)
+
+
+def dict_changed_by_the_break(x, d):
+    for k, v in d.items():
+        x = x + v
+        poke(d, k)
+    return x
+
+
+def grow_dict(d, k):
+    if k == "b":
+        d["new"] = 1.0
+    print("grew", k)
+
+
+def dict_grown_by_the_break(x, d):
+    for k, v in d.items():
+        x = x + v
+        grow_dict(d, k)
+    return x
+
+
+def renew_dict(d, k):
+    """Same size, other keys: eager's iterator walks on by position (or raises)."""
+    if k == "a":
+        d.pop("b")
+        d["z"] = 5.0
+    print("renewed", k)
+
+
+def dict_keys_renewed_by_the_break(x, d):
+    for k, v in d.items():
+        x = x + v
+        renew_dict(d, k)
+    return x
+
+
+def outcome(fn, x, d):
+    try:
+        return fn(x, d), None
+    except RuntimeError as error:
+        return None, str(error)
+
+
+@pytest.mark.parametrize("fn", [over_callers_dict_items, over_callers_dict_reversed_keys, over_callers_dict_values,
+                                dict_changed_by_the_break, dict_grown_by_the_break,
+                                dict_keys_renewed_by_the_break])
+def test_a_loop_over_the_callers_dict_breaks_with_its_real_iterator(capsys, fn):
+    """The loop's iterator over the caller's dict is handed over as a DictWalk: the real iterator,
+    made before the breaking instruction (which may change the dict: eager's next step sees that,
+    or raises), and the dict with the keys left, so the resume function's trace walks that very
+    dict (values read live).  The frame is captured, not run eagerly, and every call matches."""
+    def fresh():
+        return {"a": torch.tensor(1.0), "b": torch.tensor(2.0), "c": torch.tensor(3.0)}
+
+    compiled = minidynamo.optimize("eager")(fn)
+    for call in range(3):
+        eager_d, ours_d = fresh(), fresh()
+        expected, eager_error = outcome(fn, torch.ones(2), eager_d)
+        eager_out = capsys.readouterr().out
+        actual, error = outcome(compiled, torch.ones(2), ours_d)
+        assert capsys.readouterr().out == eager_out
+        assert error == eager_error
+        if expected is not None:
+            torch.testing.assert_close(actual, expected)
+        assert list(ours_d) == list(eager_d)
+        for key in eager_d:
+            torch.testing.assert_close(torch.as_tensor(ours_d[key]), torch.as_tensor(eager_d[key]))
+    report = minidynamo.explain(lambda x, d: outcome(fn, x, d))(torch.ones(2), fresh())
+    assert report.graph_break_count >= 2
+    if fn is over_callers_dict_items:
+        assert report.fallback_count == 0, report.reasons
+
+
+def test_another_dict_on_a_later_call_is_walked_as_it_is():
+    """The resume function's guard compares the keys left: a dict with other keys (or order)
+    recompiles, and each call still walks its own dict."""
+    compiled = minidynamo.optimize("eager")(over_callers_dict_items)
+    for d in ({"a": 1.0, "b": 2.0}, {"b": 2.0, "a": 1.0}, {"a": 1.0, "b": 2.0, "c": 4.0}, {"a": 1.0, "b": 2.0}):
+        x = torch.zeros(1)
+        torch.testing.assert_close(compiled(x, dict(d)), over_callers_dict_items(x, dict(d)))
+
+
+class ChangesTheDict:
+    """A file for print whose first write changes the dict the loop walks: the breaking
+    instruction itself (print, run eagerly) changes it, between the graph and the resume."""
+
+    def __init__(self, d, change):
+        self.d, self.change, self.writes = d, change, 0
+
+    def write(self, text):
+        self.writes += 1
+        if self.writes == 1:
+            self.change(self.d)
+
+
+def walks_and_prints_to(x, d, file):
+    for k, v in d.items():
+        x = x + v
+        print(k, file=file)
+    return x
+
+
+def _delete_and_add_back(d):
+    first, second = d.pop("a"), d.pop("b")
+    d["a"], d["b"] = first, second
+
+
+@pytest.mark.parametrize("change", [lambda d: d.update(z=7.0),                     # size: eager raises
+                                    lambda d: d.update(c=100.0),                   # a later value
+                                    lambda d: (d.pop("b"), d.update(z=5.0)),       # same size, other keys
+                                    _delete_and_add_back])                         # "keys changed" error
+def test_a_break_that_changes_the_callers_dict_under_the_loop(change):
+    compiled = minidynamo.optimize("eager")(walks_and_prints_to)
+    for call in range(2):
+        results = []
+        for fn in (walks_and_prints_to, compiled):
+            d = {"a": 1.0, "b": 2.0, "c": 3.0}
+            try:
+                results.append((fn(torch.zeros(1), d, ChangesTheDict(d, change)).item(), list(d.items())))
+            except RuntimeError as error:
+                results.append((str(error), list(d.items())))
+        assert results[0] == results[1]

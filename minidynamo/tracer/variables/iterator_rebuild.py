@@ -11,6 +11,8 @@ iterator still reads its list live), and moved to where the trace left it:
 
     iter(list)  / reversed(list)   iter(lst) at index i (``__setstate__``), exhausted if it was
     iter(d), iter(d.items()), ...  the same view's iterator, advanced past the keys already seen
+                                   (a loop's own over the caller's dict: a DictWalk, which also
+                                   tells the resume function the dict and the keys left)
     iter(t) of a tuple, str, range, bytes, frozenset; reversed(t): made so, advanced
     enumerate(it, n), zip(*its, strict=...), map(f, *its), filter(f, it): over the inner
     iterators made the same way
@@ -89,6 +91,34 @@ def reverse_iterator_at(items: list, index: int):
 def dict_iterator_at(d: dict, kind: str, reverse: bool, seen: int):
     view = d if kind == "keys" else getattr(d, kind)()
     return advanced(reversed if reverse else iter, view, seen)
+
+
+class DictWalk:
+    """A for loop's iterator over the caller's dict, handed to the resume function at a graph
+    break (``dict_walk_at``).  The loop goes on with ``iterator``, the real one, made before the
+    breaking instruction runs, so that what the instruction does to the dict reaches it as it
+    reaches eager's (a change of size raises at the next step).  The resume function's trace
+    needs more than an iterator tells (its ``__reduce__`` is a snapshot of the items left): the
+    dict it walks, to read the values live, and which keys it has left, which ``remaining_keys``
+    answers from a keys iterator made at the same place over the same dict."""
+
+    __slots__ = ("iterator", "dict", "kind", "reverse", "_keys")
+
+    def __init__(self, d: dict, kind: str, reverse: bool, seen: int):
+        self.iterator = dict_iterator_at(d, kind, reverse, seen)
+        self._keys = dict_iterator_at(d, "keys", reverse, seen)
+        self.dict, self.kind, self.reverse = d, kind, reverse
+
+    def __iter__(self):
+        return self.iterator
+
+    def remaining_keys(self) -> tuple:
+        """The keys the loop has left (RuntimeError where its next step would raise one)."""
+        return tuple(self._keys.__reduce__()[1][0])
+
+
+def dict_walk_at(d: dict, kind: str, reverse: bool, seen: int) -> DictWalk:
+    return DictWalk(d, kind, reverse, seen)
 
 
 def advanced(factory, walked, seen: int):

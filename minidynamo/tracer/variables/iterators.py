@@ -420,6 +420,8 @@ def rest_of(vt, tx=None) -> VariableTracker:
     the rest of it as a range, string or bytes.  An iterator that
     reads a container live (a list or dict the rest of the frame can still change) or pulls
     from code (map, filter, a generator) is refused."""
+    if type(vt) is DictIteratorVariable and hands_over_live(vt):
+        return DictWalkVariable(vt)
     if hands_over_live(vt):
         return vt          # the real iterator over the caller's list, made at this index (Templates)
     made_by = vt.made_by if type(vt) is IteratorVariable else None
@@ -438,14 +440,41 @@ def hands_over_live(vt) -> bool:
     reversed, or ``enumerate`` / ``zip`` of such: it reads the list live, so no snapshot of the
     rest is exact; it is handed over as a real iterator over that very list, at the same index
     (``list_iterator_at``, ``iterator_rebuild.reverse_iterator_at``; ``enumerate`` of it at the
-    same count), which reads it live too."""
+    same count), which reads it live too.  A loop over the caller's dict likewise, itself only
+    (``walks_callers_dict``)."""
     if type(vt) is EnumerateVariable:
-        return hands_over_live(vt.iterator)
+        return type(vt.iterator) is not DictIteratorVariable and hands_over_live(vt.iterator)
     if type(vt) is ZipVariable:          # with the others over fixed items (handed as tuple iterators)
-        return any(map(hands_over_live, vt.iterators)) \
-            and all(hands_over_live(it) or type(it) is IteratorVariable for it in vt.iterators)
+        return any(map(hands_over_live, vt.iterators)) and all(
+            (hands_over_live(it) and type(it) is not DictIteratorVariable) or type(it) is IteratorVariable
+            for it in vt.iterators)
+    if type(vt) is DictIteratorVariable:
+        return walks_callers_dict(vt)
     return type(vt) in (ListIteratorVariable, ListReverseIteratorVariable) \
         and getattr(vt.list_vt, "source", None) is not None
+
+
+class DictWalkVariable(VariableTracker):
+    """What a graph break hands over for a loop's own iterator over the caller's dict: rebuilt
+    as an ``iterator_rebuild.DictWalk`` of that dict at the iterator's place (capture.Templates)."""
+
+    def __init__(self, iterator: DictIteratorVariable):
+        super().__init__()
+        self.iterator = iterator
+
+
+# Keys whose equality is their value's: the resume function's guard compares the keys left.
+_PLAIN_KEYS = (str, int, bool, bytes, type(None))
+
+
+def walks_callers_dict(vt) -> bool:
+    """A loop's own iterator over a plain dict the caller can see, whose keys the trace has not
+    changed (a change would make eager's next step raise): handed over as an
+    ``iterator_rebuild.DictWalk`` of that very dict, whose iterator reads it live."""
+    current = list(vt.dict_vt.items)
+    return getattr(vt.dict_vt, "source", None) is not None and getattr(vt.dict_vt, "dict_type", None) is dict \
+        and (list(reversed(current)) if vt.reverse else current) == vt.keys \
+        and all(type(k) in _PLAIN_KEYS for k in vt.keys)
 
 
 def zip_of(strict: bool, *iterators):
