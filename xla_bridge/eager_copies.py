@@ -36,8 +36,8 @@ def force_eager_copies(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def _copied_in_eager(node) -> bool:
-    if node.op not in ("call_method", "call_function") or not node.args:
-        return False
+    if node.op not in ("call_method", "call_function") or not node.args or node.meta.get("writes"):
+        return False          # (an in-place op, ``F.relu(x, inplace=True)``, answers ``x`` itself)
     name = op_name(node.target)
     if not isinstance(node.args[0], torch.fx.Node):
         return False

@@ -181,6 +181,7 @@ def _comparable(a, b) -> bool:
 def is_same(tx, a: VariableTracker, b: VariableTracker) -> bool:
     """``a is b`` for values known at trace time."""
     if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
+        a, b = a.the_object(), b.the_object()
         if a.example is b.example:
             return True
         if a.is_input and b.is_input:

@@ -273,6 +273,9 @@ class OutputGraph:
             node.meta["meta_call"] = (fn, "device" in example_kwargs)
         constant_tensors.forget_written(self, probe.written)
         result = wrap_op_result(self, node, example, device)
+        written = _written_argument(example, probe, [*args, *kwargs.values()], [*example_args, *example_kwargs.values()])
+        if written is not None:
+            result.same_object = written.the_object()
         refused = kernel_probe.refused_across_devices(node)
         if refused is not None:              # (x.index_fill(1, torch.tensor([0]), v) of a device x)
             raise Unsupported(f"eager refuses the devices of its tensors: {refused}")
@@ -435,6 +438,19 @@ def same_device(target, current) -> bool:
         return True
     target, current = torch.device(target), torch.device(current)
     return target.type == current.type and (target.index is None or target.index == current.index)
+
+
+def _written_argument(example, probe, args, example_args):
+    """The tensor argument an in-place op wrote and returned (``x.mul_(2)``, ``x *= 2``, ``out=``):
+    the result is that very object in eager; None for any other op."""
+    from .variables.tensor import TensorVariable
+
+    if not probe.written or not isinstance(example, torch.Tensor):
+        return None
+    for arg, e in zip(args, example_args):
+        if e is example and isinstance(arg, TensorVariable):
+            return arg
+    return None
 
 
 def _returns_an_argument_itself(target, example, example_args, probe):

@@ -46,6 +46,13 @@ DATA_METHODS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "
 
 class TensorVariable(VariableTracker):
     known = None      # the real value, when only constants made it (constant_tensors.py)
+    # An in-place op's result is the tensor it wrote, the very object (``y *= 2`` is ``y``): a
+    # new tracker for the value after the write, which stands for the written one's object.
+    same_object = None
+
+    def the_object(self) -> "TensorVariable":
+        """The tracker whose object this is (itself, or the tensor an in-place op wrote)."""
+        return self.same_object if self.same_object is not None else self
 
     def __init__(self, node, example: torch.Tensor, device, source=None, python_class=torch.Tensor):
         super().__init__(source)
