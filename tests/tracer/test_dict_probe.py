@@ -761,3 +761,28 @@ def test_a_callers_defaultdict_is_traced(factory):
             torch.testing.assert_close(ours[key], theirs[key]) if factory is list else None
             assert factory is list or ours[key] == theirs[key]
     assert not minidynamo.counters["fallback_reasons"]
+
+
+def test_ordered_dict_move_to_end_around_a_break():
+    """``OrderedDict.move_to_end`` (both ends) on the caller's dict and one made in the frame:
+    traced (was a fallback of the whole frame), the caller's order replayed as eager left it."""
+    def fn(x, od):
+        mine = collections.OrderedDict(a=1, b=2, c=3)
+        mine.move_to_end("a")
+        mine.move_to_end("c", last=False)
+        od.move_to_end("p")
+        print("mid", list(od))
+        od.move_to_end("r", last=False)
+        return x + sum(mine.values()) * len(mine), list(mine), list(od)
+
+    compare(fn, lambda: collections.OrderedDict(p=T([1.0]), q=2, r=3), each(3))
+    report = minidynamo.explain(fn)(T([1.0]), collections.OrderedDict(p=1, q=2, r=3))
+    assert report.fallback_count == 0, report.reasons
+
+
+def test_ordered_dict_move_to_end_of_a_missing_key_raises_key_error():
+    def fn(x, od):
+        od.move_to_end("zz")
+        return x
+
+    compare(fn, lambda: collections.OrderedDict(a=1), each(2))

@@ -175,6 +175,24 @@ class DictVariable(MethodTable, VariableTracker):
         k = next(iter(self.items)) if first else next(reversed(self.items))
         return TupleVariable([key_variable(k), self.items.pop(k)])
 
+    def method_move_to_end(self, tx, key, last=None):
+        """``OrderedDict.move_to_end(key, last=True)``: the pair goes last (first: ``last=False``)."""
+        if not issubclass(self.dict_type, collections.OrderedDict):
+            raise Unsupported(f"{self.dict_type.__name__}.move_to_end (AttributeError)")
+        k = dict_key(tx, key)
+        if k not in self.items:
+            raise ProgramRaises(f"move_to_end of missing key {k!r} (KeyError)", KeyError(k))
+        _check_mutable(tx, self, "move_to_end")
+        value = self.items.pop(k)
+        if last is None or last.truth(tx):
+            self.items[k] = value
+        else:
+            rest = dict(self.items)
+            self.items.clear()
+            self.items[k] = value
+            self.items.update(rest)
+        return ConstantVariable(None)
+
     def method_update(self, tx, other=None, /, **kwargs):
         _check_mutable(tx, self, "update")
         if other is not None:
