@@ -9,6 +9,7 @@ run that code: here the frame runs eagerly.
 """
 
 import collections
+import functools
 
 import pytest
 import torch
@@ -292,3 +293,58 @@ def test_a_descriptor_replaced_on_its_class_recompiles():
     assert torch.equal(compiled(Box(), X), X * 2)
     Const.__get__ = lambda self, obj, cls=None: 5.0
     assert torch.equal(compiled(Box(), X), X * 5)
+
+
+class Cached:
+    def __init__(self, t):
+        self.t = t
+        self.computed = 0
+
+    @functools.cached_property
+    def squared(self):
+        self.computed += 1
+        return self.t * self.t
+
+
+class SlottedCached:
+    __slots__ = ("t",)
+
+    def __init__(self, t):
+        self.t = t
+
+    @functools.cached_property
+    def squared(self):
+        return self.t * self.t
+
+
+def test_functools_cached_property_is_traced_without_its_lock():
+    """``functools.cached_property``'s first read takes an RLock (Python 3.11), which the trace
+    cannot enter: the whole frame ran eagerly.  Its lockless stand-in (``stand_ins``, Python
+    3.12's) computes once, stores into the instance's ``__dict__``, and later reads find it."""
+    def f(h, x):
+        return h.squared + x, h.squared * x
+
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(f)
+    for step in range(3):
+        eager_h, our_h = Cached(X + step), Cached(X + step)
+        for _ in range(2):
+            expected, got = f(eager_h, X), compiled(our_h, X)
+            assert all(torch.equal(a, b) for a, b in zip(expected, got))
+            assert our_h.computed == eager_h.computed == 1
+            assert torch.equal(our_h.__dict__["squared"], eager_h.__dict__["squared"])
+        del eager_h.squared, our_h.squared        # computed again on the next read
+        assert torch.equal(compiled(our_h, X)[0], f(eager_h, X)[0]) and our_h.computed == eager_h.computed == 2
+    assert not minidynamo.counters["fallback_reasons"]
+
+
+def test_a_cached_property_of_a_class_without_a_dict_raises_as_eager_does():
+    def f(h, x):
+        return h.squared + x
+
+    with pytest.raises(TypeError, match="No '__dict__' attribute") as eager:
+        f(SlottedCached(X), X)
+    minidynamo.reset()
+    with pytest.raises(TypeError) as ours:
+        minidynamo.optimize("eager")(f)(SlottedCached(X), X)
+    assert str(ours.value) == str(eager.value)

@@ -12,6 +12,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
+from .. import stand_ins
 from ..library import LIBRARY_PREFIXES, is_library_value, is_program_class
 from ..side_effects import DELETED
 from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker,
@@ -145,6 +146,12 @@ def _python_descriptor_get(tx, klass, index, name, attr, self_vt, source, class_
     if source is not None and not data and isinstance(getattr(self_vt.value, "__dict__", None), dict):
         tx.output.add_guard(G.absent_match(source, self_vt.value, name, instance_only=True))
     bound_get = descriptor_method(tx, klass, index, name, "__get__", class_source)
+    if type(attr) is functools.cached_property and getter is stand_ins.CACHED_PROPERTY_GET \
+            and type(G.class_lookup(klass, "__dict__")) is types.GetSetDescriptorType:
+        from .functions import UserFunctionVariable   # (its lock: the stand-in is lockless)
+
+        return UserFunctionVariable(stand_ins.cached_property_get).call_function(
+            tx, [bound_get.self_vt, self_vt, _wrap(tx, klass, class_source)], {})
     return bound_get.call_function(tx, [self_vt, _wrap(tx, klass, class_source)], {})
 
 
