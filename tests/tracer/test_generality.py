@@ -3,6 +3,7 @@ around traced code, slices of nn.Sequential/ModuleList, attribute stores on plai
 Each is compared with eager; each has its sound limit tested next to it."""
 
 import collections
+import enum
 
 import pytest
 import torch
@@ -451,3 +452,36 @@ def test_a_real_partials_keywords_are_guarded():
     act.keywords.pop("inplace")
     act.keywords["negative_slope"] = 0.3       # same keys, new value: must not pass
     assert not guard_fn(f, x, act)
+
+
+# ---------------------------------------------------------------- enum lookups by value
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+class Mode(enum.Enum):
+    A = "a"
+    B = "b"
+
+    @classmethod
+    def _missing_(cls, value):
+        return cls.A
+
+
+def test_an_enum_member_looked_up_by_value_is_a_constant():
+    """``Color(v)`` answers the member from the class's value table (was a graph break); a
+    value the table lacks (a ``_missing_`` hook, or eager's ValueError) runs as eager does."""
+    def f(a, v, m):
+        c = Color(v)
+        return a * c.value + (Mode(m) is Mode.A), c.name, Color(c) is c
+
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(f)
+    for v, m in ((1, "a"), (2, "b"), (1, "zz"), (2, "a")):
+        assert_same(compiled(x, v, m), f(x, v, m))
+    report = minidynamo.explain(f)(x, 2, "b")
+    assert (report.graph_count, report.graph_break_count) == (1, 0), report.reasons
+    with pytest.raises(ValueError, match="5 is not a valid Color"):
+        compiled(x, 5, "a")

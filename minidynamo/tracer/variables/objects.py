@@ -5,6 +5,7 @@ Reading their attributes goes through ``wrap``, so every attribute the trace use
 from __future__ import annotations
 
 import collections
+import enum
 import functools
 import types
 
@@ -153,6 +154,25 @@ def _python_descriptor_get(tx, klass, index, name, attr, self_vt, source, class_
         return UserFunctionVariable(stand_ins.cached_property_get).call_function(
             tx, [bound_get.self_vt, self_vt, _wrap(tx, klass, class_source)], {})
     return bound_get.call_function(tx, [self_vt, _wrap(tx, klass, class_source)], {})
+
+
+def _enum_member(klass, args, kwargs):
+    """``EnumClass(value)``: the member whose value it is, or None (the call then runs as code).
+    Only where enum's own machinery answers, which looks the value up in the class's
+    ``_value2member_map_`` (a member itself answers itself); a miss, an unhashable value, a
+    metaclass or ``__new__`` of the program's, a functional-API call: None."""
+    if not isinstance(klass, enum.EnumMeta) or type(klass).__call__ is not enum.EnumMeta.__call__ \
+            or klass.__new__ is not enum.Enum.__new__ or len(args) != 1 or kwargs:
+        return None
+    value = maybe_constant(args[0], NO_CONSTANT)
+    if value is NO_CONSTANT:
+        return None
+    if type(value) is klass:
+        return value
+    try:
+        return klass._value2member_map_.get(value)
+    except TypeError:       # unhashable: enum searches its members with ==, which may run code
+        return None
 
 
 def descriptor_method(tx, klass, index, name, method, class_source):
@@ -333,6 +353,9 @@ class ClassVariable(KnownObjectVariable):
 
         if numpy_callable_kind(klass) == "scalar type":       # type(np_scalar)(...)
             return NumpyCallableVariable(klass).call_function(tx, args, kwargs)
+        member = _enum_member(klass, args, kwargs)
+        if member is not None:
+            return ConstantVariable(member)
         if klass.__flags__ & (1 << 9):   # a Python class
             from .new_objects import create
 
