@@ -12,6 +12,7 @@ lives in ``checks.py`` (one builder per kind), which turns a guard into lines of
 from __future__ import annotations
 
 import abc
+import collections
 import dataclasses
 import math
 import types
@@ -216,8 +217,8 @@ def is_immutable_constant(value: Any) -> bool:
 
 
 def length_match(source: Source, value: Any) -> Guard:
-    """``type(source) is type(value) and len(source) == len(value)`` (lists, tuples, dicts)."""
-    if not isinstance(value, (list, tuple, dict)):
+    """``type(source) is type(value) and len(source) == len(value)`` (lists, tuples, dicts, deques)."""
+    if not isinstance(value, (list, tuple, dict, collections.deque)):
         raise UnguardableValue(f"{source.name()}: length_match on a {type(value).__name__}")
     return Guard(source, LENGTH_MATCH, (type(value), len(value)), type(value))
 

@@ -152,7 +152,7 @@ def wrap(tx, value, source) -> VariableTracker:
         # equal sets, iterated in the same order); a set changed in any way misses
         guard(G.equals_match(G.CallSource(source, "__repr__"), repr(value)))
         return caller_set(value, source)
-    if kind in (list, dict, collections.OrderedDict, collections.defaultdict) and source is not None:
+    if kind in (list, dict, collections.OrderedDict, collections.defaultdict, collections.deque) and source is not None:
         cached = tx.output.side_effects.cached_container(source)   # one tracker per caller's list:
         if cached is not None:                                    # mutations must be seen by all reads
             return cached
@@ -166,6 +166,12 @@ def wrap(tx, value, source) -> VariableTracker:
 
             guard(G.type_match(source, value))
             vt = CallerListVariable(source, lambda: _sequence_items(tx, value, source, guard))
+        elif kind is collections.deque:         # its bound guarded with its items
+            from .variables.collection_types import DequeVariable
+
+            guard(G.type_match(source, value))
+            guard(G.equals_match(G.AttrSource(source, "maxlen"), value.maxlen))
+            vt = DequeVariable(_sequence_items(tx, value, source, guard), value.maxlen, source=source)
         elif kind is collections.defaultdict:   # d[k] of a missing key calls its factory (guarded)
             from .variables.collection_types import DefaultDictVariable
 
@@ -644,6 +650,10 @@ def wrap_constant_result(value) -> VariableTracker:
         return NamedTupleVariable(items, type(value)) if is_named_tuple_type(type(value)) else TupleVariable(items)
     if isinstance(value, list):
         return ListVariable([wrap_constant_result(v) for v in value])
+    if type(value) is collections.deque:
+        from .variables.collection_types import DequeVariable
+
+        return DequeVariable([wrap_constant_result(v) for v in value], value.maxlen)
     if isinstance(value, dict):
         return DictVariable({k: wrap_constant_result(v) for k, v in value.items()}, type(value))
     if type(value) is frozenset:

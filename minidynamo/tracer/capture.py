@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import dataclasses
 import inspect
 import operator
@@ -385,6 +387,8 @@ class Templates:
         if isinstance(vt, NamedTupleVariable):
             return ("namedtuple", vt.tuple_type, [self.of(i) for i in vt.items])
         if isinstance(vt, BaseListVariable):
+            if getattr(vt, "maxlen", None) is not None:      # a bounded deque: deque(items, maxlen)
+                return ("call", vt.python_type(), [(list, [self.of(i) for i in vt.items]), ("const", vt.maxlen)])
             return (vt.python_type(), [self.of(i) for i in vt.items])
         if isinstance(vt, DictVariable):
             if vt.cannot_rebuild():
@@ -433,6 +437,8 @@ class Templates:
                     raise Unsupported(f"storing {vt.cannot_rebuild()} into the caller's dict")
                 new = [(k, self.of(v)) for k, v in vt.items.items()]
                 replays.append(("dict", self.read(source), None, new))
+            elif vt.python_type() is collections.deque:    # (no slice assignment): emptied, refilled
+                replays.append(("deque", self.read(source), None, [self.of(v) for v in vt.items]))
             elif getattr(vt, "unread", False):     # appended to only: the caller's items stay
                 replays.append(("extend", self.read(source), None, [self.of(v) for v in vt.appended]))
             else:
@@ -495,6 +501,10 @@ class OutputBuilder:
         for kind, index, key, template in self.replays:
             if kind == "list":
                 real[index][:] = [_build(t, outputs, real, made) for t in template]
+            elif kind == "deque":
+                new = [_build(t, outputs, real, made) for t in template]
+                real[index].clear()
+                real[index].extend(new)
             elif kind == "extend":
                 real[index].extend([_build(t, outputs, real, made) for t in template])
             elif kind == "dict":

@@ -170,6 +170,8 @@ def _sequence_result(vt):
     """The tracker class of ``a + b`` / ``a * n``: a new list, a deque keeps its type, tuples
     (namedtuples included) give a plain tuple."""
     if isinstance(vt, ListVariable):
+        if getattr(vt, "maxlen", None) is not None:      # a bounded deque keeps its bound
+            return lambda items: type(vt)(items, vt.maxlen)
         return ListVariable if sequence_kind(vt) is list else type(vt)    # (a caller's list too)
     return TupleVariable
 

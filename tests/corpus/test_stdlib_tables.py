@@ -179,6 +179,25 @@ def deque_arithmetic_and_comparisons(x):
             collections.deque([1, 2]) < collections.deque([1, 3]))
 
 
+def bounded_deque(x):
+    """``deque(maxlen=n)``: each append past the bound drops the other end, one at a time."""
+    recent = collections.deque(maxlen=2)
+    for v in (1, 2, 3):
+        recent.append(v)
+    r = collections.deque([1, 2, 3, 4], 3)
+    r.appendleft(0)
+    r.extend([7, 8])
+    r.extendleft([9])
+    never = collections.deque(maxlen=0)
+    never.append(1)
+    joined = collections.deque([1, 2], maxlen=3) + collections.deque([5, 6])
+    repeated = collections.deque([1, 2], maxlen=3)
+    repeated *= 3
+    copied = r.copy()
+    copied.append(100)
+    return x * sum(recent), recent, r, r.maxlen, never, joined, joined.maxlen, repeated, copied, copied.maxlen
+
+
 def deque_plus_list(x):
     return collections.deque([x]) + [1]          # TypeError, as in CPython
 
@@ -217,6 +236,7 @@ CASES = [
     single(torch_private_helpers_and_module_probes, X),
     single(deque_arithmetic_and_comparisons, X),
     fallback(deque_plus_list, X),
+    single(bounded_deque, X),
     single(dropwhile_stops_calling_the_predicate, X),
 ]
 
@@ -248,3 +268,30 @@ def test_a_dict_keyed_by_tensors_leaves_the_frame_only_eagerly():
     assert explanation.fallback_count == 0 and "caller's dict" in explanation.reasons[0]
     assert "STORE_SUBSCR" in explanation.reasons[0]
     assert list(d)[0] is x and d[x] == 1 and (explanation.output == x + 1).all()
+
+
+def test_the_callers_deque_is_read_and_changed_as_eager_does():
+    """A deque the caller passes (bounded or not) is read item by item (its length and bound
+    guarded) and its changes are replayed after the graph (emptied and refilled: the same
+    object, its bound kept); passing one deque twice shares one tracker."""
+    import minidynamo
+
+    def changes(x, q, r):
+        q.append(x.sum())
+        q.appendleft(x * 2)
+        r.rotate(1)
+        v = r.popleft()
+        return x + q[0] + len(q) + v, q.maxlen
+
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(changes)
+    for n, bound in ((1, 3), (2, 3), (2, None), (3, None), (2, 3)):
+        for twice in (False, True):
+            def make():
+                q = collections.deque([torch.full((2,), float(i)) for i in range(n)], maxlen=bound)
+                return q, (q if twice else collections.deque([torch.ones(2) * 5, torch.ones(2)]))
+            (eq, er), (oq, orr) = make(), make()
+            expected, actual = changes(torch.ones(2), eq, er), compiled(torch.ones(2), oq, orr)
+            assert repr(actual) == repr(expected)
+            assert (repr(oq), repr(orr), oq.maxlen) == (repr(eq), repr(er), eq.maxlen)
+    assert not minidynamo.counters["fallback_reasons"]

@@ -21,14 +21,61 @@ from .dicts import DictVariable, dict_key
 
 
 class DequeVariable(ListVariable):
-    """A ``collections.deque`` made in the trace (no ``maxlen``): a list's storage, and only the
-    methods deque has (no slicing, no sort)."""
+    """A ``collections.deque`` made in the trace: a list's storage, and only the methods deque
+    has (no slicing, no sort).  A bounded one (``maxlen``) drops from the other end as it grows
+    past its bound, one item at a time, as CPython's does."""
+
+    def __init__(self, items, maxlen=None, **kwargs):
+        super().__init__(items, **kwargs)
+        self.maxlen = maxlen
+        if maxlen is not None:
+            del self.items[:max(0, len(self.items) - maxlen)]
 
     def python_type(self):
         return collections.deque
 
     def as_python_constant(self):
-        return collections.deque(i.as_python_constant() for i in self.items)
+        return collections.deque((i.as_python_constant() for i in self.items), self.maxlen)
+
+    def _full(self) -> bool:
+        return self.maxlen is not None and len(self.items) >= self.maxlen
+
+    def method_append(self, tx, value):
+        if self.maxlen == 0:
+            return ConstantVariable(None)
+        if self._full():
+            _check_mutable(tx, self, "append")
+            self.items.pop(0)
+        return super().method_append(tx, value)
+
+    def method_extend(self, tx, values):
+        if self.maxlen is None:
+            return super().method_extend(tx, values)
+        pulled = DequeVariable([])                   # (deque.extend(d) of itself copies first)
+        pulled.method_extend(tx, values)
+        for item in pulled.items:
+            self.method_append(tx, item)
+        return ConstantVariable(None)
+
+    def method_iadd(self, tx, other):
+        self.method_extend(tx, other)
+        return self
+
+    def method_insert(self, tx, index, value):
+        if self._full():
+            raise ProgramRaises("deque already at its maximum size (IndexError)",
+                                IndexError("deque already at its maximum size"))
+        return super().method_insert(tx, index, value)
+
+    def method_imul(self, tx, count):
+        """``d *= n``: the repeated items, of which a bounded deque keeps the last ``maxlen``."""
+        result = super().method_imul(tx, count)
+        if self.maxlen is not None:
+            del self.items[:max(0, len(self.items) - self.maxlen)]
+        return result
+
+    def rebuild(self, items, source=None):
+        return DequeVariable(items, self.maxlen)
 
     def call_method(self, tx, name, args, kwargs):
         if not hasattr(collections.deque, name):
@@ -38,6 +85,8 @@ class DequeVariable(ListVariable):
     def var_getattr(self, tx, name):
         if not hasattr(collections.deque, name):
             raise AttributeMissing(f"deque has no attribute {name!r} (AttributeError)")
+        if name == "maxlen":
+            return ConstantVariable(self.maxlen)
         return super().var_getattr(tx, name)
 
     def subscript(self, tx, index):
@@ -54,6 +103,11 @@ class DequeVariable(ListVariable):
         return super().method_pop(tx)
 
     def method_appendleft(self, tx, value):
+        if self.maxlen == 0:
+            return ConstantVariable(None)
+        _check_mutable(tx, self, "appendleft")
+        if self._full():
+            self.items.pop()
         self.items.insert(0, value)
         return ConstantVariable(None)
 
@@ -62,12 +116,13 @@ class DequeVariable(ListVariable):
         pulled = DequeVariable([])
         pulled.method_extend(tx, values)
         for item in pulled.items:
-            self.items.insert(0, item)
+            self.method_appendleft(tx, item)
         return ConstantVariable(None)
 
     def method_popleft(self, tx):
         if not self.items:
             raise Unsupported("pop from an empty deque (IndexError)")
+        _check_mutable(tx, self, "popleft")
         return self.items.pop(0)
 
     def method_rotate(self, tx, n=None):
@@ -75,12 +130,13 @@ class DequeVariable(ListVariable):
         if type(steps) is not int:
             raise Unsupported(f"deque.rotate({n})")
         if self.items:
+            _check_mutable(tx, self, "rotate")
             steps %= len(self.items)
             self.items[:] = self.items[-steps:] + self.items[:-steps]
         return ConstantVariable(None)
 
     def method_copy(self, tx):
-        return DequeVariable(self.items)
+        return DequeVariable(self.items, self.maxlen)
 
     def method_iter(self, tx):
         from .iterators import make_iterator

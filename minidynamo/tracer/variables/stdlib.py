@@ -197,9 +197,10 @@ def _reduce(tx, fn, iterable, *initial):
 
 
 def _deque(tx, iterable=None, maxlen=None):
-    if maxlen is not None and maybe_constant(maxlen, _NO) is not None:
-        raise Unsupported("deque(maxlen=...) is not modelled")
-    return DequeVariable(make_iterator(tx, iterable).unpack(tx) if iterable is not None else [])
+    bound = None if maxlen is None else maybe_constant(maxlen, _NO)
+    if bound is not None and (type(bound) is not int or bound < 0):
+        raise Unsupported(f"deque(maxlen={maxlen}) (an int >= 0 or None, else ValueError/TypeError)")
+    return DequeVariable(make_iterator(tx, iterable).unpack(tx) if iterable is not None else [], bound)
 
 
 class TracebackVariable(VariableTracker):
