@@ -27,7 +27,7 @@ named, every tracker is listed, and each sits under its base class):
      ├── BaseListVariable             containers.py    a sequence of trackers
      │    ├── ListVariable            containers.py
      │    │    ├── CallerListVariable caller_lists.py  a caller's list, read only if more than appended to
-     │    │    └── DequeVariable      collection_types.py   collections.deque made in the trace (no maxlen)
+     │    │    └── DequeVariable      collection_types.py   collections.deque (maxlen too), or the caller's
      │    └── TupleVariable           containers.py
      │         ├── NamedTupleVariable containers.py    namedtuples, torch.return_types.*
      │         └── SizeVariable       containers.py    tensor.shape (static shapes)
@@ -88,6 +88,7 @@ named, every tracker is listed, and each sits under its base class):
      │    └── CaughtExceptionVariable exception_values.py  one raised at run time that a handler handles
      ├── HandledBefore                exception_values.py  what PUSH_EXC_INFO leaves under the exception
      ├── TracebackVariable            stdlib.py        the traceback of sys.exc_info() (any use refused)
+     ├── DictWalkVariable             iterators.py     a loop's iterator over the caller's dict, at a break
      ├── VmapVariable                 higher_order.py  torch.vmap itself
      ├── VmappedFunctionVariable      higher_order.py  torch.vmap(fn, ...): calling it traces a body sub-graph
      ├── AutogradFunctionApplyVariable autograd_function.py  MyFunction.apply: one graph node

@@ -158,8 +158,8 @@ def _python_descriptor_get(tx, klass, index, name, attr, self_vt, source, class_
 
 def _enum_member(klass, args, kwargs):
     """``EnumClass(value)``: the member whose value it is, or None (the call then runs as code).
-    Only where enum's own machinery answers, which looks the value up in the class's
-    ``_value2member_map_`` (a member itself answers itself); a miss, an unhashable value, a
+    Only where enum's own machinery answers, which looks the value up in the class's table of
+    values to members (a member itself answers itself); a miss, an unhashable value, a
     metaclass or ``__new__`` of the program's, a functional-API call: None."""
     if not isinstance(klass, enum.EnumMeta) or type(klass).__call__ is not enum.EnumMeta.__call__ \
             or klass.__new__ is not enum.Enum.__new__ or len(args) != 1 or kwargs:
