@@ -4,6 +4,7 @@ Each is compared with eager; each has its sound limit tested next to it."""
 
 import collections
 import enum
+import operator
 
 import pytest
 import torch
@@ -485,3 +486,33 @@ def test_an_enum_member_looked_up_by_value_is_a_constant():
     assert (report.graph_count, report.graph_break_count) == (1, 0), report.reasons
     with pytest.raises(ValueError, match="5 is not a valid Color"):
         compiled(x, 5, "a")
+
+
+# ---------------------------------------------------------------- operator.length_hint of iterators
+
+def test_length_hint_of_iterators_is_what_their_types_answer():
+    """An iterator's ``__length_hint__`` (the items left; the live list's length now; 0 once a
+    dict grew under it), and the default for types without one (enumerate, generators): was a
+    graph break."""
+    def f(a, xs):
+        it = iter(xs)
+        next(it)
+        r = reversed(xs)
+        next(r)
+        d = {"a": 1, "b": 2}
+        di = iter(d.items())
+        next(di)
+        rg = iter(range(5))
+        next(rg)
+        e, g = enumerate(xs), (v for v in xs)
+        hints = [operator.length_hint(o) for o in (it, r, di, iter((1, 2, 3)), rg, e, g)]
+        hints += [operator.length_hint(e, 7), operator.length_hint(iter("héllo"))]
+        xs.append(5)
+        d["c"] = 3
+        hints += [operator.length_hint(it), operator.length_hint(di)]
+        return a * sum(hints), hints
+
+    minidynamo.reset()
+    assert_same(minidynamo.optimize("eager")(f)(x, [1, 2, 3]), f(x, [1, 2, 3]))
+    report = minidynamo.explain(f)(x, [1, 2, 3])
+    assert (report.graph_count, report.graph_break_count) == (1, 0), report.reasons

@@ -60,14 +60,26 @@ _SIZED_TYPES = {list, tuple, dict, set, frozenset, str, bytes, range, collection
 def _length_hint(tx, obj, default=None):
     """``operator.length_hint(obj, default)`` answers ``len(obj)`` when that succeeds: so for the
     builtin containers (exactly those types: a subclass's ``__len__`` may raise the TypeError
-    that makes it fall back) and tensors of one dimension or more.  Anything else (an
-    iterator's ``__length_hint__``, the default) is not modelled."""
+    that makes it fall back) and tensors of one dimension or more; for a modelled iterator, its
+    ``__length_hint__`` (``iterators.length_hint_of``), or the default where its type has none
+    (``enumerate``, generators)."""
+    from .containers import IteratorVariable
+    from .iterators import NO_HINT, length_hint_of
     from .tensor import TensorVariable
 
     sized = obj.python_type() in _SIZED_TYPES or (isinstance(obj, TensorVariable) and obj.example.dim() > 0)
-    if not sized:
-        raise Unsupported(f"operator.length_hint of {obj} (not a builtin container or a tensor)")
-    return _len(tx, obj)
+    if sized:
+        return _len(tx, obj)
+    hint = length_hint_of(obj) if isinstance(obj, IteratorVariable) else None
+    if hint is None:
+        raise Unsupported(f"operator.length_hint of {obj} (not a builtin container, a tensor or a modelled iterator)")
+    if hint is not NO_HINT:
+        return ConstantVariable(hint)
+    if default is None:
+        return ConstantVariable(0)
+    if type(maybe_constant(default, NO_CONSTANT)) is not int:
+        raise Unsupported(f"operator.length_hint default {default} (TypeError unless an int)")
+    return default
 
 
 def _isinstance(tx, obj, classes):

@@ -410,6 +410,34 @@ class PullVariable(IteratorVariable):
         return self.step(tx, self.state)
 
 
+# -- operator.length_hint of an iterator -----------------------------------------------------------
+
+# Iterators of fixed items whose ``__length_hint__`` is the count of items left.
+_COUNTING = frozenset(map(type, (iter(()), iter(range(0)), iter(range(1 << 64)), iter(""), iter("\u00e9"),
+                                 iter(b""), reversed(()), reversed(range(0)))))
+NO_HINT = object()
+
+
+def length_hint_of(vt):
+    """What the real iterator's ``__length_hint__`` answers (an int), ``NO_HINT`` for one whose
+    type has none (``operator.length_hint`` then answers its default), or None: not modelled."""
+    kind = type(vt)
+    if kind is ListIteratorVariable:              # the live list's length now, less the index
+        return 0 if vt.done else max(0, len(vt.list_vt.items) - vt.index)
+    if kind is ListReverseIteratorVariable:
+        return vt.index + 1 if 0 <= vt.index < len(vt.list_vt.items) else 0
+    if kind is DictIteratorVariable:              # 0 once the dict's size moved (next() raises)
+        return len(vt.keys) - vt.index if len(vt.dict_vt.items) == len(vt.keys) else 0
+    if kind is SetIteratorVariable:
+        return len(vt.items) - vt.index if len(vt.set_vt.values) == len(vt.items) else 0
+    if kind is IteratorVariable and vt.python_type() in _COUNTING:
+        return len(vt.items) - vt.index
+    if kind in (EnumerateVariable, ZipVariable, MapVariable, FilterVariable, ChainVariable, IsliceVariable) or \
+            vt.python_type() is types.GeneratorType:
+        return NO_HINT
+    return None
+
+
 # -- the rest of an iterator, handed over at a graph break ------------------------------------------
 
 def rest_of(vt, tx=None) -> VariableTracker:
