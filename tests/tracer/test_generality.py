@@ -516,3 +516,19 @@ def test_length_hint_of_iterators_is_what_their_types_answer():
     assert_same(minidynamo.optimize("eager")(f)(x, [1, 2, 3]), f(x, [1, 2, 3]))
     report = minidynamo.explain(f)(x, [1, 2, 3])
     assert (report.graph_count, report.graph_break_count) == (1, 0), report.reasons
+
+
+def test_str_and_format_of_a_dict_of_constants_fold():
+    """``str(d)``, ``repr(d)`` and ``f"{d}"`` of a dict whose values are constants (a caller's
+    number read, and guarded, as in ``str(list)``): was a graph break each."""
+    def f(a, n):
+        d = {"a": n, "b": 2}
+        od = collections.OrderedDict(z=1)
+        return a + len(str(d)) + len(repr(od)) + len(f"{d}!"), str(d)
+
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(f)
+    for n in (5, 123, 5):
+        assert_same(compiled(x, n), f(x, n))
+    report = minidynamo.explain(f)(x, 7)
+    assert (report.graph_count, report.graph_break_count) == (1, 0), report.reasons

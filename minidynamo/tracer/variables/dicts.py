@@ -87,6 +87,13 @@ class DictVariable(MethodTable, VariableTracker):
             return "a dict keyed by tensors made in the trace"
         return None
 
+    def as_python_constant(self):
+        """A snapshot, for pure functions (``str(d)``, ``f"{d}"``), as a list's: a plain dict or
+        OrderedDict whose keys and values are all constants (a caller's number is read)."""
+        if self.dict_type not in (dict, collections.OrderedDict) or self.has_tensor_keys:
+            raise Unsupported(f"{self} is not a Python constant")
+        return self.dict_type((k, v.as_python_constant()) for k, v in self.items.items())
+
     def as_graph_arg(self, devices):
         if self.has_tensor_keys:
             raise Unsupported("a dict keyed by tensors given to a tensor operation")
