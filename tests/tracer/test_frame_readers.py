@@ -275,6 +275,46 @@ def traces_a_helper(x, events):
     return y
 
 
+def logs_around_a_break(x):
+    y = x.sin()
+    LOG.warning("first %s", tuple(y.shape))
+    y = y * 2
+    print("a break before the next record")
+    LOG.error("second %d", 2)
+    LOG.debug("not emitted: below the logger's level")
+    return y + 1
+
+
+def test_a_logging_call_is_a_graph_break_and_its_record_is_eagers(capsys):
+    """``logging``'s caller lookup walks the stack (``sys._getframe``): broken at the root's call,
+    it meets the break's entry in the frame's place, which shows the frame's name, file and line,
+    so the record is eager's; the frame is captured around it (it ran eagerly)."""
+    class Full(Records):
+        def emit(self, record):
+            self.seen.append((record.funcName, record.lineno, record.pathname, record.module,
+                              record.levelname, record.getMessage()))
+
+    records = Full()
+    LOG.addHandler(records)
+    LOG.setLevel(logging.INFO)
+    for level in (logging.DEBUG, logging.WARNING, logging.ERROR):   # the logger's level cache filled:
+        LOG.isEnabledFor(level)                                      # (a miss takes a lock: a break)
+    try:
+        expected = logs_around_a_break(torch.ones(2))
+        eager_records = list(records.seen)
+        records.seen.clear()
+        compiled = minidynamo.optimize("eager")(logs_around_a_break)
+        for _ in range(2):
+            assert torch.equal(compiled(torch.ones(2)), expected)
+            assert records.seen == eager_records
+            records.seen.clear()
+    finally:
+        LOG.removeHandler(records)
+        LOG.setLevel(logging.NOTSET)
+    assert not minidynamo.counters["fallback_reasons"]
+    assert minidynamo.counters["graph_breaks"] >= 2
+
+
 def test_a_frame_calling_settrace_does_not_break():
     """After a break the rest of the frame would be a resume function: a frame started after
     ``sys.settrace``, which eager's frame is not, so the tracer would see its events too

@@ -245,11 +245,28 @@ def refuse_frame_reader(tx, what: str, walks_stack: bool = False):
     runs in another frame): NeedsItsFrame, the frame runs eagerly.  Called from an inlined
     function, the break at the root's call runs that function as a real frame of its own,
     which the call then reads, unless it walks the stack further down (``sys._getframe(1)``,
-    ``warnings.warn``'s stacklevel), where it would meet the break's entry function."""
+    ``warnings.warn``'s stacklevel), where it would meet the break's entry function (which only
+    ``logging``'s caller lookup may meet: ``_reads_only_where_frames_are``)."""
+    if tx.depth > 0 and walks_stack and _reads_only_where_frames_are(tx):
+        raise Unsupported(f"{what} reads the frames that called it (logging's caller lookup)")
     if tx.depth == 0 or walks_stack:
         raise NeedsItsFrame(f"{what} reads the frame it is called from: it cannot run at a graph "
                             "break (another frame), so the frame runs eagerly")
     raise Unsupported(f"{what} reads the frame it is called from")
+
+
+def _reads_only_where_frames_are(tx) -> bool:
+    """Whether the stack walk is ``logging``'s caller lookup (``Logger.findCaller``), which reads
+    only the code name, file and line of the frames it walks.  Broken at the root's call, the
+    walk meets the break's entry in the frame's place, which shows the frame's name, file and
+    line (breaks/entry.py: ``seen_as_the_frame``), so the record is eager's."""
+    import logging
+
+    while tx is not None:
+        if tx.code is logging.Logger.findCaller.__code__:
+            return True
+        tx = tx.parent
+    return False
 
 
 # ``maybe_constant(vt, NO_CONSTANT)`` tells "no constant" apart from the constant None.
