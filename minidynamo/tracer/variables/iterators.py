@@ -491,8 +491,10 @@ class DictWalkVariable(VariableTracker):
         self.iterator = iterator
 
 
-# Keys whose equality is their value's: the resume function's guard compares the keys left.
+# Keys whose equality is their value's: the resume function's guard compares the keys left
+# (a tuple of them, up to MAX_WALKED_KEYS: each resume's guard copies it).
 _PLAIN_KEYS = (str, int, bool, bytes, type(None))
+MAX_WALKED_KEYS = 1024
 
 
 def walks_callers_dict(vt) -> bool:
@@ -502,7 +504,7 @@ def walks_callers_dict(vt) -> bool:
     current = list(vt.dict_vt.items)
     return getattr(vt.dict_vt, "source", None) is not None and getattr(vt.dict_vt, "dict_type", None) is dict \
         and (list(reversed(current)) if vt.reverse else current) == vt.keys \
-        and all(type(k) in _PLAIN_KEYS for k in vt.keys)
+        and len(vt.keys) <= MAX_WALKED_KEYS and all(type(k) in _PLAIN_KEYS for k in vt.keys)
 
 
 def zip_of(strict: bool, *iterators):
