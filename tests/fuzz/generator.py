@@ -132,6 +132,10 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "with a setter, __slots__ read/stored/deleted, a namedtuple with its own "
                                     "__new__ ending in super().__new__ (PackedSequence), tuple.__new__; between "
                                     "calls the cache dropped, the descriptor's methods and the __new__ replaced"),
+    "stdlib_more":     (0.4, False, "bounded deques (local and a global one), Enum(value), OrderedDict.move_to_end, "
+                                    "a functools.cached_property (dropped between reads), logging records "
+                                    "(funcName, lineno, message kept), str() of a dict, a break inside a loop "
+                                    "over a global dict"),
     # input-set variations (not statements)
     "vary_shape":      (1.0, False, "calls with another B or C"),
     "vary_dtype":      (1.0, False, "calls with float64 inputs"),
@@ -518,6 +522,40 @@ class Pair(PairBase):
 
 BOX = Box()
 SLOT = Slotted()''')
+
+
+# Added to the prelude of programs that use the ``stdlib_more`` feature.  The logger is made
+# directly (not registered with logging's manager): each run of the program has its own.
+STDLIB_PRELUDE = ("stdlib_more", '''import collections
+import enum
+import functools
+import logging
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+    BLUE = 3
+
+class Memo:
+    def __init__(self):
+        self.calls = 0
+
+    @functools.cached_property
+    def table(self):
+        self.calls += 1
+        return [self.calls, 2, 3]
+
+MEMO = Memo()
+G_OD = collections.OrderedDict(p=1, q=2, r=3)
+G_DQ = collections.deque([1, 2], maxlen=3)
+LOG_RECORDS = []
+
+class KeepRecords(logging.Handler):
+    def emit(self, record):
+        LOG_RECORDS.append((record.funcName, record.lineno, record.levelname, record.getMessage()))
+
+FUZZ_LOG = logging.Logger("fuzz.stdlib", logging.INFO)
+FUZZ_LOG.addHandler(KeepRecords())''')
 
 
 # Added to the prelude of programs that use the ``user_raise`` feature.
@@ -1959,6 +1997,38 @@ class Gen:
         return Stmt([r.choice([f"BOX.level = {self.int_expr(1)}", "BOX.level += 3", f"SLOT.a = {self.int_expr(1)}",
                                "SLOT.a += 1", f"SLOT.b = {self.int_expr(1)}", "if hasattr(SLOT, 'b'): del SLOT.b"])])
 
+    def s_stdlib_more(self):
+        r = self.rng
+        lst = self.pick(self.vars_of("list_int"))
+        c = r.random()
+        if c < 0.2:
+            q = self.fresh("q")
+            lines = [f"{q} = collections.deque({lst}, maxlen={r.randint(0, 4)})",
+                     *r.sample([f"{q}.append(n)", f"{q}.appendleft(len({lst}))", f"{q}.extend([n, 7])",
+                                f"{q}.extendleft([5])", f"{q}.rotate(1)"], r.randint(1, 4))]
+            return Stmt(lines + self.assign(None, ("int",), f"sum({q}) + len({q}) + ({q}.maxlen or 0)", "i").lines)
+        if c < 0.3:
+            return Stmt([r.choice(["G_DQ.append(n)", "G_DQ.appendleft(len(xs))", "G_DQ.rotate(1)",
+                                   "G_DQ.popleft() if G_DQ else None", "G_DQ.extend([n, n])"])])
+        if c < 0.42:
+            return self.assign(None, ("int",), r.choice(["Color(n % 3 + 1).value", "Color(len(xs) % 3 + 1).value * 2",
+                                                         "len(Color(2).name)", "int(Color(Color.RED) is Color.RED)"]), "i")
+        if c < 0.52:
+            return Stmt([f"G_OD.move_to_end({r.choice(['p', 'q', 'r'])!r}, last={r.choice(['True', 'False'])})"] +
+                        self.assign(None, ("str",), "'-'.join(G_OD)", "s").lines)
+        if c < 0.64:
+            if r.random() < 0.3:
+                return Stmt(["MEMO.__dict__.pop('table', None)"])
+            return self.assign(None, ("int",), "MEMO.table[0] + MEMO.calls", "i")
+        if c < 0.78:
+            return Stmt([r.choice(["FUZZ_LOG.warning('w %s', n)", "FUZZ_LOG.info('i %d', len(xs))",
+                                   "FUZZ_LOG.debug('not kept')", "FUZZ_LOG.error('e')"])])
+        if c < 0.88:
+            return self.assign(None, ("int",), f"len(str({{'a': n, 'b': len({lst})}}))", "i")
+        acc = self.fresh("i")
+        return Stmt([f"{acc} = 0", "for k, v in G_DICT.items():"],
+                    body=[Stmt([f"{acc} = {acc} + v", "print('key', k)"])])
+
     def s_tensor_attrs(self):
         r = self.rng
         t = self.pick(self.tensors())
@@ -2179,5 +2249,6 @@ def generate(seed: int, index: int, features: frozenset = ALL_FEATURES) -> Progr
     prelude = list(PRELUDE) + ([ITER_PRELUDE] if "iter_functional" in used else []) + \
         ([CTX_PRELUDE] if "user_ctx" in used else []) + ([RAISE_PRELUDE] if "user_raise" in used else []) + \
         ([NET_PRELUDE] if "module_tree" in used else []) + ([CACHE_PRELUDE] if "buffer_updates" in used else []) + \
-        ([LAYERS_PRELUDE] if "nn_layers" in used else []) + ([PROTOCOL_PRELUDE] if "class_protocols" in used else [])
+        ([LAYERS_PRELUDE] if "nn_layers" in used else []) + ([PROTOCOL_PRELUDE] if "class_protocols" in used else []) + \
+        ([STDLIB_PRELUDE] if "stdlib_more" in used else [])
     return Program(seed, index, prelude, body, ret, steps, used, set(g.globals_declared), params)

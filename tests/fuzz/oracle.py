@@ -25,8 +25,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import gc
 import io
+import logging
 import math
 import re
 import sys
@@ -335,6 +337,15 @@ class Comparer:
             return
         if isinstance(a, (classmethod, staticmethod)):
             self.compare(a.__func__, b.__func__, path + ".__func__")
+            return
+        if isinstance(a, logging.Logger):                  # a program's own logger: its name and level
+            if (a.name, a.level) != (b.name, b.level):
+                raise Diff(f"value: {path}: eager {a!r}, optimized {b!r}")
+            return
+        if isinstance(a, functools.cached_property):      # by the function and the name it caches under
+            if a.attrname != b.attrname:
+                raise Diff(f"value: {path}: caches under {a.attrname!r} vs {b.attrname!r}")
+            self.compare(a.func, b.func, path + ".func")
             return
         if type(a) is NAMEDTUPLE_FIELD:                   # a namedtuple's field getter: its index
             if a.__reduce__()[1] != b.__reduce__()[1]:
