@@ -256,15 +256,19 @@ def refuse_frame_reader(tx, what: str, walks_stack: bool = False):
 
 
 def _reads_only_where_frames_are(tx) -> bool:
-    """Whether the stack walk is ``logging``'s caller lookup (``Logger.findCaller``), which reads
-    only the code name, file and line of the frames it walks.  Broken at the root's call, the
-    walk meets the break's entry in the frame's place, which shows the frame's name, file and
-    line (breaks/entry.py: ``seen_as_the_frame``), so the record is eager's."""
+    """Whether the stack walk is ``logging``'s caller lookup (``Logger.findCaller``) for the first
+    frame outside logging (``stacklevel=1``, no ``stack_info``), which reads only that frame's
+    code name, file and line.  Broken at the root's call, the walk meets the break's entry in
+    the frame's place, which shows the frame's name, file and line (breaks/entry.py:
+    ``seen_as_the_frame``), so the record is eager's.  A deeper walk would meet what lies below
+    the entry (after an earlier break: that break's entry, not the frame's caller)."""
     import logging
 
     while tx is not None:
         if tx.code is logging.Logger.findCaller.__code__:
-            return True
+            asked = tx.locals.get("stack_info"), tx.locals.get("stacklevel")
+            return None not in asked and maybe_constant(asked[0], True) in (False, None) \
+                and maybe_constant(asked[1], None) == 1
         tx = tx.parent
     return False
 
