@@ -156,7 +156,7 @@ FAMILIES = {
     "print_between_blocks": "t1 = x.sin() + y\n    print('gb', t1.shape, t1.detach().round(decimals=2))\n    t2 = t1 * n",
     "if_on_tensor": "t1 = x + 1\n    if t1.sum() > 0:\n        t1 = t1 * 2\n    else:\n        t1 = t1 - y\n    t2 = t1.cos()",
     "item_in_arithmetic": "f1 = float(x.sum()) * 2 + n\n    i1 = int(y.max().item() > 0) + n\n    t2 = x * f1 + i1",
-    "unmodelled_c_call": "i1 = operator.length_hint(iter(xs)) + n\n    t2 = x * i1 + y",
+    "unmodelled_c_call": "i1 = sys.getsizeof(n) + n\n    t2 = x * i1 + y",
     "with_no_grad": "with torch.no_grad():\n        t1 = x * 2\n        print('in', torch.is_grad_enabled(), t1.requires_grad)\n        t2 = t1 + y",
     "inlined_helper": "t2 = helper_print(x, k=n) + y",
     "pending_effects": "xs.append(n)\n    G_DICT['gb'] = n\n    OBJ.last = x * 2\n    MOD.count += 1\n    print(xs, G_DICT, MOD.count)\n    t2 = OBJ.last + len(xs)",
