@@ -250,13 +250,35 @@ def over_list_still_used(x):
     return x
 
 
-@pytest.mark.parametrize("fn,args,why", [
-    (over_list_still_used, lambda: (torch.ones(2),), "can still change"),
-])
-def test_a_loop_whose_iterator_cannot_be_rebuilt_runs_eagerly(capsys, fn, args, why):
-    run_both(fn, args, capsys)
-    report = minidynamo.explain(fn)(*args())
-    assert report.fallback_count >= 1 and any(why in r for r in report.reasons), report.reasons
+def over_list_grown_in_the_loop(x):
+    ws = [x, x + 1]
+    for w in ws:
+        x = x * w
+        print("w", len(ws))
+        if len(ws) < 4:
+            ws.append(w * 2)                  # the loop's iterator sees the appended items
+    return x, len(ws)
+
+
+def over_reversed_list_changed_after_the_break(x):
+    ws = [1.0, 2.0, 3.0]
+    out = []
+    for i, w in enumerate(reversed(ws)):
+        out.append(x * w * i)
+        print("w", w)
+        ws[0] = 100.0                         # read by the reversed iterator's last step
+    return sum(out), ws
+
+
+@pytest.mark.parametrize("fn", [over_list_still_used, over_list_grown_in_the_loop,
+                                over_reversed_list_changed_after_the_break])
+def test_a_loop_over_a_list_the_frame_still_changes_hands_its_real_iterator_over(capsys, fn):
+    """A list made in the frame that the rest of the frame can still change (was: the whole frame
+    ran eagerly): the break rebuilds the list once, and the loop's iterator is a real one over
+    that very list (``list_iterator_at``), which the frame's local holds too."""
+    run_both(fn, lambda: (torch.ones(2),), capsys)
+    report = minidynamo.explain(fn)(torch.ones(2))
+    assert report.fallback_count == 0 and report.graph_break_count >= 2, report.reasons
 
 
 def test_a_loop_over_a_generator_matches_eager(capsys):

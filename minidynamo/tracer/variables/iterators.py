@@ -33,7 +33,7 @@ from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
 from .constant import ConstantVariable
 from .collection_types import DequeVariable
-from .containers import BaseListVariable, IteratorVariable, sequence_kind, TupleVariable
+from .containers import BaseListVariable, IteratorVariable, ListVariable, sequence_kind, TupleVariable
 from .dicts import DictVariable, DictViewVariable, key_variable
 from .sets import SetVariable
 
@@ -464,9 +464,11 @@ def rest_of(vt, tx=None) -> VariableTracker:
 
 
 def hands_over_live(vt) -> bool:
-    """A for loop's iterator over a list the caller can see (one with a source), forwards or
-    reversed, or ``enumerate`` / ``zip`` of such: it reads the list live, so no snapshot of the
-    rest is exact; it is handed over as a real iterator over that very list, at the same index
+    """A for loop's iterator over a list, the caller's (one with a source) or one made in the
+    frame, forwards or reversed, or ``enumerate`` / ``zip`` of such: it reads the list live, so
+    a snapshot of the rest is exact only while nothing changes the list; it is handed over as a
+    real iterator over that very list (the caller's, or the one the break rebuilds, which the
+    frame's locals hold too), at the same index
     (``list_iterator_at``, ``iterator_rebuild.reverse_iterator_at``; ``enumerate`` of it at the
     same count), which reads it live too.  A loop over the caller's dict likewise, itself only
     (``walks_callers_dict``)."""
@@ -479,7 +481,7 @@ def hands_over_live(vt) -> bool:
     if type(vt) is DictIteratorVariable:
         return walks_callers_dict(vt)
     return type(vt) in (ListIteratorVariable, ListReverseIteratorVariable) \
-        and getattr(vt.list_vt, "source", None) is not None
+        and (getattr(vt.list_vt, "source", None) is not None or type(vt.list_vt) is ListVariable)
 
 
 class DictWalkVariable(VariableTracker):
