@@ -3,6 +3,8 @@ instruction, and the resume function (the rest of the loop and the frame), which
 at the same offset in the next iteration.  Every case runs eagerly and optimized twice on
 equal fresh inputs (no recompile on the second call) and checks ``explain``'s counts."""
 
+import functools
+
 import pytest
 import torch
 
@@ -554,46 +556,28 @@ def over_callers_dict_values(x, d):
     return x
 
 
-def poke(d, k):
-    """The breaking call changes the dict under the loop (a C call, so it is not traced)."""
+def change_then_print(d, k, change):
+    """Changes the dict the caller's loop walks (traced: the change is the trace's), then breaks."""
     if k == "a":
-        d["c"] = d["c"] * 10      # a later value: the loop reads it live
-    print("poked", k)
+        change(d)
+    print("changed", k)
 
 
-def dict_changed_by_the_break(x, d):
+def walks_and_changes(x, d, change):
     for k, v in d.items():
         x = x + v
-        poke(d, k)
+        change_then_print(d, k, change)
     return x
 
 
-def grow_dict(d, k):
-    if k == "b":
-        d["new"] = 1.0
-    print("grew", k)
+def _renew(d):
+    d.pop("b")
+    d["z"] = 5.0
 
 
-def dict_grown_by_the_break(x, d):
-    for k, v in d.items():
-        x = x + v
-        grow_dict(d, k)
-    return x
-
-
-def renew_dict(d, k):
-    """Same size, other keys: eager's iterator walks on by position (or raises)."""
-    if k == "a":
-        d.pop("b")
-        d["z"] = 5.0
-    print("renewed", k)
-
-
-def dict_keys_renewed_by_the_break(x, d):
-    for k, v in d.items():
-        x = x + v
-        renew_dict(d, k)
-    return x
+CHANGES = {"a later value": lambda d: d.update(c=d["c"] * 10),      # the loop reads it live
+           "grown": lambda d: d.update(new=1.0),                      # eager's next step raises
+           "other keys, same size": _renew}                           # eager walks on by position
 
 
 def outcome(fn, x, d):
@@ -604,8 +588,8 @@ def outcome(fn, x, d):
 
 
 @pytest.mark.parametrize("fn", [over_callers_dict_items, over_callers_dict_reversed_keys, over_callers_dict_values,
-                                dict_changed_by_the_break, dict_grown_by_the_break,
-                                dict_keys_renewed_by_the_break])
+                                *(functools.partial(walks_and_changes, change=c) for c in CHANGES.values())],
+                         ids=["items", "reversed keys", "values", *CHANGES])
 def test_a_loop_over_the_callers_dict_breaks_with_its_real_iterator(capsys, fn):
     """The loop's iterator over the caller's dict is handed over as a DictWalk: the real iterator,
     made before the breaking instruction (which may change the dict: eager's next step sees that,
