@@ -14,7 +14,7 @@
  *   - autocast on any device is a function of the thread's dispatch-key sets alone (a device's
  *     autocast is on when its Autocast key is not excluded), so the getter's answer is kept with
  *     the two key-set words it was given for, and asked again only when they differ.
- * (tests/guards/test_state_calls.py flips each state and compares with Python's answer.) */
+ * (tests/guards/test_guard_kinds_state.py flips each state and compares with Python's answer.) */
 
 namespace {
 

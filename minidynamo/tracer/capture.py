@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import collections
-
 import dataclasses
 import inspect
 import operator
