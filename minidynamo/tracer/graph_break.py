@@ -132,6 +132,11 @@ class BreakState:
 # resume function, another frame (started later, holding only the live locals under other
 # names), so a frame that uses one anywhere never breaks.
 FRAME_READER_ATTRIBUTES = frozenset({"_getframe", "currentframe", "settrace", "setprofile"})
+# Keywords asking a call to walk the stack past its caller (``warnings.warn(..., stacklevel=2)``,
+# ``logger.warning(..., stacklevel=2, stack_info=True)``): in a resume function the walk would
+# meet the break's entry where eager's meets the frame's caller (the entry calls the resume
+# function), so a frame that passes one never breaks.
+STACK_WALK_KEYWORDS = frozenset({"stacklevel", "stack_info"})
 
 
 def frame_reader_in(code, f_globals: dict, f_builtins: dict) -> Optional[str]:
@@ -148,6 +153,8 @@ def frame_reader_in(code, f_globals: dict, f_builtins: dict) -> Optional[str]:
                 return f"{name}()"
         elif inst.name in ("LOAD_ATTR", "LOAD_METHOD") and inst.arg in FRAME_READER_ATTRIBUTES:
             return f".{inst.arg}()"
+        elif inst.name == "KW_NAMES" and STACK_WALK_KEYWORDS.intersection(inst.arg):
+            return f"a function with {'/'.join(sorted(STACK_WALK_KEYWORDS.intersection(inst.arg)))}= (a stack walk)"
     return None
 
 

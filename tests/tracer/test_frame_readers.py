@@ -315,6 +315,46 @@ def test_a_logging_call_is_a_graph_break_and_its_record_is_eagers(capsys):
     assert minidynamo.counters["graph_breaks"] >= 2
 
 
+def prints_then_warns_for_its_caller(x):
+    y = x.sin()
+    print("a break before the warning")
+    warnings.warn("for the caller", UserWarning, stacklevel=2)
+    return y
+
+
+def calls_the_warner(x):
+    return prints_then_warns_for_its_caller(x) + 1     # the warning names this line
+
+
+@pytest.mark.parametrize("walker", ["warnings", "logging"])
+def test_a_frame_walking_the_stack_past_itself_never_breaks(capsys, walker):
+    """``stacklevel=2`` names the frame's caller.  After a break the rest of the frame is a resume
+    function called from the break's entry, so the walk would name the entry (the frame at the
+    earlier break's line): a frame passing ``stacklevel=`` or ``stack_info=`` runs eagerly."""
+    def logs_for_its_caller(x):
+        y = x.sin()
+        print("a break before the record")
+        LOG.warning("for the caller", stacklevel=2)
+        return y
+
+    def calls_the_logger(x):
+        return logs_for_its_caller(x) + 1
+
+    program = calls_the_warner if walker == "warnings" else calls_the_logger
+    records = Records()
+    LOG.addHandler(records)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            program(torch.ones(2))
+            minidynamo.optimize("eager")(program)(torch.ones(2))
+            minidynamo.optimize("eager")(program)(torch.ones(2))
+    finally:
+        LOG.removeHandler(records)
+    where = [(w.filename, w.lineno) for w in seen] if walker == "warnings" else records.seen
+    assert len(where) == 3 and where[0] == where[1] == where[2], where
+
+
 def test_a_frame_calling_settrace_does_not_break():
     """After a break the rest of the frame would be a resume function: a frame started after
     ``sys.settrace``, which eager's frame is not, so the tracer would see its events too
