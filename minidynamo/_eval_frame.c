@@ -60,6 +60,12 @@ static _Thread_local PyObject *tls_callback = NULL;
 static _Thread_local int tls_paused = 0;
 /* hand_over(fn, box): the arguments the call holds until fn's frame starts (see py_hand_over). */
 static _Thread_local PyObject *tls_handed_fn = NULL, *tls_handed_args = NULL;
+/* The trampoline (see run_entry): set while run_entry waits for the graph-break entry it called,
+ * whose last act, hand_over(resume, box), then leaves the call in tls_pending_* and returns
+ * `continue_marker` instead of making it. */
+static _Thread_local int tls_entry_tail = 0;
+static _Thread_local PyObject *tls_pending_fn = NULL, *tls_pending_args = NULL;
+static PyObject *continue_marker = NULL;
 
 /* ---- C stack budget (see the top comment) ---- */
 #define SUSPEND_FRACTION 8               /* suspend once 1/8 of the thread's stack is in use */
@@ -203,7 +209,29 @@ static PyObject *run_entry(PyObject *entry, PyThreadState *ts, _PyInterpreterFra
     }
     for (Py_ssize_t i = 0; i + 1 < argc; i++)
         Py_CLEAR(frame->localsplus[i]);   /* `held` has them: the frame never runs */
-    return call_handing_over(compiled_fn, held);
+    /* A graph break's entry ends with hand_over(resume, box): the rest of the frame.  It returns
+     * that call here (continue_marker) and it is made here, once the entry's frame is gone, so
+     * the resume function's frame follows the frame's caller, as the rest of the frame does in
+     * eager: a stack walk from it (warnings' stacklevel, logging's caller, a traceback) meets
+     * the caller, not the entry; and a loop that breaks on every iteration adds no frame per
+     * iteration.  The resume function runs watched by the hook, as hand_over would run it. */
+    int outer_tail = tls_entry_tail;
+    tls_entry_tail = 1;
+    PyObject *result = call_handing_over(compiled_fn, held);
+    tls_entry_tail = outer_tail;
+    while (result == continue_marker) {
+        Py_DECREF(result);
+        PyObject *fn = tls_pending_fn, *args = tls_pending_args;
+        tls_pending_fn = tls_pending_args = NULL;
+        int was_paused = tls_paused;
+        tls_paused = 0;
+        tls_entry_tail = 0;           /* (a resume function is no entry: its own entries are run here) */
+        result = call_handing_over(fn, args);
+        tls_entry_tail = outer_tail;
+        tls_paused = was_paused;
+        Py_DECREF(fn);
+    }
+    return result;
 }
 
 /* Evaluate the frame with the hook suspended for the whole interpreter (see the top comment). */
@@ -549,6 +577,12 @@ static PyObject *py_hand_over(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_DECREF(held);
         return NULL;
     }
+    if (tls_entry_tail) {           /* the entry run_entry called: run_entry makes the call */
+        tls_entry_tail = 0;
+        tls_pending_fn = Py_NewRef(fn);
+        tls_pending_args = held;
+        return Py_NewRef(continue_marker);
+    }
     int was_paused = tls_paused;
     tls_paused = 0;
     PyObject *result = call_handing_over(fn, held);
@@ -585,6 +619,8 @@ PyMODINIT_FUNC PyInit__eval_frame(void) {
         return NULL;
     }
     if (PyType_Ready(&WatchedType) < 0) return NULL;
+    continue_marker = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);   /* kept for the process's life */
+    if (continue_marker == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "Watched", (PyObject *)&WatchedType) < 0) {

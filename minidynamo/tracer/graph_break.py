@@ -24,7 +24,8 @@ Inside a loop body (``for``/``while``) every iteration breaks again: the for loo
 is handed over as the rest of its items (``iterators.rest_of``, ``iter()`` again in the resume
 prologue), the resume code keeps the loop from its head, and a resume function that breaks
 again gets the original's resume code at the same offset (one code, one cache entry per
-iteration; at most MAX_LOOP_NESTING nested per call).
+iteration).  The frame hook calls each resume function once its entry has returned (the
+trampoline in ``_eval_frame.c``'s ``run_entry``), so iterations do not nest frames.
 
 Inside an ``except`` clause the exception being handled is a real one (``CaughtExceptionVariable``,
 a handler's resume function starts with it): the entry makes it ``sys.exc_info()``'s for the
@@ -59,7 +60,6 @@ through ``nonlocal`` or the frame itself are seen by both.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Optional
 
 import torch
@@ -67,7 +67,6 @@ from bytecode import CellVar, Label
 
 from guards.source import LocalSource
 
-from ..breaks.entry import ENTRY_SUFFIX
 from ..breaks.instructions import BREAKABLE, JUMPS, eager_operands
 from ..breaks.resume_code import in_prologue, uses_zero_arg_super
 from ..exc import Unsupported
@@ -132,11 +131,7 @@ class BreakState:
 # resume function, another frame (started later, holding only the live locals under other
 # names), so a frame that uses one anywhere never breaks.
 FRAME_READER_ATTRIBUTES = frozenset({"_getframe", "currentframe", "settrace", "setprofile"})
-# Keywords asking a call to walk the stack past its caller (``warnings.warn(..., stacklevel=2)``,
-# ``logger.warning(..., stacklevel=2, stack_info=True)``): in a resume function the walk would
-# meet the break's entry where eager's meets the frame's caller (the entry calls the resume
-# function), so a frame that passes one never breaks.
-STACK_WALK_KEYWORDS = frozenset({"stacklevel", "stack_info"})
+
 
 
 def frame_reader_in(code, f_globals: dict, f_builtins: dict) -> Optional[str]:
@@ -153,8 +148,6 @@ def frame_reader_in(code, f_globals: dict, f_builtins: dict) -> Optional[str]:
                 return f"{name}()"
         elif inst.name in ("LOAD_ATTR", "LOAD_METHOD") and inst.arg in FRAME_READER_ATTRIBUTES:
             return f".{inst.arg}()"
-        elif inst.name == "KW_NAMES" and STACK_WALK_KEYWORDS.intersection(inst.arg):
-            return f"a function with {'/'.join(sorted(STACK_WALK_KEYWORDS.intersection(inst.arg)))}= (a stack walk)"
     return None
 
 
@@ -231,24 +224,6 @@ def _seen_by_program(tx, inst) -> set:
     return {id(vt) for k, vt in enumerate(stack) if k >= len(stack) - operands or id(vt) in held}
 
 
-MAX_LOOP_NESTING = 64   # nested resume calls of one loop (one per iteration that breaks)
-
-
-def _nested_resumes(code) -> int:
-    """How many graph-break entries of ``code`` and its resume functions are running on this
-    thread: each iteration of a loop that breaks nests one more (the entry calls the resume
-    function, whose own entry runs in its place)."""
-    base = code.co_qualname.split("__resume_at_")[0]
-    frame, count = sys._getframe(), 0
-    while frame is not None:
-        qualname = frame.f_code.co_qualname
-        if qualname.endswith(ENTRY_SUFFIX) and (qualname == base + ENTRY_SUFFIX or
-                                                qualname.startswith(base + "__resume_at_")):
-            count += 1
-        frame = frame.f_back
-    return count
-
-
 def _context_of(vt):
     """(factory, args) that re-creates the with-block whose ``__exit__`` is on the stack."""
     manager = vt.manager
@@ -282,9 +257,6 @@ def stop_values(tx, stop_at) -> tuple:
         raise Unsupported(f"graph break in {code.co_qualname}, whose zero-argument super() reads its first "
                           "argument from a cell (the resume function could not hand it over)")
     head = loop_head(code, index)
-    if head is not None and _nested_resumes(code) >= MAX_LOOP_NESTING:
-        raise Unsupported(f"graph break inside a loop body in {code.co_qualname}: more than {MAX_LOOP_NESTING} "
-                          "iterations broke in one call (each nests one resume call); the rest runs eagerly")
     exits = decoded(code)[3][index]
     # Where an exception of the eager instruction goes: the handler the exception table names
     # (a try statement's, or a with block's cleanup, which calls its __exit__), as in the frame.

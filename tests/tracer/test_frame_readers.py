@@ -327,10 +327,11 @@ def calls_the_warner(x):
 
 
 @pytest.mark.parametrize("walker", ["warnings", "logging"])
-def test_a_frame_walking_the_stack_past_itself_never_breaks(capsys, walker):
+def test_a_walk_past_the_frame_after_a_break_names_eagers_caller(capsys, walker):
     """``stacklevel=2`` names the frame's caller.  After a break the rest of the frame is a resume
-    function called from the break's entry, so the walk would name the entry (the frame at the
-    earlier break's line): a frame passing ``stacklevel=`` or ``stack_info=`` runs eagerly."""
+    function, which the frame hook calls once the break's entry has returned, so its caller is
+    the frame's caller (called from the entry, it named the entry: the frame at the earlier
+    break's line); the call itself is a break whose entry stands in the frame's place."""
     def logs_for_its_caller(x):
         y = x.sin()
         print("a break before the record")
@@ -353,6 +354,39 @@ def test_a_frame_walking_the_stack_past_itself_never_breaks(capsys, walker):
         LOG.removeHandler(records)
     where = [(w.filename, w.lineno) for w in seen] if walker == "warnings" else records.seen
     assert len(where) == 3 and where[0] == where[1] == where[2], where
+    assert not minidynamo.counters["fallback_reasons"]
+
+
+def names_its_callers_caller(x):
+    warnings.warn("two frames up", UserWarning, stacklevel=3)
+    return x + 1, sys._getframe(2).f_code.co_name
+
+
+def breaks_then_calls_a_walker(x):
+    y = x * 2
+    print("a break before the call")
+    return names_its_callers_caller(y)
+
+
+def calls_the_breaking_frame(x):
+    return breaks_then_calls_a_walker(x)       # the frame eager's walk names
+
+
+def test_a_walk_from_the_rest_of_a_frame_meets_the_frames_caller(capsys):
+    """After a break the rest of the frame is a resume function, which the frame hook calls once
+    the break's entry has returned (``run_entry``'s trampoline): its caller is the frame's
+    caller, so a helper it calls that walks two frames up names what eager's names (it named
+    the entry, the frame at the break's line)."""
+    def run(fn):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            _, name = fn(torch.ones(2))
+        return name, [(w.filename, w.lineno) for w in seen]
+
+    expected = run(calls_the_breaking_frame)
+    compiled = minidynamo.optimize("eager")(calls_the_breaking_frame)
+    assert run(compiled) == expected and run(compiled) == expected
+    assert minidynamo.counters["graph_breaks"] >= 1
 
 
 def test_a_frame_calling_settrace_does_not_break():

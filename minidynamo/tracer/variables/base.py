@@ -227,7 +227,7 @@ class OpaqueCallableVariable(VariableTracker):
         if self.reads_frame == "warn":     # warnings.warn(message, category=None, stacklevel=1)
             level = args[2] if len(args) > 2 else kwargs.get("stacklevel")
             if level is not None and maybe_constant(level) != 1:
-                refuse_frame_reader(tx, describe(self.value), walks_stack=True)
+                refuse_frame_reader(tx, describe(self.value), walks_stack=True, where_only=True)
             # stacklevel 1: the file, line and globals of the frame calling it, which a break's
             # entry shows as eager's (breaks/entry.py: seen_as_the_frame, the frame's globals)
         elif self.reads_frame == "stack" or (self.reads_frame == "own" and not args and not kwargs) \
@@ -239,36 +239,35 @@ class OpaqueCallableVariable(VariableTracker):
         return f"OpaqueCallableVariable({getattr(self.value, '__qualname__', self.value)!r})"
 
 
-def refuse_frame_reader(tx, what: str, walks_stack: bool = False):
+def refuse_frame_reader(tx, what: str, walks_stack: bool = False, where_only: bool = False):
     """Raise for a call of ``what``, which reads its caller's frame.  Called from the frame
     being compiled (``tx.depth == 0``), it cannot be a graph break's eager instruction (that
     runs in another frame): NeedsItsFrame, the frame runs eagerly.  Called from an inlined
     function, the break at the root's call runs that function as a real frame of its own,
-    which the call then reads, unless it walks the stack further down (``sys._getframe(1)``,
-    ``warnings.warn``'s stacklevel), where it would meet the break's entry function (which only
-    ``logging``'s caller lookup may meet: ``_reads_only_where_frames_are``)."""
-    if tx.depth > 0 and walks_stack and _reads_only_where_frames_are(tx):
-        raise Unsupported(f"{what} reads the frames that called it (logging's caller lookup)")
+    which the call then reads, unless it walks the stack further down (``sys._getframe(1)``),
+    where it would meet the break's entry function in the frame's place.
+
+    A walk that reads only *where* the frames are (their code's name and file, their line and
+    globals: ``warnings.warn``'s stacklevel, ``where_only``; ``logging``'s caller lookup and its
+    ``stack_info``) may meet the entry: it shows the frame's name, file and line on every
+    instruction and runs with its globals (breaks/entry.py: ``seen_as_the_frame``), and its
+    caller, like a resume function's, is the frame's caller (the frame hook calls a resume
+    function once the entry has returned: ``run_entry``'s trampoline)."""
+    if walks_stack and (where_only or _in_logging_caller_lookup(tx)):
+        raise Unsupported(f"{what} reads where the frames that called it are")
     if tx.depth == 0 or walks_stack:
         raise NeedsItsFrame(f"{what} reads the frame it is called from: it cannot run at a graph "
                             "break (another frame), so the frame runs eagerly")
     raise Unsupported(f"{what} reads the frame it is called from")
 
 
-def _reads_only_where_frames_are(tx) -> bool:
-    """Whether the stack walk is ``logging``'s caller lookup (``Logger.findCaller``) for the first
-    frame outside logging (``stacklevel=1``, no ``stack_info``), which reads only that frame's
-    code name, file and line.  Broken at the root's call, the walk meets the break's entry in
-    the frame's place, which shows the frame's name, file and line (breaks/entry.py:
-    ``seen_as_the_frame``), so the record is eager's.  A deeper walk would meet what lies below
-    the entry (after an earlier break: that break's entry, not the frame's caller)."""
+def _in_logging_caller_lookup(tx) -> bool:
+    """Whether the stack walk is ``logging``'s caller lookup (``Logger.findCaller``)."""
     import logging
 
     while tx is not None:
         if tx.code is logging.Logger.findCaller.__code__:
-            asked = tx.locals.get("stack_info"), tx.locals.get("stacklevel")
-            return None not in asked and maybe_constant(asked[0], True) in (False, None) \
-                and maybe_constant(asked[1], None) == 1
+            return True
         tx = tx.parent
     return False
 
