@@ -548,8 +548,10 @@ def wrap_object(value, source) -> VariableTracker:
 def frame_readers() -> dict:
     """C functions that read the frame calling them: "always own" (its locals), "own" (the same
     when called without arguments: ``vars()``, ``dir()``), "stack" (frames further down too),
-    "warn" (``warnings.warn``: its caller's file, line and globals with ``stacklevel=1``, frames
-    further down with more).  See ``variables.base.refuse_frame_reader``.  A break's entry and
+    "warn" (``warnings.warn``: the file, line and globals of its caller, frames further down with
+    a higher stacklevel: only where frames are, which a break's entry and a resume function show
+    as eager's, so a call of it breaks there as any unknown call; a frame naming it as a global
+    still never breaks, by ``graph_break.frame_reader_in``).  See ``variables.base.refuse_frame_reader``.  A break's entry and
     the resume functions run with the frame's own globals, so what only reads them may run at a
     break (``type(name, bases, ns)``); ``globals()`` stays one: the dict it returns would reach
     the resume function as a value, its entries also read as the frame's globals."""

@@ -133,7 +133,6 @@ class BreakState:
 FRAME_READER_ATTRIBUTES = frozenset({"_getframe", "currentframe", "settrace", "setprofile"})
 
 
-
 def frame_reader_in(code, f_globals: dict, f_builtins: dict) -> Optional[str]:
     """The name under which ``code`` reads a frame reader (a global or builtin that is one, or
     an attribute named like one), or None."""

@@ -224,13 +224,9 @@ class OpaqueCallableVariable(VariableTracker):
         return type(self.value)
 
     def call_function(self, tx, args, kwargs):
-        if self.reads_frame == "warn":     # warnings.warn(message, category=None, stacklevel=1)
-            level = args[2] if len(args) > 2 else kwargs.get("stacklevel")
-            if level is not None and maybe_constant(level) != 1:
-                refuse_frame_reader(tx, describe(self.value), walks_stack=True, where_only=True)
-            # stacklevel 1: the file, line and globals of the frame calling it, which a break's
-            # entry shows as eager's (breaks/entry.py: seen_as_the_frame, the frame's globals)
-        elif self.reads_frame == "stack" or (self.reads_frame == "own" and not args and not kwargs) \
+        # "warn" (warnings.warn, any stacklevel) reads only where the frames are: a break
+        # (see refuse_frame_reader), as any other unknown call
+        if self.reads_frame == "stack" or (self.reads_frame == "own" and not args and not kwargs) \
                 or self.reads_frame == "always own":
             refuse_frame_reader(tx, describe(self.value), walks_stack=self.reads_frame == "stack")
         raise Unsupported(self.reason)
@@ -239,7 +235,7 @@ class OpaqueCallableVariable(VariableTracker):
         return f"OpaqueCallableVariable({getattr(self.value, '__qualname__', self.value)!r})"
 
 
-def refuse_frame_reader(tx, what: str, walks_stack: bool = False, where_only: bool = False):
+def refuse_frame_reader(tx, what: str, walks_stack: bool = False):
     """Raise for a call of ``what``, which reads its caller's frame.  Called from the frame
     being compiled (``tx.depth == 0``), it cannot be a graph break's eager instruction (that
     runs in another frame): NeedsItsFrame, the frame runs eagerly.  Called from an inlined
@@ -248,12 +244,12 @@ def refuse_frame_reader(tx, what: str, walks_stack: bool = False, where_only: bo
     where it would meet the break's entry function in the frame's place.
 
     A walk that reads only *where* the frames are (their code's name and file, their line and
-    globals: ``warnings.warn``'s stacklevel, ``where_only``; ``logging``'s caller lookup and its
-    ``stack_info``) may meet the entry: it shows the frame's name, file and line on every
+    globals: ``warnings.warn`` with any stacklevel, a plain break of its own; ``logging``'s
+    caller lookup and its ``stack_info``) may meet the entry: it shows the frame's name, file and line on every
     instruction and runs with its globals (breaks/entry.py: ``seen_as_the_frame``), and its
     caller, like a resume function's, is the frame's caller (the frame hook calls a resume
     function once the entry has returned: ``run_entry``'s trampoline)."""
-    if walks_stack and (where_only or _in_logging_caller_lookup(tx)):
+    if walks_stack and _in_logging_caller_lookup(tx):
         raise Unsupported(f"{what} reads where the frames that called it are")
     if tx.depth == 0 or walks_stack:
         raise NeedsItsFrame(f"{what} reads the frame it is called from: it cannot run at a graph "

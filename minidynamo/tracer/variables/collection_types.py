@@ -51,9 +51,7 @@ class DequeVariable(ListVariable):
     def method_extend(self, tx, values):
         if self.maxlen is None:
             return super().method_extend(tx, values)
-        pulled = DequeVariable([])                   # (deque.extend(d) of itself copies first)
-        pulled.method_extend(tx, values)
-        for item in pulled.items:
+        for item in _pulled(tx, values):
             self.method_append(tx, item)
         return ConstantVariable(None)
 
@@ -113,9 +111,7 @@ class DequeVariable(ListVariable):
 
     def method_extendleft(self, tx, values):
         """Each item goes to the left in turn (the order ends up reversed), as CPython does."""
-        pulled = DequeVariable([])
-        pulled.method_extend(tx, values)
-        for item in pulled.items:
+        for item in _pulled(tx, values):
             self.method_appendleft(tx, item)
         return ConstantVariable(None)
 
@@ -142,6 +138,13 @@ class DequeVariable(ListVariable):
         from .iterators import make_iterator
 
         return make_iterator(tx, self)
+
+
+def _pulled(tx, values) -> list:
+    """The items ``values`` gives, pulled before any goes in (``d.extend(d)`` copies first)."""
+    pulled = DequeVariable([])
+    pulled.method_extend(tx, values)
+    return pulled.items
 
 
 def default_factory(tx, factory):
