@@ -319,7 +319,8 @@ class Templates:
 
     def __init__(self, effects=None):
         self.effects = effects       # the trace's side effects: attributes stored on tensors it made
-        self.nodes: list = []        # graph outputs
+        self.nodes: list = []        # graph outputs, each node once
+        self.output_index: dict = {}     # node -> its index in ``nodes``
         self.reads: list = []        # sources re-read at call time
         self.fresh: dict = {}        # id(VT) -> its "fresh" template
         self._keep: list = []        # those VTs, alive while ids are compared
@@ -349,8 +350,12 @@ class Templates:
         return self.once(vt, lambda: self._container(vt))
 
     def _output(self, vt: TensorVariable):
-        self.nodes.append(vt.node)
-        return ("tensor", len(self.nodes) - 1)
+        # One output per node: a backend makes one object per output position, and eager holds
+        # one object wherever the frame put this tensor (a local and an attribute stored).
+        if vt.node not in self.output_index:
+            self.output_index[vt.node] = len(self.nodes)
+            self.nodes.append(vt.node)
+        return ("tensor", self.output_index[vt.node])
 
     def once(self, vt: VariableTracker, make):
         """``make()``'s template for ``vt``, rebuilt once per call: every place that holds it (two

@@ -64,3 +64,33 @@ def test_an_in_place_result_is_the_tensor_it_wrote(fn, backend):
             if isinstance(want, torch.Tensor):
                 torch.testing.assert_close(got, want)
     assert not minidynamo.counters["fallback_reasons"]
+
+
+class Holder:
+    pass
+
+
+HOLDER = Holder()
+
+
+def stored_and_kept_across_a_break(x):
+    t = x * 2
+    v = t[0]
+    HOLDER.last = v                   # the graph's tensor lives on in an attribute...
+    if x.sum().item() > 1e9:          # ...and, past a break, in a local the rest returns
+        t = t + 1
+    return v, t
+
+
+@pytest.mark.parametrize("backend", ["eager", "torchxla_trivial", "torchxla_trace_once"])
+def test_a_tensor_held_in_two_places_is_one_object(backend):
+    """Fuzz seed 402 program 166: a graph tensor both stored as an attribute and kept in a local
+    for the rest of the frame was two graph outputs; a backend that makes one object per output
+    (the XLA bridge's views of outputs) returned two tensors where eager returns one."""
+    compiled = minidynamo.optimize(backend)(stored_and_kept_across_a_break)
+    for _ in range(2):
+        x = torch.randn(2, 3)
+        v, t = compiled(x)
+        assert v is HOLDER.last
+        assert v._base is t
+        torch.testing.assert_close(v, x[0] * 2)
