@@ -208,6 +208,14 @@ def wrap(tx, value, source) -> VariableTracker:
         guard(G.type_match(source, value))
         guard(G.equals_match(G.AttrSource(source, "__name__"), value.__name__))
         return wrap(tx, value.__self__, G.AttrSource(source, "__self__")).var_getattr(tx, value.__name__)
+    if type(value) is types.BuiltinMethodType and source is not None and _bound_anew(value):
+        # a C method of an object (``random.random``, ``rng.random``, ``int.from_bytes``): each
+        # read from its owner binds a new one, so it is guarded by its name and its owner (never
+        # by identity: that would fail on every call); calling it is where the frame breaks
+        guard(G.type_match(source, value))
+        guard(G.equals_match(G.AttrSource(source, "__name__"), value.__name__))
+        wrap(tx, value.__self__, G.AttrSource(source, "__self__"))
+        return OpaqueCallableVariable(value, source, f"call to unknown C method {describe(value)}")
     if isinstance(value, types.MethodType):
         from .variables.autograd_function import AutogradFunctionApplyVariable, is_function_apply
         from .variables.functions import UserMethodVariable
@@ -550,8 +558,8 @@ def frame_readers() -> dict:
     when called without arguments: ``vars()``, ``dir()``), "stack" (frames further down too),
     "warn" (``warnings.warn``: the file, line and globals of its caller, frames further down with
     a higher stacklevel: only where frames are, which a break's entry and a resume function show
-    as eager's, so a call of it breaks there as any unknown call; a frame naming it as a global
-    still never breaks, by ``graph_break.frame_reader_in``).  See ``variables.base.refuse_frame_reader``.  A break's entry and
+    as eager's, so a call of it breaks there as any unknown call, and a frame naming it as a
+    global breaks as any other).  See ``variables.base.refuse_frame_reader``.  A break's entry and
     the resume functions run with the frame's own globals, so what only reads them may run at a
     break (``type(name, bases, ns)``); ``globals()`` stays one: the dict it returns would reach
     the resume function as a value, its entries also read as the frame's globals."""
@@ -684,6 +692,14 @@ def caller_set(value, source) -> VariableTracker:
     vt = CallerSetVariable(value, owned=True)        # read-only: the caller's very set, its order
     vt.source = source
     return vt
+
+
+def _bound_anew(value) -> bool:
+    """A C method bound to an object or class, which no modelled handler answers."""
+    from .variables.builtins import BUILTIN_HANDLERS
+
+    owner = value.__self__
+    return owner is not None and not isinstance(owner, types.ModuleType) and value not in BUILTIN_HANDLERS
 
 
 def _tensors_own_method(value) -> bool:

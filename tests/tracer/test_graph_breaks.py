@@ -6,6 +6,7 @@ backend got and how many breaks ``explain`` reports."""
 
 import functools
 import logging
+import random
 import sys
 
 import pytest
@@ -105,6 +106,31 @@ def test_unsupported_builtin_in_the_middle(capsys):
     report = minidynamo.explain(builtin_in_the_middle)(*inputs(3)())
     assert report.graph_break_count == 1 and report.fallback_count == 0
     assert backend.compile_count == report.graph_count == 2
+
+
+# -- a C method bound to an object: a break at its call, not a fallback of the frame -------------
+RNG = random.Random(0)
+
+
+def draws_from_bound_c_methods(x):
+    y = x + random.random()                 # random.random is ``Random.random`` bound to random's own instance
+    z = y * RNG.random()                    # a C method of the caller's object, bound anew at each read
+    return z - int.from_bytes(b"\x01\x02", "big")   # a C classmethod: bound to its class
+
+
+def test_a_bound_c_method_breaks_at_its_call(capsys):
+    def make():
+        random.seed(3)
+        RNG.seed(4)
+        return inputs(3)()
+
+    backend = run_both(draws_from_bound_c_methods, make, capsys)
+    assert not minidynamo.counters["fallback_reasons"]
+    assert backend.compile_count == 3                  # after each draw (nothing to compute before the first)
+    make()
+    report = minidynamo.explain(draws_from_bound_c_methods)(*make())
+    assert report.fallback_count == 0 and report.graph_break_count == 3
+    assert all("C method" in b.reason for b in report.breaks)
 
 
 # -- a break inside an inlined helper: taken at the call site, the helper runs as its own frame --

@@ -15,11 +15,13 @@ import types
 
 import torch
 
+import guards as G
 from ... import config
 from ...exc import ProgramRaises, Unsupported
 from .. import class_answers
 from ..library import is_library_value
-from .base import NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, describe, maybe_constant
+from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, OpaqueCallableVariable,
+                   VariableTracker, describe, maybe_constant)
 from .constant import ConstantVariable
 from .containers import (MAX_ITEMS, BaseListVariable, IteratorVariable, ListVariable, SliceVariable,
                          TupleVariable)
@@ -540,6 +542,9 @@ def _hashable_pair(value, name) -> bool:
         return False
 
 
+_HEAPTYPE = 1 << 9     # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (its attributes can change)
+
+
 class BuiltinVariable(KnownObjectVariable):
     def call_function(self, tx, args, kwargs):
         handler = BUILTIN_HANDLERS.get(self.value)
@@ -558,6 +563,12 @@ class BuiltinVariable(KnownObjectVariable):
         found = getattr(self.value, name, None) if isinstance(self.value, type) else None
         if found is not None and _hashable_pair(found, name) and found in BUILTIN_HANDLERS:
             return BuiltinVariable(found)          # ``tuple.__new__``: a builtin type's attributes are fixed
+        if isinstance(found, (types.BuiltinMethodType, types.MethodDescriptorType, types.ClassMethodDescriptorType)) \
+                and self.source is not None and not self.value.__flags__ & _HEAPTYPE:
+            # ``int.from_bytes``: a C type's attribute cannot be replaced, so nothing more to guard;
+            # calling it is where the frame breaks (the break re-reads it from its type)
+            return OpaqueCallableVariable(found, G.AttrSource(self.source, name),
+                                          f"call to unknown C method {describe(found)}")
         raise Unsupported(f"attribute {name!r} of builtin {describe(self.value)}")
 
     def __repr__(self):
