@@ -151,8 +151,11 @@ def frame_reader_in(code, f_globals: dict, f_builtins: dict) -> Optional[str]:
 
 
 def _is_reader(value, readers) -> bool:
+    """Whether ``value`` reads the frame itself.  ``warnings.warn`` reads only where the frames
+    are, which a resume function shows as the frame's (its caller is the frame's caller: the
+    frame hook's trampoline), so a frame naming it may break like any other."""
     try:
-        return value in readers
+        return readers.get(value, "warn") != "warn"
     except TypeError:                 # an unhashable global
         return False
 

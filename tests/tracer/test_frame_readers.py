@@ -13,6 +13,7 @@ import inspect
 import logging
 import sys
 import warnings
+from warnings import warn     # warns_by_its_global_name names it as a global
 
 import pytest
 import torch
@@ -355,6 +356,33 @@ def test_a_walk_past_the_frame_after_a_break_names_eagers_caller(capsys, walker)
     where = [(w.filename, w.lineno) for w in seen] if walker == "warnings" else records.seen
     assert len(where) == 3 and where[0] == where[1] == where[2], where
     assert not minidynamo.counters["fallback_reasons"]
+
+
+def warns_by_its_global_name(x):
+    y = x.sin()
+    print("a break before the warning")
+    warn("for the caller", UserWarning, stacklevel=2)
+    return y * 2
+
+
+def calls_the_global_warner(x):
+    return warns_by_its_global_name(x) + 1     # the warning names this line
+
+
+def test_a_frame_naming_warn_as_a_global_breaks_like_any_other(capsys):
+    """``from warnings import warn``: the frame breaks at the print and at the call (it ran
+    eagerly whole: a frame reading a frame reader cannot break), and the warning names the
+    caller's line, as in eager."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        expected = calls_the_global_warner(torch.ones(2))
+        compiled = minidynamo.optimize("eager")(calls_the_global_warner)
+        for _ in range(2):
+            assert torch.equal(compiled(torch.ones(2)), expected)
+    where = [(w.filename, w.lineno) for w in seen]
+    assert len(where) == 3 and where[0] == where[1] == where[2], where
+    assert not minidynamo.counters["fallback_reasons"]
+    assert minidynamo.counters["graph_breaks"] >= 2
 
 
 def names_its_callers_caller(x):
