@@ -28,8 +28,10 @@ arguments' constants (``make_exception``); ``RAISE_VARARGS`` then raises ``Progr
 with it.  Inside the handler the exception object is a constant of the trace: ``str(e)``,
 ``e.args`` and ``isinstance(e, ...)`` fold.
 
-A ``with`` block over grad mode, autocast or a TorchFunctionMode between the raise and the
-handler is left as its ``__exit__`` leaves it (``WITH_EXCEPT_START``).
+A ``with`` block between the raise and the handler is left as its ``__exit__`` leaves it
+(``WITH_EXCEPT_START``): grad mode, autocast and TorchFunctionMode blocks restore their mode;
+a user's ``__exit__`` in Python is inlined, and may swallow the exception (``contextlib.suppress``).
+It gets a stand-in for the traceback (``TracebackStandIn``), which only ``is None`` may read.
 
 The exception being handled is one per thread, as in CPython (``handled_exception``): an
 inlined callee, or a generator, that handles none sees its caller's, and an exception raised
@@ -37,10 +39,10 @@ while one is handled takes it as ``__context__``.  The traced frame's own caller
 handle none (``exception_being_handled()``); a frame called inside an ``except`` block whose
 trace meets a handler is refused there.
 
-Not modelled (``Unsupported``; the frame runs eagerly as before): an exception reaching the
-cleanup of a ``with`` block over a user's manager (its ``__exit__`` would run; a graph break
-there hands the exception to the real one: breaks/entry.py), an exception object that leaves the
-trace (returned, stored, printed).  A graph break inside a handler of an exception the trace
+Not modelled (``Unsupported``; the frame runs eagerly as before): a user's ``__exit__`` that
+reads its traceback or does what the trace cannot (a graph break at the raise then hands the
+exception to the real one: breaks/entry.py), an exception object that leaves the trace
+(returned, stored, printed).  A graph break inside a handler of an exception the trace
 raised moves to the instruction that raised it (``translator.run``): its entry raises it for
 real, and the handler's resume function handles that real exception
 (``CaughtExceptionVariable``: its class is guarded, its fields are read through its source).
@@ -51,12 +53,14 @@ to whoever pulled the item (variables/generators.py).
 from __future__ import annotations
 
 import dis
+import types
 import weakref
 
 import guards as G
 
 from ..exc import ProgramRaises, Unsupported
 from .try_blocks import is_with_cleanup
+from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable
 from .variables.exception_values import (CaughtExceptionVariable, ExceptionVariable, HandledBefore,
                                         make_exception, plain_exception_class)
@@ -94,7 +98,7 @@ def unwind(tx, error: ProgramRaises, index: int) -> bool:
     if entry is None:
         return False
     target, depth, push_lasti = entry
-    if is_with_cleanup(tx.instructions, target) and not _restores_itself(tx.stack[depth - 1]):
+    if is_with_cleanup(tx.instructions, target) and not _exit_traceable(tx.stack[depth - 1]):
         raise Unsupported(f"{type(error.exception).__name__} raised inside a with block in "
                           f"{tx.code.co_qualname} (its __exit__ would see it)") from error
     fields = error.fields
@@ -130,7 +134,31 @@ def _restores_itself(exit_vt) -> bool:
     return isinstance(exit_vt, RestoredExit)
 
 
-def _exception_of(tx, vt) -> BaseException:
+def _exit_traceable(exit_vt) -> bool:
+    """A block's ``__exit__`` the trace can call with an exception: one that restores a mode, or
+    a user's ``__exit__`` in Python (inlined; its traceback argument is ``TracebackStandIn``)."""
+    from .variables.functions import UserMethodVariable
+
+    if _restores_itself(exit_vt):
+        return True
+    fn = getattr(exit_vt, "fn", None) if isinstance(exit_vt, UserMethodVariable) else None
+    return getattr(getattr(fn, "value", None), "__name__", None) == "__exit__"
+
+
+class TracebackStandIn(VariableTracker):
+    """The traceback a user's ``__exit__`` receives with an exception the trace raised.  Eager's
+    names the frames the exception passed; the trace has none, so anything but ``tb is None``
+    (False: eager's is a traceback) raises Unsupported, and the break then goes where the
+    exception was raised, whose entry hands the real one to the real ``__exit__``."""
+
+    def python_type(self):
+        return types.TracebackType
+
+    def __repr__(self):
+        return "TracebackStandIn()"
+
+
+def exception_of(tx, vt) -> BaseException:
     """What ``raise vt`` raises: the exception, or a new one of a plain class without arguments."""
     if isinstance(vt, CaughtExceptionVariable):
         raise Unsupported(f"raise of {vt} (the exception of this call, raised again: eager does it)")
@@ -199,10 +227,11 @@ class ExceptionOpcodes:
         """A with block's cleanup: ``__exit__(type, exception, traceback)`` (``unwind`` let only
         blocks that restore their mode themselves get here)."""
         exit_vt, raised = self.stack[-4], self.stack[-1]
-        if not _restores_itself(exit_vt) or not isinstance(raised, ExceptionVariable):
+        if not _exit_traceable(exit_vt) or not isinstance(raised, ExceptionVariable):
             raise Unsupported(f"an exception reaching the __exit__ of {exit_vt}")
         exception = raised.exception
-        arguments = [ConstantVariable(type(exception)), raised, ConstantVariable(None)]
+        traceback = ConstantVariable(None) if _restores_itself(exit_vt) else TracebackStandIn()
+        arguments = [ConstantVariable(type(exception)), raised, traceback]
         self.push(exit_vt.call_function(self, arguments, {}))
 
     def LOAD_ASSERTION_ERROR(self, inst):
@@ -224,11 +253,11 @@ class ExceptionOpcodes:
                                 raised.fields)
         cause = self.pop() if inst.arg == 2 else None
         raised = self.pop()
-        exception = _exception_of(self, raised)
+        exception = exception_of(self, raised)
         fields = raised.fields if isinstance(raised, ExceptionVariable) else {}
         if cause is not None:
             is_none = cause.as_python_constant() is None if isinstance(cause, ConstantVariable) else False
-            exception.__cause__ = None if is_none else _exception_of(self, cause)
+            exception.__cause__ = None if is_none else exception_of(self, cause)
             exception.__suppress_context__ = True
         fields = _chained(exception, fields, self.handled_exception())
         raise ProgramRaises(f"{type(exception).__name__} raised {where}", exception, fields)

@@ -834,14 +834,23 @@ class GeneratorTranslator(InliningTranslator):
         self.paused_at_yield = False
         self._handler_entries = None
 
-    def resume(self, sent: VariableTracker | None = None) -> VariableTracker | None:
+    def resume(self, sent: VariableTracker | None = None, thrown=None) -> VariableTracker | None:
         """Run to the next ``yield``: its value, or None when the generator returned (its value
         is then ``return_value``).  An exception that leaves the body propagates.  ``sent``: the
-        value of the ``yield`` it is paused at (None: ``next()``)."""
-        if self.paused_at_yield:
+        value of the ``yield`` it is paused at (None: ``next()``); ``thrown``: an exception
+        (ExceptionVariable) that ``yield`` raises instead, unwound from it as CPython does
+        (from the first instruction when the body has not started)."""
+        self.yielded = None
+        if thrown is not None:
+            at = self.ip - 1 if self.paused_at_yield else self.ip
+            self.paused_at_yield = False
+            error = ProgramRaises(f"{type(thrown.exception).__name__} thrown into a generator", thrown.exception,
+                                  thrown.fields)
+            if not unwind(self, error, at):
+                raise error
+        elif self.paused_at_yield:
             self.push(sent if sent is not None else ConstantVariable(None))
             self.paused_at_yield = False
-        self.yielded = None
         while self.return_value is None and self.yielded is None:
             self.step()
         return self.yielded

@@ -115,8 +115,9 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "tuple(t) is t; bound-method equality; a nested function's __name__"),
     "user_ctx":        (0.6, False, "with-blocks over a user's context manager (a class, one held in a global, a "
                                     "contextlib.contextmanager generator, one whose __enter__ prints, torch's "
-                                    "record_function, a threading.Lock), logging enter/exit to a global, some swallowing a "
-                                    "KeyError/IndexError the block raises"),
+                                    "record_function, a threading.Lock, contextlib.suppress, one whose __exit__ reads its "
+                                    "traceback), logging enter/exit to a global, some swallowing a KeyError/IndexError the "
+                                    "block raises"),
     "user_raise":      (0.6, False, "the program's own raise, caught in f or a helper: a plain exception class (a "
                                     "built-in one, a subclass that adds nothing, one with its own __init__), raise "
                                     "... from, a bare re-raise, a raise crossing a no_grad block, a failed assert, a "
@@ -393,6 +394,13 @@ class Noisy(Tracked):
     def __enter__(self):
         print('enter', self.tag)
         return super().__enter__()
+
+class SeesTraceback(Tracked):
+    def __exit__(self, kind, value, tb):
+        CTX_LOG.append(int(tb is None))
+        if tb is not None and self.tag > 3:
+            CTX_LOG.append(int(tb.tb_lineno > 0))
+        return super().__exit__(kind, value, tb)
 
 TRACKED = Tracked(7)
 
@@ -1551,8 +1559,11 @@ class Gen:
         holding = getattr(self, "holding_lock", False)       # LOCK is not reentrant: never inside itself
         manager = r.choice([f"Tracked({r.randint(1, 5)}, swallow={r.random() < 0.4})", "TRACKED",
                             f"scope({r.randint(1, 5)})", f"Noisy({r.randint(1, 5)}, swallow={r.random() < 0.4})",
+                            f"SeesTraceback({r.randint(1, 5)}, swallow={r.random() < 0.5})",
+                            "contextlib.suppress(KeyError, IndexError)",
                             "torch.autograd.profiler.record_function('block')"] + ([] if holding else ["LOCK"]))
-        binds = not manager.startswith(("torch.", "LOCK"))   # record_function's __enter__ returns itself
+        # record_function's __enter__ returns itself, suppress's None
+        binds = not manager.startswith(("torch.", "LOCK", "contextlib."))
         self.holding_lock = holding or manager == "LOCK"
         try:
             body = self.scoped_block(r.randint(1, 3), setup=lambda: self.env.__setitem__(entered, ("int",)) if binds else None)

@@ -368,6 +368,64 @@ def test_send_resumes_the_paused_yield_with_the_value():
     compiled_twice(f, lambda: (torch.randn(3, requires_grad=True),))
 
 
+def catches_what_is_thrown(x, log):
+    log.append("start")
+    try:
+        yield x
+    except KeyError as e:
+        log.append(e.args)
+        yield x * 10
+    except ValueError:
+        raise IndexError("translated")
+    finally:
+        log.append("finally")
+    yield x - 1
+
+
+@contextlib.contextmanager
+def swallowing(log):
+    try:
+        yield 2
+    except KeyError as e:
+        log.append(("swallowed", e.args))
+    finally:
+        log.append("closed")
+
+
+def test_throw_raises_at_the_paused_yield():
+    """``g.throw(e)``: the paused ``yield`` raises ``e``; the body's handler catches it (the next
+    item comes back), or translates it, or (thrown before the first item) never runs."""
+    def f(x):
+        log = []
+        g = catches_what_is_thrown(x, log)
+        first = next(g)
+        caught = g.throw(KeyError("k"))
+        rest = list(g)
+        h = catches_what_is_thrown(x, log)
+        next(h)
+        try:
+            h.throw(ValueError)                 # a class: thrown as its instance
+        except IndexError as e:
+            translated = str(e)
+        try:
+            catches_what_is_thrown(x, log).throw(KeyError("early"))
+        except KeyError:
+            translated += " early"
+        return first, caught, rest, translated, log
+    compiled_twice(f, x3)
+
+
+def test_a_contextmanager_that_swallows_what_its_block_raises():
+    """The KeyError the trace raises inside the block reaches ``contextmanager``'s ``__exit__``,
+    which throws it into the generator: its handler swallows it, and the frame goes on, one graph."""
+    def f(x):
+        log = []
+        with swallowing(log) as k:
+            x = x * k + {}["missing"]
+        return x + 1, log
+    compiled_twice(f, x3)
+
+
 def test_a_value_sent_into_a_just_started_generator_raises_as_in_eager():
     def f(x):
         try:
@@ -427,12 +485,6 @@ def sends(x):
     return g.send(1)
 
 
-def throws(x):
-    g = pairs(x)
-    next(g)
-    return g.throw(ValueError)
-
-
 def closes(x):
     g = pairs(x)
     next(g)
@@ -482,7 +534,6 @@ def _answer(fn, args):
     (stores_it_on_an_object, lambda: (torch.randn(3), Holder()), "GeneratorVariable"),
     (stores_it_in_a_global, lambda: (torch.randn(3),), "assignment of GeneratorVariable"),
     (appends_it_to_the_callers_list, lambda: (torch.randn(3), []), "GeneratorVariable"),
-    (throws, lambda: (torch.randn(3),), "generator.throw()"),
     (closes, lambda: (torch.randn(3),), "generator.close()"),
     (too_deep, lambda: (torch.randn(3),), "inline_depth_limit"),
     (uses_yield_in_with, lambda: (torch.randn(3),), "a yield inside a with block"),

@@ -1,7 +1,8 @@
-"""``with obj:`` over a user's context manager: ``__enter__`` and ``__exit__`` are inlined; an
-exception ``__exit__`` would see is a graph break whose eager instruction raises it inside the
-block, where the real ``__exit__`` sees it (and may swallow it: the frame goes on after the
-block).  Each case is differential against eager, comparing the values and the log of what the
+"""``with obj:`` over a user's context manager: ``__enter__`` and ``__exit__`` are inlined, also
+when the trace raises an exception inside the block (``__exit__`` gets it and may swallow it: the
+frame goes on after the block).  An ``__exit__`` that reads the traceback, which the trace does
+not have, makes a graph break whose eager instruction raises the exception for real inside the
+block, where the real ``__exit__`` sees it.  Each case is differential against eager, comparing the values and the log of what the
 managers saw."""
 
 import contextlib
@@ -102,12 +103,44 @@ def frame_compiled(fn) -> bool:
         reason.startswith(f"{fn.__name__} (") for reason in minidynamo.counters["fallback_reasons"])
 
 
-def test_an_exception_the_exit_would_see_is_a_graph_break_whose_exit_sees_it():
-    """The KeyError is raised by the break's eager instruction, inside the block: the entry sends
-    it to the frame's own handler (the block's cleanup, in a resume function), whose real
-    ``__exit__`` swallows it, and the frame goes on after the block."""
-    assert_matches_eager(suppressed_at_trace_time, [(X,), (X,)])
-    assert frame_compiled(suppressed_at_trace_time)
+class ReadsTraceback(Logged):
+    def __exit__(self, kind, value, traceback):
+        LOG.append(("exit", self.tag, kind.__name__ if kind else None, traceback.tb_lineno > 0))
+        return True
+
+
+def reads_the_traceback(x):
+    y = x + 1
+    with ReadsTraceback("t"):
+        y = y * {}["missing"]
+    return y * 3
+
+
+def swallowed_by_contextlib(x):
+    with contextlib.suppress(IndexError, KeyError):
+        x = x + [1][3]
+    with contextlib.suppress(KeyError):
+        x = x - 1                        # no exception: __exit__(None, None, None)
+    return x * 2
+
+
+def test_an_exception_the_trace_raises_reaches_an_inlined_exit():
+    """The KeyError (IndexError) is raised at trace time inside the block: the block's
+    ``__exit__`` is inlined with it and swallows it, and the frame goes on after the block, all
+    in one graph."""
+    for fn in (suppressed_at_trace_time, swallowed_by_contextlib):
+        minidynamo.reset()
+        assert_matches_eager(fn, [(X,), (X + 1,)])
+        assert minidynamo.counters["graph_breaks"] == 0 and minidynamo.counters["fallbacks"] == 0
+        assert minidynamo.counters["compiles"] == 1
+
+
+def test_an_exit_that_reads_the_traceback_gets_the_real_one_at_a_graph_break():
+    """The trace has no traceback to give: the break goes to the raising instruction, whose entry
+    raises the exception for real inside the block, and the real ``__exit__`` reads it."""
+    assert_matches_eager(reads_the_traceback, [(X,), (X,)])
+    assert frame_compiled(reads_the_traceback)
+    assert any("TracebackStandIn" in r for r in minidynamo.counters["break_reasons"])
 
 
 def suppressed_at_run_time(x, i):

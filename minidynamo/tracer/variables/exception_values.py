@@ -54,6 +54,17 @@ class ExceptionVariable(VariableTracker):
     def guard_absent(self, tx, name):
         """(``var_getattr`` guarded where the class finds ``name``; the object is the trace's own.)"""
 
+    def store_attribute(self, tx, name, value):
+        """``exc.__traceback__ = tb`` (``contextlib.contextmanager``'s ``__exit__`` does it): the
+        trace never reads an exception's traceback (``var_getattr``), so nothing follows from it.
+        Any other store is refused."""
+        from ..exceptions import TracebackStandIn
+
+        if name == "__traceback__" and (isinstance(value, TracebackStandIn) or (
+                isinstance(value, ConstantVariable) and value.value is None)):
+            return
+        raise Unsupported(f"assignment to attribute {name!r} of {self}")
+
     def __repr__(self) -> str:
         return f"ExceptionVariable({type(self.exception).__name__})"
 

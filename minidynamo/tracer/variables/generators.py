@@ -17,8 +17,9 @@ What CPython would do that the trace cannot reproduce is refused (``Unsupported`
 
 - the generator object leaving the frame: returned, stored where the caller sees it, or
   handed over at a graph break (no output template rebuilds a paused frame);
-- ``throw`` / ``close`` and the ``gi_*`` attributes (``send(v)`` resumes the body with ``v`` as
-  the value of its paused ``yield``; a StopIteration then carries the return value);
+- ``close`` and the ``gi_*`` attributes (``send(v)`` resumes the body with ``v`` as the value
+  of its paused ``yield``, ``throw(e)`` with its paused ``yield`` raising ``e``, which the body
+  may catch; a StopIteration then carries the return value);
 - a ``yield`` inside a ``with`` block (the context would stay entered while the consumer runs);
 - a generator left unfinished at the end of the trace while paused inside a ``try`` (``finally``,
   ``except``) or ``with`` statement: CPython runs that cleanup when the generator is closed or
@@ -43,7 +44,6 @@ from .constant import ConstantVariable
 from .containers import BoundMethodVariable, IteratorVariable
 
 REFUSED_METHODS = {
-    "throw": "generator.throw() (an exception thrown into a generator is not modelled)",
     "close": "generator.close() (closing a generator runs its cleanup; not modelled)",
 }
 
@@ -72,12 +72,16 @@ class GeneratorVariable(IteratorVariable):
     def name(self) -> str:
         return self.frame.code.co_qualname
 
-    def next_item(self, tx=None, sent: VariableTracker | None = None) -> VariableTracker | None:
+    def next_item(self, tx=None, sent: VariableTracker | None = None, thrown=None) -> VariableTracker | None:
         """Run the generator to its next ``yield``: the item, or None once it has returned.
-        ``sent``: what the paused ``yield`` evaluates to (``send``; None under ``next``)."""
+        ``sent``: what the paused ``yield`` evaluates to (``send``; None under ``next``);
+        ``thrown``: an exception the paused ``yield`` raises instead (``throw``)."""
         if self.broken is not None:
             raise Unsupported(f"generator {self.name} pulled again after a refused pull ({self.broken})")
         if self.exhausted:
+            if thrown is not None:              # a finished generator raises what is thrown in
+                raise ProgramRaises(f"{type(thrown.exception).__name__} thrown into finished generator {self.name}",
+                                    thrown.exception, thrown.fields)
             self.stop_value = None
             return None
         if self.running:
@@ -89,7 +93,7 @@ class GeneratorVariable(IteratorVariable):
         if tx is not None:        # a generator handling nothing sees its puller's exception
             self.frame.parent = tx
         try:
-            item = self.frame.resume(sent)
+            item = self.frame.resume(sent, thrown)
         except ProgramRaises as error:      # leaves the generator: finished, raised at the puller
             self.exhausted = True
             if isinstance(error.exception, StopIteration):
@@ -122,6 +126,26 @@ class GeneratorVariable(IteratorVariable):
             raise stop_iteration(self)
         return item
 
+    def method_throw(self, tx, kind, value=None, traceback=None):
+        """``gen.throw(exc)`` / ``gen.throw(type, value, traceback)``: the paused ``yield`` raises
+        the exception (a just-made generator raises it before its first line), the body's own
+        handlers may catch it; the next item, or StopIteration once the body returned.  The
+        traceback may be None or a ``with`` block's (``contextlib.contextmanager``'s
+        ``__exit__`` passes it on); the trace does not attach it."""
+        from ..exceptions import TracebackStandIn, exception_of
+        from .exception_values import ExceptionVariable, stop_iteration
+
+        if not (traceback is None or isinstance(traceback, TracebackStandIn) or _is_none(traceback)) or not (
+                value is None or _is_none(value) or isinstance(value, ExceptionVariable)):
+            raise Unsupported(f"generator.throw({kind}, {value}, {traceback}): only an exception the trace made")
+        thrown = value if isinstance(value, ExceptionVariable) else kind
+        if not isinstance(thrown, ExceptionVariable):     # a plain class: made without arguments
+            thrown = ExceptionVariable(exception_of(tx, thrown))
+        item = self.next_item(tx, thrown=thrown)
+        if item is None:
+            raise stop_iteration(self)
+        return item
+
     def consume(self, tx) -> list:
         """All remaining items, in order (``tuple(gen)``)."""
         return self.unpack(tx)
@@ -129,7 +153,7 @@ class GeneratorVariable(IteratorVariable):
     def var_getattr(self, tx, name):
         if name in REFUSED_METHODS:
             raise Unsupported(REFUSED_METHODS[name])
-        if name in ("__next__", "__iter__", "send"):
+        if name in ("__next__", "__iter__", "send", "throw"):
             return BoundMethodVariable(self, name)
         if hasattr(types.GeneratorType, name):
             raise Unsupported(f"generator.{name} of {self.name} is not modelled")
@@ -149,6 +173,10 @@ class GeneratorExpressionVariable(GeneratorVariable):
 
     def __repr__(self):
         return f"GeneratorExpressionVariable({self.name})"
+
+
+def _is_none(vt) -> bool:
+    return isinstance(vt, ConstantVariable) and vt.value is None
 
 
 def _innermost_scope(output):
