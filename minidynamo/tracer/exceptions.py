@@ -31,7 +31,7 @@ with it.  Inside the handler the exception object is a constant of the trace: ``
 A ``with`` block between the raise and the handler is left as its ``__exit__`` leaves it
 (``WITH_EXCEPT_START``): grad mode, autocast and TorchFunctionMode blocks restore their mode;
 a user's ``__exit__`` in Python is inlined, and may swallow the exception (``contextlib.suppress``).
-It gets a stand-in for the traceback (``TracebackStandIn``), which only ``is None`` may read.
+It gets a stand-in for the traceback (``TracebackVariable``), which only ``is None`` may read.
 
 The exception being handled is one per thread, as in CPython (``handled_exception``): an
 inlined callee, or a generator, that handles none sees its caller's, and an exception raised
@@ -53,17 +53,15 @@ to whoever pulled the item (variables/generators.py).
 from __future__ import annotations
 
 import dis
-import types
 import weakref
 
 import guards as G
 
 from ..exc import ProgramRaises, Unsupported
 from .try_blocks import is_with_cleanup
-from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable
 from .variables.exception_values import (CaughtExceptionVariable, ExceptionVariable, HandledBefore,
-                                        make_exception, plain_exception_class)
+                                        TracebackVariable, make_exception, plain_exception_class)
 
 _entries: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # code -> exception_entries(code)
 
@@ -136,7 +134,7 @@ def _restores_itself(exit_vt) -> bool:
 
 def _exit_traceable(exit_vt) -> bool:
     """A block's ``__exit__`` the trace can call with an exception: one that restores a mode, or
-    a user's ``__exit__`` in Python (inlined; its traceback argument is ``TracebackStandIn``)."""
+    a user's ``__exit__`` in Python (inlined; its traceback argument is ``TracebackVariable``)."""
     from .variables.functions import UserMethodVariable
 
     if _restores_itself(exit_vt):
@@ -145,20 +143,7 @@ def _exit_traceable(exit_vt) -> bool:
     return getattr(getattr(fn, "value", None), "__name__", None) == "__exit__"
 
 
-class TracebackStandIn(VariableTracker):
-    """The traceback a user's ``__exit__`` receives with an exception the trace raised.  Eager's
-    names the frames the exception passed; the trace has none, so anything but ``tb is None``
-    (False: eager's is a traceback) raises Unsupported, and the break then goes where the
-    exception was raised, whose entry hands the real one to the real ``__exit__``."""
-
-    def python_type(self):
-        return types.TracebackType
-
-    def __repr__(self):
-        return "TracebackStandIn()"
-
-
-def exception_of(tx, vt) -> BaseException:
+def _exception_of(tx, vt) -> BaseException:
     """What ``raise vt`` raises: the exception, or a new one of a plain class without arguments."""
     if isinstance(vt, CaughtExceptionVariable):
         raise Unsupported(f"raise of {vt} (the exception of this call, raised again: eager does it)")
@@ -224,13 +209,13 @@ class ExceptionOpcodes:
         self.push(ConstantVariable(isinstance(raised.exception, classes)))
 
     def WITH_EXCEPT_START(self, inst):
-        """A with block's cleanup: ``__exit__(type, exception, traceback)`` (``unwind`` let only
-        blocks that restore their mode themselves get here)."""
+        """A with block's cleanup: ``__exit__(type, exception, traceback)`` (``unwind`` lets only
+        the blocks ``_exit_traceable`` names get here)."""
         exit_vt, raised = self.stack[-4], self.stack[-1]
         if not _exit_traceable(exit_vt) or not isinstance(raised, ExceptionVariable):
             raise Unsupported(f"an exception reaching the __exit__ of {exit_vt}")
         exception = raised.exception
-        traceback = ConstantVariable(None) if _restores_itself(exit_vt) else TracebackStandIn()
+        traceback = ConstantVariable(None) if _restores_itself(exit_vt) else TracebackVariable()
         arguments = [ConstantVariable(type(exception)), raised, traceback]
         self.push(exit_vt.call_function(self, arguments, {}))
 
@@ -253,11 +238,11 @@ class ExceptionOpcodes:
                                 raised.fields)
         cause = self.pop() if inst.arg == 2 else None
         raised = self.pop()
-        exception = exception_of(self, raised)
+        exception = _exception_of(self, raised)
         fields = raised.fields if isinstance(raised, ExceptionVariable) else {}
         if cause is not None:
             is_none = cause.as_python_constant() is None if isinstance(cause, ConstantVariable) else False
-            exception.__cause__ = None if is_none else exception_of(self, cause)
+            exception.__cause__ = None if is_none else _exception_of(self, cause)
             exception.__suppress_context__ = True
         fields = _chained(exception, fields, self.handled_exception())
         raise ProgramRaises(f"{type(exception).__name__} raised {where}", exception, fields)

@@ -140,7 +140,7 @@ def test_an_exit_that_reads_the_traceback_gets_the_real_one_at_a_graph_break():
     raises the exception for real inside the block, and the real ``__exit__`` reads it."""
     assert_matches_eager(reads_the_traceback, [(X,), (X,)])
     assert frame_compiled(reads_the_traceback)
-    assert any("TracebackStandIn" in r for r in minidynamo.counters["break_reasons"])
+    assert any("TracebackVariable" in r for r in minidynamo.counters["break_reasons"])
 
 
 def suppressed_at_run_time(x, i):

@@ -58,9 +58,7 @@ class ExceptionVariable(VariableTracker):
         """``exc.__traceback__ = tb`` (``contextlib.contextmanager``'s ``__exit__`` does it): the
         trace never reads an exception's traceback (``var_getattr``), so nothing follows from it.
         Any other store is refused."""
-        from ..exceptions import TracebackStandIn
-
-        if name == "__traceback__" and (isinstance(value, TracebackStandIn) or (
+        if name == "__traceback__" and (isinstance(value, TracebackVariable) or (
                 isinstance(value, ConstantVariable) and value.value is None)):
             return
         raise Unsupported(f"assignment to attribute {name!r} of {self}")
@@ -81,6 +79,19 @@ def _require_field(tx, exception: BaseException, name: str) -> None:
     if owner is None or owner.__module__ != "builtins" or name == "__traceback__" \
             or not isinstance(field, (types.GetSetDescriptorType, types.MemberDescriptorType)):
         raise Unsupported(f"attribute {name!r} of {kind.__name__} (not a field of the exception)")
+
+
+class TracebackVariable(VariableTracker):
+    """A traceback: what ``sys.exc_info()`` answers while a handler runs, and what a user's
+    ``__exit__`` gets with an exception the trace raised in its block.  Eager's holds the frames,
+    the trace has none to give, so any use but passing it on and ``tb is None`` (False) is refused
+    (for an ``__exit__``, the break then goes where the exception was raised)."""
+
+    def python_type(self):
+        return types.TracebackType
+
+    def __repr__(self):
+        return "TracebackVariable()"
 
 
 class CaughtExceptionVariable(ExceptionVariable):

@@ -132,15 +132,20 @@ class GeneratorVariable(IteratorVariable):
         handlers may catch it; the next item, or StopIteration once the body returned.  The
         traceback may be None or a ``with`` block's (``contextlib.contextmanager``'s
         ``__exit__`` passes it on); the trace does not attach it."""
-        from ..exceptions import TracebackStandIn, exception_of
-        from .exception_values import ExceptionVariable, stop_iteration
+        from .base import maybe_constant
+        from .exception_values import (CaughtExceptionVariable, ExceptionVariable, TracebackVariable, make_exception,
+                                       plain_exception_class, stop_iteration)
 
-        if not (traceback is None or isinstance(traceback, TracebackStandIn) or _is_none(traceback)) or not (
+        if not (traceback is None or isinstance(traceback, TracebackVariable) or _is_none(traceback)) or not (
                 value is None or _is_none(value) or isinstance(value, ExceptionVariable)):
             raise Unsupported(f"generator.throw({kind}, {value}, {traceback}): only an exception the trace made")
         thrown = value if isinstance(value, ExceptionVariable) else kind
         if not isinstance(thrown, ExceptionVariable):     # a plain class: made without arguments
-            thrown = ExceptionVariable(exception_of(tx, thrown))
+            if not plain_exception_class(maybe_constant(thrown, None)):
+                raise Unsupported(f"generator.throw({thrown}): not an exception or a plain exception class")
+            thrown = make_exception(tx, maybe_constant(thrown, None), [], {})
+        if isinstance(thrown, CaughtExceptionVariable):
+            raise Unsupported(f"generator.throw({thrown}): the exception of this call, raised again (eager does it)")
         item = self.next_item(tx, thrown=thrown)
         if item is None:
             raise stop_iteration(self)

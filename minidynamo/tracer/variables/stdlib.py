@@ -21,7 +21,6 @@ import collections
 import functools
 import itertools
 import sys
-import types
 
 from ...exc import Unsupported
 from .base import VariableTracker, maybe_constant
@@ -29,6 +28,7 @@ from .constant import ConstantVariable
 from .collection_types import DefaultDictVariable, DequeVariable, default_factory
 from .containers import IteratorVariable, TupleVariable
 from .dicts import DictVariable
+from .exception_values import TracebackVariable
 from .iterators import (AccumulateVariable, ChainVariable, IndexedCombinatoricVariable, IsliceVariable,
                         PullVariable, ZipLongestVariable, make_iterator)
 
@@ -201,17 +201,6 @@ def _deque(tx, iterable=None, maxlen=None):
     if bound is not None and (type(bound) is not int or bound < 0):
         raise Unsupported(f"deque(maxlen={maxlen}) (an int >= 0 or None, else ValueError/TypeError)")
     return DequeVariable(make_iterator(tx, iterable).unpack(tx) if iterable is not None else [], bound)
-
-
-class TracebackVariable(VariableTracker):
-    """The traceback ``sys.exc_info()`` answers while a handler runs: eager's holds the frames,
-    the trace has none to give, so any use of it is refused (unpacking and dropping it is fine)."""
-
-    def python_type(self):
-        return types.TracebackType
-
-    def __repr__(self):
-        return "TracebackVariable()"
 
 
 def _exc_info(tx):

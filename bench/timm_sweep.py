@@ -1,0 +1,124 @@
+"""timm's image models, tried as a new user would: forty architectures (convnets, vision
+transformers, hybrids, MLP mixers) built with random weights, called through
+``minidynamo.optimize`` and compared with eager on every call.
+
+    python -m bench.timm_sweep                          # inference (eval, no_grad), every model
+    python -m bench.timm_sweep --train                  # train mode: drop path and dropout on, a
+                                                        # backward per call, gradients compared
+    python -m bench.timm_sweep --only resnet18,vit_tiny_patch16_224 --backend torchxla_trace_once
+
+Per model: whether every call equalled eager (outputs; in --train also every parameter's gradient
+and every floating buffer), graphs compiled (recompiles among them: levit and tiny_vit fill their
+attention-bias cache on the first eval call, which the guard sees), graph breaks and fallbacks
+over the calls, and the first reason of each.  "one graph" means one graph per compile, no break,
+no fallback.  Convnets run at
+64x64, the models that need their own size (patch grids, windows) at it.  Both sides draw the
+same random numbers (the seed is set before each call).  No downloads.  Not a test: minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import torch
+
+MODELS = (
+    # convnets
+    "resnet18", "resnest14d", "regnetx_002", "efficientnet_b0", "mobilenetv3_small_100", "ghostnet_100",
+    "rexnet_100", "densenet121", "dla34", "vovnet39a", "cspresnet50", "res2net50_14w_8s", "selecsls42b",
+    "tresnet_m", "xception41", "hrnet_w18_small", "nfnet_f0", "dm_nfnet_f0", "convnext_atto",
+    # transformers and hybrids
+    "vit_tiny_patch16_224", "deit_tiny_patch16_224", "beit_base_patch16_224", "eva02_tiny_patch14_224",
+    "swin_tiny_patch4_window7_224", "levit_128s", "coat_lite_tiny", "pit_ti_224", "twins_svt_small",
+    "xcit_nano_12_p16_224", "crossvit_tiny_240", "maxvit_nano_rw_256", "tiny_vit_5m_224", "fastvit_t8",
+    "efficientformer_l1", "edgenext_xx_small", "mobilevit_xxs",
+    # MLPs and pooling mixers
+    "mixer_s16_224", "poolformer_s12",
+)
+CONVNET_SIZE = 64
+OWN_SIZE = ("vit", "deit", "beit", "eva", "swin", "levit", "coat", "pit", "twins", "xcit", "crossvit", "maxvit",
+            "tiny_vit", "mixer", "efficientformer")
+
+
+def build(name: str, train: bool):
+    """(model, an input batch maker) with random weights, seeded: two builds are equal."""
+    import timm
+
+    model = None
+    for extra in ([dict(drop_path_rate=0.1, drop_rate=0.1), dict(drop_rate=0.1)] if train else []) + [{}]:
+        torch.manual_seed(0)
+        try:                          # (not every architecture takes drop path, or dropout)
+            model = timm.create_model(name, pretrained=False, num_classes=10, **extra)
+            break
+        except TypeError:
+            continue
+    channels, height, _ = model.default_cfg.get("input_size", (3, 224, 224))
+    side = height if name.startswith(OWN_SIZE) else CONVNET_SIZE
+    return model.train(train), (lambda: torch.randn(2 if train else 1, channels, side, side))
+
+
+def _close(a, b) -> bool:
+    return a.shape == b.shape and torch.allclose(a, b, rtol=1e-3, atol=1e-5)
+
+
+def run_one(name: str, backend: str, train: bool, calls: int) -> dict:
+    import minidynamo
+
+    reference, make_input = build(name, train)
+    model, _ = build(name, train)
+    minidynamo.reset()
+    compiled = minidynamo.optimize(backend)(model)
+    equal, start = True, time.perf_counter()
+    with torch.set_grad_enabled(train):
+        for call in range(calls):
+            x = make_input()
+            torch.manual_seed(100 + call)
+            expected = reference(x)
+            torch.manual_seed(100 + call)
+            got = compiled(x)
+            equal &= _close(expected, got.to(expected.device))
+            if train:
+                expected.sum().backward()
+                got.sum().backward()
+                equal &= all(_close(a.grad, b.grad) for a, b in zip(reference.parameters(), model.parameters())
+                             if a.grad is not None and b.grad is not None)
+                equal &= all(_close(a, b) for a, b in zip(reference.buffers(), model.buffers())
+                             if a.is_floating_point())
+    counters = minidynamo.counters
+    fallbacks, breaks = list(counters["fallback_reasons"]), list(counters["break_reasons"])
+    return dict(name=name, equal=bool(equal), graphs=counters["compiles"], recompiles=counters["recompiles"],
+                breaks=len(breaks),
+                fallbacks=len(fallbacks), seconds=time.perf_counter() - start, reasons=(fallbacks + breaks)[:1])
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="eager")
+    parser.add_argument("--only", default="", help="comma-separated model names")
+    parser.add_argument("--train", action="store_true", help="train mode, a backward per call")
+    parser.add_argument("--calls", type=int, default=3)
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    names = [n for n in args.only.split(",") if n] or list(MODELS)
+    rows = []
+    print(f"{'model':30s} {'equal':6s} {'graphs':>6s} {'recompiles':>10s} {'breaks':>6s} {'fallbacks':>9s} {'s':>6s}  "
+          "first reason")
+    for name in names:
+        try:
+            row = run_one(name, args.backend, args.train, args.calls)
+        except Exception as error:    # noqa: BLE001 (a model that cannot be built here is reported)
+            print(f"{name:30s} ERROR {type(error).__name__}: {str(error)[:120]}", flush=True)
+            continue
+        rows.append(row)
+        print(f"{name:30s} {str(row['equal']):6s} {row['graphs']:6d} {row['recompiles']:10d} {row['breaks']:6d} "
+              f"{row['fallbacks']:9d} "
+              f"{row['seconds']:6.1f}  {row['reasons'][0][:100] if row['reasons'] else ''}", flush=True)
+    one = sum(r["equal"] and r["graphs"] - r["recompiles"] == 1 and not r["breaks"] and not r["fallbacks"] for r in rows)
+    print(f"\n{len(rows)} models ({'train' if args.train else 'inference'}, backend {args.backend}): "
+          f"{sum(r['equal'] for r in rows)} equal to eager on every call, {one} in one graph")
+
+
+if __name__ == "__main__":
+    main()
