@@ -188,7 +188,11 @@ def wrap(tx, value, source) -> VariableTracker:
         from .variables.functions import PartialVariable
 
         if source is not None:
-            guard(G.id_match(source, value))
+            # by what it holds (its function, arguments and keywords, wrapped from their sources:
+            # guarded), not by identity: a partial the frame makes is new on every call, and one
+            # handed to a resume function at a break would recompile it every call
+            guard(G.type_match(source, value))
+            tx.output.note_object_identity(source, value)
         return PartialVariable.of_real(tx, value, source)
     numpy_kind = numpy_callable_kind(value)
     if numpy_kind is not None:                  # np.sqrt, np.float32, np.random.rand

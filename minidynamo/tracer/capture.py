@@ -42,7 +42,7 @@ from .variables.dicts import DictVariable, DictViewVariable
 from .variables.sets import SetVariable
 from .variables.builtins import BuiltinVariable
 from .variables.generators import check_left_generators
-from .variables.functions import NestedFunctionVariable, UserFunctionVariable
+from .variables.functions import NestedFunctionVariable, PartialVariable, UserFunctionVariable
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import ClassVariable, PythonModuleVariable
 from .variables.torch_fns import TorchFunctionVariable
@@ -390,6 +390,10 @@ class Templates:
             return ("object", vt.klass, items, [(k, self.of(v)) for k, v in vt.attrs.items()])
         if isinstance(vt, NamedTupleVariable):
             return ("namedtuple", vt.tuple_type, [self.of(i) for i in vt.items])
+        if isinstance(vt, PartialVariable):                  # a real one is this call's own; one made here, anew
+            if vt.source is not None:
+                return ("real", self.read(vt.source))
+            return ("call", partial_of, [self.of(vt.fn), self.of(TupleVariable(vt.args)), self.of(vt.keywords)])
         if isinstance(vt, BaseListVariable):
             if getattr(vt, "maxlen", None) is not None:      # a bounded deque: deque(items, maxlen)
                 return ("call", vt.python_type(), [(list, [self.of(i) for i in vt.items]), ("const", vt.maxlen)])
@@ -459,6 +463,13 @@ class Templates:
         for index, vt in effects.cell_stores.items():
             replays.append(("cell", None, index, self.of(vt)))
         return replays
+
+
+def partial_of(fn, args: tuple, keywords: dict):
+    """``functools.partial(fn, *args, **keywords)``, a ``("call", ...)`` template's function."""
+    import functools
+
+    return functools.partial(fn, *args, **keywords)
 
 
 class OutputBuilder:

@@ -455,6 +455,48 @@ def test_a_real_partials_keywords_are_guarded():
     assert not guard_fn(f, x, act)
 
 
+def scaled(a, scale, shift=0.0):
+    return a * scale + shift
+
+
+def partials_across_a_break(a):
+    import functools
+
+    first = functools.partial(scaled, scale=2.0)
+    second = functools.partial(scaled, a, shift=1.0)
+    print("a break while both live")
+    return first(a), second(3.0), functools.partial(scaled, scale=a.shape[0]), first
+
+
+def test_a_partial_made_in_the_frame_lives_on_past_a_break_and_is_returned(capsys):
+    """A partial the frame makes is rebuilt where it leaves the trace (handed to the resume
+    function, returned): it was a fallback of the whole frame.  The resume function guards the
+    partial it gets by what it holds, not by identity (each call makes a new one): no recompile."""
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(partials_across_a_break)
+    for _ in range(3):
+        a = torch.randn(4)
+        got, expected = compiled(a), partials_across_a_break(a)
+        assert_same(got[:2], expected[:2])
+        for made, eager in zip(got[2:], expected[2:]):
+            assert type(made) is type(eager) and made.func is eager.func and made.keywords == eager.keywords
+    assert not minidynamo.counters["fallback_reasons"] and minidynamo.counters["graph_breaks"] == 1
+    assert minidynamo.counters["compiles"] == 2       # the frame and its resume function, once each
+
+
+def test_partials_passed_in_are_guarded_by_what_they_hold():
+    import functools
+
+    def f(a, p, q):
+        return p(a) + q(a), p is q
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(f)
+    one, other = functools.partial(scaled, scale=2.0), functools.partial(scaled, scale=2.0)
+    for p, q in ((one, other), (other, one), (one, one), (one, functools.partial(scaled, scale=3.0))):
+        assert_same(compiled(x, p, q), f(x, p, q))
+    assert minidynamo.counters["compiles"] == 3       # (one, other) and (other, one) share a graph
+
+
 # ---------------------------------------------------------------- enum lookups by value
 
 class Color(enum.Enum):

@@ -265,10 +265,11 @@ class UserMethodVariable(VariableTracker):
 
 
 class PartialVariable(VariableTracker):
-    """``functools.partial(fn, *args, **kwargs)``: made in the trace, or a real one read from
-    the frame (identity-guarded; ``func``, ``args`` and the ``keywords`` dict are wrapped from
-    their sources, so they are guarded, and a change the program makes to ``keywords`` is
-    seen by later calls of the partial and replayed on the real dict)."""
+    """``functools.partial(fn, *args, **kwargs)``: made in the trace (rebuilt where it leaves
+    the frame: returned, stored, handed over at a break), or a real one read from the frame
+    (guarded by exact type; ``func``, ``args`` and the ``keywords`` dict are wrapped from their
+    sources, so they are guarded, and a change the program makes to ``keywords`` is seen by
+    later calls of the partial and replayed on the real dict)."""
 
     def __init__(self, fn: VariableTracker, args: list, keywords: DictVariable, source=None):
         super().__init__(source)
