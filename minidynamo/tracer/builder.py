@@ -52,6 +52,7 @@ HANDED_ITERATORS = (LIST_ITERATOR, LIST_REVERSE_ITERATOR, TUPLE_ITERATOR, RANGE_
 
 
 CONTAINER_TYPES = (list, dict, collections.OrderedDict)     # whose methods their trackers implement
+CONSTANT_TYPES = (str, bytes, int, float, complex, tuple, frozenset)   # immutable: their methods modelled on constants
 
 
 def _is_root(source) -> bool:
@@ -205,10 +206,10 @@ def wrap(tx, value, source) -> VariableTracker:
             guard(G.id_match(source, value))
         return wrap(tx, original, G.AttrSource(source, "_torchdynamo_inline") if source is not None else None)
     if type(value) is types.BuiltinMethodType and source is not None and (
-            type(value.__self__) in CONTAINER_TYPES or _tensors_own_method(value)):
-        # ``log.append`` / ``cache.index_fill_`` as a value (a resume function's stack at
-        # ``log.append(t.item())``): the owner's own tracker and its method, guarded by the
-        # method's name and its owner
+            type(value.__self__) in CONTAINER_TYPES + CONSTANT_TYPES or _tensors_own_method(value)):
+        # ``log.append`` / ``cache.index_fill_`` / ``"-".join`` as a value (a resume function's
+        # stack at ``log.append(t.item())``, a local): the owner's own tracker and its method,
+        # guarded by the method's name and its owner
         guard(G.type_match(source, value))
         guard(G.equals_match(G.AttrSource(source, "__name__"), value.__name__))
         return wrap(tx, value.__self__, G.AttrSource(source, "__self__")).var_getattr(tx, value.__name__)

@@ -32,17 +32,17 @@ from . import try_blocks
 from .side_effects import DELETED
 from .translator import InstructionTranslator, decoded
 from .value_errors import may_raise_on_values
-from .variables.base import UnreadArgument, VariableTracker
+from .variables.base import OpaqueCallableVariable, UnreadArgument, VariableTracker
 from .variables import iterator_rebuild, iterators, lazy_numbers
-from .variables.constant import ConstantVariable
+from .variables.constant import ConstantMethodVariable, ConstantVariable
 from .variables.lazy_numbers import LazyNumberVariable
 from .variables.containers import (BaseListVariable, ListVariable, NamedTupleVariable, SizeVariable,
                                    SliceVariable, TupleVariable, make_named_tuple)
 from .variables.dicts import DictVariable, DictViewVariable
 from .variables.sets import SetVariable
-from .variables.builtins import BuiltinVariable
+from .variables.builtins import BuiltinVariable, GetterVariable
 from .variables.generators import check_left_generators
-from .variables.functions import NestedFunctionVariable, PartialVariable, UserFunctionVariable
+from .variables.functions import NestedFunctionVariable, PartialVariable, UserFunctionVariable, UserMethodVariable
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import ClassVariable, PythonModuleVariable
 from .variables.torch_fns import TorchFunctionVariable
@@ -390,6 +390,14 @@ class Templates:
             return ("object", vt.klass, items, [(k, self.of(v)) for k, v in vt.attrs.items()])
         if isinstance(vt, NamedTupleVariable):
             return ("namedtuple", vt.tuple_type, [self.of(i) for i in vt.items])
+        if isinstance(vt, (UserMethodVariable, OpaqueCallableVariable)) and vt.source is not None:
+            return ("real", self.read(vt.source))            # a method or C callable read from the frame
+        if isinstance(vt, UserMethodVariable):               # obj.method of an object the frame made: bound anew
+            return ("method", self.of(vt.fn), self.of(vt.self_vt))
+        if isinstance(vt, ConstantMethodVariable):           # "-".join: read again from its constant
+            return ("getattr", self.of(vt.owner), vt.name)
+        if isinstance(vt, GetterVariable):                   # operator.itemgetter / attrgetter made here
+            return ("call", getter_of, [("const", vt.kind), self.of(TupleVariable(vt.keys))])
         if isinstance(vt, PartialVariable):                  # a real one is this call's own; one made here, anew
             if vt.source is not None:
                 return ("real", self.read(vt.source))
@@ -463,6 +471,11 @@ class Templates:
         for index, vt in effects.cell_stores.items():
             replays.append(("cell", None, index, self.of(vt)))
         return replays
+
+
+def getter_of(kind: str, keys: tuple):
+    """``operator.itemgetter(*keys)`` or ``attrgetter(*keys)``, a ``("call", ...)`` template's function."""
+    return (operator.itemgetter if kind == "item" else operator.attrgetter)(*keys)
 
 
 def partial_of(fn, args: tuple, keywords: dict):

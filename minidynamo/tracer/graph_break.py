@@ -74,7 +74,6 @@ from .capture import Templates
 from .exceptions import exception_entries
 from .translator import decoded
 from .variables.base import BoundMethodVariable, NullVariable, VariableTracker
-from .variables.constant import ConstantMethodVariable
 from .variables.containers import IteratorVariable
 from .variables import iterator_rebuild
 from .variables.iterators import hands_over_live, live_containers, rest_of
@@ -380,8 +379,6 @@ class BreakTemplates(Templates):
             return ("method", ("const", torch.nn.Module.__call__), self.of(vt.module_vt))
         if isinstance(vt, BoundMethodVariable):              # log.append before log.append(t.item())
             return ("getattr", self.of(vt.obj), vt.name)
-        if isinstance(vt, ConstantMethodVariable):           # "{a}".format_map before its call
-            return ("getattr", self.of(vt.owner), vt.name)
         if isinstance(vt, IteratorVariable) and iterator_rebuild.recipe(vt) is not None:
             return self.once(vt, lambda: iterator_rebuild.template(self, vt))   # iter(e) is e
         if isinstance(vt, BuiltinBaseMethod):                # super().__getattribute__, object.__setattr__

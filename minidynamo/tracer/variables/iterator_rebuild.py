@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .containers import IteratorVariable
-from .iterators import (DictIteratorVariable, EnumerateVariable, FilterVariable, ListIteratorVariable,
+from .iterators import (ChainVariable, DictIteratorVariable, EnumerateVariable, FilterVariable, ListIteratorVariable,
                         ListReverseIteratorVariable, MapVariable, ZipVariable)
 
 
@@ -61,6 +61,8 @@ def recipe(vt) -> Optional[tuple]:
         return map, [vt.fn, *vt.iterators]
     if kind is FilterVariable and recipe(vt.iterator) is not None:
         return filter, [vt.fn, vt.iterator]
+    if kind is ChainVariable and recipe(vt.sources) is not None and (vt.current is None or recipe(vt.current) is not None):
+        return chain_at, [vt.current if vt.current is not None else Fixed(None), vt.sources]
     return None
 
 
@@ -126,6 +128,14 @@ def advanced(factory, walked, seen: int):
     for _ in range(seen):
         next(it)
     return it
+
+
+def chain_at(current, sources):
+    """A chain at its position: the rest of the iterable it is in (None: between two), then
+    ``iter()`` of each source left, taken only when the one before is exhausted."""
+    import itertools
+
+    return itertools.chain(() if current is None else current, itertools.chain.from_iterable(sources))
 
 
 def zip_of(strict: bool, *iterators):

@@ -30,7 +30,7 @@ from .containers import IteratorVariable, TupleVariable
 from .dicts import DictVariable
 from .exception_values import TracebackVariable
 from .iterators import (AccumulateVariable, ChainVariable, IndexedCombinatoricVariable, IsliceVariable,
-                        PullVariable, ZipLongestVariable, make_iterator)
+                        PullVariable, ZipLongestVariable, make_iterator, made_by)
 
 _NO = object()
 
@@ -49,7 +49,7 @@ def _pool(tx, iterable):
 
 # -- itertools -----------------------------------------------------------------------------------
 def _chain(tx, *iterables):
-    return ChainVariable(IteratorVariable(list(iterables)))
+    return ChainVariable(made_by(IteratorVariable(list(iterables)), iter, TupleVariable(list(iterables))))
 
 
 def _chain_from_iterable(tx, iterable):
