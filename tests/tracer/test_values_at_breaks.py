@@ -54,6 +54,14 @@ def chain_at_a_break(x, xs):
     return first + sum(chained)
 
 
+def counters_at_a_break(x, xs):
+    steps = itertools.count(3, 2)
+    same = itertools.repeat(x, 3)
+    next(steps), next(same)
+    print("a break")
+    return list(same), steps      # (a real repeat iterated in the resume function: a break)
+
+
 def comparable(value, probe):
     """Tensors by their values, a returned callable by its type and what it gives for ``probe``."""
     if isinstance(value, torch.Tensor):
@@ -62,13 +70,15 @@ def comparable(value, probe):
         return [comparable(v, probe) for v in value]
     if callable(value):
         return type(value).__name__, comparable(value(probe), probe)
+    if isinstance(value, itertools.count):
+        return repr(value)
     return value
 
 
 # (the resume function then calls a real itemgetter, and iterates a real chain: breaks of their own)
 @pytest.mark.parametrize("fn,probe,breaks", [
     (getter_across_a_break, ["a", "b"], 3), (method_of_an_object_made_here, torch.ones(2), 1),
-    (c_method_of_a_constant, ["a", "b"], 1), (chain_at_a_break, None, 2)])
+    (c_method_of_a_constant, ["a", "b"], 1), (chain_at_a_break, None, 2), (counters_at_a_break, None, 2)])
 def test_made_in_the_frame_and_kept_past_a_break(fn, probe, breaks, capsys):
     compiled = minidynamo.optimize("eager")(fn)
     for seed in range(3):

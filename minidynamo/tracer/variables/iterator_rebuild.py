@@ -26,8 +26,9 @@ from __future__ import annotations
 from typing import Optional
 
 from .containers import IteratorVariable
+from .base import VariableTracker
 from .iterators import (ChainVariable, DictIteratorVariable, EnumerateVariable, FilterVariable, ListIteratorVariable,
-                        ListReverseIteratorVariable, MapVariable, ZipVariable)
+                        ListReverseIteratorVariable, MapVariable, PullVariable, ZipVariable)
 
 
 class Fixed:
@@ -61,6 +62,9 @@ def recipe(vt) -> Optional[tuple]:
         return map, [vt.fn, *vt.iterators]
     if kind is FilterVariable and recipe(vt.iterator) is not None:
         return filter, [vt.fn, vt.iterator]
+    if kind is PullVariable and vt.rebuild is not None:     # itertools.count / repeat where they are
+        factory, args = vt.rebuild(vt.state)
+        return factory, [a if isinstance(a, VariableTracker) else Fixed(a) for a in args]
     if kind is ChainVariable and recipe(vt.sources) is not None and (vt.current is None or recipe(vt.current) is not None):
         return chain_at, [vt.current if vt.current is not None else Fixed(None), vt.sources]
     return None

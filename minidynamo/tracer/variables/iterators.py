@@ -401,10 +401,11 @@ class PullVariable(IteratorVariable):
     """The small lazy itertools (``pairwise``, ``starmap``, ``compress``, ``takewhile``,
     ``dropwhile``, ``repeat``, ``count``): ``step(tx, self)`` gives the next item or None."""
 
-    def __init__(self, kind, step):
+    def __init__(self, kind, step, rebuild=None):
         super().__init__((), kind)
         self.step = step
         self.state = {}
+        self.rebuild = rebuild      # state -> (factory, arguments) that make it again where it is, or None
 
     def next_item(self, tx=None):
         return self.step(tx, self.state)

@@ -105,7 +105,11 @@ def _repeat(tx, obj, times=None):
             return None
         state["n"] = done + 1
         return obj
-    return PullVariable(itertools.repeat, step)
+
+    def rebuild(state):
+        left = [] if count is None else [max(count, 0) - state.get("n", 0)]
+        return itertools.repeat, [obj, *left]
+    return PullVariable(itertools.repeat, step, rebuild)
 
 
 def _count(tx, start=None, step=None):
@@ -117,7 +121,7 @@ def _count(tx, start=None, step=None):
         value = state.setdefault("v", first)
         state["v"] = value + stride
         return ConstantVariable(value)
-    return PullVariable(itertools.count, next_value)
+    return PullVariable(itertools.count, next_value, lambda state: (itertools.count, [state.get("v", first), stride]))
 
 
 def _pairwise(tx, iterable):
