@@ -105,7 +105,8 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "list(), next(), sum() and unpacking, or kept and consumed later; itertools "
                                     "(chain, product, accumulate, islice, repeat, pairwise, starmap, count); "
                                     "functools.partial/reduce; operator.itemgetter/attrgetter/add/mul; the walrus "
-                                    "operator (in if, while, comprehensions) -- over ints and tensors"),
+                                    "operator (in if, while, comprehensions) -- over ints and tensors; a partial, an "
+                                    "itemgetter, a chain and a count made and kept past a print"),
     "index_ops":       (1.2, False, "ops whose answer is an index or follows one: gather/scatter by argsort, index_select, "
                                     "advanced indexing, argmax/argmin, topk, sort, masked_fill, softmax, one_hot, "
                                     "flip/roll/tril, layer_norm, pad, diff, a boolean mask (data-dependent shape)"),
@@ -1732,6 +1733,13 @@ class Gen:
         sh = self.shape(t)
         same = self.tensors(lambda s2: s2 == sh)
         k = r.choice([str(r.randint(0, 3)), "min(n, 3)", f"len({lst})", "n % 3"])
+        if r.random() < 0.08:   # callables and iterators made here, kept past a break, then used
+            p, g, ch, cnt, out, i = (self.fresh(kind) for kind in ("p", "g", "ch", "cnt", "t", "i"))
+            self.env[out], self.env[i] = ("T", sh), ("int",)
+            return Stmt([f"{p} = functools.partial(helper_add, b={k}, scale=n)", f"{g} = operator.itemgetter(0)",
+                         f"{ch} = itertools.chain({lst}, [n])", f"{cnt} = itertools.count(n)", f"next({cnt})",
+                         r.choice([f"print('kept', len({lst}))", "pass"]), f"{out} = {p}({t})",
+                         f"{i} = {g}({lst} + [1]) + sum({ch}) + next({cnt})"])
         c = r.random()
         if c < 0.08:        # a generator function consumed by a builtin
             return self.assign(None, ("list_int",), r.choice([
