@@ -131,7 +131,7 @@ def guard_models() -> dict[str, Callable[[], tuple]]:
     return {"resnet18": resnet18, "BERT_pytorch": bert}
 
 
-def _peer_guard(model, args, skip_tensor_guards: bool):
+def _peer_guard(model, args, skip_tensor_guards: bool, skip_hook_guards: bool = True):
     """torch.compile's guard tree for ``model``'s forward, the f_locals it checks, and the names
     torch.compile put into the forward's globals (its guards read them; ``torch._dynamo.reset()``
     removes them, after which every check fails on a KeyError: put them back before timing)."""
@@ -143,7 +143,8 @@ def _peer_guard(model, args, skip_tensor_guards: bool):
     forward = type(model).forward
     torch._dynamo.reset()
     before = set(forward.__globals__)
-    with torch._dynamo.config.patch(skip_tensor_guards_with_matching_dict_tags=skip_tensor_guards):
+    with torch._dynamo.config.patch(skip_tensor_guards_with_matching_dict_tags=skip_tensor_guards,
+                                    skip_nnmodule_hook_guards=skip_hook_guards):
         peer = torch.compile(model, backend="eager")
         peer(*args)
     manager = _debug_get_cache_entry_list(forward.__code__)[0].guard_manager
@@ -163,21 +164,27 @@ def _passing(manager, f_locals) -> None:
 def guard_check(name: str, build, repeats: int) -> dict[str, float]:
     """One guard check of ``name``'s forward cache entry: minidynamo vs torch.compile's C++ guard tree.
 
-    The peer runs twice: as configured by default (``skip_tensor_guards_with_matching_dict_tags``:
+    The peer runs three ways: as configured by default (``skip_tensor_guards_with_matching_dict_tags``:
     it skips the tensor checks of parameters and buffers while their module dicts keep their tags,
-    so it does not see ``p.data = p.data.double()`` or ``p.requires_grad_(False)``) and with that
-    switch off, checking every tensor as minidynamo does.  Same process, interleaved."""
+    so it does not see ``p.data = p.data.double()`` or ``p.requires_grad_(False)``; and
+    ``skip_nnmodule_hook_guards``: it does not see a hook registered after the compile), with the
+    hooks guarded as minidynamo guards them, and with every tensor checked as minidynamo checks
+    them (hooks not guarded).  Same process, interleaved."""
     import minidynamo
 
     model, args = build()
     forward = type(model).forward
     print(f"\n(c) {name} forward: one guard check of the cache entry (eval mode, grad on)")
     default_manager, f_locals, added = _peer_guard(model, args, True)
+    hooks_manager, _, added_hooks = _peer_guard(model, args, True, skip_hook_guards=False)
     strict_manager, _, added_strict = _peer_guard(model, args, False)
-    forward.__globals__.update({**added, **added_strict})
-    for manager in (default_manager, strict_manager):
+    added = {**added, **added_hooks, **added_strict}
+    forward.__globals__.update(added)
+    managers = (default_manager, hooks_manager, strict_manager)
+    for manager in managers:
         _passing(manager, f_locals)
     checks = {"torch.compile (default)": lambda: default_manager.check(f_locals),
+              "torch.compile (+ hooks)": lambda: hooks_manager.check(f_locals),
               "torch.compile (all tensors)": lambda: strict_manager.check(f_locals)}
     minidynamo.reset()
     ours = minidynamo.optimize("eager")(model)
@@ -212,7 +219,7 @@ def guard_check(name: str, build, repeats: int) -> dict[str, float]:
     best = interleaved_medians(checks, n=20, repeats=repeats,
                                summary=lambda xs: min([x for x in xs if x > 0] or [float("nan")]))
     medians = interleaved_medians(checks, n=20, repeats=repeats)
-    for manager in (default_manager, strict_manager):
+    for manager in managers:
         _passing(manager, f_locals)
     for label, ns in best.items():
         print(f"  {label:28s} {ns / 1000:8.2f} us best   {medians[label] / 1000:8.2f} us median")
@@ -220,15 +227,16 @@ def guard_check(name: str, build, repeats: int) -> dict[str, float]:
           f"{best['minidynamo guard_fn'] / best['torch.compile (all tensors)']:.2f} (best), "
           f"{medians['minidynamo guard_fn'] / medians['torch.compile (all tensors)']:.2f} (median)")
     cold = cold_medians(checks, repeats=3 * repeats)
-    for manager in (default_manager, strict_manager):
+    for manager in managers:
         _passing(manager, f_locals)
     print(f"  cold (each check right after a {SWEEP_MB} MB sweep, as after a forward; "
           f"median of {3 * repeats}):")
     for label, ns in cold.items():
         print(f"  {label:28s} {ns / 1000:8.2f} us")
-    ours, peer = "minidynamo guard_fn", "torch.compile (default)"
-    print(f"  ratio minidynamo / torch.compile (default) = {best[ours] / best[peer]:.2f} (warm, best), "
-          f"{cold[ours] / cold[peer]:.2f} (cold)")
+    ours = "minidynamo guard_fn"
+    for peer in ("torch.compile (default)", "torch.compile (+ hooks)"):
+        print(f"  ratio minidynamo / {peer} = {best[ours] / best[peer]:.2f} (warm, best), "
+              f"{cold[ours] / cold[peer]:.2f} (cold)")
     # What each guard sees: a weight deep in the module tree changed in place (no module dict
     # changes), and a forward hook registered on the module that holds it.
     name, weight = max(((n, p) for n, p in model.named_parameters() if p.dim() >= 2), key=lambda np: np[0].count("."))
@@ -245,10 +253,11 @@ def guard_check(name: str, build, repeats: int) -> dict[str, float]:
         apply()
         try:
             print(f"  after {change}: passes? torch.compile (default) {default_manager.check(f_locals)}, "
-                  f"(all tensors) {strict_manager.check(f_locals)}, minidynamo {guard_fn(forward, model, *args)}")
+                  f"(+ hooks) {hooks_manager.check(f_locals)}, (all tensors) {strict_manager.check(f_locals)}, "
+                  f"minidynamo {guard_fn(forward, model, *args)}")
         finally:
             undo()
-    for name in {**added, **added_strict}:
+    for name in added:
         forward.__globals__.pop(name, None)
     minidynamo.reset()
     return best

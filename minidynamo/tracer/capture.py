@@ -306,7 +306,10 @@ class Templates:
                              returned as itself, so identity matches eager)
         (kind, [children])   a container to rebuild (tuple, list, dict, namedtuple)
         ("set", snapshot)    a set made by the trace: an exact copy of its hash table
-        ("call", fn, [args]) fn(*args) per call (a slice)
+        ("call", fn, [args]) fn(*args) per call (a slice, a partial, an itemgetter, an
+                             iterator at its position: iterator_rebuild.py)
+        ("method", f, obj)   f bound to obj (a method of an object the frame made)
+        ("getattr", obj, name)   obj.name read again (``"-".join`` of a constant, ``x.item``)
         ("fresh", k, t)      anything rebuilt: built from t once per call, so every place
                              that holds it (two locals, the return value, attributes stored,
                              other containers, a bound method) holds the same object, as in eager
@@ -610,9 +613,9 @@ def _build(template, outputs, real=(), made=None):
         return template[1](*(_build(t, outputs, real, made) for t in template[2]))
     if kind == "view":
         return getattr(_build(template[2], outputs, real, made), template[1])()
-    if kind == "method":                                     # a bound method (graph_break.BreakTemplates)
+    if kind == "method":                                     # a bound method
         return types.MethodType(_build(template[1], outputs, real, made), _build(template[2], outputs, real, made))
-    if kind == "getattr":                                    # tensor.item before the call (graph_break)
+    if kind == "getattr":                                    # "-".join, tensor.item before the call
         return getattr(_build(template[1], outputs, real, made), template[2])
     if kind == "dict":
         return template[1]((k, _build(t, outputs, real, made)) for k, t in template[2])
