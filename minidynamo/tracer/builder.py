@@ -206,20 +206,17 @@ def wrap(tx, value, source) -> VariableTracker:
             guard(G.id_match(source, value))
         return wrap(tx, original, G.AttrSource(source, "_torchdynamo_inline") if source is not None else None)
     if type(value) is types.BuiltinMethodType and source is not None and (
-            type(value.__self__) in CONTAINER_TYPES + CONSTANT_TYPES or _tensors_own_method(value)):
-        # ``log.append`` / ``cache.index_fill_`` / ``"-".join`` as a value (a resume function's
-        # stack at ``log.append(t.item())``, a local): the owner's own tracker and its method,
-        # guarded by the method's name and its owner
+            _owner_models_it(value) or _bound_anew(value)):
+        # a C method bound to an object: each read from its owner binds a new one, so it is
+        # guarded by its name and its owner (never by identity: that would fail every call).
+        # ``log.append`` / ``cache.index_fill_`` / ``"-".join`` (a resume function's stack at
+        # ``log.append(t.item())``, a local) are the owner's own tracker's method; any other
+        # (``random.random``, ``rng.random``) is a graph break where it is called
         guard(G.type_match(source, value))
         guard(G.equals_match(G.AttrSource(source, "__name__"), value.__name__))
-        return wrap(tx, value.__self__, G.AttrSource(source, "__self__")).var_getattr(tx, value.__name__)
-    if type(value) is types.BuiltinMethodType and source is not None and _bound_anew(value):
-        # a C method of an object (``random.random``, ``rng.random``, ``int.from_bytes``): each
-        # read from its owner binds a new one, so it is guarded by its name and its owner (never
-        # by identity: that would fail on every call); calling it is where the frame breaks
-        guard(G.type_match(source, value))
-        guard(G.equals_match(G.AttrSource(source, "__name__"), value.__name__))
-        wrap(tx, value.__self__, G.AttrSource(source, "__self__"))
+        owner = wrap(tx, value.__self__, G.AttrSource(source, "__self__"))
+        if _owner_models_it(value):
+            return owner.var_getattr(tx, value.__name__)
         return OpaqueCallableVariable(value, source, f"call to unknown C method {describe(value)}")
     if isinstance(value, types.MethodType):
         from .variables.autograd_function import AutogradFunctionApplyVariable, is_function_apply
@@ -697,6 +694,11 @@ def caller_set(value, source) -> VariableTracker:
     vt = CallerSetVariable(value, owned=True)        # read-only: the caller's very set, its order
     vt.source = source
     return vt
+
+
+def _owner_models_it(value) -> bool:
+    """A C method whose owner's tracker implements it (a container's, a constant's, a tensor's)."""
+    return type(value.__self__) in CONTAINER_TYPES + CONSTANT_TYPES or _tensors_own_method(value)
 
 
 def _bound_anew(value) -> bool:

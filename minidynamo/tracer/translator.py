@@ -30,7 +30,7 @@ from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
 from .lifetimes import check_release
 from .variables.base import NullVariable, VariableTracker, maybe_constant
-from .variables.constant import ConstantVariable
+from .variables.constant import ConstantVariable, is_none
 from .variables.containers import ListVariable, SliceVariable, TupleVariable
 from .variables.dicts import DictVariable
 from .variables.sets import SetVariable
@@ -612,8 +612,8 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
 
     POP_JUMP_FORWARD_IF_TRUE = POP_JUMP_BACKWARD_IF_TRUE = _pop_jump(lambda tx, v: v.truth(tx))
     POP_JUMP_FORWARD_IF_FALSE = POP_JUMP_BACKWARD_IF_FALSE = _pop_jump(lambda tx, v: not v.truth(tx))
-    POP_JUMP_FORWARD_IF_NONE = POP_JUMP_BACKWARD_IF_NONE = _pop_jump(lambda tx, v: _is_none(v))
-    POP_JUMP_FORWARD_IF_NOT_NONE = POP_JUMP_BACKWARD_IF_NOT_NONE = _pop_jump(lambda tx, v: not _is_none(v))
+    POP_JUMP_FORWARD_IF_NONE = POP_JUMP_BACKWARD_IF_NONE = _pop_jump(lambda tx, v: is_none(v))
+    POP_JUMP_FORWARD_IF_NOT_NONE = POP_JUMP_BACKWARD_IF_NOT_NONE = _pop_jump(lambda tx, v: not is_none(v))
 
     def JUMP_IF_TRUE_OR_POP(self, inst):
         if self.stack[-1].truth(self):
@@ -748,10 +748,6 @@ def show_value(vt) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _is_none(vt) -> bool:
-    return isinstance(vt, ConstantVariable) and vt.value is None
-
-
 def _constant_tuple(value: tuple):
     return TupleVariable([_constant_tuple(v) if isinstance(v, tuple) else ConstantVariable(v) for v in value])
 
@@ -876,7 +872,7 @@ class GeneratorTranslator(InliningTranslator):
         value, receiver = self.pop(), self.stack[-1]
         if not hasattr(receiver, "next_item"):
             raise Unsupported(f"yield from {receiver}")
-        if _is_none(value):
+        if is_none(value):
             item = receiver.next_item(self)
         elif isinstance(receiver, GeneratorVariable) and receiver.started:
             item = receiver.next_item(self, value)

@@ -109,6 +109,11 @@ class ConstantVariable(VariableTracker):
 
 
 
+def is_none(vt) -> bool:
+    """``vt`` is the constant None."""
+    return isinstance(vt, ConstantVariable) and vt.value is None
+
+
 class ConstantMethodVariable(VariableTracker):
     """A method of a constant (``"a{}".format``, ``(3).bit_length``): evaluated when all
     arguments are constants, since str/int/float methods have no side effects."""

@@ -40,7 +40,7 @@ import types
 
 from ...exc import NeedsItsFrame, ProgramRaises, Unsupported
 from .base import AttributeMissing, VariableTracker
-from .constant import ConstantVariable
+from .constant import ConstantVariable, is_none
 from .containers import BoundMethodVariable, IteratorVariable
 
 REFUSED_METHODS = {
@@ -136,8 +136,8 @@ class GeneratorVariable(IteratorVariable):
         from .exception_values import (CaughtExceptionVariable, ExceptionVariable, TracebackVariable, make_exception,
                                        plain_exception_class, stop_iteration)
 
-        if not (traceback is None or isinstance(traceback, TracebackVariable) or _is_none(traceback)) or not (
-                value is None or _is_none(value) or isinstance(value, ExceptionVariable)):
+        if not (traceback is None or isinstance(traceback, TracebackVariable) or is_none(traceback)) or not (
+                value is None or is_none(value) or isinstance(value, ExceptionVariable)):
             raise Unsupported(f"generator.throw({kind}, {value}, {traceback}): only an exception the trace made")
         thrown = value if isinstance(value, ExceptionVariable) else kind
         if not isinstance(thrown, ExceptionVariable):     # a plain class: made without arguments
@@ -178,10 +178,6 @@ class GeneratorExpressionVariable(GeneratorVariable):
 
     def __repr__(self):
         return f"GeneratorExpressionVariable({self.name})"
-
-
-def _is_none(vt) -> bool:
-    return isinstance(vt, ConstantVariable) and vt.value is None
 
 
 def _innermost_scope(output):

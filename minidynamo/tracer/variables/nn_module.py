@@ -16,7 +16,7 @@ from guards import module_facts
 from ...exc import Unsupported
 from ..library import is_library_value
 from .base import AttributeMissing, VariableTracker
-from .constant import ConstantVariable
+from .constant import ConstantVariable, is_none
 from .containers import BaseListVariable, TupleVariable
 from .dicts import DictVariable
 
@@ -40,10 +40,6 @@ WALKS = ("children", "named_children", "parameters", "named_parameters", "buffer
 # The forward hooks a call inlines: (hook dict, the dict of the ids registered with kwargs).
 FORWARD_HOOKS = {"pre": ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs"),
                  "post": ("_forward_hooks", "_forward_hooks_with_kwargs")}
-
-
-def _is_none(vt) -> bool:
-    return isinstance(vt, ConstantVariable) and vt.value is None
 
 
 def _args_and_kwargs(changed):
@@ -315,17 +311,17 @@ class NNModuleVariable(VariableTracker):
         for key, hook in self._forward_hooks(tx, "pre"):
             if self._takes_kwargs(tx, "pre", key):
                 changed = hook.call_function(tx, [self, args, kwargs], {})
-                if not _is_none(changed):
+                if not is_none(changed):
                     args, kwargs = _args_and_kwargs(changed)
             else:
                 changed = hook.call_function(tx, [self, args], {})
-                if not _is_none(changed):
+                if not is_none(changed):
                     args = _new_args(changed)
         result = forward.call_function(tx, list(args.items), _forward_kwargs(kwargs))
         for key, hook in self._forward_hooks(tx, "post"):
             with_kwargs = self._takes_kwargs(tx, "post", key)
             changed = hook.call_function(tx, [self, args, *([kwargs] if with_kwargs else []), result], {})
-            if not _is_none(changed):
+            if not is_none(changed):
                 result = changed
         return result
 
