@@ -17,9 +17,9 @@ What CPython would do that the trace cannot reproduce is refused (``Unsupported`
 
 - the generator object leaving the frame: returned, stored where the caller sees it, or
   handed over at a graph break (no output template rebuilds a paused frame);
-- ``close`` and the ``gi_*`` attributes (``send(v)`` resumes the body with ``v`` as the value
-  of its paused ``yield``, ``throw(e)`` with its paused ``yield`` raising ``e``, which the body
-  may catch; a StopIteration then carries the return value);
+- the ``gi_*`` attributes (``send(v)`` resumes the body with ``v`` as the value of its paused
+  ``yield``, ``throw(e)`` with its paused ``yield`` raising ``e``, which the body may catch, and
+  ``close()`` with it raising GeneratorExit; a StopIteration then carries the return value);
 - a ``yield`` inside a ``with`` block (the context would stay entered while the consumer runs);
 - a generator left unfinished at the end of the trace while paused inside a ``try`` (``finally``,
   ``except``) or ``with`` statement: CPython runs that cleanup when the generator is closed or
@@ -42,10 +42,6 @@ from ...exc import NeedsItsFrame, ProgramRaises, Unsupported
 from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable, is_none
 from .containers import BoundMethodVariable, IteratorVariable
-
-REFUSED_METHODS = {
-    "close": "generator.close() (closing a generator runs its cleanup; not modelled)",
-}
 
 
 class GeneratorVariable(IteratorVariable):
@@ -151,14 +147,33 @@ class GeneratorVariable(IteratorVariable):
             raise stop_iteration(self)
         return item
 
+    def method_close(self, tx):
+        """``gen.close()``: GeneratorExit raised at the paused ``yield`` (its ``finally`` and
+        ``except`` clauses run); finished when the body returns or lets GeneratorExit out, a
+        RuntimeError when it yields again.  A generator not started, or finished, is just
+        finished (Python 3.11's close returns None)."""
+        from .exception_values import ExceptionVariable
+
+        if not self.started or self.exhausted:
+            self.exhausted = True
+            return ConstantVariable(None)
+        try:
+            item = self.next_item(tx, thrown=ExceptionVariable(GeneratorExit()))
+        except ProgramRaises as error:
+            if isinstance(error.exception, GeneratorExit):
+                return ConstantVariable(None)
+            raise
+        if item is None:
+            return ConstantVariable(None)
+        raise ProgramRaises(f"generator {self.name} ignored GeneratorExit (RuntimeError)",
+                            RuntimeError("generator ignored GeneratorExit"))
+
     def consume(self, tx) -> list:
         """All remaining items, in order (``tuple(gen)``)."""
         return self.unpack(tx)
 
     def var_getattr(self, tx, name):
-        if name in REFUSED_METHODS:
-            raise Unsupported(REFUSED_METHODS[name])
-        if name in ("__next__", "__iter__", "send", "throw"):
+        if name in ("__next__", "__iter__", "send", "throw", "close"):
             return BoundMethodVariable(self, name)
         if hasattr(types.GeneratorType, name):
             raise Unsupported(f"generator.{name} of {self.name} is not modelled")
