@@ -59,8 +59,18 @@ def build(name: str, train: bool):
     return model.train(train), (lambda: torch.randn(2 if train else 1, channels, side, side))
 
 
-def _close(a, b) -> bool:
-    return a.shape == b.shape and torch.allclose(a, b, rtol=1e-3, atol=1e-5)
+def _close(a, b, floor: float = 0.0) -> bool:
+    """Equal up to float32 rounding in another summation order (XLA:CPU against ATen's CPU
+    kernels): the largest difference within 1e-3 of the tensor's largest element, plus
+    ``floor``.  A gradient that is zero in exact arithmetic (a bias before a train-mode batch
+    norm) is rounding noise on both sides, of the size of the gradients around it, not its own:
+    the caller passes a floor of 1e-6 of the model's largest gradient (plain lazy torch_xla
+    differs from eager by as much there)."""
+    if a.shape != b.shape:
+        return False
+    if not a.numel():
+        return True
+    return (a - b).abs().max().item() <= 1e-5 + floor + 1e-3 * a.abs().max().item()
 
 
 def run_one(name: str, backend: str, train: bool, calls: int) -> dict:
@@ -82,9 +92,11 @@ def run_one(name: str, backend: str, train: bool, calls: int) -> dict:
             if train:
                 expected.sum().backward()
                 got.sum().backward()
-                equal &= all(_close(a.grad, b.grad) for a, b in zip(reference.parameters(), model.parameters())
-                             if a.grad is not None and b.grad is not None)
-                equal &= all(_close(a, b) for a, b in zip(reference.buffers(), model.buffers())
+                grads = [(a.grad, b.grad) for a, b in zip(reference.parameters(), model.parameters())
+                         if a.grad is not None and b.grad is not None]
+                floor = 1e-6 * max((a.abs().max().item() for a, _ in grads), default=0.0)
+                equal &= all(_close(a, b.to(a.device), floor) for a, b in grads)
+                equal &= all(_close(a, b.to(a.device)) for a, b in zip(reference.buffers(), model.buffers())
                              if a.is_floating_point())
     counters = minidynamo.counters
     fallbacks, breaks = list(counters["fallback_reasons"]), list(counters["break_reasons"])
