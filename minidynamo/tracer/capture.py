@@ -393,17 +393,15 @@ class Templates:
             return ("object", vt.klass, items, [(k, self.of(v)) for k, v in vt.attrs.items()])
         if isinstance(vt, NamedTupleVariable):
             return ("namedtuple", vt.tuple_type, [self.of(i) for i in vt.items])
-        if isinstance(vt, (UserMethodVariable, OpaqueCallableVariable)) and vt.source is not None:
-            return ("real", self.read(vt.source))            # a method or C callable read from the frame
+        if isinstance(vt, (UserMethodVariable, OpaqueCallableVariable, PartialVariable)) and vt.source is not None:
+            return ("real", self.read(vt.source))            # a method, C callable or partial read from the frame
         if isinstance(vt, UserMethodVariable):               # obj.method of an object the frame made: bound anew
             return ("method", self.of(vt.fn), self.of(vt.self_vt))
         if isinstance(vt, ConstantMethodVariable):           # "-".join: read again from its constant
             return ("getattr", self.of(vt.owner), vt.name)
         if isinstance(vt, GetterVariable):                   # operator.itemgetter / attrgetter made here
             return ("call", getter_of, [("const", vt.kind), self.of(TupleVariable(vt.keys))])
-        if isinstance(vt, PartialVariable):                  # a real one is this call's own; one made here, anew
-            if vt.source is not None:
-                return ("real", self.read(vt.source))
+        if isinstance(vt, PartialVariable):                  # one made here, anew
             return ("call", partial_of, [self.of(vt.fn), self.of(TupleVariable(vt.args)), self.of(vt.keywords)])
         if isinstance(vt, BaseListVariable):
             if getattr(vt, "maxlen", None) is not None:      # a bounded deque: deque(items, maxlen)

@@ -154,9 +154,10 @@ def _is_reader(value, readers) -> bool:
     are, which a resume function shows as the frame's (its caller is the frame's caller: the
     frame hook's trampoline), so a frame naming it may break like any other."""
     try:
-        return readers.get(value, "warn") != "warn"
+        kind = readers.get(value)
     except TypeError:                 # an unhashable global
         return False
+    return kind is not None and kind != "warn"
 
 
 def refusal(code, index: int, f_globals: dict, f_builtins: dict) -> Optional[str]:
