@@ -702,11 +702,15 @@ def _owner_models_it(value) -> bool:
 
 
 def _bound_anew(value) -> bool:
-    """A C method bound to an object or class, which no modelled handler answers."""
+    """A C method bound to an object or class, which no modelled handler answers.  A module's C
+    function is not one, though its ``__self__`` need not be the module: pybind11 binds its own
+    record of the function there (``torch._C._log_api_usage_once``); such a function names its
+    module, where a method bound to an object has ``__module__`` None."""
     from .variables.builtins import BUILTIN_HANDLERS
 
     owner = value.__self__
-    return owner is not None and not isinstance(owner, types.ModuleType) and value not in BUILTIN_HANDLERS
+    return (owner is not None and not isinstance(owner, types.ModuleType) and value.__module__ is None
+            and value not in BUILTIN_HANDLERS)
 
 
 def _tensors_own_method(value) -> bool:

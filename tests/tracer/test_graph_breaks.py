@@ -133,6 +133,22 @@ def test_a_bound_c_method_breaks_at_its_call(capsys):
     assert all("C method" in b.reason for b in report.breaks)
 
 
+def logs_and_asks_the_tracer_state(x):
+    torch._C._log_api_usage_once("minidynamo.test")      # pybind11 functions: their ``__self__``
+    if torch._C._get_tracing_state() is None:           # is pybind11's record, not an object
+        x = x + 1
+    return x * 2
+
+
+def test_a_module_function_bound_to_its_pybind11_record_is_not_a_method():
+    backend = CountingBackend()
+    opt = minidynamo.optimize(backend)(logs_and_asks_the_tracer_state)
+    x = torch.randn(3)
+    torch.testing.assert_close(opt(x), logs_and_asks_the_tracer_state(x))
+    assert backend.compile_count == 1
+    assert not minidynamo.counters["break_reasons"] and not minidynamo.counters["fallback_reasons"]
+
+
 # -- a break inside an inlined helper: taken at the call site, the helper runs as its own frame --
 def noisy_helper(t, scale):
     u = t * scale
