@@ -6,7 +6,7 @@
  * (how it grew, what was removed), not only on its items: `set(items)` or `s.copy()` may build
  * a table of another size, with its items in other slots.  A set the tracer made, handed on at
  * a graph break or returned, is rebuilt on every call from a snapshot with this copy, so the
- * program iterates it in the order eager would (see tracer/capture.py, "set" templates).
+ * program iterates it in the order eager would (see tracer/templates.py, "set" templates).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

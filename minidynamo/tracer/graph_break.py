@@ -70,7 +70,7 @@ from guards.source import LocalSource
 from ..breaks.instructions import BREAKABLE, JUMPS, eager_operands
 from ..breaks.resume_code import in_prologue, uses_zero_arg_super
 from ..exc import Unsupported
-from .capture import Templates
+from .templates import Templates
 from .exceptions import exception_entries
 from .translator import decoded
 from .variables.base import BoundMethodVariable, NullVariable, VariableTracker

@@ -31,7 +31,7 @@ The tracer decides, per trace, whether type and state are enough, and *pins* a s
 
 The walk of ``parameters()`` (each module once) guards which modules are one object
 (``nn_module._members``).  A module returned or handed over at a graph break is re-read from its
-source (``capture.Templates``): this call's module.  Modules read from globals, closures or
+source (``templates.Templates``): this call's module.  Modules read from globals, closures or
 defaults keep their identity guard.  Switch: ``config.share_module_entries``.
 """
 

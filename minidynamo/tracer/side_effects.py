@@ -133,7 +133,7 @@ class SideEffects:
         tag).  Known by the tensor's example, the one object every tracker of that tensor shares
         (an in-place op returns it).  A graph input's store replays on the real input
         (``real_input``: (source, tensor)); a tensor the graph makes gets it where its output is
-        built (``capture.Templates``)."""
+        built (``templates.Templates``)."""
         _, stored, made = self.tensor_attributes.setdefault(id(example), (example, {}, real_input is None))
         stored[name] = value_vt
         if real_input is not None:

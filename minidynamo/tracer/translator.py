@@ -46,11 +46,6 @@ MAX_INSTRUCTIONS = 2_000_000   # a trace that runs this long is looping on somet
 # eager takes milliseconds, and its answer is a constant anyway: the frame runs eagerly.
 MAX_PYTHON_ONLY_STEPS = 250_000
 
-# What the trace may store into a real object or a global (``m.attr = v``, ``global g; g = v``):
-# values side_effects.py can rebuild after the graph (tensors, constants, plain containers).
-STORABLE_VALUES = (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)
-
-
 def decode(code: types.CodeType):
     """(instructions, label -> index, per instruction the try handlers around it, per
     instruction the stack slots of the with-blocks' ``__exit__`` around it), pseudo-instructions
@@ -251,8 +246,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
             raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
         if isinstance(value, NNModuleVariable) or (name in module._buffers and not isinstance(value, TensorVariable)):
             raise Unsupported(f"assignment to {type(module).__name__}.{name} (changes the module's structure)")
-        if not isinstance(value, STORABLE_VALUES):
-            raise Unsupported(f"assignment of {value} to {type(module).__name__}.{name}")
+        self.check_storable(value, f"{type(module).__name__}.{name}")
         self.check_module_store(type(module), name)
         if obj.by_structure:                           # a module the frame changes keeps its identity guard
             from .module_sharing import sharing_of
@@ -344,9 +338,14 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         obj.generic_delattr(self, name)
 
     def check_storable(self, value, where: str):
-        """Values an attribute store may hold: rebuilt after the graph by the output templates."""
-        if not isinstance(value, STORABLE_VALUES):
-            raise Unsupported(f"assignment of {value} to {where}")
+        """A store replayed after the graph holds what the output templates rebuild there: a
+        tensor, a constant, a container, an object or closure the frame made (the same object
+        wherever else the frame put it)."""
+        from .templates import rebuild_refusal
+
+        refusal = rebuild_refusal(value)
+        if refusal is not None:
+            raise Unsupported(f"assignment of {value} to {where}: {refusal}")
 
     def implicit_super(self):
         from .variables.objects import SuperVariable
@@ -424,8 +423,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         value = self.pop()
         if self.f_globals is not self.output.frame_info.f_globals:
             raise Unsupported(f"assignment to global {inst.arg!r} of another module")
-        if not isinstance(value, STORABLE_VALUES):
-            raise Unsupported(f"assignment of {value} to global {inst.arg!r}")
+        self.check_storable(value, f"global {inst.arg!r}")
         self.output.side_effects.store_global(inst.arg, value)
 
     def MAKE_CELL(self, inst):

@@ -39,7 +39,7 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "comprehension":   (1.2, False, "list/dict comprehensions and generator expressions in sum/any/all"),
     "helper_calls":    (1.5, False, "calls of module-level helpers with defaults/kwargs/*args"),
     "object_methods":  (1.2, False, "method calls, attribute reads and property reads on a plain object"),
-    "object_stores":   (1.0, False, "attribute stores on the plain object"),
+    "object_stores":   (1.0, False, "attribute stores on the plain object (some of what f made: an object, a lambda, a bound method)"),
     "module_calls":    (1.2, False, "calling an nn.Module (parameter, buffer, sub-layer), its attributes"),
     "module_stores":   (0.8, False, "attribute stores on the nn.Module"),
     "global_stores":   (0.8, False, "global scalar rebinding, global list/dict mutation"),
@@ -1158,10 +1158,15 @@ class Gen:
 
     def s_object_stores(self):
         r = self.rng
+        t = self.pick(self.tensors())
+        if r.random() < 0.3:       # something the frame made, kept on the caller's object past it
+            return Stmt(r.choice([["OBJ.made = Obj()"], ["made = Obj()", f"made.last = {t}", "OBJ.made = made"],
+                                  ["OBJ.fn = lambda u: u * OBJ.k"], [f"OBJ.pair = (OBJ.k, {t})"],
+                                  ["made = Obj()", "OBJ.made = made", "OBJ.made_scale = made.scale"]]))
         return Stmt([r.choice([f"OBJ.k = {self.int_expr(1)}", f"OBJ.w = {self.float_expr()}",
                                "OBJ.flag = not OBJ.flag", f"OBJ.items = [{self.int_expr(1)}]",
                                f"OBJ.k += 1", f"OBJ.extra = {self.int_expr(1)}",
-                               f"OBJ.last = {self.pick(self.tensors())}"])])
+                               f"OBJ.last = {t}"])])
 
     def s_module_calls(self):
         r = self.rng

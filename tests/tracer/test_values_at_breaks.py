@@ -1,5 +1,5 @@
 """Callables and iterators the frame makes live on past a graph break (handed to the resume
-function) and are returned: each is rebuilt per call (``capture.Templates``), where the frame
+function) and are returned: each is rebuilt per call (``templates.Templates``), where the frame
 used to run eagerly whole.  Each case is compared with eager over three calls, and must compile
 each graph once and never fall back."""
 

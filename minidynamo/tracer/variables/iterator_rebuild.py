@@ -5,7 +5,7 @@ An iterator on the stack (a ``for`` loop's, or an argument of the call that brea
 ``self.assertEqual(iter(e), e)``) used to be handed over as a tuple of its remaining items, which
 gives the right items but another object: ``iter(e) is e`` and ``type(e) is enumerate`` became
 false, and two places holding one iterator held two.  Here the iterator is made again at call
-time, once per call (``capture.Templates``' "fresh" sharing), from the same recipe the program
+time, once per call (``templates.Templates``' "fresh" sharing), from the same recipe the program
 used, over the very container it walks (the caller's, or the one the break rebuilds, so a list
 iterator still reads its list live), and moved to where the trace left it:
 

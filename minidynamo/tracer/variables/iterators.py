@@ -18,8 +18,8 @@ Iterators over containers read the container live:
 ``itertools`` (chain, zip_longest, islice, product & co., accumulate, ...) follow the same
 protocol, at the end of this module; their table is ``stdlib.py``.
 
-None of these can leave the frame: returning or storing one is refused by the output
-templates (capture.py) and the store checks, so the frame falls back to eager.
+Returning or storing one goes through the output templates (templates.py): what they cannot
+rebuild at its place is refused there, and the frame breaks at the store or falls back to eager.
 """
 
 from __future__ import annotations
@@ -487,7 +487,7 @@ def hands_over_live(vt) -> bool:
 
 class DictWalkVariable(VariableTracker):
     """What a graph break hands over for a loop's own iterator over the caller's dict: rebuilt
-    as an ``iterator_rebuild.DictWalk`` of that dict at the iterator's place (capture.Templates)."""
+    as an ``iterator_rebuild.DictWalk`` of that dict at the iterator's place (templates.Templates)."""
 
     def __init__(self, iterator: DictIteratorVariable):
         super().__init__()

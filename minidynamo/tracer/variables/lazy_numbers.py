@@ -103,7 +103,7 @@ def combine(fn, args):
 
 
 def template(templates, vt):
-    """What ``capture.Templates`` makes of an unread number: the expression, its sources re-read."""
+    """What ``templates.Templates`` makes of an unread number: the expression, its sources re-read."""
     return _template_of(templates, vt.expr)
 
 

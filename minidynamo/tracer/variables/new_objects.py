@@ -74,7 +74,7 @@ class NewObjectVariable(UserObjectVariable):
     operators the real type and a distinct identity, and is never read or returned."""
 
     is_new_object = True
-    returns_real = False           # rebuilt after the graph (capture.Templates), never re-read
+    returns_real = False           # rebuilt after the graph (templates.Templates), never re-read
 
     def __init__(self, klass: type, class_vt: VariableTracker):
         VariableTracker.__init__(self)
