@@ -134,13 +134,12 @@ def _restores_itself(exit_vt) -> bool:
 
 def _exit_traceable(exit_vt) -> bool:
     """A block's ``__exit__`` the trace can call with an exception: one that restores a mode, or
-    a user's ``__exit__`` in Python (inlined; its traceback argument is ``TracebackVariable``)."""
+    a user's ``__exit__`` in Python (inlined; its traceback argument is ``TracebackVariable``).
+    The slot below a with-block's cleanup holds the bound ``__exit__`` ``BEFORE_WITH`` looked up,
+    whatever the function is called (``Tracked.__exit__ = Tracked.exit_quietly``)."""
     from .variables.functions import UserMethodVariable
 
-    if _restores_itself(exit_vt):
-        return True
-    fn = getattr(exit_vt, "fn", None) if isinstance(exit_vt, UserMethodVariable) else None
-    return getattr(getattr(fn, "value", None), "__name__", None) == "__exit__"
+    return _restores_itself(exit_vt) or isinstance(exit_vt, UserMethodVariable)
 
 
 def _exception_of(tx, vt) -> BaseException:

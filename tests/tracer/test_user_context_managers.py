@@ -135,6 +135,27 @@ def test_an_exception_the_trace_raises_reaches_an_inlined_exit():
         assert minidynamo.counters["compiles"] == 1
 
 
+class Renamed(Logged):
+    def leave_quietly(self, kind, value, traceback):
+        LOG.append(("quiet", self.tag, kind.__name__ if kind else None))
+        return True
+
+
+Renamed.__exit__ = Renamed.leave_quietly          # the exit is any function the class holds there
+
+
+def suppressed_by_a_renamed_exit(x):
+    with Renamed("q"):
+        x = x + {}["missing"]
+    return x * 3
+
+
+def test_an_exit_under_another_name_is_inlined_too():
+    assert_matches_eager(suppressed_by_a_renamed_exit, [(X,), (X + 1,)])
+    assert minidynamo.counters["graph_breaks"] == 0 and minidynamo.counters["fallbacks"] == 0
+    assert minidynamo.counters["compiles"] == 1
+
+
 def test_an_exit_that_reads_the_traceback_gets_the_real_one_at_a_graph_break():
     """The trace has no traceback to give: the break goes to the raising instruction, whose entry
     raises the exception for real inside the block, and the real ``__exit__`` reads it."""
