@@ -6,6 +6,7 @@ transformers, hybrids, MLP mixers) built with random weights, called through
     python -m bench.timm_sweep --train                  # train mode: drop path and dropout on, a
                                                         # backward per call, gradients compared
     python -m bench.timm_sweep --only resnet18,vit_tiny_patch16_224 --backend torchxla_trace_once
+    python -m bench.timm_sweep --train --float64 --only levit_128s --backend torchxla_trace_once
 
 Per model: whether every call equalled eager (outputs; in --train also every parameter's gradient
 and every floating buffer), graphs compiled (recompiles among them: levit and tiny_vit fill their
@@ -13,7 +14,10 @@ attention-bias cache on the first eval call, which the guard sees), graph breaks
 over the calls, and the first reason of each.  "one graph" means one graph per compile, no break,
 no fallback.  Convnets run at
 64x64, the models that need their own size (patch grids, windows) at it.  Both sides draw the
-same random numbers (the seed is set before each call).  No downloads.  Not a test: minutes.
+same random numbers (the seed is set before each call).  ``--float64`` runs both sides in double
+precision: where float32 rounding makes XLA's gradients and ATen's differ (batch norms over a few
+values), a right graph agrees to about 1e-10 there and a wrong one does not.  No downloads.  Not a
+test: minutes.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ OWN_SIZE = ("vit", "deit", "beit", "eva", "swin", "levit", "coat", "pit", "twins
             "tiny_vit", "mixer", "efficientformer")
 
 
-def build(name: str, train: bool):
+def build(name: str, train: bool, dtype=torch.float32):
     """(model, an input batch maker) with random weights, seeded: two builds are equal."""
     import timm
 
@@ -56,7 +60,7 @@ def build(name: str, train: bool):
             continue
     channels, height, _ = model.default_cfg.get("input_size", (3, 224, 224))
     side = height if name.startswith(OWN_SIZE) else CONVNET_SIZE
-    return model.train(train), (lambda: torch.randn(2 if train else 1, channels, side, side))
+    return model.train(train).to(dtype), (lambda: torch.randn(2 if train else 1, channels, side, side, dtype=dtype))
 
 
 def _close(a, b, floor: float = 0.0) -> bool:
@@ -73,11 +77,11 @@ def _close(a, b, floor: float = 0.0) -> bool:
     return (a - b).abs().max().item() <= 1e-5 + floor + 1e-3 * a.abs().max().item()
 
 
-def run_one(name: str, backend: str, train: bool, calls: int) -> dict:
+def run_one(name: str, backend: str, train: bool, calls: int, dtype=torch.float32) -> dict:
     import minidynamo
 
-    reference, make_input = build(name, train)
-    model, _ = build(name, train)
+    reference, make_input = build(name, train, dtype)
+    model, _ = build(name, train, dtype)
     minidynamo.reset()
     compiled = minidynamo.optimize(backend)(model)
     equal, start = True, time.perf_counter()
@@ -111,6 +115,7 @@ def main(argv=None) -> None:
     parser.add_argument("--only", default="", help="comma-separated model names")
     parser.add_argument("--train", action="store_true", help="train mode, a backward per call")
     parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--float64", action="store_true", help="models and inputs in double precision")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     names = [n for n in args.only.split(",") if n] or list(MODELS)
@@ -119,7 +124,7 @@ def main(argv=None) -> None:
           "first reason")
     for name in names:
         try:
-            row = run_one(name, args.backend, args.train, args.calls)
+            row = run_one(name, args.backend, args.train, args.calls, torch.float64 if args.float64 else torch.float32)
         except Exception as error:    # noqa: BLE001 (a model that cannot be built here is reported)
             print(f"{name:30s} ERROR {type(error).__name__}: {str(error)[:120]}", flush=True)
             continue
@@ -128,7 +133,8 @@ def main(argv=None) -> None:
               f"{row['fallbacks']:9d} "
               f"{row['seconds']:6.1f}  {row['reasons'][0][:100] if row['reasons'] else ''}", flush=True)
     one = sum(r["equal"] and r["graphs"] - r["recompiles"] == 1 and not r["breaks"] and not r["fallbacks"] for r in rows)
-    print(f"\n{len(rows)} models ({'train' if args.train else 'inference'}, backend {args.backend}): "
+    print(f"\n{len(rows)} models ({'train' if args.train else 'inference'}, backend {args.backend}"
+          f"{', float64' if args.float64 else ''}): "
           f"{sum(r['equal'] for r in rows)} equal to eager on every call, {one} in one graph")
 
 
