@@ -1613,7 +1613,7 @@ class Gen:
             s = Stmt([f"{it} = returning_gen({t}, {k})", f"next({it})", "try:"],
                      [Stmt([f"{out} = next({it})"])], [Stmt([f"{out} = e.value"])],
                      orelse_header="except StopIteration as e:")
-        else:              # a class with its own __init__ (its raise is not traced), or uncaught
+        else:              # a class with its own __init__ (inlined), or uncaught
             if r.random() < 0.5:
                 s = Stmt(["try:"], [Stmt([f"{out} = {t} * coded_check({k})"])], [Stmt([f"{out} = {t} - e.code"])],
                          orelse_header="except CodedError as e:")
@@ -2186,7 +2186,8 @@ MUTATIONS: dict[str, list[str]] = {
                         "Lazy.__get__ = lambda self, obj, cls=None: self if obj is None else self.fn(obj) + 1",
                         "Pair.__new__ = staticmethod(lambda cls, p, q=None: PairBase.__new__(cls, p, p if q is None else q))"],
     "grad_reads": ["MOD.zero_grad()", "MOD.scale.grad = torch.tensor(2.0)"],
-    "user_raise": ["FuzzError.__str__ = lambda self: 'patched'", "RAISE_LIMIT[0] = 2", "RAISE_LIMIT[0] = 6"],
+    "user_raise": ["FuzzError.__str__ = lambda self: 'patched'", "RAISE_LIMIT[0] = 2", "RAISE_LIMIT[0] = 6",
+                   "CodedError.code = 5", "CodedError.__init__ = lambda self, message, code=0: None"],
     "user_ctx": ["Tracked.swallow_all = True", "Tracked.swallow_all = False", "Tracked.__exit__ = Tracked.exit_quietly",
                  "TRACKED.tag = 9", "CTX_LOG.clear()"],
     "default_dtype": ["torch.set_default_dtype(torch.float64)", "torch.set_default_dtype(torch.float32)"],

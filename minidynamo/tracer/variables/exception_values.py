@@ -2,30 +2,33 @@
 
 An exception the trace raises (``tracer/exceptions.py``: a missing key, the program's own
 ``raise``) is a real exception object made at trace time.  It is made from constants only, by
-a class that runs no code of the program's, so it is a constant of the trace too: an
-``except`` clause matches it, ``str(e)`` and ``e.args`` fold.  It never leaves the trace as a
-value (each eager call makes a new one): returned or stored, the frame runs eagerly.
+a class that runs no code of the program's, or only its own ``__init__`` in Python (inlined, on
+the object: the attributes it stores are constants too), so it is a constant of the trace: an
+``except`` clause matches it, ``str(e)``, ``e.args`` and ``e.code`` fold.  It never leaves the
+trace as a value (each eager call makes a new one): returned or stored, the frame runs eagerly.
 """
 
 from __future__ import annotations
 
 import types
 
+import guards as G
 from ...exc import ProgramRaises, Unsupported
 from ..class_answers import guard_class
 from .base import AttributeMissing, VariableTracker
-from .constant import ConstantVariable, is_constant_value
+from .constant import ConstantVariable, is_constant_value, is_none
 
 class ExceptionVariable(VariableTracker):
     """An exception the traced code made or raised.  It was made from constants, so it is one
     too while the trace runs (``except`` matching, ``str(e)``, ``e.args``); it never leaves
     the trace as a value (each eager call makes a new one)."""
 
-    def __init__(self, exception: BaseException, fields: dict | None = None):
+    def __init__(self, exception: BaseException, fields: dict | None = None, class_source=None):
         super().__init__()
         self.exception = exception
         self.fields = fields or {}      # attributes that are trace-time values (ProgramRaises.fields)
         self.raised_at = None           # (count, index) of the root instruction that raised it (unwind)
+        self.class_source = class_source    # a program class with its own __init__: where it was read
 
     def python_type(self):
         return type(self.exception)
@@ -43,6 +46,10 @@ class ExceptionVariable(VariableTracker):
         if name in self.fields:
             return self.fields[name]
         kind = type(self.exception)
+        if name in vars(self.exception):          # its class's __init__ stored it (a constant)
+            guard_class(tx, kind, lookups=(name,))
+            if G.class_lookup(kind, name) is G.NOT_FOUND:
+                return ConstantVariable(vars(self.exception)[name])
         _require_field(tx, self.exception, name)
         value = getattr(self.exception, name)
         if isinstance(value, BaseException):
@@ -61,7 +68,29 @@ class ExceptionVariable(VariableTracker):
         if name == "__traceback__" and (isinstance(value, TracebackVariable) or (
                 isinstance(value, ConstantVariable) and value.value is None)):
             return
+        if self.class_source is not None and isinstance(value, ConstantVariable) and not name.startswith("__"):
+            guard_class(tx, type(self.exception), lookups=(name,))    # no descriptor takes the store
+            if G.class_lookup(type(self.exception), name) is G.NOT_FOUND:
+                setattr(self.exception, name, value.value)      # the trace's own object (never leaves it)
+                return
         raise Unsupported(f"assignment to attribute {name!r} of {self}")
+
+    def class_lookup(self, tx, name, mro_start=0):
+        """What ``super().name`` finds from ``mro_start`` (in a program class's ``__init__``):
+        a built-in exception's ``__init__`` sets ``args`` now; a program class's function is bound."""
+        from .objects import lookup_class_attribute
+
+        klass = type(self.exception)
+        if self.class_source is None:
+            raise Unsupported(f"super().{name} on {self}")
+        owner = next((base for base in klass.__mro__[mro_start:] if name in vars(base)), None)
+        if name == "__init__" and owner is not None and owner.__module__ == "builtins":
+            guard_class(tx, klass.__mro__[mro_start], lookups=(name,))
+            return BuiltinExceptionInit(self)
+        found = lookup_class_attribute(tx, klass, name, self, None, mro_start, self.class_source)
+        if found is None:
+            raise Unsupported(f"super().{name} on {self}")
+        return found
 
     def __repr__(self) -> str:
         return f"ExceptionVariable({type(self.exception).__name__})"
@@ -126,6 +155,26 @@ _EXCEPTION_LOOKUPS = ("__new__", "__init__", "__str__", "__repr__", "__getattrib
                       "__setattr__", "args")
 
 
+class BuiltinExceptionInit(VariableTracker):
+    """``super().__init__(*args)`` reaching a built-in exception's ``__init__``: ``args`` set now,
+    from constants (it takes no keywords, as in CPython)."""
+
+    def __init__(self, made: ExceptionVariable):
+        super().__init__()
+        self.made = made
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs:
+            raise Unsupported(f"{type(self.made.exception).__name__}.__init__() takes no keyword arguments (TypeError)")
+        try:
+            values = [a.as_python_constant() for a in args]
+        except Unsupported as error:
+            raise Unsupported(f"exception {type(self.made.exception).__name__} given values known only at run time") \
+                from error
+        BaseException.__init__(self.made.exception, *values)
+        return ConstantVariable(None)
+
+
 def plain_exception_class(klass) -> bool:
     """A built-in exception class, or a program's subclass that adds nothing to one: making and
     reading an instance runs no program code."""
@@ -133,9 +182,22 @@ def plain_exception_class(klass) -> bool:
         and all(cls.__module__ == "builtins" or set(vars(cls)) <= _PLAIN_CLASS_KEYS for cls in klass.__mro__)
 
 
-def make_exception(tx, klass: type, args: list, kwargs: dict) -> ExceptionVariable:
+def own_init_class(klass) -> bool:
+    """A program's exception class whose only code is one ``__init__`` in Python (``MyError(msg,
+    code)`` storing ``self.code``): made by ``BaseException.__new__``, then that ``__init__`` inlined."""
+    if not (isinstance(klass, type) and issubclass(klass, BaseException) and type(klass) is type):
+        return False
+    own = [cls for cls in klass.__mro__ if cls.__module__ != "builtins"]
+    inits = [cls for cls in own if "__init__" in vars(cls)]
+    return len(inits) == 1 and isinstance(vars(inits[0])["__init__"], types.FunctionType) and \
+        all(set(vars(cls)) <= _PLAIN_CLASS_KEYS | {"__init__"} for cls in own)
+
+
+def make_exception(tx, klass: type, args: list, kwargs: dict, class_vt=None) -> ExceptionVariable:
     """``klass(*args, **kwargs)`` of an exception class, made now (see the module's docstring)."""
-    if not plain_exception_class(klass):
+    source = getattr(class_vt, "source", None)
+    own_init = source is not None and own_init_class(klass)
+    if not plain_exception_class(klass) and not own_init:
         raise Unsupported(f"exception {klass.__name__} created: its class runs its own code")
     try:
         values = [a.as_python_constant() for a in args]
@@ -143,6 +205,12 @@ def make_exception(tx, klass: type, args: list, kwargs: dict) -> ExceptionVariab
     except Unsupported as error:
         raise Unsupported(f"exception {klass.__name__} made from values known only at run time") from error
     guard_class(tx, klass, mro=True, lookups=_EXCEPTION_LOOKUPS)
+    if own_init:
+        made = ExceptionVariable(BaseException.__new__(klass, *values), class_source=source)
+        init = made.class_lookup(tx, "__init__")
+        if not is_none(init.call_function(tx, list(args), dict(kwargs))):
+            raise Unsupported("__init__ returned something other than None (TypeError)")
+        return made
     try:
         return ExceptionVariable(klass(*values, **named))
     except Exception as error:          # e.g. a keyword argument the class does not take

@@ -344,7 +344,7 @@ class ClassVariable(KnownObjectVariable):
         if issubclass(klass, BaseException):
             from .exception_values import make_exception
 
-            return make_exception(tx, klass, args, kwargs)
+            return make_exception(tx, klass, args, kwargs, class_vt=self)
         if issubclass(klass, torch.nn.Module):
             from .frame_modules import create_module
 
