@@ -316,6 +316,12 @@ class KindOfCoded(CodedError):
     pass
 
 
+class FileProblem(OSError):             # OSError's own __new__ and __init__ keep errno and strerror
+    def __init__(self, errno, message, extra):
+        super().__init__(errno, message)
+        self.extra = extra
+
+
 class TwoInits(CodedError):
     def __init__(self, message):
         super().__init__(message, 7)
@@ -332,6 +338,10 @@ def own_inits(x, n):
         raise Unnamed("u", n + 1, hint="h")
     except Exception as e:
         total = total + e.code + len(e.args) + len(e.hint) + len(str(e))
+    try:
+        raise FileProblem(2, "missing", n)
+    except OSError as e:
+        total = total + e.errno + len(e.strerror) + e.extra + len(e.args)
     made = CodedError("never raised", n)
     return total - made.code - len(type(made).__name__)
 

@@ -86,7 +86,7 @@ class ExceptionVariable(VariableTracker):
         owner = next((base for base in klass.__mro__[mro_start:] if name in vars(base)), None)
         if name == "__init__" and owner is not None and owner.__module__ == "builtins":
             guard_class(tx, klass.__mro__[mro_start], lookups=(name,))
-            return BuiltinExceptionInit(self)
+            return BuiltinExceptionInit(self, vars(owner)[name])
         found = lookup_class_attribute(tx, klass, name, self, None, mro_start, self.class_source)
         if found is None:
             raise Unsupported(f"super().{name} on {self}")
@@ -156,22 +156,24 @@ _EXCEPTION_LOOKUPS = ("__new__", "__init__", "__str__", "__repr__", "__getattrib
 
 
 class BuiltinExceptionInit(VariableTracker):
-    """``super().__init__(*args)`` reaching a built-in exception's ``__init__``: ``args`` set now,
-    from constants (it takes no keywords, as in CPython)."""
+    """``super().__init__(*args)`` reaching a built-in exception's ``__init__`` (``BaseException``'s,
+    ``OSError``'s, ``ImportError``'s ...): run now on the trace's object, from constants."""
 
-    def __init__(self, made: ExceptionVariable):
+    def __init__(self, made: ExceptionVariable, init):
         super().__init__()
-        self.made = made
+        self.made, self.init = made, init
 
     def call_function(self, tx, args, kwargs):
-        if kwargs:
-            raise Unsupported(f"{type(self.made.exception).__name__}.__init__() takes no keyword arguments (TypeError)")
+        kind = type(self.made.exception).__name__
         try:
             values = [a.as_python_constant() for a in args]
+            named = {k: v.as_python_constant() for k, v in kwargs.items()}
         except Unsupported as error:
-            raise Unsupported(f"exception {type(self.made.exception).__name__} given values known only at run time") \
-                from error
-        BaseException.__init__(self.made.exception, *values)
+            raise Unsupported(f"exception {kind} given values known only at run time") from error
+        try:
+            self.init(self.made.exception, *values, **named)
+        except Exception as error:      # (a keyword it does not take: eager raises it)
+            raise Unsupported(f"{kind}.__init__(...) raises {type(error).__name__}") from error
         return ConstantVariable(None)
 
 
@@ -184,7 +186,8 @@ def plain_exception_class(klass) -> bool:
 
 def own_init_class(klass) -> bool:
     """A program's exception class whose only code is one ``__init__`` in Python (``MyError(msg,
-    code)`` storing ``self.code``): made by ``BaseException.__new__``, then that ``__init__`` inlined."""
+    code)`` storing ``self.code``): made by its built-in base's ``__new__``, then that ``__init__``
+    inlined."""
     if not (isinstance(klass, type) and issubclass(klass, BaseException) and type(klass) is type):
         return False
     own = [cls for cls in klass.__mro__ if cls.__module__ != "builtins"]
@@ -206,7 +209,11 @@ def make_exception(tx, klass: type, args: list, kwargs: dict, class_vt=None) -> 
         raise Unsupported(f"exception {klass.__name__} made from values known only at run time") from error
     guard_class(tx, klass, mro=True, lookups=_EXCEPTION_LOOKUPS)
     if own_init:
-        made = ExceptionVariable(BaseException.__new__(klass, *values), class_source=source)
+        try:                  # what type.__call__ does first: the built-in base's __new__
+            exception = klass.__new__(klass, *values, **named)
+        except Exception as error:
+            raise Unsupported(f"{klass.__name__}.__new__(...) raises {type(error).__name__}") from error
+        made = ExceptionVariable(exception, class_source=source)
         init = made.class_lookup(tx, "__init__")
         if not is_none(init.call_function(tx, list(args), dict(kwargs))):
             raise Unsupported("__init__ returned something other than None (TypeError)")
