@@ -22,11 +22,11 @@ test: minutes.
 
 from __future__ import annotations
 
-import argparse
 import time
-import warnings
 
 import torch
+
+from . import sweeps
 
 MODELS = (
     # convnets
@@ -63,20 +63,6 @@ def build(name: str, train: bool, dtype=torch.float32):
     return model.train(train).to(dtype), (lambda: torch.randn(2 if train else 1, channels, side, side, dtype=dtype))
 
 
-def _close(a, b, floor: float = 0.0) -> bool:
-    """Equal up to float32 rounding in another summation order (XLA:CPU against ATen's CPU
-    kernels): the largest difference within 1e-3 of the tensor's largest element, plus
-    ``floor``.  A gradient that is zero in exact arithmetic (a bias before a train-mode batch
-    norm) is rounding noise on both sides, of the size of the gradients around it, not its own:
-    the caller passes a floor of 1e-6 of the model's largest gradient (plain lazy torch_xla
-    differs from eager by as much there)."""
-    if a.shape != b.shape:
-        return False
-    if not a.numel():
-        return True
-    return (a - b).abs().max().item() <= 1e-5 + floor + 1e-3 * a.abs().max().item()
-
-
 def run_one(name: str, backend: str, train: bool, calls: int, dtype=torch.float32) -> dict:
     import minidynamo
 
@@ -92,50 +78,25 @@ def run_one(name: str, backend: str, train: bool, calls: int, dtype=torch.float3
             expected = reference(x)
             torch.manual_seed(100 + call)
             got = compiled(x)
-            equal &= _close(expected, got.to(expected.device))
+            equal &= sweeps.close(expected, got.to(expected.device))
             if train:
                 expected.sum().backward()
                 got.sum().backward()
                 grads = [(a.grad, b.grad) for a, b in zip(reference.parameters(), model.parameters())
                          if a.grad is not None and b.grad is not None]
                 floor = 1e-6 * max((a.abs().max().item() for a, _ in grads), default=0.0)
-                equal &= all(_close(a, b.to(a.device), floor) for a, b in grads)
-                equal &= all(_close(a, b.to(a.device)) for a, b in zip(reference.buffers(), model.buffers())
+                equal &= all(sweeps.close(a, b.to(a.device), floor) for a, b in grads)
+                equal &= all(sweeps.close(a, b.to(a.device)) for a, b in zip(reference.buffers(), model.buffers())
                              if a.is_floating_point())
     counters = minidynamo.counters
     fallbacks, breaks = list(counters["fallback_reasons"]), list(counters["break_reasons"])
     return dict(name=name, equal=bool(equal), graphs=counters["compiles"], recompiles=counters["recompiles"],
                 breaks=len(breaks),
-                fallbacks=len(fallbacks), seconds=time.perf_counter() - start, reasons=(fallbacks + breaks)[:1])
+                fallbacks=len(fallbacks), seconds=time.perf_counter() - start, reason=(fallbacks + breaks + [""])[0])
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", default="eager")
-    parser.add_argument("--only", default="", help="comma-separated model names")
-    parser.add_argument("--train", action="store_true", help="train mode, a backward per call")
-    parser.add_argument("--calls", type=int, default=3)
-    parser.add_argument("--float64", action="store_true", help="models and inputs in double precision")
-    args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore")
-    names = [n for n in args.only.split(",") if n] or list(MODELS)
-    rows = []
-    print(f"{'model':30s} {'equal':6s} {'graphs':>6s} {'recompiles':>10s} {'breaks':>6s} {'fallbacks':>9s} {'s':>6s}  "
-          "first reason")
-    for name in names:
-        try:
-            row = run_one(name, args.backend, args.train, args.calls, torch.float64 if args.float64 else torch.float32)
-        except Exception as error:    # noqa: BLE001 (a model that cannot be built here is reported)
-            print(f"{name:30s} ERROR {type(error).__name__}: {str(error)[:120]}", flush=True)
-            continue
-        rows.append(row)
-        print(f"{name:30s} {str(row['equal']):6s} {row['graphs']:6d} {row['recompiles']:10d} {row['breaks']:6d} "
-              f"{row['fallbacks']:9d} "
-              f"{row['seconds']:6.1f}  {row['reasons'][0][:100] if row['reasons'] else ''}", flush=True)
-    one = sum(r["equal"] and r["graphs"] - r["recompiles"] == 1 and not r["breaks"] and not r["fallbacks"] for r in rows)
-    print(f"\n{len(rows)} models ({'train' if args.train else 'inference'}, backend {args.backend}"
-          f"{', float64' if args.float64 else ''}): "
-          f"{sum(r['equal'] for r in rows)} equal to eager on every call, {one} in one graph")
+    sweeps.run_table(sweeps.parse(argv, __doc__, MODELS), run_one)
 
 
 if __name__ == "__main__":

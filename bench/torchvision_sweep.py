@@ -28,15 +28,13 @@ test: minutes.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import re
 import time
-import warnings
 
 import torch
 
-from .timm_sweep import _close
+from . import sweeps
 
 DETECTION = ("fasterrcnn_mobilenet_v3_large_320_fpn", "maskrcnn_resnet50_fpn", "keypointrcnn_resnet50_fpn",
              "retinanet_resnet50_fpn", "fcos_resnet50_fpn", "ssdlite320_mobilenet_v3_large", "ssd300_vgg16")
@@ -118,7 +116,7 @@ def _all_close(a, b, floor: float = 0.0) -> bool:
     if isinstance(a, torch.Tensor):
         if not isinstance(b, torch.Tensor) or a.dtype != b.dtype:
             return False
-        return _close(a.double(), b.to(a.device).double(), floor) if a.is_floating_point() else torch.equal(a, b.to(a.device))
+        return sweeps.close(a.double(), b.to(a.device).double(), floor) if a.is_floating_point() else torch.equal(a, b.to(a.device))
     if isinstance(a, dict):
         return type(a) is type(b) and a.keys() == b.keys() and all(_all_close(a[k], b[k], floor) for k in a)
     if isinstance(a, (list, tuple)):
@@ -157,7 +155,7 @@ def run_one(name: str, backend: str, train: bool, calls: int, dtype=torch.float3
                 grads = [(a.grad, b.grad) for a, b in zip(reference.parameters(), model.parameters())
                          if a.grad is not None or b.grad is not None]
                 floor = 1e-6 * max((a.abs().max().item() for a, _ in grads if a is not None), default=0.0)
-                equal &= all(a is not None and b is not None and _close(a, b.to(a.device), floor) for a, b in grads)
+                equal &= all(a is not None and b is not None and sweeps.close(a, b.to(a.device), floor) for a, b in grads)
     counters = minidynamo.counters
     reasons = collections.Counter(_short(r) for r in list(counters["fallback_reasons"]) + list(counters["break_reasons"]))
     return dict(name=name, equal=bool(equal) if comparable else None, graphs=counters["compiles"],
@@ -172,35 +170,7 @@ def _short(reason: str) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", default="eager")
-    parser.add_argument("--only", default="", help="comma-separated model names")
-    parser.add_argument("--train", action="store_true", help="train mode, a backward per call")
-    parser.add_argument("--calls", type=int, default=3)
-    parser.add_argument("--float64", action="store_true", help="models and inputs in double precision")
-    args = parser.parse_args(argv)
-    warnings.filterwarnings("ignore")
-    names = [n for n in args.only.split(",") if n] or list(MODELS)
-    rows = []
-    print(f"{'model':38s} {'equal':6s} {'graphs':>6s} {'recompiles':>10s} {'breaks':>6s} {'fallbacks':>9s} {'s':>6s}  "
-          "most frequent reason")
-    for name in names:
-        try:
-            row = run_one(name, args.backend, args.train, args.calls, torch.float64 if args.float64 else torch.float32)
-        except Exception as error:    # noqa: BLE001 (a model that cannot be built here is reported)
-            print(f"{name:38s} ERROR {type(error).__name__}: {str(error)[:120]}", flush=True)
-            continue
-        rows.append(row)
-        equal = "n/a" if row["equal"] is None else str(row["equal"])
-        print(f"{name:38s} {equal:6s} {row['graphs']:6d} {row['recompiles']:10d} {row['breaks']:6d} "
-              f"{row['fallbacks']:9d} {row['seconds']:6.1f}  {row['reason'][:110]}", flush=True)
-    one = sum(r["equal"] is not False and r["graphs"] - r["recompiles"] == 1 and not r["breaks"] and not r["fallbacks"]
-              for r in rows)
-    compared = [r for r in rows if r["equal"] is not None]
-    print(f"\n{len(rows)} models ({'train' if args.train else 'inference'}, backend {args.backend}"
-          f"{', float64' if args.float64 else ''}): "
-          f"{sum(r['equal'] for r in compared)} of {len(compared)} compared equal to eager on every call, "
-          f"{one} in one graph")
+    sweeps.run_table(sweeps.parse(argv, __doc__, MODELS), run_one, width=38)
 
 
 if __name__ == "__main__":
