@@ -11,20 +11,14 @@ import torch
 
 import minidynamo
 
+from .test_values_at_breaks import Scaler
+
 
 @pytest.fixture(autouse=True)
 def _fresh():
     minidynamo.reset()
     yield
     minidynamo.reset()
-
-
-class Scaler:
-    def __init__(self, k):
-        self.k = k
-
-    def __call__(self, t):
-        return t * self.k
 
 
 class LazyHead(torch.nn.Module):
@@ -38,7 +32,7 @@ class LazyHead(torch.nn.Module):
     def forward(self, x):
         if self.scaler is None:
             self.scaler = Scaler(x.shape[-1])
-        return self.scaler(self.linear(x))
+        return self.scaler.apply(self.linear(x))
 
 
 class Holder:
@@ -52,7 +46,7 @@ def stores_what_it_made(x, holder):
     holder.doubled = functools.partial(torch.mul, other=2)
     holder.rest = iter([x, x + 1])
     next(holder.rest)
-    return made, made(x)
+    return made, made.apply(x)
 
 
 LAST = None
@@ -62,7 +56,7 @@ def stores_a_global(x):
     global LAST
     LAST = Scaler(3)
     LAST.seen = x + 1
-    return LAST(x)
+    return LAST.apply(x)
 
 
 def test_a_module_keeps_the_helper_its_first_call_made():
