@@ -47,7 +47,7 @@ def run_table(args, run_one, width: int = 30) -> list:
     warnings.filterwarnings("ignore")
     rows = []
     print(f"{'model':{width}s} {'equal':6s} {'graphs':>6s} {'recompiles':>10s} {'breaks':>6s} {'fallbacks':>9s} "
-          f"{'s':>6s}  first reason")
+          f"{'s':>6s}  reason")
     for name in args.names:
         try:
             row = run_one(name, args.backend, args.train, args.calls, args.dtype)

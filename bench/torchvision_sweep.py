@@ -18,7 +18,10 @@ models break where the work depends on the data (non-maximum suppression, ``torc
 those breaks are expected.  Their outputs after non-maximum suppression are compared on the eager
 backend only: on XLA the scores differ from ATen's in the last bits, and which of two nearly equal
 boxes survives, and in which order, flips (plain lazy torch_xla differs from eager the same way),
-so ``--backend torchxla_*`` reports them as ``n/a`` (but compares them with ``--float64``).  In training, a deep network's batch norms over
+so ``--backend torchxla_*`` reports them as ``n/a``; in double precision too, since the padding
+that batches images of two sizes gives many boxes exactly equal scores, and which of them a
+top-k keeps is each implementation's own choice.  (Training compares the losses, made before
+any suppression.)  In training, a deep network's batch norms over
 a few values each (small inputs) amplify float32 rounding: XLA's gradients and ATen's can differ by
 a tenth of their largest element on one call, and plain lazy torch_xla differs from eager as
 much; ``--float64`` runs both sides in double precision, where rounding cannot hide a wrong graph
@@ -138,7 +141,7 @@ def run_one(name: str, backend: str, train: bool, calls: int, dtype=torch.float3
     model, _ = build(name, train, dtype)
     minidynamo.reset()
     compiled = minidynamo.optimize(backend)(model)
-    comparable = backend == "eager" or name not in DETECTION or train or dtype == torch.float64
+    comparable = backend == "eager" or name not in DETECTION or train
     equal, start = True, time.perf_counter()
     with torch.set_grad_enabled(train):
         for call in range(calls):
