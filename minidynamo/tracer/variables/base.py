@@ -88,6 +88,7 @@ named, every tracker is listed, and each sits under its base class):
      │    └── CaughtExceptionVariable exception_values.py  one raised at run time that a handler handles
      ├── HandledBefore                exception_values.py  what PUSH_EXC_INFO leaves under the exception
      ├── TracebackVariable            exception_values.py  a traceback: sys.exc_info()'s, an __exit__'s (only `is None`)
+     ├── BuiltinExceptionInit         exception_values.py  super().__init__ reaching a built-in exception's __init__
      ├── DictWalkVariable             iterators.py     a loop's iterator over the caller's dict, at a break
      ├── VmapVariable                 higher_order.py  torch.vmap itself
      ├── VmappedFunctionVariable      higher_order.py  torch.vmap(fn, ...): calling it traces a body sub-graph
