@@ -12,11 +12,17 @@ formula runs on these statistics.
 Each answers ``NotImplemented`` where the lowering is kept: a dtype other than float32/float64
 (eager's kernels accumulate 16-bit floats in float32, as ``eager_precision`` handles), mixed
 dtypes, or an empty input.
+
+A variance that is not finite (a row holding values past 1.8e19, whose squares overflow float32,
+or an infinity or NaN) is where these formulas and eager's kernels part (``[1e30, 0.5]``: eager
+NaN, here the bias): the run's watch (``index_check.require_finite``) then answers that call
+eagerly.
 """
 
 import torch
 
 from .eager_formulas import lowered, reentry
+from .index_check import require_finite
 
 _aten = torch.ops.aten
 _FLOATS = (torch.float32, torch.float64)
@@ -30,7 +36,9 @@ def _moments(x, dims):
     """Mean and ``x - mean`` and the biased variance over ``dims`` (kept), in two passes."""
     mean = x.mean(dims, keepdim=True)
     centered = x - mean
-    return mean, centered, (centered * centered).mean(dims, keepdim=True)
+    variance = (centered * centered).mean(dims, keepdim=True)
+    require_finite((variance,))
+    return mean, centered, variance
 
 
 def _affine(out, weight, bias, shape):
