@@ -277,6 +277,3 @@ def draw_devices(graph: torch.fx.Graph) -> Optional[set]:
                 return None
             devices.add(device)
     return devices
-
-
-# -- the return value and the side effects -----------------------------------------------------
