@@ -129,6 +129,14 @@ class AtenRecorder(TorchDispatchMode):
         finally:
             self._paused = saved
 
+    def record_call(self, fn, *tensors) -> None:
+        """Record a call of the Python function ``fn`` on recorded tensors, for its effect when
+        the graph runs (``index_check.finite_required``): no aten op to dispatch, no result."""
+        if self._paused:
+            return
+        node = self.graph.call_function(fn, tuple(self._arg(t) for t in tensors))
+        node.meta["phase"] = self.phase
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         decomposition = self.decompositions.get(func)
@@ -173,6 +181,15 @@ class AtenRecorder(TorchDispatchMode):
         node.meta["phase"] = "forward"
         self._bind(tensor, node)
         return node
+
+
+def active_recorder():
+    """The ``AtenRecorder`` recording on this thread (the innermost), or None."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    for mode in reversed(_get_current_dispatch_mode_stack()):
+        if isinstance(mode, AtenRecorder):
+            return mode
+    return None
 
 
 def _first_op(graph: fx.Graph):

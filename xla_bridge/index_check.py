@@ -57,6 +57,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from . import device as dev
+from .aten_recorder import active_recorder
 
 aten = torch.ops.aten
 
@@ -139,14 +140,28 @@ class IndexWatch(TorchDispatchMode):
 
 def require_finite(tensors) -> None:
     """The run being traced answers as eager only if these tensors (saved for a backward)
-    hold no NaN and no infinity: add that to its flag (nothing when no watch is tracing)."""
+    hold no NaN and no infinity: add that to its flag (nothing when no watch is tracing).
+
+    Asked while an aten graph is being recorded on meta tensors (a formula of ``eager_faithful``
+    inside a joint graph, which is traced lazily only later), the graph records the question
+    instead (``finite_required``), to be asked when it runs."""
     watch = getattr(_tracing, "watch", None)
     if watch is None:
+        recorder = active_recorder()
+        if recorder is not None:
+            tensors = [t for t in tensors if isinstance(t, torch.Tensor) and t.is_floating_point()]
+            if tensors:
+                recorder.record_call(finite_required, *tensors)
         return
     with _disable_current_modes():    # the check is not the program's: no mode is to see it
         for tensor in tensors:
             if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.numel() > 0:
                 watch._add(torch.isfinite(tensor.detach()).all())
+
+
+def finite_required(*tensors) -> None:
+    """A recorded graph's ``require_finite`` (see there), asked when the graph runs."""
+    require_finite(tensors)
 
 
 class _NoWatch(contextlib.nullcontext):

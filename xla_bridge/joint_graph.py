@@ -52,7 +52,7 @@ from .aten_recorder import AtenRecorder, RecordingError, meta_like, no_dynamo_im
     retarget, tensor_bytes
 from .eager_saved import EagerSaved
 from .guarded_views import guarded_kind
-from .index_check import reads_indices
+from .index_check import finite_required, reads_indices
 
 FORWARD, BACKWARD = "forward", "backward"
 
@@ -373,9 +373,10 @@ def _view_root(node: fx.Node):
 
 
 def _kept(node: fx.Node) -> bool:
-    """Kept in the forward graph although unused: impure ops, and ops reading index tensors
-    (eager raises for an index out of range whether or not the result is used: index_check)."""
-    return node.is_impure() or reads_indices(node)
+    """Kept in the forward graph although unused: impure ops, ops reading index tensors
+    (eager raises for an index out of range whether or not the result is used: index_check),
+    and the checks a formula asked for (``finite_required``)."""
+    return node.is_impure() or reads_indices(node) or node.target is finite_required
 
 
 def _lookup(env, value):

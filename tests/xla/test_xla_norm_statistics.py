@@ -114,7 +114,7 @@ def test_batch_norm_with_a_cumulative_average_updates_as_eager(backend):
 def test_a_variance_past_float32_answers_as_eager(backend, norm):
     """Fuzz seed 413 program 584: a row holding 1e30 (its squares overflow float32) is NaN in
     eager's kernels, while the two-pass formula gave the bias; such a variance makes the call
-    answer eagerly (index_check.require_finite).  (Inference; the replayed training path is left.)"""
+    answer eagerly (index_check.require_finite)."""
     x = X.clone()
     x[1, 2, 0] = 1e30
     with torch.no_grad():
@@ -122,3 +122,30 @@ def test_a_variance_past_float32_answers_as_eager(backend, norm):
         minidynamo.reset()
         got = minidynamo.optimize(backend)(norm)(x)
     torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("norm", NORMS.values(), ids=NORMS.keys())
+def test_a_variance_past_float32_answers_as_eager_when_training(backend, norm):
+    """The same row on the training path: trace-once records the formula into a joint graph on
+    meta tensors, so the check it asks for is recorded too (``finite_required``) and asked when
+    the replayed forward runs; a finite call after it replays the same graph."""
+    def scaled(x, w):
+        return norm(x) * w
+
+    x, w = X.clone(), torch.ones(5, requires_grad=True)
+    x[1, 2, 0] = 1e30
+    expected = scaled(x, w)
+    expected.sum().backward()
+    expected_grad, w.grad = w.grad, None
+    minidynamo.reset()
+    opt = minidynamo.optimize(backend)(scaled)
+    got = opt(x, w)
+    got.sum().backward()
+    torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+    torch.testing.assert_close(w.grad, expected_grad, equal_nan=True)
+    w.grad = None
+    finite = opt(X, w)                              # the replayed graph still answers finite rows
+    finite.sum().backward()
+    reference = scaled(X, w.detach().requires_grad_())
+    torch.testing.assert_close(finite.cpu(), reference, atol=1e-5, rtol=1e-5)
