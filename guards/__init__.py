@@ -38,7 +38,7 @@ from .codegen import GuardFunction, build_guard_function
 from .guard import (
     NOT_FOUND, Guard, TensorSpec, UnguardableValue, absent_match, alias_match, autocast_match, autograd_view, class_lookup,
     autograd_views_match, class_match, distinct_match, default_dtype_match, mro_of,
-    torch_state_match, dict_keys_match, equals_match, global_hooks_empty,
+    torch_state_match, dict_keys_match, equals_match, compare_match, COMPARISONS, MIRRORED, global_hooks_empty,
     grad_mode_match, id_match, length_match, module_state_match, storage_match, tensor_match, type_match,
 )
 from .source import (
@@ -52,7 +52,7 @@ __all__ = [
     "AttrSource", "AutocastSource", "autocast_match", "BuiltinSource", "ClosureSource", "FrameInfo", "GlobalModuleHooksSource",
     "GlobalSource", "GradModeSource", "Guard", "GuardFunction", "ItemSource", "LocalSource",
     "Source", "TensorSpec", "UnguardableValue", "build_guard_function", "compile_reader",
-    "dict_keys_match", "equals_match", "global_hooks_empty", "grad_mode_match", "id_match",
+    "dict_keys_match", "equals_match", "compare_match", "COMPARISONS", "MIRRORED", "global_hooks_empty", "grad_mode_match", "id_match",
     "length_match", "module_state_match", "tensor_match", "type_match", "absent_match", "alias_match", "distinct_match",
     "storage_match", "autograd_views_match", "autograd_view",
     "default_dtype_match", "torch_state_match", "CallSource", "NamespaceSource", "TorchStateSource",

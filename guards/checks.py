@@ -21,9 +21,9 @@ import torch
 from . import module_facts
 from .source import torch_state_function
 from .guard import (
-    ABSENT_MATCH, ALIAS_MATCH, AUTOGRAD_VIEW_MATCH, CLASS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, NOT_FOUND, TORCH_STATE_MATCH, AUTOCAST_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
+    ABSENT_MATCH, ALIAS_MATCH, AUTOGRAD_VIEW_MATCH, CLASS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, NOT_FOUND, TORCH_STATE_MATCH, AUTOCAST_MATCH, COMPARE_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
     LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, ClassFacts, Guard, TensorSpec,
-    UnguardableValue, WeakPin, autograd_view, class_lookup, mro_of, pinned, storage_groups,
+    COMPARISONS, UnguardableValue, WeakPin, autograd_view, class_lookup, mro_of, pinned, storage_groups,
 )
 
 
@@ -195,6 +195,29 @@ def constant_checks(v: str, label: str, value: Any, consts: Consts) -> list[Chec
 
 def equals_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     return constant_checks(v, guard.source.name(), guard.obj, consts)
+
+
+class Comparison:
+    """``Comparison(">", 10, False)(x)``: whether ``(x > 10) is False``; a compare guard's native form."""
+
+    __slots__ = ("compare", "constant", "outcome")
+
+    def __init__(self, symbol: str, constant: Any, outcome: bool):
+        self.compare, self.constant, self.outcome = COMPARISONS[symbol], constant, outcome
+
+    def __call__(self, value: Any) -> bool:
+        return self.compare(value, self.constant) is self.outcome
+
+
+def compare_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
+    """``(v > 10) is False``: the comparison the trace made with the number, not its value."""
+    symbol, _, outcome = guard.expected
+    constant = guard.obj
+    literal = repr(constant) if math.isfinite(constant) else consts.name_for(constant, "number")
+    test = f"({v} {symbol} {literal}) is {outcome}"
+    native = ("call_with", consts.name_for(Comparison(symbol, constant, outcome), "compare"), (v,)) \
+        if v.isidentifier() else None
+    return [Check(test, f"{guard.source.name()} {symbol} {literal}", repr(outcome), f"{v} {symbol} {literal}", native)]
 
 
 def contiguity_pins_strides(spec: TensorSpec) -> bool:
@@ -479,6 +502,7 @@ CHECK_BUILDERS: dict[str, Callable[[Guard, str, Consts], list[Check]]] = {
     TYPE_MATCH: type_checks,
     ID_MATCH: id_checks,
     EQUALS_MATCH: equals_checks,
+    COMPARE_MATCH: compare_checks,
     TENSOR_MATCH: tensor_checks,
     LENGTH_MATCH: length_checks,
     DICT_KEYS_MATCH: dict_keys_checks,
@@ -506,6 +530,8 @@ def describe_guard(guard: Guard) -> str:
         return f"{name} is {show(pinned(guard.obj))}"
     if kind == EQUALS_MATCH:
         return f"{name} == {show(guard.obj)}"
+    if kind == COMPARE_MATCH:
+        return f"({name} {expected[0]} {guard.obj!r}) is {expected[2]}"
     if kind == LENGTH_MATCH:
         return f"len({name}) == {expected[1]} ({type_name(expected[0])})"
     if kind == DICT_KEYS_MATCH:

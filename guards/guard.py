@@ -15,6 +15,7 @@ import abc
 import collections
 import dataclasses
 import math
+import operator
 import types
 import weakref
 from typing import Any, Hashable, Optional, Sequence
@@ -39,6 +40,7 @@ class UnguardableValue(ValueError):
 ID_MATCH = "ID_MATCH"
 TYPE_MATCH = "TYPE_MATCH"
 EQUALS_MATCH = "EQUALS_MATCH"
+COMPARE_MATCH = "COMPARE_MATCH"
 TENSOR_MATCH = "TENSOR_MATCH"
 LENGTH_MATCH = "LENGTH_MATCH"
 DICT_KEYS_MATCH = "DICT_KEYS_MATCH"
@@ -57,7 +59,7 @@ AUTOGRAD_VIEW_MATCH = "AUTOGRAD_VIEW_MATCH"
 KIND_ORDER = {
     kind: rank
     for rank, kind in enumerate(
-        (ID_MATCH, TYPE_MATCH, EQUALS_MATCH, TENSOR_MATCH, LENGTH_MATCH, DICT_KEYS_MATCH,
+        (ID_MATCH, TYPE_MATCH, EQUALS_MATCH, COMPARE_MATCH, TENSOR_MATCH, LENGTH_MATCH, DICT_KEYS_MATCH,
          MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, AUTOCAST_MATCH, TORCH_STATE_MATCH,
          CLASS_MATCH, ABSENT_MATCH, ALIAS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, AUTOGRAD_VIEW_MATCH)
     )
@@ -167,6 +169,19 @@ def pinned(pin_: Any) -> Any:
 def equals_match(source: Source, value: Any) -> Guard:
     """``source == value`` for a constant, with its type (``1``, ``1.0`` and ``True`` differ)."""
     return Guard(source, EQUALS_MATCH, constant_key(value), value)
+
+
+# The comparisons a number's guard may ask instead of its value, and their mirrors (``3 < n`` is ``n > 3``).
+COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+               "==": operator.eq, "!=": operator.ne}
+MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def compare_match(source: Source, symbol: str, constant: Any, outcome: bool) -> Guard:
+    """``(source <symbol> constant) is outcome`` for an int or float ``source`` (its type guarded
+    apart) and a number: what a trace that only compared the number depends on, which holds for
+    a whole range of values where ``equals_match`` holds for one."""
+    return Guard(source, COMPARE_MATCH, (symbol, constant_key(constant), outcome), constant)
 
 
 def tensor_match(source: Source, tensor: torch.Tensor) -> Guard:

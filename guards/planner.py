@@ -18,7 +18,7 @@ from . import module_facts, native
 from .checks import (CHECK_BUILDERS, Check, alias_checks, describe_guard, distinct_checks, module_call_checks,
                      module_state_checks, storage_checks, autograd_view_checks)
 from .guard import (
-    ALIAS_MATCH, AUTOGRAD_VIEW_MATCH, DISTINCT_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, KIND_ORDER, LENGTH_MATCH,
+    ALIAS_MATCH, AUTOGRAD_VIEW_MATCH, DISTINCT_MATCH, COMPARE_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, ID_MATCH, KIND_ORDER, LENGTH_MATCH,
     MODULE_STATE_MATCH, STORAGE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, UnguardableValue, WeakPin, hinted_value, pinned,
 )
 from .source import (
@@ -470,7 +470,7 @@ _NOT_FOUND = object()
 def decided_by_identity(guard: Guard) -> bool:
     """True when the guard's outcome cannot change while the objects it looks at (and the
     contents of the dicts among them) stay the same: what dict version tags can vouch for."""
-    if guard.kind in (ID_MATCH, EQUALS_MATCH, MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, ALIAS_MATCH,
+    if guard.kind in (ID_MATCH, EQUALS_MATCH, COMPARE_MATCH, MODULE_STATE_MATCH, GLOBAL_HOOKS_EMPTY, ALIAS_MATCH,
                       DISTINCT_MATCH):
         return True
     if guard.kind == TYPE_MATCH:   # only a heap type's instance can change class

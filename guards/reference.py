@@ -21,7 +21,7 @@ import torch
 from . import module_facts
 from .checks import describe_guard
 from .guard import (
-    ABSENT_MATCH, ALIAS_MATCH, AUTOCAST_MATCH, AUTOGRAD_VIEW_MATCH, CLASS_MATCH, DICT_KEYS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY,
+    ABSENT_MATCH, ALIAS_MATCH, AUTOCAST_MATCH, AUTOGRAD_VIEW_MATCH, CLASS_MATCH, DICT_KEYS_MATCH, DISTINCT_MATCH, EQUALS_MATCH, COMPARE_MATCH, COMPARISONS, GLOBAL_HOOKS_EMPTY,
     GRAD_MODE_MATCH, ID_MATCH, LENGTH_MATCH, MODULE_STATE_MATCH, STORAGE_MATCH, TENSOR_MATCH, TORCH_STATE_MATCH, TYPE_MATCH, Guard,
     TensorSpec, UnguardableValue, class_lookup, constant_key, mro_of, pinned, PyAutogradViews, PyStorageGroups,
 )
@@ -132,6 +132,7 @@ PREDICATES: dict[str, Callable[[Guard, Any, Callable], bool]] = {
     ID_MATCH: lambda guard, x, read: x is pinned(guard.obj),
     TYPE_MATCH: lambda guard, x, read: type(x) is guard.expected,
     EQUALS_MATCH: _equals,
+    COMPARE_MATCH: lambda guard, x, read: COMPARISONS[guard.expected[0]](x, guard.obj) is guard.expected[2],
     TENSOR_MATCH: _tensor,
     LENGTH_MATCH: lambda guard, x, read: type(x) is guard.expected[0] and len(x) == guard.expected[1],
     DICT_KEYS_MATCH: _keys,

@@ -36,6 +36,8 @@ IN_PLACE_TO_PLAIN = {operator.iadd: operator.add, operator.isub: operator.sub, o
 def apply(tx, fn, args: list) -> VariableTracker:
     """``fn(*args)`` for an ``operator`` function (binary, unary or comparison)."""
     counted = lazy_numbers.combine(fn, args)     # self.calls + 1: still unread
+    if counted is None:
+        counted = lazy_numbers.compare(tx, fn, args)   # self.calls > 10: the outcome guarded
     if counted is not None:
         return counted
     if fn in (operator.is_, operator.is_not):

@@ -48,10 +48,13 @@ class Net(nn.Module):
         self.blocks = nn.Sequential(Block(), Block())
         self.extra = nn.ModuleList([nn.Linear(4, 4)])
         self.alpha = 0.5
+        self.depth = 2
 
     def forward(self, x):
         y = self.blocks(x.view(x.size(0), -1))   # methods read through the input
         y = self.extra[0](y) * self.alpha
+        if self.depth > 1:                       # only compared: (self.depth > 1) is True
+            y = y + 1
         return torch.relu(y) * SCALE
 
 
@@ -190,6 +193,10 @@ MUTATIONS = {
     "eps": (set_attr(lambda n: n.blocks[0].norm, "eps", lambda e: 1e-3), False),
     "alpha": (set_attr(lambda n: n, "alpha", lambda a: 0.25), False),
     "alpha same value": (set_attr(lambda n: n, "alpha", lambda a: float("0.5")), False),
+    "depth, same side": (set_attr(lambda n: n, "depth", lambda d: 7), False),
+    "depth, other side": (set_attr(lambda n: n, "depth", lambda d: 1), False),
+    "depth a float": (set_attr(lambda n: n, "depth", lambda d: 7.0), False),
+    "depth a bool": (set_attr(lambda n: n, "depth", lambda d: True), False),
     "training": (train_one, False),
     "forward hook": (forward_hook, False),
     "global hook": (global_hook, False),

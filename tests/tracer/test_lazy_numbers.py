@@ -113,3 +113,78 @@ def test_bools_and_int_subclasses_are_read_at_once():
     for flag, n in ((True, Count(1)), (False, Count(2)), (True, Count(2))):
         got, expected = compiled(x, flag, n), f(x, flag, n)
         assert got[1:] == expected[1:] and type(got[2]) is type(expected[2])
+
+
+# A number only compared: the outcome is guarded, not the value.
+
+class Warmup(nn.Module):
+    """A learning-rate-warmup-like branch on a step counter: two graphs in all, not one per step."""
+
+    def __init__(self, compare):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(3, 3)
+        self.step = 0
+        self.compare = compare
+
+    def forward(self, x):
+        self.step += 1
+        y = self.lin(x)
+        return y * 2 if self.compare(self.step) else y
+
+
+COMPARES = {
+    "step > 3": lambda step: step > 3,
+    "3 < step (mirrored)": lambda step: 3 < step,
+    "step - 1 >= 3": lambda step: step - 1 >= 3,
+    "10 - step < 7 (negated)": lambda step: 10 - step < 7,
+    "step == 4": lambda step: step == 4,
+    "step != 4": lambda step: step != 4,
+    "truth of step - 4": lambda step: bool(step - 4),
+}
+
+
+@pytest.mark.parametrize("compare", COMPARES, ids=list(COMPARES))
+def test_a_counter_compared_with_a_threshold_compiles_once_per_side(compare):
+    ours, theirs = Warmup(COMPARES[compare]), Warmup(COMPARES[compare])
+    compiled = minidynamo.optimize("eager")(ours)
+    for _ in range(9):
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(compiled(x), theirs(x))
+        assert ours.step == theirs.step and type(ours.step) is int
+    outcomes = {bool(COMPARES[compare](step)) for step in range(1, 10)}
+    assert minidynamo.counters["compiles"] == len(outcomes)
+    assert not minidynamo.counters["fallback_reasons"]
+
+
+def test_a_value_handed_over_at_a_break_and_compared_is_guarded_by_its_side():
+    def clip(x):
+        peak = x.abs().max().item()             # a graph break hands the float to the rest
+        return x.clamp(-1.0, 1.0) if peak > 1.0 else x
+
+    compiled = minidynamo.optimize("eager")(clip)
+    for scale in (3.0, 5.0, 0.5, 7.0, 0.25, 2.0):
+        x = torch.randn(4) * scale
+        torch.testing.assert_close(compiled(x), clip(x))
+    # the first frame, and its rest once per side of 1.0 (was once per value)
+    assert minidynamo.counters["compiles"] == 3
+    assert not minidynamo.counters["fallback_reasons"]
+
+
+def test_a_compared_float_at_the_edges():
+    def f(x, limit):
+        return x + 1 if limit >= 0.5 else x - 1
+
+    compiled = minidynamo.optimize("eager")(f)
+    x = torch.zeros(2)
+    for limit in (0.75, 0.5, 0.4999999999999999, float("nan"), float("inf"), -0.0, 1, 0.6):
+        torch.testing.assert_close(compiled(x, limit), f(x, limit))
+
+
+def test_the_recompile_reason_names_the_comparison():
+    ours = Warmup(COMPARES["step > 3"])
+    compiled = minidynamo.optimize("eager")(ours)
+    for _ in range(4):
+        compiled(torch.randn(2, 3))
+    (reason,) = minidynamo.counters["recompile_reasons"]
+    assert reason.endswith("L['self'].step > 2: expected False, got True")   # step + 1 > 3, on the number read

@@ -18,12 +18,20 @@ value of every source it came from, as for any constant, so nothing the trace de
 goes unguarded.
 
     self.calls += 1          # unread: guards type(self.calls) is int; replay: calls = <calls> + 1
-    if self.calls > 10:      # read: guards self.calls == 7 (this call's value)
+    x = x * self.calls       # read: guards self.calls == 7 (this call's value)
+
+A number read straight from the frame and only *compared* with a constant (``if step > warmup``,
+``if n_calls:``, a value a graph break handed over tested against a threshold) stays unread
+too: the trace depends on the comparison's outcome, not on the value, so that is what is
+guarded (``(self.step > 100) is False``, ``guards.compare_match``) and every value on the same
+side of the threshold reuses the graph.
 """
 
 from __future__ import annotations
 
 import operator
+
+import guards as G
 
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -63,6 +71,11 @@ class LazyNumberVariable(ConstantVariable):
     def value(self, value):
         self._value = value
 
+    def truth(self, tx) -> bool:
+        """``if n:`` is ``n != 0`` for an int or a float (a NaN is true, and != 0)."""
+        outcome = _compared(tx, self, "!=", 0)
+        return bool(self.value) if outcome is None else outcome
+
     def python_type(self) -> type:
         return type(self._value)        # guarded for every source (int + float is a float)
 
@@ -100,6 +113,75 @@ def combine(fn, args):
     except ArithmeticError:               # a constant int too big for a float: as eager raises it
         return None
     return LazyNumberVariable(value, None, (plain, a_expr, b_expr), a_leaves + b_leaves)
+
+
+COMPARISON_SYMBOLS = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
+                      operator.eq: "==", operator.ne: "!="}
+
+
+def compare(tx, fn, args):
+    """``n > 3`` (or ``3 < n``, any comparison) of an unread number read from the frame and a
+    number constant: a constant bool, its outcome guarded instead of the value; or None (the
+    comparison reads its operands as usual)."""
+    if fn not in COMPARISON_SYMBOLS or len(args) != 2:
+        return None
+    left, right = args
+    symbol = COMPARISON_SYMBOLS[fn]
+    if type(right) is LazyNumberVariable and type(left) is ConstantVariable:
+        left, right, symbol = right, left, G.MIRRORED[symbol]
+    if type(left) is not LazyNumberVariable or type(right) is not ConstantVariable:
+        return None
+    outcome = _compared(tx, left, symbol, right.value)
+    return None if outcome is None else ConstantVariable(outcome)
+
+
+def _compared(tx, vt: LazyNumberVariable, symbol: str, constant):
+    """The outcome of ``vt <symbol> constant`` with that outcome guarded, when ``vt`` is an unread
+    number of the frame (or an int counted from one: ``n + 1``, ``5 - n``) and ``constant`` an int
+    or float (an int for a counted one); else None (the caller reads ``vt``)."""
+    if not vt.unread or type(constant) not in NUMBER_TYPES or len(vt.leaves) != 1:
+        return None
+    leaf = vt.leaves[0]
+    if leaf._guard_value is None or leaf.expr[0] != "source":
+        return None
+    outcome = G.COMPARISONS[symbol](vt._value, constant)
+    if vt.expr[0] != "source":
+        # sign * leaf + offset in ints, exact: the same comparison, moved onto the leaf
+        shifted = _int_shift(vt.expr)
+        if shifted is None or type(constant) is not int or type(leaf._value) is not int:
+            return None
+        sign, offset = shifted
+        constant -= offset
+        if sign < 0:
+            symbol, constant = G.MIRRORED[symbol], -constant
+    tx.output.add_guard(G.compare_match(leaf.expr[1], symbol, constant, outcome))
+    return outcome
+
+
+def _int_shift(expr):
+    """``(sign, offset)`` with ``expr == sign * leaf + offset`` for an expression of one int leaf
+    and int constants under ``+`` and ``-``, or None."""
+    kind = expr[0]
+    if kind == "source":
+        return 1, 0
+    if kind == "const":
+        return None
+    if kind not in (operator.add, operator.sub):
+        return None
+    left, right = expr[1], expr[2]
+    if right[0] == "const" and type(right[1]) is int:
+        inner = _int_shift(left)
+        if inner is None:
+            return None
+        return inner[0], inner[1] + right[1] if kind is operator.add else inner[1] - right[1]
+    if left[0] == "const" and type(left[1]) is int:
+        inner = _int_shift(right)
+        if inner is None:
+            return None
+        if kind is operator.add:
+            return inner[0], left[1] + inner[1]
+        return -inner[0], left[1] - inner[1]
+    return None
 
 
 def template(templates, vt):
