@@ -66,6 +66,10 @@ static _Thread_local PyObject *tls_handed_fn = NULL, *tls_handed_args = NULL;
 static _Thread_local int tls_entry_tail = 0;
 static _Thread_local PyObject *tls_pending_fn = NULL, *tls_pending_args = NULL;
 static PyObject *continue_marker = NULL;
+/* What the callback returns for "run this frame, and every frame it calls, unwatched" (a frame
+ * that torch.compiler.disable's wrapper calls: convert_frame.FrameConverter.__call__). */
+static PyObject *unwatched_marker = NULL;
+static PyObject *swap_callback(PyObject *callback);
 
 /* ---- C stack budget (see the top comment) ---- */
 #define SUSPEND_FRACTION 8               /* suspend once 1/8 of the thread's stack is in use */
@@ -305,6 +309,16 @@ static PyObject *eval_frame_hook(PyThreadState *ts, _PyInterpreterFrame *frame, 
             entry = NULL;
             tls_paused = 0;
             result = run_default(ts, frame, throwflag);
+            goto done;
+        }
+        if (entry == unwatched_marker) {                /* "... and what it calls, unwatched" */
+            Py_DECREF(entry);
+            entry = NULL;
+            tls_paused = 0;
+            PyObject *previous = swap_callback(NULL);
+            result = run_default(ts, frame, throwflag);
+            Py_XDECREF(swap_callback(previous));
+            Py_XDECREF(previous);
             goto done;
         }
         if (entry != NULL && !(PyTuple_Check(entry) && PyTuple_GET_SIZE(entry) == 3)) {
@@ -620,10 +634,12 @@ PyMODINIT_FUNC PyInit__eval_frame(void) {
     }
     if (PyType_Ready(&WatchedType) < 0) return NULL;
     continue_marker = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);   /* kept for the process's life */
-    if (continue_marker == NULL) return NULL;
+    unwatched_marker = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    if (continue_marker == NULL || unwatched_marker == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddObjectRef(m, "Watched", (PyObject *)&WatchedType) < 0) {
+    if (PyModule_AddObjectRef(m, "Watched", (PyObject *)&WatchedType) < 0 ||
+        PyModule_AddObjectRef(m, "RUN_UNWATCHED", unwatched_marker) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -7,6 +7,7 @@ after a fallback); tracing it would cost time and gain nothing.
 from __future__ import annotations
 
 import os
+import sys
 import sysconfig
 import types
 
@@ -114,3 +115,31 @@ def has_torch_bits(func, args) -> bool:
             pass
     seen: set = set()
     return any(_holds_torch_value(v, seen) for v in (*args, *cells))
+
+
+# -- torch.compiler.disable ------------------------------------------------------------------------
+# ``torch.compiler.disable(fn)`` (``torch._dynamo.disable``) returns a wrapper that switches torch's
+# frame hook off while fn runs.  Ours it cannot switch off, so the wrapper is recognised by its
+# code: a traced caller breaks at its call (translator.inline_call), and a frame it calls runs
+# unwatched with everything below it (FrameConverter.__call__), as Dynamo runs it.
+_torch_disable_wrapper = None
+
+
+def torch_disable_wrapper_code():
+    """The code of torch.compiler.disable's wrapper, or None while ``torch._dynamo`` is not loaded
+    (then no such wrapper exists).  Read from the loaded module: never imported, never called."""
+    global _torch_disable_wrapper
+    if _torch_disable_wrapper is None:
+        module = sys.modules.get("torch._dynamo.eval_frame")
+        context = getattr(module, "DisableContext", None) if module is not None else None
+        call = context.__dict__.get("__call__") if isinstance(context, type) else None
+        consts = call.__code__.co_consts if isinstance(call, types.FunctionType) else ()
+        wrappers = [c for c in consts if isinstance(c, types.CodeType) and c.co_name == "_fn"]
+        if len(wrappers) == 1:
+            _torch_disable_wrapper = wrappers[0]
+    return _torch_disable_wrapper
+
+
+def called_by_torch_disable(caller) -> bool:
+    """Is ``caller`` (a frame) torch.compiler.disable's wrapper?"""
+    return caller is not None and caller.f_code is torch_disable_wrapper_code() is not None

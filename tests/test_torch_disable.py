@@ -1,0 +1,59 @@
+"""``torch.compiler.disable`` honoured: what the user marked for torch.compile's compiler is not
+traced by minidynamo either.  The wrapper it makes switches torch's own frame hook off; minidynamo
+recognises the wrapper (``skipfiles.torch_disable_wrapper_code``): a traced caller breaks at its
+call, and the function it wraps runs eagerly with everything that function calls."""
+
+import torch
+
+import minidynamo
+
+
+def scaled(x):
+    return x * 3
+
+
+@torch.compiler.disable
+def host_side(x):
+    return scaled(x.flip(-1)) + 1          # scaled too runs unwatched: the disable is recursive
+
+
+def caller(x):
+    return host_side(x * 2) - 1
+
+
+def test_a_traced_caller_breaks_at_the_call_and_the_function_runs_eagerly():
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(caller)
+    for shape in ((2, 3), (2, 3), (2, 5)):
+        x = torch.randn(shape)
+        torch.testing.assert_close(compiled(x), caller(x))
+    assert any("host_side, which torch.compiler.disable marks" in reason
+               for reason in minidynamo.counters["break_reasons"])
+    assert minidynamo.cache_entries(host_side.__wrapped__) == []
+    assert minidynamo.cache_entries(scaled) == []
+    assert minidynamo.counters["frames_disabled_by_torch"] == 3
+    minidynamo.reset()
+
+
+def test_a_disabled_function_optimized_itself_compiles_nothing():
+    minidynamo.reset()
+    compiled = minidynamo.optimize("eager")(host_side)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), host_side(x))
+    assert minidynamo.counters["compiles"] == 0
+    assert minidynamo.cache_entries(scaled) == []
+    minidynamo.reset()
+
+
+def test_an_optimize_region_inside_a_disabled_function_still_compiles():
+    inner = minidynamo.optimize("eager")(scaled)
+
+    @torch.compiler.disable
+    def outer(x):
+        return inner(x) + 1
+
+    minidynamo.reset()
+    x = torch.randn(3)
+    torch.testing.assert_close(minidynamo.optimize("eager")(outer)(x), x * 3 + 1)
+    assert minidynamo.counters["compiles"] == 1           # inner's own context, as asked
+    minidynamo.reset()
