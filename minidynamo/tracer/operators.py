@@ -20,6 +20,7 @@ from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_consta
 from .variables.constant import ConstantVariable
 from .variables.containers import BaseListVariable, ListVariable, TupleVariable, sequence_kind
 from .variables.dicts import DictVariable, DictViewVariable, _real_operand
+from .variables.iterators import make_iterator
 from .variables.sets import SetVariable
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import UserObjectVariable
@@ -271,9 +272,16 @@ def contains(tx, container, item) -> VariableTracker:
         raise Unsupported("`in` on a tensor (data dependent)")
     if isinstance(container, UserObjectVariable):
         kind, method = special_method(tx, container, "__contains__")
-        if kind != "python":
-            raise Unsupported(f"`in` on a {container.python_type().__name__} without a Python __contains__")
-        return ConstantVariable(method.call_function(tx, [item], {}).truth(tx))
+        if kind == "python":
+            return ConstantVariable(method.call_function(tx, [item], {}).truth(tx))
+        if kind == "absent" and special_method(tx, container, "__iter__")[0] == "python":
+            # CPython walks iter(container) up to the first item that is or equals item
+            walk = make_iterator(tx, container)
+            while (candidate := walk.next_item(tx)) is not None:
+                if identical_or_equal(tx, candidate, item):
+                    return ConstantVariable(True)
+            return ConstantVariable(False)
+        raise Unsupported(f"`in` on a {container.python_type().__name__} without a Python __contains__")
     return ConstantVariable(container.call_method(tx, "__contains__", [item], {}).truth(tx))
 
 

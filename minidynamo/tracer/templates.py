@@ -165,6 +165,10 @@ class Templates:
                     else ("call", iter, [self.of(TupleVariable(it.items[it.index:]))]) for it in vt.iterators])
             if isinstance(vt, iterators.ListReverseIteratorVariable):
                 return ("call", iterator_rebuild.reverse_iterator_at, [self.of(vt.list_vt), ("const", vt.index)])
+            if isinstance(vt, iterators.DictIteratorVariable):      # over the caller's dict, at its place
+                if iterator_rebuild.recipe(vt) is None:
+                    raise Unsupported("returning an iterator over a dict whose keys changed while iterated")
+                return iterator_rebuild.template(self, vt)
             return ("call", iterators.list_iterator_at,
                     [self.of(vt.list_vt), ("const", vt.index), ("const", vt.done)])
         if isinstance(vt, DictViewVariable):                 # d.keys(): a view of the real/rebuilt dict

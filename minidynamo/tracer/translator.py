@@ -34,6 +34,7 @@ from .variables.constant import ConstantVariable, is_none
 from .variables.containers import ListVariable, SliceVariable, TupleVariable
 from .variables.dicts import DictVariable
 from .variables.sets import SetVariable
+from .variables.iterators import items_of
 from .variables.functions import CO_GENERATOR, CO_GENERATOR_LIKE, BaseFunctionVariable, CellVariable, NestedFunctionVariable
 from .variables.generators import GeneratorExpressionVariable, GeneratorVariable
 from .variables.tensor import TensorVariable
@@ -589,14 +590,14 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         self.push(ConstantVariable(format(value, spec)))
 
     def UNPACK_SEQUENCE(self, inst):
-        items = self.pop().unpack(self)
+        items = items_of(self, self.pop())
         if len(items) != inst.arg:
             raise Unsupported(f"unpacking {len(items)} values into {inst.arg} names (ValueError)")
         self.stack.extend(reversed(items))
 
     def UNPACK_EX(self, inst):
         before, after = inst.arg & 0xFF, inst.arg >> 8
-        items = self.pop().unpack(self)
+        items = items_of(self, self.pop())
         if len(items) < before + after:
             raise Unsupported("not enough values to unpack (ValueError)")
         middle = ListVariable(items[before:len(items) - after])
@@ -666,7 +667,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         args_vt, fn = self.pop(), self.pop()
         if self.stack and isinstance(self.stack[-1], NullVariable):
             self.pop()
-        args = args_vt.unpack(self)
+        args = items_of(self, args_vt)
         kwargs = {}
         if kwargs_vt is not None:
             if not isinstance(kwargs_vt, DictVariable):

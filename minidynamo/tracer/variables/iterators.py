@@ -68,7 +68,49 @@ def make_iterator(tx, obj) -> VariableTracker:
         return made_by(IteratorVariable(obj.items, _TUPLE_ITER), iter, obj)
     if isinstance(obj, ConstantVariable) and isinstance(obj.value, (range, str, bytes, frozenset)):
         return made_by(IteratorVariable(obj.unpack(tx), type(iter(obj.value))), iter, obj)
+    own = _own_iter(tx, obj)
+    if own is not None:
+        return own
     return IteratorVariable(obj.unpack(tx))
+
+
+def items_of(tx, obj) -> list:
+    """Every item ``iter(obj)`` yields (unpacking ``a, b = obj``, ``f(*obj)``)."""
+    own = _own_iter(tx, obj)
+    return own.unpack(tx) if own is not None else obj.unpack(tx)
+
+
+def _own_iter(tx, obj):
+    """``iter(obj)`` for an object whose class defines ``__iter__`` in Python (a detectron2
+    ``BufferList``, fairseq's ``LayerDropModuleList``, a user's container): that method inlined,
+    as CPython calls it, found on the class.  None when the class defines none (or it is torch's
+    own, which ``unpack`` models)."""
+    from ..operators import special_method
+    from .new_objects import NewObjectVariable, python_slot
+    from .nn_module import NNModuleVariable
+    from .objects import UserObjectVariable
+
+    if isinstance(obj, NNModuleVariable):
+        if not obj._overridden("__iter__"):
+            return None
+    elif isinstance(obj, NewObjectVariable):
+        if python_slot(obj.klass, "__iter__") is None:
+            return None
+        return _checked_iterator(obj, obj.call_method(tx, "__iter__", [], {}))
+    elif type(obj) is not UserObjectVariable:
+        return None
+    kind, method = special_method(tx, obj, "__iter__")
+    if kind != "python":
+        return None
+    return _checked_iterator(obj, method.call_function(tx, [], {}))
+
+
+def _checked_iterator(obj, result):
+    """What ``__iter__`` returned, which must be an iterator (CPython raises TypeError otherwise:
+    the frame runs eagerly and raises it)."""
+    if not isinstance(result, IteratorVariable):
+        raise Unsupported(f"{obj}.__iter__ returned {result}, not an iterator the trace models")
+    return result
 
 
 def made_by(it, factory, walked):
