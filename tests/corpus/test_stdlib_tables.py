@@ -198,6 +198,16 @@ def bounded_deque(x):
     return x * sum(recent), recent, r, r.maxlen, never, joined, joined.maxlen, repeated, copied, copied.maxlen
 
 
+def deque_extended_by_a_generator_reading_it(x):
+    """Each item goes in before the next is pulled, as CPython's deque does: the generator reads
+    the items added before (test_generator's test_deque_extendleft: [4, 2, 1, 1], not [3, 2, 1, 1])."""
+    y = collections.deque([1])
+    y.extendleft(y[0] + z for z in range(3))
+    bounded = collections.deque([1], maxlen=3)
+    bounded.extend(bounded[-1] * 2 + z for z in range(3))
+    return x + 1, y, bounded
+
+
 def deque_plus_list(x):
     return collections.deque([x]) + [1]          # TypeError, as in CPython
 
@@ -220,6 +230,7 @@ CASES = [
     single(functools_reduce, X, Y),
     fallback(reduce_of_nothing, X),
     single(deque_methods, X, Y),
+    single(deque_extended_by_a_generator_reading_it, X),
     fallback(deque_changed_while_iterated, X, mentions="deque"),
     single(defaultdict_and_fromkeys, X, Y),
     fallback(defaultdict_with_a_lambda_made_here, X, mentions="factory"),

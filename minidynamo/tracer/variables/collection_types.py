@@ -15,7 +15,7 @@ import types
 from ...exc import ProgramRaises, Unsupported
 from .base import NO_CONSTANT, AttributeMissing, maybe_constant
 from .constant import ConstantVariable
-from .containers import ListVariable, _check_mutable
+from .containers import MAX_ITEMS, ListVariable, _check_mutable
 from .dicts import DictVariable, dict_key
 
 
@@ -51,7 +51,7 @@ class DequeVariable(ListVariable):
     def method_extend(self, tx, values):
         if self.maxlen is None:
             return super().method_extend(tx, values)
-        for item in _pulled(tx, values):
+        for item in _pulled(tx, self, values):
             self.method_append(tx, item)
         return ConstantVariable(None)
 
@@ -111,7 +111,7 @@ class DequeVariable(ListVariable):
 
     def method_extendleft(self, tx, values):
         """Each item goes to the left in turn (the order ends up reversed), as CPython does."""
-        for item in _pulled(tx, values):
+        for item in _pulled(tx, self, values):
             self.method_appendleft(tx, item)
         return ConstantVariable(None)
 
@@ -140,11 +140,22 @@ class DequeVariable(ListVariable):
         return make_iterator(tx, self)
 
 
-def _pulled(tx, values) -> list:
-    """The items ``values`` gives, pulled before any goes in (``d.extend(d)`` copies first)."""
-    pulled = DequeVariable([])
-    pulled.method_extend(tx, values)
-    return pulled.items
+def _pulled(tx, deque_vt, values):
+    """The items ``values`` gives, each pulled once the one before went in, as CPython's deque
+    pulls them (a generator reading the deque sees every item added before); the deque itself
+    is copied first (``d.extend(d)``)."""
+    if values is deque_vt:
+        yield from list(values.items)
+        return
+    from .iterators import make_iterator
+
+    it = make_iterator(tx, values)            # a generator is its own iterator
+    for _ in range(MAX_ITEMS):
+        item = it.next_item(tx)
+        if item is None:
+            return
+        yield item
+    raise Unsupported(f"a deque extended by more than {MAX_ITEMS} items")
 
 
 def default_factory(tx, factory):
