@@ -21,6 +21,7 @@ from .variables.constant import ConstantVariable
 from .variables.containers import BaseListVariable, ListVariable, TupleVariable, sequence_kind
 from .variables.dicts import DictVariable, DictViewVariable, _real_operand
 from .variables.iterators import make_iterator
+from .variables.exception_values import ExceptionVariable
 from .variables.sets import SetVariable
 from .variables.nn_module import NNModuleVariable
 from .variables.objects import UserObjectVariable
@@ -237,6 +238,8 @@ def _module_identity(tx, a, b) -> bool:
 def _identity(vt):
     if hasattr(vt, "value"):
         return vt.value
+    if type(vt) is ExceptionVariable:      # the trace's own object: every tracker of it is it
+        return vt.exception                # (``except E as e`` and ``e.__context__`` make new ones)
     return NO_CONSTANT
 
 

@@ -664,3 +664,34 @@ def test_sys_exc_info_answers_the_handled_exception():
         raise KeyError("the caller's")
     except KeyError:                       # the caller handles one: sys.exc_info() is the caller's
         torch.testing.assert_close(opt(x), _reads_exc_info(x))
+
+
+def test_the_caught_exception_is_the_raised_object():
+    """PyTorch's test_exceptions (test_context_of_exception_*): ``except E as e`` binds the very
+    object raised, and ``__context__`` / ``__cause__`` / ``sys.exc_info()`` are those objects."""
+    def f(t):
+        cause, raised = KeyError("k"), ValueError(2)
+        out = []
+        try:
+            raise raised from cause
+        except ValueError as e:
+            out += [e is raised, e.__cause__ is cause, sys.exc_info()[1] is e, raised in [e], [1, e].index(raised)]
+            try:
+                raise TypeError(3)
+            except TypeError as inner:
+                out += [inner.__context__ is raised, inner.__context__ is e]
+        try:
+            try:
+                first = TypeError(1)
+                raise first
+            finally:
+                second = ValueError(2)
+                raise second
+        except Exception as e:
+            out += [e is second, e.__context__ is first, e.__context__ is second]
+        return t.sin(), out
+
+    t = torch.randn(3)
+    got, expected = minidynamo.optimize("eager")(f)(t), f(t)
+    assert got[1] == expected[1] == [True] * 4 + [1] + [True, True, True, True, False]
+    assert minidynamo.counters["graph_breaks"] == 0 and not minidynamo.counters["fallback_reasons"]
