@@ -129,6 +129,10 @@ def wrap(tx, value, source) -> VariableTracker:
 
         from .module_sharing import sharing_of
 
+        if not all(name in getattr(value, "__dict__", ()) for name in ("training", "_modules", "_parameters")):
+            raise Unsupported(f"a {type(value).__name__} whose nn.Module.__init__ has not run (its own "
+                              "__init__ is being called)")
+
         shared = False
         if source is not None:
             sharing = sharing_of(tx.output)

@@ -127,3 +127,36 @@ def test_an_op_that_returns_its_argument_itself_is_that_argument(backend):
     x = torch.randn(2, 3)
     (got, got_same), (want, want_same) = minidynamo.optimize(backend)(f)(x), f(x)
     assert torch.equal(got, want) and got_same is want_same is True
+
+
+def test_subscripting_a_class_runs_class_getitem_not_the_instances_getitem():
+    """``Sequence[Tensor]`` (torch.autograd.grad's ``cast``), ``list[int]``: CPython calls the
+    class's ``__class_getitem__`` (or the metaclass's ``__getitem__``: an Enum by name); the
+    class's own ``__getitem__`` is its instances'.  It was called unbound: a TypeError the
+    program never raises, and a graph break."""
+    import collections.abc
+    import enum
+    import typing
+
+    class Color(enum.Enum):
+        RED = 1
+
+    class Box:
+        def __getitem__(self, key):
+            return "instance"
+
+        def __class_getitem__(cls, item):
+            return (cls.__name__, item)
+
+    def f(x):
+        sequence = collections.abc.Sequence[torch.Tensor]
+        counts = typing.cast(dict[str, int], {"a": 1})
+        return (x + len(counts) + Color["RED"].value, str(sequence), list[int] == list[int], Box[3],
+                Box()[0], sequence)
+
+    compiled = minidynamo.optimize("eager")(f)
+    x = torch.ones(2)
+    got, expected = compiled(x), f(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:]
+    assert minidynamo.counters["graph_breaks"] == 0 and not minidynamo.counters["fallback_reasons"]

@@ -555,6 +555,15 @@ class BuiltinVariable(KnownObjectVariable):
         except TypeError as e:
             raise Unsupported(f"{describe(self.value)} called with unsupported arguments: {e}") from e
 
+    def subscript(self, tx, index):
+        """``list[int]``, ``dict[str, Tensor]``: a built-in class's ``__class_getitem__``, a
+        ``types.GenericAlias`` made now from constants (``cast(list[int], x)`` reads it)."""
+        from .objects import ClassVariable
+
+        if isinstance(self.value, type):
+            return ClassVariable(self.value).subscript(tx, index)
+        return self.call_method(tx, "__getitem__", [index], {})
+
     def var_getattr(self, tx, name):
         if name in ("__name__", "__qualname__"):
             return ConstantVariable(getattr(self.value, name))

@@ -250,6 +250,39 @@ class ClassVariable(KnownObjectVariable):
             raise AttributeMissing(f"class {self.value.__name__} has no attribute {name!r} (AttributeError)")
         return _wrap(tx, getattr(self.value, name), G.AttrSource(source, name) if source else None)
 
+    def subscript(self, tx, index):
+        """``C[x]`` as CPython runs it: the metaclass's ``__getitem__`` (an Enum's by name), else the
+        class's ``__class_getitem__``: a Python one inlined, a built-in one (``list[int]``,
+        ``collections.abc.Sequence[Tensor]``) answered now, a ``types.GenericAlias`` of constants.
+        The class's own ``__getitem__`` is its instances' and is never what ``C[x]`` calls."""
+        from ..class_answers import guard_class
+        from .functions import UserFunctionVariable
+
+        klass = self.value
+        if not isinstance(klass, type):
+            return self.call_method(tx, "__getitem__", [index], {})
+        guard_class(tx, type(klass), lookups=("__getitem__",))
+        if G.class_lookup(type(klass), "__getitem__") is not G.NOT_FOUND:
+            if G.class_lookup(klass, "__getitem__") is not G.NOT_FOUND:
+                raise Unsupported(f"{klass.__name__}[...] where both the class and its metaclass define __getitem__")
+            return self.call_method(tx, "__getitem__", [index], {})
+        guard_class(tx, klass, lookups=("__class_getitem__",))
+        hook = next((base.__dict__["__class_getitem__"] for base in klass.__mro__
+                     if "__class_getitem__" in base.__dict__), None)
+        if hook is None:
+            raise Unsupported(f"type {klass.__name__!r} is not subscriptable (TypeError)")
+        if isinstance(hook, classmethod) and isinstance(hook.__func__, types.FunctionType):
+            return UserFunctionVariable(hook.__func__).call_function(tx, [self, index], {})
+        key = maybe_constant(index, NO_CONSTANT)
+        if key is NO_CONSTANT or not isinstance(hook, (classmethod, types.BuiltinMethodType, types.ClassMethodDescriptorType)):
+            raise Unsupported(f"{klass.__name__}[{index}]")
+        try:
+            alias = klass[key]
+        except Exception as e:
+            raise Unsupported(f"{klass.__name__}[...] raised {type(e).__name__}: {e}") from e
+        # a types.GenericAlias is immutable, equal by its parts: a constant (str(), ==, returned)
+        return ConstantVariable(alias) if type(alias) is types.GenericAlias else UserObjectVariable(alias, None)
+
     def reread_source(self):
         """Where the class's attributes are re-read from: its source, or (a program's class met
         without one) the class held as itself, so that what the trace reads of it is guarded."""
