@@ -354,6 +354,23 @@ def _store_attr(state, refs, jumps):
     return f"setattr({obj}, {str(state.inst.arg)!r}, {value})", [(None, state.index + 1, below)]
 
 
+def _load_attr(state, refs, jumps):
+    """LOAD_ATTR: obj -> ``obj.name`` (a property or ``__getattr__`` whose code broke: it runs
+    eagerly, its own frame watched by the hook)."""
+    top = len(state.stack) - eager_operands("LOAD_ATTR", 0)
+    obj = _value(refs, top, "object")
+    return f"___result = unpaused(getattr, {obj}, {str(state.inst.arg)!r})", _after(state, refs, top, "___result")
+
+
+def _load_method(state, refs, jumps):
+    """LOAD_METHOD: obj -> NULL, ``obj.name``: the attribute read as LOAD_ATTR reads it, then the
+    CALL after it calls it (the form CPython itself uses when no plain method is found)."""
+    top = len(state.stack) - eager_operands("LOAD_METHOD", 0)
+    obj = _value(refs, top, "object")
+    stack = _below(state, refs, top) + [(("null",), None), (("value",), "___result")]
+    return f"___result = unpaused(getattr, {obj}, {str(state.inst.arg)!r})", [(None, state.index + 1, stack)]
+
+
 def _delete_subscript(state, refs, jumps):
     """DELETE_SUBSCR: container key -> ``del container[key]``, nothing pushed."""
     top = len(state.stack) - eager_operands("DELETE_SUBSCR", 0)
@@ -447,7 +464,8 @@ def _after(state, refs, base, result):
 _EAGER = {"CALL": _call, "CALL_FUNCTION_EX": _call_ex, "FORMAT_VALUE": _format, "BINARY_SUBSCR": _subscript,
           "STORE_SUBSCR": _store_subscript, "STORE_ATTR": _store_attr, "BINARY_OP": _binary_op,
           "COMPARE_OP": _compare, "CONTAINS_OP": _contains, "BEFORE_WITH": _before_with, "jump": _jump,
-          "DELETE_SUBSCR": _delete_subscript, "DELETE_ATTR": _delete_attr,
+          "DELETE_SUBSCR": _delete_subscript, "DELETE_ATTR": _delete_attr, "LOAD_ATTR": _load_attr,
+          "LOAD_METHOD": _load_method,
           **{name: _unary for name in UNARY}}
 
 

@@ -12,8 +12,8 @@ JUMPS = {   # opcode -> (jumps when the truth is, keeps the value on the stack w
 }
 UNARY = {"UNARY_NEGATIVE": "-", "UNARY_POSITIVE": "+", "UNARY_INVERT": "~", "UNARY_NOT": "not "}
 BREAKABLE = {"CALL", "CALL_FUNCTION_EX", "FORMAT_VALUE", "BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR",
-             "STORE_ATTR", "DELETE_ATTR", "BINARY_OP", "COMPARE_OP", "CONTAINS_OP", *UNARY,
-             "BEFORE_WITH", *JUMPS}
+             "STORE_ATTR", "DELETE_ATTR", "LOAD_ATTR", "LOAD_METHOD", "BINARY_OP", "COMPARE_OP",
+             "CONTAINS_OP", *UNARY, "BEFORE_WITH", *JUMPS}
 
 
 def eager_operands(name: str, arg: int) -> int:
@@ -21,7 +21,7 @@ def eager_operands(name: str, arg: int) -> int:
     callable, callable or self, and arguments; CALL_FUNCTION_EX's NULL, callable, arguments and
     keywords when flagged; FORMAT_VALUE's value and spec when flagged; a subscript's container and
     key; a subscript store's value, container and key, a subscript delete's container and key;
-    an attribute store's value and object, an attribute delete's object; a binary
+    an attribute store's value and object, an attribute read's or delete's object; a binary
     operator's, a comparison's and ``in``'s two operands, a unary operator's one; a with
     statement's context manager; a jump's condition."""
     if name == "CALL":
@@ -32,7 +32,7 @@ def eager_operands(name: str, arg: int) -> int:
         return 2 if arg & 0x04 else 1
     if name in ("BINARY_SUBSCR", "BINARY_OP", "COMPARE_OP", "CONTAINS_OP", "STORE_ATTR", "DELETE_SUBSCR"):
         return 2
-    if name == "DELETE_ATTR" or name in UNARY:
+    if name in ("DELETE_ATTR", "LOAD_ATTR", "LOAD_METHOD") or name in UNARY:
         return 1
     if name == "STORE_SUBSCR":
         return 3

@@ -1017,3 +1017,44 @@ def test_equal_functions_keep_their_resume_functions_apart(capsys):
         torch.testing.assert_close(fn(torch.ones(2)), torch.full((2,), 2.0 * k))
     assert minidynamo.counters["compiles"] == 20 and not minidynamo.counters["fallback_reasons"]
 
+
+
+# -- a property or __getattr__ whose code breaks: the frame breaks at the attribute read ----------
+class WithLossProperty(torch.nn.Module):
+    """transformers' ``loss_function`` property calls ``logger.warning_once`` (an lru_cache, a
+    break); here a print."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(4, 4)
+
+    @property
+    def loss_function(self):
+        print("using the default loss")
+        return torch.nn.functional.mse_loss
+
+    @property
+    def scale(self):
+        print("scale read")
+        return 2.0
+
+    def __getattr__(self, name):
+        if name == "offset":
+            print("offset made")
+            return torch.ones(4)
+        return super().__getattr__(name)
+
+    def forward(self, x):
+        y = self.fc(x).relu()
+        loss = self.loss_function(y, x)             # LOAD_METHOD: the getter runs eagerly
+        return loss, y * self.scale + self.offset   # LOAD_ATTR: a property, a __getattr__
+
+
+def test_an_attribute_read_whose_code_breaks_breaks_the_frame_there(capsys):
+    model = WithLossProperty()
+    run_both(model, inputs(2, 4), capsys)
+    assert not minidynamo.counters["fallback_reasons"]
+    reasons = minidynamo.counters["break_reasons"]
+    assert any("LOAD_METHOD at" in r and "print" in r for r in reasons), reasons
+    assert any("LOAD_ATTR at" in r and "print" in r for r in reasons), reasons
