@@ -260,12 +260,26 @@ class NNModuleVariable(VariableTracker):
         if hasattr(type(module), name):
             return self._class_attribute(tx, name)
         if type(module).__getattr__ is not nn.Module.__getattr__:
-            raise Unsupported(f"{type(module).__name__} has a custom __getattr__ (it would run for real)")
+            return self._own_getattr(tx, name)
         for store in ("_parameters", "_buffers", "_modules"):
             table = instance.get(store, {})
             if name in table:
                 return self._wrap(tx, table[name], self._attr_source(name))   # None too (guarded)
         return self._class_attribute(tx, name)
+
+    def _own_getattr(self, tx, name):
+        """``module.name`` that neither the instance nor its class has, for a class with its own
+        ``__getattr__`` in Python (PEFT's wrappers forward to the model they wrap, after
+        ``super().__getattr__``: the parameters, buffers and submodules): that method inlined, as
+        CPython calls it, with nothing standing before it (guarded: a later attribute wins)."""
+        from .objects import lookup_class_attribute
+
+        hook = G.class_lookup(type(self.value), "__getattr__")
+        if not isinstance(hook, types.FunctionType) or self.source is None:
+            raise Unsupported(f"{type(self.value).__name__} has a custom __getattr__ (it would run for real)")
+        self.guard_absent(tx, name)
+        bound = lookup_class_attribute(tx, type(self.value), "__getattr__", self, self.source)
+        return bound.call_function(tx, [ConstantVariable(name)], {})
 
     def _class_attribute(self, tx, name):
         from .objects import lookup_class_attribute
