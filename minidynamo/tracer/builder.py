@@ -460,7 +460,7 @@ def _wrap_container(tx, value, source, guard) -> VariableTracker:
         if "__builtins__" in value:       # a module's (an exec's) namespace: maybe the frame's own
             raise Unsupported("a module's globals as a dict (its entries are also read as globals, "
                               "a write through one would not be seen through the other)")
-        if not all(is_constant_value(k) for k in value):
+        if not all(map(_constant_key, value)):
             raise Unsupported("a dict with non-constant keys")
         if source is not None and any(_ambiguous_key(k) for k in value):
             raise Unsupported("a dict keyed by a float zero or nan (its keys guard compares with ==, which "
@@ -479,6 +479,12 @@ def _wrap_container(tx, value, source, guard) -> VariableTracker:
         return TupleVariable(items, source)
     check_named_tuple_model(tx, kind)
     return NamedTupleVariable(items, kind, source)
+
+
+def _constant_key(key) -> bool:
+    """A constant, or a tuple of them (``(seq_len, dtype)``: a cache's key): equal keys are
+    interchangeable, which the keys guard (``==``) and the items' sources rely on."""
+    return is_constant_value(key) or (type(key) is tuple and all(map(_constant_key, key)))
 
 
 def _ambiguous_key(key) -> bool:

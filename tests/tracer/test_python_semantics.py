@@ -160,3 +160,38 @@ def test_subscripting_a_class_runs_class_getitem_not_the_instances_getitem():
     torch.testing.assert_close(got[0], expected[0])
     assert got[1:] == expected[1:]
     assert minidynamo.counters["graph_breaks"] == 0 and not minidynamo.counters["fallback_reasons"]
+
+
+def test_a_cache_dict_keyed_by_tuples_of_constants():
+    """A module's cache keyed by ``(length, dtype)`` (rotary and sinusoidal position embeddings):
+    the caller's dict with tuple keys is traced, filled on a miss, read on a hit, and a key made
+    in the frame iterates as a tuple."""
+    class CachedTable(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cache = {}
+
+        def forward(self, x):
+            key = (x.shape[-1], x.dtype)
+            try:
+                table = self.cache[key]
+            except KeyError:
+                table = torch.arange(key[0], dtype=key[1]).sin()
+                self.cache[key] = table
+            sizes = [size for (size, dtype), _ in self.cache.items() if dtype is x.dtype]
+            return x + table, sizes
+
+    ours, theirs = CachedTable(), CachedTable()
+    compiled = minidynamo.optimize("eager")(ours)
+    for shape, dtype in (((2, 5), torch.float32), ((2, 5), torch.float32), ((3, 6), torch.float32),
+                         ((2, 5), torch.float64), ((2, 5), torch.float32)):
+        x = torch.randn(shape, dtype=dtype)
+        (got, got_sizes), (expected, expected_sizes) = compiled(x), theirs(x)
+        torch.testing.assert_close(got, expected)
+        assert got_sizes == expected_sizes and list(ours.cache) == list(theirs.cache)
+    ours.cache.clear()
+    theirs.cache.clear()
+    x = torch.randn(2, 5)
+    torch.testing.assert_close(compiled(x)[0], theirs(x)[0])
+    assert list(ours.cache) == list(theirs.cache)
+    assert not minidynamo.counters["fallback_reasons"]

@@ -273,8 +273,15 @@ def dict_key(tx, vt):
 
 
 def key_variable(key) -> VariableTracker:
-    """The tracker of a stored key (the tensor itself for a ``TensorKey``)."""
-    return key.vt if isinstance(key, TensorKey) else ConstantVariable(key)
+    """The tracker of a stored key (the tensor itself for a ``TensorKey``; a tuple of constants
+    as a tuple, which unpacks and indexes: ``for (size, dtype), v in cache.items()``)."""
+    if isinstance(key, TensorKey):
+        return key.vt
+    if type(key) is tuple:
+        from .containers import TupleVariable
+
+        return TupleVariable([key_variable(k) for k in key])
+    return ConstantVariable(key)
 
 
 def constant_key(vt):
