@@ -438,3 +438,52 @@ def test_a_with_the_trace_cannot_enter_inside_another_block():
     resume function (see tests/tracer/test_break_contexts.py for the cause)."""
     bad = torch.tensor([7])
     assert_matches_eager(entered_inside_a_grad_block_then_raises, [(X, bad), (X, bad), (X, torch.tensor([1]))])
+
+
+class RawGradMode:
+    """PyTorch's test_generic_context_manager: a context manager switching grad mode itself."""
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __enter__(self):
+        self.previous = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(self.mode)
+
+    def __exit__(self, *exc):
+        torch._C._set_grad_enabled(self.previous)
+
+
+@pytest.mark.parametrize("outer", [True, False])
+@pytest.mark.parametrize("mode", [True, False])
+def test_a_context_manager_calling_set_grad_enabled_itself(outer, mode):
+    def f(x, w):
+        y = x * w
+        with RawGradMode(mode):
+            z = y * w
+            if torch.is_grad_enabled():
+                z = z + 1
+        return y + z, z.requires_grad, torch.is_grad_enabled()
+
+    compiled = minidynamo.optimize("eager")(f)
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    with torch.set_grad_enabled(outer):
+        got, expected = compiled(x, w), f(x, w)
+        assert torch.is_grad_enabled() is outer
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[0].requires_grad == expected[0].requires_grad and got[1:] == expected[1:]
+    assert minidynamo.counters["graph_breaks"] == 0 and not minidynamo.counters["fallback_reasons"]
+
+
+def test_grad_mode_left_switched_by_the_program_runs_eagerly():
+    def f(x):
+        torch._C._set_grad_enabled(False)
+        return x * 2
+
+    compiled = minidynamo.optimize("eager")(f)
+    try:
+        torch.testing.assert_close(compiled(torch.ones(2)), torch.full((2,), 2.0))
+        assert not torch.is_grad_enabled()                  # as eager leaves it
+    finally:
+        torch._C._set_grad_enabled(True)
+    assert any("leaves grad mode switched" in r for r in minidynamo.counters["fallback_reasons"])

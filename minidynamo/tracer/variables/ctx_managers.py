@@ -380,6 +380,16 @@ def switches_state(node: torch.fx.Node) -> bool:
                                                          enter_inference_mode, exit_block)
 
 
+def switch_grad_mode(tx, enabled: bool):
+    """``torch._C._set_grad_enabled(mode)`` called by the program (a context manager of its own
+    switching the mode in ``__enter__`` and back in ``__exit__``): the mode switches in the trace
+    and in the graph, as a with-block's do.  The frame must end, or break, in the mode it began
+    with (``capture._finish_trace``, ``graph_break.stop_values``): a mode left switched after
+    it is what ``open_grad_switches`` refuses too."""
+    _switch(tx, enabled)
+    tx.output.raw_grad_switches = True
+
+
 def _switch(tx, enabled: bool):
     torch._C._set_grad_enabled(enabled)
     tx.output.graph.call_function(torch._C._set_grad_enabled, (enabled,))

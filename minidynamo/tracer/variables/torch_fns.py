@@ -14,7 +14,7 @@ import torch
 import guards as G
 from ...exc import Unsupported
 from ..meta import FACTORIES
-from .base import KnownObjectVariable, VariableTracker, describe
+from .base import KnownObjectVariable, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
 
 # Modules whose functions are tensor operations we may put in the graph.
@@ -87,6 +87,8 @@ def is_torch_callable(value) -> bool:
         return True
     if isinstance(value, type) or not callable(value):
         return False
+    if value is torch._C._set_grad_enabled:              # (ctx_managers.switch_grad_mode)
+        return True
     if value in CONTEXT_QUERIES or value in IGNORED_CALLS or _hashable_in(value, AUTOCAST_QUERIES) or _hashable_in(value, STATE_QUERIES) or value is torch._C._len_torch_dispatch_stack or _hashable_in(value, CONSTANT_FUNCTIONS):
         return True
     if isinstance(value, OPERATOR_OBJECTS):              # torch.ops.aten.add, torch.ops.aten.add.Tensor
@@ -163,6 +165,14 @@ class TorchFunctionVariable(KnownObjectVariable):
             guard = G.torch_state_match(STATE_QUERIES[fn])
             tx.output.add_guard(guard)
             return ConstantVariable(guard.obj)
+        if fn is torch._C._set_grad_enabled:            # a context manager's own __enter__/__exit__
+            from .ctx_managers import switch_grad_mode
+
+            mode = maybe_constant(args[0], None) if len(args) == 1 and not kwargs else None
+            if type(mode) is not bool:
+                raise Unsupported("torch._C._set_grad_enabled(...) without one constant bool")
+            switch_grad_mode(tx, mode)
+            return ConstantVariable(None)
         if fn is torch.is_grad_enabled:
             # the live mode follows from the entry mode (always guarded, capture.py) and the with
             # blocks traced so far; guarding the live mode would demand no_grad at the frame's entry
