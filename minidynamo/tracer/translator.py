@@ -288,7 +288,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
             hook = lookup_class_attribute(self, klass, "__setattr__", obj, obj.source)
             hook.call_function(self, [ConstantVariable(name), value], {})
             return
-        if klass.__setattr__ is not object.__setattr__:
+        if klass.__setattr__ is not object.__setattr__ and not _generic_setattr(klass):
             raise Unsupported(f"assignment to attribute {name!r} of a {klass.__name__} (a __setattr__ in C)")
         found = next((base.__dict__[name] for base in klass.__mro__ if name in base.__dict__), None)
         if isinstance(found, property) and isinstance(found.fset, types.FunctionType):
@@ -917,3 +917,18 @@ class GeneratorTranslator(InliningTranslator):
         if self.ip == 0 or self.return_value is not None:
             return False
         return self.handler_entries()[self.ip - 1] is not None
+
+
+# C classes whose own ``__setattr__`` slot is CPython's generic one (``PyObject_GenericSetAttr``,
+# as object's): an attribute store is a plain instance ``__dict__`` store.  (A slot wrapper does
+# not say which C function it wraps, so they are named.)
+GENERIC_SETATTR_CLASSES = (types.SimpleNamespace,)
+
+
+def _generic_setattr(klass) -> bool:
+    """Does ``klass`` store attributes as ``object.__setattr__`` does (its own, or a class above
+    it in GENERIC_SETATTR_CLASSES whose slot no class in between replaced)?"""
+    for base in klass.__mro__:
+        if "__setattr__" in base.__dict__:
+            return base in GENERIC_SETATTR_CLASSES
+    return True

@@ -195,3 +195,28 @@ def test_a_cache_dict_keyed_by_tuples_of_constants():
     torch.testing.assert_close(compiled(x)[0], theirs(x)[0])
     assert list(ours.cache) == list(theirs.cache)
     assert not minidynamo.counters["fallback_reasons"]
+
+
+def test_a_simplenamespace_attribute_store():
+    """Lightning's ``trainer.global_step += 1`` on a ``types.SimpleNamespace``: its C
+    ``__setattr__`` is the generic one, a plain instance store, replayed after the graph."""
+    import types
+
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.trainer = types.SimpleNamespace(global_step=0, last=None)
+
+        def forward(self, x):
+            self.trainer.global_step += 1
+            self.trainer.last = x.sum()
+            return x * self.trainer.global_step
+
+    ours, theirs = Step(), Step()
+    compiled = minidynamo.optimize("eager")(ours)
+    for _ in range(3):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), theirs(x))
+        assert ours.trainer.global_step == theirs.trainer.global_step
+        torch.testing.assert_close(ours.trainer.last, theirs.trainer.last)
+    assert minidynamo.counters["graph_breaks"] == 0 and not minidynamo.counters["fallback_reasons"]
