@@ -220,3 +220,25 @@ def test_a_simplenamespace_attribute_store():
         assert ours.trainer.global_step == theirs.trainer.global_step
         torch.testing.assert_close(ours.trainer.last, theirs.trainer.last)
     assert minidynamo.counters["graph_breaks"] == 0 and not minidynamo.counters["fallback_reasons"]
+
+
+def test_a_returned_closure_annotated_with_a_typing_construct():
+    """test_python_autograd's ``propagate(dL_doutputs: List[torch.Tensor])``: the annotation is
+    a typing construct the trace built; the closure is rebuilt with it."""
+    from typing import List
+
+    def operator_add(a, b):
+        def propagate(grads: List[torch.Tensor]) -> List[torch.Tensor]:
+            return [grads[0], grads[0]]
+        return a + b, propagate
+
+    def f(a, b):
+        r, propagate = operator_add(a, b)
+        return r * 2, propagate
+
+    a, b = torch.randn(3), torch.randn(3)
+    (got, propagate), (expected, reference) = minidynamo.optimize("eager")(f)(a, b), f(a, b)
+    torch.testing.assert_close(got, expected)
+    assert propagate.__annotations__ == reference.__annotations__
+    assert propagate([a])[1] is a
+    assert not minidynamo.counters["fallback_reasons"]

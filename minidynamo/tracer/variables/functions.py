@@ -446,9 +446,7 @@ def function_template(templates, vt: "NestedFunctionVariable"):
     holds it, filled with its value at the frame's end); a real closure's cell is re-read."""
     annotations = {}
     if getattr(vt, "annotations", None) is not None:      # 3.11: (name, value, name, value, ...)
-        from .base import maybe_constant
-
-        pairs = [maybe_constant(item, _NOT_KNOWN) for item in vt.annotations.unpack(None)]
+        pairs = [_annotation_value(item) for item in vt.annotations.unpack(None)]
         if any(p is _NOT_KNOWN for p in pairs):
             raise Unsupported(f"returning {vt.fn_name()}: its annotations are not constants")
         annotations = dict(zip(pairs[::2], pairs[1::2]))
@@ -468,6 +466,19 @@ def function_template(templates, vt: "NestedFunctionVariable"):
 
 
 _NOT_KNOWN = object()
+
+
+def _annotation_value(vt):
+    """An annotation's value: a constant, a class, or a typing construct the trace built from
+    them (``List[torch.Tensor]``: typing caches it, so eager's def gets that object too)."""
+    from .base import maybe_constant
+    from .objects import UserObjectVariable
+
+    value = maybe_constant(vt, _NOT_KNOWN)
+    if value is _NOT_KNOWN and type(vt) is UserObjectVariable and vt.source is None \
+            and type(vt.value).__module__ == "typing":
+        return vt.value
+    return value
 
 
 def cell_template(templates, cell: CellVariable):
