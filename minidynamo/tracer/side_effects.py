@@ -64,6 +64,8 @@ class SideEffects:
         self.cell_stores: dict = {}        # index in the frame's closure -> VT assigned
         self.stored_cells: set = set()     # their free variables' names and their cells' ids
         self.foreign_cells_read: set = set()   # names and ids of cells read through another function's __closure__
+        self.foreign_readers: dict = {}    # such a cell's name -> ids of the trackers that read it
+        self.foreign_cell_stores: dict = {}    # name -> (its tracker, VT assigned): nonlocal in a callee
         self.private: set = set()          # sources of what only the frame sees: its **kwargs dict
         self.position = None               # () -> graph nodes so far (set by the capture)
         self.first_at = None               # position of the first side effect, if any
@@ -190,11 +192,34 @@ class SideEffects:
         self.cell_stores[index] = value_vt
         self.stored_cells.update((name, id(cell)))
 
-    def note_foreign_cell_read(self, cell, name: str):
+    def note_foreign_cell_read(self, cell, name: str, tracker=None):
         if name in self.stored_cells or id(cell) in self.stored_cells:
             raise Unsupported(f"a closure cell {name!r} of another function read after the frame assigned its own "
                               "closure variable of that name (they may be the same cell)")
+        stored = self.foreign_cell_stores.get(name)
+        if stored is not None and stored[0] is not tracker:
+            raise Unsupported(f"a closure cell {name!r} read through one function after the trace assigned it "
+                              "through another (they may be the same cell)")
         self.foreign_cells_read.update((name, id(cell)))
+        self.foreign_readers.setdefault(name, set()).add(id(tracker))
+
+    def store_foreign_cell(self, tracker, value_vt):
+        """``nonlocal x; x = v`` in a function the trace inlined whose cell belongs to a function
+        defined outside the trace (a counter of a decorator, a closure's state): replayed after
+        the graph into the cell its source reads this call (``fn.__closure__[i]``).  Only one
+        tracker may stand for cells of that name in the trace: two functions reaching the same
+        cell would otherwise each keep their own value of it."""
+        name = tracker.name
+        if name in self.stored_cells or id(tracker.cell) in self.stored_cells:
+            raise Unsupported(f"assignment to the closure variable {name!r} of another function in a trace that "
+                              "also assigns the frame's own of that name (they may be the same cell)")
+        others = self.foreign_readers.get(name, set()) - {id(tracker)}
+        stored = self.foreign_cell_stores.get(name)
+        if others or (stored is not None and stored[0] is not tracker):
+            raise Unsupported(f"assignment to the closure variable {name!r} that the trace also reaches through "
+                              "another function (they may be the same cell)")
+        self._note_position()
+        self.foreign_cell_stores[name] = (tracker, value_vt)
 
     def stored_global(self, name: str):
         return self.global_stores.get(name)

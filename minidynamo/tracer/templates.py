@@ -212,6 +212,8 @@ class Templates:
             replays.append(("global", None, name, self.of(vt)))
         for index, vt in effects.cell_stores.items():
             replays.append(("cell", None, index, self.of(vt)))
+        for tracker, vt in effects.foreign_cell_stores.values():     # fn.__closure__[i] of this call
+            replays.append(("foreign_cell", self.read(tracker.source.base_source), None, self.of(vt)))
         return replays
 
 
@@ -304,6 +306,8 @@ class OutputBuilder:
                     (object.__delattr__ if raw else delattr)(real[index], name)
             elif kind == "cell":
                 func.__closure__[key].cell_contents = _build(template, outputs, real, made)
+            elif kind == "foreign_cell":
+                real[index].cell_contents = _build(template, outputs, real, made)
             else:
                 func.__globals__[key] = _build(template, outputs, real, made)
 

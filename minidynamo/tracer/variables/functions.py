@@ -52,7 +52,7 @@ class RealCellVariable(VariableTracker):
             from ..builder import wrap
 
             if not isinstance(self.source, G.ClosureSource):
-                tx.output.side_effects.note_foreign_cell_read(self.cell, self.name)
+                tx.output.side_effects.note_foreign_cell_read(self.cell, self.name, self)
 
             try:
                 contents = self.cell.cell_contents
@@ -64,9 +64,15 @@ class RealCellVariable(VariableTracker):
         return self.loaded
 
     def store(self, tx, value):
-        if value is None or not isinstance(self.source, G.ClosureSource):     # None: DELETE_DEREF
-            raise Unsupported("assignment to a closure variable of a function defined outside the trace")
-        tx.output.side_effects.store_cell(self.source.index, self.cell, self.source.var_name, value)
+        if value is None:                                                  # DELETE_DEREF
+            raise Unsupported("deletion of a closure variable of a function defined outside the trace")
+        if isinstance(self.source, G.ClosureSource):                       # the frame's own
+            tx.output.side_effects.store_cell(self.source.index, self.cell, self.source.var_name, value)
+        elif isinstance(self.source, G.AttrSource) and self.source.attr == "cell_contents":   # fn.__closure__[i]
+            tx.check_storable(value, f"the closure variable {self.name!r}")
+            tx.output.side_effects.store_foreign_cell(self, value)
+        else:
+            raise Unsupported("assignment to a closure variable of a function reached without a source")
         self.loaded = value
 
 
