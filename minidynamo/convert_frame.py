@@ -247,6 +247,27 @@ class FrameConverter:
             raise
 
     def _compile_break(self, func, args, error):
+        try:
+            return self._compile_break_at(func, args, error)
+        except Unsupported as failed:
+            from .tracer.variables.ctx_managers import RAW_SWITCHES
+
+            if "_set_grad_enabled" not in failed.reason or RAW_SWITCHES.refused:
+                raise
+            # a grad mode the program switched itself, which no break point let the traced part
+            # end in: trace again with each switch a graph break (it runs eagerly)
+            RAW_SWITCHES.refused = True
+            try:
+                try:
+                    return self._compile(func, args)
+                except Unsupported as whole:
+                    return self._compile_break_at(func, args, whole)
+            except Unsupported:
+                raise failed from None
+            finally:
+                RAW_SWITCHES.refused = False
+
+    def _compile_break_at(self, func, args, error):
         """The frame could not be traced whole.  If the root instruction that failed may be
         run eagerly (tracer/graph_break.py), compile a graph break there: trace again, stop
         right before it, and make an entry that runs the graph, the instruction, and a resume
@@ -258,17 +279,23 @@ class FrameConverter:
         where = getattr(error, "break_at", None)
         if where is None or self.nopython:
             raise error
-        count, index = where
         code = func.__code__
-        if decoded(code)[0][index].name not in BREAKABLE:
-            raise error
-        why = refusal(code, index, func.__globals__, func.__builtins__)
-        if why is not None:
-            raise Unsupported(f"{error.reason}; no graph break: {why}") from error
-        try:
-            return self._compile(func, args, stop=(count, index, error.reason))
-        except Unsupported as e:
-            raise Unsupported(f"{error.reason}; the graph break failed: {e.reason}") from e
+        while True:
+            count, index = where
+            if decoded(code)[0][index].name not in BREAKABLE:
+                raise error
+            why = refusal(code, index, func.__globals__, func.__builtins__)
+            if why is not None:
+                raise Unsupported(f"{error.reason}; no graph break: {why}") from error
+            try:
+                return self._compile(func, args, stop=(count, index, error.reason))
+            except Unsupported as e:
+                earlier = getattr(e, "break_at", None)
+                if earlier is None or earlier[0] >= count:
+                    raise Unsupported(f"{error.reason}; the graph break failed: {e.reason}") from e
+                # the traced part itself must end earlier (a grad mode switched by the program and
+                # not switched back before the break: capture._finish_trace): break there instead
+                error, where = e, earlier
 
     def _compile_traced(self, func, args, trace_frame, fx_mark, stop=None):
         try:

@@ -146,10 +146,13 @@ def _finish_trace(func, tx, output, frame, grad_enabled, stop_at) -> Capture:
         from .graph_break import BreakTemplates, stop_values
 
         result, break_state = stop_values(tx, stop_at)
-    check_left_generators(output)       # no finally/with cleanup that CPython would run at collection
     if output.raw_grad_switches and torch.is_grad_enabled() != grad_enabled:
-        raise Unsupported("torch._C._set_grad_enabled(...) leaves grad mode switched at the end of the frame "
-                          "(or at its graph break), which the compiled code cannot reproduce if the graph raises")
+        error = Unsupported("torch._C._set_grad_enabled(...) leaves grad mode switched at the end of the frame "
+                            "(or at its graph break), which the compiled code cannot reproduce if the graph raises")
+        if type(output.raw_grad_switches) is tuple:     # the frame breaks where it was switched instead
+            error.break_at = output.raw_grad_switches
+        raise error
+    check_left_generators(output)       # no finally/with cleanup that CPython would run at collection
     if output.open_grad_switches:
         raise Unsupported("torch.set_grad_enabled(...) outside a with-statement: grad mode stays switched "
                           "after the frame, which the compiled code cannot reproduce if the graph raises")

@@ -66,6 +66,7 @@ class SideEffects:
         self.foreign_cells_read: set = set()   # names and ids of cells read through another function's __closure__
         self.foreign_readers: dict = {}    # such a cell's name -> ids of the trackers that read it
         self.foreign_cell_stores: dict = {}    # name -> (its tracker, VT assigned): nonlocal in a callee
+        self.own_cells_read: set = set()   # names and ids of the frame's own closure cells read
         self.private: set = set()          # sources of what only the frame sees: its **kwargs dict
         self.position = None               # () -> graph nodes so far (set by the capture)
         self.first_at = None               # position of the first side effect, if any
@@ -203,6 +204,14 @@ class SideEffects:
         self.foreign_cells_read.update((name, id(cell)))
         self.foreign_readers.setdefault(name, set()).add(id(tracker))
 
+    def note_own_cell_read(self, cell, name: str):
+        """A read of the frame's own closure cell: refused after a store through another
+        function's ``__closure__`` of that name (the same cell, maybe: the read would miss it)."""
+        if name in self.foreign_cell_stores or any(t.cell is cell for t, _ in self.foreign_cell_stores.values()):
+            raise Unsupported(f"the frame's closure variable {name!r} read after the trace assigned a closure cell "
+                              "of that name through another function (they may be the same cell)")
+        self.own_cells_read.update((name, id(cell)))
+
     def store_foreign_cell(self, tracker, value_vt):
         """``nonlocal x; x = v`` in a function the trace inlined whose cell belongs to a function
         defined outside the trace (a counter of a decorator, a closure's state): replayed after
@@ -210,9 +219,10 @@ class SideEffects:
         tracker may stand for cells of that name in the trace: two functions reaching the same
         cell would otherwise each keep their own value of it."""
         name = tracker.name
-        if name in self.stored_cells or id(tracker.cell) in self.stored_cells:
+        if name in self.stored_cells or id(tracker.cell) in self.stored_cells or \
+                name in self.own_cells_read or id(tracker.cell) in self.own_cells_read:
             raise Unsupported(f"assignment to the closure variable {name!r} of another function in a trace that "
-                              "also assigns the frame's own of that name (they may be the same cell)")
+                              "also reads or assigns the frame's own of that name (they may be the same cell)")
         others = self.foreign_readers.get(name, set()) - {id(tracker)}
         stored = self.foreign_cell_stores.get(name)
         if others or (stored is not None and stored[0] is not tracker):

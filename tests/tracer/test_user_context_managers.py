@@ -475,7 +475,7 @@ def test_a_context_manager_calling_set_grad_enabled_itself(outer, mode):
     assert minidynamo.counters["graph_breaks"] == 0 and not minidynamo.counters["fallback_reasons"]
 
 
-def test_grad_mode_left_switched_by_the_program_runs_eagerly():
+def test_grad_mode_left_switched_by_the_program_breaks_at_the_switch():
     def f(x):
         torch._C._set_grad_enabled(False)
         return x * 2
@@ -486,4 +486,33 @@ def test_grad_mode_left_switched_by_the_program_runs_eagerly():
         assert not torch.is_grad_enabled()                  # as eager leaves it
     finally:
         torch._C._set_grad_enabled(True)
-    assert any("leaves grad mode switched" in r for r in minidynamo.counters["fallback_reasons"])
+    assert any("leaves grad mode switched" in r for r in minidynamo.counters["break_reasons"])
+    assert not minidynamo.counters["fallback_reasons"]
+
+
+# the same switch from a ``contextlib.contextmanager`` (test_ctx_manager's customized_ctx_manager)
+@contextlib.contextmanager
+def raw_grad_mode(mode):
+    previous = torch.is_grad_enabled()
+    try:
+        yield torch._C._set_grad_enabled(mode)
+    finally:
+        torch._C._set_grad_enabled(previous)
+
+
+@pytest.mark.parametrize("manager", [RawGradMode, raw_grad_mode], ids=["class", "contextmanager"])
+def test_a_graph_break_inside_a_block_that_switched_grad_mode(manager, capsys):
+    def f(x, w):
+        with manager(False):
+            y = x * w
+            print("inside")                          # the break: the switch runs eagerly instead
+            z = y * w
+        return y + z, z.requires_grad, torch.is_grad_enabled()
+
+    compiled = minidynamo.optimize("eager")(f)
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    got, expected = compiled(x, w), f(x, w)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:] and torch.is_grad_enabled()
+    assert capsys.readouterr().out == "inside\ninside\n"
+    assert not minidynamo.counters["fallback_reasons"]

@@ -380,14 +380,26 @@ def switches_state(node: torch.fx.Node) -> bool:
                                                          enter_inference_mode, exit_block)
 
 
+class _RawSwitches(threading.local):
+    refused = False       # set while a frame is traced again with each switch a graph break
+
+
+RAW_SWITCHES = _RawSwitches()
+
+
 def switch_grad_mode(tx, enabled: bool):
     """``torch._C._set_grad_enabled(mode)`` called by the program (a context manager of its own
     switching the mode in ``__enter__`` and back in ``__exit__``): the mode switches in the trace
-    and in the graph, as a with-block's do.  The frame must end, or break, in the mode it began
-    with (``capture._finish_trace``, ``graph_break.stop_values``): a mode left switched after
-    it is what ``open_grad_switches`` refuses too."""
+    and in the graph, as a with-block's do.  The traced part must end (at the frame's end or a
+    graph break) in the mode it began with (``capture._finish_trace``), else the frame breaks at
+    the root instruction that made the first switch, which then runs eagerly (a mode left
+    switched is what ``open_grad_switches`` refuses too)."""
+    if RAW_SWITCHES.refused:
+        raise Unsupported("call to torch._C._set_grad_enabled (the frame could not break where it is "
+                          "switched back: each switch runs eagerly)")
     _switch(tx, enabled)
-    tx.output.raw_grad_switches = True
+    if not tx.output.raw_grad_switches:                # where the first one came from: a break there
+        tx.output.raw_grad_switches = getattr(tx.output, "root_position", None) or True
 
 
 def _switch(tx, enabled: bool):

@@ -51,7 +51,9 @@ class RealCellVariable(VariableTracker):
         if self.loaded is None:
             from ..builder import wrap
 
-            if not isinstance(self.source, G.ClosureSource):
+            if isinstance(self.source, G.ClosureSource):
+                tx.output.side_effects.note_own_cell_read(self.cell, self.name)
+            else:
                 tx.output.side_effects.note_foreign_cell_read(self.cell, self.name, self)
 
             try:
@@ -69,6 +71,10 @@ class RealCellVariable(VariableTracker):
         if isinstance(self.source, G.ClosureSource):                       # the frame's own
             tx.output.side_effects.store_cell(self.source.index, self.cell, self.source.var_name, value)
         elif isinstance(self.source, G.AttrSource) and self.source.attr == "cell_contents":   # fn.__closure__[i]
+            root = tx.output.code
+            if self.name in root.co_cellvars + root.co_freevars:     # maybe the frame's own cell
+                raise Unsupported(f"assignment to the closure variable {self.name!r} through a function the "
+                                  "frame also shares that name with (it may be the frame's own cell)")
             tx.check_storable(value, f"the closure variable {self.name!r}")
             tx.output.side_effects.store_foreign_cell(self, value)
         else:
