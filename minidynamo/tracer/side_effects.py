@@ -67,6 +67,7 @@ class SideEffects:
         self.foreign_readers: dict = {}    # such a cell's name -> ids of the trackers that read it
         self.foreign_cell_stores: dict = {}    # name -> (its tracker, VT assigned): nonlocal in a callee
         self.own_cells_read: set = set()   # names and ids of the frame's own closure cells read
+        self.cell_trackers: dict = {}      # source of a function's closure cell -> its one RealCellVariable
         self.private: set = set()          # sources of what only the frame sees: its **kwargs dict
         self.position = None               # () -> graph nodes so far (set by the capture)
         self.first_at = None               # position of the first side effect, if any

@@ -74,3 +74,18 @@ def test_one_cell_reached_through_two_functions_is_refused_not_wrong():
         x = torch.randn(2)
         torch.testing.assert_close(compiled(x, bump, read), f(x, reference, reference_read))
         assert read() == reference_read()
+
+
+def test_a_callee_called_twice_counts_twice_in_one_graph():
+    bump, read = make_counter()
+    reference, reference_read = make_counter()
+
+    def f(x, bump):
+        return bump(bump(x))
+
+    compiled = minidynamo.optimize("eager")(f)
+    for _ in range(3):
+        x = torch.randn(2)
+        torch.testing.assert_close(compiled(x, bump), f(x, reference))
+        assert read() == reference_read()
+    assert minidynamo.counters["graph_breaks"] == 0 and not minidynamo.counters["fallback_reasons"]

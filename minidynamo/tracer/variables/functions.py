@@ -144,8 +144,14 @@ class UserFunctionVariable(BaseFunctionVariable):
         cells = self.value.__closure__ or ()
         source = self.attribute_source()
         base = G.AttrSource(source, "__closure__") if source is not None else None
-        return [RealCellVariable(c, G.AttrSource(G.ItemSource(base, i), "cell_contents") if base is not None else None, name)
-                for i, (c, name) in enumerate(zip(cells, self.value.__code__.co_freevars))]
+        if base is None:
+            return [RealCellVariable(c, None, name) for c, name in zip(cells, self.value.__code__.co_freevars)]
+        # one tracker per cell source in a trace: a function called twice reads what its first
+        # call stored (side_effects.store_foreign_cell)
+        trackers = tx.output.side_effects.cell_trackers
+        return [trackers.setdefault(cell_source, RealCellVariable(c, cell_source, name))
+                for i, (c, name) in enumerate(zip(cells, self.value.__code__.co_freevars))
+                for cell_source in [G.AttrSource(G.ItemSource(base, i), "cell_contents")]]
 
     def globals_(self):
         return self.value.__globals__
