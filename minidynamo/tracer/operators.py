@@ -362,7 +362,7 @@ def _dicts_equal(tx, a, b) -> bool:
     for key, value in list(a.items.items()):
         if key not in b.items or not identical_or_equal(tx, value, b.items[key]):
             return False
-    if issubclass(a.dict_type, collections.OrderedDict) and issubclass(b.dict_type, collections.OrderedDict):
+    if issubclass(a.python_type(), collections.OrderedDict) and issubclass(b.python_type(), collections.OrderedDict):
         return list(a.items) == list(b.items)       # two OrderedDicts: equal in order too
     return True
 

@@ -208,6 +208,16 @@ def deque_extended_by_a_generator_reading_it(x):
     return x + 1, y, bounded
 
 
+def defaultdicts_compared(x):
+    """Two defaultdicts (one a copy) compared, and popitem of one: the tracker's dict type is a
+    factory-holding stand-in, not a class (an internal error in ==, test_dicts' shallow copy case)."""
+    d = collections.defaultdict(list, {1: 1, 2: 2})
+    c = d.copy()
+    same = c == d
+    last = c.popitem()
+    return x + 1, same, c == d, last, dict(c)
+
+
 def deque_plus_list(x):
     return collections.deque([x]) + [1]          # TypeError, as in CPython
 
@@ -231,6 +241,7 @@ CASES = [
     fallback(reduce_of_nothing, X),
     single(deque_methods, X, Y),
     single(deque_extended_by_a_generator_reading_it, X),
+    single(defaultdicts_compared, X),
     fallback(deque_changed_while_iterated, X, mentions="deque"),
     single(defaultdict_and_fromkeys, X, Y),
     fallback(defaultdict_with_a_lambda_made_here, X, mentions="factory"),

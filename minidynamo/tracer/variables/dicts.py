@@ -172,7 +172,7 @@ class DictVariable(MethodTable, VariableTracker):
     def method_popitem(self, tx, *args, **kwargs):
         """``d.popitem()``: the last pair; ``OrderedDict.popitem(last=False)``: the first."""
         last = [*args, *kwargs.values()]
-        if (last and not issubclass(self.dict_type, collections.OrderedDict)) or len(last) > 1 \
+        if (last and not issubclass(self.python_type(), collections.OrderedDict)) or len(last) > 1 \
                 or set(kwargs) - {"last"}:
             raise Unsupported(f"{self.dict_type.__name__}.popitem() arguments (TypeError)")
         if not self.items:
@@ -184,7 +184,7 @@ class DictVariable(MethodTable, VariableTracker):
 
     def method_move_to_end(self, tx, key, last=None):
         """``OrderedDict.move_to_end(key, last=True)``: the pair goes last (first: ``last=False``)."""
-        if not issubclass(self.dict_type, collections.OrderedDict):
+        if not issubclass(self.python_type(), collections.OrderedDict):
             raise Unsupported(f"{self.dict_type.__name__}.move_to_end (AttributeError)")
         k = dict_key(tx, key)
         if k not in self.items:
