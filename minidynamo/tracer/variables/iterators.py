@@ -81,8 +81,8 @@ def items_of(tx, obj) -> list:
 
 
 def _own_iter(tx, obj):
-    """``iter(obj)`` for an object whose class defines ``__iter__`` in Python (a detectron2
-    ``BufferList``, fairseq's ``LayerDropModuleList``, a user's container): that method inlined,
+    """``iter(obj)`` for an object whose class defines ``__iter__`` in Python (detectron2's
+    BufferList, fairseq's LayerDropModuleList, a user's container): that method inlined,
     as CPython calls it, found on the class.  None when the class defines none (or it is torch's
     own, which ``unpack`` models)."""
     from ..operators import special_method
