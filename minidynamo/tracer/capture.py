@@ -174,6 +174,14 @@ def _finish_trace(func, tx, output, frame, grad_enabled, stop_at) -> Capture:
             if rewind is None:
                 raise Unsupported(f"{needs_rerun}, and the graph cannot be re-run ({effects})")
             effects = None
+    if output.raw_grad_switches and effects is not None:
+        # a graph that raises is re-run eagerly only when it has no effects; one that has them
+        # restores the mode it began in, where eager leaves what the program switched last
+        error = Unsupported(f"torch._C._set_grad_enabled(...) in a graph with effects ({effects}): if it "
+                            "raised, the grad mode eager leaves could differ")
+        if type(output.raw_grad_switches) is tuple:
+            error.break_at = output.raw_grad_switches
+        raise error
     reader = G.compile_reader(templates.reads, frame) if templates.reads else None
     return Capture(graph_module, list(output.example_inputs), list(output.input_sources), list(output.guards),
                    frame, OutputBuilder(template, replays, reader, templates.reads_frame_cells), effects,

@@ -516,3 +516,21 @@ def test_a_graph_break_inside_a_block_that_switched_grad_mode(manager, capsys):
     assert got[1:] == expected[1:] and torch.is_grad_enabled()
     assert capsys.readouterr().out == "inside\ninside\n"
     assert not minidynamo.counters["fallback_reasons"]
+
+
+def test_a_switch_in_a_graph_with_effects_breaks_at_the_switch():
+    """A graph that writes an input cannot be re-run eagerly if it raises, and would then leave
+    the mode it began in, not the one the program switched: the switch runs eagerly instead."""
+    def f(x, w):
+        x.add_(1)                                   # an effect on the caller's tensor
+        with RawGradMode(False):
+            y = x * w
+        return y, y.requires_grad
+
+    compiled = minidynamo.optimize("eager")(f)
+    ours, theirs, w = torch.zeros(3), torch.zeros(3), torch.randn(3, requires_grad=True)
+    got, expected = compiled(ours, w), f(theirs, w)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1] and torch.equal(ours, theirs) and torch.is_grad_enabled()
+    refusals = minidynamo.counters["break_reasons"] + minidynamo.counters["fallback_reasons"]
+    assert any("cannot be re-run" in r or "graph with effects" in r for r in refusals), refusals

@@ -105,6 +105,8 @@ class TensorVariable(VariableTracker):
         refuses a flag that is not a bool and any tensor that is not a leaf (``requires_grad_``
         only refuses ``False`` there).  Any other name is a plain Python attribute (see
         ``_store_plain_attribute``)."""
+        if name == "grad":
+            return self._clear_input_grad(tx, value)
         if name != "requires_grad":
             return self._store_plain_attribute(tx, name, value)
         if tx.output.function_modes:
@@ -114,6 +116,22 @@ class TensorVariable(VariableTracker):
         if not self.var_getattr(tx, "is_leaf").as_python_constant():
             raise Unsupported("assignment to requires_grad of a tensor autograd made (eager refuses it)")
         self.call_method(tx, "requires_grad_", [value], {})
+
+    def _clear_input_grad(self, tx, value):
+        """``p.grad = None`` on a leaf graph input (``zero_grad(set_to_none=True)``): replayed on
+        the real tensor after the graph (``.grad``'s own setter), and what later reads in the trace
+        see (``_input_grad``).  Another value, or any other tensor, is refused."""
+        source = self.input_source(tx)
+        if not (isinstance(value, ConstantVariable) and value.value is None) or source is None:
+            raise Unsupported("assignment to a tensor's .grad other than p.grad = None on a graph input")
+        if tx.output.function_modes:
+            raise Unsupported("assignment to a tensor's .grad under a TorchFunctionMode")
+        if not self.var_getattr(tx, "is_leaf").as_python_constant():
+            raise Unsupported("assignment to .grad of a tensor autograd made (eager warns)")
+        if G.class_lookup(self.python_class, "grad") is not G.class_lookup(torch.Tensor, "grad"):
+            raise Unsupported(f"assignment to .grad of a {self.python_class.__name__} (its own grad attribute)")
+        tx.output.side_effects.store_tensor_attribute(self.example, "grad", value,
+                                                      (source, tx.output.real_inputs[source]))
 
     def _store_plain_attribute(self, tx, name, value):
         """``t.name = value`` where the tensor's class has nothing called ``name`` and object's
@@ -186,6 +204,9 @@ class TensorVariable(VariableTracker):
 
         if not self.var_getattr(tx, "is_leaf").as_python_constant():
             raise Unsupported("tensor attribute .grad of a tensor autograd made (eager warns at each read)")
+        cleared = tx.output.side_effects.tensor_attribute(self.example, "grad")
+        if cleared is not None:                      # p.grad = None earlier in the trace
+            return cleared
         source = self.input_source(tx)
         return wrap(tx, tx.output.real_inputs[source].grad, G.AttrSource(source, "grad"))
 
