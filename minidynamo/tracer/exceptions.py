@@ -120,8 +120,27 @@ def _chained(exception, fields: dict, handled) -> dict:
         return fields
     if isinstance(handled, CaughtExceptionVariable):
         return {**fields, "__context__": handled}
+    _cut_context_cycle(handled.exception, exception)
     exception.__context__ = handled.exception
     return fields
+
+
+def _cut_context_cycle(context, exception) -> None:
+    """What CPython's raise does before chaining: if ``exception`` is already on ``context``'s own
+    chain (``raise a`` while handling c, whose chain leads back to a), the link to it is cut, so
+    that no chain loops (test_raise_does_not_create_context_chain_cycle).  A loop already in the
+    chain ends the walk (Floyd's tortoise, as CPython's)."""
+    node, slow, toggle = context, context, False
+    while (nxt := node.__context__) is not None:
+        if nxt is exception:
+            node.__context__ = None
+            return
+        node = nxt
+        if node is slow:
+            return
+        if toggle:
+            slow = slow.__context__
+        toggle = not toggle
 
 
 def _restores_itself(exit_vt) -> bool:

@@ -695,3 +695,31 @@ def test_the_caught_exception_is_the_raised_object():
     got, expected = minidynamo.optimize("eager")(f)(t), f(t)
     assert got[1] == expected[1] == [True] * 4 + [1] + [True, True, True, True, False]
     assert minidynamo.counters["graph_breaks"] == 0 and not minidynamo.counters["fallback_reasons"]
+
+
+def test_raising_an_exception_already_on_the_chain_cuts_the_cycle():
+    """PyTorch's test_raise_does_not_create_context_chain_cycle: ``raise a`` while handling c,
+    whose chain is c -> b -> a: CPython sets a.__context__ = c and cuts b.__context__ to None."""
+    def f(t):
+        try:
+            try:
+                raise AssertionError
+            except AssertionError as a_:
+                a = a_
+                try:
+                    raise BytesWarning
+                except BytesWarning as b_:
+                    b = b_
+                    try:
+                        raise ConnectionError
+                    except ConnectionError as c_:
+                        c = c_
+                        raise a
+        except AssertionError as e:
+            exc = e
+        return t.sin(), exc is a, a.__context__ is c, c.__context__ is b, b.__context__ is None
+
+    t = torch.ones(2)
+    got, expected = minidynamo.optimize("eager")(f)(t), f(t)
+    assert got[1:] == expected[1:] == (True,) * 4
+    assert minidynamo.counters["graph_breaks"] == 0 and not minidynamo.counters["fallback_reasons"]
