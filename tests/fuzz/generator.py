@@ -134,6 +134,11 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
                                     "with a setter, __slots__ read/stored/deleted, a namedtuple with its own "
                                     "__new__ ending in super().__new__ (PackedSequence), tuple.__new__; between "
                                     "calls the cache dropped, the descriptor's methods and the __new__ replaced"),
+    "own_protocols":   (0.5, False, "a container whose __iter__ is Python (a list's iterator, a generator) walked by for, "
+                                    "sum, unpacking, zip and `in`; a counter closure made outside f (nonlocal) called "
+                                    "in f; a types.SimpleNamespace counted and compared; a context manager switching "
+                                    "grad mode with torch._C._set_grad_enabled; between calls the items changed, "
+                                    "__iter__ replaced, the counter remade, the namespace reset"),
     "stdlib_more":     (0.4, False, "bounded deques (local and a global one), Enum(value), OrderedDict.move_to_end, "
                                     "a functools.cached_property (dropped between reads), logging records "
                                     "(funcName, lineno, message kept), str() of a dict, a break inside a loop "
@@ -535,6 +540,50 @@ SLOT = Slotted()''')
 
 # Added to the prelude of programs that use the ``stdlib_more`` feature.  The logger is made
 # directly (not registered with logging's manager): each run of the program has its own.
+OWN_PRELUDE = ("own_protocols", '''import types
+
+class Bag:
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        return iter(self.items)
+
+class Doubler:
+    def __init__(self, items):
+        self.items = items
+
+    def __iter__(self):
+        for v in self.items:
+            yield v * 2
+
+class RawGrad:
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __enter__(self):
+        self.previous = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(self.mode)
+        return self
+
+    def __exit__(self, *exc):
+        torch._C._set_grad_enabled(self.previous)
+
+def make_counter():
+    count = 0
+
+    def bump(d):
+        nonlocal count
+        count += d
+        return count
+    return bump
+
+BAG = Bag([1, 2, 3])
+DOUBLER = Doubler([1, 4])
+BUMP = make_counter()
+NS = types.SimpleNamespace(step=0, scale=1.5)''')
+
+
 STDLIB_PRELUDE = ("stdlib_more", '''import collections
 import enum
 import functools
@@ -2021,6 +2070,30 @@ class Gen:
         return Stmt([r.choice([f"BOX.level = {self.int_expr(1)}", "BOX.level += 3", f"SLOT.a = {self.int_expr(1)}",
                                "SLOT.a += 1", f"SLOT.b = {self.int_expr(1)}", "if hasattr(SLOT, 'b'): del SLOT.b"])])
 
+    def s_own_protocols(self):
+        r = self.rng
+        t = self.pick(self.tensors())
+        c = r.random()
+        if c < 0.3:
+            return self.assign(None, ("int",), r.choice([
+                "sum(BAG) + n", "len([v for v in DOUBLER]) + sum(DOUBLER)", "int(2 in BAG) + int(n in DOUBLER)",
+                "max(BAG, default=n)", "len(list(zip(BAG, DOUBLER)))", "sum(a * b for a, b in zip(BAG, BAG))"]), "i")
+        if c < 0.45:
+            acc = self.fresh("t")
+            self.env[acc] = ("T", self.shape(t))
+            return Stmt([f"{acc} = {t}", f"for v in {r.choice(['BAG', 'DOUBLER'])}:"],
+                        body=[Stmt([f"{acc} = {acc} * 0.5 + v"])])
+        if c < 0.6:
+            return self.assign(None, ("int",), f"BUMP({r.randint(0, 3)}) + n", "i")
+        if c < 0.8:
+            return Stmt(["NS.step += 1"] + self.assign(None, ("T", self.shape(t)), r.choice([
+                f"{t} * NS.scale if NS.step > {r.randint(0, 4)} else {t} - 1",
+                f"{t} + 1 if NS.step - n >= 2 else {t}"]), "t").lines)
+        out = self.fresh("t")
+        self.env[out] = ("T", self.shape(t))
+        return Stmt([f"{out} = {t}", f"with RawGrad({r.choice(['False', 'True'])}):"],
+                    body=[Stmt([f"{out} = {out} * 2 + int(torch.is_grad_enabled())"])])
+
     def s_stdlib_more(self):
         r = self.rng
         lst = self.pick(self.vars_of("list_int"))
@@ -2191,6 +2264,9 @@ MUTATIONS: dict[str, list[str]] = {
     "user_ctx": ["Tracked.swallow_all = True", "Tracked.swallow_all = False", "Tracked.__exit__ = Tracked.exit_quietly",
                  "TRACKED.tag = 9", "CTX_LOG.clear()"],
     "default_dtype": ["torch.set_default_dtype(torch.float64)", "torch.set_default_dtype(torch.float32)"],
+    "own_protocols": ["BAG.items.append(5)", "BAG.items = []", "Bag.__iter__ = lambda self: reversed(self.items)",
+                      "DOUBLER.items = [3]", "BUMP = make_counter()", "NS.step = 10", "NS.step = 0",
+                      "NS.scale = 2", "Doubler.__iter__ = lambda self: iter([7])"],
 }
 
 
@@ -2275,5 +2351,5 @@ def generate(seed: int, index: int, features: frozenset = ALL_FEATURES) -> Progr
         ([CTX_PRELUDE] if "user_ctx" in used else []) + ([RAISE_PRELUDE] if "user_raise" in used else []) + \
         ([NET_PRELUDE] if "module_tree" in used else []) + ([CACHE_PRELUDE] if "buffer_updates" in used else []) + \
         ([LAYERS_PRELUDE] if "nn_layers" in used else []) + ([PROTOCOL_PRELUDE] if "class_protocols" in used else []) + \
-        ([STDLIB_PRELUDE] if "stdlib_more" in used else [])
+        ([STDLIB_PRELUDE] if "stdlib_more" in used else []) + ([OWN_PRELUDE] if "own_protocols" in used else [])
     return Program(seed, index, prelude, body, ret, steps, used, set(g.globals_declared), params)
