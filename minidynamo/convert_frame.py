@@ -28,7 +28,7 @@ from .backends import checking_outputs, is_built_in, lookup_backend
 from .code_sets import CodesByIdentity
 from .exc import BackendCompilerFailed, BackendOutputMismatch, MinidynamoError, Unsupported, raised_by_program
 from .logs import get_logger
-from .skipfiles import called_by_torch_disable, disabled_codes, has_torch_bits, skip_reason, torch_disable_wrapper_code
+from .skipfiles import disabled_codes, has_torch_bits, left_to_torch, skip_reason, torch_wrapper_codes
 
 log_recompiles = get_logger("recompiles")
 log_fallbacks = get_logger("fallbacks")
@@ -183,6 +183,11 @@ class FrameConverter:
     # -- the callback --------------------------------------------------------------------
     def __call__(self, func, args):
         code = func.__code__
+        if code in torch_wrapper_codes():     # (never marked skipped: each call is asked)
+            if left_to_torch(func):
+                counting.bump("frames_left_to_torch")
+                return _eval_frame.RUN_UNWATCHED
+            return None
         reason = skip_reason(code)
         if reason is not None and code not in self.roots:
             if code in root_codes:     # someone else's root: skip it for this context only
@@ -192,11 +197,6 @@ class FrameConverter:
                 _eval_frame.set_cache(code, reason)
                 codes_with_cache.add(code)
             return None
-        if code is torch_disable_wrapper_code():          # optimize(torch.compiler.disable(f))
-            return None
-        if called_by_torch_disable(sys._getframe(1)):     # (the frame above: the one calling func)
-            counting.bump("frames_disabled_by_torch")
-            return _eval_frame.RUN_UNWATCHED
         entries = cache_of(code)
         mine = [e for e in entries if e.owner is self.ref]
         self._codes.add(code)

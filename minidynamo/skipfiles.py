@@ -117,29 +117,42 @@ def has_torch_bits(func, args) -> bool:
     return any(_holds_torch_value(v, seen) for v in (*args, *cells))
 
 
-# -- torch.compiler.disable ------------------------------------------------------------------------
-# ``torch.compiler.disable(fn)`` (``torch._dynamo.disable``) returns a wrapper that switches torch's
-# frame hook off while fn runs.  Ours it cannot switch off, so the wrapper is recognised by its
-# code: a traced caller breaks at its call (translator.inline_call), and a frame it calls runs
-# unwatched with everything below it (FrameConverter.__call__), as Dynamo runs it.
-_torch_disable_wrapper = None
+# -- torch.compile's and torch.compiler.disable's wrappers -----------------------------------------
+# ``torch.compile(fn)`` and ``torch.compiler.disable(fn)`` (``torch._dynamo``) return wrappers that
+# switch torch's own frame hook on or off while fn runs.  Torch's hook passes the frames it does
+# not take to the hook installed before it (ours), so what runs under such a wrapper would be
+# traced by both: torch's compiler's own frames (dataclass ``__init__``s, fake tensors) by ours.
+# The wrappers are recognised by their code: a traced caller breaks at the call (translator.
+# inline_call), and the wrapper's frame runs unwatched by minidynamo with everything below it
+# (FrameConverter.__call__: torch.compile'd code is torch's to compile; a function the user
+# disabled runs eagerly, as Dynamo runs it).  ``torch._disable_dynamo`` on torch's own functions
+# (``checkpoint``) keeps the old rule: torch's code is skipped, the user code it calls watched.
+_torch_wrappers: dict = {}
 
 
-def torch_disable_wrapper_code():
-    """The code of torch.compiler.disable's wrapper, or None while ``torch._dynamo`` is not loaded
-    (then no such wrapper exists).  Read from the loaded module: never imported, never called."""
-    global _torch_disable_wrapper
-    if _torch_disable_wrapper is None:
+def torch_wrapper_codes() -> dict:
+    """{code: "compile" or "disable"} of the two wrappers, empty while ``torch._dynamo`` is not
+    loaded (then none exists).  Read from the loaded module: never imported, never called."""
+    if not _torch_wrappers:
         module = sys.modules.get("torch._dynamo.eval_frame")
-        context = getattr(module, "DisableContext", None) if module is not None else None
-        call = context.__dict__.get("__call__") if isinstance(context, type) else None
-        consts = call.__code__.co_consts if isinstance(call, types.FunctionType) else ()
-        wrappers = [c for c in consts if isinstance(c, types.CodeType) and c.co_name == "_fn"]
-        if len(wrappers) == 1:
-            _torch_disable_wrapper = wrappers[0]
-    return _torch_disable_wrapper
+        for kind, (class_name, code_name) in {"compile": ("_TorchDynamoContext", "compile_wrapper"),
+                                              "disable": ("DisableContext", "_fn")}.items():
+            context = getattr(module, class_name, None) if module is not None else None
+            call = context.__dict__.get("__call__") if isinstance(context, type) else None
+            consts = call.__code__.co_consts if isinstance(call, types.FunctionType) else ()
+            found = [c for c in consts if isinstance(c, types.CodeType) and c.co_name == code_name]
+            if len(found) == 1:
+                _torch_wrappers[found[0]] = kind
+    return _torch_wrappers
 
 
-def called_by_torch_disable(caller) -> bool:
-    """Is ``caller`` (a frame) torch.compiler.disable's wrapper?"""
-    return caller is not None and caller.f_code is torch_disable_wrapper_code() is not None
+def left_to_torch(func) -> bool:
+    """Does this call of a wrapper (``torch_wrapper_codes``) run unwatched by minidynamo?  All of
+    torch.compile's; torch.compiler.disable's unless the function it wraps is torch's own."""
+    kind = torch_wrapper_codes().get(func.__code__)
+    if kind != "disable":
+        return kind == "compile"
+    code = func.__code__
+    wrapped = func.__closure__[code.co_freevars.index("fn")].cell_contents if "fn" in code.co_freevars else None
+    inner = getattr(wrapped, "__code__", None)
+    return inner is None or skip_reason(inner) is None

@@ -1,7 +1,8 @@
-"""``torch.compiler.disable`` honoured: what the user marked for torch.compile's compiler is not
-traced by minidynamo either.  The wrapper it makes switches torch's own frame hook off; minidynamo
-recognises the wrapper (``skipfiles.torch_disable_wrapper_code``): a traced caller breaks at its
-call, and the function it wraps runs eagerly with everything that function calls."""
+"""``torch.compiler.disable`` and ``torch.compile`` inside minidynamo: what the user marked for
+torch.compile's compiler is not traced by minidynamo either, and a torch.compile'd function is
+torch's to compile.  The wrappers they make switch torch's own frame hook; minidynamo recognises
+them (``skipfiles.torch_wrapper_codes``): a traced caller breaks at the call, and the wrapper runs
+unwatched by minidynamo with everything below it."""
 
 import torch
 
@@ -31,7 +32,7 @@ def test_a_traced_caller_breaks_at_the_call_and_the_function_runs_eagerly():
                for reason in minidynamo.counters["break_reasons"])
     assert minidynamo.cache_entries(host_side.__wrapped__) == []
     assert minidynamo.cache_entries(scaled) == []
-    assert minidynamo.counters["frames_disabled_by_torch"] == 3
+    assert minidynamo.counters["frames_left_to_torch"] == 3
     minidynamo.reset()
 
 
@@ -56,4 +57,21 @@ def test_an_optimize_region_inside_a_disabled_function_still_compiles():
     x = torch.randn(3)
     torch.testing.assert_close(minidynamo.optimize("eager")(outer)(x), x * 3 + 1)
     assert minidynamo.counters["compiles"] == 1           # inner's own context, as asked
+    minidynamo.reset()
+
+
+def test_a_torch_compiled_function_called_in_a_traced_frame():
+    """Torch's hook passes the frames it does not take to ours: torch's compiler's own frames
+    (dataclass ``__init__``s, fake tensors) were traced by minidynamo, and torch's fullgraph
+    compile failed ("Attempted to call function marked as skipped"), where eager runs."""
+    inner = torch.compile(lambda y: y.sin() + 1, backend="eager", fullgraph=True)
+
+    def f(x):
+        return inner(x * 2) - 1
+
+    minidynamo.reset()
+    x = torch.randn(3)
+    torch.testing.assert_close(minidynamo.optimize("eager")(f)(x), f(x))
+    assert any("torch.compile compiles" in r for r in minidynamo.counters["break_reasons"])
+    assert not minidynamo.counters["fallback_reasons"]
     minidynamo.reset()

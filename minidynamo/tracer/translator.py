@@ -21,7 +21,7 @@ from bytecode.instr import BinaryOp, CellVar, Compare, FreeVar
 import guards as G
 
 from .. import config
-from ..skipfiles import disabled_codes, torch_disable_wrapper_code
+from ..skipfiles import disabled_codes, torch_wrapper_codes
 from ..exc import NeedsItsFrame, ProgramRaises, TraceTooLong, Unsupported
 from . import operators, try_blocks
 from .exceptions import ExceptionOpcodes, exception_entries, unwind
@@ -199,10 +199,12 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
             self.output.add_guard(G.id_match(G.AttrSource(source, "__code__"), code))   # f.__code__ = ...
         if code in disabled_codes:
             raise Unsupported(f"call to {code.co_qualname}, which is marked minidynamo.disable")
-        if code is torch_disable_wrapper_code():
+        wrapper = torch_wrapper_codes().get(code)
+        if wrapper is not None:
             wrapped = getattr(getattr(fn, "value", None), "_torchdynamo_orig_callable", None)
             raise Unsupported(f"call to {getattr(wrapped, '__qualname__', 'a function')}, which "
-                              "torch.compiler.disable marks: it runs eagerly")
+                              + ("torch.compile compiles: torch's own" if wrapper == "compile" else
+                                 "torch.compiler.disable marks: it runs eagerly"))
         if code.co_flags & CO_GENERATOR_LIKE:
             if not code.co_flags & CO_GENERATOR:
                 raise Unsupported(f"call to coroutine or async generator function {code.co_qualname}")
