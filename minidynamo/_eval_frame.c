@@ -343,7 +343,11 @@ static void update_hook(void) {
     int on = threads_with_callback > 0 && n_suspended == 0;
     PyInterpreterState *interp = PyInterpreterState_Get();
     _PyFrameEvalFunction want = on ? eval_frame_hook : _PyEval_EvalFrameDefault;
-    if (_PyInterpreterState_GetEvalFrameFunc(interp) != want) _PyInterpreterState_SetEvalFrameFunc(interp, want);
+    _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(interp);
+    /* Another PEP 523 hook installed since (torch.compile's, inside a region it runs) is left in
+       place: it passes the frames it does not take to the one it replaced, and restores it. */
+    if (current != want && (current == eval_frame_hook || current == _PyEval_EvalFrameDefault))
+        _PyInterpreterState_SetEvalFrameFunc(interp, want);
 }
 
 /* Make `callback` (NULL: none) this thread's callback; returns the previous one (a reference

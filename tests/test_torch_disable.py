@@ -75,3 +75,20 @@ def test_a_torch_compiled_function_called_in_a_traced_frame():
     assert any("torch.compile compiles" in r for r in minidynamo.counters["break_reasons"])
     assert not minidynamo.counters["fallback_reasons"]
     minidynamo.reset()
+
+
+def test_a_minidynamo_function_inside_a_torch_compiled_one():
+    """The other way round: torch's hook is installed while the optimize'd function's callback is
+    switched on and off, and is left in place (``update_hook`` replaces only its own or none)."""
+    ours = minidynamo.optimize("eager")(lambda y: y.cos() * 3)
+
+    def outer(x):
+        return ours(x + 1) - 1
+
+    minidynamo.reset()
+    x = torch.randn(3)
+    torch.testing.assert_close(torch.compile(outer, backend="eager")(x), outer(x))
+    torch.testing.assert_close(torch.compile(outer, backend="eager")(x), outer(x))
+    torch.testing.assert_close(ours(x), x.cos() * 3)          # and ours still compiles after it
+    assert minidynamo.counters["compiles"] >= 1
+    minidynamo.reset()
