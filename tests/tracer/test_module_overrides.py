@@ -95,3 +95,35 @@ def test_container_subclasses_overriding_keys_and_iteration_run_their_own_code()
             return x
 
     optimized_matches_eager(Uses(), torch.randn(2, 3))
+
+
+def test_the_truth_of_a_module_asks_its_len_and_bool():
+    """PyTorch's test_if_cond_nn_mod2/3: an empty Sequential or ModuleList is false (its
+    ``__len__``); a module with its own ``__bool__`` or ``__len__`` answers through it; any other
+    module is true.  The trace took every module for true."""
+    class Gated(nn.Module):
+        def __init__(self, on):
+            super().__init__()
+            self.on = on
+
+        def __bool__(self):
+            return self.on
+
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.Sequential()
+            self.gate = Gated(False)
+
+        def forward(self, x):
+            x = x + 1 if self.layers else x - 1
+            x = x * 2 if self.gate else x * 3
+            return x + 10 if nn.ModuleList() else x
+
+    model = Holder()
+    compiled = minidynamo.optimize("eager")(model)
+    x = torch.zeros(2)
+    torch.testing.assert_close(compiled(x), model(x))
+    model.layers.append(nn.Identity())                 # no longer empty: the guard on its keys
+    model.gate.on = True
+    torch.testing.assert_close(compiled(x), model(x))
