@@ -242,3 +242,23 @@ def test_a_returned_closure_annotated_with_a_typing_construct():
     assert propagate.__annotations__ == reference.__annotations__
     assert propagate([a])[1] is a
     assert not minidynamo.counters["fallback_reasons"]
+
+
+def test_an_object_made_in_the_frame_keeps_a_dict_entry_under_a_read_only_property():
+    """_repros' descriptor case: ``self.__dict__["field"] = n`` in ``__init__`` where the class has
+    a read-only property ``field``; the object rebuilt after the graph stored it with
+    ``object.__setattr__``, which the property refused (AttributeError where eager returns)."""
+    class WithProperty:
+        def __init__(self, n):
+            self.__dict__["field"] = n
+
+        field = property(lambda self: self.__dict__["field"] * 2)
+
+    def f(x):
+        obj = WithProperty(21)
+        return x + obj.field, obj
+
+    x = torch.zeros(2)
+    (got, obj), (expected, reference) = minidynamo.optimize("eager")(f)(x), f(x)
+    torch.testing.assert_close(got, expected)
+    assert obj.field == reference.field == 42 and vars(obj) == vars(reference)

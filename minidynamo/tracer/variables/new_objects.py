@@ -323,6 +323,10 @@ def rebuild(klass, items, attrs):
         setitem = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) else dict.__setitem__
         for key, value in items:
             setitem(obj, key, value)
+    instance = getattr(obj, "__dict__", None)
     for name, value in attrs:                   # object's own store: no user __setattr__ runs
-        object.__setattr__(obj, name, value)
+        if instance is not None and not isinstance(static_class_attribute(klass, name), types.MemberDescriptorType):
+            instance[name] = value              # the dict entry, past any property of that name
+        else:                                   # (``self.__dict__[k] = v`` under a read-only property)
+            object.__setattr__(obj, name, value)    # a __slots__ entry
     return obj
