@@ -262,3 +262,19 @@ def test_an_object_made_in_the_frame_keeps_a_dict_entry_under_a_read_only_proper
     (got, obj), (expected, reference) = minidynamo.optimize("eager")(f)(x), f(x)
     torch.testing.assert_close(got, expected)
     assert obj.field == reference.field == 42 and vars(obj) == vars(reference)
+
+
+def test_the_weakref_slot_of_an_object_made_in_the_frame_is_none():
+    """_test_misc's ``if foo.__weakref__:`` on a fresh object: None (no weak reference to it can
+    exist yet); the trace returned the class's descriptor, which is true."""
+    class Foo:
+        pass
+
+    def f(x):
+        foo = Foo()
+        return (torch.cos(x) if foo.__weakref__ else torch.sin(x)), foo.__weakref__
+
+    x = torch.ones(2)
+    got, expected = minidynamo.optimize("eager")(f)(x), f(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] is None and expected[1] is None

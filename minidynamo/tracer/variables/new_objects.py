@@ -117,6 +117,8 @@ class NewObjectVariable(UserObjectVariable):
             return self.attrs[name]
         if name in self.attrs and not hasattr(descriptor, "__set__"):
             return self.attrs[name]
+        if name == "__weakref__" and isinstance(descriptor, types.GetSetDescriptorType):
+            return ConstantVariable(None)   # no weak reference to it can exist yet: it is not real
         owner = builtin_owner(self.klass, name)
         if owner is not None:
             return BuiltinBaseMethod(owner, name, self)
