@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import sys
 import types
 
 import torch
@@ -187,6 +188,10 @@ def wrap(tx, value, source) -> VariableTracker:
             vt = _wrap_container(tx, value, source, guard)
         tx.output.side_effects.note_container(source, vt)
         return vt
+    if kind in SYS_RECORDS:                     # sys.version_info >= (3, 12): one object for the process
+        if source is not None:
+            guard(G.id_match(source, value))
+        return ConstantVariable(value, source)
     if kind in (tuple, list, dict, collections.OrderedDict) or (isinstance(value, tuple) and is_named_tuple_type(kind)):
         return _wrap_container(tx, value, source, guard)
     if type(value) is functools.partial:
@@ -451,6 +456,12 @@ def held_constant(tx, value) -> VariableTracker:
 def _is_plain_constant_tuple(value) -> bool:
     return all(type(v) in (int, float, bool, str, type(None)) or type(v) is tuple and _is_plain_constant_tuple(v)
                for v in value)
+
+
+# The interpreter's own records (struct sequences no program can make: ``type(sys.version_info)()``
+# raises): constants, each the one object of its kind.
+SYS_RECORDS = frozenset(type(record) for record in (sys.version_info, sys.flags, sys.float_info, sys.int_info,
+                                                    sys.hash_info, sys.thread_info))
 
 
 def _wrap_container(tx, value, source, guard) -> VariableTracker:

@@ -12,6 +12,7 @@ shows ``# File: f.py:4 in f, code: ...``) and every guard an ``origin`` (``f.py:
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import linecache
 import operator
 import os
@@ -222,6 +223,9 @@ class OutputGraph:
         from .variables.tensor import TensorVariable, wrap_op_result
 
         refuse_in_dtype_inferring_factory(target, args, kwargs)
+        spelled = [k for k in kwargs if not k.isidentifier() or keyword.iskeyword(k)]
+        if spelled:       # (x.random_(**{"from": 1}): the graph's Python code could not spell it)
+            raise Unsupported(f"a keyword argument named {spelled[0]!r} (not writable in the graph's code)")
         if kind == "call_method" and args and isinstance(args[0], TensorVariable) and args[0].hides_method(self, target):
             raise Unsupported(f"the graph would call .{target}() on an input whose own attribute hides that method")
         node_args, example_args, devices = [], [], []

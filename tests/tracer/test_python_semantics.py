@@ -278,3 +278,26 @@ def test_the_weakref_slot_of_an_object_made_in_the_frame_is_none():
     got, expected = minidynamo.optimize("eager")(f)(x), f(x)
     torch.testing.assert_close(got[0], expected[0])
     assert got[1] is None and expected[1] is None
+
+
+def test_interpreter_records_and_keyword_named_arguments():
+    """Two internal tracer errors of _test_misc: ``sys.version_info`` (torch.compile's own code
+    compares it) is a constant, the one object of its kind; ``x.random_(**{"from": -10, "to": 10})``
+    is a graph break (the graph's Python code could not spell the keyword ``from``)."""
+    import sys
+
+    def f(x):
+        newer = sys.version_info >= (3, 12)
+        return x + int(newer) + sys.version_info.minor, sys.version_info[:2]
+
+    def g(x):
+        torch.manual_seed(0)
+        return x.clone().random_(**{"from": -10, "to": 10})
+
+    x = torch.zeros(3)
+    got, expected = minidynamo.optimize("eager")(f)(x), f(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1]
+    torch.testing.assert_close(minidynamo.optimize("eager")(g)(x), g(x))
+    reasons = minidynamo.counters["fallback_reasons"] + minidynamo.counters["break_reasons"]
+    assert not any("internal tracer error" in r for r in reasons), reasons
