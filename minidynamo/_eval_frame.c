@@ -66,8 +66,8 @@ static _Thread_local PyObject *tls_handed_fn = NULL, *tls_handed_args = NULL;
 static _Thread_local int tls_entry_tail = 0;
 static _Thread_local PyObject *tls_pending_fn = NULL, *tls_pending_args = NULL;
 static PyObject *continue_marker = NULL;
-/* What the callback returns for "run this frame, and every frame it calls, unwatched" (a frame
- * that torch.compiler.disable's wrapper calls: convert_frame.FrameConverter.__call__). */
+/* What the callback returns for "run this frame, and every frame it calls, unwatched" (the
+ * wrappers of torch.compile and torch.compiler.disable: convert_frame.FrameConverter.__call__). */
 static PyObject *unwatched_marker = NULL;
 static PyObject *swap_callback(PyObject *callback);
 

@@ -247,12 +247,13 @@ class FrameConverter:
             raise
 
     def _compile_break(self, func, args, error):
+        from .tracer.variables.ctx_managers import RAW_SWITCHES
+
+        RAW_SWITCHES.met = False
         try:
             return self._compile_break_at(func, args, error)
         except Unsupported as failed:
-            from .tracer.variables.ctx_managers import RAW_SWITCHES
-
-            if "_set_grad_enabled" not in failed.reason or RAW_SWITCHES.refused:
+            if not RAW_SWITCHES.met or RAW_SWITCHES.refused:
                 raise
             # a grad mode the program switched itself, which no break point let the traced part
             # end in: trace again with each switch a graph break (it runs eagerly)

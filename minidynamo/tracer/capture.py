@@ -125,6 +125,16 @@ def _trace(func, args, stop_at=None, caller_handling=False) -> Capture:
         output.release_values()
 
 
+def _grad_switch_refusal(output, why: str) -> Unsupported:
+    """A program's own grad-mode switch the trace cannot keep: the frame breaks at the root
+    instruction that made the first one instead (ctx_managers.switch_grad_mode)."""
+    error = Unsupported(f"torch._C._set_grad_enabled(...) {why}")
+    first = output.raw_grad_switches[0]
+    if first is not None:
+        error.break_at = first
+    return error
+
+
 def names_read(code) -> set:
     """The arguments the code may read: by LOAD_FAST or DELETE_FAST, through a cell (a closure
     over it), or implicitly (a zero-argument ``super()`` reads the first).  The others are not
@@ -147,11 +157,8 @@ def _finish_trace(func, tx, output, frame, grad_enabled, stop_at) -> Capture:
 
         result, break_state = stop_values(tx, stop_at)
     if output.raw_grad_switches and torch.is_grad_enabled() != grad_enabled:
-        error = Unsupported("torch._C._set_grad_enabled(...) leaves grad mode switched at the end of the frame "
-                            "(or at its graph break), which the compiled code cannot reproduce if the graph raises")
-        if type(output.raw_grad_switches) is tuple:     # the frame breaks where it was switched instead
-            error.break_at = output.raw_grad_switches
-        raise error
+        raise _grad_switch_refusal(output, "leaves grad mode switched at the end of the frame (or at its "
+                                           "graph break), which the compiled code cannot reproduce if the graph raises")
     check_left_generators(output)       # no finally/with cleanup that CPython would run at collection
     if output.open_grad_switches:
         raise Unsupported("torch.set_grad_enabled(...) outside a with-statement: grad mode stays switched "
@@ -177,11 +184,8 @@ def _finish_trace(func, tx, output, frame, grad_enabled, stop_at) -> Capture:
     if output.raw_grad_switches and effects is not None:
         # a graph that raises is re-run eagerly only when it has no effects; one that has them
         # restores the mode it began in, where eager leaves what the program switched last
-        error = Unsupported(f"torch._C._set_grad_enabled(...) in a graph with effects ({effects}): if it "
-                            "raised, the grad mode eager leaves could differ")
-        if type(output.raw_grad_switches) is tuple:
-            error.break_at = output.raw_grad_switches
-        raise error
+        raise _grad_switch_refusal(output, f"in a graph with effects ({effects}): if it raised, the grad "
+                                           "mode eager leaves could differ")
     reader = G.compile_reader(templates.reads, frame) if templates.reads else None
     return Capture(graph_module, list(output.example_inputs), list(output.input_sources), list(output.guards),
                    frame, OutputBuilder(template, replays, reader, templates.reads_frame_cells), effects,

@@ -49,7 +49,7 @@ class OutputGraph:
         self.side_effects = SideEffects()
         self.wrapped_values: dict = {}      # source -> the real value wrapped from it (first read)
         self.open_grad_switches: list = []  # torch.set_grad_enabled(...) not left yet
-        self.raw_grad_switches = False      # where torch._C._set_grad_enabled(...) was first called (switch_grad_mode)
+        self.raw_grad_switches: list = []   # root positions of torch._C._set_grad_enabled(...) calls (switch_grad_mode)
         self.real_inputs: dict = {}         # source -> the real tensor behind each graph input
         self.shared_storages = SharedStorages()   # inputs in one storage get examples in one
         self.autocast = None                # AutocastRegions: the traced autocast state (capture.py)

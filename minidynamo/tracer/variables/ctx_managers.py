@@ -382,6 +382,7 @@ def switches_state(node: torch.fx.Node) -> bool:
 
 class _RawSwitches(threading.local):
     refused = False       # set while a frame is traced again with each switch a graph break
+    met = False           # a compile met a switch (convert_frame.FrameConverter._compile_break)
 
 
 RAW_SWITCHES = _RawSwitches()
@@ -397,9 +398,9 @@ def switch_grad_mode(tx, enabled: bool):
     if RAW_SWITCHES.refused:
         raise Unsupported("call to torch._C._set_grad_enabled (the frame could not break where it is "
                           "switched back: each switch runs eagerly)")
+    RAW_SWITCHES.met = True
     _switch(tx, enabled)
-    if not tx.output.raw_grad_switches:                # where the first one came from: a break there
-        tx.output.raw_grad_switches = getattr(tx.output, "root_position", None) or True
+    tx.output.raw_grad_switches.append(getattr(tx.output, "root_position", None))   # where: a break there
 
 
 def _switch(tx, enabled: bool):
