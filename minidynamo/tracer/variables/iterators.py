@@ -85,6 +85,8 @@ def _own_iter(tx, obj):
     BufferList, fairseq's LayerDropModuleList, a user's container): that method inlined,
     as CPython calls it, found on the class.  None when the class defines none (or it is torch's
     own, which ``unpack`` models)."""
+    if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, ConstantVariable, IteratorVariable)):
+        return None                            # (the common case: no class of the program's)
     from ..operators import special_method
     from .new_objects import NewObjectVariable, python_slot
     from .nn_module import NNModuleVariable
