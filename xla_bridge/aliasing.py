@@ -57,6 +57,10 @@ class HostView:
     # with one runs eagerly: ``device.LazyBitArgument``).
     conj: bool = False
     neg: bool = False
+    # Eager's view is cut from autograd (``x.detach()``, ``x.data``, a view made under no_grad)
+    # while the argument requires grad: rebuilt from the argument detached, so no gradient flows
+    # back through it (as_strided of the argument itself would carry one).
+    detached: bool = False
 
     def fits(self, base: torch.Tensor) -> bool:
         return base.shape == self.base_size and torch.Tensor.stride(base) == self.base_stride
@@ -64,6 +68,8 @@ class HostView:
     def of(self, base: torch.Tensor) -> torch.Tensor:
         if self.itself:
             return base
+        if self.detached:
+            base = torch.Tensor.detach(base)
         view = self._strided(base)
         if self.conj:
             view = torch.Tensor.conj(view)
@@ -200,8 +206,11 @@ class OutputView:
     size: tuple
     stride: tuple
     offset: int
+    detached: bool = False      # cut from autograd where ``base`` is not (``h, h.detach()``)
 
     def of(self, base: torch.Tensor) -> torch.Tensor:
+        if self.detached:
+            base = torch.Tensor.detach(base)
         return torch.Tensor.as_strided(base, self.size, self.stride, self.offset)
 
 
@@ -231,7 +240,7 @@ def _fills_its_storage(tensor: torch.Tensor) -> bool:
         tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
 
 
-def _output_view(leaf, base, base_k, base_laid_out) -> "OutputView | None":
+def _output_view(leaf, base, base_k, base_laid_out, detached=False) -> "OutputView | None":
     """``leaf`` as a view of output ``base`` (same storage), or None when the host cannot
     rebuild it so: ``base`` does not come home with eager's storage, or ``leaf`` reads an
     element of that storage that ``base`` itself does not hold."""
@@ -243,7 +252,7 @@ def _output_view(leaf, base, base_k, base_laid_out) -> "OutputView | None":
     held.as_strided(base.shape, base.stride(), base.storage_offset()).fill_(True)
     if not held.as_strided(leaf.shape, leaf.stride(), leaf.storage_offset()).all():
         return None
-    return OutputView(base_k, tuple(leaf.shape), leaf.stride(), leaf.storage_offset())
+    return OutputView(base_k, tuple(leaf.shape), leaf.stride(), leaf.storage_offset(), detached=detached)
 
 
 def _grad_fn_raises(view: torch.Tensor) -> bool:
@@ -253,6 +262,24 @@ def _grad_fn_raises(view: torch.Tensor) -> bool:
     except RuntimeError:
         return True
     return False
+
+
+def _traced_requires_grad(program, count: int) -> list:
+    """Per output leaf, whether the traced program's output requires grad (the tracer's example
+    value: grad mode as the program ran it), or None where unknown.  (The meta run below is
+    under no_grad: it cannot tell ``x[1:]`` from ``x.detach()``.)"""
+    graph = getattr(getattr(program, "graph_module", program), "graph", None)
+    outputs = [n for n in graph.nodes if n.op == "output"] if graph is not None else []
+    if len(outputs) != 1:
+        return [None] * count
+    nodes = pytree.tree_leaves(outputs[0].args[0])
+    if len(nodes) != count:
+        return [None] * count
+    known = []
+    for node in nodes:
+        example = node.meta.get("example_value") if hasattr(node, "meta") else None
+        known.append(example.requires_grad if isinstance(example, torch.Tensor) else None)
+    return known
 
 
 def analyse_memory(program, args) -> MemoryPlan:
@@ -274,6 +301,7 @@ def analyse_memory(program, args) -> MemoryPlan:
     views, owner_of_storage, layouts, output_views, view_of_leaf = {}, {}, {}, {}, {}
     device_views = []
     leaves = pytree.tree_leaves(out)
+    traced_grad = _traced_requires_grad(program, len(leaves))
     for k, leaf in enumerate(leaves):     # each storage's owner: the first output filling it,
         if isinstance(leaf, torch.Tensor):  # else the first (``logits.t(), logits``: the second)
             storage = _storage(leaf)
@@ -288,7 +316,8 @@ def analyse_memory(program, args) -> MemoryPlan:
         if position is None:
             base_k, base = owner_of_storage[storage]
             if base is not leaf:
-                view = _output_view(leaf, base, base_k, base_k in layouts)
+                view = _output_view(leaf, base, base_k, base_k in layouts,
+                                    detached=traced_grad[base_k] is True and traced_grad[k] is False)
                 if view is None:
                     raise NotOneGraph("two outputs share memory (one is a view of the other): "
                                       "the device would return them as separate tensors")
@@ -315,7 +344,8 @@ def analyse_memory(program, args) -> MemoryPlan:
             view_of_leaf[id(leaf)] = HostView(
                 position, tuple(leaf.shape), leaf.stride(), offset, tuple(base.shape), base.stride(),
                 itself=leaf is base, made_before_writes=leaf is not base and _grad_fn_raises(leaf),
-                dtype=leaf.dtype if retyped else None, conj=leaf.is_conj(), neg=leaf.is_neg())
+                dtype=leaf.dtype if retyped else None, conj=leaf.is_conj(), neg=leaf.is_neg(),
+                detached=base.requires_grad and traced_grad[k] is False)
         views[k] = view_of_leaf[id(leaf)]
     written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
                     if isinstance(m, torch.Tensor) and m._version != v)
@@ -385,7 +415,7 @@ def _layouts_as_eager(program, args, views, layouts, output_views) -> None:
             base = leaves[output_views[k].base]
             if _storage(leaf) == _storage(base):
                 output_views[k] = OutputView(output_views[k].base, tuple(leaf.shape), leaf.stride(),
-                                             leaf.storage_offset())
+                                             leaf.storage_offset(), detached=output_views[k].detached)
             continue
         layout = EagerLayout.of_output(leaf)
         if layout is None:
