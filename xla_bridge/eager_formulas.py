@@ -364,26 +364,38 @@ def norm_as_eager(x, p=2, dim=None, keepdim=False, *, dtype=None):
     ``norm`` lowering gives 1 for ``x.norm(p=inf)`` (eager: the largest absolute value)."""
     if not (isinstance(p, float) and math.isinf(p)):
         return NotImplemented
-    return _aten.linalg_vector_norm.default(x, p, dim, keepdim, dtype=dtype)
+    return _nan_kept(x, _aten.linalg_vector_norm.default(x, p, dim, keepdim, dtype=dtype), dim, keepdim)
 
 
 def dist_as_eager(x, y, p=2):
     """``dist`` of order +-infinity, which torch_xla's lowering gives as 1."""
     if not (isinstance(p, float) and math.isinf(p)):
         return NotImplemented
-    return _aten.linalg_vector_norm.default(x - y, p)
+    difference = x - y
+    return _nan_kept(difference, _aten.linalg_vector_norm.default(difference, p), None, False)
+
+
+def _nan_kept(x, norm, dim, keepdim):
+    """An infinity norm is NaN where eager's reads a NaN (XLA's max and min reductions skip it)."""
+    if not x.is_floating_point():
+        return norm
+    dims = None if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0) else dim
+    found = x.isnan().any() if dims is None else x.isnan().any(dim=dims, keepdim=keepdim)
+    return torch.where(found, torch.full_like(norm, float("nan")), norm)
 
 
 def logit_as_eager(x, eps=None, *, in_place=False):
     """``logit(x, eps)`` reads x clamped to ``[eps, 1 - eps]``; torch_xla's lowering leaves
-    values below ``eps`` alone (NaN for a negative x)."""
+    values below ``eps`` alone (NaN for a negative x), and its clamp turns a NaN into a bound."""
     if eps is None:
         return NotImplemented
     if not x.is_floating_point():          # eager clamps in the result's float dtype (an integer
         if in_place:                       # clamp would round eps to 0); in place eager raises
             return NotImplemented
         x = x.to(torch.result_type(x, 1.0))
-    result = _aten.logit.default(x.clamp(eps, 1 - eps))
+    clamped = x.clamp(eps, 1 - eps)
+    clamped = torch.where(x.isnan(), x, clamped)      # eager's clamp keeps a NaN, XLA's does not
+    result = _aten.logit.default(clamped)
     return x.copy_(result) if in_place else result
 
 

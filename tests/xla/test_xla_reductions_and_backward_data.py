@@ -530,3 +530,25 @@ def test_sorting_a_nan_answers_as_eager(backend, case):
     torch.testing.assert_close(minidynamo.optimize(backend)(op)(x.clone()), op(x.clone()), equal_nan=True)
     finite = x.nan_to_num(2.0)
     torch.testing.assert_close(minidynamo.optimize(backend)(op)(finite.clone()), op(finite.clone()))
+
+
+NAN_READINGS = {
+    "x.norm(p=inf)": lambda x: x.norm(p=INF),
+    "x.norm(p=-inf)": lambda x: x.norm(p=-INF),
+    "torch.dist(x, y, inf)": lambda x: torch.dist(x, torch.zeros(4), INF),
+    "torch.logit(x, eps)": lambda x: torch.logit(x / 10, eps=1e-6),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", NAN_READINGS)
+def test_a_nan_in_an_infinity_norm_or_a_clamped_logit_stays_nan(backend, case):
+    """The formulas above read a NaN as eager does: XLA's max/min reductions skip it (``norm``
+    of order inf gave the largest other value) and its clamp turns it into a bound (``logit``
+    with eps gave -13.8)."""
+    op = NAN_READINGS[case]
+    minidynamo.reset()
+    compiled = minidynamo.optimize(backend)(op)
+    for x in (torch.tensor([1.0, float("nan"), 0.5, 3.0]), torch.tensor([1.0, 2.0, 0.5, 3.0]),
+              torch.tensor([float("nan"), 2.0, 0.5, 3.0])):
+        torch.testing.assert_close(compiled(x).cpu(), op(x), equal_nan=True)
