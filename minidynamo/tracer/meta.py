@@ -35,7 +35,8 @@ META = torch.device("meta")
 FACTORIES = frozenset({
     torch.zeros, torch.ones, torch.empty, torch.full, torch.arange, torch.tensor, torch.rand, torch.randn,
     torch.randint, torch.linspace, torch.logspace, torch.eye, torch.as_tensor, torch.scalar_tensor,
-    torch.randperm, torch.empty_strided, torch.tril_indices, torch.triu_indices,
+    torch.randperm, torch.empty_strided, torch.tril_indices, torch.triu_indices, torch.normal,
+    torch.hann_window, torch.hamming_window, torch.bartlett_window, torch.blackman_window, torch.kaiser_window,
 })
 
 

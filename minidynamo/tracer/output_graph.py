@@ -250,6 +250,9 @@ class OutputGraph:
                 self.add_guard(guard)
                 device = guard.obj
         probe = EffectProbe()
+        # a call without tensors that ignores device="meta" runs for real: it must not draw from
+        # the generator the program's own run draws from (``torch.normal(0., 1., size=...)``)
+        host_rng = torch.random.get_rng_state() if not devices else None
         try:
             example, cast_to = autocast.run_in_region(self.autocast, (kind, target), fn, example_args, example_kwargs,
                                                       device, lambda a, k: run_on_meta(fn, a, k, probe))
@@ -258,6 +261,9 @@ class OutputGraph:
             if scalars is None:
                 raise
             return self.call_op(kind, target, *scalars, device=device, example_fn=example_fn)
+        finally:
+            if host_rng is not None:
+                torch.random.set_rng_state(host_rng)
         itself = _returns_an_argument_itself(target, example, example_args, probe)
         if itself is not None and same_device(device, args[itself].device):
             # ``F.dropout(t, p, training=False)`` is ``t`` itself in eager: a write to one is a

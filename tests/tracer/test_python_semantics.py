@@ -301,3 +301,26 @@ def test_interpreter_records_and_keyword_named_arguments():
     torch.testing.assert_close(minidynamo.optimize("eager")(g)(x), g(x))
     reasons = minidynamo.counters["fallback_reasons"] + minidynamo.counters["break_reasons"]
     assert not any("internal tracer error" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("draw", [
+    lambda: torch.normal(0.0, 1.0, size=(3,)),
+    lambda: torch.normal(2.0, 0.5, (3,)),
+])
+def test_the_first_call_draws_as_eager(draw):
+    """``torch.normal(0., 1., size=...)`` ignores a meta device context: the trace's example run
+    drew from the program's generator on the first (compiling) call, so every draw of that call
+    came out shifted (the XLA probe's normal_size_seed)."""
+    def f(x):
+        a = torch.rand(3)
+        return x + a, draw(), torch.rand(2)
+
+    compiled = minidynamo.optimize("eager")(f)
+    for _ in range(2):
+        torch.manual_seed(0)
+        expected, expected_state = f(torch.zeros(3)), torch.get_rng_state()
+        torch.manual_seed(0)
+        got, state = compiled(torch.zeros(3)), torch.get_rng_state()
+        for ours, theirs in zip(got, expected):
+            torch.testing.assert_close(ours, theirs)
+        assert torch.equal(state, expected_state)
