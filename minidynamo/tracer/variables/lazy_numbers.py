@@ -115,8 +115,7 @@ def combine(fn, args):
     return LazyNumberVariable(value, None, (plain, a_expr, b_expr), a_leaves + b_leaves)
 
 
-COMPARISON_SYMBOLS = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
-                      operator.eq: "==", operator.ne: "!="}
+COMPARISON_SYMBOLS = {fn: symbol for symbol, fn in G.COMPARISONS.items()}     # operator.gt -> ">"
 
 
 def compare(tx, fn, args):

@@ -15,7 +15,7 @@ import guards as G
 from guards import module_facts
 from ...exc import Unsupported
 from ..library import is_library_value
-from .base import NO_CONSTANT, AttributeMissing, VariableTracker, maybe_constant
+from .base import AttributeMissing, VariableTracker
 from .constant import ConstantVariable, is_none
 from .containers import BaseListVariable, TupleVariable
 from .dicts import DictVariable
@@ -106,22 +106,17 @@ class NNModuleVariable(VariableTracker):
         """``bool(module)``: its class's ``__bool__``, else its ``__len__`` (an empty Sequential,
         ModuleList or ModuleDict is false), else True, as CPython asks."""
         module = self.value
+        if self._overridden("__bool__") or self._overridden("__len__"):
+            from ..operators import user_truth
+
+            return user_truth(tx, self)                     # the program's own: inlined, as any object's
+        if isinstance(module, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
+            if self.source is not None:                     # torch's __len__: len(self._modules)
+                tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "_modules"), module._modules))
+            return len(module._modules) > 0
         for name in ("__bool__", "__len__"):
-            if self._on_class(name) is None:
-                continue
-            if self._overridden(name):                      # the program's own: inlined
-                result = self._class_attribute(tx, name).call_function(tx, [], {})
-                if name == "__bool__":
-                    return result.truth(tx)
-                length = maybe_constant(result, NO_CONSTANT)
-                if type(length) is not int:
-                    raise Unsupported(f"{type(module).__name__}.__len__ returned {result}, not an int the trace knows")
-                return length != 0
-            if name == "__len__" and isinstance(module, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
-                if self.source is not None:                 # torch's: len(self._modules)
-                    tx.output.add_guard(G.dict_keys_match(G.AttrSource(self.source, "_modules"), module._modules))
-                return len(module._modules) > 0
-            raise Unsupported(f"bool() of a {type(module).__name__} (its {name} is torch's, not modelled)")
+            if self._on_class(name) is not None:
+                raise Unsupported(f"bool() of a {type(module).__name__} (its {name} is torch's, not modelled)")
         return True
 
     def _wrap(self, tx, value, source):
