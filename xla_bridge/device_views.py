@@ -55,7 +55,7 @@ class DeviceViews:
 def _only_the_ops_of(source: fx.GraphModule, leaves: tuple, bases: tuple) -> fx.GraphModule:
     """A copy of ``source`` that computes only output leaves ``leaves``: the same placeholders,
     then one per output leaf in ``bases``, which stands for that output's node."""
-    output = next(n for n in source.graph.nodes if n.op == "output")
+    output = source.graph.output_node()
     flat = pytree.tree_leaves(output.args[0])
     wanted = [flat[k] for k in leaves]
     graph, copies = fx.Graph(), {}

@@ -217,7 +217,7 @@ def _takes_tangent(leaves, metas) -> tuple:
 def partition(joint: JointGraph) -> Partition:
     """Split the joint graph: save what backward reads (see the module docstring)."""
     graph = joint.graph
-    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+    output = graph.output_node()
     leaf_nodes, grad_nodes = output.args[0]
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     arg_nodes = [n for n in placeholders if n.name.startswith("arg")]

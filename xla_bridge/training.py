@@ -162,7 +162,7 @@ class _Group:
         self.backward_gm = backward_gm
         self.backward = ReplayedGraph(backward_gm, examples)
         self.partial = {}           # arrived tangents -> the backward for them (``for_arrived``)
-        grads = next(n for n in backward_gm.graph.nodes if n.op == "output").args[0]
+        grads = backward_gm.graph.output_node().args[0]
         self.gives = frozenset(index for index, grad in enumerate(grads) if grad is not None)
         detached = {k for k, index in enumerate(grad_of_input) if index not in self.gives}
         self.detached = frozenset() if len(detached) == len(grad_of_input) else frozenset(detached)
@@ -197,7 +197,7 @@ def _ops_around(partition, saved_indices) -> set:
     """Names (``aten::op``) of the forward ops that made saved tensors ``saved_indices`` and of
     the backward ops that read them: the device's own pair (batch norm and its backward) agree
     on what those tensors hold, so one decomposed means both decomposed."""
-    output = next(node for node in reversed(partition.forward.graph.nodes) if node.op == "output")
+    output = partition.forward.graph.output_node()
     made = [output.args[0][partition.leaf_count + k] for k in saved_indices]
     made = [node.args[0] if node.target is operator.getitem else node for node in made]
     wanted = {f"saved{k}" for k in saved_indices}
