@@ -243,6 +243,14 @@ class Planner:
 
     def _attr_expr(self, source: AttrSource, base: str) -> str:
         plain, plain_how = _attr(base, source.attr)
+        if self._in_python_module_dict(source):
+            # a plain module finds its attributes in its __dict__ (its class, ModuleType, defines
+            # none of that name): read through the dict, the memo can vouch for the read
+            attr, instance_dict = source.attr, self._read_attr(base, "__dict__", f"{source.base_source.name()}.__dict__")
+            if self.mode == "reader":
+                return (f"{instance_dict}[{attr!r}] if {attr!r} in {instance_dict} else {plain}",
+                        ("shortcut", instance_dict, attr, (), base))
+            return self._item(instance_dict, attr)
         traced = self._traced_module(source.base_source)
         holder_name = module_facts.attr_dict_of(traced, source.attr) if traced is not None else None
         if holder_name is None:
@@ -325,6 +333,17 @@ class Planner:
             self.before_read(modules_source)   # its keys guard must hold before we rely on it
         holder = self._module_dict(source.base_source, base, "_modules")
         return self._item(holder, key)
+
+    def _in_python_module_dict(self, source: AttrSource) -> bool:
+        """Whether ``source`` reads a name of a Python module's own ``__dict__``: the module's
+        exact type is verified at run time (``types.ModuleType``, whose instances find their
+        attributes there first) and the name was in its dict at trace time."""
+        known = self.known.get(source.base_source)
+        if known is None or known[0] is not types.ModuleType:
+            return False
+        module = hinted_value(known[1])
+        return (type(module) is types.ModuleType and source.attr in vars(module)
+                and not module_facts.defined_on_class(types.ModuleType, source.attr))
 
     def _module_dict(self, module_source: Source, base: str, dict_name: str) -> str:
         """The variable holding ``module.__dict__[dict_name]`` (read once)."""
@@ -486,6 +505,7 @@ _HEAPTYPE = 1 << 9
 
 
 def _wants_type_check(guard: Guard) -> bool:
-    """Identity-matched modules also get an exact type check, so attribute shortcuts
-    stay valid even if someone assigned ``obj.__class__``."""
-    return module_facts.uses_module_getattr(type(pinned(guard.obj)))
+    """Identity-matched modules (nn.Modules and Python modules) also get an exact type check, so
+    attribute shortcuts stay valid even if someone assigned ``obj.__class__``."""
+    kind = type(pinned(guard.obj))
+    return kind is types.ModuleType or module_facts.uses_module_getattr(kind)

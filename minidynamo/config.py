@@ -10,10 +10,11 @@ cache_size_limit = 8
 # Deepest chain of inlined calls before the tracer gives up on a frame.
 inline_depth_limit = 64
 
-# Library values (torch functions, classes, modules, and those of the standard library, timm,
-# torchvision, einops) read as attributes of a library module or class are not guarded: we
-# assume nobody monkeypatches a library between calls (docs/guard-assumptions.md).  False
-# guards each of them by identity too (a few more guards per entry).
+# Library values (torch functions, classes, and those of the standard library, timm,
+# torchvision, einops) read as attributes of a library *class* (nn.Module's protocol, a library
+# module class's methods) are not guarded: we assume nobody monkeypatches a library class
+# between calls (docs/guard-assumptions.md).  A library module's attributes and what the tensor
+# classes find are guarded always.  False guards the class lookups too.
 assume_libraries_unpatched = True
 
 # An nn.Module reached from a frame argument is guarded by its type and state instead of its

@@ -120,16 +120,42 @@ def test_library_function_in_closure_cell_of_helper():
     c.check(x, compiled=2)
 
 
-def test_library_function_still_trusted_through_torch():
+def test_a_library_function_rebound_on_its_module_is_seen():
+    """``torch.nn.functional.relu = f`` (a library patched between calls, as torch.compile
+    notices too): the module's attribute is guarded, behind the module dict's version tag."""
     def f(x):
-        return torch.nn.functional.relu(x) + 1
+        return torch.nn.functional.relu(x) + torch.sigmoid(x)
 
     c = Checker(f)
     x = torch.randn(5)
     c.check(x, compiled=1)
     c.check(x, compiled=1)
-    guards = minidynamo.explain(f)(x).guards if hasattr(minidynamo, "explain") else []
-    assert not any("relu" in str(g) for g in guards)
+    relu, sigmoid = torch.nn.functional.relu, torch.sigmoid
+    try:
+        torch.nn.functional.relu = torch.tanh
+        c.check(x, compiled=2)
+        torch.sigmoid = torch.neg
+        c.check(x, compiled=3)
+    finally:
+        torch.nn.functional.relu, torch.sigmoid = relu, sigmoid
+    c.check(x, compiled=3)
+
+
+def test_a_tensor_method_or_operator_patched_on_the_class_is_seen():
+    def f(x):
+        return x.relu() + 1
+
+    c = Checker(f)
+    x = torch.randn(5)
+    c.check(x, compiled=1)
+    relu, add = torch.Tensor.relu, torch.Tensor.__add__
+    try:
+        torch.Tensor.relu = lambda self: self * 100
+        c.check(x, compiled=2)
+        torch.Tensor.__add__ = lambda self, other: torch.sub(self, other)
+        c.check(x, compiled=3)
+    finally:
+        torch.Tensor.relu, torch.Tensor.__add__ = relu, add
 
 
 # ----------------------------------------------------------------------------- 2. containers and parameters

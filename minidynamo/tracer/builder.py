@@ -33,7 +33,7 @@ import guards as G
 from .. import config
 from ..exc import Unsupported
 from .class_answers import guard_protocol
-from .library import LIBRARY_PREFIXES, is_library_value, is_program_class, is_program_function
+from .library import is_library_value, is_program_class, is_program_function
 from .variables.base import OpaqueCallableVariable, VariableTracker, describe
 from .variables.constant import ConstantVariable, is_constant_value
 from .variables.lazy_numbers import NUMBER_TYPES, LazyNumberVariable
@@ -61,14 +61,13 @@ def _is_root(source) -> bool:
 
 
 def _read_from_library(tx, source) -> bool:
-    """True when ``source`` reads an attribute of a library module or class, or a global of a
-    library function's module: the places the no-monkeypatching assumption covers."""
+    """True when ``source`` reads an attribute of a library class: the place the
+    no-monkeypatching assumption covers.  A library module's attributes and a library
+    function's globals are guarded (the dict memo watches each module's ``__dict__`` with one
+    version tag, so the many reads cost one check per module on a hit)."""
     if isinstance(source, G.AttrSource):
         owner = tx.output.wrapped_values.get(source.base_source, _MISSING)
-        return owner is not _MISSING and isinstance(owner, (type, types.ModuleType)) and is_library_value(owner)
-    if isinstance(source, G.ItemSource) and isinstance(source.base_source, G.NamespaceSource):
-        module = source.base_source.namespace.get("__name__")     # a global of a library module
-        return isinstance(module, str) and module.split(".")[0] in LIBRARY_PREFIXES
+        return owner is not _MISSING and isinstance(owner, type) and is_library_value(owner)
     return False
 
 
@@ -290,7 +289,7 @@ def _wrap_handed_iterator(tx, value, source, guard) -> VariableTracker:
         guard(G.type_match(G.ItemSource(arguments, 0), numbers))
         for field in ("start", "stop", "step"):
             guard(G.equals_match(G.AttrSource(G.ItemSource(arguments, 0), field), getattr(numbers, field)))
-        iterator = IteratorVariable([ConstantVariable(v) for v in reduced[1][0]])
+        iterator = IteratorVariable(ConstantVariable(numbers).unpack(tx))
         iterator.index = reduced[2]
         return iterator
     walked = wrap(tx, reduced[1][0], G.ItemSource(arguments, 0))

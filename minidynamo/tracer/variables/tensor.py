@@ -137,7 +137,6 @@ class TensorVariable(VariableTracker):
         """``t.name = value`` where the tensor's class has nothing called ``name`` and object's
         ``__setattr__``: an entry of the tensor's ``__dict__`` (``mark_static_address`` tags a
         cache tensor so).  Later reads in the trace see it; the store replays after the graph."""
-        from ... import config
         from .containers import ListVariable, TupleVariable
         from .dicts import DictVariable
 
@@ -148,8 +147,7 @@ class TensorVariable(VariableTracker):
             raise Unsupported(f"assignment to attribute {name!r} of a tensor ({klass.__name__}.{name} exists)")
         if G.class_lookup(klass, "__setattr__") is not object.__setattr__:
             raise Unsupported(f"assignment to attribute {name!r} of a tensor ({klass.__name__} has its own __setattr__)")
-        if klass not in (torch.Tensor, torch.nn.Parameter) or not config.assume_libraries_unpatched:
-            tx.output.add_guard(G.class_match(klass, lookups=(name, "__setattr__")))
+        tx.output.add_guard(G.class_match(klass, lookups=(name, "__setattr__")))
         if not isinstance(value, (TensorVariable, ConstantVariable, TupleVariable, ListVariable, DictVariable)):
             raise Unsupported(f"assignment of {value} to attribute {name!r} of a tensor")
         source = self.input_source(tx)
@@ -223,14 +221,11 @@ class TensorVariable(VariableTracker):
         """``x.name`` found on the tensor's class as a Python function of the program (one it
         added to ``torch.Tensor``, or put in place of torch's): inlined, never recorded as a
         method call by name (a graph replayed as traced would keep the old function).  What the
-        class finds for ``name`` is guarded, for the program's functions always, for torch's own
-        when libraries are not assumed unpatched.  None: torch's own method."""
-        from ... import config
-
+        class finds for ``name`` is guarded (``torch.Tensor.relu = f`` between calls recompiles).
+        None: torch's own method."""
         found = G.class_lookup(self.python_class, name)
         program_function = isinstance(found, types.FunctionType) and is_program_function(found)
-        if program_function or not config.assume_libraries_unpatched:
-            tx.output.add_guard(G.class_match(self.python_class, lookups=(name,)))
+        tx.output.add_guard(G.class_match(self.python_class, lookups=(name,)))
         if not program_function:
             return None
         from .functions import UserFunctionVariable, UserMethodVariable
@@ -299,13 +294,8 @@ class TensorVariable(VariableTracker):
 
 
 def pin_special_methods(tx, names: tuple, args) -> None:
-    """With libraries not assumed unpatched (``config.assume_libraries_unpatched = False``), an
-    attribute read, operator, index, iteration or store on tensors relies on what their classes
-    find for ``names`` (``torch.Tensor.__add__ = f`` changes ``x + 1``): guarded."""
-    from ... import config
-
-    if config.assume_libraries_unpatched:
-        return
+    """An attribute read, operator, index, iteration or store on tensors relies on what their
+    classes find for ``names`` (``torch.Tensor.__add__ = f`` changes ``x + 1``): guarded."""
     for kind in {a.python_class for a in args if isinstance(a, TensorVariable)}:
         tx.output.add_guard(G.class_match(kind, lookups=names))
 
