@@ -232,6 +232,8 @@ def graph_effects(graph: torch.fx.Graph) -> Optional[str]:
     for node in graph.nodes:
         if node.op in ("call_function", "call_method") and node.meta.get("draws_random"):
             return f"{_target_name(node)} draws random numbers"
+        if node.op in ("call_function", "call_method") and node.meta.get("python_kernel"):
+            return f"{node.meta['python_kernel']} runs the program's own Python kernel"
     return None
 
 

@@ -15,6 +15,7 @@ torch is exactly as before (if real ``torch._dynamo`` is already loaded we leave
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import types
 
@@ -116,28 +117,55 @@ _SCHEMA_SILENT_WRITES = {
 class EffectProbe(TorchDispatchMode):
     """Watches the aten ops a meta run dispatches, so the tracer learns from PyTorch's own op
     schemas and tags (not from a list of names) whether an op draws random numbers
-    (``Tag.nondeterministic_seeded``) and which tensors it writes (``Tensor(a!)`` arguments:
-    ``add_``, ``bernoulli_``, batch norm's running statistics)."""
+    (``Tag.nondeterministic_seeded``), which tensors it writes (``Tensor(a!)`` arguments:
+    ``add_``, ``bernoulli_``, batch norm's running statistics), and whether it is an operator
+    whose kernel is the program's own Python (``python_kernel``: a ``torch.library`` custom op,
+    whose code may do anything when the graph runs it)."""
 
     def __init__(self):
         super().__init__()
         self.draws_random = False
         self.written: list = []
+        self.silent: list = []     # of those, written the way eager's kernel does it: no version bump
+        self.python_kernel: str | None = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if torch.Tag.nondeterministic_seeded in func.tags:
             self.draws_random = True
+        if self.python_kernel is None and has_python_kernel(func):
+            self.python_kernel = str(func)
         written = []
         silent = _SCHEMA_SILENT_WRITES.get(func)
         if silent is not None:
             written.extend(a for a in silent(*args) if isinstance(a, torch.Tensor))
+            self.silent.extend(written)
         for arg, value in eager_checks.schema_arguments(func, args, kwargs):
             if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.Tensor):
                 written.append(value)
         self.written.extend(written)
         eager_checks.check(func, args, kwargs, written)   # what eager's kernel refuses, meta's not
         return func(*args, **kwargs)
+
+
+# torch's own operator libraries: their Python kernels (the refs behind ``prims``) are pure
+_TORCH_NAMESPACES = frozenset({"aten", "prims", "rngprims", "debugprims"})
+_PYTHON_KERNEL: dict = {}
+
+
+def has_python_kernel(op) -> bool:
+    """Whether an operator outside torch's own libraries has a kernel registered from Python
+    (``torch.library.custom_op``, ``Library.impl``): the dispatcher's own record names the file
+    each kernel was registered from.  A C++ extension's operator (torchvision's) has none."""
+    namespace = getattr(op, "namespace", "aten")
+    if namespace in _TORCH_NAMESPACES:
+        return False
+    name = op._schema.name
+    if name not in _PYTHON_KERNEL:
+        places = re.findall(r"^(\w+)(?:\[alias\])?: registered at (.*?):\d+", torch._C._dispatch_dump(name), re.M)
+        _PYTHON_KERNEL[name] = any(key != "Meta" and (place.endswith(".py") or place.startswith("<"))
+                                   for key, place in places)
+    return _PYTHON_KERNEL[name]
 
 
 def run_on_meta(fn, args, kwargs, probe: EffectProbe | None = None):

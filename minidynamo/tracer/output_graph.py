@@ -280,6 +280,8 @@ class OutputGraph:
             node.meta["autocast"] = cast_to
         node.meta["draws_random"] = probe.draws_random
         node.meta["writes"] = probe.written
+        node.meta["silent_writes"] = probe.silent
+        node.meta["python_kernel"] = probe.python_kernel
         if self.scopes:                     # a body is re-run on meta as a whole (subgraph.MetaBody)
             node.meta["meta_call"] = (fn, "device" in example_kwargs)
         constant_tensors.forget_written(self, probe.written)
