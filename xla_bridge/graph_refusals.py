@@ -46,6 +46,9 @@ _MARKED = {
                               "on the device no region would",
     # eager's results inside an inference-mode block are inference tensors; a replay's are not
     "inference_mode": lambda mode: "enters an inference-mode block (eager's results in it are inference tensors)",
+    # a custom operator's or autograd.Function's Python (the program's own) may read any state:
+    # a program replayed by hash would keep what it computed while traced
+    "python_kernel": lambda op: f"calls {op}, whose kernel is the program's own Python",
 }
 
 

@@ -2,6 +2,7 @@
 every torch call, pytree over traced containers and ``autograd.Function.apply`` as one node:
 each compared with eager on two calls, with one graph, no fallback and no recompile."""
 
+import pytest
 import torch
 import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
@@ -242,6 +243,108 @@ def test_autograd_function_apply_is_one_node_with_its_backward():
     compiled(x).backward()
     expected = torch.autograd.grad(f(x), x)[0]
     torch.testing.assert_close(x.grad, expected)
+    minidynamo.reset()
+
+
+class RefusesWhenArmed(torch.autograd.Function):
+    runs = []
+    armed = [False]
+
+    @staticmethod
+    def forward(ctx, x):
+        RefusesWhenArmed.runs.append("forward")
+        if RefusesWhenArmed.armed[0]:
+            RefusesWhenArmed.armed[0] = False
+            raise RuntimeError("forward refused")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_a_forward_that_raises_at_run_time_runs_once_and_its_error_goes_out():
+    """The node runs the Function's own Python: when it raises, the frame is not run again (that
+    would run ``forward`` twice, and a forward that refuses once would not raise at all)."""
+    def f(x):
+        return RefusesWhenArmed.apply(x).sin()
+
+    def failing_call(fn):
+        fn(torch.ones(3))
+        fn(torch.ones(3))
+        RefusesWhenArmed.runs.clear()
+        RefusesWhenArmed.armed[0] = True
+        with pytest.raises(RuntimeError, match="forward refused"):
+            fn(torch.ones(3))
+        return len(RefusesWhenArmed.runs)
+
+    assert failing_call(f) == 1
+    assert failing_call(OptimizeContext("eager")(f)) == 1
+    minidynamo.reset()
+
+
+SPLIT_CONFIG = {"two": False, "rows": 3}
+
+
+class SplitByConfig(torch.autograd.Function):
+    """Which outputs exist, and their shapes, follow the program's state."""
+
+    @staticmethod
+    def forward(ctx, x):
+        rows = SPLIT_CONFIG["rows"]
+        if SPLIT_CONFIG["two"]:
+            return x[:rows] * 2, x[:rows] * 3
+        return x[:rows] * 2, None
+
+    @staticmethod
+    def backward(ctx, grad_a, grad_b):
+        return None
+
+
+def test_what_a_programs_forward_reads_is_guarded():
+    """``forward`` is traced on the side for its guards: the results' structure and shapes the
+    node's meta run gave hold while what it read holds, and a change recompiles."""
+    def f(x):
+        a, b = SplitByConfig.apply(x)
+        return a.sum() * a.shape[0] + (0 if b is None else b.sum()), b is None
+
+    compiled = OptimizeContext("eager")(f)
+    try:
+        for two, rows in [(False, 3), (False, 3), (True, 3), (True, 2), (False, 2)]:
+            SPLIT_CONFIG.update(two=two, rows=rows)
+            x = torch.ones(5)
+            assert_same(compiled(x), f(x))
+    finally:
+        SPLIT_CONFIG.update(two=False, rows=3)
+    minidynamo.reset()
+
+
+class CountsItsRuns(torch.autograd.Function):
+    runs = []
+
+    @staticmethod
+    def forward(ctx, x):
+        CountsItsRuns.runs.append(1)
+        return x * len(CountsItsRuns.runs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def test_a_forward_with_python_side_effects_runs_once_per_call():
+    """The node's meta run would run it once more on the compiling call: such a forward is not
+    one node (the call runs eagerly at a graph break)."""
+    def f(x):
+        return CountsItsRuns.apply(x) + 1
+
+    compiled = OptimizeContext("eager")(f)
+    for _ in range(3):
+        CountsItsRuns.runs.clear()
+        expected = f(torch.ones(3))
+        CountsItsRuns.runs.clear()
+        assert_same(compiled(torch.ones(3)), expected)
+        assert CountsItsRuns.runs == [1]
     minidynamo.reset()
 
 

@@ -160,3 +160,39 @@ def test_any_change_of_an_argument_is_seen():
     wider.resize_(3, 5)                                  # a new shape, same tensor object
     assert_same(compiled(x, wider), x @ wider)
     assert_same(compiled(x, w), x @ w)
+
+
+class ScaledByConfig(torch.autograd.Function):
+    factor = 2.0                              # the program's state, read by forward and backward
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * ScaledByConfig.factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ScaledByConfig.factor
+
+
+def test_a_programs_autograd_function_reads_its_state_on_every_call():
+    """A program's Function runs its own Python, which may read anything: a program replayed by
+    hash would keep the factor it saw when traced, so such a graph runs eagerly."""
+    import minidynamo
+
+    def f(x):
+        return ScaledByConfig.apply(x) + 1
+
+    minidynamo.reset()
+    optimized = minidynamo.optimize("torchxla_trace_once")(f)
+    try:
+        for factor in (2.0, 2.0, 5.0):
+            ScaledByConfig.factor = factor
+            x, y = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+            expected, got = f(x), optimized(y)
+            expected.sum().backward()
+            got.sum().backward()
+            assert_same(got.detach(), expected.detach())
+            assert_same(y.grad, x.grad)
+    finally:
+        ScaledByConfig.factor = 2.0
+        minidynamo.reset()

@@ -93,6 +93,7 @@ named, every tracker is listed, and each sits under its base class):
      ├── VmapVariable                 higher_order.py  torch.vmap itself
      ├── VmappedFunctionVariable      higher_order.py  torch.vmap(fn, ...): calling it traces a body sub-graph
      ├── AutogradFunctionApplyVariable autograd_function.py  MyFunction.apply: one graph node
+     ├── FunctionCtxVariable          autograd_function.py  the ctx a program's forward is shadow-traced with
      └── GradModeFunctionVariable     ctx_managers.py  a function decorated with no_grad()/enable_grad()
 
 Each knows its ``source`` (how to re-read it from a later frame), or None when the value was
