@@ -14,7 +14,8 @@
  *   1. armed, no phase timer active (``xla_bridge.timing.active``: timed calls take the Python
  *      path, which splits them into phases), not a grad-mode call of a graph whose inputs need
  *      gradients (the training path), no TorchFunctionMode or TorchDispatchMode active (it
- *      would see the ops of an eager run: the Python path runs such a call eagerly);
+ *      would see the ops of an eager run: the Python path runs such a call eagerly), no dual
+ *      level of forward-mode AD open;
  *   2. every tensor argument is a torch.Tensor on the XLA device with the dtype and sizes the
  *      graph was compiled for, read from the TensorImpl (no Python object built); every
  *      Python-value argument is of the same type and equal to the traced one;
@@ -51,6 +52,8 @@
 namespace {
 
 PyObject *str_run_cached_graph, *str_active, *str_replays;
+PyObject *str_current_level;
+PyObject *forward_ad_dict;     // torch.autograd.forward_ad.__dict__: its _current_level is -1 with no dual level open
 
 struct TensorSpec {
     Py_ssize_t position;
@@ -187,12 +190,24 @@ PyObject *build_output(const Plan &plan, PyObject *const *args, PyObject *result
     return out;
 }
 
+/* A dual level of forward-mode AD is open (its tangents would be lost on the device): asked of
+ * the Python module that opens them, as the fallback asks it. */
+bool forward_ad_active() {
+    PyObject *level = PyDict_GetItemWithError(forward_ad_dict, str_current_level);
+    if (level == nullptr) {
+        PyErr_Clear();
+        return true;
+    }
+    return !PyLong_CheckExact(level) || PyLong_AsLong(level) != -1;
+}
+
 /* One call with positional ``args`` (steps 1-4); ``vouched``: see arguments_fit. */
 PyObject *replay_call(Replay *self, PyObject *const *args, Py_ssize_t nargs, const std::vector<char> *vouched) {
     const Plan &plan = *self->plan;
     size_t nargsf = static_cast<size_t>(nargs);
     if (self->graph_hash == Py_None || nargs != plan.nargs || (plan.check_grad_mode && c10::GradMode::is_enabled())
-        || at::impl::torch_function_mode_enabled() || c10::impl::TorchDispatchModeTLS::any_modes_set())
+        || at::impl::torch_function_mode_enabled() || c10::impl::TorchDispatchModeTLS::any_modes_set()
+        || forward_ad_active())
         return call_fallback(self, args, nargsf);     // (a mode the replayed program would bypass)
     PyObject *timer = PyDict_GetItemWithError(self->timing_dict, str_active);
     if (timer != nullptr && timer != Py_None)
@@ -757,6 +772,12 @@ PyMODINIT_FUNC PyInit__replay(void) {
     str_active = PyUnicode_InternFromString("active");
     str_replays = PyUnicode_InternFromString("replays");
     str_handed = PyUnicode_InternFromString("handed");
+    str_current_level = PyUnicode_InternFromString("_current_level");
+    PyObject *forward_ad = PyImport_ImportModule("torch.autograd.forward_ad");
+    if (forward_ad == nullptr || str_current_level == nullptr)
+        return nullptr;
+    forward_ad_dict = Py_NewRef(PyModule_GetDict(forward_ad));
+    Py_DECREF(forward_ad);
     if (str_run_cached_graph == nullptr || str_active == nullptr || str_replays == nullptr || str_handed == nullptr)
         return nullptr;
     PyObject *module = PyModule_Create(&module_def);

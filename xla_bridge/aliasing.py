@@ -282,6 +282,27 @@ def _traced_requires_grad(program, count: int) -> list:
     return known
 
 
+def silently_written(gm) -> frozenset:
+    """Positions of the arguments ``gm`` (a graph of minidynamo's tracer) writes only as eager's
+    batch norm writes its running statistics: in place, moving no version counter (the op's
+    schema does not say it writes them; the tracer marks such writes ``silent_writes``).  A
+    backward that saved them does not see such a write, so the replay must not bump them."""
+    def root(tensor):
+        return id(tensor._base if tensor._base is not None else tensor)
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    position_of = {root(n.meta["example_value"]): i for i, n in enumerate(placeholders)
+                   if isinstance(n.meta.get("example_value"), torch.Tensor)}
+    loud, silent = set(), set()
+    for node in gm.graph.nodes:
+        quiet = {id(t) for t in node.meta.get("silent_writes") or ()}
+        for written in node.meta.get("writes") or ():
+            position = position_of.get(root(written))
+            if position is not None:
+                (silent if id(written) in quiet else loud).add(position)
+    return frozenset(silent - loud)
+
+
 def analyse_memory(program, args) -> MemoryPlan:
     """How the outputs of ``program(*args)`` and its in-place updates touch the arguments."""
     metas = [meta_like(a) for a in args]

@@ -17,12 +17,13 @@ import weakref
 from dataclasses import dataclass
 
 import torch
+from torch.autograd import forward_ad
 from torch.utils import _pytree as pytree
 
 from . import config
 from . import device as dev
 from . import replay_path, timing
-from .aliasing import analyse_memory, may_overlap, meta_like, rebuild_output_views
+from .aliasing import analyse_memory, may_overlap, meta_like, rebuild_output_views, silently_written
 from .guarded_views import guard_views_as_eager
 from .generator_lock import cpu_state, set_cpu_state
 from .device_views import DeviceViews
@@ -348,6 +349,7 @@ class BridgedCall:
                  make_training=None):
         self.gm = gm
         self.flat = FlatProgram(gm)
+        self.silent = silently_written(gm)     # batch norm's running statistics: no version moves
         self.has_state = bool(self.flat.state_names)
         args = example_inputs + self.flat.read_state()
         # The inference program computes no gradients: with grad mode on and a tensor that
@@ -462,6 +464,9 @@ class BridgedCall:
         if self.enables_grad and not torch.is_grad_enabled():
             return self._eager(inputs, "the graph turns grad mode on (enable_grad) inside a call made "
                                        "without it: its results must carry autograd history")
+        if forward_ad._current_level != -1:
+            return self._eager(inputs, "forward-mode AD is active (a dual level is open): the XLA program "
+                                       "carries no tangents")
         if torch._C._is_torch_function_mode_enabled() or torch._C._len_torch_dispatch_stack():
             return self._eager(inputs, "a TorchFunctionMode or TorchDispatchMode is active: it sees (and may "
                                        "change) every op of an eager run, which a replayed or traced program "
@@ -538,14 +543,14 @@ class BridgedCall:
             made = {view: view.of(args[view.position]) for view in self.views_made_first}
             written_on_host = [p for p in self.program.mutated if p in self.host_set]
             if written_on_host:
-                self.host_inputs.write_back(written_on_host, args, device_args)
+                self.host_inputs.write_back(written_on_host, args, device_args, self.silent)
             # An in-place op that left the data as it was (``x.copy_(x)``) changes nothing on
             # the device, but eager counts it as a write: autograd sees the version move. So
             # does a device argument's write, made by swapping its data (device fuzz seed 407:
             # a tensor saved for backward, then ``x.relu_()``: eager's backward raises).
             for position in self.written:
                 if (position not in self.host_set or position not in self.program.mutated) \
-                        and not args[position].is_inference():     # (which has no version)
+                        and position not in self.silent and not args[position].is_inference():   # (no version)
                     torch.autograd.graph.increment_version(args[position])
             out = self._outputs(leaves, args, made)
         return pytree.tree_unflatten(out, self.program.treespec)

@@ -50,7 +50,7 @@ def run_noting_nodes(fn, args, layouts: Optional["EagerLayouts"]):
     gm = fn.graph_module if hasattr(fn, "run_with") else fn
     if layouts is None or not isinstance(gm, torch.fx.GraphModule) \
             or not any(node.meta.get("draws_random") or _is_random_op(node.target) for node in gm.graph.nodes):
-        return fn(*args)
+        return (fn.forward if fn is gm else fn)(*args)     # (a graph's forward: no module hooks)
     if gm is fn:
         return NodeNoting(gm, layouts).run(*args)
     return fn.run_with(NodeNoting(gm, layouts).run, tuple(args))

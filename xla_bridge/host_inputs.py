@@ -139,14 +139,17 @@ class HostInputs:
         written = set(written)
         return any(len(group) > 1 and written.intersection(group) for group in groups.values())
 
-    def write_back(self, positions, args, device_args) -> None:
+    def write_back(self, positions, args, device_args, silent=frozenset()) -> None:
         """Copy in-place results to the caller's host tensors (one batched transfer); a cached
-        weight's device copy already holds the new value, so its slot stays valid."""
+        weight's device copy already holds the new value, so its slot stays valid.  ``silent``
+        positions are written as eager writes them (batch norm's running statistics): through
+        ``.data``, whose version counter is its own, so theirs does not move."""
         self.write_backs += 1             # (a call that then fails cannot be re-run eagerly)
         values = dev.to_host([device_args[p] for p in positions])
         with torch.no_grad():
             for position, value in zip(positions, values):
-                torch.Tensor.copy_(args[position], value)
+                target = args[position]
+                torch.Tensor.copy_(torch.Tensor.data.__get__(target) if position in silent else target, value)
         for position in positions:
             slot = self.slot_of_position.get(position)
             if slot is not None and args[position] is self.objects[slot]:

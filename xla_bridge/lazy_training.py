@@ -149,7 +149,7 @@ class LazyTraining:
         refuse_writes_that_require_grad([device_args[p] if p in written else None for p in range(len(args))],
                                         needs_grad)
         if written:
-            bridged.host_inputs.write_back(written, args, device_args)
+            bridged.host_inputs.write_back(written, args, device_args, bridged.silent)
         # an output that is an argument itself is that argument, as in eager (not a copy of it:
         # the host's device copy, or a device argument's own-data copy, own_data_per_position)
         moved = {id(device_args[p]): args[p] for p, a in enumerate(args)

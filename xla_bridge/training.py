@@ -241,7 +241,7 @@ class _ForwardRequiringFinite:
         self.graph_module = partition.forward
 
     def __call__(self, *args):
-        return self.run_with(self.graph_module, args)
+        return self.run_with(self.graph_module.forward, args)   # (no module hooks: not the program's)
 
     def run_with(self, runner, args):
         """(``runner``: the forward graph, or what runs it node by node: ``eager_layouts``)"""
@@ -446,9 +446,9 @@ class _Step:
         results = plan.forward.run(self.device_args)
         written_on_host = [p for p in plan.forward.mutated if p in bridged.host_set]
         if written_on_host:
-            bridged.host_inputs.write_back(written_on_host, self.args, self.device_args)
+            bridged.host_inputs.write_back(written_on_host, self.args, self.device_args, bridged.silent)
         for p in plan.forward.mutated:   # a device argument's data was swapped: eager's write
-            if p not in bridged.host_set and not self.args[p].is_inference():   # moved its version
+            if p not in bridged.host_set and p not in bridged.silent and not self.args[p].is_inference():
                 torch.autograd.graph.increment_version(self.args[p])
         # The arguments the backward reads, at their versions after the call (and the outputs
         # that are what it saved, once returned): eager's autograd saves them, and refuses a

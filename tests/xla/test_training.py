@@ -984,3 +984,32 @@ def test_an_argument_changed_after_the_call_breaks_only_the_backwards_of_its_nod
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             scaled.sum().backward()
     assert xla_bridge.counters.fallbacks == 0
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trivial", "torchxla_trace_once"])
+def test_batch_norm_called_twice_before_one_backward_trains_as_eager(backend):
+    """A siamese step (one model on two views, one loss) and a no_grad pass between forward and
+    backward: eager's batch norm writes its running statistics without moving their version
+    counter, so the first call's backward, which saved them, still runs (it raised here)."""
+    import xla_bridge.device
+
+    xla_bridge.device.backward_on_device()
+
+    def build():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 4))
+
+    eager_model, model = build(), build()
+    compiled = minidynamo.optimize(backend)(model)
+    for step in range(3):
+        a, b, between = torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 8)
+        for net, mod in ((eager_model, eager_model), (compiled, model)):
+            mod.zero_grad()
+            loss = (net(a) - net(b)).pow(2).mean()
+            with torch.no_grad():
+                net(between)
+            loss.backward()
+        for (name, p), q in zip(eager_model.named_parameters(), model.parameters()):
+            torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+        torch.testing.assert_close(model[1].running_mean, eager_model[1].running_mean, rtol=1e-4, atol=1e-5)
+    minidynamo.reset()

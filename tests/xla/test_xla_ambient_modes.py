@@ -52,3 +52,63 @@ def test_a_mode_around_a_call_is_honoured(backend, on_device, first_under_mode, 
             got = optimized(x).cpu()
         torch.testing.assert_close(got, expected_with if with_mode else expected_without)
     minidynamo.reset()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("first_dual", [True, False], ids=["compiled on a dual", "compiled without"])
+def test_forward_mode_ad_keeps_its_tangents(backend, first_dual):
+    """A dual tensor's tangent flows through eager ops (forward-mode AD); an XLA program carries
+    none, so a call made while a dual level is open runs eagerly."""
+    import torch.autograd.forward_ad as fwAD
+
+    minidynamo.reset()
+    optimized = minidynamo.optimize(backend)(doubled_sine)
+    x, tangent = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.5, -1.0])
+    for dual in [first_dual, not first_dual, first_dual]:
+        if not dual:
+            torch.testing.assert_close(optimized(x), doubled_sine(x))
+            continue
+        with fwAD.dual_level():
+            primal, got = fwAD.unpack_dual(optimized(fwAD.make_dual(x, tangent)))
+            expected = fwAD.unpack_dual(doubled_sine(fwAD.make_dual(x, tangent)))
+        assert got is not None
+        torch.testing.assert_close(primal, expected.primal)
+        torch.testing.assert_close(got, expected.tangent)
+    minidynamo.reset()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("registered", ["before the first call", "after it"])
+def test_a_global_module_hook_sees_the_programs_modules_only(backend, registered):
+    """``register_module_forward_hook`` fires for every module called: the program's, never the
+    graph modules the bridge runs (a hook that rewrites outputs would apply twice)."""
+    from torch.nn.modules import module as module_hooks
+
+    def run(model):
+        seen, handle = [], None
+
+        def double_output(module, args, output):
+            seen.append(type(module).__name__)
+            return output * 2
+
+        if registered == "before the first call":
+            handle = module_hooks.register_module_forward_hook(double_output)
+        try:
+            for _ in range(2):
+                model(torch.ones(2, 3))
+            if handle is None:
+                handle = module_hooks.register_module_forward_hook(double_output)
+            seen.clear()
+            return model(torch.ones(2, 3)).detach(), sorted(set(seen))
+        finally:
+            handle.remove()
+
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
+
+    minidynamo.reset()
+    expected, got = run(make()), run(minidynamo.optimize(backend)(make()))
+    assert got[1] == expected[1]
+    torch.testing.assert_close(got[0], expected[0])
+    minidynamo.reset()
