@@ -17,7 +17,7 @@ from ..exc import ProgramRaises, Unsupported
 from .library import refuse_user_dunders
 from .variables import lazy_numbers
 from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
-from .variables.constant import ConstantVariable
+from .variables.constant import ConstantMethodVariable, ConstantVariable
 from .variables.containers import BaseListVariable, ListVariable, TupleVariable, sequence_kind
 from .variables.dicts import DictVariable, DictViewVariable, _real_operand
 from .variables.iterators import make_iterator
@@ -126,6 +126,9 @@ def _sequence_op(tx, fn, args):
             (self_a, key_a), (self_b, key_b) = _method_parts(a), _method_parts(b)
             same = key_a == key_b and is_same(tx, self_a, self_b)
             return ConstantVariable(same if plain is operator.eq else not same)
+        if plain in (operator.eq, operator.ne) and _bound_c_methods(a, b):
+            same = a.value == b.value
+            return ConstantVariable(same if plain is operator.eq else not same)
         if plain in (operator.eq, operator.ne) and not _comparable(a, b):
             same = is_same(tx, a, b)
             return ConstantVariable(same if plain is operator.eq else not same)
@@ -154,7 +157,21 @@ def _method_parts(vt):
     if isinstance(vt, UserMethodVariable):
         fn = _identity(vt.fn)
         return vt.self_vt, (fn if fn is not NO_CONSTANT else id(vt.fn))
+    if isinstance(vt, ConstantMethodVariable):            # "a".upper
+        return vt.owner, (type(vt.owner.value), vt.name)
     return None
+
+
+def _bound_c_methods(a, b) -> bool:
+    """Both are C methods bound to an object, read at trace time (``C.__init_subclass__``,
+    ``x.__add__``): their ``==`` is C's (same ``__self__`` and same function), not identity."""
+    from .variables.base import OpaqueCallableVariable
+
+    return all(isinstance(vt, OpaqueCallableVariable) and type(vt.value) in _C_METHOD_TYPES
+               and not isinstance(getattr(vt.value, "__self__", None), types.ModuleType) for vt in (a, b))
+
+
+_C_METHOD_TYPES = (types.BuiltinMethodType, types.MethodWrapperType)
 
 
 def _holds_mutable(vt) -> bool:
@@ -266,6 +283,8 @@ def identical_or_equal(tx, a, b) -> bool:
             return True
         refuse_user_dunders([ca, cb], "==")
         return ca == cb
+    if _bound_c_methods(a, b) or (_method_parts(a) and _method_parts(b)):   # equal, each read a new object
+        return is_same(tx, a, b) or apply(tx, operator.eq, [a, b]).truth(tx)
     return is_same(tx, a, b)
 
 

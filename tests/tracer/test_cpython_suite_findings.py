@@ -228,6 +228,22 @@ def test_bound_methods_are_equal_when_they_bind_one_function_to_one_object():
     assert_same_as_eager(bound_methods_compared, torch.ones(2))
 
 
+class Plain:
+    pass
+
+
+def c_methods_compared(x):
+    """C methods bound to an object (a class's, a constant's): each read is a new object, equal
+    to the others (``inspect.getmembers`` compares them so)."""
+    hook = Plain.__init_subclass__
+    return (x + 1, hook == Plain.__init_subclass__, "a".upper == "a".upper, "a".upper != "b".upper,
+            [hook] == [Plain.__init_subclass__], Plain.__init_subclass__ in [hook], x.__add__ == x.__add__)
+
+
+def test_c_methods_are_equal_when_they_bind_one_function_to_one_object():
+    assert_same_as_eager(c_methods_compared, torch.ones(2))
+
+
 def test_a_nested_functions_name_is_its_code_name_not_its_qualified_name():
     assert_same_as_eager(nested_function_names, torch.ones(2))
 
@@ -535,3 +551,16 @@ def test_a_compile_does_not_show_again_a_warning_the_program_showed():
         assert torch.equal(minidynamo.optimize("eager")(lambda x: x * 3)(torch.ones(2)), torch.full((2,), 3.0))
         warns_once_here()
     assert [str(w.message) for w in shown] == ["shown once by the default action"]
+
+
+def walks_a_huge_range(x):
+    it = iter(range(1 << 40))
+    first = next(it)
+    opaque()                                   # the rest of the iterator is handed over
+    return x + first + next(it) + sum(1 for _ in zip(range(3), range(1 << 40)))
+
+
+def test_a_huge_range_is_never_taken_apart_item_by_item():
+    """test_range: ``iter(range(1 << 40))`` was unpacked into 2**40 trackers (the call never
+    returned); a range that long is refused where it would be taken apart, and runs eagerly."""
+    assert_same_as_eager(walks_a_huge_range, torch.ones(2))

@@ -54,6 +54,10 @@ class ConstantVariable(VariableTracker):
 
     def unpack(self, tx):
         if isinstance(self.value, (range, str, bytes, frozenset)):      # frozenset: a {1, 2, 3} display
+            from .containers import MAX_ITEMS
+
+            if len(self.value) > MAX_ITEMS:       # (iter(range(1 << 40)): not one item each)
+                raise Unsupported(f"a {type(self.value).__name__} of {len(self.value)} items taken apart")
             return [ConstantVariable(v) for v in self.value]
         return super().unpack(tx)
 
