@@ -120,13 +120,16 @@ _REDUCTIONS = ("amax", "amin", "sum", "mean", "var", "std", "var_mean", "std_mea
 
 def _may_reduce_over_no_dim(node) -> bool:
     """A reduction node whose ``dim`` may be an empty list: given as one, computed (a node), or
-    left out of ``amax``/``amin``, whose default is ``[]``."""
+    left out of ``amax``/``amin``, whose default is ``[]``; or a norm over every dimension,
+    whose backward sums over ``[]`` (autograd's ``linalg_vector_norm_backward`` counts the ties
+    of an infinity norm so: eager splits the gradient among them)."""
     name = op_name(node.target)
     if name not in _REDUCTIONS:
         return False
-    dim = _dim_argument(node, 2 if name in ("norm", "linalg_vector_norm", "vector_norm") else 1)
+    norm = name in ("norm", "linalg_vector_norm", "vector_norm")
+    dim = _dim_argument(node, 2 if norm else 1)
     if dim is None:
-        return name in ("amax", "amin")
+        return name in ("amax", "amin") or norm
     return isinstance(dim, fx.Node) or (isinstance(dim, (list, tuple)) and
                                         (not dim or any(isinstance(d, fx.Node) for d in dim)))
 

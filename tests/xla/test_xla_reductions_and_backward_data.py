@@ -552,3 +552,23 @@ def test_a_nan_in_an_infinity_norm_or_a_clamped_logit_stays_nan(backend, case):
     for x in (torch.tensor([1.0, float("nan"), 0.5, 3.0]), torch.tensor([1.0, 2.0, 0.5, 3.0]),
               torch.tensor([float("nan"), 2.0, 0.5, 3.0])):
         torch.testing.assert_close(compiled(x).cpu(), op(x), equal_nan=True)
+
+
+def test_an_infinity_norms_gradient_is_split_among_its_ties_when_training():
+    """X42 in a backward: autograd's ``linalg_vector_norm_backward`` counts the ties of an
+    infinity norm over every dimension with a sum over ``[]``, which torch_xla's lowering did not
+    reduce: each tied element got the whole gradient (eager: a third each)."""
+    def f(x):
+        return torch.linalg.vector_norm(x, float("inf")) * 2
+
+    import xla_bridge.device
+
+    xla_bridge.device.backward_on_device()
+    minidynamo.reset()
+    compiled = minidynamo.optimize("torchxla_trace_once")(f)
+    for _ in range(2):
+        x, y = (torch.tensor([1.0, 3.0, -3.0, 2.0, 3.0], requires_grad=True) for _ in range(2))
+        f(x).backward()
+        compiled(y).backward()
+        assert_same(y.grad, x.grad)
+    minidynamo.reset()
