@@ -28,7 +28,7 @@ from .backends import checking_outputs, is_built_in, lookup_backend
 from .code_sets import CodesByIdentity
 from .exc import BackendCompilerFailed, BackendOutputMismatch, MinidynamoError, Unsupported, raised_by_program
 from .logs import get_logger
-from .skipfiles import disabled_codes, has_torch_bits, left_to_torch, skip_reason, torch_wrapper_codes
+from .skipfiles import disabled_codes, has_torch_bits, left_to_torch, runs_unwatched, skip_reason, torch_wrapper_codes
 
 log_recompiles = get_logger("recompiles")
 log_fallbacks = get_logger("fallbacks")
@@ -189,6 +189,9 @@ class FrameConverter:
                 return _eval_frame.RUN_UNWATCHED
             return None
         reason = skip_reason(code)
+        if reason is not None and code not in self.roots and runs_unwatched(code):
+            counting.bump("frames_left_unwatched")       # (asked on each call: never marked skipped)
+            return _eval_frame.RUN_UNWATCHED
         if reason is not None and code not in self.roots:
             if code in root_codes:     # someone else's root: skip it for this context only
                 cache_of(code).append(CacheEntry(self.ref, None, None))

@@ -36,6 +36,17 @@ SKIP_PACKAGES = (
     "networkx", "bytecode", "typing_extensions", "matplotlib", "PIL", "psutil", "pandas", "sklearn",
 )
 
+# Of those, packages that run Python they are handed under their own tracing (torch_xla's
+# ``scan`` traces its body, an fx graph of AOTAutograd's, on lazy tensors; its GRU is such a
+# scan): a frame of theirs runs unwatched with everything it calls, as in eager.
+UNWATCHED_PACKAGES = ("torch_xla",)
+
+
+def runs_unwatched(code: types.CodeType) -> bool:
+    """Whether the hook leaves this code, and every frame it calls, alone (``UNWATCHED_PACKAGES``)."""
+    parts = os.path.abspath(code.co_filename).split(os.sep)
+    return "site-packages" in parts[:-1] and parts[parts.index("site-packages") + 1] in UNWATCHED_PACKAGES
+
 
 # The ``forward`` of torch.nn's own module classes is traced even when eager code calls it, as
 # torch.compile does: a graph break inside one (BatchNorm's ``float(num_batches_tracked)`` with

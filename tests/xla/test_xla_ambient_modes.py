@@ -112,3 +112,27 @@ def test_a_global_module_hook_sees_the_programs_modules_only(backend, registered
     assert got[1] == expected[1]
     torch.testing.assert_close(got[0], expected[0])
     minidynamo.reset()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_torch_xlas_own_code_runs_unwatched_with_what_it_calls(backend):
+    """torch_xla's GRU is a ``scan``, which traces its body (an fx graph) on lazy tensors: the
+    hook leaves torch_xla's frames, and what they call, alone (compiling the body crashed)."""
+    from torch_xla.experimental.gru import GRU
+
+    minidynamo.reset()
+    torch.manual_seed(0)
+    gru = GRU(4, 6, batch_first=True).to(dev.xla_device())
+
+    def f(x):
+        out, _ = gru(x)
+        return out.sum(dim=1)
+
+    x = torch.randn(2, 3, 4).to(dev.xla_device())
+    expected = f(x).cpu()
+    optimized = minidynamo.optimize(backend)(f)
+    for _ in range(2):
+        torch.testing.assert_close(optimized(x).cpu(), expected)
+    with pytest.raises(RuntimeError, match="XLA tensors"):      # on the host, as eager raises
+        optimized(torch.randn(2, 3, 4))
+    minidynamo.reset()
