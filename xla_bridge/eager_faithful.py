@@ -53,6 +53,8 @@ there for the arguments they met. (A NaN or an infinity is ``index_check``'s: da
 decide.)
 """
 
+import math
+
 import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
@@ -307,6 +309,11 @@ def backward_differs(graph_module: fx.GraphModule):
                 f"eager's (elu for x < 0, the kinks of hardtanh)")
     if any(map(_variance_over_no_dim, graph_module.graph.nodes)):
         return "torch_xla's backward of a variance over an empty dim list reduces nothing"
+    if any(map(_ties_counted_over_no_dim, graph_module.graph.nodes)):
+        return ("torch_xla's backward of amax/amin or an infinity norm over every dimension counts its ties "
+                "with a sum over an empty dim list, which reduces nothing (each tie gets the whole gradient)")
+    if any(map(_sparse_gradient, graph_module.graph.nodes)):
+        return "an embedding with sparse=True: its gradient is a sparse tensor, which torch_xla has not"
     if any(map(_batch_norm_in_eval, graph_module.graph.nodes)):
         return "torch_xla's backward of a batch norm in eval mode raises (\"offset factor is 0\")"
     return None
@@ -316,6 +323,31 @@ def _batch_norm_in_eval(node) -> bool:
     """A batch norm that uses its running statistics (``training`` a constant False): the lazy
     backward torch_xla runs for it fails, where eager's answers (trace_once records eager's)."""
     return op_name(node.target) in ("batch_norm", "native_batch_norm") and not _norm_in_training(node)
+
+
+def _ties_counted_over_no_dim(node) -> bool:
+    """``x.amax()`` (dim left out or empty), a norm over every dimension: their backward splits
+    the gradient among ties, counted by a sum over the same (empty) dim list."""
+    name = op_name(node.target)
+    if name in ("amax", "amin"):
+        dim = _dim_argument(node)
+        return dim is None or (isinstance(dim, (list, tuple)) and not dim)
+    if name in ("norm", "linalg_vector_norm", "vector_norm"):
+        order = node.kwargs.get("ord", node.kwargs.get("p", node.args[1] if len(node.args) > 1 else 2))
+        dim = _dim_argument(node, 2)
+        return isinstance(order, float) and math.isinf(order) and \
+            (dim is None or (isinstance(dim, (list, tuple)) and not dim))
+    return False
+
+
+def _sparse_gradient(node) -> bool:
+    """``F.embedding(..., sparse=True)`` / ``embedding_bag``: a sparse gradient (by name or at
+    its place in the signature: 6th and 7th argument)."""
+    name = op_name(node.target)
+    position = {"embedding": 6, "embedding_bag": 7}.get(name)
+    if position is None:
+        return False
+    return bool(node.kwargs.get("sparse", node.args[position] if len(node.args) > position else False))
 
 
 def _variance_over_no_dim(node) -> bool:

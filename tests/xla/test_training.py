@@ -1013,3 +1013,26 @@ def test_batch_norm_called_twice_before_one_backward_trains_as_eager(backend):
             torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
         torch.testing.assert_close(model[1].running_mean, eager_model[1].running_mean, rtol=1e-4, atol=1e-5)
     minidynamo.reset()
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trivial", "torchxla_trace_once"])
+def test_a_sparse_embedding_trains_as_eager(backend):
+    """``nn.Embedding(sparse=True)``: its gradient is a sparse tensor, which torch_xla has not
+    (trivial's lazy backward raised NotImplementedError): such a call runs eagerly."""
+    import xla_bridge.device
+
+    xla_bridge.device.backward_on_device()
+
+    def build():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Embedding(6, 4, sparse=True), nn.Linear(4, 2))
+
+    eager_model, model = build(), build()
+    compiled = minidynamo.optimize(backend)(model)
+    for _ in range(3):
+        idx = torch.tensor([[1, 2, 1], [3, 0, 5]])
+        eager_model(idx).sum().backward()
+        compiled(idx).sum().backward()
+        torch.testing.assert_close(model[0].weight.grad.to_dense(), eager_model[0].weight.grad.to_dense())
+        torch.testing.assert_close(model[1].weight.grad, eager_model[1].weight.grad)
+    minidynamo.reset()

@@ -554,18 +554,23 @@ def test_a_nan_in_an_infinity_norm_or_a_clamped_logit_stays_nan(backend, case):
         torch.testing.assert_close(compiled(x).cpu(), op(x), equal_nan=True)
 
 
-def test_an_infinity_norms_gradient_is_split_among_its_ties_when_training():
-    """X42 in a backward: autograd's ``linalg_vector_norm_backward`` counts the ties of an
-    infinity norm over every dimension with a sum over ``[]``, which torch_xla's lowering did not
-    reduce: each tied element got the whole gradient (eager: a third each)."""
-    def f(x):
-        return torch.linalg.vector_norm(x, float("inf")) * 2
+TIED_REDUCTIONS = {"infinity norm": lambda x: torch.linalg.vector_norm(x, float("inf")) * 2,
+                   "amax": lambda x: x.amax() * 2, "amin": lambda x: (-x).amin() * 2}
 
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("reduction", sorted(TIED_REDUCTIONS))
+def test_a_gradient_is_split_among_tied_extremes_when_training(backend, reduction):
+    """X42 in a backward: autograd's backward of ``amax``/``amin`` and of an infinity norm over
+    every dimension counts the ties with a sum over ``[]``, which torch_xla's lowering does not
+    reduce: each tied element got the whole gradient (eager: a third each).  trace_once records
+    that sum as eager reads it; trivial's backward is torch_xla's own, so its call runs eagerly."""
     import xla_bridge.device
 
+    f = TIED_REDUCTIONS[reduction]
     xla_bridge.device.backward_on_device()
     minidynamo.reset()
-    compiled = minidynamo.optimize("torchxla_trace_once")(f)
+    compiled = minidynamo.optimize(backend)(f)
     for _ in range(2):
         x, y = (torch.tensor([1.0, 3.0, -3.0, 2.0, 3.0], requires_grad=True) for _ in range(2))
         f(x).backward()
