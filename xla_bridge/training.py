@@ -36,6 +36,11 @@ forward result saved for the backward, so forward and backward see the same mask
 
 An output that is an argument itself is the caller's tensor, as in eager (its grad reaches it
 without the step), and a tensor returned twice is one output of the step, returned twice.
+Every other output is an output of the step, beside the others, as AOTAutograd's compiled
+function returns them (``torch.compile`` behaves the same): an intermediate returned with a
+result computed from it (``return head(h).sum(), h``) is not on that result's autograd path, so
+a hook or ``retain_grad`` on it, or ``autograd.grad(loss, h)``, sees only the grad given to it
+directly.  The parameters' gradients are eager's.
 
 In-place changes are checked as eager's autograd checks them: a backward raises "modified by
 an inplace operation" when an argument or an output it reads changed since the forward, only
