@@ -44,7 +44,7 @@ from . import fast_path, memo, native
 from .checks import describe_guard, show
 from .guard import (
     ALIAS_MATCH, AUTOGRAD_VIEW_MATCH, DISTINCT_MATCH, STORAGE_MATCH, EQUALS_MATCH, KIND_ORDER, LENGTH_MATCH, TYPE_MATCH, Guard, WeakPin, hinted_value,
-    is_immutable_constant,
+    is_immutable_constant, merged_class_matches,
 )
 from .planner import FUNC, Block, ConstPool, Planner, Read, local_var
 from .slow_path import Explainer
@@ -106,7 +106,7 @@ _RELATIONS = (ALIAS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, AUTOGRAD_VIEW_MATCH)
 
 def plan_guards(guards: Iterable[Guard], frame_info: FrameInfo) -> tuple[Planner, list[Guard]]:
     """Deduplicate, order parent-first, and plan the reads and checks."""
-    unique = list(dict.fromkeys(guards))
+    unique = merged_class_matches(list(dict.fromkeys(guards)))
     planner = Planner(frame_info, ConstPool(), mode="guard")
     planner.learn(unique)
     # Relations between sources run last, once every source they relate is checked.

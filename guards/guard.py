@@ -350,6 +350,44 @@ def class_match(cls: type, *, mro: bool = False, lookups: Sequence[str] = (), re
     return Guard(ClassSource.of(cls), CLASS_MATCH, expected, facts)
 
 
+def merged_class_matches(guards: Sequence[Guard]) -> list:
+    """The guards with every ``CLASS_MATCH`` of one class folded into the first: what each
+    relied on, together (one check of the class's version tag instead of one per use: each
+    tensor method or operator a frame uses adds one).  Two that saw the class differently (it
+    changed while the frame was traced) stay apart."""
+    out: list = []
+    first: dict = {}
+    for guard in guards:
+        at = first.get(guard.source) if guard.kind == CLASS_MATCH else None
+        merged = _merged_facts(out[at].obj, guard.obj) if at is not None else None
+        if merged is None:
+            if guard.kind == CLASS_MATCH and guard.source not in first:
+                first[guard.source] = len(out)
+            out.append(guard)
+            continue
+        expected = (id(merged.mro_tuple) if merged.mro_tuple is not None else None,
+                    tuple((name, id(found)) for name, found in merged.lookups), merged.abc_token)
+        out[at] = dataclasses.replace(out[at], expected=expected, obj=merged)
+    return out
+
+
+def _merged_facts(a: ClassFacts, b: ClassFacts) -> Optional[ClassFacts]:
+    def either(x, y):
+        return x if y is None else y if x is None else x if x is y or x == y else _CLASH
+
+    lookups = dict(a.lookups)
+    for name, found in b.lookups:
+        if lookups.setdefault(name, found) is not found:
+            return None
+    mro, token = either(a.mro_tuple, b.mro_tuple), either(a.abc_token, b.abc_token)
+    if mro is _CLASH or token is _CLASH:
+        return None
+    return ClassFacts(mro, tuple(sorted(lookups.items())), token)
+
+
+_CLASH = object()
+
+
 def absent_match(source: Source, value: Any, attr: str, instance_only: bool = False) -> Guard:
     """``source`` has no attribute ``attr``: neither its class (through the MRO) nor, for an
     object with an instance ``__dict__``, the instance defines it, and the class still answers a

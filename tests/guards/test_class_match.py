@@ -88,3 +88,22 @@ def test_a_metaclass_is_never_asked():
     guards = [class_match(Thing, mro=True, lookups=("__call__", "__class__"))]
     assert str(guards[0]).startswith("class ") and decide(guards)[0]
     assert calls == []
+
+
+def test_the_checks_of_one_class_are_one_check_of_all_they_relied_on():
+    """Each tensor method or operator a frame uses adds a check of its class: they are folded
+    into one (one version tag), which still fails on a change to any name any of them read."""
+    class Thing:
+        def a(self):
+            return 1
+
+        def b(self):
+            return 2
+
+    guards = [class_match(Thing, lookups=("a",)), class_match(Thing, lookups=("b",)), class_match(Thing, mro=True)]
+    ok, guard_fn = decide(guards)
+    assert ok and len(guard_fn.guards) == 1
+    assert "MRO seen" in guard_fn.guard_strings[0] and all(f"{n} -> " in guard_fn.guard_strings[0] for n in "ab")
+    Thing.b = lambda self: 3
+    ok, guard_fn = decide(guards)
+    assert not ok and "b" in guard_fn.failure_reason(f, 0)
