@@ -44,8 +44,13 @@ UNWATCHED_PACKAGES = ("torch_xla",)
 
 def runs_unwatched(code: types.CodeType) -> bool:
     """Whether the hook leaves this code, and every frame it calls, alone (``UNWATCHED_PACKAGES``)."""
-    parts = os.path.abspath(code.co_filename).split(os.sep)
-    return "site-packages" in parts[:-1] and parts[parts.index("site-packages") + 1] in UNWATCHED_PACKAGES
+    return _site_package(os.path.abspath(code.co_filename)) in UNWATCHED_PACKAGES
+
+
+def _site_package(path: str) -> str:
+    """The installed package a file belongs to (the folder below ``site-packages``), or ""."""
+    parts = path.split(os.sep)
+    return parts[parts.index("site-packages") + 1] if "site-packages" in parts[:-1] else ""
 
 
 # The ``forward`` of torch.nn's own module classes is traced even when eager code calls it, as
@@ -76,11 +81,9 @@ def skip_reason(code: types.CodeType) -> str | None:
     for prefix in SKIP_DIRS:
         if path.startswith(prefix) and "site-packages" not in path[len(prefix):]:
             return f"code in {prefix} is never traced"
-    parts = path.split(os.sep)
-    if "site-packages" in parts:
-        package = parts[parts.index("site-packages") + 1] if parts[-1] != "site-packages" else ""
-        if package in SKIP_PACKAGES:
-            return f"code of the {package} package is never traced"
+    package = _site_package(path)
+    if package in SKIP_PACKAGES:
+        return f"code of the {package} package is never traced"
     return None
 
 

@@ -330,14 +330,17 @@ def _ties_counted_over_no_dim(node) -> bool:
     the gradient among ties, counted by a sum over the same (empty) dim list."""
     name = op_name(node.target)
     if name in ("amax", "amin"):
-        dim = _dim_argument(node)
-        return dim is None or (isinstance(dim, (list, tuple)) and not dim)
+        return _every_dim(_dim_argument(node), left_out=True)
     if name in ("norm", "linalg_vector_norm", "vector_norm"):
         order = node.kwargs.get("ord", node.kwargs.get("p", node.args[1] if len(node.args) > 1 else 2))
-        dim = _dim_argument(node, 2)
-        return isinstance(order, float) and math.isinf(order) and \
-            (dim is None or (isinstance(dim, (list, tuple)) and not dim))
+        return isinstance(order, float) and math.isinf(order) and _every_dim(_dim_argument(node, 2), left_out=True)
     return False
+
+
+def _every_dim(dim, left_out: bool) -> bool:
+    """Whether a reduction's ``dim`` means every dimension: an empty list, or (``left_out``)
+    no dim given at all."""
+    return (dim is None and left_out) or (isinstance(dim, (list, tuple)) and not dim)
 
 
 def _sparse_gradient(node) -> bool:
@@ -355,5 +358,4 @@ def _variance_over_no_dim(node) -> bool:
     backward torch_xla's autograd runs still reduces over none."""
     if op_name(node.target) not in ("var", "std", "var_mean", "std_mean"):
         return False
-    dim = _dim_argument(node)
-    return isinstance(dim, (list, tuple)) and not dim
+    return _every_dim(_dim_argument(node), left_out=False)
