@@ -300,6 +300,9 @@ def stop_values(tx, stop_at) -> tuple:
         if tx.cells[name].value is None and read_before_written(code, index, name):
             raise Unsupported(f"the cell variable {name!r} of {code.co_qualname} is empty at the graph break and "
                               "may be read before it is assigned (eager's UnboundLocalError would become a NameError)")
+        if deleted_in(code, name):       # the rest of the frame may empty it, then read it
+            raise Unsupported(f"the cell variable {name!r} of {code.co_qualname} is deleted in the frame (a read "
+                              "after its del: eager's UnboundLocalError would become a NameError after the break)")
     values += [tx.cells[name] for name in code.co_cellvars]
     for container in iterated:           # a snapshot of a list is exact only if nothing else can change it
         if any(_holds(v, container) for v in values):
@@ -330,6 +333,13 @@ def _holds(vt, target, depth=0) -> bool:
 CELL_READS = {"LOAD_DEREF", "LOAD_CLASSDEREF", "DELETE_DEREF"}
 NO_FALL_THROUGH = {"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
                    "JUMP_BACKWARD_NO_INTERRUPT"}
+
+
+def deleted_in(code, name: str) -> bool:
+    """Does ``code`` delete its cell ``name`` anywhere (``del x`` of a variable a closure reads)?"""
+    instructions = decoded(code)[0]
+    return any(inst.name == "DELETE_DEREF" and isinstance(inst.arg, CellVar) and inst.arg.name == name
+               for inst in instructions)
 
 
 def read_before_written(code, index: int, name: str) -> bool:

@@ -564,3 +564,23 @@ def test_a_huge_range_is_never_taken_apart_item_by_item():
     """test_range: ``iter(range(1 << 40))`` was unpacked into 2**40 trackers (the call never
     returned); a range that long is refused where it would be taken apart, and runs eagerly."""
     assert_same_as_eager(walks_a_huge_range, torch.ones(2))
+
+
+def deletes_a_cell_after_a_break(x):
+    a = x + 1
+
+    def reads_a():
+        return a
+
+    opaque()                                   # the break: the rest runs as a resume function
+    del a
+    try:
+        return a
+    except UnboundLocalError:                  # eager's error for the frame's own cell
+        return x - 1
+
+
+def test_a_cell_deleted_after_a_break_raises_unbound_local_error():
+    """test_funcattrs.test_set_cell: in the resume function the frame's cells are free
+    variables, whose empty read is a NameError; such a frame does not break there."""
+    assert_same_as_eager(deletes_a_cell_after_a_break, torch.ones(2))
