@@ -560,11 +560,11 @@ def _graph_raised_handler(capture):
 def caller_code_ran_inside() -> bool:
     """Whether the caller's Python may have run inside the graph, called by torch as its ops
     ran: saved-tensor hooks (each op that saves a tensor for backward packs it; the non-reentrant
-    ``torch.utils.checkpoint`` stops its recomputation by raising from one) or a
-    dispatch mode.  Their effects (and the error one of them raised) are the caller's:
+    ``torch.utils.checkpoint`` stops its recomputation by raising from one), a torch function
+    mode or a dispatch mode.  Their effects (and the error one of them raised) are the caller's:
     running the frame again would run them twice."""
     return (torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
-            or torch._C._len_torch_dispatch_stack() != 0)
+            or torch._C._len_torch_dispatch_stack() != 0 or torch._C._is_torch_function_mode_enabled())
 
 
 def rerun_frame(func, *slots):

@@ -160,3 +160,32 @@ def test_an_operator_with_a_python_kernel_that_raises_runs_once():
 
     assert runs_of_failing_call(plus_one_of_the_custom_op) == 1
     assert runs_of_failing_call(minidynamo.optimize("eager")(plus_one_of_the_custom_op)) == 1
+
+
+def sin_then_gather(x, index):
+    return torch.gather(x.sin(), 0, index) + 1
+
+
+def test_a_torch_function_mode_sees_each_op_once_when_the_graph_raises():
+    """A TorchFunctionMode active around the call sees the graph's torch calls as they run: when
+    one raises (an index out of range), the frame is not run again (the mode saw them already)."""
+    from torch.overrides import TorchFunctionMode
+
+    class Counts(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.calls += func in (torch.sin, torch.Tensor.sin)      # (the guard's reads are seen too)
+            return func(*args, **(kwargs or {}))
+
+    def calls_of(fn):
+        fn(torch.ones(3), torch.tensor([0, 1]))
+        with Counts() as mode:
+            with pytest.raises(RuntimeError):
+                fn(torch.ones(3), torch.tensor([0, 7]))
+        return mode.calls
+
+    assert calls_of(sin_then_gather) == 1
+    assert calls_of(minidynamo.optimize("eager")(sin_then_gather)) == 1
