@@ -63,8 +63,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .eager_formulas import (
     EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, clamps, cummax_as_eager,
     cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, lerp_as_eager,
-    logit_as_eager, mask_to_float_as_eager, norm_as_eager, reference, shifts, signed_zero_selects, slices_as_eager,
-    sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
+    logit_as_eager, mask_to_float_as_eager, means_every_dim, norm_as_eager, reference, shifts, signed_zero_selects,
+    slices_as_eager, sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
 )
 from .eager_norms import NORMS, batch_norm_as_eager
 from .eager_precision import accumulations_in_float32, integer_divisions, to_integer_as_eager
@@ -330,17 +330,13 @@ def _ties_counted_over_no_dim(node) -> bool:
     the gradient among ties, counted by a sum over the same (empty) dim list."""
     name = op_name(node.target)
     if name in ("amax", "amin"):
-        return _every_dim(_dim_argument(node), left_out=True)
+        return means_every_dim(_dim_argument(node), left_out=True)
     if name in ("norm", "linalg_vector_norm", "vector_norm"):
         order = node.kwargs.get("ord", node.kwargs.get("p", node.args[1] if len(node.args) > 1 else 2))
-        return isinstance(order, float) and math.isinf(order) and _every_dim(_dim_argument(node, 2), left_out=True)
+        return isinstance(order, float) and math.isinf(order) and \
+            means_every_dim(_dim_argument(node, 2), left_out=True)
     return False
 
-
-def _every_dim(dim, left_out: bool) -> bool:
-    """Whether a reduction's ``dim`` means every dimension: an empty list, or (``left_out``)
-    no dim given at all."""
-    return (dim is None and left_out) or (isinstance(dim, (list, tuple)) and not dim)
 
 
 def _sparse_gradient(node) -> bool:
@@ -358,4 +354,4 @@ def _variance_over_no_dim(node) -> bool:
     backward torch_xla's autograd runs still reduces over none."""
     if op_name(node.target) not in ("var", "std", "var_mean", "std_mean"):
         return False
-    return _every_dim(_dim_argument(node), left_out=False)
+    return means_every_dim(_dim_argument(node), left_out=False)

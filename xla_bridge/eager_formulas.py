@@ -375,11 +375,17 @@ def dist_as_eager(x, y, p=2):
     return _nan_kept(difference, _aten.linalg_vector_norm.default(difference, p), None, False)
 
 
+def means_every_dim(dim, left_out: bool) -> bool:
+    """Whether a reduction's ``dim`` means every dimension: an empty list, or (``left_out``) no
+    dim given at all."""
+    return (dim is None and left_out) or (isinstance(dim, (list, tuple)) and not dim)
+
+
 def _nan_kept(x, norm, dim, keepdim):
     """An infinity norm is NaN where eager's reads a NaN (XLA's max and min reductions skip it)."""
     if not x.is_floating_point():
         return norm
-    dims = None if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0) else dim
+    dims = None if means_every_dim(dim, left_out=True) else dim
     found = x.isnan().any() if dims is None else x.isnan().any(dim=dims, keepdim=keepdim)
     return torch.where(found, torch.full_like(norm, float("nan")), norm)
 
