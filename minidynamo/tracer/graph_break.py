@@ -344,9 +344,11 @@ def deleted_in(code, name: str) -> bool:
 
 def read_before_written(code, index: int, name: str) -> bool:
     """May some path from ``index`` read (or delete) the frame's cell ``name`` before a
-    ``STORE_DEREF`` to it?  A walk over the control flow; an instruction inside a ``try``
-    block (an exception edge the walk does not follow) counts as a read."""
+    ``STORE_DEREF`` to it?  A walk over the control flow, exception edges included: an
+    instruction inside a ``try`` or ``with`` block may also go to the handler the exception
+    table names (if that table could not be read, such an instruction counts as a read)."""
     instructions, targets, try_handlers, _ = decoded(code)
+    handlers = exception_entries(code, instructions)
     seen, todo = set(), [index]
     while todo:
         i = todo.pop()
@@ -355,8 +357,12 @@ def read_before_written(code, index: int, name: str) -> bool:
         seen.add(i)
         inst = instructions[i]
         named = isinstance(inst.arg, CellVar) and inst.arg.name == name
-        if (named and inst.name in CELL_READS) or try_handlers[i]:
+        if named and inst.name in CELL_READS:
             return True
+        if try_handlers[i] and handlers[i] is None:
+            return True
+        if handlers[i] is not None:
+            todo.append(handlers[i][0])
         if named and inst.name == "STORE_DEREF":
             continue
         if isinstance(inst.arg, Label):

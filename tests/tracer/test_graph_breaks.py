@@ -536,6 +536,46 @@ def test_an_empty_cell_written_after_the_break_is_handed_over(capsys):
     assert graphs >= 1 and breaks >= 1
 
 
+def empty_cell_in_a_try_body(x, flag):
+    if flag:                       # (check_model_inputs' ``supported_attn``: only set on one path)
+        names = ["a", "b"]
+        assert all(n in names for n in "ab")        # a generator reads it: a cell
+    y = x + 1
+    try:
+        print("inside try")        # the break: an exception here goes to the handler below
+    except TypeError:
+        y = y - 1
+    return y * 2
+
+
+def test_an_empty_cell_in_a_try_body_whose_handler_never_reads_it_is_handed_over(capsys):
+    run_both(empty_cell_in_a_try_body, lambda: (torch.ones(2), False), capsys)
+    graphs, breaks, _ = counts(empty_cell_in_a_try_body, torch.ones(2), False)
+    assert graphs >= 1 and breaks >= 1
+    assert not minidynamo.counters.snapshot()["fallback_reasons"]
+
+
+def empty_cell_read_by_a_handler(x, flag):
+    if flag:
+        names = ["a"]
+        assert all(n in names for n in "a")
+    y = x + 1
+    try:
+        print(y.shape, end="")    # the break
+        raise KeyError("a")
+    except KeyError:
+        return names              # eager: UnboundLocalError when flag is False
+
+
+def test_an_empty_cell_a_handler_reads_is_refused(capsys):
+    opt = minidynamo.optimize(CountingBackend())(empty_cell_read_by_a_handler)
+    for _ in range(2):
+        with pytest.raises(UnboundLocalError):
+            opt(torch.ones(2), False)
+    reasons = minidynamo.counters.snapshot()["fallback_reasons"]
+    assert any("empty at the graph break" in r for r in reasons)
+
+
 def make_closure_with_cells():
     base = torch.full((2,), 3.0)
 
