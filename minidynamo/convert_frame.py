@@ -26,7 +26,8 @@ import torch.fx.graph_module
 from . import _eval_frame, compile_warnings, config, counting
 from .backends import checking_outputs, is_built_in, lookup_backend
 from .code_sets import CodesByIdentity
-from .exc import BackendCompilerFailed, BackendOutputMismatch, MinidynamoError, Unsupported, raised_by_program
+from .exc import (BackendCompilerFailed, BackendOutputMismatch, BadSetting, MinidynamoError, Unsupported,
+                  raised_by_program)
 from .logs import get_logger
 from .skipfiles import disabled_codes, has_torch_bits, left_to_torch, runs_unwatched, skip_reason, torch_wrapper_codes
 
@@ -182,6 +183,26 @@ class FrameConverter:
 
     # -- the callback --------------------------------------------------------------------
     def __call__(self, func, args):
+        """The hook's miss callback: an entry to run now, None (run the frame as it is) or
+        ``RUN_UNWATCHED``.  An error minidynamo did not mean to raise (its own bug, or its own
+        Python meeting a program's patch of ``builtins``, the frame may be a resume function
+        halfway through the program's ``try``) must not stop the frame: it runs unwatched, as
+        eager, and the reason is recorded."""
+        try:
+            return self._on_miss(func, args)
+        except MinidynamoError:
+            raise                   # on purpose: fullgraph's Unsupported, a bad setting
+        except Exception as error:  # noqa: BLE001
+            if self.nopython:
+                raise
+            try:
+                self._note_fallback(f"{describe(func.__code__)}: internal error in the frame callback: "
+                                    f"{type(error).__name__}: {error}")
+            except Exception:       # noqa: BLE001  (the same cause may fail the note itself)
+                pass
+            return _eval_frame.RUN_UNWATCHED
+
+    def _on_miss(self, func, args):
         code = func.__code__
         if code in torch_wrapper_codes():     # (never marked skipped: each call is asked)
             if left_to_torch(func):
@@ -434,7 +455,7 @@ def _cache_size_limit() -> int:
     """``config.cache_size_limit``, checked: a bad setting fails with its name, not inside a compare."""
     limit = config.cache_size_limit
     if not isinstance(limit, numbers.Real):     # an int; float("inf") means no limit
-        raise TypeError(f"minidynamo.config.cache_size_limit must be a number, got {limit!r}")
+        raise BadSetting(f"minidynamo.config.cache_size_limit must be a number, got {limit!r}")
     return limit
 
 

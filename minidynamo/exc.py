@@ -74,5 +74,9 @@ class BackendOutputMismatch(MinidynamoError, TypeError):
     """A user backend's compiled graph returned something other than what the graph returns."""
 
 
+class BadSetting(MinidynamoError, TypeError):
+    """A ``minidynamo.config`` value of the wrong kind, named in the message."""
+
+
 class UnknownBackend(MinidynamoError, ValueError):
     """``optimize("name")`` with a name no backend was registered under."""

@@ -1,7 +1,9 @@
 """Unusual callables and bad settings given to the public API: a clear error or eager, never an
 internal error, and a copied or pickled optimized object keeps working."""
 
+import builtins
 import copy
+import functools
 import pickle
 
 import pytest
@@ -145,3 +147,29 @@ def test_the_collector_is_paused_while_a_frame_compiles_and_restored_after():
     finally:
         gc.enable()
     assert seen == [False, False, False]
+
+
+def patches_len_around_a_break(x):
+    old_len = builtins.len
+    try:
+        builtins.len = functools.lru_cache(4)(old_len)     # len(a list) now raises TypeError
+        y = x + len("abc")
+        print("a break", end="")     # the resume function is entered with len patched
+        return y * 2
+    finally:
+        builtins.len = old_len
+
+
+def test_a_program_patching_builtins_does_not_stop_its_frame_halfway(capsys):
+    """minidynamo's own Python (the miss callback for the resume function) met the program's
+    ``len``: the error used to escape, the frame's ``finally`` never ran and ``len`` stayed
+    patched.  Now the rest of the frame runs as eager, and the reason is recorded."""
+    real_len = builtins.len
+    try:
+        result = minidynamo.optimize("eager")(patches_len_around_a_break)(torch.ones(2))
+    finally:
+        restored = builtins.len is real_len
+        builtins.len = real_len
+    assert restored
+    assert torch.equal(result, torch.full((2,), 8.0))
+    assert any("internal error in the frame callback" in r for r in minidynamo.counters["fallback_reasons"])
