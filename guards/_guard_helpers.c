@@ -134,6 +134,13 @@ static PyTypeObject ArgumentReaderType = {
  * is unchanged exactly while its tag stays at or below it, so valid() takes the largest tag of
  * all those dicts and compares it once: one load a dict, not two.  A dict that changed between
  * begin() and its note (above the bound already) is compared with its noted tag, as before.
+ *
+ * Often no dict at all changed since the memo last proved its dicts unchanged (a loop that only
+ * calls the model: the replay changes none).  The counter says so: every read of it (changing
+ * the private dict) takes one step, so if it moved by exactly one step since the previous read,
+ * nothing else changed any dict in between.  `quiet_epoch` advances whenever it moved by more;
+ * a memo whose dicts proved unchanged in the current epoch skips the tags (the owners' __dict__
+ * slots and types, which change without any dict changing, are still checked).
  */
 typedef struct {
     PyObject *dict;
@@ -169,7 +176,7 @@ typedef struct {
     int valid, pending_ok;
     Py_ssize_t generation; /* bumped by begin(): a commit from an older begin is refused */
     PyObject *values;      /* tuple committed with the notes */
-    PyObject *clock;       /* a private dict: changing it reads the tag counter */
+    uint64_t unchanged_in; /* the quiet epoch in which the dicts last proved unchanged (0: none) */
     uint64_t pending_bound, bound;   /* the counter at begin(), and at the committed begin() */
     PyObject **below;      /* active dicts noted at or below `bound` (borrowed from `active`) */
     Py_ssize_t n_below, cap_below;
@@ -177,15 +184,23 @@ typedef struct {
     Py_ssize_t n_above, cap_above;
 } DictMemo;
 
-/* The tag counter now: CPython 3.11 gives a dict the next value of one process-wide counter on
- * every change, so changing the private dict and reading its tag reads the counter. */
-static int read_clock(DictMemo *self, uint64_t *now) {
-    int present = PyDict_Contains(self->clock, Py_None);
+/* The tag counter, read by changing a private dict (CPython 3.11 gives a dict the next value of
+ * one process-wide counter on every change), and the quiet epoch: it advances when the counter
+ * moved by more than this read's own step since the previous read (some dict changed). */
+static PyObject *clock_dict;           /* made at module init; never seen by Python code */
+static uint64_t clock_last, quiet_epoch = 1;
+
+static int read_clock(uint64_t *now, uint64_t *epoch) {
+    int present = PyDict_Contains(clock_dict, Py_None);
     if (present < 0)
         return -1;
-    if ((present ? PyDict_DelItem(self->clock, Py_None) : PyDict_SetItem(self->clock, Py_None, Py_None)) < 0)
+    if ((present ? PyDict_DelItem(clock_dict, Py_None) : PyDict_SetItem(clock_dict, Py_None, Py_None)) < 0)
         return -1;
-    *now = ((PyDictObject *)self->clock)->ma_version_tag;
+    *now = ((PyDictObject *)clock_dict)->ma_version_tag;
+    if (*now != clock_last + 1)
+        quiet_epoch++;
+    clock_last = *now;
+    *epoch = quiet_epoch;
     return 0;
 }
 
@@ -246,7 +261,8 @@ static PyObject *DictMemo_begin(DictMemo *self, PyObject *const *args, Py_ssize_
     notes_clear(&self->pending);
     self->pending_ok = 1;
     self->generation++;
-    if (read_clock(self, &self->pending_bound) < 0) {
+    uint64_t epoch;
+    if (read_clock(&self->pending_bound, &epoch) < 0) {
         self->pending_ok = 0;
         PyErr_Clear();
     }
@@ -400,6 +416,7 @@ static PyObject *DictMemo_commit(DictMemo *self, PyObject *const *args, Py_ssize
     notes_clear(&self->pending);
     self->bound = self->pending_bound;
     Py_XSETREF(self->values, Py_NewRef(values));
+    self->unchanged_in = 0;
     self->valid = 1;
     Py_RETURN_TRUE;
 }
@@ -414,13 +431,9 @@ static inline PyObject **dict_slot(PyObject *obj) {
     return _PyObject_GetDictPtr(obj);
 }
 
-static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
-    if (!self->valid)
-        Py_RETURN_FALSE;
-    Notes *notes = &self->active;
+/* Every noted dict still has its tag (see "valid() does not compare each dict's tag" above). */
+static int dicts_unchanged(const DictMemo *self) {
     const uint64_t bound = self->bound;
-    /* The dicts first: while they are unchanged, every borrowed object is still held by one of
-       them (or is a pinned argument the caller compared already), so it may be read below. */
     /* No branch per dict: the largest tag of a block of 8 (the loads of one block are
        independent, so they overlap, also from a cold cache) is compared with the bound. */
     PyObject *const *below = self->below;
@@ -432,15 +445,42 @@ static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
             largest = tag > largest ? tag : largest;
         }
         if (largest > bound)
-            Py_RETURN_FALSE;
+            return 0;
     }
     for (; i < n; i++) {
         if (((PyDictObject *)below[i])->ma_version_tag > bound)
-            Py_RETURN_FALSE;
+            return 0;
     }
     for (Py_ssize_t j = 0; j < self->n_above; j++) {
         if (((PyDictObject *)self->above[j].dict)->ma_version_tag != self->above[j].tag)
+            return 0;
+    }
+    const Notes *notes = &self->active;
+    for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
+        uint64_t tag = ((PyDictObject *)notes->owners[i].dict)->ma_version_tag;
+        if (tag > bound && tag != notes->owners[i].tag)
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
+    if (!self->valid)
+        Py_RETURN_FALSE;
+    Notes *notes = &self->active;
+    /* The dicts first: while they are unchanged, every borrowed object is still held by one of
+       them (or is a pinned argument the caller compared already), so it may be read below.
+       (Read the clock, then the tags: nothing runs in between, so "unchanged now" holds at
+       the clock's reading, and stays known while no other dict changes.) */
+    uint64_t now, epoch;
+    if (read_clock(&now, &epoch) < 0) {
+        PyErr_Clear();
+        epoch = 0;
+    }
+    if (epoch == 0 || epoch != self->unchanged_in) {
+        if (!dicts_unchanged(self))
             Py_RETURN_FALSE;
+        self->unchanged_in = epoch;
     }
     for (Py_ssize_t i = 0; i < notes->n_owners; i++) {
         const NotedInstance *noted = &notes->owners[i];
@@ -455,9 +495,6 @@ static PyObject *DictMemo_valid(DictMemo *self, PyObject *unused) {
             PyErr_Clear();
             Py_RETURN_FALSE;
         }
-        uint64_t tag = ((PyDictObject *)noted->dict)->ma_version_tag;
-        if (tag > bound && tag != noted->tag)
-            Py_RETURN_FALSE;
     }
     for (Py_ssize_t i = 0; i < notes->n_types; i++) {
         if ((PyObject *)Py_TYPE(notes->types[i].owner) != notes->types[i].dict)
@@ -473,8 +510,7 @@ static PyObject *DictMemo_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     if (self == NULL)
         return NULL;
     self->values = PyTuple_New(0);
-    self->clock = PyDict_New();
-    if (self->values == NULL || self->clock == NULL) {
+    if (self->values == NULL) {
         Py_DECREF(self);
         return NULL;
     }
@@ -499,6 +535,7 @@ static int DictMemo_traverse(DictMemo *self, visitproc visit, void *arg) {
 
 static int DictMemo_clear(DictMemo *self) {
     self->valid = 0;
+    self->unchanged_in = 0;
     self->n_below = self->n_above = 0;   /* (borrowed from the notes cleared below) */
     Py_CLEAR(self->values);
     notes_clear(&self->active);
@@ -509,7 +546,6 @@ static int DictMemo_clear(DictMemo *self) {
 static void DictMemo_dealloc(DictMemo *self) {
     PyObject_GC_UnTrack(self);
     DictMemo_clear(self);
-    Py_CLEAR(self->clock);
     PyMem_Free(self->below);
     PyMem_Free(self->above);
     notes_free(&self->active);
@@ -739,16 +775,31 @@ static PyTypeObject ClassLacksType = {
     .tp_members = ClassLacks_members,
 };
 
+/* quiet_epoch(): the current quiet epoch, as the last clock reading left it (reads no clock):
+ * a test tells by it whether a memo could have skipped its dict tags. */
+static PyObject *py_quiet_epoch(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(quiet_epoch);
+}
+
+static PyMethodDef module_functions[] = {
+    {"quiet_epoch", py_quiet_epoch, METH_NOARGS, "the dict memos' current quiet epoch"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "guards._guard_helpers",
     .m_doc = "Torch-free C helpers for generated guard functions (optional: guards work without them).",
     .m_size = -1,
+    .m_methods = module_functions,
 };
 
 PyMODINIT_FUNC PyInit__guard_helpers(void) {
     if (PyType_Ready(&ArgumentReaderType) < 0 || PyType_Ready(&DictMemoType) < 0 ||
         PyType_Ready(&ClassLacksType) < 0)
+        return NULL;
+    clock_dict = PyDict_New();
+    if (clock_dict == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -5,12 +5,13 @@ argument pinned by identity (``L['self'] is <the model>``), most of what it chec
 through dicts (``__dict__``, ``_modules``, ``_parameters``, hook dicts) and decided by
 identity (``is``, constants, module flags).  The full guard notes every dict it reads
 through; once it passes, the next call first asks the memo (``DictMemo``, C) whether all
-those dicts still have their tags and owners (tags come from one process-wide counter that only
-grows, so "no tag above the counter's value when the full guard began" says it for all of them
-with one comparison).  If so, every such read would give the same
-objects again, so only what can change behind a dict's back runs: tensor metadata, grad
-mode, reads through plain attributes.  (The types of objects whose class may be reassigned
-are noted too, and re-checked by the memo in C.)
+those dicts still have their tags and owners (tags come from one process-wide counter that
+only grows, so "no tag above the counter's value when the full guard began" says it for all of
+them with one comparison a dict; and while no dict at all changed since the memo last said so,
+which the same counter tells in one step, it skips the tags).  If so, every such read would
+give the same objects again, so only what can change behind a dict's back runs: tensor
+metadata, grad mode, reads through plain attributes.  (The types of objects whose class may be
+reassigned, and which dict each owner holds, are noted too, and re-checked by the memo in C.)
 
     def ___guard(___func, L_self, L_x):
         try:

@@ -184,7 +184,7 @@ class FrameConverter:
     # -- the callback --------------------------------------------------------------------
     def __call__(self, func, args):
         """The hook's miss callback: an entry to run now, None (run the frame as it is) or
-        ``RUN_UNWATCHED``.  An error minidynamo did not mean to raise (its own bug, or its own
+        ``_eval_frame.RUN_UNWATCHED``.  An error minidynamo did not mean to raise (its own bug, or its own
         Python meeting a program's patch of ``builtins``, the frame may be a resume function
         halfway through the program's ``try``) must not stop the frame: it runs unwatched, as
         eager, and the reason is recorded."""

@@ -59,6 +59,51 @@ def test_the_fast_path_fails_on_every_change(guarded_net, change):
     assert guard_fn.failure_reason(f, net) is not None
 
 
+def _quiet_changes():
+    """Changes made without changing any dict (everything they need is made beforehand), so
+    the memo's quiet path, which skips the dict tags while no dict changed, is the one asked."""
+    other_net = type("Other", (Net,), {})
+    other_linear = type("OtherLinear", (torch.nn.Linear,), {})
+    return {
+        "another class": lambda net, made: object.__setattr__(net, "__class__", made[0]),
+        "a submodule of another class": lambda net, made: object.__setattr__(net.layers[0], "__class__", made[1]),
+        "a whole new __dict__": lambda net, made: object.__setattr__(net, "__dict__", made[2]),
+        "a weight no longer requiring grad": lambda net, made: net.layers[0].weight.requires_grad_(False),
+    }, (other_net, other_linear)
+
+
+@pytest.mark.parametrize("change", list(_quiet_changes()[0]))
+def test_the_quiet_path_still_fails_on_changes_that_change_no_dict(tensor_check_mode, change):
+    from guards import _guard_helpers
+
+    net = Net()
+    guard_fn = guard_fn_for(net_guards(net), "self")
+    changes, (other_net, other_linear) = _quiet_changes()
+    made = (other_net, other_linear, {**net.__dict__, "scale": 5.0})
+    apply = changes[change]
+    assert guard_fn(f, net) and guard_fn(f, net) and guard_fn(f, net)
+    epoch = _guard_helpers.quiet_epoch()
+    assert guard_fn(f, net)                  # no dict changed since the last call: quiet
+    apply(net, made)
+    assert guard_fn(f, net) is False
+    if tensor_check_mode:                    # (the memo read the clock: still the same epoch)
+        assert _guard_helpers.quiet_epoch() == epoch, "the change changed a dict: not the quiet path"
+
+
+def test_the_quiet_path_ends_with_any_dicts_change(guarded_net, tensor_check_mode):
+    from guards import _guard_helpers
+
+    net, guard_fn = guarded_net
+    assert guard_fn(f, net)
+    epoch = _guard_helpers.quiet_epoch()
+    unrelated = {}
+    unrelated["k"] = 1                       # a dict the guard never read
+    assert guard_fn(f, net)
+    assert _guard_helpers.quiet_epoch() > epoch or not tensor_check_mode
+    net.layers[0].__dict__["training"] = False     # one it read: seen
+    assert guard_fn(f, net) is False
+
+
 def test_a_global_module_hook_is_seen(guarded_net):
     net, guard_fn = guarded_net
     handle = torch.nn.modules.module.register_module_forward_hook(lambda *a: None)
