@@ -372,9 +372,30 @@ typedef struct {
     vectorcallfunc vectorcall;
 } Watched;
 
+/* Another PEP 523 hook holds the interpreter (torch.compile's, inside a region it runs, or left
+   installed by a torch.compile that raised): update_hook leaves it there, so minidynamo captures
+   nothing while it stays.  Said once per process, as a RuntimeWarning (-1: it was raised). */
+static int warned_foreign_hook = 0;
+
+static int warn_if_foreign_hook(void) {
+    if (warned_foreign_hook) return 0;
+    _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get());
+    if (current == eval_frame_hook || current == _PyEval_EvalFrameDefault) return 0;
+    warned_foreign_hook = 1;
+    return PyErr_WarnEx(PyExc_RuntimeWarning,
+                        "another frame evaluation hook (PEP 523) is installed, perhaps torch.compile's (it "
+                        "stays after a torch.compile that raised): minidynamo captures nothing while it "
+                        "is, and the program runs eagerly", 1);
+}
+
 static PyObject *watched_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Watched *w = (Watched *)self;
     PyObject *previous = swap_callback(w->callback);
+    if (w->callback != NULL && warn_if_foreign_hook() < 0) {
+        Py_XDECREF(swap_callback(previous));
+        Py_XDECREF(previous);
+        return NULL;
+    }
     PyObject *result = PyObject_Vectorcall(w->fn, args, nargsf, kwnames);
     Py_XDECREF(swap_callback(previous));
     Py_XDECREF(previous);

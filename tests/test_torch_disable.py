@@ -92,3 +92,41 @@ def test_a_minidynamo_function_inside_a_torch_compiled_one():
     torch.testing.assert_close(ours(x), x.cos() * 3)          # and ours still compiles after it
     assert minidynamo.counters["compiles"] >= 1
     minidynamo.reset()
+
+
+LEFT_BEHIND = """
+import warnings
+import torch, minidynamo
+
+def bad(x):
+    return x.nonexistent_method()
+
+try:                                  # torch's hook stays installed after this raises
+    torch.compile(bad, backend="eager")(torch.ones(2))
+except Exception:
+    pass
+
+@minidynamo.optimize("eager")
+def f(x):
+    return x.sin() + 1
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for _ in range(3):
+        assert torch.equal(f(torch.ones(2)), torch.ones(2).sin() + 1)
+print(len(caught), caught[0].category.__name__ if caught else None, caught[0].message if caught else None)
+"""
+
+
+def test_a_frame_hook_torch_left_installed_is_said_once():
+    """After a torch.compile that raises, torch leaves its frame hook in place; minidynamo never
+    replaces another's hook, so it captures nothing then: the program runs eagerly, and the
+    first optimized call says why (in a process of its own: the hook stays for good)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LEFT_BEHIND], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    count, category, message = done.stdout.strip().split(" ", 2)
+    assert (count, category) == ("1", "RuntimeWarning")
+    assert "another frame evaluation hook (PEP 523) is installed" in message
