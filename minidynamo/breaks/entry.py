@@ -121,9 +121,9 @@ def make_break_fn(capture, compiled_graph, read_inputs, graph_raised, rerun):
             refs[k] = f"___stack{k}"
             lines.append(f"    ___stack{k} = ___values[{slot[1]}]")
         elif slot[0] == "iter":                # the rest of an iterator (a tuple): the resume
-            refs[k] = f"___stack{k}"           # function's prologue calls iter() on it
+            refs[k] = f"___iter{k}"            # function's prologue calls iter() on it
             refs.iters.add(k)
-            lines.append(f"    ___stack{k} = ___values[{slot[1]}]")
+            lines.append(f"    ___iter{k} = ___values[{slot[1]}]")
         elif slot[0] == "ctx":
             refs[k] = f"___ctx{k}"
             namespace[f"___ctx{k}"] = slot[1]

@@ -3,7 +3,8 @@
 The resume code is the original bytecode, whole, behind a short prologue:
 
     [COPY_FREE_VARS n]  RESUME 0          as any 3.11 function starts
-    PUSH_NULL | LOAD_FAST ___stack<k>     rebuild the Python stack, bottom first; an open
+    PUSH_NULL | LOAD_FAST ___stack<k>     rebuild the Python stack, bottom first (a for loop's
+    LOAD_FAST ___iter<k>  GET_ITER          own iterator: the rest of it, iter() again); an open
     PUSH_NULL LOAD_FAST ___ctx<k>         with-block is re-entered by calling its factory and
       LOAD_CONST args  PRECALL CALL         BEFORE_WITH, which leaves its __exit__ exactly where
       BEFORE_WITH POP_TOP                   the original's was (the with's cleanup finds it)
@@ -20,7 +21,7 @@ seen by the other.  (MAKE_CELL lies before the resume point and is dropped with 
 point is dropped, except for a break inside a loop: the code is then kept from the head of the
 outermost loop holding it and the prologue ends with a ``JUMP_FORWARD`` to the resume point,
 so the loop's backward jumps land where they did (a for loop's iterator comes as the rest of
-its items: ``LOAD_FAST ___stack<k>; GET_ITER``).  A resume code that breaks again maps back
+its items: ``LOAD_FAST ___iter<k>; GET_ITER``).  A resume code that breaks again maps back
 to its original code and offset (``_origins``), so every iteration shares one resume code.
 Every jump target, the exception table (``bytecode`` rebuilds it from TryBegin/TryEnd; a
 try or with region the resume point lies in restarts right after the prologue, or inside a
@@ -94,8 +95,10 @@ def argument_names(stack: list, local_names: list, code: types.CodeType = None) 
     """The resume function's parameters, in order."""
     names = []
     for k, slot in enumerate(stack):
-        if slot[0] in ("value", "iter", "handling"):
+        if slot[0] in ("value", "handling"):
             names.append(f"___stack{k}")
+        elif slot[0] == "iter":          # (builder._handed_over: the trace may walk it itself)
+            names.append(f"___iter{k}")
         elif slot[0] == "ctx":
             names.append(f"___ctx{k}")
     if code is not None and first_argument_leads(code, local_names):
@@ -143,7 +146,7 @@ def _build(code, index, stack, local_names, loop_head=None):
         elif slot[0] == "value":
             prologue.append(instr("LOAD_FAST", f"___stack{k}"))
         elif slot[0] == "iter":           # the rest of a for loop's iterator: iter() of it again
-            prologue += [instr("LOAD_FAST", f"___stack{k}"), instr("GET_ITER")]
+            prologue += [instr("LOAD_FAST", f"___iter{k}"), instr("GET_ITER")]
         elif slot[0] == "handling":       # inside an except clause: the exception handled before
             prologue += [instr("LOAD_FAST", f"___stack{k}"), instr("PUSH_EXC_INFO"),   # (as the
                          instr("POP_TOP")]   # frame's PUSH_EXC_INFO left it), this one handled now
@@ -156,7 +159,8 @@ def _build(code, index, stack, local_names, loop_head=None):
     # would keep them (and what they hold) alive until the function returns.
     for k, slot in enumerate(stack):
         if slot[0] != "null":
-            prologue += [instr("LOAD_CONST", None), instr("STORE_FAST", f"___{'ctx' if slot[0] == 'ctx' else 'stack'}{k}")]
+            kind = {"ctx": "ctx", "iter": "iter"}.get(slot[0], "stack")
+            prologue += [instr("LOAD_CONST", None), instr("STORE_FAST", f"___{kind}{k}")]
     inside_loop = head is not None and head < position
     if open_try is not None and not inside_loop:   # the target lies in a try or with region:
         prologue.append(open_try)                   # it starts here now

@@ -331,9 +331,10 @@ def _wrap_dict_walk(tx, walk, source, guard) -> VariableTracker:
 
 
 def _handed_over(source) -> bool:
-    """A resume function's stack parameter: the loop's own iterator, which no program code can
-    reach (one the program holds is real: walking it in the trace would not advance it)."""
-    return isinstance(source, G.LocalSource) and source.local_name.startswith("___stack")
+    """A resume function's parameter for a loop's own iterator (``___iter<k>``), which no
+    program code can reach.  One the program holds too (a local ``it`` the loop walks) comes as
+    a plain stack value: it is real, and walking it in the trace would not advance it."""
+    return isinstance(source, G.LocalSource) and source.local_name.startswith("___iter")
 
 
 def _handed_inner(tx, value, source, guard) -> VariableTracker:

@@ -73,7 +73,7 @@ from ..exc import Unsupported
 from .templates import Templates
 from .exceptions import exception_entries
 from .translator import decoded
-from .variables.base import BoundMethodVariable, NullVariable, VariableTracker
+from .variables.base import BoundMethodVariable, NullVariable, VariableTracker, describe
 from .variables.containers import IteratorVariable
 from .variables import iterator_rebuild
 from .variables.iterators import hands_over_live, live_containers, rest_of
@@ -217,13 +217,21 @@ def kept_alive(tx, live, handed) -> list:
 
 def _seen_by_program(tx, inst) -> set:
     """ids of the stack's values the program itself can reach after the break: the eager
-    instruction's operands, and those a local also holds.  Any other iterator on the stack is a
-    ``for`` loop's own, which only the loop's ``FOR_ITER`` ever sees: it may be handed over as the
-    rest of its items (``rest_of``), which the resume function's trace can still iterate."""
+    instruction's operands, and those a local or a cell holds (itself, or inside a container or
+    an object).  Any other iterator on the stack is a ``for`` loop's own, which only the loop's
+    ``FOR_ITER`` ever sees: it may be handed over as the rest of its items (``rest_of``), which
+    the resume function's trace can still iterate."""
     operands = eager_operands(inst.name, inst.arg)
-    held = {id(vt) for vt in tx.locals.values()}
+    holders = [*tx.locals.values(), *tx.cells.values()]
     stack = tx.stack
-    return {id(vt) for k, vt in enumerate(stack) if k >= len(stack) - operands or id(vt) in held}
+    return {id(vt) for k, vt in enumerate(stack)
+            if k >= len(stack) - operands or any(_holds(holder, vt) for holder in holders)}
+
+
+def _operand(tx, vt, inst) -> bool:
+    """Is ``vt`` one of the operands the eager instruction takes off the stack?"""
+    operands = eager_operands(inst.name, inst.arg)
+    return any(item is vt for item in tx.stack[len(tx.stack) - operands:]) if operands else False
 
 
 def _context_of(vt):
@@ -272,6 +280,9 @@ def stop_values(tx, stop_at) -> tuple:
         if isinstance(vt, IteratorVariable) and id(vt) in seen_by_program and iterator_rebuild.recipe(vt) is not None:
             stack.append(("value", len(values)))          # handed over as itself (iterator_rebuild.py)
             values.append(vt)
+        elif isinstance(vt, IteratorVariable) and id(vt) in seen_by_program and not _operand(tx, vt, inst):
+            raise Unsupported(f"graph break in a loop over an iterator the program also holds ({describe(vt)}), "
+                              "which cannot be handed over as itself")
         elif isinstance(vt, IteratorVariable):             # a for loop's own: the rest of its items
             if not hands_over_live(vt):                    # (or itself, reading the caller's list)
                 iterated += live_containers(vt)

@@ -576,6 +576,49 @@ def test_an_empty_cell_a_handler_reads_is_refused(capsys):
     assert any("empty at the graph break" in r for r in reasons)
 
 
+@minidynamo.disable
+def _opaque():
+    pass
+
+
+def loop_over_a_held_iterator(x, make):
+    it = make()
+    seen = []
+    for v in it:
+        seen.append(v)
+        _opaque()                  # a break in the body: the loop's iterator is also the local `it`
+        if v == 1:
+            next(it, None)         # the body advances the same iterator
+    return x + len(seen), seen, list(it)
+
+
+def loop_over_an_iterator_inside_a_list(x, make):
+    holder = [make()]
+    seen = []
+    for v in holder[0]:
+        _opaque()
+        seen.append((v, next(holder[0], None)))
+    return x * 2, seen
+
+
+ITERATOR_MAKERS = {"list": lambda: iter([1, 2, 3, 4, 5]), "tuple": lambda: iter((1, 2, 3, 4)),
+                   "range": lambda: iter(range(1, 5)), "reversed": lambda: reversed([4, 3, 2, 1]),
+                   "enumerate": lambda: enumerate([1, 2, 3]), "zip": lambda: zip([1, 2, 3], [4, 5, 6])}
+
+
+@pytest.mark.parametrize("fn", [loop_over_a_held_iterator, loop_over_an_iterator_inside_a_list])
+@pytest.mark.parametrize("kind", list(ITERATOR_MAKERS))
+def test_a_loop_over_an_iterator_the_program_holds_advances_that_iterator(fn, kind):
+    """Before: after the break the loop walked a copy (rebuilt for the resume function, then
+    walked by its trace) while ``it`` stayed behind: ``list(it)`` gave the items already seen."""
+    make = ITERATOR_MAKERS[kind]
+    opt = minidynamo.optimize(CountingBackend())(fn)
+    for _ in range(2):
+        expected, actual = fn(torch.ones(2), make), opt(torch.ones(2), make)
+        assert repr(actual[1:]) == repr(expected[1:])
+        torch.testing.assert_close(actual[0], expected[0])
+
+
 def make_closure_with_cells():
     base = torch.full((2,), 3.0)
 

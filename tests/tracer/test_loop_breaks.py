@@ -342,7 +342,7 @@ def test_the_rest_of_a_range_is_handed_over_as_a_range():
     guards = [text for code in _made[f.__code__].values()
               for entry in _eval_frame.get_cache(code) if entry.guard_fn is not None
               for text in entry.guard_fn.guard_strings]
-    assert any("L['___stack0'].stop == 6" in text for text in guards), guards
+    assert any("L['___iter0'].stop == 6" in text for text in guards), guards
     assert not any("(1, 2, 3" in text for text in guards)
 
 
