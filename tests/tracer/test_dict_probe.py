@@ -786,3 +786,39 @@ def test_ordered_dict_move_to_end_of_a_missing_key_raises_key_error():
         return x
 
     compare(fn, lambda: collections.OrderedDict(a=1), each(2))
+
+
+class PairsAreNotItems(collections.abc.Mapping):
+    """A mapping whose 2-character keys would also unpack as (key, value) pairs."""
+
+    def __init__(self, d):
+        self._d = d
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self):
+        return len(self._d)
+
+
+@pytest.mark.parametrize("build", [
+    lambda m, x: dict(m), lambda m, x: dict(m, z=x), lambda m, x: {**m, "z": x},
+    lambda m, x: collections.OrderedDict(m), lambda m, x: _updated({"y": 0}, m),
+    lambda m, x: (lambda **kw: kw)(**m),
+], ids=["dict", "dict-kwargs", "unpacked", "OrderedDict", "update", "call-kwargs"])
+def test_a_mapping_is_read_through_its_keys_not_as_pairs(build):
+    """CPython reads an argument with ``keys`` as a mapping; before, ``dict(m)`` walked it as
+    pairs: ``{'ab': 1}`` came back as ``{'a': 'b'}`` (test_functions.test_dict_mutable_map)."""
+    def fn(m, x):
+        return build(m, x * 2)
+    m = PairsAreNotItems({"ab": T([1.0]), "cd": T([2.0])})
+    compare(lambda m, x: fn(m, x), lambda: None,
+            [lambda f, st: f(m, T([1.0])), lambda f, st: f(PairsAreNotItems({"ef": T([3.0])}), T([2.0]))])
+
+
+def _updated(d, m):
+    d.update(m)
+    return d

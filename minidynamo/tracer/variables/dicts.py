@@ -203,11 +203,16 @@ class DictVariable(MethodTable, VariableTracker):
     def method_update(self, tx, other=None, /, **kwargs):
         _check_mutable(tx, self, "update")
         if other is not None:
+            from .iterators import make_iterator
+
+            keys = None if isinstance(other, DictVariable) else _keys_method(tx, other)
             if isinstance(other, DictVariable):
                 self.items.update(other.items)
+            elif keys is not None:      # a mapping: its keys(), each read with [] (as CPython)
+                iterator = make_iterator(tx, keys.call_function(tx, [], {}))
+                while (k := iterator.next_item(tx)) is not None:
+                    self._store(tx, k, tx.subscript(other, k))
             else:
-                from .iterators import make_iterator
-
                 # one pair at a time, as CPython: a generator's body sees the dict updated so far
                 # (and an exception it raises leaves the pairs before it stored)
                 iterator = make_iterator(tx, other)
@@ -237,6 +242,23 @@ class DictVariable(MethodTable, VariableTracker):
 
     def __repr__(self):
         return f"DictVariable({self.items!r})"
+
+
+def _keys_method(tx, other):
+    """``other.keys`` when ``other`` has one, else None: CPython's ``dict(x)``, ``d.update(x)``
+    and ``{**x}`` read an argument with ``keys`` as a mapping (its keys, then ``x[k]``), any
+    other as an iterable of pairs.  Lists, tuples, iterators and views have none."""
+    from .base import AttributeDeleted, AttributeMissing
+
+    if isinstance(other, (BaseListVariable, IteratorVariable, DictViewVariable)):
+        return None
+    try:
+        return other.var_getattr(tx, "keys")
+    except AttributeDeleted:
+        return None
+    except AttributeMissing:
+        other.guard_absent(tx, "keys")
+        return None
 
 
 class TensorKey:
