@@ -509,6 +509,26 @@ def test_tuple_and_int_iadd_make_new_objects():
     check(f, (0,), 5, compiled=True)
 
 
+CALLERS_TUPLE = (3, 3, 3, 5)
+
+
+@pytest.mark.parametrize("items", ["constants", "tensors"])
+def test_a_tuple_operation_that_cpython_answers_with_its_operand_gives_that_very_tuple(items):
+    """``t * 1``, ``t[:]``, ``t + ()``, ``() + t`` and ``tuple(t)`` are ``t`` itself in CPython
+    (exact tuples), and every empty tuple is one object (fuzz, probe L: each came back a copy)."""
+    def f(x, t):
+        a, b, c, d, e = t * 1, t[:], tuple(t), t + (), () + t
+        empty = t[len(t):]
+        t *= 1
+        return x + 1, a is T, b is T, c is T, d is T, e is T, t is T, empty is (), t[1:] is T
+
+    T = CALLERS_TUPLE if items == "constants" else tuple(torch.full((2,), float(i)) for i in range(3))
+    expected = f(torch.ones(2), T)
+    assert expected[1:] == (True, True, True, True, True, True, True, False)
+    got = minidynamo.optimize("eager")(f)(torch.ones(2), T)
+    assert got[1:] == expected[1:]
+
+
 # ------------------------------------------------------------- 12. user callables in builtins
 
 

@@ -102,6 +102,9 @@ def fold(fn, args, kwargs=None, what=None) -> VariableTracker:
         raise ProgramRaises(f"{what} on constants raised {type(e).__name__}: {e}", e) from e
     from .builder import wrap_constant_result
 
+    for arg, value in zip(args, values):
+        if result is value and is_exact_tuple(arg):
+            return arg                 # CPython gave the tuple back (t * 1, t + (), t[:]): itself
     return wrap_constant_result(result)
 
 
@@ -112,8 +115,13 @@ def _sequence_op(tx, fn, args):
         if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable) and plain is operator.add:
             if _sequence_kind(a) is not _sequence_kind(b):
                 raise Unsupported(f"{a.python_type().__name__} + {b.python_type().__name__} (TypeError)")
+            for kept, other in ((a, b), (b, a)):      # CPython's tuple concat: an empty side gives
+                if is_exact_tuple(kept) and is_exact_tuple(other, empty=True):    # the other back
+                    return kept
             return _sequence_result(a)(a.items + b.items)
         if plain is operator.mul and isinstance(a, BaseListVariable) and isinstance(maybe_constant(b), int):
+            if is_exact_tuple(a) and b.as_python_constant() == 1:
+                return a                               # CPython's t * 1 is t
             return _sequence_result(a)(a.items * b.as_python_constant())
         if plain is operator.mul and isinstance(b, BaseListVariable) and isinstance(maybe_constant(a), int):
             return _sequence_op(tx, fn, [b, a])
@@ -181,6 +189,13 @@ def _holds_mutable(vt) -> bool:
         isinstance(item, (ListVariable, DictVariable, SetVariable)) or _holds_mutable(item) for item in vt.items)
 
 
+def is_exact_tuple(vt, empty=None) -> bool:
+    """A tuple (not a subclass: CPython hands back only exact tuples as themselves); with
+    ``empty=True``, an empty one."""
+    return (type(vt) is TupleVariable and vt.python_type() is tuple
+            and (empty is None or (len(vt.items) == 0) == empty))
+
+
 def _sequence_kind(vt):
     """What ``+`` and comparisons match on: tuple (any tuple subclass), list, or deque."""
     kind = vt.python_type()
@@ -215,6 +230,8 @@ def is_same(tx, a: VariableTracker, b: VariableTracker) -> bool:
     if getattr(a, "by_structure", False) or getattr(b, "by_structure", False):
         return _module_identity(tx, a, b)
     va, vb = _identity(a), _identity(b)
+    if is_exact_tuple(a, empty=True) and is_exact_tuple(b, empty=True):
+        return True                  # CPython has one empty tuple
     if va is NO_CONSTANT or vb is NO_CONSTANT:
         if a is b:
             return True

@@ -92,6 +92,10 @@ class BaseListVariable(MethodTable, VariableTracker):
         if key is None:
             key = index.as_python_constant()
         if isinstance(key, slice):
+            from ..operators import is_exact_tuple
+
+            if is_exact_tuple(self) and key.indices(len(self.items)) == (0, len(self.items), 1):
+                return self                    # CPython's t[:] of a tuple is t
             return self.rebuild(self.items[key])
         if not isinstance(key, int):
             raise Unsupported(f"{self.python_type().__name__} index of type {type(key).__name__}")
