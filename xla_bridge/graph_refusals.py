@@ -18,7 +18,7 @@ def unfit_for_the_device(gm, example_inputs):
     """Why the device cannot run ``gm`` (the first check that says so), or None."""
     return _holds_unsound_dtype(gm, example_inputs) or _marked_by_the_tracer(gm) or _empty_input_to_a_shuffle(gm) \
         or _as_strided_of_stored_memory(gm) \
-        or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm)
+        or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm, example_inputs)
 
 
 def _requires_grad(value) -> bool:
@@ -122,7 +122,7 @@ def _in_place_write_gains_grad(gm, example_inputs):
     return None
 
 
-def _makes_grad_leaves(gm):
+def _makes_grad_leaves(gm, example_inputs):
     """Why the device cannot run ``gm``, if one of its ops makes a tensor require grad that
     none of its inputs made require it (``t.detach().requires_grad_()``, a factory with
     ``requires_grad=True``, ``nn.Parameter(...)``): eager's autograd then records from that
@@ -142,10 +142,21 @@ def _makes_grad_leaves(gm):
             else:
                 yield from pytree.tree_leaves(value(n))
 
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node in gm.graph.nodes:
         if node.op not in ("call_function", "call_method", "call_module"):
             continue
         if not any(map(_requires_grad, pytree.tree_leaves(value(node)))):
+            continue
+        if op_name(node.target) == "requires_grad_":
+            # The example values show the state at the graph's end (``requires_grad_`` changed
+            # its argument's example in place): only an argument that required grad before
+            # the call (``example_inputs``, the caller's) makes it a no-op.
+            first = node.args[0] if node.args else None
+            k = placeholders.index(first) if first in placeholders else None
+            if k is None or k >= len(example_inputs) or not _requires_grad(example_inputs[k]):
+                return ("requires_grad_ makes a tensor require grad inside the graph (in eager a new leaf, "
+                        "whose autograd history starts there)")
             continue
         inputs = list(known_inputs(node))
         if node.op == "call_module":                # a leaf module's own state counts as input

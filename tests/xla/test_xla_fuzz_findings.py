@@ -1214,6 +1214,39 @@ def test_autograd_grad_of_a_leaf_made_inside_the_function_works_as_in_eager(back
     assert any("requires grad inside the graph" in reason for reason in xla_bridge.counters.reasons)
 
 
+
+def _new_leaf(w, g):
+    return (w - 0.1 * g).detach().requires_grad_()          # a functional (MAML) update
+
+
+def _new_leaf_by_setter(w, g):
+    with torch.no_grad():
+        t = w * 2 + g
+    t.requires_grad = True
+    return t
+
+
+def _leaf_of_the_argument(w, g):
+    return w.detach().requires_grad_()                       # a view of the caller's w
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_new_leaf, _new_leaf_by_setter, _leaf_of_the_argument])
+def test_a_leaf_the_graph_makes_from_a_value_needing_grad_is_a_leaf(backend, fn):
+    """Probe J: ``requires_grad_`` on a value detached from one that needs grad got past the
+    check above (the examples show the graph's end state: the detached value's example
+    already required grad), and the replay returned a non-leaf: its ``.grad`` stayed None
+    after a backward, and through a view of the argument the gradient reached ``w.grad``."""
+    w, g = torch.randn(3, requires_grad=True), torch.randn(3)
+    expected = fn(w, g)
+    (expected * 2).sum().backward()
+    w2 = w.detach().clone().requires_grad_()
+    got = minidynamo.optimize(backend)(fn)(w2, g)
+    assert (got.is_leaf, got.requires_grad, got.grad_fn) == (True, True, None)
+    (got * 2).sum().backward()
+    assert_same(got.grad, expected.grad)
+    assert (w2.grad is None) == (w.grad is None)
+
 # --- X40: backward formulas torch_xla lowers otherwise ------------------------------------------
 
 ACTIVATIONS = {
