@@ -222,10 +222,36 @@ def _seen_by_program(tx, inst) -> set:
     ``FOR_ITER`` ever sees: it may be handed over as the rest of its items (``rest_of``), which
     the resume function's trace can still iterate."""
     operands = eager_operands(inst.name, inst.arg)
-    holders = [*tx.locals.values(), *tx.cells.values()]
+    held = _reachable([*tx.locals.values(), *tx.cells.values()])
     stack = tx.stack
-    return {id(vt) for k, vt in enumerate(stack)
-            if k >= len(stack) - operands or any(_holds(holder, vt) for holder in holders)}
+
+    def shares_an_iterator(vt):        # itself, or one it walks (enumerate(it), zip(it, ...))
+        inner = _reachable([vt])
+        return held is None or inner is None or any(
+            isinstance(x, IteratorVariable) and id(x) in held for x in inner.values())
+    return {id(vt) for k, vt in enumerate(stack) if k >= len(stack) - operands or shares_an_iterator(vt)}
+
+
+def _reachable(roots, limit=5000):
+    """The trackers reachable from ``roots`` through the trackers they hold (attributes that
+    are trackers, or lists, tuples and dicts of them), by id; None past ``limit`` (too many to
+    tell: the caller assumes the worst)."""
+    found, todo = {}, list(roots)
+    while todo:
+        vt = todo.pop()
+        if not isinstance(vt, VariableTracker) or id(vt) in found:
+            continue
+        found[id(vt)] = vt
+        if len(found) > limit:
+            return None
+        for value in vars(vt).values():
+            if isinstance(value, VariableTracker):
+                todo.append(value)
+            elif isinstance(value, (list, tuple)):
+                todo += [v for v in value if isinstance(v, VariableTracker)]
+            elif isinstance(value, dict):
+                todo += [v for v in value.values() if isinstance(v, VariableTracker)]
+    return found
 
 
 def _operand(tx, vt, inst) -> bool:

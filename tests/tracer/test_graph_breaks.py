@@ -606,7 +606,19 @@ ITERATOR_MAKERS = {"list": lambda: iter([1, 2, 3, 4, 5]), "tuple": lambda: iter(
                    "enumerate": lambda: enumerate([1, 2, 3]), "zip": lambda: zip([1, 2, 3], [4, 5, 6])}
 
 
-@pytest.mark.parametrize("fn", [loop_over_a_held_iterator, loop_over_an_iterator_inside_a_list])
+def loop_over_a_wrapper_of_a_held_iterator(x, make):
+    it = make()
+    seen = []
+    for i, v in enumerate(it):       # the loop walks enumerate(it); the program holds it
+        _opaque()
+        seen.append((i, v))
+        if len(seen) == 2:
+            break
+    return x - 1, seen, list(it)
+
+
+@pytest.mark.parametrize("fn", [loop_over_a_held_iterator, loop_over_an_iterator_inside_a_list,
+                                loop_over_a_wrapper_of_a_held_iterator])
 @pytest.mark.parametrize("kind", list(ITERATOR_MAKERS))
 def test_a_loop_over_an_iterator_the_program_holds_advances_that_iterator(fn, kind):
     """Before: after the break the loop walked a copy (rebuilt for the resume function, then
