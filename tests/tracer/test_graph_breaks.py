@@ -631,6 +631,47 @@ def test_a_loop_over_an_iterator_the_program_holds_advances_that_iterator(fn, ki
         torch.testing.assert_close(actual[0], expected[0])
 
 
+def iterator_past_its_lists_end(x, items):
+    it = iter(items)
+    next(it)
+    items.clear()                 # it now stands past the end
+    _opaque()
+    items.extend([7, 8, 9])
+    return x + 1, list(it)        # eager: [8, 9] (it kept its index)
+
+
+def reversed_past_its_lists_end(x, items):
+    it = reversed(items)
+    items.clear()
+    _opaque()
+    items.extend([7, 8, 9, 10])
+    return x + 1, list(it)        # eager: [9, 8, 7]
+
+
+def loop_over_a_list_cleared_in_the_body(x, items):
+    seen = []
+    for v in items:
+        if v == 1:
+            items.clear()
+        _opaque()                 # the loop's iterator stands past the end here
+        if v == 1:
+            items.extend([7, 8, 9])
+        seen.append(v)
+    return x + len(seen), seen    # eager: [1, 8, 9]
+
+
+@pytest.mark.parametrize("fn", [iterator_past_its_lists_end, reversed_past_its_lists_end,
+                                loop_over_a_list_cleared_in_the_body])
+def test_a_list_iterator_past_its_lists_end_keeps_its_index(fn):
+    """Probe L: made again at the break, the iterator's index was clamped to the list's length
+    (``__setstate__``), so items put back later were seen from the wrong place."""
+    opt = minidynamo.optimize(CountingBackend())(fn)
+    for _ in range(2):
+        expected, actual = fn(torch.ones(2), [1, 2, 3]), opt(torch.ones(2), [1, 2, 3])
+        assert actual[1] == expected[1]
+        torch.testing.assert_close(actual[0], expected[0])
+
+
 def make_closure_with_cells():
     base = torch.full((2,), 3.0)
 

@@ -28,7 +28,7 @@ from typing import Optional
 from .containers import IteratorVariable
 from .base import VariableTracker
 from .iterators import (ChainVariable, DictIteratorVariable, EnumerateVariable, FilterVariable, ListIteratorVariable,
-                        ListReverseIteratorVariable, MapVariable, PullVariable, ZipVariable)
+                        ListReverseIteratorVariable, MapVariable, PullVariable, ZipVariable, past_the_end)
 
 
 class Fixed:
@@ -42,6 +42,8 @@ def recipe(vt) -> Optional[tuple]:
     """``(factory, [argument trackers or Fixed])``: calling ``factory`` on the rebuilt arguments
     makes ``vt``'s iterator again, at its position; None when there is no exact recipe."""
     kind = type(vt)
+    if past_the_end(vt):
+        return None
     if kind is ListIteratorVariable:
         return list_iterator_at, [vt.list_vt, Fixed(vt.index), Fixed(vt.done)]
     if kind is ListReverseIteratorVariable:

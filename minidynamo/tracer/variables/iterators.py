@@ -525,8 +525,20 @@ def hands_over_live(vt) -> bool:
             for it in vt.iterators)
     if type(vt) is DictIteratorVariable:
         return walks_callers_dict(vt)
-    return type(vt) in (ListIteratorVariable, ListReverseIteratorVariable) \
+    return type(vt) in (ListIteratorVariable, ListReverseIteratorVariable) and not past_the_end(vt) \
         and (getattr(vt.list_vt, "source", None) is not None or type(vt.list_vt) is ListVariable)
+
+
+def past_the_end(vt) -> bool:
+    """A list iterator (forwards or reversed, not exhausted) standing past its list's end: the
+    list shrank under it (``next(it); l.clear()``).  CPython's iterator keeps its index and sees
+    items put back later from there; one made again cannot (``__setstate__`` clamps the index
+    to the list's length)."""
+    if type(vt) is ListIteratorVariable:
+        return not vt.done and vt.index > len(vt.list_vt.items)
+    if type(vt) is ListReverseIteratorVariable:
+        return vt.index > len(vt.list_vt.items) - 1
+    return False
 
 
 class DictWalkVariable(VariableTracker):
