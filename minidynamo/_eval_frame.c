@@ -266,6 +266,12 @@ static PyObject *eval_frame_hook(PyThreadState *ts, _PyInterpreterFrame *frame, 
         frame->f_func == NULL || !(code->co_flags & CO_OPTIMIZED) || (code->co_flags & NOT_WATCHED_FLAGS)) {
         return run_default(ts, frame, throwflag);
     }
+    /* Deep in a recursion (past half the recursion limit): a watched frame costs more Python
+       frames than eager's one (the entry, its output's rebuilding, the callback's trace), so a
+       recursion eager finishes would raise RecursionError inside minidynamo's own code. */
+    if (ts->recursion_remaining < ts->recursion_limit / 2) {
+        return run_default(ts, frame, throwflag);
+    }
     /* sys.settrace / sys.setprofile (a debugger, coverage, cProfile): the tool is owed every
        line and call of the program as eager runs it, none of the compiler's own work */
     if ((ts->c_tracefunc != NULL || ts->c_profilefunc != NULL) && eager_when_traced) {

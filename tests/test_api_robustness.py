@@ -5,6 +5,7 @@ import builtins
 import copy
 import functools
 import pickle
+import sys
 
 import pytest
 import torch
@@ -173,3 +174,18 @@ def test_a_program_patching_builtins_does_not_stop_its_frame_halfway(capsys):
     assert restored
     assert torch.equal(result, torch.full((2,), 8.0))
     assert any("internal error in the frame callback" in r for r in minidynamo.counters["fallback_reasons"])
+
+
+def recurse(t, n):
+    if n == 0:
+        return t
+    return recurse(t + 1, n - 1)      # each level a frame of its own (a graph break per call)
+
+
+def test_a_recursion_eager_finishes_does_not_hit_the_limit_in_minidynamos_code():
+    """Probe L: a watched frame costs several Python frames (the entry, its output rebuilt), so
+    700 levels raised RecursionError inside minidynamo (eager's limit is 1000); past half the
+    limit, frames now run as eager."""
+    depth = sys.getrecursionlimit() * 7 // 10
+    result = minidynamo.optimize("eager")(lambda x: recurse(x, depth))(torch.zeros(1))
+    assert result.item() == depth
