@@ -153,11 +153,8 @@ def _is_reader(value, readers) -> bool:
     """Whether ``value`` reads the frame itself.  ``warnings.warn`` reads only where the frames
     are, which a resume function shows as the frame's (its caller is the frame's caller: the
     frame hook's trampoline), so a frame naming it may break like any other."""
-    try:
-        kind = readers.get(value)
-    except TypeError:                 # an unhashable global
-        return False
-    return kind is not None and kind != "warn"
+    # by identity: hashing the program's global would run its __hash__, which eager never calls
+    return any(value is reader and kind != "warn" for reader, kind in readers.items())
 
 
 def refusal(code, index: int, f_globals: dict, f_builtins: dict) -> Optional[str]:
