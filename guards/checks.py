@@ -81,7 +81,7 @@ def name_hint(obj: Any) -> str:
 
 # Types whose repr runs no user code (containers only when their items are of these too).
 _PLAIN_REPR = (type(None), bool, int, float, complex, str, bytes, range, slice, type(Ellipsis),
-               types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type)
+               types.FunctionType, types.BuiltinFunctionType, type)
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
@@ -97,17 +97,23 @@ def _plain(value: Any, depth: int = 0) -> bool:
 
 def show(value: Any) -> str:
     """A short readable rendering of a value found at run time (slow path).  Only values whose
-    repr runs no user code are rendered by repr; any other object by its type and id."""
-    if isinstance(value, type):
+    repr runs no user code are rendered by repr; any other object by its type and id.  (Asked
+    of its type only: ``isinstance`` would read an object's ``__class__`` through its own
+    ``__getattribute__``, and a module's repr asks the module for ``__file__``, which a module
+    ``__getattr__`` answers.)"""
+    kind = type(value)
+    if issubclass(kind, type):
         return type_name(value)
-    if isinstance(value, torch.Size):
+    if issubclass(kind, types.ModuleType):
+        return f"<module {value.__dict__.get('__name__', '?')!r}>"
+    if issubclass(kind, torch.Size):
         return str(list(value))
-    if isinstance(value, (torch.device, torch.dtype)):
+    if issubclass(kind, (torch.device, torch.dtype)):
         return str(value)
-    if isinstance(value, torch.Tensor):
+    if issubclass(kind, torch.Tensor):
         return f"a tensor {value.dtype} {list(value.shape)}"
-    if isinstance(value, torch.nn.Module):
-        return f"<{type_name(type(value))} module at {id(value):#x}>"
+    if issubclass(kind, torch.nn.Module):
+        return f"<{type_name(kind)} module at {id(value):#x}>"
     if not _plain(value):
         return f"<{type_name(type(value))} object at {id(value):#x}>"
     if type(value) in (str, bytes) and len(value) > 80:    # not the repr of all of it

@@ -77,6 +77,8 @@ _MISSING = object()
 def wrap(tx, value, source) -> VariableTracker:
     """The VariableTracker for ``value`` read from ``source`` (None: made up, no guard)."""
     guard = tx.output.add_guard if source is not None else (lambda g: None)
+    if _reads_run_code(type(value)) and not issubclass(type(value), (torch.Tensor, torch.nn.Module)):
+        return _wrap_reads_run_code(tx, value, source, guard)
     disguised = G.class_lookup(type(value), "__class__") is not object.__dict__["__class__"]
     if source is not None:
         tx.output.wrapped_values.setdefault(source, value)
@@ -257,6 +259,25 @@ def wrap(tx, value, source) -> VariableTracker:
     if source is not None and type(vt).__name__ == "UserObjectVariable":
         tx.output.note_object_identity(source, value)      # which of them are one object: guarded
     return vt
+
+
+def _reads_run_code(cls) -> bool:
+    """Does reading an attribute of a ``cls`` run Python code of its own (a ``__getattribute__``
+    written in Python)?  C classes' own (a module's, a tensor's) run none."""
+    found = G.class_lookup(cls, "__getattribute__")
+    return not isinstance(found, (types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType))
+
+
+def _wrap_reads_run_code(tx, value, source, guard) -> VariableTracker:
+    """An object whose class defines ``__getattribute__`` in Python (transformers' configs do):
+    a plain object, by type, asked nothing more here, since even ``isinstance`` reads its
+    ``__class__`` through that code.  The trace runs its reads through it (inlined, guarded)."""
+    from .variables.objects import UserObjectVariable
+
+    if source is not None:
+        guard(G.type_match(source, value))
+        tx.output.note_object_identity(source, value)
+    return UserObjectVariable(value, source)
 
 
 def _wrap_handed_iterator(tx, value, source, guard) -> VariableTracker:

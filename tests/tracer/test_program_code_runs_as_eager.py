@@ -64,3 +64,96 @@ def test_a_globals_hash_is_not_asked_when_checking_for_frame_readers():
     def reset():
         GLOBAL_OBJECT.v = 3
     same_calls(formats_a_global, lambda: (torch.ones(2),), reset)
+
+
+class CountedDescriptor:
+    def __get__(self, instance, owner):
+        CALLS.append("get")
+        return len(CALLS)
+
+
+class WithDescriptor:
+    d = CountedDescriptor()
+
+
+def reads_a_descriptor_through_its_class(x):
+    return x * WithDescriptor.d
+
+
+class CountingMeta(type):
+    @property
+    def meta_property(cls):
+        CALLS.append("meta property")
+        return len(CALLS)
+
+    def __getattr__(cls, name):
+        CALLS.append(f"meta getattr {name}")
+        return 5
+
+
+class WithMeta(metaclass=CountingMeta):
+    pass
+
+
+def reads_a_metaclass_property(x):
+    return x * WithMeta.meta_property
+
+
+def reads_through_a_metaclass_getattr(x):
+    return x * WithMeta.missing
+
+
+@pytest.mark.parametrize("fn", [reads_a_descriptor_through_its_class, reads_a_metaclass_property,
+                                reads_through_a_metaclass_getattr])
+def test_a_class_attributes_descriptor_runs_once_per_read(fn):
+    """Probe L: ``hasattr(K, name)`` then ``getattr(K, name)`` (and the guard's re-read) ran a
+    descriptor's ``__get__`` three times at trace time: the first call answered 5, eager 1."""
+    same_calls(fn, lambda: (torch.ones(1),))
+
+
+def make_lazy_module():
+    import types
+
+    module = types.ModuleType("lazy_module_of_the_test")
+
+    def module_getattr(name):                 # PEP 562
+        CALLS.append(name)
+        if name == "lazy":
+            return len(CALLS)
+        raise AttributeError(name)
+    module.__getattr__ = module_getattr
+    return module
+
+
+LAZY = make_lazy_module()
+
+
+def reads_a_lazy_module_attribute(x):
+    return x * LAZY.lazy
+
+
+def test_a_modules_getattr_runs_once_per_read():
+    """Probe L: the trace asked the module for the name twice and the guard's description
+    asked it for ``__file__`` three times (a module's repr)."""
+    same_calls(reads_a_lazy_module_attribute, lambda: (torch.ones(1),))
+
+
+class CountsReads:
+    def __init__(self):
+        object.__setattr__(self, "a", 2)
+
+    def __getattribute__(self, name):
+        CALLS.append(name)
+        return object.__getattribute__(self, name)
+
+
+def reads_an_attribute(x, o):
+    return x * o.a
+
+
+def test_a_python_getattribute_is_not_run_by_the_tracers_own_questions():
+    """Probe L: the tracer's ``isinstance`` checks read ``__class__`` through the object's own
+    ``__getattribute__`` (64 calls for eager's one).  What is left: the guard re-reads the
+    attributes the trace read, through that code (``AttrSource``), on every call."""
+    minidynamo.optimize("eager")(reads_an_attribute)(torch.ones(2), CountsReads())
+    assert "__class__" not in CALLS and "__dict__" not in CALLS

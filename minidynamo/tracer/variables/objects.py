@@ -100,7 +100,7 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_
 
     # Only an instance with a __dict__ can shadow a class's function.
     shadowable = function_source is not None and not by_class and \
-        hasattr(getattr(self_vt, "value", None), "__dict__")
+        type(getattr(self_vt, "value", None)).__dictoffset__ != 0      # (asks its class, not it)
     for index in range(mro_start, len(klass.__mro__)):
         base = klass.__mro__[index]
         if name not in base.__dict__:
@@ -175,6 +175,50 @@ def _enum_member(klass, args, kwargs):
         return None
 
 
+def instance_dict(obj) -> dict:
+    """``obj.__dict__`` as the instance lookup sees it, read through its class's ``__dict__``
+    slot (not through ``obj``, whose ``__getattribute__`` may be the program's code); {} if
+    it has none."""
+    slot = G.class_lookup(type(obj), "__dict__")
+    if type(slot) is not types.GetSetDescriptorType:
+        return {}
+    found = slot.__get__(obj)
+    return found if isinstance(found, dict) else {}
+
+
+def _getter_runs_program_code(attr) -> bool:
+    """Does reading ``attr`` as a descriptor run the program's Python (its class's ``__get__``,
+    or a property's getter)?  A library's is assumed to do only what the library says."""
+    from .new_objects import python_slot
+
+    if isinstance(attr, property):
+        return attr.fget is not None and not is_library_value(attr.fget)
+    getter = python_slot(type(attr), "__get__")
+    return getter is not None and not is_library_value(getter)
+
+
+def _refuse_metaclass_code(klass, name) -> None:
+    """``klass.name`` where the program's metaclass would run code of its own for it (its
+    ``__getattribute__``, a property or descriptor of it that takes precedence, or its
+    ``__getattr__`` for a name the class lacks): refused before anything is read."""
+    meta = type(klass)
+    if not is_program_class(meta):
+        return
+    from .new_objects import python_slot
+
+    if python_slot(meta, "__getattribute__") is not None:
+        raise Unsupported(f"{klass.__name__}.{name} through a metaclass that defines __getattribute__")
+    meta_attr = G.class_lookup(meta, name)
+    in_class = G.class_lookup(klass, name) is not G.NOT_FOUND
+    if meta_attr is not G.NOT_FOUND and _getter_runs_program_code(meta_attr):
+        data = isinstance(meta_attr, property) or hasattr(type(meta_attr), "__set__") \
+            or hasattr(type(meta_attr), "__delete__")
+        if data or not in_class:
+            raise Unsupported(f"{klass.__name__}.{name}, a descriptor of its metaclass {meta.__name__}")
+    if not in_class and meta_attr is G.NOT_FOUND and python_slot(meta, "__getattr__") is not None:
+        raise Unsupported(f"{klass.__name__}.{name}, answered by its metaclass's __getattr__")
+
+
 def descriptor_method(tx, klass, index, name, method, class_source):
     """The descriptor ``klass.__mro__[index].__dict__[name]``'s Python ``method`` (``__get__``,
     ``__set__``, ``__delete__``) bound to it, to inline.  The descriptor is read through the
@@ -211,17 +255,36 @@ class PythonModuleVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         refuse_a_read_that_creates(self.value, name)
-        if not hasattr(self.value, name):
+        namespace = self.value.__dict__
+        if type(self.value) is types.ModuleType and name not in ("__dict__", "__class__"):
+            # a plain module's attribute is its namespace's entry, else its PEP 562 __getattr__'s
+            # answer: read here without calling that (the program's code), which the trace runs
+            if name not in namespace and "__getattr__" in namespace:
+                return self._module_getattr(tx, name)
+            if name not in namespace:
+                raise AttributeMissing(f"module {namespace.get('__name__')} has no attribute {name!r} (AttributeError)")
+            value = namespace[name]
+        elif not hasattr(self.value, name):
             raise AttributeMissing(f"module {self.value.__name__} has no attribute {name!r} (AttributeError)")
-        value = getattr(self.value, name)
+        else:
+            value = getattr(self.value, name)
         if self.source is None:
             library_module = self.value.__name__.split(".")[0] in LIBRARY_PREFIXES
             if not (library_module or is_library_value(value)):
                 raise Unsupported(f"{self.value.__name__}.{name} read through a local import cannot be guarded")
         return _wrap(tx, value, G.AttrSource(self.source, name) if self.source else None)
 
+    def _module_getattr(self, tx, name):
+        """``module.name`` answered by the module's ``__getattr__`` (PEP 562), inlined: the name
+        must stay absent from the namespace, the hook the same function (both guarded)."""
+        if self.source is None:
+            raise Unsupported(f"{self.value.__name__}.{name} answered by its __getattr__, read without a source")
+        self.guard_absent(tx, name)
+        hook = _wrap(tx, self.value.__dict__["__getattr__"], G.AttrSource(self.source, "__getattr__"))
+        return hook.call_function(tx, [ConstantVariable(name)], {})
+
     def __repr__(self):
-        return f"PythonModuleVariable({self.value.__name__})"
+        return f"PythonModuleVariable({self.value.__dict__.get('__name__')})"
 
 
 class ClassVariable(KnownObjectVariable):
@@ -236,7 +299,8 @@ class ClassVariable(KnownObjectVariable):
             return BuiltinBaseMethod(owner, name, None)   # object.__setattr__(self, name, value)
         refuse_a_read_that_creates(self.value, name)
         source = self.reread_source()
-        for base in self.value.__mro__:
+        _refuse_metaclass_code(self.value, name)
+        for index, base in enumerate(self.value.__mro__):
             if name in base.__dict__:
                 attr = base.__dict__[name]
                 if isinstance(attr, types.FunctionType):   # read through the class: replacing it is seen
@@ -245,6 +309,11 @@ class ClassVariable(KnownObjectVariable):
                     return _wrap(tx, attr, G.AttrSource(source, name))
                 if isinstance(attr, staticmethod):
                     return _wrap(tx, attr.__func__, G.AttrSource(source, name) if source else None)
+                if not isinstance(attr, property) and _getter_runs_program_code(attr):
+                    if source is None:     # ``__get__(attr, None, cls)``, inlined (reading K.d runs it)
+                        raise Unsupported(f"{self.value.__name__}.{name}, a descriptor, read without a source")
+                    return descriptor_method(tx, self.value, index, name, "__get__", source).call_function(
+                        tx, [ConstantVariable(None), self], {})
                 break
         if not hasattr(self.value, name):
             raise AttributeMissing(f"class {self.value.__name__} has no attribute {name!r} (AttributeError)")
@@ -475,7 +544,7 @@ class UserObjectVariable(VariableTracker):
                 return stored
             if name == "__dict__" and tx.output.side_effects.has_stored_attributes(self):
                 raise Unsupported(f"reading {klass.__name__}.__dict__ after assigning its attributes")
-        instance = getattr(self.value, "__dict__", {})
+        instance = instance_dict(self.value)
         if tx.output.side_effects.mutated_dict(instance, tx.output.wrapped_values):
             raise Unsupported(f"reading an attribute of a {klass.__name__} whose __dict__ the trace wrote as a dict "
                               "(the attribute would be read from before the write)")
