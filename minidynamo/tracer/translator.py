@@ -29,10 +29,10 @@ from .match_statements import MatchOpcodes
 from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
 from .lifetimes import check_release
-from .variables.base import NullVariable, VariableTracker, maybe_constant
+from .variables.base import NullVariable, VariableTracker
 from .variables.constant import ConstantVariable, is_none
 from .variables.containers import ListVariable, SliceVariable, TupleVariable
-from .variables.dicts import DictVariable
+from .variables.dicts import DictVariable, as_mapping
 from .variables.sets import SetVariable
 from .variables.iterators import items_of
 from .variables.functions import CO_GENERATOR, CO_GENERATOR_LIKE, BaseFunctionVariable, CellVariable, NestedFunctionVariable
@@ -559,15 +559,15 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         self.stack[-inst.arg].method_setitem(self, key, value)
 
     def DICT_UPDATE(self, inst):
-        other = self.pop()
+        other = as_mapping(self, self.pop())             # {**other}: a mapping, not pairs
         self.stack[-inst.arg].method_update(self, other)
 
     def DICT_MERGE(self, inst):
         """``f(**a, **b)``, ``f(k=1, **b)``: a call's keywords, so a key given twice or a key that
         is not a string is the call's TypeError (the frame runs eagerly and raises it)."""
         other, target = self.pop(), self.stack[-inst.arg]
-        keys = other.items if isinstance(other, DictVariable) else \
-            [maybe_constant(k, None) for k in other.unpack(self)]
+        other = as_mapping(self, other)
+        keys = other.items
         if isinstance(target, DictVariable):
             if any(not isinstance(k, str) for k in keys):
                 raise Unsupported("** keywords that are not strings (TypeError)")

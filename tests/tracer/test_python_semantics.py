@@ -324,3 +324,17 @@ def test_the_first_call_draws_as_eager(draw):
         for ours, theirs in zip(got, expected):
             torch.testing.assert_close(ours, theirs)
         assert torch.equal(state, expected_state)
+
+
+def _keywords(x, a=1, **kw):
+    return x * a, kw
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: _keywords(x, **[("a", 2)]),          # pairs are not a mapping: TypeError
+    lambda x: ({**[("a", 2)]}, x),
+    lambda x: _keywords(x, **__import__("types").MappingProxyType({"a": 2, "b": x})),
+], ids=["call-with-pairs", "display-with-pairs", "call-with-a-mapping"])
+def test_double_star_takes_mappings_only(fn):
+    """``f(**x)`` and ``{**x}`` read a mapping through ``keys()``; pairs raise TypeError."""
+    same_outcome(fn, torch.ones(2))

@@ -244,6 +244,18 @@ class DictVariable(MethodTable, VariableTracker):
         return f"DictVariable({self.items!r})"
 
 
+def as_mapping(tx, other) -> "DictVariable":
+    """``other`` as ``{**other}`` and ``f(**other)`` read it: a dict, or a new dict of a mapping's
+    keys and values (``keys()``, then ``other[k]``); anything else is CPython's TypeError."""
+    if isinstance(other, DictVariable):
+        return other
+    if _keys_method(tx, other) is None:
+        raise Unsupported(f"** of {other}, which is not a mapping (TypeError)")
+    incoming = DictVariable({})
+    incoming.method_update(tx, other)
+    return incoming
+
+
 def _keys_method(tx, other):
     """``other.keys`` when ``other`` has one, else None: CPython's ``dict(x)``, ``d.update(x)``
     and ``{**x}`` read an argument with ``keys`` as a mapping (its keys, then ``x[k]``), any
