@@ -338,3 +338,37 @@ def _keywords(x, a=1, **kw):
 def test_double_star_takes_mappings_only(fn):
     """``f(**x)`` and ``{**x}`` read a mapping through ``keys()``; pairs raise TypeError."""
     same_outcome(fn, torch.ones(2))
+
+
+class Countdown:
+    """The usual iterator of a program: ``__iter__`` returns ``self``."""
+
+    def __init__(self, n, x):
+        self.n, self.x = n, x
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n <= 0:
+            raise StopIteration
+        self.n -= 1
+        return self.x * self.n
+
+
+def _delegates(it):
+    result = yield from it
+    return result
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: [v + 1 for v in Countdown(3, x)],
+    lambda x: (sum(Countdown(2, x)), list(Countdown(0, x))),
+    lambda x: (next(Countdown(1, x)), next(Countdown(0, x), "empty")),
+    lambda x: next(Countdown(0, x)),                                   # StopIteration
+    lambda x: (lambda it: (next(it), list(it), it.n))(iter(Countdown(3, x))),
+    lambda x: list(_delegates(Countdown(2, x))),
+], ids=["for", "sum-list", "next-default", "next-raises", "shared", "yield-from"])
+def test_an_iterator_of_the_program_is_walked_through_its_next(fn):
+    """Probe I: ``__iter__`` returning ``self`` fell back for the whole frame."""
+    same_outcome(fn, torch.ones(2))

@@ -213,6 +213,11 @@ def _iter(tx, obj, *sentinel):
 
 
 def _next(tx, it, default=None):
+    from .new_objects import python_slot
+    from .objects import UserObjectVariable
+
+    if isinstance(it, UserObjectVariable) and python_slot(type(it.value), "__next__") is not None:
+        return _program_next(tx, it, default)
     if not isinstance(it, IteratorVariable):
         raise Unsupported(f"next() of {it}")
     item = it.next_item(tx)
@@ -223,6 +228,19 @@ def _next(tx, it, default=None):
             raise stop_iteration(it)
         return default
     return item
+
+
+def _program_next(tx, it, default):
+    """``next(it[, default])`` of an iterator of the program's: its ``__next__`` inlined; its
+    StopIteration propagates as raised, or gives ``default``."""
+    if default is None:
+        return it.call_method(tx, "__next__", [], {})
+    try:
+        return it.call_method(tx, "__next__", [], {})
+    except ProgramRaises as error:
+        if isinstance(error.exception, StopIteration):
+            return default
+        raise
 
 
 def _tuple(tx, iterable=None):

@@ -110,6 +110,11 @@ def _own_iter(tx, obj):
 def _checked_iterator(obj, result):
     """What ``__iter__`` returned, which must be an iterator (CPython raises TypeError otherwise:
     the frame runs eagerly and raises it)."""
+    from .new_objects import python_slot
+    from .objects import UserObjectVariable
+
+    if isinstance(result, UserObjectVariable) and python_slot(type(result.value), "__next__") is not None:
+        return result              # an iterator of the program's (``__iter__`` returning ``self``)
     if not isinstance(result, IteratorVariable):
         raise Unsupported(f"{obj}.__iter__ returned {result}, not an iterator the trace models")
     return result

@@ -12,7 +12,7 @@ import types
 import torch
 
 import guards as G
-from ...exc import Unsupported
+from ...exc import ProgramRaises, Unsupported
 from .. import stand_ins
 from ..library import LIBRARY_PREFIXES, is_library_value, is_program_class
 from ..side_effects import DELETED
@@ -502,6 +502,21 @@ class UserObjectVariable(VariableTracker):
     the DynamicCache it was given)."""
 
     returns_real = True
+
+    def next_item(self, tx=None):
+        """``next(self)`` as a ``for`` loop or a builtin walking it asks it (its ``__iter__``
+        returned it): its class's Python ``__next__``, inlined; the StopIteration that ends the
+        walk, None (one carrying a value, which ``yield from`` would return: refused)."""
+        from .new_objects import python_slot
+
+        if python_slot(type(self.value), "__next__") is None:
+            raise Unsupported(f"a for loop over {self}, which is not an iterator the trace models")
+        try:
+            return self.call_method(tx, "__next__", [], {})
+        except ProgramRaises as error:
+            if type(error.exception) is StopIteration and not error.exception.args and not error.fields:
+                return None
+            raise
 
     def __init__(self, value, source=None):
         super().__init__(source)
