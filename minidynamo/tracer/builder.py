@@ -281,7 +281,7 @@ def _wrap_reads_run_code(tx, value, source, guard) -> VariableTracker:
 
 
 def _wrap_handed_iterator(tx, value, source, guard) -> VariableTracker:
-    """A list iterator a graph break handed over (``iterators.list_iterator_at``), or enumerate
+    """A list iterator a graph break handed over (``iterator_rebuild.list_iterator_at``), or enumerate
     of one: the list it reads and where it stands, both through its ``__reduce__()``,
     ``(iter, (list,), index)`` / ``(enumerate, (iterator, count))``, guarded like any value read
     (an exhausted list iterator reduces to ``(iter, ((),))``: refused)."""

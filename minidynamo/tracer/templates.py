@@ -169,7 +169,7 @@ class Templates:
                 if iterator_rebuild.recipe(vt) is None:
                     raise Unsupported("returning an iterator over a dict whose keys changed while iterated")
                 return iterator_rebuild.template(self, vt)
-            return ("call", iterators.list_iterator_at,
+            return ("call", iterator_rebuild.list_iterator_at,
                     [self.of(vt.list_vt), ("const", vt.index), ("const", vt.done)])
         if isinstance(vt, DictViewVariable):                 # d.keys(): a view of the real/rebuilt dict
             return ("view", vt.kind, self.of(vt.dict_vt))

@@ -519,7 +519,7 @@ def hands_over_live(vt) -> bool:
     a snapshot of the rest is exact only while nothing changes the list; it is handed over as a
     real iterator over that very list (the caller's, or the one the break rebuilds, which the
     frame's locals hold too), at the same index
-    (``list_iterator_at``, ``iterator_rebuild.reverse_iterator_at``; ``enumerate`` of it at the
+    (``iterator_rebuild.list_iterator_at`` and ``reverse_iterator_at``; ``enumerate`` of it at the
     same count), which reads it live too.  A loop over the caller's dict likewise, itself only
     (``walks_callers_dict``)."""
     if type(vt) is EnumerateVariable:
@@ -574,15 +574,6 @@ def walks_callers_dict(vt) -> bool:
 def zip_of(strict: bool, *iterators):
     """``zip(*iterators, strict=strict)`` (a template's call: positional arguments only)."""
     return zip(*iterators, strict=strict)
-
-
-def list_iterator_at(items: list, index: int, done: bool = False):
-    """``iter(items)`` advanced by ``index`` items (an exhausted one: ``done``)."""
-    if done:
-        return iter(())
-    iterator = iter(items)
-    iterator.__setstate__(index)
-    return iterator
 
 
 def _rest_items(vt) -> list:
