@@ -273,8 +273,11 @@ def tensor_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
 def length_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     cls, length = guard.expected
     label = guard.source.name()
+    # a subclass's own __len__ is the program's code: the builtin's length is what was relied on
+    measure = "len" if cls in (tuple, list) or not issubclass(cls, (tuple, list)) else \
+        consts.name_for(tuple.__len__ if issubclass(cls, tuple) else list.__len__, "builtin_len")
     return [_type_check(v, label, cls, consts),
-            Check(f"len({v}) == {length}", f"len({label})", str(length), f"len({v})")]
+            Check(f"{measure}({v}) == {length}", f"len({label})", str(length), f"{measure}({v})")]
 
 
 def dict_keys_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:

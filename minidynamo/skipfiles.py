@@ -106,7 +106,9 @@ def _holds_torch_value(value, seen: set, depth: int = 0) -> bool:
     if id(value) in seen or depth > 8:
         return False
     seen.add(id(value))
-    items = list(value.values()) if kind is dict else list(value)
+    # (the builtin's own walk: a namedtuple subclass's __iter__ is the program's code)
+    items = list(dict.values(value)) if kind is dict else list(tuple.__iter__(value) if issubclass(kind, tuple)
+                                                              else list.__iter__(value))
     return any(_holds_torch_value(v, seen, depth + 1) for v in items)
 
 

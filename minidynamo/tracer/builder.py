@@ -34,7 +34,7 @@ from .. import config
 from ..exc import Unsupported
 from .class_answers import guard_protocol
 from .library import is_library_value, is_program_class, is_program_function
-from .variables.base import OpaqueCallableVariable, VariableTracker, describe
+from .variables.base import OpaqueCallableVariable, VariableTracker, describe, instance_dict
 from .variables.constant import ConstantVariable, is_constant_value
 from .variables.lazy_numbers import NUMBER_TYPES, LazyNumberVariable
 from .variables.weak_refs import REFERENCE_TYPES, WeakRefVariable
@@ -131,7 +131,7 @@ def wrap(tx, value, source) -> VariableTracker:
 
         from .module_sharing import sharing_of
 
-        if not all(name in getattr(value, "__dict__", ()) for name in ("training", "_modules", "_parameters")):
+        if not all(name in instance_dict(value, ()) for name in ("training", "_modules", "_parameters")):
             raise Unsupported(f"a {type(value).__name__} whose nn.Module.__init__ has not run (its own "
                               "__init__ is being called)")
 
@@ -515,8 +515,19 @@ def _wrap_container(tx, value, source, guard) -> VariableTracker:
 
 def _constant_key(key) -> bool:
     """A constant, or a tuple of them (``(seq_len, dtype)``: a cache's key): equal keys are
-    interchangeable, which the keys guard (``==``) and the items' sources rely on."""
-    return is_constant_value(key) or (type(key) is tuple and all(map(_constant_key, key)))
+    interchangeable, which the keys guard (``==``) and the items' sources rely on.  Not one whose
+    class hashes or compares in Python of the program's (a ``str`` subclass with its own
+    ``__eq__``): a lookup would run that code, and its answer could change between calls while
+    the guard, which finds the entry by the stored key itself, still passes."""
+    if type(key) is tuple:
+        return all(map(_constant_key, key))
+    return is_constant_value(key) and all(_looked_up_in_c(type(key), name) for name in ("__hash__", "__eq__"))
+
+
+def _looked_up_in_c(kind, name) -> bool:
+    """``kind``'s ``name`` is C's (or enum's own ``__hash__``, which hashes the member's name)."""
+    found = G.class_lookup(kind, name)
+    return not isinstance(found, types.FunctionType) or found is enum.Enum.__dict__.get(name)
 
 
 def _ambiguous_key(key) -> bool:
@@ -542,7 +553,9 @@ def _sequence_items(tx, value, source, guard) -> list:
     """The wrapped items of a list or tuple, its length guarded."""
     if source is not None:
         guard(G.length_match(source, value))
-    return [wrap(tx, v, G.ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+    base = tuple if isinstance(value, tuple) else list      # (a subclass's __iter__ is the program's)
+    return [wrap(tx, v, G.ItemSource(source, i) if source is not None else None)
+            for i, v in enumerate(base.__iter__(value))]
 
 
 def _identity_guarded(value) -> bool:

@@ -233,21 +233,24 @@ def _reachable(roots, limit=5000):
     """The trackers reachable from ``roots`` through the trackers they hold (attributes that
     are trackers, or lists, tuples and dicts of them), by id; None past ``limit`` (too many to
     tell: the caller assumes the worst)."""
-    found, todo = {}, list(roots)
+    def tracker(value):        # by its type: isinstance would read a real value's __class__,
+        return issubclass(type(value), VariableTracker)     # which may be the program's property
+
+    found, todo = {}, [vt for vt in roots if tracker(vt)]
     while todo:
         vt = todo.pop()
-        if not isinstance(vt, VariableTracker) or id(vt) in found:
+        if id(vt) in found:
             continue
         found[id(vt)] = vt
         if len(found) > limit:
             return None
-        for value in vars(vt).values():
-            if isinstance(value, VariableTracker):
+        for value in vars(vt).values():    # (exact containers: a real list subclass's own
+            if tracker(value):                        # __iter__ is the program's code)
                 todo.append(value)
-            elif isinstance(value, (list, tuple)):
-                todo += [v for v in value if isinstance(v, VariableTracker)]
-            elif isinstance(value, dict):
-                todo += [v for v in value.values() if isinstance(v, VariableTracker)]
+            elif type(value) in (list, tuple):
+                todo += [v for v in value if tracker(v)]
+            elif type(value) is dict:
+                todo += [v for v in value.values() if tracker(v)]
     return found
 
 

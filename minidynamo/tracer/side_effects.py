@@ -163,9 +163,11 @@ class SideEffects:
         entry = self.attribute_stores.get((id(obj), name))
         return entry[1] if entry is not None else None
 
-    def has_stored_attributes_in(self, instance_dict: dict) -> bool:
+    def has_stored_attributes_in(self, namespace: dict) -> bool:
         """Whether the trace assigned attributes of the object whose ``__dict__`` this is."""
-        return any(getattr(obj, "__dict__", None) is instance_dict for obj in self.stored_objects.values())
+        from .variables.base import instance_dict
+
+        return any(instance_dict(obj) is namespace for obj in self.stored_objects.values())
 
     def mutated_dict(self, instance_dict, real_values: dict) -> bool:
         """Whether the trace wrote ``instance_dict`` (an object's ``__dict__``, or None for an

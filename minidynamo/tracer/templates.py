@@ -19,7 +19,7 @@ import torch
 from .._set_table import copy_exact
 from ..exc import MinidynamoError, Unsupported
 from .side_effects import DELETED
-from .variables.base import OpaqueCallableVariable, VariableTracker
+from .variables.base import OpaqueCallableVariable, VariableTracker, instance_dict
 from .variables import iterator_rebuild, iterators, lazy_numbers
 from .variables.constant import ConstantMethodVariable, ConstantVariable
 from .variables.lazy_numbers import LazyNumberVariable
@@ -297,7 +297,7 @@ class OutputBuilder:
             elif kind == "attr":
                 name, raw, reinserted = key
                 value = _build(template, outputs, real, made)
-                if reinserted and name in getattr(real[index], "__dict__", ()):
+                if reinserted and name in instance_dict(real[index], ()):
                     (object.__delattr__ if raw else delattr)(real[index], name)
                 (object.__setattr__ if raw else setattr)(real[index], name, value)
             elif kind == "delattr":

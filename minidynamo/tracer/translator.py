@@ -29,7 +29,7 @@ from .match_statements import MatchOpcodes
 from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
 from .lifetimes import check_release
-from .variables.base import NullVariable, VariableTracker
+from .variables.base import NullVariable, VariableTracker, instance_dict
 from .variables.constant import ConstantVariable, is_none
 from .variables.containers import ListVariable, SliceVariable, TupleVariable
 from .variables.dicts import DictVariable, as_mapping
@@ -240,7 +240,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
 
         if hasattr(obj, "store_attribute"):           # an object made in the trace (new_objects.py)
             return obj.store_attribute(self, name, value)
-        instance = getattr(getattr(obj, "value", None), "__dict__", None)
+        instance = instance_dict(getattr(obj, "value", None))
         if self.output.side_effects.mutated_dict(instance, self.output.wrapped_values):
             raise Unsupported(f"assignment to attribute {name!r} of an object whose __dict__ the trace wrote as a "
                               "dict (the two writes would replay apart)")

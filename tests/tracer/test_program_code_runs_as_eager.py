@@ -157,3 +157,123 @@ def test_a_python_getattribute_is_not_run_by_the_tracers_own_questions():
     attributes the trace read, through that code (``AttrSource``), on every call."""
     minidynamo.optimize("eager")(reads_an_attribute)(torch.ones(2), CountsReads())
     assert "__class__" not in CALLS and "__dict__" not in CALLS
+
+
+class LoggingList(list):
+    def __iter__(self):
+        CALLS.append("list iter")
+        return super().__iter__()
+
+
+class DisguisedClass:
+    @property
+    def __class__(self):
+        CALLS.append("__class__")
+        return DisguisedClass
+
+
+def holds_objects_across_a_break(x, items, obj):
+    items.append(3)
+    is_one = isinstance(obj, DisguisedClass)     # eager: type(obj) answers, no __class__ read
+    print("", end="")                            # a graph break: what the program holds is looked at
+    return x * items[0], is_one
+
+
+def test_a_graph_break_looks_at_what_the_program_holds_by_type():
+    """Probe M: ``graph_break._reachable`` iterated a list subclass (its ``__iter__``) and asked
+    ``isinstance`` of real values (a ``__class__`` property)."""
+    same_calls(holds_objects_across_a_break, lambda: (torch.ones(2), LoggingList([1, 2]), DisguisedClass()))
+
+
+class Pair(__import__("collections").namedtuple("Pair", "a b")):
+    def __iter__(self):
+        CALLS.append("iter")
+        return tuple.__iter__(self)
+
+    def __len__(self):
+        CALLS.append("len")
+        return tuple.__len__(self)
+
+
+def reads_a_pair(x, p):
+    return x * p.a + p[1]
+
+
+def test_a_tuple_subclass_argument_is_measured_as_a_tuple():
+    """Probe M: wrapping (and the length guard) called the subclass's ``__len__`` and ``__iter__``."""
+    same_calls(reads_a_pair, lambda: (torch.ones(2), Pair(2, 3)))
+
+
+EQUAL = [True]
+
+
+class SometimesEqual(str):
+    def __hash__(self):
+        return str.__hash__(self)
+
+    def __eq__(self, other):
+        return EQUAL[0] and str.__eq__(self, other)
+
+
+TABLE = {SometimesEqual("a"): 2}
+
+
+def looks_up_a_key(x):
+    return x * TABLE["a"]
+
+
+def test_a_dict_whose_keys_compare_in_python_is_not_modelled():
+    """Probe M: the trace's lookup ran the key's ``__eq__``; the guard then found the entry by the
+    stored key itself, so when ``__eq__`` changed its answer eager raised KeyError and the
+    optimized frame still returned the folded value."""
+    opt = minidynamo.optimize("eager")(looks_up_a_key)
+    EQUAL[0] = True
+    torch.testing.assert_close(opt(torch.ones(2)), looks_up_a_key(torch.ones(2)))
+    EQUAL[0] = False
+    try:
+        with pytest.raises(KeyError):
+            looks_up_a_key(torch.ones(2))
+        with pytest.raises(KeyError):
+            opt(torch.ones(2))
+    finally:
+        EQUAL[0] = True
+
+
+class SlottedWithGetattr:
+    __slots__ = ("y",)
+
+    def __getattr__(self, name):
+        CALLS.append(f"getattr {name}")
+        raise AttributeError(name)
+
+
+def stores_a_missing_slot(x, s):
+    try:
+        s.z = 1                 # no such slot, no __dict__: AttributeError, no __getattr__ call
+    except AttributeError:
+        pass
+    return x + 1
+
+
+def test_an_objects_dict_is_read_through_its_class():
+    """Probe M: ``getattr(obj, "__dict__", None)`` asked the object's ``__getattr__``."""
+    same_calls(stores_a_missing_slot, lambda: (torch.ones(2), SlottedWithGetattr()))
+
+
+class CountingModule(__import__("types").ModuleType):
+    @property
+    def counted(self):
+        CALLS.append("counted")
+        return len(CALLS)
+
+
+MODULE_OF_A_SUBCLASS = CountingModule("module_of_a_subclass")
+
+
+def reads_a_module_property(x):
+    return x * MODULE_OF_A_SUBCLASS.counted
+
+
+def test_a_module_subclass_property_runs_once_per_read():
+    """Probe M: ``hasattr`` then ``getattr`` on the real module ran the property twice more."""
+    same_calls(reads_a_module_property, lambda: (torch.ones(1),))

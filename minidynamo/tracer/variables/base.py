@@ -282,6 +282,21 @@ def maybe_constant(vt: VariableTracker, default=None):
         return default
 
 
+def instance_dict(obj, default=None):
+    """``obj.__dict__`` as CPython's attribute lookup sees it, read through its class's
+    ``__dict__`` slot, never through ``obj`` (whose ``__getattribute__`` or ``__getattr__`` may
+    be the program's code); ``default`` if it has none."""
+    import types
+
+    from guards import class_lookup
+
+    slot = class_lookup(type(obj), "__dict__")
+    if type(slot) not in (types.GetSetDescriptorType, types.MemberDescriptorType):
+        return default
+    found = slot.__get__(obj)
+    return found if type(found) is dict else default
+
+
 def describe(value: Any) -> str:
     """A short readable name for a real object, used in Unsupported reasons."""
     name = _name_attr(value, "__qualname__") or _name_attr(value, "__name__")

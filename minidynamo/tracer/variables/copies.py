@@ -55,7 +55,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
-from .base import AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, static_class_attribute
+from .base import AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, instance_dict, static_class_attribute
 from .constant import ConstantVariable
 from .caller_lists import CallerListVariable
 from .containers import ListVariable, TupleVariable
@@ -128,7 +128,7 @@ def _instance_state(tx, vt) -> dict:
 
     if isinstance(vt, NewObjectVariable):           # no __slots__ (_plain_class_reason): all in __dict__
         return dict(vt.attrs)
-    real = getattr(vt.value, "__dict__", None)
+    real = instance_dict(vt.value)
     klass = type(vt.value)
     if not isinstance(real, dict) or not all(type(k) is str for k in real):
         raise Unsupported(f"copy of a {klass.__name__} whose __dict__ is not a dict of attribute names")

@@ -25,7 +25,7 @@ import types
 
 import guards as G
 from ...exc import Unsupported
-from .base import AttributeMissing, VariableTracker, describe, static_class_attribute
+from .base import AttributeMissing, VariableTracker, describe, instance_dict, static_class_attribute
 from .constant import ConstantVariable
 from .dicts import DictVariable
 from ..class_answers import guard_class, guard_protocol
@@ -325,7 +325,7 @@ def rebuild(klass, items, attrs):
         setitem = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) else dict.__setitem__
         for key, value in items:
             setitem(obj, key, value)
-    instance = getattr(obj, "__dict__", None)
+    instance = instance_dict(obj)
     for name, value in attrs:                   # object's own store: no user __setattr__ runs
         if instance is not None and not isinstance(static_class_attribute(klass, name), types.MemberDescriptorType):
             instance[name] = value              # the dict entry, past any property of that name

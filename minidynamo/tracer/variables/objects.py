@@ -16,7 +16,7 @@ from ...exc import ProgramRaises, Unsupported
 from .. import stand_ins
 from ..library import LIBRARY_PREFIXES, is_library_value, is_program_class
 from ..side_effects import DELETED
-from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker,
+from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, instance_dict,
                    describe, maybe_constant)
 from .constant import ConstantVariable, is_constant_value
 
@@ -144,7 +144,7 @@ def _python_descriptor_get(tx, klass, index, name, attr, self_vt, source, class_
         raise Unsupported(f"{klass.__name__}.{name} is a {type(attr).__name__} descriptor"
                           + (" in C" if getter is None else " read without a source"))
     data = hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
-    if source is not None and not data and isinstance(getattr(self_vt.value, "__dict__", None), dict):
+    if source is not None and not data and instance_dict(self_vt.value) is not None:
         tx.output.add_guard(G.absent_match(source, self_vt.value, name, instance_only=True))
     bound_get = descriptor_method(tx, klass, index, name, "__get__", class_source)
     if type(attr) is functools.cached_property and getter is stand_ins.CACHED_PROPERTY_GET \
@@ -175,15 +175,18 @@ def _enum_member(klass, args, kwargs):
         return None
 
 
-def instance_dict(obj) -> dict:
-    """``obj.__dict__`` as the instance lookup sees it, read through its class's ``__dict__``
-    slot (not through ``obj``, whose ``__getattribute__`` may be the program's code); {} if
-    it has none."""
-    slot = G.class_lookup(type(obj), "__dict__")
-    if type(slot) is not types.GetSetDescriptorType:
-        return {}
-    found = slot.__get__(obj)
-    return found if isinstance(found, dict) else {}
+def _runs_code_for(klass, name, namespace) -> bool:
+    """Would reading ``name`` of an instance of ``klass`` (a module subclass of the program's)
+    run the class's Python: its ``__getattribute__``, a descriptor of it that answers, or its
+    ``__getattr__`` for a name the instance lacks?"""
+    from .new_objects import python_slot
+
+    if python_slot(klass, "__getattribute__") is not None:
+        return True
+    attr = G.class_lookup(klass, name)
+    if attr is not G.NOT_FOUND and _getter_runs_program_code(attr):
+        return True
+    return name not in namespace and attr is G.NOT_FOUND and python_slot(klass, "__getattr__") is not None
 
 
 def _getter_runs_program_code(attr) -> bool:
@@ -264,6 +267,9 @@ class PythonModuleVariable(VariableTracker):
             if name not in namespace:
                 raise AttributeMissing(f"module {namespace.get('__name__')} has no attribute {name!r} (AttributeError)")
             value = namespace[name]
+        elif is_program_class(type(self.value)) and _runs_code_for(type(self.value), name, namespace):
+            raise Unsupported(f"{namespace.get('__name__')}.{name}: its module class {type(self.value).__name__} "
+                              "answers it with code of the program's")
         elif not hasattr(self.value, name):
             raise AttributeMissing(f"module {self.value.__name__} has no attribute {name!r} (AttributeError)")
         else:
@@ -486,7 +492,7 @@ def has_own_attribute(obj, name) -> bool:
             return True
         except AttributeError:
             return False
-    return name in getattr(obj, "__dict__", ())
+    return name in instance_dict(obj, ())
 
 
 def _custom_getattr(klass) -> bool:
@@ -559,7 +565,7 @@ class UserObjectVariable(VariableTracker):
                 return stored
             if name == "__dict__" and tx.output.side_effects.has_stored_attributes(self):
                 raise Unsupported(f"reading {klass.__name__}.__dict__ after assigning its attributes")
-        instance = instance_dict(self.value)
+        instance = instance_dict(self.value, {})
         if tx.output.side_effects.mutated_dict(instance, tx.output.wrapped_values):
             raise Unsupported(f"reading an attribute of a {klass.__name__} whose __dict__ the trace wrote as a dict "
                               "(the attribute would be read from before the write)")
@@ -609,7 +615,7 @@ class UserObjectVariable(VariableTracker):
             raise Unsupported(f"{what} attribute {name!r} of a {klass.__name__} without a source")
         if user_slot(klass, name) is not None:     # object.__setattr__ fills the slot as it would the dict
             return
-        if not isinstance(getattr(self.value, "__dict__", None), dict):
+        if instance_dict(self.value) is None:
             raise Unsupported(f"{what} attribute {name!r} of a {klass.__name__} (no instance __dict__)")
         if any(name in k.__dict__ and hasattr(k.__dict__[name], "__set__") for k in klass.__mro__):
             raise Unsupported(f"{what} {klass.__name__}.{name} (a descriptor)")

@@ -17,7 +17,7 @@ import guards as G
 from ...exc import Unsupported
 from ..library import is_program_function
 from . import constant_tensors
-from .base import AttributeMissing, VariableTracker, static_class_attribute
+from .base import AttributeMissing, VariableTracker, instance_dict, static_class_attribute
 from .constant import ConstantVariable
 
 # Attributes answered from the example value as constants.
@@ -240,7 +240,7 @@ class TensorVariable(VariableTracker):
         if source is None or _data_descriptor(static_class_attribute(torch.Tensor, name)):
             return False
         real = output.real_inputs[source]
-        if name in getattr(real, "__dict__", {}):
+        if name in instance_dict(real, {}):
             return True
         output.add_guard(G.absent_match(source, real, name, instance_only=True))
         return False
@@ -268,12 +268,12 @@ class TensorVariable(VariableTracker):
         if stored is not None:
             return stored
         if source is not None:
-            instance = getattr(real, "__dict__", {})
+            instance = instance_dict(real, {})
             if name in instance:
                 from ..builder import wrap
 
                 return wrap(tx, instance[name], G.AttrSource(source, name))
-        elif any(name in getattr(t, "__dict__", {}) for t in tx.output.real_inputs.values()):
+        elif any(name in instance_dict(t, {}) for t in tx.output.real_inputs.values()):
             raise Unsupported(f"attribute {name!r} of a tensor computed in the trace (an input has one)")
         raise AttributeMissing(f"Tensor has no attribute {name!r} (AttributeError)")
 
