@@ -223,6 +223,7 @@ class MemoryPlan:
     device_views: tuple = ()    # output leaves viewing a device argument (device_views.py)
     leaves: list = None         # the output leaves of the meta run
     creations: dict = None      # {output leaf index: CreationMeta}: views autograd guards
+    bumps: dict = None          # {written position: how far eager moves its version counter}
 
 
 def rebuild_output_views(out: list, output_views: dict) -> None:
@@ -368,12 +369,13 @@ def analyse_memory(program, args) -> MemoryPlan:
                 dtype=leaf.dtype if retyped else None, conj=leaf.is_conj(), neg=leaf.is_neg(),
                 detached=base.requires_grad and traced_grad[k] is False)
         views[k] = view_of_leaf[id(leaf)]
-    written = tuple(i for i, (m, v) in enumerate(zip(metas, versions))
-                    if isinstance(m, torch.Tensor) and m._version != v)
+    bumps = {i: m._version - v for i, (m, v) in enumerate(zip(metas, versions))
+             if isinstance(m, torch.Tensor) and m._version != v}
+    written = tuple(bumps)
     if strided.seen:
         _layouts_as_eager(program, args, views, layouts, output_views)
     creations = guarded_view_kinds(program, [meta_like(a) for a in args], leaves)
-    return MemoryPlan(views, written, layouts, output_views, tuple(device_views), leaves, creations)
+    return MemoryPlan(views, written, layouts, output_views, tuple(device_views), leaves, creations, bumps)
 
 
 # Ops that lay out their result the same way whatever their inputs' strides (a new row-major

@@ -377,6 +377,7 @@ class BridgedCall:
             memory = analyse_memory(self.flat, args)
         self.flat.formulas_answered = frozenset(formulas.answered)
         self.views, self.written = memory.views, memory.written
+        self.version_bumps = memory.bumps or {}     # eager's in-place ops per written argument
         for position in self.written:         # (the guard pins shapes and strides)
             if may_overlap(args[position].shape, torch.Tensor.stride(args[position])):
                 raise NotOneGraph(f"argument {position}, written in place, has elements sharing memory "
@@ -549,8 +550,11 @@ class BridgedCall:
             # does a device argument's write, made by swapping its data (device fuzz seed 407:
             # a tensor saved for backward, then ``x.relu_()``: eager's backward raises).
             for position in self.written:
-                if (position not in self.host_set or position not in self.program.mutated) \
-                        and position not in self.silent and not args[position].is_inference():   # (no version)
+                if position in self.silent or args[position].is_inference():      # (no version)
+                    continue
+                # eager moves the version once per in-place op; the write-back's copy moved it once
+                once = position in self.host_set and position in self.program.mutated
+                for _ in range(self.version_bumps.get(position, 1) - once):
                     torch.autograd.graph.increment_version(args[position])
             out = self._outputs(leaves, args, made)
         return pytree.tree_unflatten(out, self.program.treespec)
@@ -573,7 +577,12 @@ class BridgedCall:
         return device_args, same
 
     def _unsound_call(self, args):
-        """Why this call cannot replay soundly (an output view's base changed layout), or None."""
+        """Why this call cannot replay soundly (an output view's base changed layout, inference
+        mode around a graph that returns views of its arguments), or None."""
+        if (self.views or self.creations) and torch.is_inference_mode_enabled():
+            # (eager's views of inference tensors carry no creation meta, and a view made again
+            # after the write-back would see the write a second time)
+            return "inference mode is on and the graph returns a view of an argument"
         for position in self.view_positions:
             if not all(view.fits(args[position]) for view in self.views.values()
                        if view.position == position):

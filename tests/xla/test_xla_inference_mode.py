@@ -44,3 +44,42 @@ def test_a_model_and_an_in_place_write_under_inference_mode(backend):
         torch.testing.assert_close(z, z_eager)
     assert not minidynamo.counters.snapshot().get("fallback_reasons")
     assert not [r for r in xla_bridge.counters.reasons if "eager" in r], xla_bridge.counters.reasons
+
+
+def _writes_and_returns_a_view(x):
+    x.add_(1)
+    return x.t()
+
+
+def _writes_through_a_view_returned(x):
+    return x[0].add_(1)
+
+
+@pytest.mark.parametrize("fn", [_writes_and_returns_a_view, _writes_through_a_view_returned])
+def test_a_view_of_an_inference_tensor_argument_is_eagers(fn):
+    """Probe N: the first raised inside the bridge (creation meta set on an inference tensor),
+    the second applied the write twice (the view made again after the write-back)."""
+    compiled = minidynamo.optimize("torchxla_trace_once")(fn)
+    for _ in range(2):
+        with torch.inference_mode():
+            x, x_eager = torch.zeros(3, 4), torch.zeros(3, 4)
+            out, expected = compiled(x), fn(x_eager)
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(x, x_eager)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_in_place_op_moves_the_version_as_in_eager(backend):
+    """Probe N: two in-place ops on an argument moved its version once (the write-back's copy)."""
+    def f(x, m):
+        x.masked_fill_(m, 0.5)
+        x.clamp_(-0.5, 0.7)
+        return x.sum()
+    compiled = minidynamo.optimize(backend)(f)
+    for _ in range(2):
+        x = torch.randn(4, 6)
+        mask = x > 0
+        x_eager = x.clone()
+        before, before_eager = x._version, x_eager._version
+        torch.testing.assert_close(compiled(x, mask), f(x_eager, mask))
+        assert x._version - before == x_eager._version - before_eager == 2
