@@ -11,6 +11,7 @@ generated function's globals through ``consts.name_for(obj, hint)``.
 from __future__ import annotations
 
 import abc
+import collections
 import functools
 import math
 import types
@@ -274,8 +275,8 @@ def length_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     cls, length = guard.expected
     label = guard.source.name()
     # a subclass's own __len__ is the program's code: the builtin's length is what was relied on
-    measure = "len" if cls in (tuple, list) or not issubclass(cls, (tuple, list)) else \
-        consts.name_for(tuple.__len__ if issubclass(cls, tuple) else list.__len__, "builtin_len")
+    base = next((b for b in (tuple, list, dict, collections.deque) if issubclass(cls, b)), None)
+    measure = "len" if base is None or base is cls else consts.name_for(base.__len__, "builtin_len")
     return [_type_check(v, label, cls, consts),
             Check(f"{measure}({v}) == {length}", f"len({label})", str(length), f"{measure}({v})")]
 

@@ -235,7 +235,7 @@ def length_match(source: Source, value: Any) -> Guard:
     """``type(source) is type(value) and len(source) == len(value)`` (lists, tuples, dicts, deques)."""
     if not isinstance(value, (list, tuple, dict, collections.deque)):
         raise UnguardableValue(f"{source.name()}: length_match on a {type(value).__name__}")
-    measure = tuple.__len__ if isinstance(value, tuple) else list.__len__ if isinstance(value, list) else len
+    measure = next((b.__len__ for b in (tuple, list, dict, collections.deque) if isinstance(value, b)), len)
     return Guard(source, LENGTH_MATCH, (type(value), measure(value)), type(value))
 
 

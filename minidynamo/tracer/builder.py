@@ -553,9 +553,10 @@ def _sequence_items(tx, value, source, guard) -> list:
     """The wrapped items of a list or tuple, its length guarded."""
     if source is not None:
         guard(G.length_match(source, value))
-    base = tuple if isinstance(value, tuple) else list      # (a subclass's __iter__ is the program's)
-    return [wrap(tx, v, G.ItemSource(source, i) if source is not None else None)
-            for i, v in enumerate(base.__iter__(value))]
+    # the builtin's own walk (a subclass's __iter__ is the program's code)
+    base = next(b for b in (tuple, list, collections.deque, object) if isinstance(value, b))
+    items = iter(value) if base is object else base.__iter__(value)
+    return [wrap(tx, v, G.ItemSource(source, i) if source is not None else None) for i, v in enumerate(items)]
 
 
 def _identity_guarded(value) -> bool:

@@ -138,9 +138,23 @@ def _sequence_op(tx, fn, args):
             same = a.value == b.value
             return ConstantVariable(same if plain is operator.eq else not same)
         if plain in (operator.eq, operator.ne) and not _comparable(a, b):
+            if not (_equal_by_identity(a) and _equal_by_identity(b)):
+                raise Unsupported(f"== of {describe(a)} and {describe(b)}, whose classes compare "
+                                  "otherwise than by identity")
             same = is_same(tx, a, b)
             return ConstantVariable(same if plain is operator.eq else not same)
     raise Unsupported(f"operator {fn.__name__} on {', '.join(type(a).__name__ for a in args)}")
+
+
+def _equal_by_identity(vt) -> bool:
+    """Does ``vt``'s class compare with object's ``==`` (identity)?  A weak reference compares
+    its referents, a slice its bounds: not answered by identity."""
+    try:
+        kind = vt.python_type()
+    except Unsupported:
+        return False
+    return G.class_lookup(kind, "__eq__") is object.__dict__["__eq__"] and \
+        G.class_lookup(kind, "__ne__") is object.__dict__["__ne__"]
 
 
 def _real_subtype(tb, ta) -> bool:

@@ -372,3 +372,24 @@ def _delegates(it):
 def test_an_iterator_of_the_program_is_walked_through_its_next(fn):
     """Probe I: ``__iter__`` returning ``self`` fell back for the whole frame."""
     same_outcome(fn, torch.ones(2))
+
+
+class NeverEqual:
+    def __eq__(self, other):
+        return False
+
+    __hash__ = object.__hash__
+
+
+NEVER = NeverEqual()
+NEVER_REF = __import__("weakref").ref(NEVER)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: (x + 1, NEVER_REF == __import__("weakref").ref(NEVER)),    # the referents' ==
+    lambda x: (x + 1, slice(NEVER) == slice(NEVER), slice(1, NEVER) != slice(1, NEVER)),  # bounds
+], ids=["weak-references", "slices"])
+def test_equality_of_classes_that_do_not_compare_by_identity(fn):
+    """Probe M: two trackers the operators could not compare were answered by identity; a weak
+    reference compares its referents (here: never equal), a slice its bounds (identity first)."""
+    same_outcome(fn, torch.ones(2))
