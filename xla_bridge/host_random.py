@@ -182,10 +182,15 @@ class HostDraws(_DrawMode):
         with _disable_current_modes():            # the bridge's own work, not the program's
             drawn = dev.to_device([draw.make()])[0]
         self.draws.append((draw, drawn))
+        # The op's answer is computed from the draw (``* 1``), not the draw's data itself: an
+        # argument the op fills (``x.uniform_()``, functionalized to ``x.copy_(uniform(x))``)
+        # would otherwise take that data in place, keeping its identity, and look unwritten
+        # (the caller's ``x`` was left as it was: probe N)
+        answer = _aten.mul.Tensor(drawn, torch.ones((), dtype=drawn.dtype, device=drawn.device))
         if func._schema.arguments[0].alias_info is not None:    # in place: its argument holds them
-            _aten.copy_.default(args[0], drawn)
+            _aten.copy_.default(args[0], answer)
             return args[0]
-        return dev.functional_like_a_kernel(drawn, args, kwargs)
+        return dev.functional_like_a_kernel(answer, args, kwargs)
 
     def reason(self):
         if self.reads_values:

@@ -83,3 +83,4 @@ def test_each_in_place_op_moves_the_version_as_in_eager(backend):
         before, before_eager = x._version, x_eager._version
         torch.testing.assert_close(compiled(x, mask), f(x_eager, mask))
         assert x._version - before == x_eager._version - before_eager == 2
+
