@@ -143,13 +143,17 @@ class EagerLayout:
     # stored conjugated / negated under the bit, as eager's are
     conj: bool = False
     neg: bool = False
+    view: bool = True     # eager's output is a view (``(x * 2).t()``); else a tensor of its own
 
     def of(self, value: torch.Tensor, differentiable: bool = False) -> torch.Tensor:
         """``value`` laid out as eager would; ``differentiable``: the copy is recorded by
         autograd (a result that carries a graph keeps it: its gradient flows to ``value``)."""
         if tuple(value.shape) != self.size or dev.is_xla(value):
             return value
-        out = value.new_empty(self.storage_numel).as_strided(self.size, self.stride, self.offset)
+        if self.view or self.offset or self.conj or self.neg:
+            out = value.new_empty(self.storage_numel).as_strided(self.size, self.stride, self.offset)
+        else:       # (not a view of a hidden buffer: eager's ``out.detach_()`` works on it)
+            out = torch.empty_strided(self.size, self.stride, dtype=value.dtype, device=value.device)
         if self.conj:
             out = out.conj()
         if self.neg:
@@ -177,7 +181,7 @@ class EagerLayout:
         if may_overlap([leaf.shape[d] for d in kept], [leaf.stride(d) for d in kept]):
             return None
         return EagerLayout(tuple(leaf.shape), leaf.stride(), leaf.storage_offset(),
-                           storage_numel, *bits)
+                           storage_numel, *bits, view=leaf._is_view())
 
 
 def may_overlap(shape, stride) -> bool:

@@ -698,3 +698,21 @@ def test_a_detached_view_carries_no_gradient(backend, program):
         torch.testing.assert_close(ours, theirs)
     for ours, theirs in zip(got[3], expected[3]):
         torch.testing.assert_close(ours.cpu(), theirs)
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_an_output_eager_lays_out_permuted_is_a_tensor_of_its_own(grad):
+    """Probe N: ``x + 1`` of a transposed ``x`` (and a conv of a channels_last input) came back
+    as an ``as_strided`` view of a hidden buffer: ``out.detach_()`` raised "Can't detach views
+    in-place", and under no_grad an in-place op bringing grad raised; eager's is no view."""
+    f = lambda x: x + 1                                   # noqa: E731
+    compiled = minidynamo.optimize("torchxla_trace_once")(f)
+    x = torch.randn(6, 4).t()
+    with torch.set_grad_enabled(grad):
+        compiled(x)
+        out, expected = compiled(x), f(x)
+    assert (out.stride(), out._is_view()) == (expected.stride(), expected._is_view()) == ((1, 4), False)
+    torch.testing.assert_close(out, expected)
+    out.detach_()
+    with torch.set_grad_enabled(grad):
+        out.mul_(torch.ones(4, 6, requires_grad=True))

@@ -62,6 +62,8 @@ def modelled_class(klass) -> str | None:
         return "it defines __new__"
     if python_slot(klass, "__del__") is not None:
         return "it defines __del__"
+    if static_class_attribute(klass, "__class__") is not object.__dict__["__class__"]:
+        return "it answers __class__ itself (isinstance reads it)"
     return None
 
 
@@ -287,18 +289,34 @@ class BuiltinBaseMethod(VariableTracker):
             if args or kwargs:
                 raise Unsupported("object.__init__() takes exactly one argument (TypeError)")
             return ConstantVariable(None)
+        if name in ("__init__", "update", "__ior__") and getattr(obj, "dict_part", None) is not None \
+                and issubclass(obj.python_type(), collections.OrderedDict) \
+                and python_slot(obj.python_type(), "__setitem__") is not None:
+            return _update_through_setitem(tx, obj, name, args, kwargs)
         if name == "__init__" and getattr(obj, "dict_part", None) is not None:
             if args or kwargs:
                 obj.dict_part.method_update(tx, *args, **kwargs)
             return ConstantVariable(None)
         if self.owner is not object and getattr(obj, "dict_part", None) is not None:
-            if name in ("update", "__ior__") and python_slot(obj.python_type(), "__setitem__") is not None:
-                pass                                    # dict.update ignores an overriding __setitem__, as here
+            # (dict's own update and __init__ ignore an overriding __setitem__, as here)
             return obj.dict_part.call_method(tx, name, args, kwargs)
         raise Unsupported(f"{describe(self.owner)}.{name} on {obj}")
 
     def __repr__(self):
         return f"BuiltinBaseMethod({self.owner.__name__}.{self.name})"
+
+
+def _update_through_setitem(tx, obj, name, args, kwargs):
+    """``OrderedDict.__init__`` / ``update`` / ``|=`` on a subclass with its own ``__setitem__``:
+    unlike dict's, they store each item with ``self[key] = value`` (MutableMapping's update), so
+    that method (inlined) sees every item, in order."""
+    from .dicts import DictVariable, key_variable
+
+    incoming = DictVariable({})
+    incoming.method_update(tx, *args, **kwargs)     # (the items, read as CPython reads them)
+    for key, value in list(incoming.items.items()):
+        obj.call_method(tx, "__setitem__", [key_variable(key), value], {})
+    return obj if name == "__ior__" else ConstantVariable(None)
 
 
 def create(tx, class_vt, args, kwargs) -> NewObjectVariable:
