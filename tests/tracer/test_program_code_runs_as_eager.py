@@ -277,3 +277,39 @@ def reads_a_module_property(x):
 def test_a_module_subclass_property_runs_once_per_read():
     """Probe M: ``hasattr`` then ``getattr`` on the real module ran the property twice more."""
     same_calls(reads_a_module_property, lambda: (torch.ones(1),))
+
+
+class TimesTen(__import__("collections").OrderedDict):
+    def __setitem__(self, key, value):
+        CALLS.append(f"setitem {key}")
+        super().__setitem__(key, value * 10)
+
+
+def builds_an_ordered_dict(x):
+    d = TimesTen(a=1)
+    d.update(b=2)
+    d["c"] = 3
+    return x * d["a"], dict(d)
+
+
+def test_an_ordered_dict_subclass_stores_through_its_own_setitem():
+    """Probe M: OrderedDict's __init__ and update call ``self[k] = v`` (dict's do not); the
+    trace filled the dict directly: {'a': 1, 'b': 2} where eager has {'a': 10, 'b': 20}."""
+    same_calls(builds_an_ordered_dict, lambda: (torch.ones(2),))
+
+
+class ClaimsToBeAnInt:
+    @property
+    def __class__(self):
+        return int
+
+
+def makes_an_impostor(x):
+    o = ClaimsToBeAnInt()
+    return x + 1, o.__class__, isinstance(o, int)
+
+
+def test_an_object_made_in_the_frame_answering_its_class_itself():
+    """Probe M: the trace answered ``o.__class__`` with the real type (eager: the property's)."""
+    expected = makes_an_impostor(torch.ones(2))[1:]
+    assert minidynamo.optimize("eager")(makes_an_impostor)(torch.ones(2))[1:] == expected == (int, True)
