@@ -438,13 +438,26 @@ MISSING = _Missing()
 def absent_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     """``attr`` is still absent: not found through the class's MRO (``getattr`` on the class
     goes through CPython's type attribute cache), and not in the instance ``__dict__``."""
-    attr, mode, descriptor, _ = guard.expected
+    attr, mode, descriptor, _, by_mro = guard.expected
     label = guard.source.name()
     missing = consts.name_for(MISSING, "missing")
     if mode == "instance":   # the class's own attribute stands, unless the instance hides it
         return [Check(f"{attr!r} not in {v}.__dict__", f"{label}.__dict__[{attr!r}]", "absent",
                       f"{v}.__dict__.get({attr!r}, {missing})", ("lacks", v, attr))]
     holder = v if mode == "class" else f"type({v})"
+    if by_mro:    # (``getattr`` on the class would ask its metaclass too, maybe its Python)
+        lookup, not_found = consts.name_for(class_lookup, "class_lookup"), consts.name_for(NOT_FOUND, "not_found")
+        read = f"{lookup}({holder}, {attr!r})"
+        if mode == "slot":
+            slot = consts.name_for(descriptor, "slot")
+            return [Check(f"{read} is {slot}", f"{label}.{attr} (class attribute)", f"the slot {attr!r}", read),
+                    Check(f"getattr({v}, {attr!r}, {missing}) is {missing}", f"{label}.{attr}", "unset",
+                          f"getattr({v}, {attr!r}, {missing})")]
+        checks = [Check(f"{read} is {not_found}", f"{label}.{attr} (class attribute)", "absent", read)]
+        if mode == "object":
+            checks.append(Check(f"{attr!r} not in {v}.__dict__", f"{label}.__dict__[{attr!r}]", "absent",
+                                f"{v}.__dict__.get({attr!r}, {missing})"))
+        return checks + type_lookup_checks(guard.obj, v, label, consts)
     if mode == "slot":    # the class still has the slot (nothing else), and it is unset
         slot = consts.name_for(descriptor, "slot")
         return [Check(f"getattr({holder}, {attr!r}, {missing}) is {slot}", f"{label}.{attr} (class attribute)",

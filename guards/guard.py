@@ -408,7 +408,10 @@ def absent_match(source: Source, value: Any, attr: str, instance_only: bool = Fa
             mode, descriptor = "slot", found
         else:    # (an unset slot is read with getattr itself: the hooks run there)
             hooks = tuple((name, class_lookup(type(value), name)) for name in MISSING_NAME_HOOKS)
-    expected = (attr, mode, descriptor, tuple((name, id(found)) for name, found in hooks))
+    # by the class's MRO, not ``getattr`` on it, where its metaclass is not ``type``: a metaclass's
+    # attributes or ``__getattr__`` (the program's code) play no part in an instance's lookup
+    by_mro = mode != "class" and type(type(value)) is not type
+    expected = (attr, mode, descriptor, tuple((name, id(found)) for name, found in hooks), by_mro)
     return Guard(source, ABSENT_MATCH, expected, hooks)
 
 

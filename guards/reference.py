@@ -72,7 +72,7 @@ def _equals(guard: Guard, x: Any, read) -> bool:
 
 
 def _absent(guard: Guard, x: Any, read) -> bool:
-    attr, mode, descriptor, _ = guard.expected
+    attr, mode, descriptor, _, _ = guard.expected
     if any(class_lookup(type(x), name) is not found for name, found in guard.obj):
         return False
     if mode == "instance":

@@ -313,3 +313,25 @@ def test_an_object_made_in_the_frame_answering_its_class_itself():
     """Probe M: the trace answered ``o.__class__`` with the real type (eager: the property's)."""
     expected = makes_an_impostor(torch.ones(2))[1:]
     assert minidynamo.optimize("eager")(makes_an_impostor)(torch.ones(2))[1:] == expected == (int, True)
+
+
+class AnsweringMeta(type):
+    def __getattr__(cls, name):
+        CALLS.append(f"metaclass getattr {name}")
+        raise AttributeError(name)
+
+
+class AnswersMissingNames(metaclass=AnsweringMeta):
+    def __getattr__(self, name):
+        CALLS.append(f"getattr {name}")
+        return 5
+
+
+def reads_missing_names(x, o):
+    return x * o.zz, hasattr(o, "q")
+
+
+def test_an_absent_guard_asks_the_classes_mro_not_its_metaclass():
+    """Probe M: the guard that ``zz`` stays absent read ``getattr(type(o), 'zz', missing)``,
+    which ran the metaclass's ``__getattr__`` on every call (an instance's lookup never asks it)."""
+    same_calls(reads_missing_names, lambda: (torch.ones(2), AnswersMissingNames()))
