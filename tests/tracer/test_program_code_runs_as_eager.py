@@ -335,3 +335,27 @@ def test_an_absent_guard_asks_the_classes_mro_not_its_metaclass():
     """Probe M: the guard that ``zz`` stays absent read ``getattr(type(o), 'zz', missing)``,
     which ran the metaclass's ``__getattr__`` on every call (an instance's lookup never asks it)."""
     same_calls(reads_missing_names, lambda: (torch.ones(2), AnswersMissingNames()))
+
+
+class HintsItsLength:
+    def __iter__(self):
+        CALLS.append("iter")
+        return iter([1, 2])
+
+    def __length_hint__(self):
+        CALLS.append("length hint")
+        return 2
+
+
+class KnowsItsLength(HintsItsLength):
+    def __len__(self):
+        CALLS.append("len")
+        return 2
+
+
+@pytest.mark.parametrize("kind", [HintsItsLength, KnowsItsLength])
+@pytest.mark.parametrize("consume", [list, tuple, sorted])
+def test_list_tuple_and_sorted_ask_the_size_as_cpython_does(kind, consume):
+    """Probe M: CPython's list() asks ``__len__`` (else ``__length_hint__``) after ``iter()``,
+    to size its buffer; the trace never asked."""
+    same_calls(lambda x, o: x * len(consume(o)), lambda: (torch.ones(2), kind()))

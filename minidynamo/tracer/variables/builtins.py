@@ -160,12 +160,36 @@ def _iterator(tx, vt):
     return make_iterator(tx, vt)
 
 
-def _consumed_items(tx, vt):
+def _consumed_items(tx, vt, sized=False):
     """The items of an iterable a builtin consumes whole (``tuple(it)``), pulled one by one:
-    a generator or a ``map`` runs to its end here, in CPython's order."""
+    a generator or a ``map`` runs to its end here, in CPython's order.  ``sized``: the builtin
+    asks the iterable its length first, to size its result (``list``, ``tuple``, ``sorted``)."""
     if isinstance(vt, BaseListVariable):
         return list(vt.items)
-    return make_iterator(tx, vt).unpack(tx)
+    iterator = make_iterator(tx, vt)
+    if sized:
+        _size_asked(tx, vt)
+    return iterator.unpack(tx)
+
+
+def _size_asked(tx, vt) -> None:
+    """CPython's ``PyObject_LengthHint(vt)`` after ``iter(vt)``: an object of the program's is
+    asked its ``__len__``, else its ``__length_hint__`` (inlined; the answer only sizes a
+    buffer, but the call is the program's code).  An answer CPython rejects: refused."""
+    from .objects import UserObjectVariable
+
+    if not isinstance(vt, UserObjectVariable):
+        return
+    from .new_objects import python_slot
+
+    kind = type(vt.value)
+    name = "__len__" if python_slot(kind, "__len__") is not None else \
+        "__length_hint__" if python_slot(kind, "__length_hint__") is not None else None
+    if name is None:
+        return
+    answer = maybe_constant(vt.call_method(tx, name, [], {}), None)
+    if answer is not NotImplemented and not (type(answer) is int and answer >= 0):
+        raise Unsupported(f"{name} of {describe(vt)} answered {answer!r} (CPython raises)")
 
 
 def _pulled_items(tx, vt):
@@ -247,7 +271,7 @@ def _tuple(tx, iterable=None):
     if (type(iterable) is TupleVariable and iterable.python_type() is tuple) or \
             (isinstance(iterable, ConstantVariable) and type(iterable.value) is tuple):
         return iterable                    # CPython: tuple(t) is t for an exact tuple
-    return TupleVariable(_consumed_items(tx, iterable) if iterable is not None else [])
+    return TupleVariable(_consumed_items(tx, iterable, sized=True) if iterable is not None else [])
 
 
 def _tuple_new(tx, cls, iterable=None):
@@ -262,14 +286,14 @@ def _tuple_new(tx, cls, iterable=None):
     if not (isinstance(kind, type) and kind.__flags__ & (1 << 9) and is_named_tuple_type(kind)):
         raise Unsupported(f"tuple.__new__ of {cls} (not tuple nor a namedtuple class)")
     check_named_tuple_model(tx, kind, own_new_allowed=True)
-    items = _consumed_items(tx, iterable) if iterable is not None else []
+    items = _consumed_items(tx, iterable, sized=True) if iterable is not None else []
     if len(items) != len(kind._fields):
         raise Unsupported(f"tuple.__new__({kind.__name__}, ...) with {len(items)} items for {len(kind._fields)} fields")
     return NamedTupleVariable(items, kind, class_vt=cls)
 
 
 def _list(tx, iterable=None):
-    return ListVariable(_consumed_items(tx, iterable) if iterable is not None else [])
+    return ListVariable(_consumed_items(tx, iterable, sized=True) if iterable is not None else [])
 
 
 def _dict(tx, arg=None, /, **kwargs):
@@ -347,7 +371,7 @@ def _all_any(fn):
 
 def _sorted(tx, iterable, key=None, reverse=None):
     """``sorted(it, key=..., reverse=...)``: list.sort's rule (constant keys, stable)."""
-    result = ListVariable(_consumed_items(tx, iterable))
+    result = ListVariable(_consumed_items(tx, iterable, sized=True))
     key = None if key is None or maybe_constant(key, NO_CONSTANT) is None else key
     result.method_sort(tx, key, reverse)
     return result
