@@ -178,11 +178,17 @@ class OutputGraph:
     # -- inputs --------------------------------------------------------------------------
     def add_input(self, source, tensor: torch.Tensor):
         """The graph input read from ``source`` (a real tensor now), made once per source."""
-        from .variables.tensor import TensorVariable
-
         existing = self.input_variables.get(source)
         if existing is not None:
             return existing
+        # (the input's metadata read as the tensor's own: a subclass's __torch_function__ is the
+        # program's code, which eager runs only for the ops the program calls)
+        with torch._C.DisableTorchFunctionSubclass():
+            return self._new_input(source, tensor)
+
+    def _new_input(self, source, tensor: torch.Tensor):
+        from .variables.tensor import TensorVariable
+
         self.real_inputs[source] = tensor
         self.add_guard(guards.tensor_match(source, tensor))
         node = self.root_graph.placeholder(self._fresh_name(source.name()))   # (even inside a body)

@@ -359,3 +359,20 @@ def test_list_tuple_and_sorted_ask_the_size_as_cpython_does(kind, consume):
     """Probe M: CPython's list() asks ``__len__`` (else ``__length_hint__``) after ``iter()``,
     to size its buffer; the trace never asked."""
     same_calls(lambda x, o: x * len(consume(o)), lambda: (torch.ones(2), kind()))
+
+
+class LoggedTensor(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        CALLS.append(getattr(func, "__name__", "?"))
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def adds(x, t):
+    return (x + t).as_subclass(torch.Tensor)
+
+
+def test_a_tensor_subclass_input_is_read_without_its_torch_function():
+    """Probe M: making a subclass instance a graph input read its shape, strides and flags
+    through ``__torch_function__`` (22 calls more than eager's on the first call)."""
+    same_calls(adds, lambda: (torch.ones(2), torch.ones(2).as_subclass(LoggedTensor)))
