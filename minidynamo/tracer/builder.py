@@ -77,6 +77,9 @@ _MISSING = object()
 def wrap(tx, value, source) -> VariableTracker:
     """The VariableTracker for ``value`` read from ``source`` (None: made up, no guard)."""
     guard = tx.output.add_guard if source is not None else (lambda g: None)
+    if _reads_run_code(type(type(value))) or (issubclass(type(value), type) and _reads_run_code(type(value))):
+        raise Unsupported("a value whose class's metaclass defines __getattribute__: every read of its class "
+                          "runs the program's code")
     if _reads_run_code(type(value)) and not issubclass(type(value), (torch.Tensor, torch.nn.Module)):
         return _wrap_reads_run_code(tx, value, source, guard)
     disguised = G.class_lookup(type(value), "__class__") is not object.__dict__["__class__"]

@@ -376,3 +376,24 @@ def test_a_tensor_subclass_input_is_read_without_its_torch_function():
     """Probe M: making a subclass instance a graph input read its shape, strides and flags
     through ``__torch_function__`` (22 calls more than eager's on the first call)."""
     same_calls(adds, lambda: (torch.ones(2), torch.ones(2).as_subclass(LoggedTensor)))
+
+
+class CountingMetaReads(type):
+    def __getattribute__(cls, name):
+        CALLS.append(f"meta {name}")
+        return super().__getattribute__(name)
+
+
+class ClassReadThroughItsMeta(metaclass=CountingMetaReads):
+    def __init__(self):
+        self.a = 2
+
+
+def reads_an_instance(x, o):
+    return x * o.a
+
+
+def test_a_metaclass_getattribute_is_not_run_by_the_tracer():
+    """Probe M: the tracer asked the class ``__qualname__``, ``__mro__``, ``__dict__`` ... through
+    its metaclass's ``__getattribute__`` (22 calls; eager's instance read makes none)."""
+    same_calls(reads_an_instance, lambda: (torch.ones(2), ClassReadThroughItsMeta()))
