@@ -34,6 +34,7 @@ from .. import config
 from ..exc import Unsupported
 from .class_answers import guard_protocol
 from .library import is_library_value, is_program_class, is_program_function
+from .program_code import reads_run_code
 from .variables.base import OpaqueCallableVariable, VariableTracker, describe, instance_dict
 from .variables.constant import ConstantVariable, is_constant_value
 from .variables.lazy_numbers import NUMBER_TYPES, LazyNumberVariable
@@ -77,11 +78,11 @@ _MISSING = object()
 def wrap(tx, value, source) -> VariableTracker:
     """The VariableTracker for ``value`` read from ``source`` (None: made up, no guard)."""
     guard = tx.output.add_guard if source is not None else (lambda g: None)
-    if _reads_run_code(type(type(value))) or (issubclass(type(value), type) and _reads_run_code(type(value))):
+    if reads_run_code(type(type(value))) or (issubclass(type(value), type) and reads_run_code(type(value))):
         raise Unsupported("a value whose class's metaclass defines __getattribute__: every read of its class "
                           "runs the program's code")
-    if _reads_run_code(type(value)) and not issubclass(type(value), (torch.Tensor, torch.nn.Module)):
-        return _wrap_reads_run_code(tx, value, source, guard)
+    if reads_run_code(type(value)) and not issubclass(type(value), (torch.Tensor, torch.nn.Module)):
+        return _wrapreads_run_code(tx, value, source, guard)
     disguised = G.class_lookup(type(value), "__class__") is not object.__dict__["__class__"]
     if source is not None:
         tx.output.wrapped_values.setdefault(source, value)
@@ -264,14 +265,7 @@ def wrap(tx, value, source) -> VariableTracker:
     return vt
 
 
-def _reads_run_code(cls) -> bool:
-    """Does reading an attribute of a ``cls`` run Python code of its own (a ``__getattribute__``
-    written in Python)?  C classes' own (a module's, a tensor's) run none."""
-    found = G.class_lookup(cls, "__getattribute__")
-    return not isinstance(found, (types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType))
-
-
-def _wrap_reads_run_code(tx, value, source, guard) -> VariableTracker:
+def _wrapreads_run_code(tx, value, source, guard) -> VariableTracker:
     """An object whose class defines ``__getattribute__`` in Python (transformers' configs do):
     a plain object, by type, asked nothing more here, since even ``isinstance`` reads its
     ``__class__`` through that code.  The trace runs its reads through it (inlined, guarded)."""

@@ -25,6 +25,7 @@ import types
 
 import guards as G
 from ...exc import Unsupported
+from ..program_code import python_slot  # noqa: F401  (the override told from a builtin's slot; imported from here too)
 from .base import AttributeMissing, VariableTracker, describe, instance_dict, static_class_attribute
 from .constant import ConstantVariable
 from .dicts import DictVariable
@@ -35,11 +36,6 @@ from .objects import ClassVariable, UserObjectVariable, lookup_class_attribute
 BUILTIN_BASES = (object, dict, collections.OrderedDict)
 
 
-def python_slot(klass, name):
-    """The Python function ``klass`` resolves ``name`` to, or None when a builtin base's slot
-    wrapper (or nothing) answers it: the user's override, told from the builtin default."""
-    attr = static_class_attribute(klass, name)
-    return attr if isinstance(attr, types.FunctionType) else None
 
 
 def builtin_owner(klass, name, mro_start=0):

@@ -19,6 +19,7 @@ from ..side_effects import DELETED
 from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, instance_dict,
                    describe, maybe_constant)
 from .constant import ConstantVariable, is_constant_value
+from ..program_code import getter_runs_program_code, refuse_metaclass_code, runs_code_for
 
 
 def _wrap(tx, value, source):
@@ -175,53 +176,6 @@ def _enum_member(klass, args, kwargs):
         return None
 
 
-def _runs_code_for(klass, name, namespace) -> bool:
-    """Would reading ``name`` of an instance of ``klass`` (a module subclass of the program's)
-    run the class's Python: its ``__getattribute__``, a descriptor of it that answers, or its
-    ``__getattr__`` for a name the instance lacks?"""
-    from .new_objects import python_slot
-
-    if python_slot(klass, "__getattribute__") is not None:
-        return True
-    attr = G.class_lookup(klass, name)
-    if attr is not G.NOT_FOUND and _getter_runs_program_code(attr):
-        return True
-    return name not in namespace and attr is G.NOT_FOUND and python_slot(klass, "__getattr__") is not None
-
-
-def _getter_runs_program_code(attr) -> bool:
-    """Does reading ``attr`` as a descriptor run the program's Python (its class's ``__get__``,
-    or a property's getter)?  A library's is assumed to do only what the library says."""
-    from .new_objects import python_slot
-
-    if isinstance(attr, property):
-        return attr.fget is not None and not is_library_value(attr.fget)
-    getter = python_slot(type(attr), "__get__")
-    return getter is not None and not is_library_value(getter)
-
-
-def _refuse_metaclass_code(klass, name) -> None:
-    """``klass.name`` where the program's metaclass would run code of its own for it (its
-    ``__getattribute__``, a property or descriptor of it that takes precedence, or its
-    ``__getattr__`` for a name the class lacks): refused before anything is read."""
-    meta = type(klass)
-    if not is_program_class(meta):
-        return
-    from .new_objects import python_slot
-
-    if python_slot(meta, "__getattribute__") is not None:
-        raise Unsupported(f"{klass.__name__}.{name} through a metaclass that defines __getattribute__")
-    meta_attr = G.class_lookup(meta, name)
-    in_class = G.class_lookup(klass, name) is not G.NOT_FOUND
-    if meta_attr is not G.NOT_FOUND and _getter_runs_program_code(meta_attr):
-        data = isinstance(meta_attr, property) or hasattr(type(meta_attr), "__set__") \
-            or hasattr(type(meta_attr), "__delete__")
-        if data or not in_class:
-            raise Unsupported(f"{klass.__name__}.{name}, a descriptor of its metaclass {meta.__name__}")
-    if not in_class and meta_attr is G.NOT_FOUND and python_slot(meta, "__getattr__") is not None:
-        raise Unsupported(f"{klass.__name__}.{name}, answered by its metaclass's __getattr__")
-
-
 def descriptor_method(tx, klass, index, name, method, class_source):
     """The descriptor ``klass.__mro__[index].__dict__[name]``'s Python ``method`` (``__get__``,
     ``__set__``, ``__delete__``) bound to it, to inline.  The descriptor is read through the
@@ -267,7 +221,7 @@ class PythonModuleVariable(VariableTracker):
             if name not in namespace:
                 raise AttributeMissing(f"module {namespace.get('__name__')} has no attribute {name!r} (AttributeError)")
             value = namespace[name]
-        elif is_program_class(type(self.value)) and _runs_code_for(type(self.value), name, namespace):
+        elif is_program_class(type(self.value)) and runs_code_for(type(self.value), name, namespace):
             raise Unsupported(f"{namespace.get('__name__')}.{name}: its module class {type(self.value).__name__} "
                               "answers it with code of the program's")
         elif not hasattr(self.value, name):
@@ -305,7 +259,7 @@ class ClassVariable(KnownObjectVariable):
             return BuiltinBaseMethod(owner, name, None)   # object.__setattr__(self, name, value)
         refuse_a_read_that_creates(self.value, name)
         source = self.reread_source()
-        _refuse_metaclass_code(self.value, name)
+        refuse_metaclass_code(self.value, name)
         for index, base in enumerate(self.value.__mro__):
             if name in base.__dict__:
                 attr = base.__dict__[name]
@@ -315,7 +269,7 @@ class ClassVariable(KnownObjectVariable):
                     return _wrap(tx, attr, G.AttrSource(source, name))
                 if isinstance(attr, staticmethod):
                     return _wrap(tx, attr.__func__, G.AttrSource(source, name) if source else None)
-                if not isinstance(attr, property) and _getter_runs_program_code(attr):
+                if not isinstance(attr, property) and getter_runs_program_code(attr):
                     if source is None:     # ``__get__(attr, None, cls)``, inlined (reading K.d runs it)
                         raise Unsupported(f"{self.value.__name__}.{name}, a descriptor, read without a source")
                     return descriptor_method(tx, self.value, index, name, "__get__", source).call_function(
