@@ -397,3 +397,25 @@ def test_a_metaclass_getattribute_is_not_run_by_the_tracer():
     """Probe M: the tracer asked the class ``__qualname__``, ``__mro__``, ``__dict__`` ... through
     its metaclass's ``__getattribute__`` (22 calls; eager's instance read makes none)."""
     same_calls(reads_an_instance, lambda: (torch.ones(2), ClassReadThroughItsMeta()))
+
+
+class SlotAnsweredByGetattr:
+    __slots__ = ("a",)
+    answers = 0
+
+    def __getattr__(self, name):
+        CALLS.append(f"getattr {name}")
+        SlotAnsweredByGetattr.answers += 1
+        return SlotAnsweredByGetattr.answers
+
+
+def reads_an_unset_slot(x, s):
+    return x * s.a
+
+
+def test_an_unset_slot_answered_by_getattr_is_read_once():
+    """Probe M: the trace read the unset slot with ``getattr``, which ran the program's
+    ``__getattr__`` three more times: the first call answered 4 where eager answers 1."""
+    def reset():
+        SlotAnsweredByGetattr.answers = 0
+    same_calls(reads_an_unset_slot, lambda: (torch.ones(1), SlotAnsweredByGetattr()), reset)

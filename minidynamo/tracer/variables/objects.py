@@ -543,10 +543,13 @@ class UserObjectVariable(VariableTracker):
             raise Unsupported(f"{klass.__name__} has a custom __getattr__ in C (it would run for real)")
         # under a user __getattribute__ this is super().__getattribute__: object's lookup; else
         # the class's own C lookup (dict, set, ContextVar, UnionType: no user code runs)
-        read = object.__getattribute__ if python_slot(klass, "__getattribute__") is not None else getattr
+        hook = python_slot(klass, "__getattr__") is not None      # (the program's, for a name it lacks)
+        read = object.__getattribute__ if hook or python_slot(klass, "__getattribute__") is not None else getattr
         try:
             value = read(self.value, name)
         except AttributeError:
+            if hook:       # an unset slot: eager asks __getattr__ now, the trace must not have
+                raise Unsupported(f"{klass.__name__}.{name}, an unset slot its __getattr__ answers") from None
             raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)") from None
         return _wrap(tx, value, G.AttrSource(self.source, name) if self.source else None)
 
