@@ -24,6 +24,11 @@ def reads_run_code(cls) -> bool:
     return not isinstance(found, (types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType))
 
 
+def is_special(name: str) -> bool:
+    """A dunder: what a protocol (``obj[k]``, ``iter``, ``bool``, ``len``) asks of the type."""
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
 def python_slot(klass, name):
     """The Python function ``klass`` resolves ``name`` to (its MRO's dicts), or None when a
     builtin base's slot wrapper (or nothing) answers it: the program's override, told from the

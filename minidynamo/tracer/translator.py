@@ -566,7 +566,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         """``f(**a, **b)``, ``f(k=1, **b)``: a call's keywords, so a key given twice or a key that
         is not a string is the call's TypeError (the frame runs eagerly and raises it)."""
         other, target = self.pop(), self.stack[-inst.arg]
-        other = as_mapping(self, other)
+        other = as_mapping(self, other, keywords=True)
         keys = other.items
         if isinstance(target, DictVariable):
             if any(not isinstance(k, str) for k in keys):

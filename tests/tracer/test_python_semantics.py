@@ -393,3 +393,52 @@ def test_equality_of_classes_that_do_not_compare_by_identity(fn):
     """Probe M: two trackers the operators could not compare were answered by identity; a weak
     reference compares its referents (here: never equal), a slice its bounds (identity first)."""
     same_outcome(fn, torch.ones(2))
+
+
+class GetitemOverridden(dict):
+    def __getitem__(self, key):
+        return -1
+
+
+class KeysOverridden(dict):
+    def keys(self):
+        return ["b", "a"]
+
+
+class KeysTwice:
+    def keys(self):
+        return ["a", "a"]
+
+    def __getitem__(self, key):
+        return 1
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: (x, dict(GetitemOverridden(a=1)), {**GetitemOverridden(a=1)}),   # the table, not []
+    lambda x: (x, dict(KeysOverridden(a=1, b=2)), _keywords(x, **KeysOverridden(a=1, b=2))[1]),
+    lambda x: _keywords(x, **KeysTwice()),                                      # TypeError
+], ids=["getitem-of-a-dict-subclass", "keys-of-a-dict-subclass", "a-key-twice"])
+def test_a_dict_subclass_merges_its_table(fn):
+    """Probe O: CPython merges a dict subclass whose ``__iter__`` is dict's straight from its
+    table (its ``keys()`` and ``[]`` are not called); ``f(**m)`` with a key twice raises."""
+    same_outcome(fn, torch.ones(2))
+
+
+class ProtocolOnTheType:
+    def __getitem__(self, key):
+        return 10
+
+    def __bool__(self):
+        return True
+
+
+def _instance_protocols(x):
+    o = ProtocolOnTheType()
+    o.__getitem__ = lambda key: -1          # CPython's o[k] and bool(o) ignore these
+    o.__bool__ = lambda: False
+    return x + 1, o["a"], bool(o)
+
+
+def test_a_protocol_method_set_on_the_instance_is_ignored():
+    """Probe O: ``o[k]`` called the instance's ``__getitem__`` (CPython's slots use the type's)."""
+    same_outcome(_instance_protocols, torch.ones(2))

@@ -205,12 +205,12 @@ class DictVariable(MethodTable, VariableTracker):
         if other is not None:
             from .iterators import make_iterator
 
+            other = _dict_of_a_dict_subclass(other)
             keys = None if isinstance(other, DictVariable) else _keys_method(tx, other)
             if isinstance(other, DictVariable):
                 self.items.update(other.items)
             elif keys is not None:      # a mapping: its keys(), each read with [] (as CPython)
-                iterator = make_iterator(tx, keys.call_function(tx, [], {}))
-                while (k := iterator.next_item(tx)) is not None:
+                for k in _mapping_keys(tx, keys):
                     self._store(tx, k, tx.subscript(other, k))
             else:
                 # one pair at a time, as CPython: a generator's body sees the dict updated so far
@@ -244,16 +244,49 @@ class DictVariable(MethodTable, VariableTracker):
         return f"DictVariable({self.items!r})"
 
 
-def as_mapping(tx, other) -> "DictVariable":
+def as_mapping(tx, other, keywords=False) -> "DictVariable":
     """``other`` as ``{**other}`` and ``f(**other)`` read it: a dict, or a new dict of a mapping's
-    keys and values (``keys()``, then ``other[k]``); anything else is CPython's TypeError."""
+    keys and values (``keys()``, then ``other[k]``); anything else is CPython's TypeError.
+    ``keywords`` (``f(**other)``): a key its ``keys()`` gives twice is the call's TypeError."""
+    other = _dict_of_a_dict_subclass(other)
     if isinstance(other, DictVariable):
         return other
-    if _keys_method(tx, other) is None:
+    keys = _keys_method(tx, other)
+    if keys is None:
         raise Unsupported(f"** of {other}, which is not a mapping (TypeError)")
     incoming = DictVariable({})
-    incoming.method_update(tx, other)
+    for k in _mapping_keys(tx, keys):
+        if keywords and dict_key(tx, k) in incoming.items:
+            raise Unsupported(f"keyword argument {maybe_constant(k, '?')!r} given twice by ** of a mapping (TypeError)")
+        incoming._store(tx, k, tx.subscript(other, k))
     return incoming
+
+
+def _mapping_keys(tx, keys_method):
+    from .iterators import make_iterator
+
+    iterator = make_iterator(tx, keys_method.call_function(tx, [], {}))
+    while (k := iterator.next_item(tx)) is not None:
+        yield k
+
+
+def _dict_of_a_dict_subclass(other):
+    """A dict subclass made in the frame whose ``__iter__`` is dict's: CPython merges its table
+    directly (``keys()`` and ``[]`` are not called, however the class overrides them); a real
+    one with such overrides is refused (its raw items are not modelled)."""
+    from ..program_code import python_slot
+
+    try:
+        kind = other.python_type() if not isinstance(other, DictVariable) else None
+    except Unsupported:
+        kind = None
+    if not isinstance(kind, type) or not issubclass(kind, dict) or python_slot(kind, "__iter__") is not None:
+        return other
+    if getattr(other, "dict_part", None) is not None:
+        return other.dict_part
+    if any(python_slot(kind, name) is not None for name in ("keys", "__getitem__")):
+        raise Unsupported(f"merging a {kind.__name__}, whose keys() or [] CPython's merge does not call")
+    return other
 
 
 def _keys_method(tx, other):

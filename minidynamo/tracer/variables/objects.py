@@ -19,7 +19,7 @@ from ..side_effects import DELETED
 from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, instance_dict,
                    describe, maybe_constant)
 from .constant import ConstantVariable, is_constant_value
-from ..program_code import getter_runs_program_code, refuse_metaclass_code, runs_code_for
+from ..program_code import getter_runs_program_code, is_special, refuse_metaclass_code, runs_code_for
 
 
 def _wrap(tx, value, source):
@@ -462,6 +462,18 @@ class UserObjectVariable(VariableTracker):
     the DynamicCache it was given)."""
 
     returns_real = True
+
+    def call_method(self, tx, name, args, kwargs):
+        """A protocol's method (a dunder) is found on the type, never on the instance, as
+        CPython's slots find it (``o.__getitem__ = f`` does not change ``o[k]``)."""
+        if is_special(name):
+            found = lookup_class_attribute(tx, type(self.value), name, self, self.source)
+            if found is not None:
+                return found.call_function(tx, args, kwargs)
+            if name in instance_dict(self.value, ()):
+                raise Unsupported(f"{type(self.value).__name__}.{name} set on the instance (CPython's protocol "
+                                  "ignores it)")
+        return super().call_method(tx, name, args, kwargs)
 
     def next_item(self, tx=None):
         """``next(self)`` as a ``for`` loop or a builtin walking it asks it (its ``__iter__``
