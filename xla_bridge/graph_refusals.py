@@ -18,7 +18,8 @@ def unfit_for_the_device(gm, example_inputs):
     """Why the device cannot run ``gm`` (the first check that says so), or None."""
     return _holds_unsound_dtype(gm, example_inputs) or _marked_by_the_tracer(gm) or _empty_input_to_a_shuffle(gm) \
         or _as_strided_of_stored_memory(gm) \
-        or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm, example_inputs)
+        or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm, example_inputs) \
+        or _silent_write_into_a_view(gm)
 
 
 def _requires_grad(value) -> bool:
@@ -119,6 +120,18 @@ def _in_place_write_gains_grad(gm, example_inputs):
             if isinstance(before, torch.Tensor) and not before.requires_grad and written.requires_grad:
                 return (f"in-place {getattr(node.target, '__name__', node.target)} makes argument "
                         f"{k} require grad (the write-back carries no autograd)")
+    return None
+
+
+def _silent_write_into_a_view(gm):
+    """Why the device cannot run ``gm``, if an op writes without a version (batch norm's
+    running statistics) into a view (``rs[0]``, ``rs[1]``): torch_xla's kernel leaves a view
+    unwritten, where eager's writes through it into the base (probe P)."""
+    for node in gm.graph.nodes:
+        for written in node.meta.get("silent_writes") or ():
+            if isinstance(written, torch.Tensor) and written._base is not None:
+                return (f"{getattr(node.target, '__name__', node.target)} writes its running statistics into a "
+                        "view, which torch_xla leaves unwritten")
     return None
 
 

@@ -138,17 +138,19 @@ class PartitionedProgram:
         self.split = split_at(flat.graph_module, eager_nodes, decompositions, check_indices)
         if copies is None:
             copies = dev.device_copies(device_args)
-        xlac = dev.xlac()
         tensor_positions = [i for i, a in enumerate(copies) if isinstance(a, torch.Tensor)]
-        identity_before = [xlac._unique_id_for_ir_and_data(copies[i]) for i in tensor_positions]
+        # (the version too: an eager op between segments may write a device tensor's own buffer
+        # in place, keeping its data's identity: embedding_renorm_, probe P)
+        identity_before = dev.data_identities([copies[i] for i in tensor_positions])
         leaves = self.run(copies)       # the first run captures every segment
         # what the segments' captures warned, issued again before every run as for one graph
         # (the eager ops between them warn themselves)
         self.warnings = tuple(warning for segment in self.split.children()
                               if isinstance(segment, ReplayedSegment) for warning in segment.warnings)
         dev.materialize([c for c in copies if isinstance(c, torch.Tensor)])
-        self.mutated = tuple(i for i, before in zip(tensor_positions, identity_before)
-                             if xlac._unique_id_for_ir_and_data(copies[i]) != before)
+        identity_after = dev.data_identities([copies[i] for i in tensor_positions])
+        self.mutated = tuple(i for i, before, after in zip(tensor_positions, identity_before, identity_after)
+                             if after[:2] != before[:2])
         self.argument_leaves = {k: i for k, leaf in enumerate(leaves) for i in tensor_positions
                                 if leaf is copies[i]}
 

@@ -149,3 +149,29 @@ def test_a_variance_past_float32_answers_as_eager_when_training(backend, norm):
     finite.sum().backward()
     reference = scaled(X, w.detach().requires_grad_())
     torch.testing.assert_close(finite.cpu(), reference, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_running_statistics_that_are_views_of_an_argument_are_updated(backend):
+    """Probe P: torch_xla's batch norm leaves running statistics that are views (``rs[0]``)
+    unwritten; eager writes through them into ``rs``: such graphs run eagerly."""
+    def f(x, rs):
+        return torch.nn.functional.batch_norm(x, rs[0], rs[1], training=True, momentum=0.1)
+    compiled = minidynamo.optimize(backend)(f)
+    for _ in range(2):
+        x = torch.arange(12.0).view(4, 3)
+        rs, rs_eager = torch.stack([torch.zeros(3), torch.ones(3)]), torch.stack([torch.zeros(3), torch.ones(3)])
+        torch.testing.assert_close(compiled(x, rs), f(x, rs_eager))
+        torch.testing.assert_close(rs, rs_eager)
+
+
+def test_an_eager_op_between_segments_that_writes_an_argument_is_written_back():
+    """Probe P: ``embedding_renorm_`` runs eagerly between replayed segments and writes the
+    device copy's own buffer (its data keeps its identity): the caller's ``w`` was left as it was."""
+    def f(i, w):
+        return torch.embedding_renorm_(w, i, 1.0, 2.0) * 1
+    compiled = minidynamo.optimize("torchxla_trace_once")(f)
+    for _ in range(2):
+        w, w_eager = torch.arange(12.0).view(4, 3), torch.arange(12.0).view(4, 3)
+        torch.testing.assert_close(compiled(torch.tensor([0, 2]), w), f(torch.tensor([0, 2]), w_eager))
+        torch.testing.assert_close(w, w_eager)
