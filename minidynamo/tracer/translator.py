@@ -884,7 +884,8 @@ class GeneratorTranslator(InliningTranslator):
         else:
             raise Unsupported(f"a value sent into {receiver} by yield from")
         if item is None:
-            self.stack[-1] = receiver.return_value if isinstance(receiver, GeneratorVariable) else ConstantVariable(None)
+            self.stack[-1] = receiver.return_value if isinstance(receiver, GeneratorVariable) else \
+                getattr(receiver, "stop_value", None) or ConstantVariable(None)
             self.jump(inst)
         else:
             self.push(item)

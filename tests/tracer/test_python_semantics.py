@@ -442,3 +442,61 @@ def _instance_protocols(x):
 def test_a_protocol_method_set_on_the_instance_is_ignored():
     """Probe O: ``o[k]`` called the instance's ``__getitem__`` (CPython's slots use the type's)."""
     same_outcome(_instance_protocols, torch.ones(2))
+
+
+class OrderedGetitem(__import__("collections").OrderedDict):
+    def __getitem__(self, key):
+        return -1
+
+
+class ItemsOnly:
+    def items(self):
+        return [("a", 1), ("b", 2)]
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: (x, __import__("collections").OrderedDict(GetitemOverridden(a=1))),   # MutableMapping's
+    lambda x: (x, dict(OrderedGetitem(a=1)), {**OrderedGetitem(a=1)}),             # odict_iter: generic
+    lambda x: (x, __import__("collections").OrderedDict(ItemsOnly())),            # items(), not pairs
+], ids=["ordered-dict-of-a-dict-subclass", "dict-of-an-ordered-dict-subclass", "items-only"])
+def test_which_merge_reads_through_keys_and_items(fn):
+    """Probe O: only dict's own merge takes a dict subclass's table; OrderedDict's update (and any
+    merge of an OrderedDict, whose ``__iter__`` is its own) reads ``keys()`` and ``[]``, and an
+    object with only ``items()`` through it."""
+    same_outcome(fn, torch.ones(2))
+
+
+class StopsWithAValue:
+    def __init__(self):
+        self.n = 2
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.n -= 1
+        if self.n < 0:
+            raise StopIteration(42)
+        return self.n
+
+
+class StopSubclass(StopIteration):
+    pass
+
+
+class StopsWithASubclass(StopsWithAValue):
+    def __next__(self):
+        self.n -= 1
+        if self.n < 0:
+            raise StopSubclass()
+        return self.n
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: (x, [v for v in StopsWithAValue()], sum(StopsWithAValue())),
+    lambda x: (x, [v for v in StopsWithASubclass()], list(zip(StopsWithASubclass(), "ab"))),
+    lambda x: (x, list(_delegates(StopsWithAValue()))),
+], ids=["stop-with-a-value", "stop-subclass", "yield-from-returns-the-value"])
+def test_any_stop_iteration_ends_a_loop(fn):
+    """Probe O: a StopIteration with an argument, or a subclass, escaped the loop."""
+    same_outcome(fn, torch.ones(2))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import collections
 
+import guards as G
+
 from ...exc import ProgramRaises, Unsupported
 from ..library import refuse_user_dunders
 from .base import VariableTracker, maybe_constant
@@ -205,13 +207,19 @@ class DictVariable(MethodTable, VariableTracker):
         if other is not None:
             from .iterators import make_iterator
 
-            other = _dict_of_a_dict_subclass(other)
+            # (dict's update merges a dict subclass's table; OrderedDict's is MutableMapping's)
+            ordered = isinstance(self.dict_type, type) and issubclass(self.dict_type, collections.OrderedDict)
+            other = _dict_of_a_dict_subclass(other, table_merge=not ordered)
             keys = None if isinstance(other, DictVariable) else _keys_method(tx, other)
             if isinstance(other, DictVariable):
                 self.items.update(other.items)
             elif keys is not None:      # a mapping: its keys(), each read with [] (as CPython)
                 for k in _mapping_keys(tx, keys):
                     self._store(tx, k, tx.subscript(other, k))
+            elif ordered and _keys_method(tx, other, "items"):
+                for pair in _mapping_keys(tx, _keys_method(tx, other, "items")):   # (MutableMapping's
+                    k, v = pair.unpack(tx)                                           # update: items())
+                    self._store(tx, k, v)
             else:
                 # one pair at a time, as CPython: a generator's body sees the dict updated so far
                 # (and an exception it raises leaves the pairs before it stored)
@@ -248,7 +256,7 @@ def as_mapping(tx, other, keywords=False) -> "DictVariable":
     """``other`` as ``{**other}`` and ``f(**other)`` read it: a dict, or a new dict of a mapping's
     keys and values (``keys()``, then ``other[k]``); anything else is CPython's TypeError.
     ``keywords`` (``f(**other)``): a key its ``keys()`` gives twice is the call's TypeError."""
-    other = _dict_of_a_dict_subclass(other)
+    other = _dict_of_a_dict_subclass(other, table_merge=True)
     if isinstance(other, DictVariable):
         return other
     keys = _keys_method(tx, other)
@@ -270,17 +278,19 @@ def _mapping_keys(tx, keys_method):
         yield k
 
 
-def _dict_of_a_dict_subclass(other):
-    """A dict subclass made in the frame whose ``__iter__`` is dict's: CPython merges its table
-    directly (``keys()`` and ``[]`` are not called, however the class overrides them); a real
-    one with such overrides is refused (its raw items are not modelled)."""
+def _dict_of_a_dict_subclass(other, table_merge: bool):
+    """A dict subclass made in the frame whose ``__iter__`` is dict's own: dict's merge takes its
+    table directly (``keys()`` and ``[]`` are not called, however the class overrides them); a
+    real one with such overrides is refused (its raw items are not modelled).  ``table_merge``
+    False (OrderedDict's update, MutableMapping's rule): only an exact dict is merged so."""
     from ..program_code import python_slot
 
     try:
         kind = other.python_type() if not isinstance(other, DictVariable) else None
     except Unsupported:
         kind = None
-    if not isinstance(kind, type) or not issubclass(kind, dict) or python_slot(kind, "__iter__") is not None:
+    if not table_merge or not isinstance(kind, type) or not issubclass(kind, dict) \
+            or G.class_lookup(kind, "__iter__") is not dict.__dict__["__iter__"]:
         return other
     if getattr(other, "dict_part", None) is not None:
         return other.dict_part
@@ -289,20 +299,21 @@ def _dict_of_a_dict_subclass(other):
     return other
 
 
-def _keys_method(tx, other):
+def _keys_method(tx, other, name="keys"):
     """``other.keys`` when ``other`` has one, else None: CPython's ``dict(x)``, ``d.update(x)``
     and ``{**x}`` read an argument with ``keys`` as a mapping (its keys, then ``x[k]``), any
-    other as an iterable of pairs.  Lists, tuples, iterators and views have none."""
+    other as an iterable of pairs.  Lists, tuples, iterators and views have none.  (``name``:
+    ``items``, which OrderedDict's update asks next.)"""
     from .base import AttributeDeleted, AttributeMissing
 
     if isinstance(other, (BaseListVariable, IteratorVariable, DictViewVariable)):
         return None
     try:
-        return other.var_getattr(tx, "keys")
+        return other.var_getattr(tx, name)
     except AttributeDeleted:
         return None
     except AttributeMissing:
-        other.guard_absent(tx, "keys")
+        other.guard_absent(tx, name)
         return None
 
 

@@ -314,8 +314,8 @@ def _update_through_setitem(tx, obj, name, args, kwargs):
     that method (inlined) sees every item, in order."""
     from .dicts import DictVariable, key_variable
 
-    incoming = DictVariable({})
-    incoming.method_update(tx, *args, **kwargs)     # (the items, read as CPython reads them)
+    incoming = DictVariable({}, collections.OrderedDict)
+    incoming.method_update(tx, *args, **kwargs)     # (the items, read as MutableMapping.update reads them)
     for key, value in list(incoming.items.items()):
         obj.call_method(tx, "__setitem__", [key_variable(key), value], {})
     return obj if name == "__ior__" else ConstantVariable(None)

@@ -478,7 +478,7 @@ class UserObjectVariable(VariableTracker):
     def next_item(self, tx=None):
         """``next(self)`` as a ``for`` loop or a builtin walking it asks it (its ``__iter__``
         returned it): its class's Python ``__next__``, inlined; the StopIteration that ends the
-        walk, None (one carrying a value, which ``yield from`` would return: refused)."""
+        walk, None (its value kept as ``stop_value``: what ``yield from`` answers)."""
         from .new_objects import python_slot
 
         if python_slot(type(self.value), "__next__") is None:
@@ -486,9 +486,14 @@ class UserObjectVariable(VariableTracker):
         try:
             return self.call_method(tx, "__next__", [], {})
         except ProgramRaises as error:
-            if type(error.exception) is StopIteration and not error.exception.args and not error.fields:
-                return None
-            raise
+            if not isinstance(error.exception, StopIteration):
+                raise
+            # any StopIteration ends the walk; its value is what ``yield from`` answers
+            from ..builder import wrap_constant_result
+
+            value = error.fields.get("value")
+            self.stop_value = value if value is not None else wrap_constant_result(error.exception.value)
+            return None
 
     def __init__(self, value, source=None):
         super().__init__(source)
