@@ -210,15 +210,15 @@ class DictVariable(MethodTable, VariableTracker):
             # (dict's update merges a dict subclass's table; OrderedDict's is MutableMapping's)
             ordered = isinstance(self.dict_type, type) and issubclass(self.dict_type, collections.OrderedDict)
             other = _dict_of_a_dict_subclass(other, table_merge=not ordered)
-            keys = None if isinstance(other, DictVariable) else _keys_method(tx, other)
+            keys = None if isinstance(other, DictVariable) else _mapping_method(tx, other)
             if isinstance(other, DictVariable):
                 self.items.update(other.items)
             elif keys is not None:      # a mapping: its keys(), each read with [] (as CPython)
-                for k in _mapping_keys(tx, keys):
+                for k in _walk(tx, keys):
                     self._store(tx, k, tx.subscript(other, k))
-            elif ordered and _keys_method(tx, other, "items"):
-                for pair in _mapping_keys(tx, _keys_method(tx, other, "items")):   # (MutableMapping's
-                    k, v = pair.unpack(tx)                                           # update: items())
+            elif ordered and (items := _mapping_method(tx, other, "items")) is not None:
+                for pair in _walk(tx, items):         # (MutableMapping's update: items())
+                    k, v = pair.unpack(tx)
                     self._store(tx, k, v)
             else:
                 # one pair at a time, as CPython: a generator's body sees the dict updated so far
@@ -259,21 +259,22 @@ def as_mapping(tx, other, keywords=False) -> "DictVariable":
     other = _dict_of_a_dict_subclass(other, table_merge=True)
     if isinstance(other, DictVariable):
         return other
-    keys = _keys_method(tx, other)
+    keys = _mapping_method(tx, other)
     if keys is None:
         raise Unsupported(f"** of {other}, which is not a mapping (TypeError)")
     incoming = DictVariable({})
-    for k in _mapping_keys(tx, keys):
+    for k in _walk(tx, keys):
         if keywords and dict_key(tx, k) in incoming.items:
             raise Unsupported(f"keyword argument {maybe_constant(k, '?')!r} given twice by ** of a mapping (TypeError)")
         incoming._store(tx, k, tx.subscript(other, k))
     return incoming
 
 
-def _mapping_keys(tx, keys_method):
+def _walk(tx, method):
+    """The items of what ``method()`` (a mapping's ``keys`` or ``items``) returns, one by one."""
     from .iterators import make_iterator
 
-    iterator = make_iterator(tx, keys_method.call_function(tx, [], {}))
+    iterator = make_iterator(tx, method.call_function(tx, [], {}))
     while (k := iterator.next_item(tx)) is not None:
         yield k
 
@@ -299,8 +300,8 @@ def _dict_of_a_dict_subclass(other, table_merge: bool):
     return other
 
 
-def _keys_method(tx, other, name="keys"):
-    """``other.keys`` when ``other`` has one, else None: CPython's ``dict(x)``, ``d.update(x)``
+def _mapping_method(tx, other, name="keys"):
+    """``other.keys`` (``name``) when ``other`` has one, else None: CPython's ``dict(x)``, ``d.update(x)``
     and ``{**x}`` read an argument with ``keys`` as a mapping (its keys, then ``x[k]``), any
     other as an iterable of pairs.  Lists, tuples, iterators and views have none.  (``name``:
     ``items``, which OrderedDict's update asks next.)"""
