@@ -341,30 +341,14 @@ def stop_values(tx, stop_at) -> tuple:
             raise Unsupported(f"the cell variable {name!r} of {code.co_qualname} is deleted in the frame (a read "
                               "after its del: eager's UnboundLocalError would become a NameError after the break)")
     values += [tx.cells[name] for name in code.co_cellvars]
+    held = _reachable(values) if iterated else {}
     for container in iterated:           # a snapshot of a list is exact only if nothing else can change it
-        if any(_holds(v, container) for v in values):
+        if held is None or id(container) in held:
             raise Unsupported(f"graph break inside a for loop in {code.co_qualname} over a list the rest of the "
                               "frame can still change (its iterator reads it live)")
     state = BreakState(code, index, inst, stack, n_stack, names, tuple(tx.kw_names or ()), dict(decoded(code)[1]),
                        cells=list(code.co_cellvars), loop_head=head, raise_to=raise_to)
     return TupleVariable(values), state
-
-
-def _holds(vt, target, depth=0) -> bool:
-    """Is ``target`` ``vt`` or inside it (containers, cells, objects' attributes)?"""
-    if vt is target:
-        return True
-    if depth > 8:
-        return True                      # too deep to tell: assume it does
-    children = list(getattr(vt, "items", ()) if isinstance(getattr(vt, "items", None), (list, tuple)) else ())
-    if isinstance(getattr(vt, "items", None), dict):
-        children += list(vt.items.values())
-    for name in ("value", "dict_vt", "list_vt", "self_vt", "obj"):
-        child = getattr(vt, name, None)
-        if isinstance(child, VariableTracker):
-            children.append(child)
-    children += list(getattr(vt, "attrs", {}).values()) if isinstance(getattr(vt, "attrs", None), dict) else []
-    return any(_holds(c, target, depth + 1) for c in children)
 
 
 CELL_READS = {"LOAD_DEREF", "LOAD_CLASSDEREF", "DELETE_DEREF"}
