@@ -361,6 +361,7 @@ def _plan_leaves(leaves, copies, positions, argument_data, results) -> tuple:
                                  xlac._check_tensor_need_materialization(device_leaves)))
     position_of_copy = {id(copies[i]): i for i in positions}
     index_of_result = {id(r): k for k, r in enumerate(results)}
+    ir_index = {xlac._unique_id_for_ir_and_data(r): k for k, r in enumerate(results) if dev.is_xla(r)}
     plan, copy_of_leaf = [], {}     # a tensor returned twice is one copy, returned twice
     for leaf in leaves:
         if not isinstance(leaf, torch.Tensor):
@@ -379,8 +380,13 @@ def _plan_leaves(leaves, copies, positions, argument_data, results) -> tuple:
             copy_of_leaf[id(leaf)] = plan[-1]
         else:
             if id(leaf) not in index_of_result:
-                index_of_result[id(leaf)] = len(results)
-                results.append(leaf)
+                # the same pending value as a result already there (``x.add_(1); return
+                # x.detach()``: the runtime gives one output for both): read that one
+                same = ir_index.get(xlac._unique_id_for_ir_and_data(leaf)) if dev.is_xla(leaf) else None
+                if same is None:
+                    same = len(results)
+                    results.append(leaf)
+                index_of_result[id(leaf)] = same
             plan.append(Result(index_of_result[id(leaf)]))
     return tuple(plan)
 

@@ -716,3 +716,18 @@ def test_an_output_eager_lays_out_permuted_is_a_tensor_of_its_own(grad):
     out.detach_()
     with torch.set_grad_enabled(grad):
         out.mul_(torch.ones(4, 6, requires_grad=True))
+
+
+def test_an_output_that_is_a_written_argument_again_is_read_from_its_one_result():
+    """Probe P: ``x.add_(1); return x.detach()``: the detached output and the written argument
+    are one pending value, for which the runtime returns one output; the replay read a second
+    (IndexError inside the bridge: with device arguments it reached the caller)."""
+    def f(x):
+        x.add_(1)
+        return x.detach()
+    compiled = minidynamo.optimize("torchxla_trace_once")(f)
+    for _ in range(2):
+        x, x_eager = torch.ones(3), torch.ones(3)
+        torch.testing.assert_close(compiled(x), f(x_eager))
+        torch.testing.assert_close(x, x_eager)
+    assert not [r for r in xla_bridge.counters.reasons if "IndexError" in r], xla_bridge.counters.reasons
