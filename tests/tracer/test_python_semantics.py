@@ -31,6 +31,26 @@ def same_outcome(fn, *args):
     return expected[1], actual[1]
 
 
+def same_result(fn, *args):
+    """``same_outcome``, and when both return, equal results (tensors by value, containers by
+    type and items, keys in order)."""
+    pair = same_outcome(fn, *args)
+    if pair is not None:
+        assert _equal(*pair), pair
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(map(_equal, a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_equal(a[k], b[k]) for k in a)
+    return a == b
+
+
 def test_repeated_and_concatenated_lists_share_their_inner_lists():
     """``[a] * 3`` folded as a constant made three new lists: ``a.append(1)`` then reached none
     (the tensor op read the stale length)."""
@@ -337,7 +357,7 @@ def _keywords(x, a=1, **kw):
 ], ids=["call-with-pairs", "display-with-pairs", "call-with-a-mapping"])
 def test_double_star_takes_mappings_only(fn):
     """``f(**x)`` and ``{**x}`` read a mapping through ``keys()``; pairs raise TypeError."""
-    same_outcome(fn, torch.ones(2))
+    same_result(fn, torch.ones(2))
 
 
 class Countdown:
@@ -371,7 +391,7 @@ def _delegates(it):
 ], ids=["for", "sum-list", "next-default", "next-raises", "shared", "yield-from"])
 def test_an_iterator_of_the_program_is_walked_through_its_next(fn):
     """Probe I: ``__iter__`` returning ``self`` fell back for the whole frame."""
-    same_outcome(fn, torch.ones(2))
+    same_result(fn, torch.ones(2))
 
 
 class NeverEqual:
@@ -392,7 +412,7 @@ NEVER_REF = __import__("weakref").ref(NEVER)
 def test_equality_of_classes_that_do_not_compare_by_identity(fn):
     """Probe M: two trackers the operators could not compare were answered by identity; a weak
     reference compares its referents (here: never equal), a slice its bounds (identity first)."""
-    same_outcome(fn, torch.ones(2))
+    same_result(fn, torch.ones(2))
 
 
 class GetitemOverridden(dict):
@@ -421,7 +441,7 @@ class KeysTwice:
 def test_a_dict_subclass_merges_its_table(fn):
     """Probe O: CPython merges a dict subclass whose ``__iter__`` is dict's straight from its
     table (its ``keys()`` and ``[]`` are not called); ``f(**m)`` with a key twice raises."""
-    same_outcome(fn, torch.ones(2))
+    same_result(fn, torch.ones(2))
 
 
 class ProtocolOnTheType:
@@ -441,7 +461,7 @@ def _instance_protocols(x):
 
 def test_a_protocol_method_set_on_the_instance_is_ignored():
     """Probe O: ``o[k]`` called the instance's ``__getitem__`` (CPython's slots use the type's)."""
-    same_outcome(_instance_protocols, torch.ones(2))
+    same_result(_instance_protocols, torch.ones(2))
 
 
 class OrderedGetitem(__import__("collections").OrderedDict):
@@ -463,7 +483,7 @@ def test_which_merge_reads_through_keys_and_items(fn):
     """Probe O: only dict's own merge takes a dict subclass's table; OrderedDict's update (and any
     merge of an OrderedDict, whose ``__iter__`` is its own) reads ``keys()`` and ``[]``, and an
     object with only ``items()`` through it."""
-    same_outcome(fn, torch.ones(2))
+    same_result(fn, torch.ones(2))
 
 
 class StopsWithAValue:
@@ -499,4 +519,28 @@ class StopsWithASubclass(StopsWithAValue):
 ], ids=["stop-with-a-value", "stop-subclass", "yield-from-returns-the-value"])
 def test_any_stop_iteration_ends_a_loop(fn):
     """Probe O: a StopIteration with an argument, or a subclass, escaped the loop."""
-    same_outcome(fn, torch.ones(2))
+    same_result(fn, torch.ones(2))
+
+
+class MissingKeyError(KeyError):
+    pass
+
+
+class AnswersMissing(dict):
+    def __missing__(self, key):
+        if key == "default":
+            return 7
+        raise MissingKeyError(key)
+
+
+def _reads_missing_keys(x):
+    try:
+        AnswersMissing()["b"]
+    except KeyError as error:
+        return x + 1, type(error).__name__
+
+
+def test_a_dict_subclass_made_in_the_frame_answers_a_missing_key_with_its_missing():
+    """Probe O: dict's ``[]`` of a missing key asks a subclass's ``__missing__``; the trace raised
+    a plain KeyError (and never ran the method)."""
+    same_result(_reads_missing_keys, torch.ones(2))

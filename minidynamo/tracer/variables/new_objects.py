@@ -300,6 +300,12 @@ class BuiltinBaseMethod(VariableTracker):
                 obj.dict_part.method_update(tx, *args, **kwargs)
             return ConstantVariable(None)
         if self.owner is not object and getattr(obj, "dict_part", None) is not None:
+            if name == "__getitem__" and len(args) == 1 and python_slot(obj.python_type(), "__missing__") \
+                    is not None:
+                from .dicts import dict_key
+
+                if dict_key(tx, args[0]) not in obj.dict_part.items:   # dict's [] asks the subclass
+                    return obj.call_method(tx, "__missing__", args, {})
             # (dict's own update and __init__ ignore an overriding __setitem__, as here)
             return obj.dict_part.call_method(tx, name, args, kwargs)
         raise Unsupported(f"{describe(self.owner)}.{name} on {obj}")
