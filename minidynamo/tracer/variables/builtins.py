@@ -169,6 +169,15 @@ def _consumed_items(tx, vt, sized=False):
     iterator = make_iterator(tx, vt)
     if sized:
         _size_asked(tx, vt)
+    from .objects import UserObjectVariable
+
+    if isinstance(iterator, UserObjectVariable):      # an iterator of the program's: its __next__
+        items = []
+        while (item := iterator.next_item(tx)) is not None:
+            items.append(item)
+            if len(items) > MAX_ITEMS:
+                raise Unsupported(f"an iterator gave more than {MAX_ITEMS} items (endless?)")
+        return items
     return iterator.unpack(tx)
 
 
