@@ -9,6 +9,8 @@ import torch
 
 import minidynamo
 
+from .helpers import assert_same
+
 
 @pytest.fixture(autouse=True)
 def fresh():
@@ -32,23 +34,10 @@ def same_outcome(fn, *args):
 
 
 def same_result(fn, *args):
-    """``same_outcome``, and when both return, equal results (tensors by value, containers by
-    type and items, keys in order)."""
+    """``same_outcome``, and when both return, the same results (``helpers.assert_same``)."""
     pair = same_outcome(fn, *args)
     if pair is not None:
-        assert _equal(*pair), pair
-
-
-def _equal(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and torch.equal(a, b)
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(map(_equal, a, b))
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_equal(a[k], b[k]) for k in a)
-    return a == b
+        assert_same(*pair)
 
 
 def test_repeated_and_concatenated_lists_share_their_inner_lists():
