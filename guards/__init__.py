@@ -37,6 +37,7 @@ Layers: this package never imports minidynamo (it sits below it) nor torch._dyna
 from .codegen import GuardFunction, build_guard_function
 from .guard import (
     NOT_FOUND, Guard, TensorSpec, UnguardableValue, absent_match, alias_match, autocast_match, autograd_view, class_lookup,
+    container_base,
     autograd_views_match, class_match, distinct_match, default_dtype_match, mro_of,
     torch_state_match, dict_keys_match, equals_match, compare_match, COMPARISONS, MIRRORED, global_hooks_empty,
     grad_mode_match, id_match, length_match, module_state_match, storage_match, tensor_match, type_match,
@@ -56,5 +57,5 @@ __all__ = [
     "length_match", "module_state_match", "tensor_match", "type_match", "absent_match", "alias_match", "distinct_match",
     "storage_match", "autograd_views_match", "autograd_view",
     "default_dtype_match", "torch_state_match", "CallSource", "NamespaceSource", "TorchStateSource",
-    "ClassSource", "HeldSource", "class_match", "class_lookup", "mro_of", "NOT_FOUND",
+    "ClassSource", "HeldSource", "class_match", "class_lookup", "container_base", "mro_of", "NOT_FOUND",
 ]

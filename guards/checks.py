@@ -11,7 +11,6 @@ generated function's globals through ``consts.name_for(obj, hint)``.
 from __future__ import annotations
 
 import abc
-import collections
 import functools
 import math
 import types
@@ -24,7 +23,7 @@ from .source import torch_state_function
 from .guard import (
     ABSENT_MATCH, ALIAS_MATCH, AUTOGRAD_VIEW_MATCH, CLASS_MATCH, DISTINCT_MATCH, STORAGE_MATCH, NOT_FOUND, TORCH_STATE_MATCH, AUTOCAST_MATCH, COMPARE_MATCH, DICT_KEYS_MATCH, EQUALS_MATCH, GLOBAL_HOOKS_EMPTY, GRAD_MODE_MATCH, ID_MATCH,
     LENGTH_MATCH, MODULE_STATE_MATCH, TENSOR_MATCH, TYPE_MATCH, ClassFacts, Guard, TensorSpec,
-    COMPARISONS, UnguardableValue, WeakPin, autograd_view, class_lookup, mro_of, pinned, storage_groups,
+    COMPARISONS, UnguardableValue, WeakPin, autograd_view, class_lookup, container_base, mro_of, pinned, storage_groups,
 )
 
 
@@ -275,7 +274,7 @@ def length_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     cls, length = guard.expected
     label = guard.source.name()
     # a subclass's own __len__ is the program's code: the builtin's length is what was relied on
-    base = next((b for b in (tuple, list, dict, collections.deque) if issubclass(cls, b)), None)
+    base = container_base(cls)
     measure = "len" if base is None or base is cls else consts.name_for(base.__len__, "builtin_len")
     return [_type_check(v, label, cls, consts),
             Check(f"{measure}({v}) == {length}", f"len({label})", str(length), f"{measure}({v})")]
@@ -446,27 +445,17 @@ def absent_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
                       f"{v}.__dict__.get({attr!r}, {missing})", ("lacks", v, attr))]
     holder = v if mode == "class" else f"type({v})"
     if by_mro:    # (``getattr`` on the class would ask its metaclass too, maybe its Python)
-        lookup, not_found = consts.name_for(class_lookup, "class_lookup"), consts.name_for(NOT_FOUND, "not_found")
-        read = f"{lookup}({holder}, {attr!r})"
-        if mode == "slot":
-            slot = consts.name_for(descriptor, "slot")
-            return [Check(f"{read} is {slot}", f"{label}.{attr} (class attribute)", f"the slot {attr!r}", read),
-                    Check(f"getattr({v}, {attr!r}, {missing}) is {missing}", f"{label}.{attr}", "unset",
-                          f"getattr({v}, {attr!r}, {missing})")]
-        checks = [Check(f"{read} is {not_found}", f"{label}.{attr} (class attribute)", "absent", read)]
-        if mode == "object":
-            checks.append(Check(f"{attr!r} not in {v}.__dict__", f"{label}.__dict__[{attr!r}]", "absent",
-                                f"{v}.__dict__.get({attr!r}, {missing})"))
-        return checks + type_lookup_checks(guard.obj, v, label, consts)
+        read = f"{consts.name_for(class_lookup, 'class_lookup')}({holder}, {attr!r})"
+        nothing = consts.name_for(NOT_FOUND, "not_found")
+    else:
+        read, nothing = f"getattr({holder}, {attr!r}, {missing})", missing
     if mode == "slot":    # the class still has the slot (nothing else), and it is unset
         slot = consts.name_for(descriptor, "slot")
-        return [Check(f"getattr({holder}, {attr!r}, {missing}) is {slot}", f"{label}.{attr} (class attribute)",
-                      f"the slot {attr!r}", f"getattr({holder}, {attr!r}, {missing})"),
+        return [Check(f"{read} is {slot}", f"{label}.{attr} (class attribute)", f"the slot {attr!r}", read),
                 Check(f"getattr({v}, {attr!r}, {missing}) is {missing}", f"{label}.{attr}", "unset",
                       f"getattr({v}, {attr!r}, {missing})")]
-    checks = [Check(f"getattr({holder}, {attr!r}, {missing}) is {missing}",
-                    f"{label}.{attr} ({'on the class' if mode == 'class' else 'class attribute'})",
-                    "absent", f"getattr({holder}, {attr!r}, {missing})")]
+    checks = [Check(f"{read} is {nothing}",
+                    f"{label}.{attr} ({'on the class' if mode == 'class' else 'class attribute'})", "absent", read)]
     if mode == "object":
         checks.append(Check(f"{attr!r} not in {v}.__dict__", f"{label}.__dict__[{attr!r}]", "absent",
                             f"{v}.__dict__.get({attr!r}, {missing})"))

@@ -231,11 +231,17 @@ def is_immutable_constant(value: Any) -> bool:
     return True
 
 
+def container_base(cls: type) -> Optional[type]:
+    """The builtin container ``cls`` is or derives from (tuple, list, dict, deque), or None: its
+    own length and walk, which a subclass's ``__len__`` / ``__iter__`` (the program's) may hide."""
+    return next((base for base in (tuple, list, dict, collections.deque) if issubclass(cls, base)), None)
+
+
 def length_match(source: Source, value: Any) -> Guard:
     """``type(source) is type(value) and len(source) == len(value)`` (lists, tuples, dicts, deques)."""
     if not isinstance(value, (list, tuple, dict, collections.deque)):
         raise UnguardableValue(f"{source.name()}: length_match on a {type(value).__name__}")
-    measure = next((b.__len__ for b in (tuple, list, dict, collections.deque) if isinstance(value, b)), len)
+    measure = container_base(type(value)).__len__
     return Guard(source, LENGTH_MATCH, (type(value), measure(value)), type(value))
 
 

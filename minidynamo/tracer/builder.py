@@ -78,11 +78,12 @@ _MISSING = object()
 def wrap(tx, value, source) -> VariableTracker:
     """The VariableTracker for ``value`` read from ``source`` (None: made up, no guard)."""
     guard = tx.output.add_guard if source is not None else (lambda g: None)
-    if reads_run_code(type(type(value))) or (issubclass(type(value), type) and reads_run_code(type(value))):
+    own_reads = reads_run_code(type(value))      # (its class's __getattribute__ is Python)
+    if reads_run_code(type(type(value))) or (own_reads and issubclass(type(value), type)):
         raise Unsupported("a value whose class's metaclass defines __getattribute__: every read of its class "
                           "runs the program's code")
-    if reads_run_code(type(value)) and not issubclass(type(value), (torch.Tensor, torch.nn.Module)):
-        return _wrapreads_run_code(tx, value, source, guard)
+    if own_reads and not issubclass(type(value), (torch.Tensor, torch.nn.Module)):
+        return _wrap_reads_run_code(tx, value, source, guard)
     disguised = G.class_lookup(type(value), "__class__") is not object.__dict__["__class__"]
     if source is not None:
         tx.output.wrapped_values.setdefault(source, value)
@@ -265,7 +266,7 @@ def wrap(tx, value, source) -> VariableTracker:
     return vt
 
 
-def _wrapreads_run_code(tx, value, source, guard) -> VariableTracker:
+def _wrap_reads_run_code(tx, value, source, guard) -> VariableTracker:
     """An object whose class defines ``__getattribute__`` in Python (transformers' configs do):
     a plain object, by type, asked nothing more here, since even ``isinstance`` reads its
     ``__class__`` through that code.  The trace runs its reads through it (inlined, guarded)."""
@@ -550,9 +551,8 @@ def _sequence_items(tx, value, source, guard) -> list:
     """The wrapped items of a list or tuple, its length guarded."""
     if source is not None:
         guard(G.length_match(source, value))
-    # the builtin's own walk (a subclass's __iter__ is the program's code)
-    base = next(b for b in (tuple, list, collections.deque, object) if isinstance(value, b))
-    items = iter(value) if base is object else base.__iter__(value)
+    base = G.container_base(type(value))          # (a subclass's __iter__ is the program's code)
+    items = iter(value) if base is None else base.__iter__(value)
     return [wrap(tx, v, G.ItemSource(source, i) if source is not None else None) for i, v in enumerate(items)]
 
 

@@ -281,7 +281,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         ends in ``object.__setattr__``, a raw store), else only a plain instance attribute (no
         C ``__setattr__``, property or slot would run code or refuse it)."""
         from .class_answers import guard_class
-        from .variables.new_objects import python_slot
+        from .program_code import python_slot
         from .variables.objects import lookup_class_attribute
 
         klass = type(obj.value)
@@ -322,7 +322,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         """``del obj.name`` / ``delattr(obj, name)`` on a plain user object (a Python
         ``__delattr__`` is inlined), replayed after the graph like a store."""
         from .class_answers import guard_class
-        from .variables.new_objects import python_slot
+        from .program_code import python_slot
         from .variables.objects import UserObjectVariable, lookup_class_attribute
 
         if getattr(obj, "is_new_object", False):          # made in the trace: no side effect

@@ -23,7 +23,7 @@ from ..library import is_library_value
 from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, OpaqueCallableVariable,
                    VariableTracker, describe, maybe_constant)
 from .constant import ConstantVariable
-from .containers import (MAX_ITEMS, BaseListVariable, IteratorVariable, ListVariable, SliceVariable,
+from .containers import (MAX_ITEMS, BaseListVariable, IteratorVariable, ListVariable, SliceVariable, pull_all,
                          TupleVariable)
 from .dicts import DictVariable
 from .generators import GeneratorVariable
@@ -172,12 +172,7 @@ def _consumed_items(tx, vt, sized=False):
     from .objects import UserObjectVariable
 
     if isinstance(iterator, UserObjectVariable):      # an iterator of the program's: its __next__
-        items = []
-        while (item := iterator.next_item(tx)) is not None:
-            items.append(item)
-            if len(items) > MAX_ITEMS:
-                raise Unsupported(f"an iterator gave more than {MAX_ITEMS} items (endless?)")
-        return items
+        return pull_all(tx, iterator)
     return iterator.unpack(tx)
 
 
@@ -189,7 +184,7 @@ def _size_asked(tx, vt) -> None:
 
     if not isinstance(vt, UserObjectVariable):
         return
-    from .new_objects import python_slot
+    from ..program_code import python_slot
 
     kind = type(vt.value)
     name = "__len__" if python_slot(kind, "__len__") is not None else \
@@ -246,7 +241,7 @@ def _iter(tx, obj, *sentinel):
 
 
 def _next(tx, it, default=None):
-    from .new_objects import python_slot
+    from ..program_code import python_slot
     from .objects import UserObjectVariable
 
     if isinstance(it, UserObjectVariable) and python_slot(type(it.value), "__next__") is not None:

@@ -424,6 +424,16 @@ class SliceVariable(VariableTracker):
         return slice(*(p[0] for p in pairs)), slice(*(p[1] for p in pairs))
 
 
+def pull_all(tx, iterator) -> list:
+    """Every item ``iterator`` (anything with ``next_item``) still gives, pulled one by one."""
+    rest = []
+    while (item := iterator.next_item(tx)) is not None:
+        rest.append(item)
+        if len(rest) > MAX_ITEMS:
+            raise Unsupported(f"an iterator gave more than {MAX_ITEMS} items (endless?)")
+    return rest
+
+
 class IteratorVariable(MethodTable, VariableTracker):
     """The iterator protocol every iterator tracker follows (``next_item(tx)``: the next item,
     or None once exhausted); this class itself walks a fixed list of items (tuples, ranges,
@@ -451,12 +461,7 @@ class IteratorVariable(MethodTable, VariableTracker):
 
     def unpack(self, tx):
         """All remaining items, pulled one by one (``list(it)``)."""
-        rest = []
-        while (item := self.next_item(tx)) is not None:
-            rest.append(item)
-            if len(rest) > MAX_ITEMS:
-                raise Unsupported(f"an iterator gave more than {MAX_ITEMS} items (endless?)")
-        return rest
+        return pull_all(tx, self)
 
     def method_iter(self, tx):
         return self

@@ -88,7 +88,8 @@ def _own_iter(tx, obj):
     if isinstance(obj, (BaseListVariable, DictVariable, SetVariable, ConstantVariable, IteratorVariable)):
         return None                            # (the common case: no class of the program's)
     from ..operators import special_method
-    from .new_objects import NewObjectVariable, python_slot
+    from ..program_code import python_slot
+    from .new_objects import NewObjectVariable
     from .nn_module import NNModuleVariable
     from .objects import UserObjectVariable
 
@@ -110,7 +111,7 @@ def _own_iter(tx, obj):
 def _checked_iterator(obj, result):
     """What ``__iter__`` returned, which must be an iterator (CPython raises TypeError otherwise:
     the frame runs eagerly and raises it)."""
-    from .new_objects import python_slot
+    from ..program_code import python_slot
     from .objects import UserObjectVariable
 
     if isinstance(result, UserObjectVariable) and python_slot(type(result.value), "__next__") is not None:

@@ -25,7 +25,7 @@ import types
 
 import guards as G
 from ...exc import Unsupported
-from ..program_code import is_special, python_slot  # noqa: F401  (the override told from a builtin's slot; imported from here too)
+from ..program_code import python_slot
 from .base import AttributeMissing, VariableTracker, describe, instance_dict, static_class_attribute
 from .constant import ConstantVariable
 from .dicts import DictVariable
@@ -34,8 +34,6 @@ from .objects import ClassVariable, UserObjectVariable, lookup_class_attribute
 
 # The builtin classes a modelled class may inherit from, and the state each gives it.
 BUILTIN_BASES = (object, dict, collections.OrderedDict)
-
-
 
 
 def builtin_owner(klass, name, mro_start=0):
@@ -183,14 +181,8 @@ class NewObjectVariable(UserObjectVariable):
         del self.attrs[name]
 
     # -- the protocols the interpreter asks for ------------------------------------------------
-    def call_method(self, tx, name, args, kwargs):
-        if is_special(name):       # CPython finds a protocol's method on the type, never the instance
-            found = self.class_lookup(tx, name)
-            if found is not None:
-                return found.call_function(tx, args, kwargs)
-            if name in self.attrs:
-                raise Unsupported(f"{self.klass.__name__}.{name} set on the instance (CPython's protocol ignores it)")
-        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+    def has_own(self, name) -> bool:
+        return name in self.attrs
 
     def subscript(self, tx, index):
         return self.call_method(tx, "__getitem__", [index], {})

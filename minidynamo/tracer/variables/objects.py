@@ -138,7 +138,7 @@ def _python_descriptor_get(tx, klass, index, name, attr, self_vt, source, class_
     inlined.  The descriptor is read as ``cls.__mro__[i].__dict__[name]`` (reading ``cls.name``
     would run it), the lookups that lead to it are guarded, and for a non-data descriptor the
     instance must still lack ``name`` (once it has it, the instance's value answers)."""
-    from .new_objects import python_slot
+    from ..program_code import python_slot
 
     getter = python_slot(type(attr), "__get__")
     if getter is None or class_source is None:
@@ -467,19 +467,27 @@ class UserObjectVariable(VariableTracker):
         """A protocol's method (a dunder) is found on the type, never on the instance, as
         CPython's slots find it (``o.__getitem__ = f`` does not change ``o[k]``)."""
         if is_special(name):
-            found = lookup_class_attribute(tx, type(self.value), name, self, self.source)
+            found = self.class_lookup(tx, name)
             if found is not None:
                 return found.call_function(tx, args, kwargs)
-            if name in instance_dict(self.value, ()):
+            if self.has_own(name):
                 raise Unsupported(f"{type(self.value).__name__}.{name} set on the instance (CPython's protocol "
                                   "ignores it)")
         return super().call_method(tx, name, args, kwargs)
+
+    def class_lookup(self, tx, name, mro_start=0):
+        """``name`` as its class resolves it, bound to this object (None: not a Python one)."""
+        return lookup_class_attribute(tx, type(self.value), name, self, self.source, mro_start)
+
+    def has_own(self, name) -> bool:
+        """Does the instance itself hold ``name``?"""
+        return has_own_attribute(self.value, name)
 
     def next_item(self, tx=None):
         """``next(self)`` as a ``for`` loop or a builtin walking it asks it (its ``__iter__``
         returned it): its class's Python ``__next__``, inlined; the StopIteration that ends the
         walk, None (its value kept as ``stop_value``: what ``yield from`` answers)."""
-        from .new_objects import python_slot
+        from ..program_code import python_slot
 
         if python_slot(type(self.value), "__next__") is None:
             raise Unsupported(f"a for loop over {self}, which is not an iterator the trace models")
@@ -514,7 +522,7 @@ class UserObjectVariable(VariableTracker):
         super().guard_absent(tx, name)
 
     def var_getattr(self, tx, name):
-        from .new_objects import python_slot
+        from ..program_code import python_slot
 
         klass = type(self.value)
         if python_slot(klass, "__getattribute__") is not None:     # the user's: inlined (guarded by identity)
@@ -525,7 +533,8 @@ class UserObjectVariable(VariableTracker):
     def generic_getattr(self, tx, name):
         """``object.__getattribute__(obj, name)``, then a Python ``__getattr__`` (inlined).
         Values are re-read by guards as ``obj.name``, through the class's own protocol."""
-        from .new_objects import BuiltinBaseMethod, builtin_owner, python_slot
+        from ..program_code import python_slot
+        from .new_objects import BuiltinBaseMethod, builtin_owner
 
         klass = type(self.value)
         if self.source is not None:
