@@ -103,10 +103,37 @@ class OptimizedModule(torch.nn.Module):
             converter.add_root(forward_code)
         self.__dict__["forward"] = _eval_frame.Watched(ModuleCall(module), converter)
 
+    # The wrapper stands for the module: what the program sets or deletes on it lands on the
+    # wrapped module (whose forward the guards watch), except the wrapper's own state.
+    _OWN = frozenset({"_orig_mod", "_minidynamo_converter", "forward"})
+
+    def _owns(self, name) -> bool:
+        return name in self._OWN or name in self.__dict__ or hasattr(type(self), name)
+
+    @property
+    def training(self) -> bool:
+        module = self.__dict__.get("_modules", {}).get("_orig_mod")
+        return True if module is None else module.training
+
+    @training.setter
+    def training(self, value) -> None:
+        module = self.__dict__.get("_modules", {}).get("_orig_mod")
+        if module is not None:                 # (nn.Module.__init__ sets it before there is one)
+            module.training = value
+
     def __setattr__(self, name, value):
+        if not self._owns(name):
+            setattr(self._modules["_orig_mod"], name, value)
+            return
         super().__setattr__(name, value)
         if name == "_orig_mod" and "forward" in self.__dict__:   # another module wrapped
             self._watch()
+
+    def __delattr__(self, name):
+        if not self._owns(name):
+            delattr(self._modules["_orig_mod"], name)
+            return
+        super().__delattr__(name)
 
     def __getstate__(self):
         state = super().__getstate__()

@@ -84,26 +84,37 @@ class ExplainOutput:
 
 
 class _Lines(logging.Handler):
-    def __init__(self, lines: list):
+    """Keeps every message; passes on to the logger's ancestors only what they would have got
+    without the collection (records at or above the level it had, if it propagated)."""
+
+    def __init__(self, lines: list, logger: logging.Logger):
         super().__init__(logging.DEBUG)
         self.lines = lines
+        self.forward_from = logger.getEffectiveLevel() if logger.propagate else None
+        self.parent = logger.parent
 
     def emit(self, record):
         self.lines.extend(record.getMessage().splitlines())
+        if self.forward_from is not None and record.levelno >= self.forward_from and self.parent is not None:
+            self.parent.handle(record)
 
 
 @contextlib.contextmanager
 def _collect(topic: str, lines: list):
-    """Copy one log topic's messages into ``lines`` while the block runs."""
+    """Copy one log topic's messages into ``lines`` while the block runs.  The topic's level
+    drops to DEBUG meanwhile; the program's own logging setup (``basicConfig``) must not then
+    start printing every traced instruction, so the records stop propagating except as before."""
     logger = get_logger(topic)
-    handler, level = _Lines(lines), logger.level
+    handler, level, propagate = _Lines(lines, logger), logger.level, logger.propagate
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
+    logger.propagate = False
     try:
         yield
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+        logger.propagate = propagate
 
 
 @dataclasses.dataclass

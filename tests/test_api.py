@@ -221,6 +221,38 @@ def test_optimized_module_keeps_module_behaviour():
     assert sum(1 for _ in opt.parameters()) == 2
 
 
+def test_what_is_set_on_the_wrapper_lands_on_the_wrapped_module():
+    """The wrapper stands for the module (as torch.compile's does): an attribute, a submodule, a
+    buffer or the training flag set or deleted through it changes the module the guards watch."""
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2)
+            self.scale = 1.0
+            self.register_buffer("shift", torch.zeros(2))
+
+        def forward(self, x):
+            y = self.linear(x) * self.scale + self.shift
+            return y + 100 if self.training else y
+
+    model = Scaled()
+    opt = minidynamo.optimize("eager")(model)
+    x = torch.ones(1, 2)
+    opt(x)
+    opt.scale = 3.0
+    opt.linear = torch.nn.Identity()
+    opt.shift = torch.full((2,), 5.0)
+    opt.training = False
+    assert model.scale == 3.0 and isinstance(model.linear, torch.nn.Identity) and not model.training
+    assert opt.training is False
+    torch.testing.assert_close(opt(x), model(x))
+    opt.extra = 1
+    del opt.extra
+    assert not hasattr(model, "extra")
+    opt.train()
+    assert model.training and opt.training
+
+
 def test_optimized_module_hooks_copies_and_a_swapped_module():
     """The wrapper's forward is a C callable (no Python frame per call); hooks registered on the
     wrapper still fire, a deep copy is still watched, and a wrapped module swapped in is called."""

@@ -92,6 +92,28 @@ def test_explain_trace_field_shows_the_stack_after_each_instruction():
     assert report.trace[-1].startswith("f:") and "RETURN_VALUE" in report.trace[-1]
 
 
+def test_explain_keeps_its_debug_records_from_the_programs_own_handlers():
+    """explain() turns the trace topic to DEBUG to collect it; a handler the program put on the
+    root logger (``basicConfig``, which torch_xla's import also calls) must not get them."""
+    class Seen(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.NOTSET)
+            self.names = []
+
+        def emit(self, record):
+            self.names.append(record.name)
+
+    seen, root = Seen(), logging.getLogger()
+    root.addHandler(seen)
+    try:
+        report = run_explain()
+    finally:
+        root.removeHandler(seen)
+    assert report.trace                                   # collected
+    assert not [name for name in seen.names if name.startswith("minidynamo")]
+    assert logs.get_logger("trace").propagate             # restored
+
+
 def test_topics():
     assert logs.topics_in("all") == {"trace", "graph", "guards", "output_code", "xla", "recompiles", "fallbacks", "graph_breaks"}
     assert logs.topics_in("bytecode, guards") == {"trace", "guards"}

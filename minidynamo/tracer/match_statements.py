@@ -24,7 +24,7 @@ import collections
 
 from ..exc import Unsupported
 from .class_answers import builtin_class, collection_flag
-from .variables.base import AttributeDeleted, AttributeMissing
+from .variables.base import read_or_absent
 from .variables.builtins import BuiltinVariable
 from .variables.constant import ConstantVariable
 from .variables.containers import TupleVariable
@@ -89,15 +89,11 @@ class MatchOpcodes:
         if len(set(wanted)) != len(wanted):
             raise Unsupported(f"a class pattern over {cls.__name__} names an attribute twice (TypeError)")
         for name in wanted:
-            try:
-                attributes.append(subject.var_getattr(self, name))
-            except AttributeDeleted:
+            found = read_or_absent(self, subject, name)
+            if found is None:                  # (an AttributeError: no match)
                 self.push(ConstantVariable(None))
                 return
-            except AttributeMissing:
-                subject.guard_absent(self, name)
-                self.push(ConstantVariable(None))
-                return
+            attributes.append(found)
         self.push(TupleVariable(attributes))
 
     def _contains(self, subject, key) -> bool:
@@ -111,13 +107,8 @@ def _match_args(tx, cls_vt, cls: type):
     class is read through its guarded lookups)."""
     if builtin_class(cls):
         return getattr(cls, "__match_args__", None)
-    try:
-        return cls_vt.var_getattr(tx, "__match_args__").as_python_constant()
-    except AttributeDeleted:
-        return None
-    except AttributeMissing:
-        cls_vt.guard_absent(tx, "__match_args__")
-        return None
+    found = read_or_absent(tx, cls_vt, "__match_args__")
+    return None if found is None else found.as_python_constant()
 
 
 def _positional_names(match_args, cls: type, count: int) -> list:

@@ -29,7 +29,7 @@ from .match_statements import MatchOpcodes
 from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
 from .lifetimes import check_release
-from .variables.base import NullVariable, VariableTracker, instance_dict
+from .variables.base import AttributeMissing, NullVariable, VariableTracker, instance_dict
 from .variables.constant import ConstantVariable, is_none
 from .variables.containers import ListVariable, SliceVariable, TupleVariable
 from .variables.dicts import DictVariable, as_mapping
@@ -149,6 +149,12 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         except ProgramRaises as error:         # the program's own exception: its try may catch it
             if not unwind(self, error, index):
                 raise
+        except AttributeMissing as error:
+            # A handler here would see an AttributeError (not modelled: it falls back or breaks).
+            # Outside it no catcher may take this for an absence of the name it asked about.
+            if self.depth and exception_entries(self.code, self.instructions)[index] is not None:
+                raise Unsupported(f"{error.reason}, inside a try or with block of {self.code.co_qualname}") from error
+            raise
         finally:
             running.pop()
             if log.isEnabledFor(logging.DEBUG):     # the stack after it (an inlined call's lines come first)

@@ -106,16 +106,54 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ...exc import NeedsItsFrame, Unsupported
+from ...exc import NeedsItsFrame, ProgramRaises, Unsupported
 
 
 class AttributeMissing(Unsupported):
-    """``obj.name`` would raise AttributeError.  ``getattr(obj, name, default)`` and ``hasattr``
-    catch it (after guarding that the attribute is still absent); anything else falls back."""
+    """``owner.name`` would raise AttributeError.  ``getattr(obj, name, default)``, ``hasattr``,
+    a class's ``__getattr__`` and the like catch it (``caught_attribute_error``), after guarding
+    that the attribute is still absent; anything else falls back.  The owner and name travel
+    with the error because the one missing need not be the one asked for: a property of ``obj``
+    may read a missing ``self._x``, and the absence of ``self._x`` is what the answer relies on."""
+
+    def __init__(self, reason: str, owner: "VariableTracker | None" = None, name: str | None = None):
+        super().__init__(reason)
+        self.owner, self.name = owner, name
+
+    def guard(self, tx) -> None:
+        """Make the answer that relied on the absence sound: guard it (``guard_absent``)."""
+        if self.owner is None:
+            raise Unsupported(f"relying on an absence the trace cannot name ({self.reason})")
+        self.owner.guard_absent(tx, self.name)
 
 
 class AttributeDeleted(AttributeMissing):
     """Missing because the frame deleted it: absent by the trace itself, nothing to guard."""
+
+    def guard(self, tx) -> None:
+        pass
+
+
+def caught_attribute_error(tx, error: Unsupported) -> bool:
+    """Is ``error`` an AttributeError, as ``getattr(obj, name, default)``, ``hasattr`` or a class's
+    ``__getattr__`` see it?  Either an absence (``AttributeMissing``: guarded here to stay one)
+    or the program's own AttributeError, of any subclass (a property's ``raise``; the guards on
+    what the raising code read hold it)."""
+    if isinstance(error, AttributeMissing):
+        error.guard(tx)
+        return True
+    return isinstance(error, ProgramRaises) and isinstance(error.exception, AttributeError)
+
+
+def read_or_absent(tx, obj: "VariableTracker", name: str) -> "VariableTracker | None":
+    """``getattr(obj, name, None)``'s question: ``obj.name``, or None where that raises
+    AttributeError (``caught_attribute_error``)."""
+    try:
+        return obj.var_getattr(tx, name)
+    except Unsupported as error:
+        if not caught_attribute_error(tx, error):
+            raise
+        return None
 
 
 class VariableTracker:

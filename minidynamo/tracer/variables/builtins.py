@@ -20,8 +20,8 @@ from ... import config
 from ...exc import ProgramRaises, Unsupported
 from .. import class_answers
 from ..library import is_library_value
-from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, OpaqueCallableVariable,
-                   VariableTracker, describe, maybe_constant)
+from .base import (NO_CONSTANT, KnownObjectVariable, OpaqueCallableVariable, VariableTracker, describe,
+                   maybe_constant, read_or_absent)
 from .constant import ConstantVariable
 from .containers import (MAX_ITEMS, BaseListVariable, IteratorVariable, ListVariable, SliceVariable, pull_all,
                          TupleVariable)
@@ -106,13 +106,8 @@ def _getattr(tx, obj, name, default=None):
     name = name.as_python_constant()
     if default is None:
         return obj.var_getattr(tx, name)
-    try:
-        return obj.var_getattr(tx, name)
-    except AttributeDeleted:             # absent because the frame deleted it: nothing to guard
-        return default
-    except AttributeMissing:
-        obj.guard_absent(tx, name)
-        return default
+    found = read_or_absent(tx, obj, name)
+    return default if found is None else found
 
 
 def _hasattr(tx, obj, name):
@@ -121,13 +116,7 @@ def _hasattr(tx, obj, name):
     if fresh is not None:       # made in the frame, never assigned to (stores on it are refused)
         return ConstantVariable(hasattr(fresh, name))
     try:
-        obj.var_getattr(tx, name)
-        return ConstantVariable(True)
-    except AttributeDeleted:
-        return ConstantVariable(False)
-    except AttributeMissing:
-        obj.guard_absent(tx, name)
-        return ConstantVariable(False)
+        return ConstantVariable(read_or_absent(tx, obj, name) is not None)
     except Unsupported:
         if _library_module_has(obj, name):   # present, though its value is not modelled
             return ConstantVariable(True)

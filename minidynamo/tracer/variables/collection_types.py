@@ -82,7 +82,7 @@ class DequeVariable(ListVariable):
 
     def var_getattr(self, tx, name):
         if not hasattr(collections.deque, name):
-            raise AttributeMissing(f"deque has no attribute {name!r} (AttributeError)")
+            raise AttributeMissing(f"deque has no attribute {name!r} (AttributeError)", self, name)
         if name == "maxlen":
             return ConstantVariable(self.maxlen)
         return super().var_getattr(tx, name)

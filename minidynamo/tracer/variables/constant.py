@@ -69,7 +69,7 @@ class ConstantVariable(VariableTracker):
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
-            raise AttributeMissing(f"{type(self.value).__name__} constant has no attribute {name!r}") from e
+            raise AttributeMissing(f"{type(self.value).__name__} constant has no attribute {name!r}", self, name) from e
         if is_constant_value(attr):
             return ConstantVariable(attr)
         if callable(attr):
@@ -103,7 +103,7 @@ class ConstantVariable(VariableTracker):
         if found is G.NOT_FOUND:
             if any("__getattr__" in base.__dict__ for base in klass.__mro__ if base is not object):
                 raise Unsupported(f"{klass.__name__} defines __getattr__ (an enum member's attribute)")
-            raise AttributeMissing(f"{klass.__name__} member has no attribute {name!r} (AttributeError)")
+            raise AttributeMissing(f"{klass.__name__} member has no attribute {name!r} (AttributeError)", self, name)
         if callable(found) and not isinstance(found, (type, enum.Enum)):
             return None                                   # a C method (int.bit_length of an IntEnum)
         return wrap(tx, getattr(member, name), G.AttrSource(source, name))

@@ -48,7 +48,7 @@ class MethodTable:
             return BoundMethodVariable(self, name)
         if hasattr(self.python_type(), name):      # real but not modelled: hasattr() must not say False
             raise Unsupported(f"{self.python_type().__name__}.{name} is not supported")
-        raise AttributeMissing(f"{self.python_type().__name__} has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"{self.python_type().__name__} has no attribute {name!r} (AttributeError)", self, name)
 
 
 def sequence_kind(vt):

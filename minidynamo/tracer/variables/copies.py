@@ -55,7 +55,7 @@ import torch
 
 import guards as G
 from ...exc import Unsupported
-from .base import AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, instance_dict, static_class_attribute
+from .base import KnownObjectVariable, VariableTracker, instance_dict, read_or_absent, static_class_attribute
 from .constant import ConstantVariable
 from .caller_lists import CallerListVariable
 from .containers import ListVariable, TupleVariable
@@ -157,13 +157,8 @@ def _copy_object(tx, vt, memo, deep: bool, depth: int = 0):
         raise Unsupported(f"copy of a {klass.__name__}: {why}")
     guard_protocol(tx, klass, names=tuple(sorted(set(PROTOCOL_NAMES) | set(_PROTOCOL))))
     if deep:            # getattr(x, "__deepcopy__", None), asked of the instance (copy.copy asks the class)
-        try:
-            vt.var_getattr(tx, "__deepcopy__")
+        if read_or_absent(tx, vt, "__deepcopy__") is not None:
             raise Unsupported(f"deepcopy of a {klass.__name__} whose instance answers __deepcopy__")
-        except AttributeDeleted:
-            pass
-        except AttributeMissing:
-            vt.guard_absent(tx, "__deepcopy__")
     class_vt = vt.class_vt if is_new else wrap(tx, klass, G.AttrSource(vt.source, "__class__"))
     result = NewObjectVariable(klass, class_vt)
     memo[_memo_key(tx, vt)] = result                   # before the state: a cycle reaches the copy

@@ -305,17 +305,11 @@ def _mapping_method(tx, other, name="keys"):
     and ``{**x}`` read an argument with ``keys`` as a mapping (its keys, then ``x[k]``), any
     other as an iterable of pairs.  Lists, tuples, iterators and views have none.  (``name``:
     ``items``, which OrderedDict's update asks next.)"""
-    from .base import AttributeDeleted, AttributeMissing
+    from .base import read_or_absent
 
     if isinstance(other, (BaseListVariable, IteratorVariable, DictViewVariable)):
         return None
-    try:
-        return other.var_getattr(tx, name)
-    except AttributeDeleted:
-        return None
-    except AttributeMissing:
-        other.guard_absent(tx, name)
-        return None
+    return read_or_absent(tx, other, name)
 
 
 class TensorKey:

@@ -50,7 +50,7 @@ class ExceptionVariable(VariableTracker):
             guard_class(tx, kind, lookups=(name,))
             if G.class_lookup(kind, name) is G.NOT_FOUND:
                 return ConstantVariable(vars(self.exception)[name])
-        _require_field(tx, self.exception, name)
+        _require_field(tx, self, name)
         value = getattr(self.exception, name)
         if isinstance(value, BaseException):
             return ExceptionVariable(value)
@@ -96,14 +96,15 @@ class ExceptionVariable(VariableTracker):
         return f"ExceptionVariable({type(self.exception).__name__})"
 
 
-def _require_field(tx, exception: BaseException, name: str) -> None:
-    """``name`` is a field its built-in class keeps (where the class finds it is guarded), or
-    AttributeMissing / Unsupported."""
+def _require_field(tx, vt, name: str) -> None:
+    """``name`` is a field the built-in class of ``vt``'s exception keeps (where the class finds it
+    is guarded), or AttributeMissing / Unsupported."""
+    exception = vt.exception
     kind = type(exception)
     guard_class(tx, kind, lookups=(name,))
     owner = next((klass for klass in kind.__mro__ if name in vars(klass)), None)
     if owner is None and name not in vars(exception):
-        raise AttributeMissing(f"{kind.__name__!r} object has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"{kind.__name__!r} object has no attribute {name!r} (AttributeError)", vt, name)
     field = vars(owner).get(name) if owner is not None else None
     if owner is None or owner.__module__ != "builtins" or name == "__traceback__" \
             or not isinstance(field, (types.GetSetDescriptorType, types.MemberDescriptorType)):
@@ -141,7 +142,7 @@ class CaughtExceptionVariable(ExceptionVariable):
         from ..builder import wrap
         import guards as G
 
-        _require_field(tx, self.exception, name)
+        _require_field(tx, self, name)
         return wrap(tx, getattr(self.exception, name), G.AttrSource(self.source, name))
 
     def __repr__(self) -> str:

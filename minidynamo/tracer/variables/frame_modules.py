@@ -135,8 +135,7 @@ class FrameModuleVariable(NNModuleVariable):
             return found
         if hasattr(klass, name):
             return wrap(tx, getattr(klass, name), G.AttrSource(self.class_source, name))
-        self.guard_absent(tx, name)
-        raise AttributeMissing(f"{klass.__name__} has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"{klass.__name__} has no attribute {name!r} (AttributeError)", self, name)
 
     def guard_absent(self, tx, name):
         if self.class_source is not None:      # the instance dicts are ours; the class is guarded

@@ -177,7 +177,7 @@ class GeneratorVariable(IteratorVariable):
             return BoundMethodVariable(self, name)
         if hasattr(types.GeneratorType, name):
             raise Unsupported(f"generator.{name} of {self.name} is not modelled")
-        raise AttributeMissing(f"'generator' object has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"'generator' object has no attribute {name!r} (AttributeError)", self, name)
 
     def paused_in_cleanup_region(self) -> bool:
         """Started, not finished, and paused at a ``yield`` a try/with statement covers: closing

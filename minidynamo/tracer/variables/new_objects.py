@@ -92,15 +92,9 @@ class NewObjectVariable(UserObjectVariable):
     def class_lookup(self, tx, name, mro_start=0):
         return lookup_class_attribute(tx, self.klass, name, self, None, mro_start, self.class_source)
 
-    def var_getattr(self, tx, name):
-        hook = python_slot(self.klass, "__getattribute__")
-        if hook is not None:
-            return self.class_lookup(tx, "__getattribute__").call_function(tx, [ConstantVariable(name)], {})
-        return self.generic_getattr(tx, name)
-
     def generic_getattr(self, tx, name):
-        """``object.__getattribute__``: data descriptors, the instance dict, the class; then a
-        Python ``__getattr__``."""
+        """``object.__getattribute__``: data descriptors, the instance dict, the class (a Python
+        ``__getattr__`` is ``var_getattr``'s to ask)."""
         if name == "__class__":
             return self.class_vt
         if name == "__dict__":
@@ -109,7 +103,7 @@ class NewObjectVariable(UserObjectVariable):
         descriptor = static_class_attribute(self.klass, name)
         if isinstance(descriptor, types.MemberDescriptorType):      # a __slots__ entry
             if name not in self.attrs:
-                raise AttributeMissing(f"{self.klass.__name__}.{name} is an unset slot (AttributeError)")
+                raise AttributeMissing(f"{self.klass.__name__}.{name} is an unset slot (AttributeError)", self, name)
             return self.attrs[name]
         if name in self.attrs and not hasattr(descriptor, "__set__"):
             return self.attrs[name]
@@ -125,9 +119,7 @@ class NewObjectVariable(UserObjectVariable):
             source = G.AttrSource(self.class_source, name) if self.class_source is not None else None
             return ClassVariable(self.klass, self.class_source).var_getattr(tx, name) if source is not None \
                 else _refuse(f"class attribute {name!r} of {self.klass.__name__} read without a source")
-        if python_slot(self.klass, "__getattr__") is not None:
-            return self.class_lookup(tx, "__getattr__").call_function(tx, [ConstantVariable(name)], {})
-        raise AttributeMissing(f"{self.klass.__name__} object has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"{self.klass.__name__} object has no attribute {name!r} (AttributeError)", self, name)
 
     def guard_absent(self, tx, name):
         if self.class_source is None:

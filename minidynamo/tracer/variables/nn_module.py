@@ -305,7 +305,7 @@ class NNModuleVariable(VariableTracker):
             return self._wrap(tx, getattr(self.value, name), self._attr_source(name))
         if type(self.value).__getattr__ is not nn.Module.__getattr__:
             raise Unsupported(f"{type(self.value).__name__} has a custom __getattr__")
-        raise AttributeMissing(f"{type(self.value).__name__} has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"{type(self.value).__name__} has no attribute {name!r} (AttributeError)", self, name)
 
     def call_function(self, tx, args, kwargs):
         module = self.value

@@ -16,7 +16,7 @@ from ...exc import ProgramRaises, Unsupported
 from .. import stand_ins
 from ..library import LIBRARY_PREFIXES, is_library_value, is_program_class
 from ..side_effects import DELETED
-from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, instance_dict,
+from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, caught_attribute_error, instance_dict,
                    describe, maybe_constant)
 from .constant import ConstantVariable, is_constant_value
 from ..program_code import getter_runs_program_code, is_special, refuse_metaclass_code, runs_code_for
@@ -219,13 +219,14 @@ class PythonModuleVariable(VariableTracker):
             if name not in namespace and "__getattr__" in namespace:
                 return self._module_getattr(tx, name)
             if name not in namespace:
-                raise AttributeMissing(f"module {namespace.get('__name__')} has no attribute {name!r} (AttributeError)")
+                raise AttributeMissing(f"module {namespace.get('__name__')} has no attribute {name!r} (AttributeError)",
+                                       self, name)
             value = namespace[name]
         elif is_program_class(type(self.value)) and runs_code_for(type(self.value), name, namespace):
             raise Unsupported(f"{namespace.get('__name__')}.{name}: its module class {type(self.value).__name__} "
                               "answers it with code of the program's")
         elif not hasattr(self.value, name):
-            raise AttributeMissing(f"module {self.value.__name__} has no attribute {name!r} (AttributeError)")
+            raise AttributeMissing(f"module {self.value.__name__} has no attribute {name!r} (AttributeError)", self, name)
         else:
             value = getattr(self.value, name)
         if self.source is None:
@@ -276,7 +277,7 @@ class ClassVariable(KnownObjectVariable):
                         tx, [ConstantVariable(None), self], {})
                 break
         if not hasattr(self.value, name):
-            raise AttributeMissing(f"class {self.value.__name__} has no attribute {name!r} (AttributeError)")
+            raise AttributeMissing(f"class {self.value.__name__} has no attribute {name!r} (AttributeError)", self, name)
         return _wrap(tx, getattr(self.value, name), G.AttrSource(source, name) if source else None)
 
     def subscript(self, tx, index):
@@ -522,17 +523,24 @@ class UserObjectVariable(VariableTracker):
         super().guard_absent(tx, name)
 
     def var_getattr(self, tx, name):
+        """``obj.name`` as CPython's attribute slot answers it: the class's ``__getattribute__``
+        (the program's, inlined and guarded by identity, or the builtin lookup), and where that
+        raises AttributeError (an absence, or a property's own ``raise``), a Python ``__getattr__``."""
         from ..program_code import python_slot
 
-        klass = type(self.value)
-        if python_slot(klass, "__getattribute__") is not None:     # the user's: inlined (guarded by identity)
-            hook = lookup_class_attribute(tx, klass, "__getattribute__", self, self.source)
-            return hook.call_function(tx, [ConstantVariable(name)], {})
-        return self.generic_getattr(tx, name)     # a builtin type's slot wrapper: the builtin lookup
+        klass = self.python_type()
+        try:
+            if python_slot(klass, "__getattribute__") is not None:
+                return self.class_lookup(tx, "__getattribute__").call_function(tx, [ConstantVariable(name)], {})
+            return self.generic_getattr(tx, name)
+        except Unsupported as error:
+            if python_slot(klass, "__getattr__") is None or not caught_attribute_error(tx, error):
+                raise
+        return self.class_lookup(tx, "__getattr__").call_function(tx, [ConstantVariable(name)], {})
 
     def generic_getattr(self, tx, name):
-        """``object.__getattribute__(obj, name)``, then a Python ``__getattr__`` (inlined).
-        Values are re-read by guards as ``obj.name``, through the class's own protocol."""
+        """``object.__getattribute__(obj, name)`` (which never asks ``__getattr__``).  Values are
+        re-read by guards as ``obj.name``, through the class's own protocol."""
         from ..program_code import python_slot
         from .new_objects import BuiltinBaseMethod, builtin_owner
 
@@ -559,12 +567,8 @@ class UserObjectVariable(VariableTracker):
         if found is not None:
             return found
         defined = any(name in k.__dict__ for k in klass.__mro__)
-        if not defined and python_slot(klass, "__getattr__") is not None:
-            if self.source is None:
-                raise Unsupported(f"{klass.__name__}.__getattr__ on an object without a source")
-            self.guard_absent(tx, name)             # __getattr__ runs only while name is absent
-            hook = lookup_class_attribute(tx, klass, "__getattr__", self, self.source)
-            return hook.call_function(tx, [ConstantVariable(name)], {})
+        if not defined and python_slot(klass, "__getattr__") is not None:   # (var_getattr asks it)
+            raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)", self, name)
         if not defined and _custom_getattr(klass):
             raise Unsupported(f"{klass.__name__} has a custom __getattr__ in C (it would run for real)")
         # under a user __getattribute__ this is super().__getattribute__: object's lookup; else
@@ -576,7 +580,8 @@ class UserObjectVariable(VariableTracker):
         except AttributeError:
             if hook:       # an unset slot: eager asks __getattr__ now, the trace must not have
                 raise Unsupported(f"{klass.__name__}.{name}, an unset slot its __getattr__ answers") from None
-            raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)") from None
+            raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)",
+                                   self, name) from None
         return _wrap(tx, value, G.AttrSource(self.source, name) if self.source else None)
 
     def _class_level(self, tx, klass, name):
@@ -589,7 +594,7 @@ class UserObjectVariable(VariableTracker):
             for base in klass.__mro__:
                 if name in base.__dict__:
                     return _wrap(tx, base.__dict__[name], G.AttrSource(G.AttrSource(self.source, "__class__"), name))
-        raise AttributeDeleted(f"{klass.__name__} object has no attribute {name!r} (deleted by the frame)")
+        raise AttributeDeleted(f"{klass.__name__} object has no attribute {name!r} (deleted by the frame)", self, name)
 
     # -- writing attributes: side effects replayed after the graph (side_effects.py) ---------------
     def _check_plain_attribute(self, name, what):

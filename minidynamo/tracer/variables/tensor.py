@@ -275,7 +275,7 @@ class TensorVariable(VariableTracker):
                 return wrap(tx, instance[name], G.AttrSource(source, name))
         elif any(name in instance_dict(t, {}) for t in tx.output.real_inputs.values()):
             raise Unsupported(f"attribute {name!r} of a tensor computed in the trace (an input has one)")
-        raise AttributeMissing(f"Tensor has no attribute {name!r} (AttributeError)")
+        raise AttributeMissing(f"Tensor has no attribute {name!r} (AttributeError)", self, name)
 
     def guard_absent(self, tx, name):
         """A tensor made in the trace has no Python attributes, unless it is an input returned by

@@ -1,0 +1,121 @@
+"""An AttributeError is one thing to Python, however it arises.
+
+``getattr(obj, name, default)``, ``hasattr``, a class's ``__getattr__`` and a ``match`` class
+pattern all catch *any* AttributeError from the lookup: the name being absent, a property's own
+``raise AttributeError``, one of its subclasses, or a missing attribute the property itself read.
+The trace must answer as they do, and guard the absence that was actually relied on (which need
+not be the name asked about).
+"""
+
+import torch
+
+import minidynamo
+
+from .helpers import compiled_twice
+
+
+class Oops(AttributeError):
+    pass
+
+
+def caught(fn):
+    try:
+        return fn()
+    except Exception as error:
+        return type(error).__name__, str(error)
+
+
+class RaisingProperty:
+    @property
+    def x(self):
+        raise Oops("x is not ready")
+
+    def __getattr__(self, name):
+        return "fallback " + name
+
+
+class RaisingPropertyNoHook:
+    @property
+    def x(self):
+        raise AttributeError("x is not ready")
+
+
+def test_a_property_raising_attribute_error_falls_back_to_getattr_like_eager():
+    def f(t, hooked, plain):
+        return t + 1, hooked.x, getattr(plain, "x", "default"), hasattr(plain, "x")
+
+    report = compiled_twice(f, lambda: (torch.ones(2), RaisingProperty(), RaisingPropertyNoHook()))
+    assert report.graph_count == 1
+
+
+class Lazy:
+    @property
+    def value(self):
+        return self._value       # missing until someone sets it
+
+
+def test_hasattr_through_a_property_guards_the_attribute_the_property_read():
+    def f(t, obj):
+        return t + 1 if hasattr(obj, "value") else t - 1
+
+    compiled = minidynamo.optimize("eager")(f)
+    obj = Lazy()
+    assert torch.equal(compiled(torch.ones(2), obj), torch.zeros(2))
+    assert torch.equal(compiled(torch.ones(2), obj), torch.zeros(2))
+    assert minidynamo.counters["compiles"] == 1          # the absence holds: no recompile
+    obj._value = 3
+    assert torch.equal(compiled(torch.ones(2), obj), torch.full((2,), 2.0))
+
+
+class CatchesItsOwn:
+    def __getattribute__(self, name):
+        try:
+            return object.__getattribute__(self, name)
+        except AttributeError:
+            return "its own answer"
+
+    def __getattr__(self, name):
+        return "__getattr__'s answer"
+
+
+def test_object_getattribute_does_not_ask_getattr():
+    def f(t, obj):
+        return t + 1, obj.missing
+
+    expected = f(torch.ones(2), CatchesItsOwn())[1]
+    assert expected == "its own answer"
+    assert minidynamo.optimize("eager")(f)(torch.ones(2), CatchesItsOwn())[1] == expected
+
+
+class GetattrRaisesASubclass:
+    def __getattr__(self, name):
+        if name.startswith("z"):
+            raise Oops(name)
+        return name * 2
+
+
+def test_getattr_raising_a_subclass_is_caught_by_getattrs_default():
+    def f(t, obj):
+        return t + 1, getattr(obj, "zap", "default"), hasattr(obj, "zap"), obj.ab, caught(lambda: obj.zz)
+
+    compiled_twice(f, lambda: (torch.ones(2), GetattrRaisesASubclass()))
+
+
+class Point:
+    __match_args__ = ("x",)
+
+    @property
+    def x(self):
+        raise AttributeError("no x")
+
+
+def test_a_class_pattern_whose_attribute_raises_does_not_match():
+    def f(t, p):
+        match p:
+            case Point(x=1):
+                return t + 1
+            case Point():
+                return t - 1
+        return t
+
+    compiled_twice(f, lambda: (torch.ones(2), Point()))
