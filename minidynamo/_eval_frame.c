@@ -375,6 +375,7 @@ typedef struct {
     PyObject *fn;
     PyObject *callback;       /* NULL: run unwatched (minidynamo.disable) */
     PyObject *dict;           /* __name__, __doc__, __wrapped__, ... set by functools.update_wrapper */
+    PyObject *weakrefs;       /* weak references to it (WeakSet, WeakMethod: as to a function) */
     vectorcallfunc vectorcall;
 } Watched;
 
@@ -440,6 +441,7 @@ static int watched_clear(Watched *w) {
 
 static void watched_dealloc(Watched *w) {
     PyObject_GC_UnTrack(w);
+    if (w->weakrefs != NULL) PyObject_ClearWeakRefs((PyObject *)w);
     watched_clear(w);
     Py_TYPE(w)->tp_free((PyObject *)w);
 }
@@ -472,6 +474,7 @@ static PyTypeObject WatchedType = {
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(Watched, vectorcall),
     .tp_dictoffset = offsetof(Watched, dict),
+    .tp_weaklistoffset = offsetof(Watched, weakrefs),
     .tp_traverse = (traverseproc)watched_traverse,
     .tp_clear = (inquiry)watched_clear,
     .tp_dealloc = (destructor)watched_dealloc,

@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 from typing import Callable, Dict
 
+import torch
+
 from .exc import BackendOutputMismatch, UnknownBackend
 
 Backend = Callable
@@ -68,16 +70,27 @@ def is_built_in(backend) -> bool:
     return any(backend is _registry.get(name) for name in _built_in)
 
 
-def checking_outputs(compiled_graph, backend_name: str, count: int):
-    """A user backend's compiled graph, whose results are checked to be what the graph returns (a
-    tuple or list of ``count`` values): a wrong one raises ``BackendOutputMismatch`` naming the
-    backend, not an error from deep inside the output's rebuilding."""
+def checking_outputs(compiled_graph, backend_name: str, expected: list):
+    """A user backend's compiled graph, whose results are checked to be what the graph returns:
+    a tuple or list of ``len(expected)`` values, each a tensor of the ``(dtype, shape)`` given
+    (None: any value).  A wrong one raises ``BackendOutputMismatch`` naming the backend, not an
+    error from deep inside the output's rebuilding."""
+    def mismatch(what):
+        return BackendOutputMismatch(f"backend {backend_name!r}: its compiled graph returned {what}")
+
     def run(*inputs):
         out = compiled_graph(*inputs)
-        if type(out) not in (tuple, list) or len(out) != count:
+        if type(out) not in (tuple, list) or len(out) != len(expected):
             what = f"a {type(out).__name__} of {len(out)}" if type(out) in (tuple, list) else f"an object of type {type(out).__name__}"
-            raise BackendOutputMismatch(f"backend {backend_name!r}: its compiled graph returned {what}, where the "
-                                        f"graph returns a tuple of {count}")
+            raise mismatch(f"{what}, where the graph returns a tuple of {len(expected)}")
+        for i, (value, spec) in enumerate(zip(out, expected)):
+            if spec is None:
+                continue
+            if not isinstance(value, torch.Tensor):
+                raise mismatch(f"a {type(value).__name__} as output {i}, where the graph returns a tensor")
+            if (value.dtype, tuple(value.shape)) != spec:
+                raise mismatch(f"a {value.dtype} tensor of shape {tuple(value.shape)} as output {i}, where the "
+                               f"graph returns {spec[0]} of shape {spec[1]}")
         return out
 
     return run

@@ -338,9 +338,12 @@ class FrameConverter:
             state.reason, state.grad_enabled = stop[2], capture.grad_enabled
         from guards import UnguardableValue, build_guard_function, compile_reader
 
+        has_ops = graph_has_ops(capture.graph_module)
+        python_only = state is None and not has_ops      # its entry reads no inputs: nothing to hand off
         try:
             guard_fn = build_guard_function(capture.guards, capture.frame)
-            read_inputs = compile_reader(capture.input_sources, capture.frame, capture.guards, guard_fn)
+            read_inputs = compile_reader(capture.input_sources, capture.frame, capture.guards,
+                                         None if python_only else guard_fn)
         except UnguardableValue as e:
             raise Unsupported(f"cannot guard a value the trace relies on: {e}") from e
         except Exception as e:  # a guard-building bug must not become the user's crash
@@ -349,7 +352,6 @@ class FrameConverter:
             why = guard_fn.failure_reason(func, *args)
             raise Unsupported(f"guards reject the traced call itself ({why}); refusing to cache")
         getattr(guard_fn, "drop_kept", lambda: None)()   # no reader follows this check
-        has_ops = graph_has_ops(capture.graph_module)
         try:
             # a graph with no operations is not worth a backend compile: fx runs it as it is
             compiled_graph = self.backend(capture.graph_module, capture.example_inputs) if has_ops else capture.graph_module
@@ -358,10 +360,10 @@ class FrameConverter:
         except Exception as e:
             raise BackendCompilerFailed(self.backend_name, e) from e
         if has_ops and not is_built_in(self.backend):
-            compiled_graph = checking_outputs(compiled_graph, self.backend_name, graph_output_count(capture.graph_module))
+            compiled_graph = checking_outputs(compiled_graph, self.backend_name, graph_output_specs(capture.graph_module))
         if capture.rewind_devices is not None and has_ops:
             compiled_graph = _rewinding(compiled_graph, capture.rewind_devices)
-        if state is None and not has_ops:
+        if python_only:
             compiled_fn = make_python_only_fn(read_inputs)
         elif state is None:
             compiled_fn = make_compiled_fn(capture, compiled_graph, read_inputs)
@@ -459,10 +461,15 @@ def _cache_size_limit() -> int:
     return limit
 
 
-def graph_output_count(gm) -> int:
+def graph_output_specs(gm) -> list:
+    """Per graph output, the (dtype, shape) of the tensor it is (None where it is no tensor)."""
     (output,) = [node for node in gm.graph.nodes if node.op == "output"]
     value = output.args[0]
-    return len(value) if isinstance(value, (tuple, list)) else 1
+    specs = []
+    for item in value if isinstance(value, (tuple, list)) else [value]:
+        example = item.meta.get("example_value") if isinstance(item, torch.fx.Node) else None
+        specs.append((example.dtype, tuple(example.shape)) if isinstance(example, torch.Tensor) else None)
+    return specs
 
 
 def graph_has_ops(gm) -> bool:

@@ -76,6 +76,26 @@ def test_decorator_compiles_once_and_hits_the_cache():
     assert len(minidynamo.cache_entries(f)) == 1
 
 
+def test_an_optimized_function_can_be_weakly_referenced_like_a_function():
+    """Registries keyed weakly by callables (WeakSet, WeakKeyDictionary, WeakMethod) take it."""
+    import weakref
+
+    f = minidynamo.optimize("eager")(add_one)
+    assert weakref.ref(f)() is f
+    registry = weakref.WeakSet([f])
+
+    class Holder:
+        method = minidynamo.optimize("eager")(lambda self, x: x * 2)
+
+    holder = Holder()
+    bound = weakref.WeakMethod(holder.method)
+    torch.testing.assert_close(bound()(torch.ones(2)), torch.full((2,), 2.0))
+    del f
+    import gc
+    gc.collect()
+    assert len(registry) == 0                 # gone with its last reference
+
+
 def test_counters_read_as_a_mapping():
     # ``in`` once probed counters[0], counters[1], ... forever (no __iter__): a hang
     minidynamo.optimize(CountingBackend())(add_one)(torch.randn(3))

@@ -54,6 +54,16 @@ def test_a_backend_whose_graph_returns_the_wrong_thing_is_named(returns, what):
         f(torch.randn(3))
 
 
+@pytest.mark.parametrize("returns, what", [
+    (lambda *a: (None,), "a NoneType as output 0, where the graph returns a tensor"),
+    (lambda *a: (a[0][:1],), "a torch.float32 tensor of shape (1,) as output 0"),
+    (lambda *a: (a[0].long(),), "a torch.int64 tensor of shape (3,) as output 0")])
+def test_a_backend_whose_graph_returns_the_right_count_of_wrong_values_is_named(returns, what):
+    f = minidynamo.optimize(lambda gm, example_inputs: returns)(lambda a: a + 1)
+    with pytest.raises(minidynamo.BackendOutputMismatch, match=what.replace("(", r"\(").replace(")", r"\)")):
+        f(torch.randn(3))
+
+
 def test_a_bad_cache_size_limit_is_named(monkeypatch):
     monkeypatch.setattr(minidynamo.config, "cache_size_limit", None)
     with pytest.raises(TypeError, match="config.cache_size_limit must be a number, got None"):

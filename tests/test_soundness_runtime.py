@@ -188,6 +188,30 @@ def test_a_kernel_refusal_learned_while_tracing_keeps_nothing_of_the_trace_alive
     assert not leftover, leftover
 
 
+@pytest.mark.parametrize("backend", ["eager", "torchxla_trace_once"])
+def test_a_hit_keeps_nothing_of_its_call_alive(backend):
+    """A passing guard may keep the values it read for the input reader that runs right after it
+    (a HandOff).  An entry that reads no inputs (a frame that only reads tensor metadata) must
+    not leave them held until the next call: the caller's object dies when the caller drops it."""
+    import weakref
+
+    class Batch:
+        def __init__(self):
+            self.data = torch.ones(4, 3)
+
+    def rows(batch):
+        return batch.data.shape[0]
+
+    compiled = minidynamo.optimize(backend)(rows)
+    assert compiled(Batch()) == compiled(Batch()) == 4            # compile, then a hit
+    batch = Batch()
+    alive = weakref.ref(batch)
+    assert compiled(batch) == 4
+    del batch
+    gc.collect()
+    assert alive() is None
+
+
 def test_dropped_entry_unregisters_its_sources():
     from torch.fx.graph_module import _loader
 

@@ -20,11 +20,12 @@ that draws random numbers): on stand-ins they touch nothing the program can see.
 from __future__ import annotations
 
 import operator
-import warnings
 from typing import Optional
 
 import torch
 import torch.fx
+
+from .. import compile_warnings
 
 
 def unprobed(nodes, answers: Optional[dict] = None) -> Optional[str]:
@@ -81,9 +82,8 @@ def _run_on_stand_ins(node: torch.fx.Node) -> Optional[str]:
     except Exception as error:          # the device refuses such a tensor
         return f"no stand-in for an argument of {node.target}: {type(error).__name__}: {error}"
     try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            fn(*args, **kwargs)
+        with compile_warnings.recorded(), torch.no_grad():     # (catch_warnings would reset
+            fn(*args, **kwargs)                                # every module's warnings shown)
     except Exception as error:          # NotImplementedError, or stand-ins the kernel refuses
         return _Raised(f"{node.target} raised {type(error).__name__} on stand-ins: {error}")
     return None

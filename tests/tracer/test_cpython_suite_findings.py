@@ -553,6 +553,27 @@ def test_a_compile_does_not_show_again_a_warning_the_program_showed():
     assert [str(w.message) for w in shown] == ["shown once by the default action"]
 
 
+def ops_in_a_try_body(x):
+    try:
+        y = x.sin() * 2          # (ops the handler may catch the errors of, in a graph that writes
+        x.add_(1)                # an input: each runs once on stand-ins while it compiles)
+    except NotImplementedError:
+        y = x
+    return y + 1
+
+
+def test_a_compile_that_probes_kernels_does_not_show_again_a_warning_the_program_showed():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("default")
+        warns_once_here()
+        expected = ops_in_a_try_body(torch.ones(2))
+        assert torch.equal(minidynamo.optimize("eager")(ops_in_a_try_body)(torch.ones(2)), expected)
+        warns_once_here()
+    assert [str(w.message) for w in shown] == ["shown once by the default action"]
+
+
 def walks_a_huge_range(x):
     it = iter(range(1 << 40))
     first = next(it)

@@ -187,6 +187,22 @@ def test_a_graph_that_warns_is_still_replayed_and_warns_once_under_the_default_f
     assert counters.replays >= 2 and counters.traces == 0
 
 
+def upsampled(x):
+    return F.upsample(x[None, None], scale_factor=2).sum()      # warns from its own line
+
+
+@pytest.mark.parametrize("backend", ["eager", "torchxla_trace_once"])
+def test_a_warning_from_a_fixed_line_is_shown_once_under_the_default_filter(backend):
+    """The compile's own runs of the graph warn from the very line the program's run warns
+    from; under "default" they marked it shown, and the program never saw it."""
+    compiled = minidynamo.optimize(backend)(upsampled)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("default")
+        for _ in range(3):
+            compiled(torch.ones(2, 2))
+    assert [w.category for w in shown] == [UserWarning]
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_kernel_that_raises_while_the_graph_compiles_prints_nothing(backend, capfd):
     def f(a, b):

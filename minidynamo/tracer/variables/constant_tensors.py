@@ -51,7 +51,7 @@ def known_result(fn, target, arg_vts, kwarg_vts, example_args, example_kwargs, p
         args, kwargs = tree_map(real, (list(example_args), dict(example_kwargs)))
         if "device" in kwargs:
             kwargs["device"] = CPU
-        with torch.no_grad(), compile_warnings.recorded("ignore"):   # (the meta run and the graph
+        with torch.no_grad(), compile_warnings.recorded():   # (the meta run and the graph
             result = fn(*args, **kwargs)                               # warn as eager does)
     except Exception:       # (a value is a help, never a requirement: the meta run decided)
         return None
