@@ -321,7 +321,9 @@ _function_stack_length = _device_context = _CPU = None
 TORCH_STATE_FUNCTIONS = ("get_default_dtype", "is_inference_mode_enabled", "get_default_device",
                          "are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled",
                          "_C._get_cublas_allow_tf32", "_C._get_cudnn_allow_tf32", "_C._get_privateuse1_backend_name",
-                         "autograd._is_checkpoint_valid", "autograd._profiler_enabled")
+                         "autograd._is_checkpoint_valid", "autograd._profiler_enabled",
+                         "_C._get_deterministic_fill_uninitialized_memory", "_C._get_flash_sdp_enabled",
+                         "_C._get_math_sdp_enabled")
 
 
 @frozen_source

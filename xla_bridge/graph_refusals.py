@@ -50,6 +50,9 @@ _MARKED = {
     # a custom operator's or autograd.Function's Python (the program's own) may read any state:
     # a program replayed by hash would keep what it computed while traced
     "python_kernel": lambda op: f"calls {op}, whose kernel is the program's own Python",
+    # a global flag changes what the host kernel does (NaN-filled memory, a refusal); the
+    # device's compiler reads none (minidynamo/tracer/kernel_flags.py)
+    "kernel_flags": lambda flags: f"runs where {flags}: its eager kernel reads that flag, the device's does not",
 }
 
 

@@ -23,7 +23,7 @@ import torch.fx
 import guards
 
 from ..exc import TraceTooLong, Unsupported
-from . import autocast, kernel_probe, value_ranges
+from . import autocast, kernel_flags, kernel_probe, value_ranges
 from .variables import constant_tensors
 from .meta import FACTORIES, EffectProbe, elements_spanned, meta_examples, run_on_meta, to_meta
 from .shared_storage import SharedStorages, as_view_kind
@@ -288,6 +288,7 @@ class OutputGraph:
         node.meta["writes"] = probe.written
         node.meta["silent_writes"] = probe.silent
         node.meta["python_kernel"] = probe.python_kernel
+        kernel_flags.note(self, node)
         if self.scopes:                     # a body is re-run on meta as a whole (subgraph.MetaBody)
             node.meta["meta_call"] = (fn, "device" in example_kwargs)
         constant_tensors.forget_written(self, probe.written)
