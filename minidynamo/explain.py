@@ -128,11 +128,25 @@ class BreakInfo:
         return f"graph break in {self.function} at {self.where} ({self.instruction}): {self.reason}"
 
 
+def _unoptimized(fn):
+    """What an already optimized ``fn`` wraps (explained under the new capture: the wrapper's
+    own would compile it out of the report's sight).  A ``disable``d one stays as it is."""
+    from . import _eval_frame
+    from .eval_frame import OptimizedModule
+
+    if isinstance(fn, OptimizedModule):
+        return fn._orig_mod
+    if isinstance(fn, _eval_frame.Watched) and fn.callback is not None:
+        return fn.fn
+    return fn
+
+
 def explain(fn, backend="eager"):
     """Return a function that runs ``fn`` under a new capture and returns an ``ExplainOutput``."""
     from .eval_frame import OptimizeContext
 
     lookup_backend(backend)  # an unknown name fails here, not inside the call
+    fn = _unoptimized(fn)
 
     def run(*args, **kwargs) -> ExplainOutput:
         report = ExplainOutput()

@@ -227,6 +227,16 @@ def test_explain_reports_graphs_guards_and_fallbacks():
     assert report.reasons and "print" in report.reasons[0]
 
 
+def test_explain_of_an_optimized_function_or_module_explains_what_it_wraps():
+    x = torch.ones(4)
+    plain = minidynamo.explain(add_one)(x)
+    for optimized in (minidynamo.optimize("eager")(add_one), minidynamo.optimize("eager")(torch.nn.Linear(4, 2))):
+        report = minidynamo.explain(optimized)(x)
+        assert report.graph_count == 1 and report.guards, report
+    assert minidynamo.explain(minidynamo.optimize("eager")(add_one))(x).guards == plain.guards
+    assert minidynamo.explain(minidynamo.disable(add_one))(x).graph_count == 0
+
+
 def test_optimized_module_keeps_module_behaviour():
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
     backend = CountingBackend()
