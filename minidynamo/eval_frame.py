@@ -59,7 +59,9 @@ def watch(fn, callback):
     if callback is not None and code is not None:
         callback.add_root(code)
     watched = _eval_frame.Watched(fn, callback)
-    functools.update_wrapper(watched, fn)
+    # A function's attributes are copied as functools.wraps copies them; a callable object's
+    # __dict__ is its state, which a copy would freeze: the wrapper keeps only its names.
+    functools.update_wrapper(watched, fn, updated=("__dict__",) if isinstance(fn, types.FunctionType) else ())
     return watched
 
 
@@ -93,38 +95,31 @@ class OptimizedModule(torch.nn.Module):
     def __init__(self, module: torch.nn.Module, converter: FrameConverter):
         super().__init__()
         self._orig_mod = module
+        self.__dict__["training"] = module.training
         self._minidynamo_converter = converter
         self._watch()
 
     def _watch(self) -> None:
         module, converter = self._modules["_orig_mod"], self.__dict__["_minidynamo_converter"]
         forward_code = _forward_code(module)
-        if forward_code is not None:       # a new converter after unpickling, a swapped module
+        if forward_code is not None and converter is not None:   # (None: disable(module))
             converter.add_root(forward_code)
         self.__dict__["forward"] = _eval_frame.Watched(ModuleCall(module), converter)
 
     # The wrapper stands for the module: what the program sets or deletes on it lands on the
-    # wrapped module (whose forward the guards watch), except the wrapper's own state.
+    # wrapped module (whose forward the guards watch), except the wrapper's own state.  Its
+    # ``training`` flag is its own too (an nn.Module's, read by whatever traces a call of it),
+    # set with the module's (``train()`` and ``eval()`` set both: the module is its child).
     _OWN = frozenset({"_orig_mod", "_minidynamo_converter", "forward"})
 
     def _owns(self, name) -> bool:
-        return name in self._OWN or name in self.__dict__ or hasattr(type(self), name)
-
-    @property
-    def training(self) -> bool:
-        module = self.__dict__.get("_modules", {}).get("_orig_mod")
-        return True if module is None else module.training
-
-    @training.setter
-    def training(self, value) -> None:
-        module = self.__dict__.get("_modules", {}).get("_orig_mod")
-        if module is not None:                 # (nn.Module.__init__ sets it before there is one)
-            module.training = value
+        return name in self._OWN or (name in self.__dict__ and name != "training") or hasattr(type(self), name)
 
     def __setattr__(self, name, value):
         if not self._owns(name):
             setattr(self._modules["_orig_mod"], name, value)
-            return
+            if name != "training":
+                return
         super().__setattr__(name, value)
         if name == "_orig_mod" and "forward" in self.__dict__:   # another module wrapped
             self._watch()
@@ -177,6 +172,8 @@ def disable(fn=None):
         return type(fn)(disable(fn.__func__))
     if not callable(fn):
         raise TypeError(f"disable(...) expects a callable, got {type(fn).__name__}")
+    if isinstance(fn, torch.nn.Module):       # still the module (parameters, eval(), state_dict)
+        return OptimizedModule(fn, None)
     if isinstance(fn, types.FunctionType):
         # The function's code is marked, so that no traced caller inlines it.  A bound method
         # (``disable(lin.forward)``) is not: its code is every instance's; its wrapper alone runs

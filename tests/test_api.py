@@ -281,6 +281,40 @@ def test_what_is_set_on_the_wrapper_lands_on_the_wrapped_module():
     assert not hasattr(model, "extra")
     opt.train()
     assert model.training and opt.training
+    assert minidynamo.optimize("eager")(torch.nn.Linear(2, 2).eval()).training is False
+
+
+def test_a_disabled_module_is_still_a_module():
+    model = torch.nn.Linear(3, 2)
+    disabled = minidynamo.disable(model)
+    assert isinstance(disabled, torch.nn.Module) and len(list(disabled.parameters())) == 2
+    assert set(disabled.state_dict()) == {"_orig_mod.weight", "_orig_mod.bias"}
+    x = torch.ones(3)
+
+    def f(x):
+        return disabled(x * 2) + 1
+
+    torch.testing.assert_close(minidynamo.optimize("eager")(f)(x), f(x))
+    assert not minidynamo.cache_entries(model.forward.__func__)       # never traced
+    disabled.eval()
+    assert not model.training
+
+
+def test_an_optimized_callable_object_keeps_its_state_on_the_object():
+    """functools.wraps copied the object's __dict__ onto the wrapper: a snapshot, stale at once."""
+    class Counter:
+        def __init__(self):
+            self.calls = 0
+
+        def __call__(self, x):
+            self.calls += 1
+            return x + self.calls
+
+    counter = Counter()
+    optimized = minidynamo.optimize("eager")(counter)
+    optimized(torch.ones(1))
+    optimized(torch.ones(1))
+    assert counter.calls == 2 and not hasattr(optimized, "calls")
 
 
 def test_optimized_module_hooks_copies_and_a_swapped_module():

@@ -23,11 +23,14 @@ DETERMINISTIC = {"are_deterministic_algorithms_enabled": False,
 SDPA = {"_C._get_flash_sdp_enabled": True, "_C._get_math_sdp_enabled": True}
 
 # Op (by name, as ``torch.empty``, ``Tensor.resize_`` or ``aten.put_`` name it) -> its flags.
+# Functions the graph calls whole count by what they run: multi-head attention (the module's
+# functional form, and torch's fused kernels of it and of a transformer layer) runs SDPA.
 FLAGS_OF_OP = {
     **dict.fromkeys(("empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided",
-                     "empty_permuted", "resize_", "resize_as_"), DETERMINISTIC),     # NaN-filled
+                     "empty_permuted", "new", "resize_", "resize_as_"), DETERMINISTIC),   # NaN-filled
     **dict.fromkeys(("put_", "put", "max_unpool1d", "max_unpool2d", "max_unpool3d"), DETERMINISTIC),  # raise
-    "scaled_dot_product_attention": SDPA,
+    **dict.fromkeys(("scaled_dot_product_attention", "multi_head_attention_forward",
+                     "_native_multi_head_attention", "_transformer_encoder_layer_fwd"), SDPA),
 }
 
 

@@ -413,6 +413,10 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         self.push(self.load_global(name))
 
     def load_global(self, name):
+        for namespace, what in ((self.f_globals, "globals"), (self.f_builtins, "builtins")):
+            if type(namespace) is not dict:     # CPython asks its __getitem__ (and __missing__)
+                raise Unsupported(f"the {what} of {self.code.co_qualname} are a {type(namespace).__name__}, "
+                                  "whose own lookup LOAD_GLOBAL runs")
         stored = self.output.side_effects.stored_global(name) if self.f_globals is self.output.frame_info.f_globals else None
         if stored is not None:
             return stored

@@ -536,3 +536,19 @@ def test_a_dict_subclass_made_in_the_frame_answers_a_missing_key_with_its_missin
     """Probe O: dict's ``[]`` of a missing key asks a subclass's ``__missing__``; the trace raised
     a plain KeyError (and never ran the method)."""
     same_result(_reads_missing_keys, torch.ones(2))
+
+
+class MissingSuppliesAbs(dict):
+    def __missing__(self, name):
+        if name == "abs":
+            return lambda value: value * 100
+        raise KeyError(name)
+
+
+def test_globals_of_a_dict_subclass_are_looked_up_through_it():
+    """exec'd code whose globals are a dict subclass: CPython's LOAD_GLOBAL asks ``globals[name]``
+    (its ``__missing__`` included) before the builtins; the trace looked in the builtins."""
+    namespace = MissingSuppliesAbs(torch=torch, __builtins__=__builtins__)
+    exec("def f(x):\n    return abs(x) + 1\n", namespace)
+    same_result(namespace["f"], -torch.ones(2))
+    assert torch.equal(minidynamo.optimize("eager")(namespace["f"])(-torch.ones(2)), torch.full((2,), -99.0))

@@ -25,6 +25,10 @@ def nan_filled(x):
     return x + torch.empty_like(x).isnan().float()       # NaN-filled memory under the flag
 
 
+def legacy_new(x):
+    return x + x.new(3).isnan().float()                   # Tensor.new: memory as torch.empty's
+
+
 def put_without_accumulate(x):
     y = x.clone()
     y.put_(torch.tensor([0]), torch.tensor([5.0]))        # raises under the flag
@@ -43,7 +47,7 @@ def outcome(fn, *args):
 
 
 @pytest.mark.parametrize("backend", ["eager", *BACKENDS])
-@pytest.mark.parametrize("fn", [nan_filled, put_without_accumulate])
+@pytest.mark.parametrize("fn", [nan_filled, legacy_new, put_without_accumulate])
 def test_deterministic_algorithms_are_honoured_whenever_they_are_switched_on(backend, fn):
     compiled = minidynamo.optimize(backend)(fn)
     x = torch.zeros(3)
@@ -56,12 +60,20 @@ def test_deterministic_algorithms_are_honoured_whenever_they_are_switched_on(bac
         assert outcome(minidynamo.optimize(backend)(fn), x) == expected      # compiled under it
 
 
+MHA = torch.nn.MultiheadAttention(8, 2, batch_first=True)      # (training: no fused fast path)
+
+
+def module_attention(q):
+    return MHA(q, q, q, need_weights=False)[0] * 2       # one node: the functional form, running SDPA
+
+
 @pytest.mark.parametrize("backend", ["eager", *BACKENDS])
-def test_attention_with_its_host_kernels_switched_off_raises_as_eager_does(backend):
-    compiled = minidynamo.optimize(backend)(attention)
-    q = torch.randn(1, 2, 4, 8)
-    torch.testing.assert_close(compiled(q), attention(q))
+@pytest.mark.parametrize("fn, shape", [(attention, (1, 2, 4, 8)), (module_attention, (1, 4, 8))])
+def test_attention_with_its_host_kernels_switched_off_raises_as_eager_does(backend, fn, shape):
+    compiled = minidynamo.optimize(backend)(fn)
+    q = torch.randn(*shape)
+    torch.testing.assert_close(compiled(q), fn(q))
     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):       # no kernel the host has
-        assert outcome(attention, q) == "RuntimeError"
+        assert outcome(fn, q) == "RuntimeError"
         assert outcome(compiled, q) == "RuntimeError"
-    torch.testing.assert_close(compiled(q), attention(q))
+    torch.testing.assert_close(compiled(q), fn(q))
