@@ -21,6 +21,10 @@ Guards need nothing new: the exception followed from values the trace read and g
 dict's keys, the list's length, the constants), so every call the guards pass raises it again
 at the same instruction, and takes the same handler.
 
+An attribute the trace finds missing (``AttributeMissing``) at an instruction a handler covers
+is raised the same way, as the AttributeError CPython raises there (its message, ``name`` and
+``obj``: ``AttributeMissing.as_program_exception``), the absence guarded.
+
 The program's own ``raise`` works the same way.  ``ValueError(f"bad size {n}")`` of a *plain*
 exception class (a built-in one, or a program's class statement that adds nothing: no
 ``__init__``, no ``__str__``) runs no program code, so it is made at trace time from the

@@ -150,11 +150,13 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
             if not unwind(self, error, index):
                 raise
         except AttributeMissing as error:
-            # A handler here would see an AttributeError (not modelled: it falls back or breaks).
-            # Outside it no catcher may take this for an absence of the name it asked about.
-            if self.depth and exception_entries(self.code, self.instructions)[index] is not None:
+            # A handler here sees a real AttributeError; outside this frame no catcher may take
+            # the absence for one of the name it asked about.
+            if exception_entries(self.code, self.instructions)[index] is None:
+                raise
+            raised = error.as_program_exception(self)
+            if raised is None or not unwind(self, raised, index):
                 raise Unsupported(f"{error.reason}, inside a try or with block of {self.code.co_qualname}") from error
-            raise
         finally:
             running.pop()
             if log.isEnabledFor(logging.DEBUG):     # the stack after it (an inlined call's lines come first)

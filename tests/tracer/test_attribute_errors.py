@@ -119,3 +119,28 @@ def test_a_class_pattern_whose_attribute_raises_does_not_match():
         return t
 
     compiled_twice(f, lambda: (torch.ones(2), Point()))
+
+
+class Cached:
+    def value(self):
+        try:
+            return self._value                   # the first call finds no cache
+        except AttributeError as error:
+            self._value = 7
+            return error.name, type(error.obj).__name__, error.args
+
+
+def test_the_programs_try_catches_a_missing_attribute_as_eager_does():
+    """``try: self._value except AttributeError`` inside a helper is traced through (no break):
+    the handler gets CPython's exception, its message, ``name`` and ``obj``; the absence is
+    guarded, so a second call with the cache set takes the other path."""
+    def f(t, obj):
+        return t + 1, obj.value()
+
+    obj = Cached()
+    compiled = minidynamo.optimize("eager")(f)
+    first = compiled(torch.ones(2), obj)
+    assert first[1] == ("_value", "Cached", ("'Cached' object has no attribute '_value'",))
+    assert obj._value == 7 and minidynamo.counters["graph_breaks"] == 0
+    assert compiled(torch.ones(2), obj)[1] == 7
+    assert compiled(torch.ones(2), Cached())[1] == first[1]

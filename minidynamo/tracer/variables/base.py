@@ -126,6 +126,28 @@ class AttributeMissing(Unsupported):
             raise Unsupported(f"relying on an absence the trace cannot name ({self.reason})")
         self.owner.guard_absent(tx, self.name)
 
+    def as_program_exception(self, tx) -> "ProgramRaises | None":
+        """The AttributeError CPython raises here, for the program's own ``try`` to catch: its
+        message as the owner's type words it (asked of the real object through its type's builtin
+        lookup, which runs no program code), ``name`` and ``obj`` as ``LOAD_ATTR`` sets them.
+        The absence is guarded.  None where the owner is no real object the trace knows, or its
+        type's lookup is the program's."""
+        from ..program_code import python_slot
+
+        value = getattr(self.owner, "value", None) if self.owner is not None else None
+        klass = type(value)
+        if value is None or self.name is None or python_slot(klass, "__getattribute__") is not None \
+                or python_slot(klass, "__getattr__") is not None:
+            return None
+        try:
+            klass.__getattribute__(value, self.name)
+        except AttributeError as error:
+            message = str(error)
+        else:
+            return None                   # (present after all: not the absence the trace saw)
+        self.guard(tx)
+        return ProgramRaises(self.reason, AttributeError(message, name=self.name), {"obj": self.owner})
+
 
 class AttributeDeleted(AttributeMissing):
     """Missing because the frame deleted it: absent by the trace itself, nothing to guard."""

@@ -16,8 +16,8 @@ from ...exc import ProgramRaises, Unsupported
 from .. import stand_ins
 from ..library import LIBRARY_PREFIXES, is_library_value, is_program_class
 from ..side_effects import DELETED
-from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker, caught_attribute_error, instance_dict,
-                   describe, maybe_constant)
+from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker,
+                   caught_attribute_error, describe, instance_dict, maybe_constant)
 from .constant import ConstantVariable, is_constant_value
 from ..program_code import getter_runs_program_code, is_special, refuse_metaclass_code, runs_code_for
 
