@@ -12,11 +12,15 @@ at a cost the program sees:
   warnings already shown: after each compile, a warning the program had shown once (the
   "default" action) showed again.
 
+The first compile of a process also imports modules (sympy, through torch's symbolic shapes)
+that add a filter of their own, and adding one marks the filters changed, at that same cost.
+
 So ``muted()`` replaces only the hook that displays a warning once the filters let it through
 (``warnings._showwarnmsg``, private, which CPython's ``warn`` calls), and takes back the mark
 that says "shown" (else the program's own run, right after, would not show it); ``recorded()``
 gives one short real call (never a trace) a filter list of its own, then puts the program's very
-list back, without marking the filters changed.
+list back, without marking the filters changed.  Inside ``muted()`` an import may add its filter
+(for its own warnings) without the mark.
 """
 
 from __future__ import annotations
@@ -32,12 +36,16 @@ def muted():
     displayed, nor remembered as displayed: the "default", "module" and "once" actions mark a
     warning shown in its module's ``__warningregistry__`` before displaying it, and a mark left
     by a compile would hide it from the program's own run (``_dropped`` takes the mark back)."""
-    display = warnings._showwarnmsg
-    warnings._showwarnmsg = _dropped
+    display, mark_changed = warnings._showwarnmsg, warnings._filters_mutated
+    warnings._showwarnmsg, warnings._filters_mutated = _dropped, _unmarked
     try:
         yield
     finally:
-        warnings._showwarnmsg = display
+        warnings._showwarnmsg, warnings._filters_mutated = display, mark_changed
+
+
+def _unmarked() -> None:
+    pass
 
 
 def _dropped(message) -> None:

@@ -553,6 +553,31 @@ def test_a_compile_does_not_show_again_a_warning_the_program_showed():
     assert [str(w.message) for w in shown] == ["shown once by the default action"]
 
 
+def test_the_first_compile_of_a_process_does_not_show_again_a_warning_the_program_showed():
+    """The first compile imports sympy (torch's symbolic shapes), which adds a warnings filter of
+    its own; adding one marked the filters changed, and every warning shown once showed again."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    program = (
+        "import warnings, torch, minidynamo\n"
+        "assert 'sympy' not in __import__('sys').modules\n"
+        "def warns():\n"
+        "    warnings.warn('once by the default action')\n"
+        "with warnings.catch_warnings(record=True) as shown:\n"
+        "    warnings.simplefilter('default')\n"
+        "    warns()\n"
+        "    minidynamo.optimize('eager')(lambda x: x + 1)(torch.ones(2))\n"
+        "    warns()\n"
+        "print(len(shown))\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                          cwd=root, env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "1"
+
+
 def ops_in_a_try_body(x):
     try:
         y = x.sin() * 2          # (ops the handler may catch the errors of, in a graph that writes
