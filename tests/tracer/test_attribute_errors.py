@@ -7,6 +7,8 @@ The trace must answer as they do, and guard the absence that was actually relied
 not be the name asked about).
 """
 
+import functools
+
 import torch
 
 import minidynamo
@@ -144,3 +146,34 @@ def test_the_programs_try_catches_a_missing_attribute_as_eager_does():
     assert obj._value == 7 and minidynamo.counters["graph_breaks"] == 0
     assert compiled(torch.ones(2), obj)[1] == 7
     assert compiled(torch.ones(2), Cached())[1] == first[1]
+
+
+class CachedDouble:
+    def __init__(self):
+        self.runs = 0
+
+    @functools.cached_property
+    def doubled(self):
+        self.runs += 1
+        return self.base * 2                    # AttributeError while there is no base
+
+
+def test_guards_never_run_a_cached_propertys_function():
+    """A value the instance's own ``__dict__`` answered is re-read there by the guards: read as
+    ``obj.doubled``, a guard ran the function again (and its side effects) once the cache was
+    dropped."""
+    def f(t, obj):
+        return t + getattr(obj, "doubled", -1)
+
+    def run(fn):
+        obj, seen = CachedDouble(), []
+        for step in ("missing", "present", "cached", "missing"):
+            if step == "missing":
+                obj.__dict__.pop("base", None)
+                obj.__dict__.pop("doubled", None)
+            if step == "present":
+                obj.base = 4
+            seen.append((fn(torch.ones(2), obj).tolist(), obj.runs))
+        return seen
+
+    assert run(minidynamo.optimize("eager")(f)) == run(f)

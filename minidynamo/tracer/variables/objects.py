@@ -19,7 +19,7 @@ from ..side_effects import DELETED
 from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker,
                    caught_attribute_error, describe, instance_dict, maybe_constant)
 from .constant import ConstantVariable, is_constant_value
-from ..program_code import getter_runs_program_code, is_special, refuse_metaclass_code, runs_code_for
+from ..program_code import getter_runs_program_code, is_special, python_slot, refuse_metaclass_code, runs_code_for
 
 
 def _wrap(tx, value, source):
@@ -559,7 +559,7 @@ class UserObjectVariable(VariableTracker):
                               "(the attribute would be read from before the write)")
         data_descriptor = any(name in b.__dict__ and hasattr(b.__dict__[name], "__set__") for b in klass.__mro__)
         if name in instance and not data_descriptor:
-            return _wrap(tx, instance[name], G.AttrSource(self.source, name) if self.source else None)
+            return _wrap(tx, instance[name], self._own_value_source(tx, klass, name))
         owner = builtin_owner(klass, name) if klass.__flags__ & (1 << 9) else None
         if owner is not None and name in ("__getattribute__", "__setattr__") and name not in instance:
             return BuiltinBaseMethod(owner, name, self)
@@ -583,6 +583,24 @@ class UserObjectVariable(VariableTracker):
             raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)",
                                    self, name) from None
         return _wrap(tx, value, G.AttrSource(self.source, name) if self.source else None)
+
+    def _own_value_source(self, tx, klass, name):
+        """Where guards re-read an attribute the instance's own ``__dict__`` answered.  As
+        ``obj.name`` where that read runs no program code once the value is gone; else as
+        ``obj.__dict__[name]`` (a cached_property's function, a Python ``__get__`` or
+        ``__getattr__`` would otherwise run inside the guard), the class's lookup of ``name``
+        guarded (a data descriptor added later would take the read)."""
+        if self.source is None:
+            return None
+        attr = G.class_lookup(klass, name)
+        runs_code = python_slot(klass, "__getattr__") is not None if attr is G.NOT_FOUND else \
+            isinstance(attr, functools.cached_property) or getter_runs_program_code(attr)
+        if not runs_code:
+            return G.AttrSource(self.source, name)
+        from ..class_answers import guard_class
+
+        guard_class(tx, klass, lookups=(name,))
+        return G.ItemSource(G.AttrSource(self.source, "__dict__"), name)
 
     def _class_level(self, tx, klass, name):
         """``obj.name`` once the frame deleted the instance's own ``name``: what the class finds
