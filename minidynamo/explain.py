@@ -129,29 +129,52 @@ class BreakInfo:
 
 
 def _unoptimized(fn):
-    """What an already optimized ``fn`` wraps (explained under the new capture: the wrapper's
-    own would compile it out of the report's sight).  A ``disable``d one stays as it is."""
+    """What an already optimized function wraps, however deep (explained under the new capture:
+    the wrapper's own would compile it out of the report's sight).  A ``disable``d one stays."""
     from . import _eval_frame
+
+    while isinstance(fn, _eval_frame.Watched) and fn.callback is not None:
+        fn = fn.fn
+    return fn
+
+
+@contextlib.contextmanager
+def _watched_by(module, converter):
+    """An optimized module (and the optimized modules it wraps) watched by ``converter`` while
+    the block runs: called as itself, hooks on the wrapper included.  A disabled one stays."""
     from .eval_frame import OptimizedModule
 
-    if isinstance(fn, OptimizedModule):
-        return fn._orig_mod
-    if isinstance(fn, _eval_frame.Watched) and fn.callback is not None:
-        return fn.fn
-    return fn
+    wrappers = []
+    while isinstance(module, OptimizedModule) and module.__dict__["_minidynamo_converter"] is not None:
+        wrappers.append((module, module.__dict__["_minidynamo_converter"]))
+        module = module._orig_mod
+    try:
+        for wrapper, _ in wrappers:
+            wrapper.__dict__["_minidynamo_converter"] = converter
+            wrapper._watch()
+        yield
+    finally:
+        for wrapper, own in wrappers:
+            wrapper.__dict__["_minidynamo_converter"] = own
+            wrapper._watch()
 
 
 def explain(fn, backend="eager"):
     """Return a function that runs ``fn`` under a new capture and returns an ``ExplainOutput``."""
-    from .eval_frame import OptimizeContext
+    from .eval_frame import OptimizeContext, OptimizedModule
 
     lookup_backend(backend)  # an unknown name fails here, not inside the call
     fn = _unoptimized(fn)
 
     def run(*args, **kwargs) -> ExplainOutput:
         report = ExplainOutput()
+        context = OptimizeContext(backend, recorder=report)
         with _collect("trace", report.trace), _collect("xla", report.xla):
-            report.output = OptimizeContext(backend, recorder=report)(fn)(*args, **kwargs)
+            if isinstance(fn, OptimizedModule):
+                with _watched_by(fn, context.converter):
+                    report.output = fn(*args, **kwargs)
+            else:
+                report.output = context(fn)(*args, **kwargs)
         return report
 
     return run

@@ -234,7 +234,14 @@ def test_explain_of_an_optimized_function_or_module_explains_what_it_wraps():
         report = minidynamo.explain(optimized)(x)
         assert report.graph_count == 1 and report.guards, report
     assert minidynamo.explain(minidynamo.optimize("eager")(add_one))(x).guards == plain.guards
+    assert minidynamo.explain(minidynamo.optimize("eager")(minidynamo.optimize("eager")(add_one)))(x).graph_count == 1
     assert minidynamo.explain(minidynamo.disable(add_one))(x).graph_count == 0
+    assert minidynamo.explain(minidynamo.disable(torch.nn.Linear(4, 2)))(x).graph_count == 0
+    wrapper = minidynamo.optimize("eager")(minidynamo.optimize("eager")(torch.nn.Linear(4, 2)))
+    wrapper.register_forward_hook(lambda module, args, out: out * 0)      # the wrapper's own hook runs
+    report = minidynamo.explain(wrapper)(x)
+    assert report.graph_count == 1 and torch.equal(report.output, torch.zeros(2))
+    assert torch.equal(wrapper(x), torch.zeros(2))                    # its own watching is back
 
 
 def test_optimized_module_keeps_module_behaviour():

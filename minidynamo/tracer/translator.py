@@ -414,11 +414,16 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
             self.push(NullVariable())
         self.push(self.load_global(name))
 
-    def load_global(self, name):
+    def require_plain_namespaces(self, instruction: str) -> None:
+        """Globals (or builtins) of a dict subclass: CPython's global opcodes ask its own
+        ``__getitem__`` (and ``__missing__``) or store through its ``__setitem__``: refused."""
         for namespace, what in ((self.f_globals, "globals"), (self.f_builtins, "builtins")):
-            if type(namespace) is not dict:     # CPython asks its __getitem__ (and __missing__)
-                raise Unsupported(f"the {what} of {self.code.co_qualname} are a {type(namespace).__name__}, "
-                                  "whose own lookup LOAD_GLOBAL runs")
+            if type(namespace) is not dict:
+                raise Unsupported(f"{instruction} in {self.code.co_qualname}, whose {what} are a "
+                                  f"{type(namespace).__name__}")
+
+    def load_global(self, name):
+        self.require_plain_namespaces("LOAD_GLOBAL")
         stored = self.output.side_effects.stored_global(name) if self.f_globals is self.output.frame_info.f_globals else None
         if stored is not None:
             return stored
@@ -440,6 +445,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
 
     def STORE_GLOBAL(self, inst):
         value = self.pop()
+        self.require_plain_namespaces("STORE_GLOBAL")
         if self.f_globals is not self.output.frame_info.f_globals:
             raise Unsupported(f"assignment to global {inst.arg!r} of another module")
         self.check_storable(value, f"global {inst.arg!r}")

@@ -552,3 +552,22 @@ def test_globals_of_a_dict_subclass_are_looked_up_through_it():
     exec("def f(x):\n    return abs(x) + 1\n", namespace)
     same_result(namespace["f"], -torch.ones(2))
     assert torch.equal(minidynamo.optimize("eager")(namespace["f"])(-torch.ones(2)), torch.full((2,), -99.0))
+
+
+class RecordsStores(dict):
+    def __setitem__(self, name, value):
+        self.setdefault("stores", []).append(name)     # (dict.setdefault: no __setitem__ call)
+        dict.__setitem__(self, name, value)
+
+
+def test_a_global_stored_into_a_dict_subclass_is_stored_as_cpython_stores_it():
+    """STORE_GLOBAL writes with PyDict_SetItem: the subclass's ``__setitem__`` never runs."""
+    def make():
+        namespace = RecordsStores(torch=torch, __builtins__=__builtins__)
+        exec("def f(x):\n    global seen\n    seen = 1\n    return x + 1\n", namespace)
+        return namespace
+
+    plain, compiled = make(), make()
+    plain["f"](torch.ones(2))
+    minidynamo.optimize("eager")(compiled["f"])(torch.ones(2))
+    assert compiled.get("stores") == plain.get("stores") and compiled["seen"] == 1
