@@ -17,7 +17,7 @@ from .eager_faithful import op_name
 def unfit_for_the_device(gm, example_inputs):
     """Why the device cannot run ``gm`` (the first check that says so), or None."""
     return _holds_unsound_dtype(gm, example_inputs) or _marked_by_the_tracer(gm) or _empty_input_to_a_shuffle(gm) \
-        or _as_strided_of_stored_memory(gm) \
+        or _as_strided_of_stored_memory(gm) or _returns_an_as_strided_view_needing_grad(gm) \
         or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm, example_inputs) \
         or _silent_write_into_a_view(gm)
 
@@ -103,6 +103,19 @@ def _as_strided_of_stored_memory(gm):
                     or not value.is_contiguous() \
                     or value.untyped_storage().nbytes() != value.numel() * value.element_size():
                 return "as_strided of an argument or of a view: it reads storage the device's copy has not"
+    return None
+
+
+def _returns_an_as_strided_view_needing_grad(gm):
+    """Why the device cannot run ``gm``, if it returns ``as_strided`` of a tensor it made that
+    requires grad: the output comes back rebuilt in eager's layout (``aliasing.EagerLayout``), and
+    the gradient reaching it through that rebuild is not the one eager's view passes back (wrong
+    gradients of the inputs, measured).  ``as_strided`` used inside the graph is right."""
+    (output,) = [node for node in gm.graph.nodes if node.op == "output"]
+    for node in pytree.tree_leaves(output.args):
+        if isinstance(node, torch.fx.Node) and node.op in ("call_function", "call_method") \
+                and op_name(node.target) == "as_strided" and _requires_grad(node.meta.get("example_value")):
+            return f"{node.name} returns as_strided of a tensor made in the graph that requires grad"
     return None
 
 
