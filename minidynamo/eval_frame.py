@@ -188,18 +188,46 @@ def _mark_disabled(code) -> None:
     codes_with_cache.add(code)
 
 
-class _CallbackStack(threading.local):
-    """The callbacks a ``with`` block replaced, per thread: the same context object may be
-    entered by several threads (or re-entered), and each must restore its own."""
+class _OpenBlocks(threading.local):
+    """The ``with`` blocks open in this thread, oldest first, each as ``[the callback it
+    replaced]``.  Blocks exit last-in first-out, except where the program interleaves them
+    (two coroutines each in a block across an ``await``, or generators): a block that exits
+    while a later one is still open is unlinked, and the later one will restore what the
+    earlier had replaced, so the thread ends as it was before both."""
 
     def __init__(self):
-        self.previous = []
+        self.blocks = []
+
+    def enter(self, callback) -> list:
+        block = [_eval_frame.set_callback(callback)]
+        self.blocks.append(block)
+        return block
+
+    def exit(self, block: list) -> None:
+        index = next(i for i, open_block in enumerate(self.blocks) if open_block is block)
+        if index == len(self.blocks) - 1:
+            self.blocks.pop()
+            _eval_frame.set_callback(block[0])
+        else:
+            self.blocks[index + 1][0] = block[0]
+            del self.blocks[index]
+
+
+_open_blocks = _OpenBlocks()
+
+
+class _CallbackStack(threading.local):
+    """A context object's own open blocks, per thread: the same context object may be entered
+    by several threads (or re-entered), and each block must restore its own."""
+
+    def __init__(self):
+        self.open = []
 
     def push(self, callback) -> None:
-        self.previous.append(_eval_frame.set_callback(callback))
+        self.open.append(_open_blocks.enter(callback))
 
     def pop(self) -> None:
-        _eval_frame.set_callback(self.previous.pop())
+        _open_blocks.exit(self.open.pop())
 
 
 class _Disabled:

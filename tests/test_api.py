@@ -134,6 +134,31 @@ def test_context_manager_watches_frames_called_inside():
     assert len(backend.graphs) == 1
 
 
+def test_blocks_exited_out_of_order_leave_the_thread_as_it_was():
+    """Two generators (or coroutines across an ``await``) each inside a ``with`` block of their
+    own, closed in the order they were opened: each block restored what it replaced, and the
+    thread stayed watched for good."""
+    def inside(context):
+        with context:
+            yield
+            yield
+
+    first = inside(minidynamo.optimize(CountingBackend()))
+    second = inside(minidynamo.disable())
+    next(first)
+    next(second)
+    next(first, None)
+    next(first, None)                          # the first block exits while the second is open
+    next(second, None)
+    next(second, None)
+    backend = CountingBackend()
+    add_one(torch.ones(2))                     # outside every block: not watched
+    assert not minidynamo.cache_entries(add_one)
+    with minidynamo.optimize(backend):
+        add_one(torch.ones(2))
+    assert len(backend.graphs) == 1
+
+
 def test_two_contexts_never_share_entries():
     first, second = CountingBackend(), CountingBackend()
     x = torch.randn(3)

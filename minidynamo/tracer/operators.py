@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import operator
 import types
 
@@ -15,7 +16,7 @@ import guards as G
 
 from ..exc import ProgramRaises, Unsupported
 from .library import refuse_user_dunders
-from .variables import lazy_numbers
+from .variables import lazy_numbers, numpy_values
 from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
 from .variables.constant import ConstantMethodVariable, ConstantVariable
 from .variables.containers import BaseListVariable, ListVariable, TupleVariable, sequence_kind
@@ -94,8 +95,10 @@ def fold(fn, args, kwargs=None, what=None) -> VariableTracker:
     if any(v is NO_CONSTANT for v in [*values, *kw.values()]):
         raise Unsupported(f"{what} on non-constant arguments {args}")
     refuse_user_dunders([*values, *kw.values()], what)      # str(enum with a __str__)
+    numpy_scalars = any(type(v).__module__ == "numpy" for v in [*values, *kw.values()])
     try:
-        result = fn(*values, **kw)
+        with numpy_values.errstate_free(what) if numpy_scalars else contextlib.nullcontext():
+            result = fn(*values, **kw)
     except Unsupported:
         raise
     except Exception as e:

@@ -206,7 +206,7 @@ def test_a_numpy_call_that_warns_is_refused_so_eager_warns_on_every_call():
         return x + float(np.log(0.0))           # RuntimeWarning: divide by zero
     with pytest.warns(RuntimeWarning):
         report = compiled_twice(f, x34, graphs=None, fallbacks=None, breaks=1)
-    assert "warned" in report.reasons[0]
+    assert "error state decides" in report.reasons[0]
 
 
 class OnlyForward(nn.Module):
@@ -244,3 +244,26 @@ def test_program_module_made_in_the_frame_sees_its_class_change():
 
 
 _only_forward = OnlyForward.forward
+
+
+def log_of_zero(t):
+    return t + float(np.log(np.float64(0.0))), t - float(np.float64(1.0) / np.float64(0.0))
+
+
+def test_a_fold_that_numpys_error_state_decides_follows_the_state_of_each_call():
+    """``np.log(0.0)`` is -inf, a warning, or a FloatingPointError as ``np.seterr`` says at the
+    call: folded under the trace's state, a later ``seterr(divide="raise")`` still gave -inf."""
+    import warnings
+
+    def outcomes(fn):
+        seen = []
+        for mode in ("ignore", "raise", "warn", "ignore"):
+            with np.errstate(divide=mode), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    seen.append((mode, [r.tolist() for r in fn(torch.zeros(1))], len(caught)))
+                except FloatingPointError:
+                    seen.append((mode, "FloatingPointError", len(caught)))
+        return seen
+
+    assert outcomes(minidynamo.optimize("eager")(log_of_zero)) == outcomes(log_of_zero)

@@ -15,11 +15,14 @@ that are pure by construction: ufuncs, the scalar types themselves, np.finfo / n
 array functions NumPy dispatches through ``__array_function__`` (np.prod, np.round, ...), and
 only on numbers (no strings: np.save("f", 3) is one of those functions).  ``np.random`` draws from
 NumPy's global state: refused.  ndarrays are mutable containers with no guard or rebuild here:
-a callable returning one is refused.
+a callable returning one is refused.  A fold whose floating-point error (``np.log(0.0)``'s divide
+by zero) NumPy's error state decides (``np.seterr``: ignore, warn, raise) is refused too
+(``errstate_free``): the program may set another state before its next call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import types
 
@@ -169,9 +172,11 @@ class NumpyCallableVariable(VariableTracker):
         kw = {k: maybe_constant(v, NO_CONSTANT) for k, v in kwargs.items()}
         if not all(v is not NO_CONSTANT and _is_number_argument(v) for v in [*values, *kw.values()]):
             raise Unsupported(f"call to {what} on something other than numbers (only numbers are folded)")
-        with compile_warnings.recorded() as warned:     # eager would warn on every call
+        with compile_warnings.recorded() as warned, errstate_free(what):     # eager would warn on every call
             try:
                 result = self.value(*values, **kw)
+            except (Unsupported, FloatingPointError):
+                raise
             except Exception as e:
                 raise Unsupported(f"{what} on constants raised {type(e).__name__}: {e}") from e
         if warned:
@@ -184,6 +189,21 @@ class NumpyCallableVariable(VariableTracker):
 
     def __repr__(self):
         return f"NumpyCallableVariable({describe(self.value)})"
+
+
+@contextlib.contextmanager
+def errstate_free(what: str):
+    """A fold that NumPy's error state cannot change: run under "raise" for every kind of
+    floating-point error; one that raises there is refused (eager decides it at each call)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
+        yield
+        return
+    with numpy.errstate(all="raise"):
+        try:
+            yield
+        except FloatingPointError as error:
+            raise Unsupported(f"{what} on constants: NumPy's error state decides it ({error})") from error
 
 
 class TypeInfoVariable(VariableTracker):
