@@ -5,6 +5,7 @@ torch._dynamo, which ``import minidynamo`` must not.
 """
 
 import contextlib
+import logging
 import os
 import sys
 import threading
@@ -42,12 +43,16 @@ DEVICE_STEP = threading.RLock()
 
 
 def torch_xla():
-    """The torch_xla module, imported on first use (torch's names left as they were)."""
+    """The torch_xla module, imported on first use (torch's names left as they were, and the
+    program's root logger: one of torch_xla's modules calls ``logging.basicConfig()``, after
+    which the program's own ``basicConfig(level=...)`` would do nothing)."""
     global _torch_xla
     if _torch_xla is None:
         _ask_for_nan_propagating_min_max()
         ours = "torch_xla" not in sys.modules
         before = [dict(vars(namespace)) for namespace in _TORCH_NAMESPACES]
+        root = logging.getLogger()
+        root_before = (list(root.handlers), root.level)
         import torch_xla as module
         import torch_xla.core.xla_model  # noqa: F401  (registers the device helpers)
         if ours:
@@ -55,6 +60,8 @@ def torch_xla():
                 for name, value in names.items():
                     if vars(namespace).get(name) is not value:
                         setattr(namespace, name, value)
+            root.handlers[:] = root_before[0]
+            root.setLevel(root_before[1])
         _torch_xla = module
     return _torch_xla
 

@@ -1,6 +1,7 @@
 """The ``xla`` log topic (``MINIDYNAMO_LOG=xla``): hash, lazy IR, input plan, retraces."""
 
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,19 @@ def test_the_switch_turns_the_topic_on_without_minidynamo():
             "sys.exit(0 if log.log_xla.isEnabledFor(logging.DEBUG) and 'minidynamo' not in sys.modules else 1)")
     env = {"MINIDYNAMO_LOG": "xla", "PATH": "/usr/bin:/bin"}
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env).returncode == 0
+
+
+def test_the_first_compile_leaves_the_programs_root_logger_as_it_was():
+    """torch_xla's import (on the first compile) calls ``logging.basicConfig()``: the program's
+    own ``basicConfig(level=INFO)`` then did nothing and its ``logging.info`` lines vanished."""
+    program = (
+        "import io, logging, torch, minidynamo\n"
+        "minidynamo.optimize('torchxla_trace_once')(lambda x: x * 2 + 1)(torch.ones(3))\n"
+        "stream = io.StringIO()\n"
+        "logging.basicConfig(level=logging.INFO, stream=stream, format='%(message)s')\n"
+        "logging.info('the program logs')\n"
+        "print(repr(stream.getvalue()))\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "PJRT_DEVICE": "CPU"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == repr("the program logs\n")
