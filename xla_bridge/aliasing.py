@@ -364,6 +364,11 @@ def analyse_memory(program, args) -> MemoryPlan:
             continue
         if id(leaf) not in view_of_leaf:  # a view returned twice: one HostView, rebuilt once
             retyped = leaf.dtype != base.dtype
+            if retyped and traced_grad[k]:
+                # (``x.real``, ``view_as_real(x)`` of an argument requiring grad: the rebuild
+                # reinterprets its bytes with ``view(dtype)``, which autograd does not follow)
+                raise NotOneGraph(f"output {k} views argument {position} as another dtype and requires grad: "
+                                  "its rebuild would carry no gradient back")
             offset = leaf.storage_offset() * leaf.element_size() - \
                 base.storage_offset() * base.element_size() if retyped else \
                 leaf.storage_offset() - base.storage_offset()

@@ -17,7 +17,7 @@ from .eager_faithful import op_name
 def unfit_for_the_device(gm, example_inputs):
     """Why the device cannot run ``gm`` (the first check that says so), or None."""
     return _holds_unsound_dtype(gm, example_inputs) or _marked_by_the_tracer(gm) or _empty_input_to_a_shuffle(gm) \
-        or _as_strided_of_stored_memory(gm) or _returns_an_as_strided_view_needing_grad(gm) \
+        or _as_strided_of_stored_memory(gm) or _writes_a_strided_region(gm) \
         or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm, example_inputs) \
         or _silent_write_into_a_view(gm)
 
@@ -106,17 +106,44 @@ def _as_strided_of_stored_memory(gm):
     return None
 
 
-def _returns_an_as_strided_view_needing_grad(gm):
-    """Why the device cannot run ``gm``, if it returns ``as_strided`` of a tensor it made that
-    requires grad: the output comes back rebuilt in eager's layout (``aliasing.EagerLayout``), and
-    the gradient reaching it through that rebuild is not the one eager's view passes back (wrong
-    gradients of the inputs, measured).  ``as_strided`` used inside the graph is right."""
-    (output,) = [node for node in gm.graph.nodes if node.op == "output"]
-    for node in pytree.tree_leaves(output.args):
-        if isinstance(node, torch.fx.Node) and node.op in ("call_function", "call_method") \
-                and op_name(node.target) == "as_strided" and _requires_grad(node.meta.get("example_value")):
-            return f"{node.name} returns as_strided of a tensor made in the graph that requires grad"
+# as_strided-family ops -> the position of their ``size`` argument (``stride`` follows it)
+_STRIDED_REGION = {"as_strided": 1, "as_strided_": 1, "as_strided_copy": 1, "as_strided_scatter": 2}
+
+
+def _writes_a_strided_region(gm):
+    """Why the device cannot run ``gm``, if it writes a region ``as_strided`` describes that is
+    not one compact block (``(4, 5)`` with strides ``(8, 1)``: the first five of each row of
+    eight): torch_xla's ``as_strided_scatter`` writes the values into the first elements as if
+    compact (measured: wrong values).  Such writes are ``as_strided_scatter`` itself, an in-place
+    op on an ``as_strided`` view, and the backward of any ``as_strided`` whose input requires
+    grad.  A compact region, and a read with no gradient, are right."""
+    for node in gm.graph.nodes:
+        name = op_name(node.target)
+        if node.op not in ("call_function", "call_method") or name not in _STRIDED_REGION:
+            continue
+        at = _STRIDED_REGION[name]
+        size, stride = (node.args[at], node.args[at + 1]) if len(node.args) > at + 1 else \
+            (node.kwargs.get("size"), node.kwargs.get("stride"))
+        if not isinstance(size, (tuple, list)) or not isinstance(stride, (tuple, list)) or _compact(size, stride):
+            continue
+        first = node.args[0] if node.args else node.kwargs.get("input")
+        written = name in ("as_strided_", "as_strided_scatter") or any(
+            op_name(user.target).endswith("_") and user.args and user.args[0] is node for user in node.users)
+        needs_grad = isinstance(first, torch.fx.Node) and _requires_grad(first.meta.get("example_value"))
+        if written or needs_grad:
+            return (f"{node.name} writes (or its backward writes) an {name} region that is not one compact block: "
+                    "torch_xla writes it as if it were")
     return None
+
+
+def _compact(size, stride) -> bool:
+    """Is ``(size, stride)`` a row-major block (dims of size 1 aside)?"""
+    expected = 1
+    for extent, step in reversed(list(zip(size, stride))):
+        if extent != 1 and step != expected:
+            return False
+        expected *= extent
+    return True
 
 
 def _in_place_write_gains_grad(gm, example_inputs):

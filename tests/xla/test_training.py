@@ -1046,10 +1046,19 @@ def strided_window_past_a_row(x, w):
     return torch.tanh(x @ w).as_strided((2, 4), (8, 1), 8)
 
 
-@pytest.mark.parametrize("fn", [strided_window, strided_window_past_a_row])
-def test_an_as_strided_output_of_a_tensor_made_inside_passes_eagers_gradients_back(fn):
-    """Its value came back right; the gradient through the rebuilt output did not (x.grad and
-    w.grad wrong): such a graph now trains eagerly."""
+def strided_window_transposed(x, w):
+    return torch.tanh(x @ w).as_strided((4, 5), (8, 1)).t() * 2      # (used, not returned)
+
+
+def strided_copy(x, w):
+    return torch.as_strided_copy(torch.tanh(x @ w), (4, 5), (8, 1))
+
+
+@pytest.mark.parametrize("fn", [strided_window, strided_window_past_a_row, strided_window_transposed, strided_copy])
+def test_an_as_strided_region_of_a_tensor_made_inside_passes_eagers_gradients_back(fn):
+    """The values came back right; the gradients (x.grad, w.grad) did not: the backward writes
+    the region with as_strided_scatter, which torch_xla lays out as if compact.  Such a graph
+    now trains eagerly (``graph_refusals._writes_a_strided_region``)."""
     def grads(f):
         torch.manual_seed(0)
         x, w = torch.randn(4, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
@@ -1059,3 +1068,39 @@ def test_an_as_strided_output_of_a_tensor_made_inside_passes_eagers_gradients_ba
 
     for got, expected in zip(grads(minidynamo.optimize("torchxla_trace_once")(fn)), grads(fn)):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def scatter_into_a_window(x, w):
+    return torch.as_strided_scatter(torch.tanh(x @ w), torch.ones(4, 5), (4, 5), (8, 1)) * 2
+
+
+def write_through_a_window(x, w):
+    h = torch.tanh(x @ w) * 1
+    h.as_strided((4, 5), (8, 1)).mul_(2)
+    return h
+
+
+@pytest.mark.parametrize("fn", [scatter_into_a_window, write_through_a_window])
+def test_a_write_into_an_as_strided_region_is_eagers(fn):
+    x, w = torch.randn(4, 6), torch.randn(6, 8)
+    compiled = minidynamo.optimize("torchxla_trace_once")(fn)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x, w), fn(x, w), rtol=1e-4, atol=1e-5)
+
+
+def real_part_and_sine(x):
+    return x.real, x.sin()
+
+
+def test_a_view_of_an_argument_as_another_dtype_keeps_its_gradient():
+    """``x.real`` of a complex argument requiring grad was rebuilt by reinterpreting its bytes
+    (no gradient back through it): x.grad lost that output's part."""
+    def grad(fn):
+        torch.manual_seed(0)
+        x = torch.randn(4, 6, dtype=torch.complex64, requires_grad=True)
+        real, sine = fn(x)
+        (real.sum() + torch.real(sine.sum())).backward()
+        return x.grad
+
+    torch.testing.assert_close(grad(minidynamo.optimize("torchxla_trace_once")(real_part_and_sine)),
+                               grad(real_part_and_sine), rtol=1e-4, atol=1e-5)
