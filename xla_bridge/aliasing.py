@@ -61,6 +61,8 @@ class HostView:
     # while the argument requires grad: rebuilt from the argument detached, so no gradient flows
     # back through it (as_strided of the argument itself would carry one).
     detached: bool = False
+    # Eager's output is a view (``_base`` set); ``x.detach()`` shares the memory and is not one.
+    view: bool = True
 
     def fits(self, base: torch.Tensor) -> bool:
         return base.shape == self.base_size and torch.Tensor.stride(base) == self.base_stride
@@ -70,10 +72,16 @@ class HostView:
             return base
         if self.detached:
             base = torch.Tensor.detach(base)
+            if not self.view and self._whole(base):   # ``x.detach()``: no view (``detach_`` works)
+                return base
         view = self._strided(base)
         if self.conj:
             view = torch.Tensor.conj(view)
         return torch._neg_view(view) if self.neg else view
+
+    def _whole(self, base: torch.Tensor) -> bool:
+        return (self.dtype is None and not self.conj and not self.neg and self.offset == 0
+                and self.size == tuple(base.shape) and self.stride == torch.Tensor.stride(base))
 
     def _strided(self, base: torch.Tensor) -> torch.Tensor:
         if self.dtype is None:
@@ -376,7 +384,7 @@ def analyse_memory(program, args) -> MemoryPlan:
                 position, tuple(leaf.shape), leaf.stride(), offset, tuple(base.shape), base.stride(),
                 itself=leaf is base, made_before_writes=leaf is not base and _grad_fn_raises(leaf),
                 dtype=leaf.dtype if retyped else None, conj=leaf.is_conj(), neg=leaf.is_neg(),
-                detached=base.requires_grad and traced_grad[k] is False)
+                detached=base.requires_grad and traced_grad[k] is False, view=leaf._is_view())
         views[k] = view_of_leaf[id(leaf)]
     bumps = {i: m._version - v for i, (m, v) in enumerate(zip(metas, versions))
              if isinstance(m, torch.Tensor) and m._version != v}

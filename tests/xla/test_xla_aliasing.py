@@ -731,3 +731,18 @@ def test_an_output_that_is_a_written_argument_again_is_read_from_its_one_result(
         torch.testing.assert_close(compiled(x), f(x_eager))
         torch.testing.assert_close(x, x_eager)
     assert not [r for r in xla_bridge.counters.reasons if "IndexError" in r], xla_bridge.counters.reasons
+
+
+def detached_and_cosine(x):
+    return x.detach(), x.cos()
+
+
+def test_a_detached_argument_returned_is_no_view_as_in_eager():
+    """``x.detach()`` shares x's memory but is no view: eager's ``out.detach_()`` works on it.
+    Rebuilt as a strided view of x, it raised "Can't detach views in-place"."""
+    compiled = minidynamo.optimize("torchxla_trace_once")(detached_and_cosine)
+    for _ in range(2):
+        x = torch.randn(4, 8, requires_grad=True)
+        out, _ = compiled(x)
+        assert not out._is_view() and out.data_ptr() == x.data_ptr()
+        out.detach_()
