@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import collections
-import contextlib
 import operator
 import types
 
@@ -95,9 +94,8 @@ def fold(fn, args, kwargs=None, what=None) -> VariableTracker:
     if any(v is NO_CONSTANT for v in [*values, *kw.values()]):
         raise Unsupported(f"{what} on non-constant arguments {args}")
     refuse_user_dunders([*values, *kw.values()], what)      # str(enum with a __str__)
-    numpy_scalars = any(type(v).__module__ == "numpy" for v in [*values, *kw.values()])
     try:
-        with numpy_values.errstate_free(what) if numpy_scalars else contextlib.nullcontext():
+        with numpy_values.errstate_free(what):          # (numpy scalars anywhere among the values)
             result = fn(*values, **kw)
     except Unsupported:
         raise

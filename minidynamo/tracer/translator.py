@@ -470,14 +470,28 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
     LOAD_CLASSDEREF = LOAD_DEREF
 
     # -- attributes and items ----------------------------------------------------------------
-    def LOAD_ATTR(self, inst): self.push(self.pop().var_getattr(self, inst.arg))
+    def LOAD_ATTR(self, inst): self.push(self.read_attribute(self.pop(), inst.arg))
+
+    def read_attribute(self, obj, name):
+        """``obj.name``.  An AttributeError the program raised on the way (a property's, a
+        ``__getattr__``'s) leaves with ``name`` and ``obj`` set, as CPython's attribute read sets
+        them on one that has neither."""
+        try:
+            return obj.var_getattr(self, name)
+        except ProgramRaises as error:
+            raised = error.exception
+            if isinstance(raised, AttributeError) and raised.name is None and raised.obj is None \
+                    and "obj" not in error.fields:
+                raised.name = name
+                error.fields = {**error.fields, "obj": obj}
+            raise
 
     def LOAD_METHOD(self, inst):
         """3.11 pushes (method, self) or (NULL, callable); we always push NULL and the bound
         attribute, which CALL treats the same way."""
         obj = self.pop()
         self.push(NullVariable())
-        self.push(obj.var_getattr(self, inst.arg))
+        self.push(self.read_attribute(obj, inst.arg))
 
     def STORE_ATTR(self, inst):
         obj, value = self.pop(), self.pop()

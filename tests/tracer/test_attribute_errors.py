@@ -177,3 +177,61 @@ def test_guards_never_run_a_cached_propertys_function():
         return seen
 
     assert run(minidynamo.optimize("eager")(f)) == run(f)
+
+
+class Gate:
+    def __getattr__(self, name):
+        raise AttributeError(f"no {name} here")
+
+
+def test_an_attribute_error_the_program_raises_carries_name_and_obj():
+    """CPython's attribute read sets ``name`` and ``obj`` on an AttributeError that has neither,
+    whoever raised it (a ``__getattr__``, a property)."""
+    def f(t, gate):
+        try:
+            return t + 1, gate.missing
+        except AttributeError as error:
+            return t - 1, (error.name, error.obj is gate, str(error))
+
+    gate = Gate()
+    assert minidynamo.optimize("eager")(f)(torch.ones(2), gate)[1] == f(torch.ones(2), gate)[1]
+
+
+class Descriptor:
+    def __get__(self, obj, owner=None):
+        return 20
+
+
+class DictOfItsOwn(dict):
+    pass
+
+
+class WithDescriptor:
+    v = Descriptor()
+
+
+def test_an_instance_dict_of_a_dict_subclass_is_read_as_cpython_reads_it():
+    """CPython's lookup reads such a ``__dict__`` as a dict: the instance's own ``v`` (a non-data
+    descriptor of the class stands behind it).  The trace saw no instance dict at all (20)."""
+    def f(t, obj):
+        return t + obj.v
+
+    obj = WithDescriptor()
+    obj.__dict__ = DictOfItsOwn(v=1)
+    assert torch.equal(minidynamo.optimize("eager")(f)(torch.zeros(1), obj), f(torch.zeros(1), obj))
+
+
+class Plain:
+    def __init__(self):
+        self.items = [1]
+
+
+def test_a_copy_asks_the_instances_own_getstate():
+    import copy
+
+    def f(t, obj):
+        return t + 1, copy.copy(obj).__dict__
+
+    obj = Plain()
+    obj.__getstate__ = lambda: {"items": []}
+    assert minidynamo.optimize("eager")(f)(torch.ones(1), obj)[1] == f(torch.ones(1), obj)[1] == {"items": []}

@@ -26,6 +26,7 @@ from .constant import ConstantVariable
 from .containers import (MAX_ITEMS, BaseListVariable, IteratorVariable, ListVariable, SliceVariable, pull_all,
                          TupleVariable)
 from .dicts import DictVariable
+from .exception_values import ExceptionVariable
 from .generators import GeneratorVariable
 from .stdlib import CLASS_METHODS, STDLIB_CALLS, HandlerVariable
 from .copies import COPY_CALLS
@@ -413,6 +414,10 @@ def _scalar_cast(fn):
                 raise Unsupported(f"{fn.__name__}() of a tensor raises: {error}") from error
         if any(isinstance(a, TensorVariable) for a in args):
             raise Unsupported(f"{fn.__name__}() of a tensor needs its data")
+        if fn in (str, repr) and len(args) == 1 and not kwargs and isinstance(args[0], ExceptionVariable):
+            text = args[0].text(fn)
+            if text is not None:
+                return ConstantVariable(text)
         return _fold(fn, args, kwargs)
     return handler
 

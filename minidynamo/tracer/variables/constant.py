@@ -13,7 +13,7 @@ import guards as G
 from ...exc import Unsupported
 from ..library import is_library_value, refuse_user_dunders
 from .base import AttributeMissing, VariableTracker
-from .numpy_values import as_torch_number, is_numpy_scalar
+from .numpy_values import as_torch_number, errstate_free, is_numpy_scalar
 
 # Types whose values may be folded into the graph and compared by ``==`` in a guard.
 CONSTANT_TYPES = (
@@ -140,7 +140,10 @@ class ConstantMethodVariable(VariableTracker):
         kw = {k: v.as_python_constant() for k, v in kwargs.items()}
         refuse_user_dunders([*values, *kw.values()], f"{type(self.owner.value).__name__}.{self.name}")
         try:
-            result = getattr(self.owner.value, self.name)(*values, **kw)
+            with errstate_free(f"{type(self.owner.value).__name__}.{self.name}"):
+                result = getattr(self.owner.value, self.name)(*values, **kw)
+        except Unsupported:
+            raise
         except Exception as e:
             raise Unsupported(f"{type(self.owner.value).__name__}.{self.name} raised {type(e).__name__}: {e}") from e
         from ..builder import wrap_constant_result

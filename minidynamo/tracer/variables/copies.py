@@ -103,6 +103,7 @@ def _copy_constant(vt: ConstantVariable) -> VariableTracker:
 
 def _plain_class_reason(klass: type) -> str | None:
     """Why ``copy`` would not treat instances of ``klass`` as state in a ``__dict__`` (None: it would)."""
+    from ..program_code import python_slot
     from .new_objects import modelled_class
 
     why = modelled_class(klass)
@@ -114,6 +115,9 @@ def _plain_class_reason(klass: type) -> str | None:
         return "it has __slots__"
     if klass in copyreg.dispatch_table:
         return "it is registered in copyreg.dispatch_table"
+    for hook in ("__getattr__", "__getattribute__"):      # (copy asks the instances for the protocol)
+        if python_slot(klass, hook) is not None:
+            return f"it defines {hook} in Python"
     for name in _PROTOCOL:
         found = next((b.__dict__[name] for b in klass.__mro__ if name in b.__dict__), None)
         if found is not _OBJECT_DEFAULTS[name]:
@@ -132,6 +136,9 @@ def _instance_state(tx, vt) -> dict:
     klass = type(vt.value)
     if not isinstance(real, dict) or not all(type(k) is str for k in real):
         raise Unsupported(f"copy of a {klass.__name__} whose __dict__ is not a dict of attribute names")
+    own_protocol = [name for name in _PROTOCOL if name in real]
+    if own_protocol:                               # (the instance's own __getstate__ is the one called)
+        raise Unsupported(f"copy of a {klass.__name__} whose instance holds {own_protocol[0]}")
     if tx.output.side_effects.has_stored_attributes(vt):
         raise Unsupported(f"copy of a {klass.__name__} whose attributes the frame changed")
     tx.output.add_guard(G.dict_keys_match(G.AttrSource(vt.source, "__dict__"), real))   # which attributes

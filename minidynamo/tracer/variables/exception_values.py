@@ -38,6 +38,15 @@ class ExceptionVariable(VariableTracker):
             raise Unsupported(f"{type(self.exception).__name__} holding {sorted(self.fields)} known only at run time")
         return self.exception
 
+    def text(self, fn):
+        """``str(e)`` / ``repr(e)`` (``fn``) where no run-time field enters it: a built-in class's
+        own method reads its arguments, never the ``obj`` an attribute read set.  Else None."""
+        method = getattr(type(self.exception), "__str__" if fn is str else "__repr__")
+        if set(self.fields) - {"obj"} or not isinstance(method, types.WrapperDescriptorType) \
+                or method.__objclass__.__module__ != "builtins":
+            return None
+        return fn(self.exception)
+
     def var_getattr(self, tx, name):
         """A field its built-in class keeps (``args``, ``StopIteration.value``, ``OSError.errno``,
         ``__cause__`` ...): all set when it was made.  Where the class finds ``name`` is guarded

@@ -438,6 +438,19 @@ def user_slot(klass, name):
     return None
 
 
+def _odd_instance_dict(obj) -> bool:
+    """Does ``obj`` keep attributes where ``instance_dict`` does not look: a ``__dict__`` that is a
+    dict subclass (CPython reads it as a dict, ignoring its methods), or a class whose own
+    ``__dict__`` attribute (a property) stands in front of the real one?"""
+    slot = G.class_lookup(type(obj), "__dict__")
+    if slot is G.NOT_FOUND:
+        return False
+    if type(slot) not in (types.GetSetDescriptorType, types.MemberDescriptorType):
+        return True
+    found = slot.__get__(obj)
+    return found is not None and type(found) is not dict
+
+
 def has_own_attribute(obj, name) -> bool:
     """``obj`` holds ``name`` itself: in its ``__dict__``, or in a filled slot."""
     slot = user_slot(type(obj), name)
@@ -554,6 +567,9 @@ class UserObjectVariable(VariableTracker):
             if name == "__dict__" and tx.output.side_effects.has_stored_attributes(self):
                 raise Unsupported(f"reading {klass.__name__}.__dict__ after assigning its attributes")
         instance = instance_dict(self.value, {})
+        if not instance and _odd_instance_dict(self.value):
+            raise Unsupported(f"an attribute of a {klass.__name__} whose __dict__ is not a plain dict (a dict "
+                              "subclass, or a __dict__ of the class's own)")
         if tx.output.side_effects.mutated_dict(instance, tx.output.wrapped_values):
             raise Unsupported(f"reading an attribute of a {klass.__name__} whose __dict__ the trace wrote as a dict "
                               "(the attribute would be read from before the write)")
