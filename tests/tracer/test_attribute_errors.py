@@ -141,9 +141,10 @@ def test_the_programs_try_catches_a_missing_attribute_as_eager_does():
 
     obj = Cached()
     compiled = minidynamo.optimize("eager")(f)
+    breaks = minidynamo.counters["graph_breaks"]
     first = compiled(torch.ones(2), obj)
     assert first[1] == ("_value", "Cached", ("'Cached' object has no attribute '_value'",))
-    assert obj._value == 7 and minidynamo.counters["graph_breaks"] == 0
+    assert obj._value == 7 and minidynamo.counters["graph_breaks"] == breaks
     assert compiled(torch.ones(2), obj)[1] == 7
     assert compiled(torch.ones(2), Cached())[1] == first[1]
 
@@ -235,3 +236,26 @@ def test_a_copy_asks_the_instances_own_getstate():
     obj = Plain()
     obj.__getstate__ = lambda: {"items": []}
     assert minidynamo.optimize("eager")(f)(torch.ones(1), obj)[1] == f(torch.ones(1), obj)[1] == {"items": []}
+
+
+class Probing(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        try:
+            extra = self.linear.not_there            # nn.Module.__getattr__ raises
+        except AttributeError as error:
+            extra, self.seen = 0.5, str(error)
+        return self.linear(x) + extra
+
+
+def test_a_modules_missing_attribute_caught_by_the_program_is_traced_through():
+    module = Probing()
+    compiled = minidynamo.optimize("eager")(module)
+    x = torch.ones(3)
+    breaks = minidynamo.counters["graph_breaks"]
+    torch.testing.assert_close(compiled(x), module(x))
+    assert minidynamo.counters["graph_breaks"] == breaks
+    assert module.seen == "'Linear' object has no attribute 'not_there'"

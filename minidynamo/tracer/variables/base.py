@@ -129,18 +129,20 @@ class AttributeMissing(Unsupported):
     def as_program_exception(self, tx) -> "ProgramRaises | None":
         """The AttributeError CPython raises here, for the program's own ``try`` to catch: its
         message as the owner's type words it (asked of the real object through its type's builtin
-        lookup, which runs no program code), ``name`` and ``obj`` as ``LOAD_ATTR`` sets them.
-        The absence is guarded.  None where the owner is no real object the trace knows, or its
-        type's lookup is the program's."""
+        lookup, or a library's ``__getattr__`` such as ``nn.Module``'s: no program code runs),
+        ``name`` and ``obj`` as ``LOAD_ATTR`` sets them.  The absence is guarded.  None where the
+        owner is no real object the trace knows, or its type's lookup is the program's."""
+        from ..library import is_library_value
         from ..program_code import python_slot
 
         value = getattr(self.owner, "value", None) if self.owner is not None else None
         klass = type(value)
+        hook = python_slot(klass, "__getattr__")
         if value is None or self.name is None or python_slot(klass, "__getattribute__") is not None \
-                or python_slot(klass, "__getattr__") is not None:
+                or (hook is not None and not is_library_value(hook)):
             return None
         try:
-            klass.__getattribute__(value, self.name)
+            (getattr if hook is not None else klass.__getattribute__)(value, self.name)
         except AttributeError as error:
             message = str(error)
         else:

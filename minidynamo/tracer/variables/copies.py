@@ -115,9 +115,8 @@ def _plain_class_reason(klass: type) -> str | None:
         return "it has __slots__"
     if klass in copyreg.dispatch_table:
         return "it is registered in copyreg.dispatch_table"
-    for hook in ("__getattr__", "__getattribute__"):      # (copy asks the instances for the protocol)
-        if python_slot(klass, hook) is not None:
-            return f"it defines {hook} in Python"
+    if python_slot(klass, "__getattr__") is not None:    # (copy asks the copy for __setstate__ & co.)
+        return "it defines __getattr__ in Python (which may answer the copy protocol)"
     for name in _PROTOCOL:
         found = next((b.__dict__[name] for b in klass.__mro__ if name in b.__dict__), None)
         if found is not _OBJECT_DEFAULTS[name]:
