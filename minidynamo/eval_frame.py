@@ -227,7 +227,8 @@ class _CallbackStack(threading.local):
         self.open.append(_open_blocks.enter(callback))
 
     def pop(self) -> None:
-        _open_blocks.exit(self.open.pop())
+        if self.open:                # (none: a generator opened the block in another thread)
+            _open_blocks.exit(self.open.pop())
 
 
 class _Disabled:

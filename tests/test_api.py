@@ -159,6 +159,29 @@ def test_blocks_exited_out_of_order_leave_the_thread_as_it_was():
     assert len(backend.graphs) == 1
 
 
+def test_a_block_a_generator_leaves_in_another_thread_raises_nothing():
+    import threading
+
+    def inside():
+        with minidynamo.optimize(CountingBackend()):
+            yield
+            yield
+
+    generator, errors = inside(), []
+
+    def finish():
+        try:
+            list(generator)
+        except Exception as error:          # noqa: BLE001  (the error is the outcome)
+            errors.append(error)
+
+    for step in (lambda: next(generator), finish):      # (two threads, neither this one)
+        thread = threading.Thread(target=step)
+        thread.start()
+        thread.join()
+    assert errors == []
+
+
 def test_two_contexts_never_share_entries():
     first, second = CountingBackend(), CountingBackend()
     x = torch.randn(3)
