@@ -177,8 +177,8 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(getattr(example, name))
         if name in TENSOR_ATTRIBUTES:
             return tx.output.call_op("call_function", getattr, [self, ConstantVariable(name)], {})
-        if name == "data":
-            return tx.output.call_op("call_method", "detach", [self], {})
+        if name == "data":      # not ``detach()``: eager's ``.data`` has a version counter of its own
+            return tx.output.call_op("call_function", getattr, [self, ConstantVariable("data")], {})
         if name == "__class__":                      # exact class: tensor_match guards it
             from .objects import ClassVariable
 
