@@ -43,14 +43,15 @@ from .guard import (
     grad_mode_match, id_match, length_match, module_state_match, storage_match, tensor_match, type_match,
 )
 from .source import (
-    AttrSource, AutocastSource, BuiltinSource, ClassSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
-    GlobalSource, GradModeSource, HeldSource, ItemSource, LocalSource, Source, CallSource, NamespaceSource,
+    AttrSource, AutocastSource, BuiltinSource, ClassSource, ClosureSource, FrameInfo, GenericAttrSource,
+    GlobalModuleHooksSource, GlobalSource, GradModeSource, HeldSource, ItemSource, LocalSource, Source, CallSource, NamespaceSource,
     TorchStateSource,
 )
 from .reader import compile_reader
 
 __all__ = [
-    "AttrSource", "AutocastSource", "autocast_match", "BuiltinSource", "ClosureSource", "FrameInfo", "GlobalModuleHooksSource",
+    "AttrSource", "AutocastSource", "autocast_match", "BuiltinSource", "ClosureSource", "FrameInfo", "GenericAttrSource",
+    "GlobalModuleHooksSource",
     "GlobalSource", "GradModeSource", "Guard", "GuardFunction", "ItemSource", "LocalSource",
     "Source", "TensorSpec", "UnguardableValue", "build_guard_function", "compile_reader",
     "dict_keys_match", "equals_match", "compare_match", "COMPARISONS", "MIRRORED", "global_hooks_empty", "grad_mode_match", "id_match",

@@ -27,7 +27,7 @@ from .source import FrameInfo
 # FastGuard's op codes (the enum Op of _tensor_match.cpp, in order).
 _OPS = {name: code for code, name in enumerate(
     ("attr", "item", "builtin", "const", "is", "type_is", "eq", "call_is", "call_eq", "call_true", "not_in",
-     "shortcut", "lacks", "is_weak", "call_with"))}
+     "shortcut", "lacks", "is_weak", "call_with", "generic_attr"))}
 
 
 class _Program:
@@ -55,7 +55,7 @@ class _Program:
 
     def read(self, step: Read) -> None:
         how = step.how or ("",)
-        if how[0] in ("attr", "item"):
+        if how[0] in ("attr", "item", "generic_attr"):
             base = self.operand(how[1])
             self.ops.append((_OPS[how[0]], self._new_register(step.var), base, how[2]))
         elif how[0] == "builtin":

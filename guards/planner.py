@@ -22,7 +22,7 @@ from .guard import (
     MODULE_STATE_MATCH, STORAGE_MATCH, TENSOR_MATCH, TYPE_MATCH, Guard, UnguardableValue, WeakPin, hinted_value, pinned,
 )
 from .source import (
-    AttrSource, BuiltinSource, ClassSource, ClosureSource, FrameInfo, GlobalModuleHooksSource,
+    AttrSource, BuiltinSource, ClassSource, ClosureSource, FrameInfo, GenericAttrSource, GlobalModuleHooksSource,
     AutocastSource, CallSource, GlobalSource, GradModeSource, HeldSource, ItemSource, LocalSource, NamespaceSource,
     namespace_builtins,
     Source, TorchStateSource,
@@ -41,7 +41,7 @@ class Read(NamedTuple):
     expr: str
     label: str
     # The read as data, for the fast layer (memo, native program): ("attr", base, name),
-    # ("item", base, key), ("builtin", globals, builtins, name), ("const", name),
+    # ("generic_attr", base, name) for ``object.__getattribute__(base, name)``, ("item", base, key), ("builtin", globals, builtins, name), ("const", name),
     # ("shortcut", holder, name, shadows, base) for ``holder[name] if name in holder and name not
     # in each shadow else base.name`` (a reader's module attribute), or None for a read only the
     # Python text expresses.  Operands are variables or constant names.
@@ -200,6 +200,9 @@ class Planner:
             return self._attr_expr(source, self.value_of(source.base_source))
         if isinstance(source, ItemSource):
             return self._item_expr(source, self.value_of(source.base_source))
+        if isinstance(source, GenericAttrSource):
+            base, lookup = self.value_of(source.base_source), self.consts.name_for(object.__getattribute__, "generic_getattr")
+            return f"{lookup}({base}, {source.attr!r})", ("generic_attr", base, source.attr)
         if isinstance(source, CallSource):
             base = self.value_of(source.base_source)
             return f"type({base}).{source.method}({base})", ("call", base, source.method)
@@ -465,7 +468,7 @@ class Planner:
 def read_uses(read: Read) -> frozenset:
     """The variables a read reads from (from ``how``; a read without one uses none)."""
     how = read.how or ("",)
-    operands = {"attr": how[1:2], "item": how[1:2], "call": how[1:2], "builtin": how[1:3],
+    operands = {"attr": how[1:2], "generic_attr": how[1:2], "item": how[1:2], "call": how[1:2], "builtin": how[1:3],
                 "shortcut": (how[1:2] + how[3] + how[4:5]) if how[0] == "shortcut" else ()}.get(how[0], ())
     return frozenset(w for w in operands if _is_variable(w))
 

@@ -378,6 +378,27 @@ class AttrSource(Source):
 
 
 @frozen_source
+class GenericAttrSource(Source):
+    """``object.__getattribute__(base, attr)``: what object's own lookup finds (data descriptors,
+    the instance dict, the class), for an object whose class answers reads in Python (its
+    ``__getattribute__``, or ``__getattr__`` for a name that goes missing).  ``base.attr`` would
+    run that code inside the guard, on every call, where eager runs it only where the program reads."""
+
+    base_source: Source
+    attr: str
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def name(self) -> str:
+        return f"object.__getattribute__({self.base_source.name()}, {self.attr!r})"
+
+    def read(self, frame: FrameValues) -> Any:
+        return object.__getattribute__(self.base_source.read(frame), self.attr)
+
+
+@frozen_source
 class ItemSource(Source):
     """``base[key]`` for a constant key (int, str, or another hashable constant)."""
 

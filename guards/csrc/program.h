@@ -4,6 +4,7 @@
  * program of ops over registers, and its interpreter.  The program is planned in Python
  * (guards/fast_path.py) from the generated guard's steps; ops:
  *     (ATTR, dst, src, name)   dst = src.name            (ITEM, dst, src, key)  dst = src[key]
+ *     (GENERIC_ATTR, dst, src, name)  dst = object.__getattribute__(src, name)
  *     (BUILTIN, dst, g, b, name)  dst = g[name] if name in g else b[name]
  *     (CONST, dst, obj)        (IS, src, obj)   (TYPE_IS, src, type)   (EQ, src, obj): src == obj
  *     (IS_WEAK, src, ref): src is ref() and ref() is not None (an identity guard's weak pin)
@@ -18,7 +19,7 @@
 namespace {
 
 enum Op { ATTR, ITEM, BUILTIN, CONST, IS, TYPE_IS, EQ, CALL_IS, CALL_EQ, CALL_TRUE, NOT_IN, SHORTCUT, LACKS, IS_WEAK,
-          CALL_WITH, N_OPS };
+          CALL_WITH, GENERIC_ATTR, N_OPS };
 
 /* `value is <the object a weak reference holds>`, false once that object is gone (a dead
  * reference holds None, which a live object compared here never is: guards/guard.py `pin`). */
@@ -216,6 +217,9 @@ int run_program(const std::vector<Step> &steps, PyObject **regs) {
         case ITEM:
             value = read_item(regs[step.a], step.obj);
             break;
+        case GENERIC_ATTR:
+            value = PyObject_GenericGetAttr(regs[step.a], step.obj);
+            break;
         case BUILTIN: {
             int found = PySequence_Contains(regs[step.a], step.obj);
             if (found < 0)
@@ -310,6 +314,7 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
     switch (op) {
     case ATTR:
     case ITEM:
+    case GENERIC_ATTR:
         parsed = PyArg_ParseTuple(item, "innO", &op, &dst, &a, &obj);
         break;
     case BUILTIN:
@@ -366,7 +371,7 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
             return false;
         }
     }
-    if ((op == ATTR && !PyUnicode_Check(obj)) || ((op == CALL_IS || op == CALL_EQ || op == CALL_TRUE || op == CALL_WITH) &&
+    if (((op == ATTR || op == GENERIC_ATTR) && !PyUnicode_Check(obj)) || ((op == CALL_IS || op == CALL_EQ || op == CALL_TRUE || op == CALL_WITH) &&
                                                   !PyCallable_Check(obj))) {
         PyErr_SetString(PyExc_TypeError, "FastGuard: an attribute name must be a str, a call a callable");
         return false;

@@ -24,6 +24,13 @@ def reads_run_code(cls) -> bool:
     return not isinstance(found, (types.WrapperDescriptorType, types.MethodDescriptorType, types.BuiltinFunctionType))
 
 
+def answers_reads_in_python(cls) -> bool:
+    """Would ``getattr(obj, name)`` on a ``cls`` instance run the class's Python: its
+    ``__getattribute__`` on every read, or its ``__getattr__`` once a name goes missing?  Guards
+    then re-read what object's own lookup found with that lookup (``guards.GenericAttrSource``)."""
+    return reads_run_code(cls) or python_slot(cls, "__getattr__") is not None
+
+
 def is_special(name: str) -> bool:
     """A dunder: what a protocol (``obj[k]``, ``iter``, ``bool``, ``len``) asks of the type."""
     return len(name) > 4 and name.startswith("__") and name.endswith("__")

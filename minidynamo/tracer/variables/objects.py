@@ -19,7 +19,8 @@ from ..side_effects import DELETED
 from .base import (NO_CONSTANT, AttributeDeleted, AttributeMissing, KnownObjectVariable, VariableTracker,
                    caught_attribute_error, describe, instance_dict, maybe_constant)
 from .constant import ConstantVariable, is_constant_value
-from ..program_code import getter_runs_program_code, is_special, python_slot, refuse_metaclass_code, runs_code_for
+from ..program_code import (answers_reads_in_python, getter_runs_program_code, is_special, python_slot,
+                            refuse_metaclass_code, runs_code_for)
 
 
 def _wrap(tx, value, source):
@@ -62,6 +63,11 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_
     # super() finds an override's base version: ``obj.name`` would not reach it, so no source
     function_source = source if not mro_start else None
     by_class = source is None and class_source is not None and not mro_start
+    generic = source is not None and isinstance(self_vt, UserObjectVariable) and answers_reads_in_python(klass)
+
+    def hop(base, part):
+        """``base.part``; the instance's own read by object's lookup where its class's Python would answer."""
+        return G.GenericAttrSource(base, part) if generic and base is source else G.AttrSource(base, part)
 
     def at(*path):
         if by_class:           # read through the class: obj.__class__.x -> cls.x
@@ -72,7 +78,7 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_
         else:
             result = function_source
         for part in path:
-            result = G.AttrSource(result, part)
+            result = hop(result, part)
         return result
 
     def via_super(index, *path):
@@ -83,7 +89,7 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_
             return None
         if klass.__mro__[mro_start].__mro__[:index - mro_start + 1] != klass.__mro__[mro_start:index + 1]:
             raise Unsupported(f"super().{name} through a diamond of classes (its lookup cannot be guarded)")
-        owner = G.AttrSource(source, "__class__") if source is not None else class_source
+        owner = hop(source, "__class__") if source is not None else class_source
         result = G.AttrSource(owner, "__mro__")
         result = G.AttrSource(G.ItemSource(result, mro_start), name)
         for part in path:
@@ -123,7 +129,7 @@ def lookup_class_attribute(tx, klass, name, self_vt, source, mro_start=0, class_
             fn_source = at(name, "__func__") if function_source is not None or by_class \
                 else via_super(index, "__func__")
             cls_vt = _wrap(tx, klass, class_source) if source is None and class_source is not None else \
-                ClassVariable(klass) if source is None else _wrap(tx, klass, G.AttrSource(source, "__class__"))
+                ClassVariable(klass) if source is None else _wrap(tx, klass, hop(source, "__class__"))
             return UserMethodVariable(guarded(attr.__func__, fn_source, shadowable), cls_vt)
         if hasattr(type(attr), "__get__") and not isinstance(attr, HARMLESS_DESCRIPTORS):
             owner_source = at("__class__") if function_source is not None or by_class else None
@@ -598,7 +604,17 @@ class UserObjectVariable(VariableTracker):
                 raise Unsupported(f"{klass.__name__}.{name}, an unset slot its __getattr__ answers") from None
             raise AttributeMissing(f"{klass.__name__} object has no attribute {name!r} (AttributeError)",
                                    self, name) from None
-        return _wrap(tx, value, G.AttrSource(self.source, name) if self.source else None)
+        return _wrap(tx, value, self.attr_source(name))
+
+    def attr_source(self, name):
+        """Where guards re-read what object's own lookup found as ``obj.name``: ``obj.name``, or
+        ``object.__getattribute__(obj, name)`` where the class answers reads in Python (the guard
+        would run its ``__getattribute__``, or its ``__getattr__`` once the name is gone, per call)."""
+        if self.source is None:
+            return None
+        if answers_reads_in_python(type(self.value)):
+            return G.GenericAttrSource(self.source, name)
+        return G.AttrSource(self.source, name)
 
     def _own_value_source(self, tx, klass, name):
         """Where guards re-read an attribute the instance's own ``__dict__`` answered.  As
@@ -612,11 +628,11 @@ class UserObjectVariable(VariableTracker):
         runs_code = python_slot(klass, "__getattr__") is not None if attr is G.NOT_FOUND else \
             isinstance(attr, functools.cached_property) or getter_runs_program_code(attr)
         if not runs_code:
-            return G.AttrSource(self.source, name)
+            return self.attr_source(name)
         from ..class_answers import guard_class
 
         guard_class(tx, klass, lookups=(name,))
-        return G.ItemSource(G.AttrSource(self.source, "__dict__"), name)
+        return G.ItemSource(self.attr_source("__dict__"), name)
 
     def _class_level(self, tx, klass, name):
         """``obj.name`` once the frame deleted the instance's own ``name``: what the class finds
@@ -627,7 +643,7 @@ class UserObjectVariable(VariableTracker):
         if user_slot(klass, name) is None:        # (an emptied slot: reading it raises)
             for base in klass.__mro__:
                 if name in base.__dict__:
-                    return _wrap(tx, base.__dict__[name], G.AttrSource(G.AttrSource(self.source, "__class__"), name))
+                    return _wrap(tx, base.__dict__[name], G.AttrSource(self.attr_source("__class__"), name))
         raise AttributeDeleted(f"{klass.__name__} object has no attribute {name!r} (deleted by the frame)", self, name)
 
     # -- writing attributes: side effects replayed after the graph (side_effects.py) ---------------
