@@ -236,6 +236,7 @@ class MemoryPlan:
     leaves: list = None         # the output leaves of the meta run
     creations: dict = None      # {output leaf index: CreationMeta}: views autograd guards
     bumps: dict = None          # {written position: how far eager moves its version counter}
+    quiet: frozenset = frozenset()   # written positions whose version counter does not move
 
 
 def rebuild_output_views(out: list, output_views: dict) -> None:
@@ -321,9 +322,9 @@ def analyse_memory(program, args) -> MemoryPlan:
     metas = [meta_like(a) for a in args]
     versions = [m._version if isinstance(m, torch.Tensor) else None for m in metas]
     before = [metadata(m) if isinstance(m, torch.Tensor) else None for m in metas]
-    strided = _StridedOps()
+    strided, stored = _StridedOps(), _WrittenStorages()
     try:
-        with torch.no_grad(), strided:
+        with torch.no_grad(), strided, stored:
             out = program(*metas)
     except Exception as error:
         raise NotOneGraph(f"cannot tell whether outputs alias inputs: the graph does not run on "
@@ -388,17 +389,38 @@ def analyse_memory(program, args) -> MemoryPlan:
         views[k] = view_of_leaf[id(leaf)]
     bumps = {i: m._version - v for i, (m, v) in enumerate(zip(metas, versions))
              if isinstance(m, torch.Tensor) and m._version != v}
-    written = tuple(bumps)
+    # a write through ``x.data`` (a tensor of x's memory with a version counter of its own)
+    # changes x without moving x's version: found by the memory written
+    quiet = frozenset(position_of_storage[s] for s in stored.storages if s in position_of_storage) - set(bumps)
+    written = tuple(sorted(set(bumps) | quiet))
     if strided.seen:
         _layouts_as_eager(program, args, views, layouts, output_views)
     creations = guarded_view_kinds(program, [meta_like(a) for a in args], leaves)
-    return MemoryPlan(views, written, layouts, output_views, tuple(device_views), leaves, creations, bumps)
+    return MemoryPlan(views, written, layouts, output_views, tuple(device_views), leaves, creations, bumps, quiet)
 
 
 # Ops that lay out their result the same way whatever their inputs' strides (a new row-major
 # matrix: both kernels allocate it so): a transposed weight going into one tells nothing.
 _LAYOUT_BLIND_OPS = frozenset(
     getattr(torch.ops.aten, name).default for name in ("mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot"))
+
+
+class _WrittenStorages(TorchDispatchMode):
+    """Notes the storage of every tensor an op writes (a ``Tensor(a!)`` argument of its schema)."""
+
+    def __init__(self):
+        super().__init__()
+        self.storages = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for i, argument in enumerate(func._schema.arguments):
+            if argument.alias_info is None or not argument.alias_info.is_write:
+                continue
+            value = args[i] if i < len(args) and not argument.kwarg_only else kwargs.get(argument.name)
+            if isinstance(value, torch.Tensor):
+                self.storages.add(_storage(value))
+        return func(*args, **kwargs)
 
 
 class _StridedOps(TorchDispatchMode):

@@ -377,6 +377,7 @@ class BridgedCall:
             memory = analyse_memory(self.flat, args)
         self.flat.formulas_answered = frozenset(formulas.answered)
         self.views, self.written = memory.views, memory.written
+        self.silent = self.silent | memory.quiet    # (written through ``.data``: no version moves)
         self.version_bumps = memory.bumps or {}     # eager's in-place ops per written argument
         for position in self.written:         # (the guard pins shapes and strides)
             if may_overlap(args[position].shape, torch.Tensor.stride(args[position])):

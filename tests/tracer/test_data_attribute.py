@@ -9,8 +9,16 @@ import pytest
 import torch
 
 import minidynamo
+from xla_bridge import device
 
 BACKENDS = ["eager", "torchxla_trivial", "torchxla_trace_once"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def device_backward():
+    """torch_xla loaded before any backward runs, so the XLA backends' training paths are open
+    (``xla_bridge.device.backward_on_device``): a write they missed would show."""
+    device.xla_device()
 
 
 def clamp_an_activation(x, w):
@@ -29,6 +37,12 @@ def halve_a_leaf_after_use(x, w):
     y = (x * w).sum()
     w.data.mul_(0.5)                 # w was saved for backward: eager's check does not see this
     return y, w.data
+
+
+def fill_a_buffer_through_data(x, buffer, w):
+    buffer.data[0] = 7.0             # buffer's version does not move: no backward would see it
+    x.data.mul_(2.0)
+    return (x * w).sum() + buffer.sum()
 
 
 def leaves(seed):
@@ -81,3 +95,18 @@ def test_a_saved_leaf_changed_through_data_gives_eagers_gradient(backend):
         assert torch.allclose(y, y2) and torch.equal(w, w2) and torch.allclose(w.grad, w2.grad)
         assert not data2.requires_grad and not data2._is_view()
         assert data2.data_ptr() == w2.data_ptr() and w2._version == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_write_through_data_reaches_the_callers_tensor(backend):
+    compiled = minidynamo.optimize(backend)(fill_a_buffer_through_data)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x, buffer, w = torch.randn(3), torch.zeros(3), torch.randn(3, requires_grad=True)
+        x2, buffer2, w2 = x.clone(), buffer.clone(), copy_of(w)
+        expected, got = fill_a_buffer_through_data(x, buffer, w), compiled(x2, buffer2, w2)
+        expected.backward()
+        got.backward()
+        assert torch.allclose(expected, got) and torch.equal(x, x2) and torch.equal(buffer, buffer2)
+        assert torch.allclose(w.grad, w2.grad)
+        assert (x2._version, buffer2._version) == (x._version, buffer._version) == (0, 0)
