@@ -92,7 +92,7 @@ def test_a_saved_leaf_changed_through_data_gives_eagers_gradient(backend):
         (y, data), (y2, data2) = halve_a_leaf_after_use(x, w), compiled(x, w2)
         y.backward()
         y2.backward()
-        assert torch.allclose(y, y2) and torch.equal(w, w2) and torch.allclose(w.grad, w2.grad)
+        assert torch.allclose(y, y2) and torch.equal(w, w2) and torch.allclose(w.grad, w2.grad) and torch.equal(data, data2)
         assert not data2.requires_grad and not data2._is_view()
         assert data2.data_ptr() == w2.data_ptr() and w2._version == 0
 
