@@ -36,7 +36,11 @@ class Check(NamedTuple):
     # the text expresses it: ("is", var, obj), ("type_is", var, cls), ("eq", var, obj),
     # ("call_is", fn, obj), ("call_eq", fn, obj), ("call_true", const_name), ("not_in", key, var),
     # ("call_with", const_name, (operand, ...)): the constant called with the operands is true,
-    # ("lacks", var, name): var's instance __dict__ lacks name.
+    # ("lacks", var, name): var's instance __dict__ lacks name, ("same"/"not_same", var, var),
+    # ("distinct", (var, ...)), ("len_is", var, n): len(var) == n, ("keys", var, const_name): tuple(var) is that tuple,
+    # ("lookup_is"/"getattr_is", var, name, const_name or None, missing, on_type): what the MRO
+    # lookup (``class_lookup``) / ``getattr`` of name on var (on type(var)) finds is that
+    # constant, or nothing when missing.
     native: Optional[tuple] = None
 
 
@@ -188,7 +192,7 @@ def constant_checks(v: str, label: str, value: Any, consts: Consts) -> list[Chec
         checks.append(Check(f"{v} == {literal}", label, show(value), v, ("eq", v, value) if native else None))
     elif type(value) is tuple:
         checks.append(Check(f"len({v}) == {len(value)}", f"len({label})", str(len(value)),
-                            f"len({v})"))
+                            f"len({v})", ("len_is", v, len(value)) if native else None))
         for index, item in enumerate(value):
             checks += constant_checks(f"{v}[{index}]", f"{label}[{index}]", item, consts)
     elif isinstance(value, (complex, torch.device, torch.Size)):
@@ -277,15 +281,17 @@ def length_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     base = container_base(cls)
     measure = "len" if base is None or base is cls else consts.name_for(base.__len__, "builtin_len")
     return [_type_check(v, label, cls, consts),
-            Check(f"{measure}({v}) == {length}", f"len({label})", str(length), f"{measure}({v})")]
+            Check(f"{measure}({v}) == {length}", f"len({label})", str(length), f"{measure}({v})",
+                  ("len_is", v, length) if measure == "len" else None)]
 
 
 def dict_keys_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     cls, keys, key_types = guard.expected
     label = guard.source.name()
+    keys_name = consts.name_for(keys, 'keys')
     checks = [_type_check(v, label, cls, consts),
-              Check(f"tuple({v}) == {consts.name_for(keys, 'keys')}", f"{label}.keys()",
-                    show(list(keys)), f"list({v})")]
+              Check(f"tuple({v}) == {keys_name}", f"{label}.keys()", show(list(keys)), f"list({v})",
+                    ("keys", v, keys_name) if type(keys) is tuple else None)]
     if any(key_type is not str for key_type in key_types):
         checks.append(Check(f"tuple(map(type, {v})) == {consts.name_for(key_types, 'key_types')}",
                             f"types of {label}.keys()", show(key_types),
@@ -324,9 +330,13 @@ def type_lookup_checks(lookups: tuple, v: str, label: str, consts: Consts) -> li
     """For each ``(name, found)``: the MRO lookup of ``name`` on ``type(v)`` still finds ``found``
     (``class_lookup``: class dicts only, no descriptor or metaclass code runs)."""
     lookup = consts.name_for(class_lookup, "class_lookup")
-    return [Check(f"{lookup}(type({v}), {name!r}) is {consts.name_for(found, name.strip('_'))}",
-                  f"type({label}).{name}", _found_name(found), f"{lookup}(type({v}), {name!r})")
-            for name, found in lookups]
+    checks = []
+    for name, found in lookups:
+        expected = consts.name_for(found, name.strip('_'))
+        checks.append(Check(f"{lookup}(type({v}), {name!r}) is {expected}", f"type({label}).{name}",
+                            _found_name(found), f"{lookup}(type({v}), {name!r})",
+                            ("lookup_is", v, name, expected, found is NOT_FOUND, True)))
+    return checks
 
 
 def global_hooks_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
@@ -449,16 +459,19 @@ def absent_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
         nothing = consts.name_for(NOT_FOUND, "not_found")
     else:
         read, nothing = f"getattr({holder}, {attr!r}, {missing})", missing
+    op, on_type = "lookup_is" if by_mro else "getattr_is", mode != "class"
     if mode == "slot":    # the class still has the slot (nothing else), and it is unset
         slot = consts.name_for(descriptor, "slot")
-        return [Check(f"{read} is {slot}", f"{label}.{attr} (class attribute)", f"the slot {attr!r}", read),
+        return [Check(f"{read} is {slot}", f"{label}.{attr} (class attribute)", f"the slot {attr!r}", read,
+                      (op, v, attr, slot, False, on_type)),
                 Check(f"getattr({v}, {attr!r}, {missing}) is {missing}", f"{label}.{attr}", "unset",
-                      f"getattr({v}, {attr!r}, {missing})")]
+                      f"getattr({v}, {attr!r}, {missing})", ("getattr_is", v, attr, None, True, False))]
     checks = [Check(f"{read} is {nothing}",
-                    f"{label}.{attr} ({'on the class' if mode == 'class' else 'class attribute'})", "absent", read)]
+                    f"{label}.{attr} ({'on the class' if mode == 'class' else 'class attribute'})", "absent", read,
+                    (op, v, attr, None, True, on_type))]
     if mode == "object":
         checks.append(Check(f"{attr!r} not in {v}.__dict__", f"{label}.__dict__[{attr!r}]", "absent",
-                            f"{v}.__dict__.get({attr!r}, {missing})"))
+                            f"{v}.__dict__.get({attr!r}, {missing})", ("lacks", v, attr)))
     return checks + type_lookup_checks(guard.obj, v, label, consts)   # no hook added since answers attr
 
 
@@ -468,7 +481,8 @@ def alias_checks(guard: Guard, v: str, other_vars: list[str]) -> list[Check]:
     checks = []
     for (other, same), w in zip(guard.expected, other_vars):
         op = "is" if same else "is not"
-        checks.append(Check(f"{v} {op} {w}", f"{label} {op} {other.name()}", "True", f"{v} {op} {w}"))
+        checks.append(Check(f"{v} {op} {w}", f"{label} {op} {other.name()}", "True", f"{v} {op} {w}",
+                            ("same" if same else "not_same", v, w)))
     return checks
 
 
@@ -478,7 +492,7 @@ def distinct_checks(guard: Guard, v: str, other_vars: list[str]) -> list[Check]:
     ids = ", ".join(f"id({w})" for w in names)
     return [Check(f"len({{{ids}}}) == {len(names)}",
                   f"{', '.join(s.name() for s in guard.expected)} and {guard.source.name()} distinct",
-                  "True", f"len({{{ids}}}) == {len(names)}")]
+                  "True", f"len({{{ids}}}) == {len(names)}", ("distinct", tuple(names)))]
 
 
 def storage_checks(guard: Guard, v: str, other_vars: list[str], consts: Consts, checker: Callable) -> list[Check]:

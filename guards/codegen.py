@@ -135,7 +135,7 @@ def plan_guards(guards: Iterable[Guard], frame_info: FrameInfo) -> tuple[Planner
         var = planner.value_of(node)
         name = planner.consts.name_for(constant, "const")
         with planner.block(f"{var} is not {name}", f"{node.name()} is the constant {show(constant)}",
-                           frozenset({var})):
+                           frozenset({var}), skip_if=(var, name)):
             emit(node)
             for child in tree.successors(node):
                 visit(child)

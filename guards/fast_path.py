@@ -17,6 +17,7 @@ graph inputs for the reader that runs right after it (``HandOff``), which then r
 
 from __future__ import annotations
 
+import ast
 from typing import Any, Sequence
 
 from . import native
@@ -27,7 +28,10 @@ from .source import FrameInfo
 # FastGuard's op codes (the enum Op of _tensor_match.cpp, in order).
 _OPS = {name: code for code, name in enumerate(
     ("attr", "item", "builtin", "const", "is", "type_is", "eq", "call_is", "call_eq", "call_true", "not_in",
-     "shortcut", "lacks", "is_weak", "call_with", "generic_attr"))}
+     "shortcut", "lacks", "is_weak", "call_with", "generic_attr", "same", "not_same", "distinct", "keys",
+     "lookup_is", "getattr_is", "skip_if_is", "len_is", "call_read"))}
+# LOOKUP_IS / GETATTR_IS flags (program.h)
+_EXPECT_MISSING, _ON_TYPE = 1, 2
 
 
 class _Program:
@@ -39,11 +43,28 @@ class _Program:
         self.registers = {FUNC: 0, **{local_var(name): 1 + i for i, name in enumerate(frame_info.arg_names)}}
         for var in given:
             self.registers[var] = len(self.registers)
+        self.n_registers = len(self.registers)
         self.ops: list[tuple] = []
 
     def _new_register(self, var: str) -> int:
-        self.registers[var] = len(self.registers)
+        self.registers[var] = self.n_registers
+        self.n_registers += 1
         return self.registers[var]
+
+    def block(self, block: Block, emit) -> None:
+        """A block as a forward jump: ``SKIP_IF_IS`` over its ops when its variable is the pinned
+        constant.  What it reads stays private: a later op loads it again, never relying on a
+        register the jump may have left empty."""
+        if block.skip_if is None:
+            raise _NoNativeForm(block.condition)
+        var, constant = block.skip_if
+        register, known = self.operand(var), set(self.registers)
+        at = len(self.ops)
+        self.ops.append(None)
+        emit(block.steps)
+        self.ops[at] = (_OPS["skip_if_is"], register, self.namespace[constant], len(self.ops) - at - 1)
+        for name in set(self.registers) - known:
+            del self.registers[name]
 
     def operand(self, name: str) -> int:
         """The register of a variable, or of a constant loaded from the namespace."""
@@ -66,12 +87,26 @@ class _Program:
         elif how[0] == "shortcut" and type(how[2]) is str:
             holder, shadows, base = self.operand(how[1]), tuple(map(self.operand, how[3])), self.operand(how[4])
             self.ops.append((_OPS["shortcut"], self._new_register(step.var), holder, base, how[2], shadows))
-        else:
-            raise _NoNativeForm(step.expr)
+        else:                   # the generated expression itself, called from the program
+            function, operands = self._as_function(step.expr)
+            self.ops.append((_OPS["call_read"], self._new_register(step.var), function, operands))
+
+    def _as_function(self, expr: str) -> tuple:
+        """(a function of the registers ``expr`` names that evaluates it, those registers): the
+        generated guard's own text, so the program decides exactly as the generated Python."""
+        try:
+            names = sorted({node.id for node in ast.walk(ast.parse(expr, mode="eval"))
+                            if isinstance(node, ast.Name) and node.id in self.registers})
+            function = eval(f"lambda {', '.join(names)}: ({expr})", self.namespace)   # noqa: S307 - our own text
+        except SyntaxError:
+            raise _NoNativeForm(expr) from None
+        return function, tuple(self.registers[name] for name in names)
 
     def check(self, check) -> None:
-        if check.native is None:
-            raise _NoNativeForm(check.test)
+        if check.native is None:   # a rare test: its text, called from the program
+            function, operands = self._as_function(check.test)
+            self.ops.append((_OPS["call_with"], function, operands))
+            return
         op, *rest = check.native
         if op in ("is", "type_is", "eq", "is_weak"):
             self.ops.append((_OPS[op], self.operand(rest[0]), rest[1]))
@@ -85,6 +120,19 @@ class _Program:
             self.ops.append((_OPS[op], rest[0], self.operand(rest[1])))
         elif op == "lacks":
             self.ops.append((_OPS[op], self.operand(rest[0]), rest[1]))
+        elif op in ("same", "not_same"):
+            self.ops.append((_OPS[op], self.operand(rest[0]), self.operand(rest[1])))
+        elif op == "len_is":
+            self.ops.append((_OPS[op], self.operand(rest[0]), rest[1]))
+        elif op == "distinct":
+            self.ops.append((_OPS[op], tuple(map(self.operand, rest[0]))))
+        elif op == "keys":
+            self.ops.append((_OPS[op], self.operand(rest[0]), self.namespace[rest[1]]))
+        elif op in ("lookup_is", "getattr_is"):       # (src, name, expected or None, missing, on type)
+            src, name, expected, missing, on_type = rest
+            flags = (_EXPECT_MISSING if missing else 0) | (_ON_TYPE if on_type else 0)
+            self.ops.append((_OPS[op], self.operand(src), name,
+                             None if missing else self.namespace[expected], flags))
         else:
             raise _NoNativeForm(op)
 
@@ -101,23 +149,28 @@ def fast_guard(steps: list, pins: dict, memo: Any, values: Sequence[str], fallba
         return None
     program = _Program(frame_info, namespace, values)
     tensors: list[tuple] = []
-    try:
+
+    def emit(steps, in_block=False):
         for step in steps:
             if isinstance(step, Block):
-                return None
-            if isinstance(step, Read):
+                program.block(step, lambda inner: emit(inner, True))
+            elif isinstance(step, Read):
                 program.read(step)
             elif step.batched is not None:
+                if in_block:           # (the batch runs after the program, on every call)
+                    raise _NoNativeForm("a batched tensor check inside a block")
                 tensors.append((program.operand(step.batched[0]), step.batched[1]))
             else:
                 for check in step.checks:
                     program.check(check)
+    try:
+        emit(steps)
     except _NoNativeForm:
         return None
     pin_pairs = tuple((frame_info.arg_names.index(var[len("L_"):]), namespace[obj], type(namespace[obj]) is WeakPin)
                       for var, obj in pins.items())
     guard = native.cpp_helpers.FastGuard(len(frame_info.arg_names), pin_pairs, memo, len(values),
-                                         len(program.registers), tuple(program.ops), tensors, fallback)
+                                         program.n_registers, tuple(program.ops), tensors, fallback)
     guard.registers = dict(program.registers)   # variable -> register (for hand_off)
     return guard
 
@@ -136,7 +189,7 @@ def native_reader(steps: list, results: Sequence[str], frame_info: FrameInfo, na
         outputs = tuple(program.operand(var) for var in results)
     except _NoNativeForm:
         return None
-    return native.cpp_helpers.Reader(len(frame_info.arg_names), len(program.registers), tuple(program.ops), outputs)
+    return native.cpp_helpers.Reader(len(frame_info.arg_names), program.n_registers, tuple(program.ops), outputs)
 
 
 def hand_off(guard_fn: Any, var_of: dict, sources: Sequence, reader: Any) -> Any:

@@ -69,6 +69,7 @@ class Block(NamedTuple):
     steps: list
     comment: str
     uses: frozenset = frozenset()   # the variables ``condition`` reads
+    skip_if: Optional[tuple] = None  # (variable, constant name): skipped when the one is the other
 
 
 class ConstPool:
@@ -445,7 +446,7 @@ class Planner:
             for attr in ("training",) + module_facts.MODULE_HOOK_DICTS)
 
     @contextlib.contextmanager
-    def block(self, condition: str, comment: str, uses: frozenset = frozenset()):
+    def block(self, condition: str, comment: str, uses: frozenset = frozenset(), skip_if: Optional[tuple] = None):
         """Steps emitted inside run only if ``condition``; reads made there stay private to it."""
         outer_steps, outer_cse = self.steps, dict(self._cse)
         outer_vars, outer_tests = dict(self.var_of), set(self._tests_done)
@@ -456,7 +457,7 @@ class Planner:
             inner, self.steps = self.steps, outer_steps
             self._cse, self.var_of, self._tests_done = outer_cse, outer_vars, outer_tests
             if inner:
-                self.steps.append(Block(condition, inner, comment, uses))
+                self.steps.append(Block(condition, inner, comment, uses, skip_if))
 
     def _emit_test(self, test: Test) -> None:
         fresh = tuple(check for check in test.checks if check.test not in self._tests_done)

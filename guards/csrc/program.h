@@ -5,6 +5,14 @@
  * (guards/fast_path.py) from the generated guard's steps; ops:
  *     (ATTR, dst, src, name)   dst = src.name            (ITEM, dst, src, key)  dst = src[key]
  *     (GENERIC_ATTR, dst, src, name)  dst = object.__getattribute__(src, name)
+ *     (SAME, a, b): a is b    (NOT_SAME, a, b): a is not b    (DISTINCT, (src, ...)): no two the same
+ *     (KEYS, src, keys): tuple(src) == keys (src a dict: its keys in order)
+ *     (LOOKUP_IS, src, name, expected, flags): class_lookup(src or type(src), name) is expected
+ *     (GETATTR_IS, src, name, expected, flags): getattr(src or type(src), name, MISSING) is expected
+ *         (flags: EXPECT_MISSING, the lookup finds nothing; ON_TYPE, it starts at type(src))
+ *     (LEN_IS, src, n): len(src) == n       (CALL_READ, dst, fn, (src, ...)): dst = fn(src, ...)
+ *     (SKIP_IF_IS, src, obj, n): the next n ops are skipped when src is obj (a pinned constant's
+ *         checks: what they read stays theirs, no later op reads those registers)
  *     (BUILTIN, dst, g, b, name)  dst = g[name] if name in g else b[name]
  *     (CONST, dst, obj)        (IS, src, obj)   (TYPE_IS, src, type)   (EQ, src, obj): src == obj
  *     (IS_WEAK, src, ref): src is ref() and ref() is not None (an identity guard's weak pin)
@@ -19,7 +27,10 @@
 namespace {
 
 enum Op { ATTR, ITEM, BUILTIN, CONST, IS, TYPE_IS, EQ, CALL_IS, CALL_EQ, CALL_TRUE, NOT_IN, SHORTCUT, LACKS, IS_WEAK,
-          CALL_WITH, GENERIC_ATTR, N_OPS };
+          CALL_WITH, GENERIC_ATTR, SAME, NOT_SAME, DISTINCT, KEYS, LOOKUP_IS, GETATTR_IS, SKIP_IF_IS, LEN_IS, CALL_READ, N_OPS };
+
+/* LOOKUP_IS / GETATTR_IS flags: the name is expected to be missing; the lookup is on type(src). */
+constexpr int EXPECT_MISSING = 1, ON_TYPE = 2;
 
 /* `value is <the object a weak reference holds>`, false once that object is gone (a dead
  * reference holds None, which a live object compared here never is: guards/guard.py `pin`). */
@@ -43,7 +54,9 @@ struct Step {
     mutable unsigned int dict_type_version = 0;
     // ATTR of a function's or a bound method's own field (`__code__`, `__func__`, ...): which one.
     int builtin_field = -1;
-    std::vector<Py_ssize_t> args;          // CALL_WITH: the registers passed, in order
+    std::vector<Py_ssize_t> args;          // CALL_WITH, DISTINCT: the registers, in order
+    int flags = 0;                         // LOOKUP_IS, GETATTR_IS; SKIP_IF_IS: the ops skipped
+    Py_ssize_t length = 0;                 // LEN_IS
     StateCall state_call = NOT_A_STATE_CALL;   // CALL_IS of a global-state getter (state_calls.h)
     mutable StateMemo state_memo;
 };
@@ -190,8 +203,8 @@ PyObject *shortcut(const Step &step, PyObject **regs) {
     return PyObject_GetAttr(regs[step.b], name);
 }
 
-/* `fn(*registers)` as a condition: 1, 0, or -1 on error. */
-int call_with(const Step &step, PyObject **regs) {
+/* `fn(*registers)` (a new reference, or nullptr with the error set). */
+PyObject *call_registers(const Step &step, PyObject **regs) {
     constexpr size_t kOnStack = 64;
     PyObject *on_stack[kOnStack];
     std::vector<PyObject *> on_heap;
@@ -202,12 +215,75 @@ int call_with(const Step &step, PyObject **regs) {
     }
     for (size_t i = 0; i < step.args.size(); i++)
         args[i] = regs[step.args[i]];
-    return truth(PyObject_Vectorcall(step.obj, args, step.args.size(), nullptr));
+    return PyObject_Vectorcall(step.obj, args, step.args.size(), nullptr);
+}
+
+/* `fn(*registers)` as a condition: 1, 0, or -1 on error. */
+int call_with(const Step &step, PyObject **regs) {
+    return truth(call_registers(step, regs));
+}
+
+/* `tuple(obj) == keys`: an exact dict's keys compared in place while each pair is the same
+ * object or two exact strings (no program code can run: the dict cannot change under us); any
+ * other pair, or anything but an exact dict, as the Python text does it (a tuple, compared). */
+int keys_are(PyObject *obj, PyObject *keys) {
+    if (PyDict_CheckExact(obj)) {
+        if (PyDict_GET_SIZE(obj) != PyTuple_GET_SIZE(keys))
+            return 0;
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *key, *value;
+        bool plain = true;
+        while (plain && PyDict_Next(obj, &pos, &key, &value)) {
+            PyObject *expected = PyTuple_GET_ITEM(keys, i++);
+            if (key == expected)
+                continue;
+            if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(expected))
+                plain = false;
+            else if (PyUnicode_Compare(key, expected) != 0)
+                return PyErr_Occurred() ? -1 : 0;
+        }
+        if (plain)
+            return 1;
+    }
+    PyObject *tuple = PySequence_Tuple(obj);
+    if (tuple == nullptr)
+        return -1;
+    int same = PyObject_RichCompareBool(tuple, keys, Py_EQ);
+    Py_DECREF(tuple);
+    return same;
+}
+
+/* LOOKUP_IS: the MRO lookup (class dicts only, as `guards.class_lookup` and `_PyType_Lookup`). */
+int lookup_is(const Step &step, PyObject *obj) {
+    PyObject *holder = step.flags & ON_TYPE ? reinterpret_cast<PyObject *>(Py_TYPE(obj)) : obj;
+    if (!PyType_Check(holder)) {
+        PyErr_SetString(PyExc_TypeError, "FastGuard: a class lookup on something not a class");
+        return -1;
+    }
+    PyObject *found = _PyType_Lookup(reinterpret_cast<PyTypeObject *>(holder), step.obj);
+    if (PyErr_Occurred())
+        return -1;
+    return step.flags & EXPECT_MISSING ? found == nullptr : found == step.obj2;
+}
+
+/* GETATTR_IS: `getattr(holder, name, MISSING) is expected` (only AttributeError means missing). */
+int getattr_is(const Step &step, PyObject *obj) {
+    PyObject *holder = step.flags & ON_TYPE ? reinterpret_cast<PyObject *>(Py_TYPE(obj)) : obj;
+    PyObject *found = PyObject_GetAttr(holder, step.obj);
+    if (found == nullptr) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        return (step.flags & EXPECT_MISSING) != 0;
+    }
+    Py_DECREF(found);
+    return !(step.flags & EXPECT_MISSING) && found == step.obj2;
 }
 
 /* 1 when every step holds, 0 when one does not, -1 on error.  Registers it fills are owned. */
 int run_program(const std::vector<Step> &steps, PyObject **regs) {
-    for (const Step &step : steps) {
+    for (size_t i = 0; i < steps.size(); i++) {
+        const Step &step = steps[i];
         int ok = 1;
         PyObject *value = nullptr;
         switch (step.op) {
@@ -257,6 +333,9 @@ int run_program(const std::vector<Step> &steps, PyObject **regs) {
         case CALL_WITH:
             ok = call_with(step, regs);
             break;
+        case CALL_READ:
+            value = call_registers(step, regs);
+            break;
         case NOT_IN: {
             int found = PySequence_Contains(regs[step.a], step.obj);
             ok = found < 0 ? -1 : !found;
@@ -268,6 +347,35 @@ int run_program(const std::vector<Step> &steps, PyObject **regs) {
         case LACKS:
             ok = instance_lacks(regs[step.a], step.obj);
             break;
+        case SAME:
+            ok = regs[step.a] == regs[step.b];
+            break;
+        case NOT_SAME:
+            ok = regs[step.a] != regs[step.b];
+            break;
+        case DISTINCT:
+            for (size_t k = 0; k < step.args.size() && ok; k++)
+                for (size_t j = 0; j < k && ok; j++)
+                    ok = regs[step.args[k]] != regs[step.args[j]];
+            break;
+        case KEYS:
+            ok = keys_are(regs[step.a], step.obj);
+            break;
+        case LOOKUP_IS:
+            ok = lookup_is(step, regs[step.a]);
+            break;
+        case GETATTR_IS:
+            ok = getattr_is(step, regs[step.a]);
+            break;
+        case SKIP_IF_IS:
+            if (regs[step.a] == step.obj)
+                i += step.flags;
+            break;
+        case LEN_IS: {
+            Py_ssize_t length = PyObject_Length(regs[step.a]);
+            ok = length < 0 ? -1 : length == step.length;
+            break;
+        }
         }
         if (step.dst >= 0) {
             if (value == nullptr)
@@ -308,7 +416,7 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
         return false;
     }
     step.op = op;
-    Py_ssize_t dst = -1, a = -1, b = -1;
+    Py_ssize_t dst = -1, a = -1, b = -1, length = 0;
     PyObject *obj = nullptr, *obj2 = nullptr;
     bool parsed;
     switch (op) {
@@ -338,6 +446,13 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
     case CALL_TRUE:
         parsed = PyArg_ParseTuple(item, "iO", &op, &obj);
         break;
+    case CALL_READ: {
+        PyObject *registers;
+        parsed = PyArg_ParseTuple(item, "inOO!", &op, &dst, &obj, &PyTuple_Type, &registers);
+        if (parsed && !parse_registers(registers, n_registers, [&](Py_ssize_t r) { step.args.push_back(r); }))
+            return false;
+        break;
+    }
     case CALL_WITH: {
         PyObject *registers;
         parsed = PyArg_ParseTuple(item, "iOO!", &op, &obj, &PyTuple_Type, &registers);
@@ -347,6 +462,34 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
     }
     case LACKS:
         parsed = PyArg_ParseTuple(item, "inU", &op, &a, &obj);
+        break;
+    case SAME:
+    case NOT_SAME:
+        parsed = PyArg_ParseTuple(item, "inn", &op, &a, &b);
+        break;
+    case DISTINCT: {
+        PyObject *registers;
+        parsed = PyArg_ParseTuple(item, "iO!", &op, &PyTuple_Type, &registers);
+        if (parsed && !parse_registers(registers, n_registers, [&](Py_ssize_t r) { step.args.push_back(r); }))
+            return false;
+        break;
+    }
+    case KEYS:
+        parsed = PyArg_ParseTuple(item, "inO!", &op, &a, &PyTuple_Type, &obj);
+        break;
+    case LOOKUP_IS:
+    case GETATTR_IS:
+        parsed = PyArg_ParseTuple(item, "inUOi", &op, &a, &obj, &obj2, &step.flags);
+        break;
+    case LEN_IS:
+        parsed = PyArg_ParseTuple(item, "inn", &op, &a, &length);
+        break;
+    case SKIP_IF_IS:
+        parsed = PyArg_ParseTuple(item, "inOi", &op, &a, &obj, &step.flags);
+        if (parsed && step.flags < 0) {
+            PyErr_SetString(PyExc_ValueError, "FastGuard: a jump goes forward");
+            return false;
+        }
         break;
     case SHORTCUT: {
         PyObject *shadows;
@@ -371,7 +514,7 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
             return false;
         }
     }
-    if (((op == ATTR || op == GENERIC_ATTR) && !PyUnicode_Check(obj)) || ((op == CALL_IS || op == CALL_EQ || op == CALL_TRUE || op == CALL_WITH) &&
+    if (((op == ATTR || op == GENERIC_ATTR) && !PyUnicode_Check(obj)) || ((op == CALL_IS || op == CALL_EQ || op == CALL_TRUE || op == CALL_WITH || op == CALL_READ) &&
                                                   !PyCallable_Check(obj))) {
         PyErr_SetString(PyExc_TypeError, "FastGuard: an attribute name must be a str, a call a callable");
         return false;
@@ -379,6 +522,7 @@ bool parse_step(PyObject *item, Py_ssize_t n_registers, Step &step) {
     step.dst = dst;
     step.a = a;
     step.b = b;
+    step.length = length;
     if ((op == ATTR || op == SHORTCUT) && PyUnicode_CheckExact(obj) &&
         PyUnicode_Compare(obj, str_dunder_dict) == 0)
         obj = str_dunder_dict;   // read_attr recognises the name by identity

@@ -90,7 +90,7 @@ PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
         }
         for (const Step &step : *self->steps)
             if (step.dst == r && step.op != ATTR && step.op != ITEM && step.op != BUILTIN && step.op != CONST &&
-                step.op != SHORTCUT && step.op != GENERIC_ATTR) {
+                step.op != SHORTCUT && step.op != GENERIC_ATTR && step.op != CALL_READ) {
                 PyErr_SetString(PyExc_ValueError, "Reader: an output must be an argument or a read");
                 Py_DECREF(self);
                 return nullptr;
