@@ -1,6 +1,6 @@
 """Formulas for ops whose XLA lowering computes in another precision than eager's CPU kernels.
 
-Part of ``eager_faithful``'s table (its docstring says how formulas are chosen and run). Three
+Part of ``eager_faithful``'s table (its docstring says how formulas are chosen and run). The
 families, found by a sweep of dtypes against the device (tests/fuzz/FINDINGS.md, "dtypes"):
 
 - Reductions of 16-bit floats. Eager's kernels accumulate a ``bfloat16`` or ``float16`` tensor
@@ -17,7 +17,14 @@ families, found by a sweep of dtypes against the device (tests/fuzz/FINDINGS.md,
   that range, then wraps to a narrower type (``-1.0 -> uint8`` is 255, ``300.0 -> int8`` 44);
   XLA saturates (0 and 127). PyTorch documents such conversions as undefined; eager's answer on
   this machine is the oracle. ``to_integer_as_eager`` makes that conversion explicit.
+- Float ``//``: torch_xla floors ``x / other`` (``0.7 // 0.1`` gave 7.0); eager follows Python's
+  rule (6.0). ``float_floor_division_as_eager`` computes it as eager's kernel does.
+- Comparisons with a Python number: eager converts the number to the compared dtype first
+  (``0.1`` to float32, ``200`` to int8 wraps to -56); torch_xla compared with the number itself.
+  ``compared_as_eager`` converts it (where the dtype does not hold it exactly).
 """
+
+import math
 
 import torch
 from torch.utils import _pytree as pytree
@@ -128,6 +135,8 @@ def integer_division_as_eager(rounding_mode, in_place=False):
                 or rounding_mode not in ("floor", "trunc"):
             return NotImplemented
         dtype = torch.result_type(x, other)
+        if not isinstance(other, torch.Tensor):   # a number converts to the dtype as eager's does (wraps)
+            other = int(torch.tensor(other).to(dtype))
         wide, a, b = _in_wide_integers(dtype, x, other)
         left = torch.remainder(a, b) if rounding_mode == "floor" else torch.fmod(a, b)
         result = _exact_quotient((a - left).to(wide), b, wide).to(dtype)
@@ -154,17 +163,105 @@ def narrow_integer_remainder(x, other):
     return torch.remainder(a, b).to(dtype)
 
 
+def float_floor_division_as_eager(rounding_mode, in_place=False):
+    """``x // other`` (``div(..., rounding_mode="floor")``) of floats as eager's kernel computes it,
+    Python's rule: the quotient of ``x - fmod(x, other)``, one less where the remainder's sign is
+    not the divisor's, rounded to the nearest integer, a signed zero where it is 0, IEEE's answer
+    for a zero divisor.  torch_xla floors ``x / other``: ``0.7 // 0.1`` gave 7.0 (eager 6.0, as
+    Python).  A 16-bit float computes in float32, a divisor tensor first rounded to the result
+    dtype (a Python number is not: eager's kernel keeps it in float32)."""
+    def formula(x, other, *, rounding_mode=rounding_mode):
+        if rounding_mode != "floor" or not isinstance(x, torch.Tensor):
+            return NotImplemented
+        dtype = torch.result_type(x, other)
+        if not dtype.is_floating_point:
+            return NotImplemented
+        compute = torch.float32 if dtype in _HALVES else dtype
+        if isinstance(other, torch.Tensor):
+            b = other.to(dtype).to(compute)
+        else:                     # a number: in the computing dtype (a constant, no copy from the host)
+            b = torch.full((), other, dtype=torch.float64, device=x.device).to(compute)
+        a = x.to(dtype).to(compute)
+        mod = torch.fmod(a, b)
+        div = (a - mod) / b
+        div = torch.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+        floor = torch.floor(div)
+        floor = torch.where(div - floor > 0.5, floor + 1, floor)
+        quotient = a / b
+        negative = (quotient < 0) | ((quotient == 0) & (1 / quotient < 0))   # (XLA has no copysign, signbit)
+        signed_zero = torch.where(negative, -0.0, 0.0).to(compute)
+        result = torch.where(div != 0, floor, signed_zero)
+        result = torch.where(b == 0, quotient, result).to(dtype)
+        return x.copy_(result) if in_place else result
+    return formula
+
+
+def _either(*formulas):
+    """The first of ``formulas`` that answers."""
+    def formula(*args, **kwargs):
+        for candidate in formulas:
+            out = candidate(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        return NotImplemented
+    return formula
+
+
+def _divisions(rounding_mode, in_place=False):
+    return _either(integer_division_as_eager(rounding_mode, in_place),
+                   float_floor_division_as_eager(rounding_mode, in_place))
+
+
 def integer_divisions() -> dict:
+    """Integer division and remainder, and floor division of floats."""
     table = {_aten.remainder.Tensor: narrow_integer_remainder,
              _aten.remainder.Scalar: narrow_integer_remainder,
-             _aten.floor_divide.default: integer_division_as_eager("floor"),
-             _aten.floor_divide.Scalar: integer_division_as_eager("floor"),
-             _aten.floor_divide_.Tensor: integer_division_as_eager("floor", in_place=True),
-             _aten.floor_divide_.Scalar: integer_division_as_eager("floor", in_place=True)}
+             _aten.floor_divide.default: _divisions("floor"),
+             _aten.floor_divide.Scalar: _divisions("floor"),
+             _aten.floor_divide_.Tensor: _divisions("floor", in_place=True),
+             _aten.floor_divide_.Scalar: _divisions("floor", in_place=True)}
     for overload in ("Tensor_mode", "Scalar_mode"):
-        table[getattr(_aten.div, overload)] = integer_division_as_eager(None)
-        table[getattr(_aten.div_, overload)] = integer_division_as_eager(None, in_place=True)
+        table[getattr(_aten.div, overload)] = _divisions(None)
+        table[getattr(_aten.div_, overload)] = _divisions(None, in_place=True)
     return table
+
+
+# -- comparisons with a Python number --------------------------------------------------------
+
+def _fits(value, dtype) -> bool:
+    """Whether the Python number ``value`` is exactly a value of ``dtype`` (what eager rounds it to)."""
+    if dtype.is_complex or type(value) is complex:
+        return False
+    if dtype == torch.bool:
+        return value in (0, 1)
+    if dtype.is_floating_point:
+        return math.isnan(value) or float(torch.tensor(value, dtype=torch.float64).to(dtype)) == value
+    info = torch.iinfo(dtype)
+    return type(value) in (int, bool) and info.min <= value <= info.max
+
+
+def compared_as_eager(op):
+    """``x == 0.1`` (and ``!=``, ``<``, ...) as eager compares: in the dtype both promote to, the
+    number first converted to it (``0.1`` to float32; ``200`` to int8 wraps to -56).  torch_xla
+    compared a float32 ``x`` with 0.1 itself (``tensor(0.1) == 0.1`` was False) and an int8 one
+    with 200 unwrapped.  Numbers the dtype holds exactly are left to the lowering."""
+    def formula(x, other):
+        if not isinstance(x, torch.Tensor) or isinstance(other, torch.Tensor):
+            return NotImplemented
+        dtype = torch.result_type(x, other)
+        if dtype == x.dtype and _fits(other, dtype):
+            return NotImplemented
+        wide = torch.complex128 if type(other) is complex else torch.float64 if type(other) is float \
+            else torch.int64
+        number, x = torch.full((), other, dtype=wide, device=x.device).to(dtype), x.to(dtype)
+        with lowered():
+            return op(x, number)
+    return formula
+
+
+def comparisons() -> dict:
+    return {getattr(_aten, name).Scalar: compared_as_eager(getattr(_aten, name).Tensor)
+            for name in ("eq", "ne", "lt", "le", "gt", "ge")}
 
 
 # -- float to integer ----------------------------------------------------------------------------

@@ -59,7 +59,53 @@ DIVISIONS = {
     "int64 by a tensor": (lambda i: torch.div(i, torch.tensor([1000003, -7]), rounding_mode="floor"),
                           torch.tensor([99999999 * 1000003, 2 ** 55 + 1])),
     "in place //=": (lambda i: i.clone().floor_divide_(7), torch.tensor([20000001], dtype=torch.int32)),
+    "uint8 // -1 (the number wraps to 255)": (lambda i: i // -1, torch.tensor([0, 255, 3], dtype=torch.uint8)),
 }
+
+
+TENTHS = torch.tensor([0.3, 0.7, 1.0, 0.2, 0.5, 0.9, 2.3, -0.3, 0.0, -0.0])
+FLOOR_DIVISIONS = {      # probe X r17: torch_xla floored x / 0.1 (0.7 // 0.1 gave 7.0; Python's is 6.0)
+    "float32 // 0.1": (lambda x: x // 0.1, TENTHS),
+    "float32 // a tensor": (lambda x: x // torch.full_like(x, 0.1), TENTHS),
+    "float32 // -0.1": (lambda x: x // -0.1, TENTHS),
+    "div(rounding_mode='floor')": (lambda x: torch.div(x, 0.1, rounding_mode="floor"), TENTHS),
+    "float64 // 0.1": (lambda x: x // 0.1, TENTHS.double()),
+    "float16 // 0.1": (lambda x: x // 0.1, TENTHS.half()),
+    "bfloat16 // 0.1": (lambda x: x // 0.1, TENTHS.bfloat16()),
+    "// 0 (IEEE)": (lambda x: x // 0.0, TENTHS),
+    "in place //=": (lambda x: x.clone().floor_divide_(0.1), TENTHS),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", FLOOR_DIVISIONS)
+def test_float_floor_division_follows_pythons_rule(backend, case):
+    fn, x = FLOOR_DIVISIONS[case]
+    expected, actual = fn(x), minidynamo.optimize(backend)(fn)(x)
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(torch.signbit(actual), torch.signbit(expected))
+
+
+COMPARISONS = {          # probe X r10, r11, r07: the number is converted to the compared dtype first
+    "float32 == 0.1": (lambda x: x == 0.1, torch.tensor([0.1, 0.2])),
+    "float32 > 0.1": (lambda x: x > 0.1, torch.tensor([0.1, 0.2])),
+    "float16 == 0.1": (lambda x: x == 0.1, torch.tensor([0.1, 0.2], dtype=F16)),
+    "bfloat16 != 0.1": (lambda x: x != 0.1, torch.tensor([0.1, 0.2], dtype=BF16)),
+    "where(x == 0.7)": (lambda x: torch.where(x == 0.7, 1, 0), torch.tensor([0.7, 0.2])),
+    "int64 == 2**53 + 1 as a float": (lambda x: x == float(2 ** 53 + 1), torch.tensor([2 ** 53, 2 ** 53 + 1])),
+    "int8 == 200 (wraps)": (lambda x: x == 200, torch.tensor([-56, 100], dtype=torch.int8)),
+    "uint8 > -1 (wraps)": (lambda x: x > -1, torch.tensor([0, 255], dtype=torch.uint8)),
+    "uint8 < 256 (wraps)": (lambda x: x < 256, torch.tensor([0, 255], dtype=torch.uint8)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", COMPARISONS)
+def test_a_comparison_with_a_number_converts_it_first(backend, case):
+    fn, x = COMPARISONS[case]
+    expected, actual = fn(x), minidynamo.optimize(backend)(fn)(x)
+    assert actual.dtype == expected.dtype and torch.equal(actual, expected), (actual, expected)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
