@@ -354,7 +354,8 @@ class FrameConverter:
         getattr(guard_fn, "drop_kept", lambda: None)()   # no reader follows this check
         try:
             # a graph with no operations is not worth a backend compile: fx runs it as it is
-            compiled_graph = self.backend(capture.graph_module, capture.example_inputs) if has_ops else capture.graph_module
+            compiled_graph = self.backend(capture.graph_module, capture.example_inputs) if has_ops \
+                else capture.graph_module.forward      # (not the module: global module hooks would see it)
             if not callable(compiled_graph):    # else every call would fail inside and rerun eagerly
                 raise TypeError(f"a backend must return a callable, got {type(compiled_graph).__name__}")
         except Exception as e:

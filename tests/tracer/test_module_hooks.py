@@ -113,3 +113,30 @@ def test_a_pruned_model_matches_eager():
     with torch.no_grad():
         model[0].weight_orig.mul_(-1)
     assert_calls_match(model, opt)
+
+
+class Recorder(list):
+    def record(self, name, out):
+        self.append(name)     # (a C method of a list subclass: the frame breaks here)
+
+
+def test_a_global_forward_hook_never_sees_minidynamos_own_graphs():
+    """A global forward hook's own frame is captured too; where it breaks, the part before the
+    break has no ops and ran as its ``GraphModule``, through ``nn.Module.__call__``: the global
+    hook then fired for that GraphModule (probe Y r01)."""
+    def run(optimized):
+        optimized(torch.randn(3, 4))
+        seen = Recorder()
+
+        def hook(module, args, out):
+            seen.record(type(module).__name__, out)
+
+        handle = nn.modules.module.register_module_forward_hook(hook)
+        try:
+            optimized(torch.randn(3, 4))
+        finally:
+            handle.remove()
+        return seen
+
+    model = tiny()
+    assert run(minidynamo.optimize("eager")(model)) == run(model)
