@@ -43,8 +43,11 @@ MODULE_ATTR_DICTS = ("_parameters", "_buffers", "_modules")
 
 
 def global_hook_dicts() -> dict[str, dict]:
-    """The global module hook dicts by name (the same dict objects torch mutates)."""
-    return {name: getattr(_module_impl, name) for name in GLOBAL_HOOK_DICT_NAMES}
+    """The global module hook dicts by name (the same dict objects torch mutates): those that change
+    a call, and the registration hooks, which may replace what a module attribute store registers
+    (a trace that assigned ``self.buffer = t`` computed on with ``t``)."""
+    return {name: getattr(_module_impl, name)
+            for name in GLOBAL_HOOK_DICT_NAMES + GLOBAL_REGISTRATION_HOOK_DICT_NAMES}
 
 
 def hook_counts(module: torch.nn.Module) -> tuple:

@@ -140,3 +140,44 @@ def test_a_global_forward_hook_never_sees_minidynamos_own_graphs():
 
     model = tiny()
     assert run(minidynamo.optimize("eager")(model)) == run(model)
+
+
+class AssignsItsBuffer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("stored", torch.zeros(3))
+
+    def forward(self, x):
+        self.stored = self.stored * 0.9 + x.mean(0)
+        return x + self.stored
+
+
+class AssignsAParameter(nn.Module):
+    def forward(self, x):
+        self.stored = nn.Parameter(torch.ones(3))
+        return x * self.stored
+
+
+@pytest.mark.parametrize("make, register", [
+    (AssignsItsBuffer, nn.modules.module.register_module_buffer_registration_hook),
+    (AssignsAParameter, nn.modules.module.register_module_parameter_registration_hook)])
+def test_a_global_registration_hook_added_later_is_seen(make, register):
+    """A global registration hook may replace what ``self.stored = t`` registers; eager then
+    computes with its value.  One added after the compile must not leave the graph computing with
+    ``t`` (probe Y r02, r04): the global hook dicts guarded empty include the registration hooks."""
+    def run(make_optimized):
+        model = make()
+        optimized = make_optimized(model)
+        outs = [optimized(torch.ones(2, 3))]
+        handle = register(lambda module, name, value: type(value)(torch.full((3,), 42.0)))
+        try:
+            outs.append(optimized(torch.ones(2, 3)))
+        finally:
+            handle.remove()
+        outs.append(optimized(torch.ones(2, 3)))
+        return [out.detach() for out in outs], model.stored.detach()
+
+    (expected, stored), (got, got_stored) = run(lambda m: m), run(minidynamo.optimize("eager"))
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e)
+    torch.testing.assert_close(got_stored, stored)
