@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+import minidynamo
 
 from .helpers import check, run_traced
 
@@ -147,3 +148,24 @@ class UsesBoth(nn.Module):
 def test_decorated_forwards(make):
     torch.manual_seed(0)
     check(make(), torch.randn(2, 4, requires_grad=True))
+
+
+@pytest.mark.parametrize("tie_weights", [False, True])
+def test_functional_call_computes_with_the_tensors_it_is_given(tie_weights):
+    """``torch.func.functional_call`` swaps the given tensors in with
+    ``module._parameters[name] = t``; the module's forward then read its own weights, from
+    before those writes (the override was ignored, probe Y r07).  A read through a module whose
+    attribute tables the trace wrote now breaks the graph there."""
+    from torch.func import functional_call
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+
+    def f(params, x):
+        return functional_call(model, params, (x,), tie_weights=tie_weights)
+
+    compiled = minidynamo.optimize("eager")(f)
+    for params in ({"0.weight": torch.ones(4, 4)}, {"1.bias": torch.zeros(4)}, {}):
+        x = torch.randn(2, 4)
+        torch.testing.assert_close(compiled(params, x), f(params, x))
+    torch.testing.assert_close(model(x), compiled({}, x))

@@ -252,6 +252,7 @@ class NNModuleVariable(VariableTracker):
     def var_getattr(self, tx, name):
         module = self.value
         instance = module.__dict__
+        self.refuse_written_tables(tx)
         if name in MODULE_METHODS_HANDLED_HERE and self.library_method(tx, name):
             from .base import BoundMethodVariable
 
@@ -431,12 +432,25 @@ class NNModuleVariable(VariableTracker):
             return self._class_attribute(tx, name).call_function(tx, args, kwargs)
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
 
+    def refuse_written_tables(self, tx) -> None:
+        """Refuse a read through a module whose ``__dict__``, ``_parameters``, ``_buffers`` or
+        ``_modules`` the trace wrote as a dict (``torch.func.functional_call`` swaps tensors in
+        with ``module._parameters[name] = t``): reads answer from the module as it is, before
+        those writes are replayed (the override was ignored)."""
+        instance = self.value.__dict__
+        for table in (instance, *(instance.get(name) for name in ("_parameters", "_buffers", "_modules"))):
+            if tx.output.side_effects.mutated_dict(table, tx.output.wrapped_values):
+                raise Unsupported(f"reading {type(self.value).__name__} after the trace wrote its attribute "
+                                  "tables as dicts (module._parameters[name] = ...)")
+
     def _walk(self, tx, name):
         """``children()``, ``parameters()``, ``modules()``, ... and their ``named_`` forms.  Eager
         gives a generator: one pass, ``next()`` works, ``len()`` and indexing raise.  So here an
         iterator of that type over the items the walk finds now (all guarded), which a graph
         break hands over as ``module.<name>()`` advanced to where the trace left it."""
         from .containers import IteratorVariable, TupleVariable
+
+        self.refuse_written_tables(tx)
         from .iterators import made_by
 
         if name in ("children", "named_children"):
