@@ -410,6 +410,7 @@ class BridgedCall:
         self.make_program = make_program
         self.training = make_training(self) if make_training and self.check_grad_mode else None
         self.program = None
+        self.trace_failed = None      # why the program could not be made (then every call runs eagerly)
         self.sync = None
         self.eager_reasons = set()
         self.warning_registry = {}    # the "default" filter's memory for this graph's warnings
@@ -493,11 +494,16 @@ class BridgedCall:
             if out is not NO_GRAD_NEEDED:
                 return out
         if self.program is None:
+            if self.trace_failed is not None:
+                return self._eager(inputs, self.trace_failed)
             try:
                 self._make_program(list(inputs) + (self.flat.read_state() if self.has_state
                                                     else []))
             except (NotOneGraph, dev.PendingInputRefused) as error:
                 return self._eager(inputs, error.reason)
+            except Exception as error:    # the device's trace failed where eager's run may not: eager
+                self.trace_failed = f"the device trace failed ({type(error).__name__}: {str(error)[:120]})"
+                return self._eager(inputs, self.trace_failed)
         with timing.phase("transfer_in"):
             args = list(inputs)
             if self.has_state:

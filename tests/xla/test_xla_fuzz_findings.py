@@ -1418,3 +1418,20 @@ def test_a_host_index_eager_refuses_for_a_device_tensor_is_refused(backend):
     assert_same(compiled(x), taken(x))
     assert minidynamo.counters["graph_breaks"] == 0 and minidynamo.counters["fallbacks"] == 0
     minidynamo.reset()
+
+
+def test_a_graph_the_device_cannot_trace_runs_eagerly_instead_of_raising():
+    """Probe X r18: ``torch.aminmax(x.detach())`` of an argument requiring grad, copied into a
+    buffer (``MinMaxObserver`` on an activation), failed in the device's trace with "output with
+    shape [] doesn't match the broadcast shape [8]", which reached the caller.  Eager runs it; so
+    does the bridge now, for any failure of the device's trace (the reason is recorded)."""
+    def observe(x, low):
+        low.copy_(torch.aminmax(x.detach())[0])
+
+    compiled = minidynamo.optimize("torchxla_trace_once")(observe)
+    for _ in range(2):
+        x = torch.randn(8, requires_grad=True)
+        expected, got = torch.tensor(0.0), torch.tensor(0.0)
+        observe(x, expected)
+        compiled(x, got)
+        assert torch.equal(got, expected)
