@@ -19,7 +19,7 @@ def unfit_for_the_device(gm, example_inputs):
     return _holds_unsound_dtype(gm, example_inputs) or _marked_by_the_tracer(gm) or _empty_input_to_a_shuffle(gm) \
         or _as_strided_of_stored_memory(gm) or _writes_a_strided_region(gm) \
         or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm, example_inputs) \
-        or _silent_write_into_a_view(gm)
+        or _silent_write_into_a_view(gm) or _inverts_a_matrix(gm)
 
 
 def _requires_grad(value) -> bool:
@@ -62,6 +62,25 @@ def _marked_by_the_tracer(gm):
         for mark, reason in _MARKED.items():
             if node.meta.get(mark) is not None:
                 return f"{node.name} {reason(node.meta[mark])}"
+    return None
+
+
+# Ops whose eager kernel raises for a singular (or not positive-definite) matrix, where
+# torch_xla's lowering returns NaN or garbage and an ``info`` of zeros (``ones(2, 2).inverse()``
+# gave 2.2e7, probe X r03, r04): data no trace can decide, so such graphs run eagerly.
+_MATRIX_INVERSES = frozenset({"inverse", "linalg_inv", "linalg_inv_ex", "inv_ex", "cholesky"})
+_MATRIX_POWERS = frozenset({"matrix_power", "linalg_matrix_power"})
+
+
+def _inverts_a_matrix(gm):
+    """Why the device cannot run ``gm``, if it inverts a matrix (a negative matrix power too)."""
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        name = op_name(node.target)
+        exponent = node.args[1] if len(node.args) > 1 else node.kwargs.get("n")
+        if name in _MATRIX_INVERSES or (name in _MATRIX_POWERS and not (type(exponent) is int and exponent >= 0)):
+            return f"{node.name} inverts a matrix: eager raises for a singular one, torch_xla's lowering does not"
     return None
 
 

@@ -277,6 +277,9 @@ _SPECIAL_VALUES = {
                     (_not_nan, (0,))),
     **dict.fromkeys((aten.logsumexp.default, aten.log_sigmoid_forward.default, aten.gelu.default,
                      aten.gelu_.default), (torch.isfinite, (0,))),
+    # eager's SVD raises for a matrix holding NaN or inf ("failed to converge"); the device's
+    # answers NaN (``svdvals``, ``pinv``, ``svd`` all reach it)
+    aten._linalg_svd.default: (torch.isfinite, (0,)),
     **dict.fromkeys((aten.var.correction, aten.std.correction, aten.var_mean.correction,
                      aten.std_mean.correction), (_square_finite, (0,))),
     **dict.fromkeys((aten.remainder.Tensor, aten.remainder_.Tensor, aten.remainder.Scalar,

@@ -1435,3 +1435,31 @@ def test_a_graph_the_device_cannot_trace_runs_eagerly_instead_of_raising():
         observe(x, expected)
         compiled(x, got)
         assert torch.equal(got, expected)
+
+
+SINGULAR = {    # probe X r03, r04: eager raises, torch_xla's lowering answered NaN or garbage
+    "linalg.inv": lambda a: torch.linalg.inv(a * 1),
+    "Tensor.inverse": lambda a: (a * 1).inverse(),
+    "matrix_power(-1)": lambda a: torch.linalg.matrix_power(a * 1, -1),
+    "legacy cholesky": lambda a: torch.cholesky(a * 1 - torch.eye(2)),
+    "svdvals of NaN": lambda a: torch.linalg.svdvals(a / a.sum()),
+}
+
+
+@pytest.mark.parametrize("case", SINGULAR)
+def test_a_singular_matrix_raises_as_in_eager(case):
+    fn = SINGULAR[case]
+    compiled = minidynamo.optimize("torchxla_trace_once")(fn)
+    fine = torch.eye(2) * 2
+    torch.testing.assert_close(compiled(fine), fn(fine), equal_nan=True)   # (raises only on bad data)
+    with pytest.raises(RuntimeError) as eager:
+        fn(torch.zeros(2, 2))
+    with pytest.raises(type(eager.value)):
+        compiled(torch.zeros(2, 2))
+
+
+def test_inv_ex_reports_a_singular_matrix_as_eager():
+    fn = lambda a: torch.linalg.inv_ex(a * 1)      # noqa: E731
+    for a in (torch.eye(2), torch.zeros(2, 2)):
+        expected, got = fn(a), minidynamo.optimize("torchxla_trace_once")(fn)(a)
+        assert got.info.shape == expected.info.shape and torch.equal(got.info, expected.info)
