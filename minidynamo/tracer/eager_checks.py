@@ -19,6 +19,10 @@ eager's kind of error for the two families below; the tracer then refuses the op
   negative Python int; an in-place op whose result dtype cannot be cast to its own
   (``int64.mul_(0.5)``).  A divisor *tensor* holding a zero is data: the XLA bridge checks it
   on every run (``xla_bridge.index_check``).
+- Numbers out of a dtype's range: a kernel that converts a ``Scalar`` with a range check
+  (``masked_fill(uint8, 300)``, ``clamp(float16, max=1e6)``, ``pad(uint8, value=-1)``) raises
+  where XLA wraps or saturates; asked of the CPU kernel with the real numbers, only when one is
+  out of range.
 - Dtypes a CPU kernel refuses: ops that draw random numbers (``torch.rand_like`` of an int64
   tensor: eager's ``uniform_`` has no integer kernel, its meta kernel does not care), and any op
   given a tensor that is not float32/float64 (``gelu``, ``hardswish``, ``lerp``, max pools of an
@@ -57,6 +61,8 @@ def check(func, args, kwargs, written) -> None:
         _cpu_kernel_exists(func, args, kwargs)
     if func.overloadpacket in _SCALAR_RULED:
         _scalar_arguments(func, args)
+    if _number_out_of_range(func, args, kwargs):
+        _overflow_refused(func, args, kwargs)
     if written and torch.Tag.pointwise in func.tags and func._schema.name.endswith("_"):
         _result_casts_to_self(func, args, kwargs)
 
@@ -243,6 +249,46 @@ def _run_on_ones(func, args, kwargs, dtype, shaped, floats_only=False):
     except Exception:                 # noqa: BLE001  (an index or a value the stand-ins lack)
         return "other", None
     return "ran", None
+
+
+# -- numbers a kernel converts with a range check ------------------------------------------------
+
+def _number_out_of_range(func, args, kwargs) -> bool:
+    """Does a Python number passed as a ``Scalar`` lie outside the range of the first tensor's
+    dtype (an integer's, a 16-bit float's finite range)?  Eager's kernels that convert it with
+    ``Scalar::to<T>()`` (``masked_fill``, ``fill_``, ``clamp``, ``pad``'s value) raise "value
+    cannot be converted ... without overflow" where meta kernels do not; others wrap it."""
+    tensor = next((v for v in tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)), None)
+    if tensor is None or tensor.dtype in _WIDE_FLOATS or tensor.is_complex():
+        return False
+    for argument, value in schema_arguments(func, args, kwargs):
+        if "number" not in str(argument.type) or type(value) not in (int, float):    # (a Scalar)
+            continue
+        if tensor.dtype in _REDUCED_FLOATS:
+            if value == value and abs(value) != float("inf") and abs(value) > torch.finfo(tensor.dtype).max:
+                return True
+        elif tensor.dtype != torch.bool:
+            info = torch.iinfo(tensor.dtype)
+            if not info.min <= value <= info.max:
+                return True
+    return False
+
+
+def _overflow_refused(func, args, kwargs) -> None:
+    """Ask the CPU kernel itself, on stand-ins with the real numbers (rare: only for a number out
+    of range), and raise its overflow error if it refuses."""
+    small = sum(t.numel() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)) <= _MAX_SHAPED_RUN
+
+    def stand_in(v):
+        return torch.zeros(v.shape if small else (1,) * v.dim(), dtype=v.dtype) if isinstance(v, torch.Tensor) else v
+    try:
+        with cpu_state_kept():
+            func(*tree_map(stand_in, args), **tree_map(stand_in, kwargs))
+    except RuntimeError as error:
+        if "without overflow" in str(error):
+            raise RuntimeError(f"{func}: {error}") from None
+    except Exception:                 # noqa: BLE001  (something else the stand-ins lack)
+        return
 
 
 # -- overlapping writes -------------------------------------------------------------------------

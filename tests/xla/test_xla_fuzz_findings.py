@@ -1463,3 +1463,27 @@ def test_inv_ex_reports_a_singular_matrix_as_eager():
     for a in (torch.eye(2), torch.zeros(2, 2)):
         expected, got = fn(a), minidynamo.optimize("torchxla_trace_once")(fn)(a)
         assert got.info.shape == expected.info.shape and torch.equal(got.info, expected.info)
+
+
+U8, F16 = torch.uint8, torch.float16
+NUMBERS_OUT_OF_RANGE = {    # probe X r12: eager's kernel converts the number with a range check
+    "uint8 masked_fill 300": (lambda a: a.masked_fill(a > 1, 300), torch.tensor([0, 255, 3], dtype=U8)),
+    "float16 masked_fill -1e9": (lambda a: a.masked_fill(a > 1, -1e9), torch.tensor([0.5, 2.0], dtype=F16)),
+    "uint8 pad value -1": (lambda a: torch.nn.functional.pad(a, (1, 1), value=-1), torch.tensor([1, 2], dtype=U8)),
+    "float16 clamp max 1e6": (lambda a: a.clamp(max=1e6), torch.tensor([0.0, 6e4], dtype=F16)),
+}
+
+
+@pytest.mark.parametrize("case", NUMBERS_OUT_OF_RANGE)
+def test_a_number_out_of_the_dtypes_range_raises_as_in_eager(case):
+    fn, x = NUMBERS_OUT_OF_RANGE[case]
+    with pytest.raises(RuntimeError, match="without overflow"):
+        fn(x)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        minidynamo.optimize("torchxla_trace_once")(fn)(x)
+
+
+def test_a_number_the_kernel_wraps_still_compiles():
+    fn = lambda a: (a + 300) * 2        # noqa: E731  (eager wraps: no range check in add)
+    x = torch.tensor([0, 255, 3], dtype=U8)
+    assert torch.equal(minidynamo.optimize("torchxla_trace_once")(fn)(x), fn(x))
