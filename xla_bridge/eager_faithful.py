@@ -61,7 +61,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .eager_formulas import (
-    EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, clamps, cummax_as_eager,
+    EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, clamps, cummax_as_eager, first_answer,
     cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, lerp_as_eager,
     logit_as_eager, mask_to_float_as_eager, means_every_dim, norm_as_eager, reference, shifts, signed_zero_selects,
     slices_as_eager, sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
@@ -251,17 +251,7 @@ def _merged(pairs) -> dict:
     formulas = {}
     for op, fn in pairs:
         formulas.setdefault(op, []).append(fn)
-    return {op: fns[0] if len(fns) == 1 else _first_answer(fns) for op, fns in formulas.items()}
-
-
-def _first_answer(formulas):
-    def formula(*args, **kwargs):
-        for fn in formulas:
-            out = fn(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
-        return NotImplemented
-    return formula
+    return {op: fns[0] if len(fns) == 1 else first_answer(*fns) for op, fns in formulas.items()}
 
 
 class FormulaProbe(TorchDispatchMode):

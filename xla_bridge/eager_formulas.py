@@ -25,6 +25,17 @@ class _Reentry(threading.local):
 reentry = _Reentry()
 
 
+def first_answer(*formulas):
+    """One formula: the answer of the first of ``formulas`` that answers (not NotImplemented)."""
+    def formula(*args, **kwargs):
+        for candidate in formulas:
+            out = candidate(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        return NotImplemented
+    return formula
+
+
 @contextlib.contextmanager
 def lowered():
     """Inside a formula: the op it calls runs as the device's own lowering (the formula, asked

@@ -29,7 +29,7 @@ import math
 import torch
 from torch.utils import _pytree as pytree
 
-from .eager_formulas import lowered, reentry
+from .eager_formulas import first_answer, lowered, reentry
 
 _aten = torch.ops.aten
 _HALVES = (torch.bfloat16, torch.float16)
@@ -196,19 +196,8 @@ def float_floor_division_as_eager(rounding_mode, in_place=False):
     return formula
 
 
-def _either(*formulas):
-    """The first of ``formulas`` that answers."""
-    def formula(*args, **kwargs):
-        for candidate in formulas:
-            out = candidate(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
-        return NotImplemented
-    return formula
-
-
 def _divisions(rounding_mode, in_place=False):
-    return _either(integer_division_as_eager(rounding_mode, in_place),
+    return first_answer(integer_division_as_eager(rounding_mode, in_place),
                    float_floor_division_as_eager(rounding_mode, in_place))
 
 
