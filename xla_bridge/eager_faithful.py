@@ -67,7 +67,8 @@ from .eager_formulas import (
     slices_as_eager, sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
 )
 from .eager_norms import NORMS, batch_norm_as_eager
-from .eager_precision import accumulations_in_float32, comparisons, integer_divisions, to_integer_as_eager
+from .eager_precision import (accumulations_in_float32, comparisons, integer_divisions, numbers_in_float32,
+                              to_integer_as_eager)
 from .eager_promotion import PROMOTED_OP_NAMES, promotions
 
 _aten = torch.ops.aten
@@ -227,6 +228,7 @@ EAGER_FAITHFUL = (
     (_by_dispatch_only, accumulations_in_float32(), {INFERENCE, TRAINING}),
     (_by_dispatch_only, integer_divisions(), {INFERENCE, TRAINING}),
     (_by_dispatch_only, comparisons(), {INFERENCE, TRAINING}),
+    (_by_dispatch_only, numbers_in_float32(), {INFERENCE, TRAINING}),
     (_by_dispatch_only, {_aten._to_copy.default: to_integer_as_eager}, {INFERENCE, TRAINING}),
     (_calls(*_BACKWARDS_THAT_DIFFER),
      reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,

@@ -19,6 +19,8 @@ families, found by a sweep of dtypes against the device (tests/fuzz/FINDINGS.md,
   this machine is the oracle. ``to_integer_as_eager`` makes that conversion explicit.
 - Float ``//``: torch_xla floors ``x / other`` (``0.7 // 0.1`` gave 7.0); eager follows Python's
   rule (6.0). ``float_floor_division_as_eager`` computes it as eager's kernel does.
+- 16-bit floats with a Python number (``x / 1e5``): eager keeps the number in float32 and
+  computes there; torch_xla rounded it to the 16-bit type (inf). ``with_a_number_in_float32``.
 - Comparisons with a Python number: eager converts the number to the compared dtype first
   (``0.1`` to float32, ``200`` to int8 wraps to -56); torch_xla compared with the number itself.
   ``compared_as_eager`` converts it (where the dtype does not hold it exactly).
@@ -212,6 +214,32 @@ def integer_divisions() -> dict:
     for overload in ("Tensor_mode", "Scalar_mode"):
         table[getattr(_aten.div, overload)] = _divisions(None)
         table[getattr(_aten.div_, overload)] = _divisions(None, in_place=True)
+    return table
+
+
+# -- 16-bit floats with a Python number -----------------------------------------------------------
+
+def with_a_number_in_float32(op, in_place=False):
+    """``x / 1e5``, ``x * 0.1`` of a 16-bit float ``x``: eager's CPU kernel keeps the number in
+    float32 and computes there, rounding the result once; torch_xla rounded the number to the
+    16-bit type first (``1e5`` to float16 is inf: ``6e4 / 1e5`` gave 0, eager 0.6; ``0.1`` to
+    bfloat16 moves the product's last bit).  Numbers the 16-bit type holds exactly are left to
+    the lowering."""
+    def formula(x, other, *args, **kwargs):
+        if not isinstance(x, torch.Tensor) or x.dtype not in _HALVES or type(other) not in (int, float) \
+                or _fits(other, x.dtype):
+            return NotImplemented
+        result = op(x.float(), other, *args, **kwargs).to(x.dtype)
+        return x.copy_(result) if in_place else result
+    return formula
+
+
+def numbers_in_float32() -> dict:
+    table = {}
+    for name in ("add", "sub", "mul", "div"):
+        op = getattr(_aten, name).Tensor
+        table[op] = with_a_number_in_float32(op)
+        table[getattr(_aten, f"{name}_").Tensor] = with_a_number_in_float32(op, in_place=True)
     return table
 
 

@@ -137,3 +137,21 @@ def test_integer_division_of_python_numbers_is_left_to_the_op():
     from xla_bridge.eager_precision import integer_division_as_eager
     assert integer_division_as_eager("floor")(7, 2) is NotImplemented
     assert torch.equal(integer_division_as_eager("floor")(torch.tensor([7]), 2), torch.tensor([3]))
+
+
+HALVES_WITH_NUMBERS = {   # probe X r13: eager keeps the number in float32; 1e5 in float16 is inf
+    "float16 / 1e5": (lambda x: x / 1e5, torch.tensor([6e4, 1.0, -3.0], dtype=F16)),
+    "float16 * 1e-8": (lambda x: x * 1e-8 * 1e4, torch.tensor([6e4, 1.0, -3.0], dtype=F16)),
+    "float16 /= 1e5": (lambda x: x.clone().div_(1e5), torch.tensor([6e4, 1.0], dtype=F16)),
+    "bfloat16 * 0.1": (lambda x: x * 0.1, torch.linspace(-3, 3, 101).to(BF16)),
+    "bfloat16 - 1e39": (lambda x: x - 1e39, torch.tensor([1.0, -2.0], dtype=BF16)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", HALVES_WITH_NUMBERS)
+def test_a_16_bit_float_with_a_number_computes_as_eager(backend, case):
+    fn, x = HALVES_WITH_NUMBERS[case]
+    expected, actual = fn(x), minidynamo.optimize(backend)(fn)(x)
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
