@@ -63,6 +63,8 @@ class HostView:
     detached: bool = False
     # Eager's output is a view (``_base`` set); ``x.detach()`` shares the memory and is not one.
     view: bool = True
+    # Not a view, and with a version counter of its own (``x.data``; ``x.detach()`` shares x's).
+    own_version: bool = False
 
     def fits(self, base: torch.Tensor) -> bool:
         return base.shape == self.base_size and torch.Tensor.stride(base) == self.base_stride
@@ -70,10 +72,11 @@ class HostView:
     def of(self, base: torch.Tensor) -> torch.Tensor:
         if self.itself:
             return base
+        if not self.view and (self.detached or not base.requires_grad) and self._whole(base):
+            # ``x.detach()``, ``x.data``: the memory, no view (``detach_`` works)
+            return torch.Tensor.data.__get__(base) if self.own_version else torch.Tensor.detach(base)
         if self.detached:
             base = torch.Tensor.detach(base)
-            if not self.view and self._whole(base):   # ``x.detach()``: no view (``detach_`` works)
-                return base
         view = self._strided(base)
         if self.conj:
             view = torch.Tensor.conj(view)
@@ -333,6 +336,8 @@ def analyse_memory(program, args) -> MemoryPlan:
                                  for m in metas])
     position_of_storage = {_storage(m): i for i, m in enumerate(metas)
                            if isinstance(m, torch.Tensor)}
+    bumps = {i: m._version - v for i, (m, v) in enumerate(zip(metas, versions))
+             if isinstance(m, torch.Tensor) and m._version != v}
     views, owner_of_storage, layouts, output_views, view_of_leaf = {}, {}, {}, {}, {}
     device_views = []
     leaves = pytree.tree_leaves(out)
@@ -385,10 +390,9 @@ def analyse_memory(program, args) -> MemoryPlan:
                 position, tuple(leaf.shape), leaf.stride(), offset, tuple(base.shape), base.stride(),
                 itself=leaf is base, made_before_writes=leaf is not base and _grad_fn_raises(leaf),
                 dtype=leaf.dtype if retyped else None, conj=leaf.is_conj(), neg=leaf.is_neg(),
-                detached=base.requires_grad and traced_grad[k] is False, view=leaf._is_view())
+                detached=base.requires_grad and traced_grad[k] is False, view=leaf._is_view(),
+                own_version=not leaf._is_view() and leaf is not base and not _shares_version(leaf, base))
         views[k] = view_of_leaf[id(leaf)]
-    bumps = {i: m._version - v for i, (m, v) in enumerate(zip(metas, versions))
-             if isinstance(m, torch.Tensor) and m._version != v}
     # a write through ``x.data`` (a tensor of x's memory with a version counter of its own)
     # changes x without moving x's version: found by the memory written
     quiet = frozenset(position_of_storage[s] for s in stored.storages if s in position_of_storage) - set(bumps)
@@ -403,6 +407,14 @@ def analyse_memory(program, args) -> MemoryPlan:
 # matrix: both kernels allocate it so): a transposed weight going into one tells nothing.
 _LAYOUT_BLIND_OPS = frozenset(
     getattr(torch.ops.aten, name).default for name in ("mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot"))
+
+
+def _shares_version(tensor, other) -> bool:
+    """Does ``tensor`` move ``other``'s version counter (one counter: ``detach()``, a view) or has
+    it its own (``.data``)?  Asked by moving it (meta tensors of a finished analysis)."""
+    before = other._version
+    torch.autograd.graph.increment_version(tensor)
+    return other._version != before
 
 
 class _WrittenStorages(TorchDispatchMode):

@@ -110,3 +110,26 @@ def test_a_write_through_data_reaches_the_callers_tensor(backend):
         assert torch.allclose(expected, got) and torch.equal(x, x2) and torch.equal(buffer, buffer2)
         assert torch.allclose(w.grad, w2.grad)
         assert (x2._version, buffer2._version) == (x._version, buffer._version) == (0, 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("alias", ["data", "detach"])
+def test_an_argument_returned_through_data_or_detach_is_no_view(backend, alias):
+    """Eager's ``x.data`` and ``x.detach()`` share x's memory without being views of it
+    (``detach_()`` works on them); ``x.data`` has a version counter of its own, ``x.detach()``
+    shares x's.  The XLA backends returned a view of x (``detach_()`` raised) whose writes moved
+    x's version for ``.data`` too (probe Z r04, r20)."""
+    def f(x):
+        return getattr(x, alias) if alias == "data" else x.detach()
+
+    compiled = minidynamo.optimize(backend)(f)
+    for requires_grad in (False, True):
+        x, x2 = torch.ones(3, requires_grad=requires_grad), torch.ones(3, requires_grad=requires_grad)
+        expected, got = f(x), compiled(x2)
+        assert got._base is expected._base is None and got.data_ptr() == x2.data_ptr()
+        got.detach_()
+        expected.detach_()
+        with torch.no_grad():
+            expected.add_(1)
+            got.add_(1)
+        assert torch.equal(x2, x) and x2._version == x._version
