@@ -257,28 +257,32 @@ def _fits(value, dtype) -> bool:
     return type(value) in (int, bool) and info.min <= value <= info.max
 
 
-def compared_as_eager(op):
+def compared_as_eager(op, in_place=False):
     """``x == 0.1`` (and ``!=``, ``<``, ...) as eager compares: in the dtype both promote to, the
     number first converted to it (``0.1`` to float32; ``200`` to int8 wraps to -56).  torch_xla
     compared a float32 ``x`` with 0.1 itself (``tensor(0.1) == 0.1`` was False) and an int8 one
-    with 200 unwrapped.  Numbers the dtype holds exactly are left to the lowering."""
+    with 200 unwrapped.  Numbers the dtype holds exactly, and complex ones (eager refuses to
+    order them; its equality is left to the lowering), are left to the op."""
     def formula(x, other):
-        if not isinstance(x, torch.Tensor) or isinstance(other, torch.Tensor):
+        if not isinstance(x, torch.Tensor) or type(other) not in (int, float, bool):
             return NotImplemented
         dtype = torch.result_type(x, other)
         if dtype == x.dtype and _fits(other, dtype):
             return NotImplemented
-        wide = torch.complex128 if type(other) is complex else torch.float64 if type(other) is float \
-            else torch.int64
-        number, x = torch.full((), other, dtype=wide, device=x.device).to(dtype), x.to(dtype)
+        wide = torch.float64 if type(other) is float else torch.int64
+        number, converted = torch.full((), other, dtype=wide, device=x.device).to(dtype), x.to(dtype)
         with lowered():
-            return op(x, number)
+            result = op(converted, number)
+        return x.copy_(result) if in_place else result
     return formula
 
 
 def comparisons() -> dict:
-    return {getattr(_aten, name).Scalar: compared_as_eager(getattr(_aten, name).Tensor)
-            for name in ("eq", "ne", "lt", "le", "gt", "ge")}
+    table = {}
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        table[getattr(_aten, name).Scalar] = compared_as_eager(getattr(_aten, name).Tensor)
+        table[getattr(_aten, f"{name}_").Scalar] = compared_as_eager(getattr(_aten, name).Tensor, in_place=True)
+    return table
 
 
 # -- float to integer ----------------------------------------------------------------------------

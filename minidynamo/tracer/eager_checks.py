@@ -21,8 +21,9 @@ eager's kind of error for the two families below; the tracer then refuses the op
   on every run (``xla_bridge.index_check``).
 - Numbers out of a dtype's range: a kernel that converts a ``Scalar`` with a range check
   (``masked_fill(uint8, 300)``, ``clamp(float16, max=1e6)``, ``pad(uint8, value=-1)``) raises
-  where XLA wraps or saturates; asked of the CPU kernel with the real numbers, only when one is
-  out of range.
+  where XLA wraps or saturates; a complex number given to a real tensor's op that has no complex
+  kernel (``x > 1+1j``, ``x % (1+1j)``: XLA answered, or crashed the process).  Asked of the CPU
+  kernel with the real numbers, only when one is out of range or complex.
 - Dtypes a CPU kernel refuses: ops that draw random numbers (``torch.rand_like`` of an int64
   tensor: eager's ``uniform_`` has no integer kernel, its meta kernel does not care), and any op
   given a tensor that is not float32/float64 (``gelu``, ``hardswish``, ``lerp``, max pools of an
@@ -62,7 +63,7 @@ def check(func, args, kwargs, written) -> None:
     if func.overloadpacket in _SCALAR_RULED:
         _scalar_arguments(func, args)
     if _number_out_of_range(func, args, kwargs):
-        _overflow_refused(func, args, kwargs)
+        _number_refused(func, args, kwargs)
     if written and torch.Tag.pointwise in func.tags and func._schema.name.endswith("_"):
         _result_casts_to_self(func, args, kwargs)
 
@@ -259,10 +260,14 @@ def _number_out_of_range(func, args, kwargs) -> bool:
     ``Scalar::to<T>()`` (``masked_fill``, ``fill_``, ``clamp``, ``pad``'s value) raise "value
     cannot be converted ... without overflow" where meta kernels do not; others wrap it."""
     tensor = next((v for v in tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)), None)
-    if tensor is None or tensor.dtype in _WIDE_FLOATS or tensor.is_complex():
+    if tensor is None or tensor.is_complex():
         return False
     for argument, value in schema_arguments(func, args, kwargs):
-        if "number" not in str(argument.type) or type(value) not in (int, float):    # (a Scalar)
+        if "number" not in str(argument.type):    # (a Scalar)
+            continue
+        if type(value) is complex:         # (``x > 1+1j`` of a real x: eager refuses to order it)
+            return True
+        if type(value) not in (int, float) or tensor.dtype in _WIDE_FLOATS:
             continue
         if tensor.dtype in _REDUCED_FLOATS:
             if value == value and abs(value) != float("inf") and abs(value) > torch.finfo(tensor.dtype).max:
@@ -274,9 +279,9 @@ def _number_out_of_range(func, args, kwargs) -> bool:
     return False
 
 
-def _overflow_refused(func, args, kwargs) -> None:
+def _number_refused(func, args, kwargs) -> None:
     """Ask the CPU kernel itself, on stand-ins with the real numbers (rare: only for a number out
-    of range), and raise its overflow error if it refuses."""
+    of range, or complex), and raise if it refuses the number (overflow, or no complex kernel)."""
     small = sum(t.numel() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)) <= _MAX_SHAPED_RUN
 
     def stand_in(v):
@@ -284,6 +289,8 @@ def _overflow_refused(func, args, kwargs) -> None:
     try:
         with cpu_state_kept():
             func(*tree_map(stand_in, args), **tree_map(stand_in, kwargs))
+    except NotImplementedError as error:
+        raise RuntimeError(f"{func}: {error}") from None
     except RuntimeError as error:
         if "without overflow" in str(error):
             raise RuntimeError(f"{func}: {error}") from None

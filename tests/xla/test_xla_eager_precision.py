@@ -155,3 +155,13 @@ def test_a_16_bit_float_with_a_number_computes_as_eager(backend, case):
     expected, actual = fn(x), minidynamo.optimize(backend)(fn)(x)
     assert actual.dtype == expected.dtype
     torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
+
+
+def test_an_in_place_comparison_converts_the_number_too():
+    """Probe Z r18: ``x.eq_(0.1)`` on an argument compared with 0.1 itself."""
+    for fn, x in ((lambda a: a.eq_(0.1), torch.tensor([0.1, 0.2])),
+                  (lambda a: a.gt_(200), torch.tensor([-56, 100], dtype=torch.int8))):
+        expected, got = x.clone(), x.clone()
+        fn(expected)
+        minidynamo.optimize("torchxla_trace_once")(fn)(got)
+        assert torch.equal(got, expected), (got, expected)

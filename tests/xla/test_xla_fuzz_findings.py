@@ -1487,3 +1487,25 @@ def test_a_number_the_kernel_wraps_still_compiles():
     fn = lambda a: (a + 300) * 2        # noqa: E731  (eager wraps: no range check in add)
     x = torch.tensor([0, 255, 3], dtype=U8)
     assert torch.equal(minidynamo.optimize("torchxla_trace_once")(fn)(x), fn(x))
+
+
+COMPLEX_NUMBERS = {      # probe Z r11, r12: eager has no kernel for these; XLA answered, or crashed the process
+    "x > 1+1j": lambda x: x > (1 + 1j),
+    "x <= 1+1j": lambda x: x <= (1 + 1j),
+    "x % (1+1j)": lambda x: torch.remainder(x, 1 + 1j),
+}
+
+
+@pytest.mark.parametrize("case", COMPLEX_NUMBERS)
+def test_a_complex_number_eager_refuses_is_refused(case):
+    fn, x = COMPLEX_NUMBERS[case], torch.tensor([0.5, 2.0])
+    with pytest.raises(NotImplementedError):
+        fn(x)
+    with pytest.raises(NotImplementedError):
+        minidynamo.optimize("torchxla_trace_once")(fn)(x)
+
+
+def test_equality_with_a_complex_number_still_compiles():
+    fn = lambda x: (x * 2) == (1 + 0j)     # noqa: E731
+    x = torch.tensor([0.5, 2.0])
+    assert torch.equal(minidynamo.optimize("torchxla_trace_once")(fn)(x), fn(x))
