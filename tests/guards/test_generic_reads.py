@@ -117,3 +117,24 @@ def test_the_guard_reads_by_object_lookup_and_every_layer_agrees(tensor_check_mo
             assert calls == [], f"{name}: checking the guard ran the program's __getattribute__"
         finally:
             undo()
+
+
+class Plain:
+    def __init__(self):
+        self.v = 1.5
+
+
+def test_a_getattribute_given_to_the_class_later_is_seen():
+    """Probe Z r01, r14: a ``__getattribute__`` assigned to the class after the compile answers
+    every read in eager; the guards relied on object's lookup (or on ``__getattr__`` alone)."""
+    for make in (Plain, fallback_object):
+        o, compiled = make(), minidynamo.optimize("eager")(add_v if make is Plain else add_scale)
+        plain = add_v if make is Plain else add_scale
+        compiled(torch.ones(2), o)
+        compiled(torch.ones(2), o)
+        type(o).__getattribute__ = lambda self, name: 100.0 if name in ("v", "scale") \
+            else object.__getattribute__(self, name)
+        try:
+            assert torch.equal(compiled(torch.ones(2), o), plain(torch.ones(2), o))
+        finally:
+            del type(o).__getattribute__

@@ -548,6 +548,10 @@ class UserObjectVariable(VariableTracker):
         from ..program_code import python_slot
 
         klass = self.python_type()
+        if self.source is not None:      # a __getattribute__ or __getattr__ added later would answer
+            from ..class_answers import guard_class
+
+            guard_class(tx, klass, lookups=("__getattribute__", "__getattr__"))
         try:
             if python_slot(klass, "__getattribute__") is not None:
                 return self.class_lookup(tx, "__getattribute__").call_function(tx, [ConstantVariable(name)], {})
