@@ -111,9 +111,10 @@ def nan_to_num_as_eager(x, nan=None, posinf=None, neginf=None):
 # -- integer division --------------------------------------------------------------------------
 
 def _is_integer(value) -> bool:
+    """An integer tensor, or a Python int (``True`` counts: ``x // True`` is ``x // 1``)."""
     if isinstance(value, torch.Tensor):
         return not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool)
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int)
 
 
 def _exact_quotient(multiple, other, dtype):
@@ -137,8 +138,6 @@ def integer_division_as_eager(rounding_mode, in_place=False):
                 or rounding_mode not in ("floor", "trunc"):
             return NotImplemented
         dtype = torch.result_type(x, other)
-        if not isinstance(other, torch.Tensor):   # a number converts to the dtype as eager's does (wraps)
-            other = int(torch.tensor(other).to(dtype))
         wide, a, b = _in_wide_integers(dtype, x, other)
         left = torch.remainder(a, b) if rounding_mode == "floor" else torch.fmod(a, b)
         result = _exact_quotient((a - left).to(wide), b, wide).to(dtype)
@@ -147,11 +146,17 @@ def integer_division_as_eager(rounding_mode, in_place=False):
 
 
 def _in_wide_integers(dtype, x, other):
-    """The dtype to compute integer ``dtype`` in, and both operands in it: 8- and 16-bit
-    integers in int32 (torch_xla widens an int8 remainder as if unsigned: ``(x % -3).long()``
-    of -14 gave 254), wider ones as they are."""
-    wide = torch.int32 if dtype.itemsize < 4 else dtype
-    return wide, x.to(wide), other.to(wide) if isinstance(other, torch.Tensor) else other
+    """The dtype to compute integer ``dtype`` in, and both operands in it, each first converted
+    to ``dtype`` as eager converts them (a number or 0-dim tensor out of its range wraps: ``200``
+    to int8 is -56): integers up to 32 bits in int64 (torch_xla widens an int8 remainder as if
+    unsigned, ``(x % -3).long()`` of -14 gave 254; ``x - remainder`` of int32 overflows near its
+    limits), int64 as it is."""
+    wide = torch.int64
+    if isinstance(other, torch.Tensor):
+        other = other.to(dtype).to(wide)
+    else:
+        other = int(torch.tensor(int(other)).to(dtype))
+    return wide, x.to(dtype).to(wide), other
 
 
 def narrow_integer_remainder(x, other):

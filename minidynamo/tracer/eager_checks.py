@@ -129,7 +129,9 @@ def _scalar_arguments(func, args) -> None:
             or args[0].is_complex() or type(args[1]) not in (int, bool):
         return
     packet = func.overloadpacket
-    if packet in _INTEGER_DIVISIONS and args[1] == 0 and (packet not in (aten.div, aten.div_)
+    # (the number converted to the tensor's dtype, as eager does: 256 is 0 for an int8 tensor)
+    divisor = int(torch.tensor(int(args[1])).to(torch.result_type(args[0], args[1])))
+    if packet in _INTEGER_DIVISIONS and divisor == 0 and (packet not in (aten.div, aten.div_)
                                                           or "mode" in func._overloadname):
         raise RuntimeError("ZeroDivisionError")
     if packet in (aten.pow, aten.pow_) and args[1] < 0:

@@ -60,7 +60,25 @@ DIVISIONS = {
                           torch.tensor([99999999 * 1000003, 2 ** 55 + 1])),
     "in place //=": (lambda i: i.clone().floor_divide_(7), torch.tensor([20000001], dtype=torch.int32)),
     "uint8 // -1 (the number wraps to 255)": (lambda i: i // -1, torch.tensor([0, 255, 3], dtype=torch.uint8)),
+    # probe Z r06, r07, r09, r17
+    "int32 near its limits // 3": (lambda i: i // 3, torch.tensor([-2 ** 31, 2 ** 31 - 1, -7], dtype=torch.int32)),
+    "int32 // -128": (lambda i: i // -128, torch.tensor([2 ** 31 - 1, -2 ** 31], dtype=torch.int32)),
+    "int32 // True": (lambda i: i // True, torch.tensor([2147483646, -2147483647], dtype=torch.int32)),
+    "int32 // 2**31 (wraps to -2**31)": (lambda i: torch.div(i, 2 ** 31, rounding_mode="floor"),
+                                         torch.tensor([1, 7], dtype=torch.int32)),
+    "int8 % 200 (wraps to -56)": (lambda i: i % 200, torch.tensor([1, 7, -63], dtype=torch.int8)),
+    "uint8 % -3 (wraps to 253)": (lambda i: i % -3, torch.tensor([1, 200], dtype=torch.uint8)),
+    "int8 // a 0-dim int64 200": (lambda i: i // torch.tensor(200), torch.tensor([1, 7, -63], dtype=torch.int8)),
 }
+
+
+def test_an_integer_division_by_a_number_that_wraps_to_zero_raises_as_in_eager():
+    fn = lambda i: torch.div(i, 256, rounding_mode="floor")     # noqa: E731  (256 is 0 in int8)
+    x = torch.tensor([1, 2], dtype=torch.int8)
+    with pytest.raises(RuntimeError):
+        fn(x)
+    with pytest.raises(RuntimeError):
+        minidynamo.optimize("torchxla_trace_once")(fn)(x)
 
 
 TENTHS = torch.tensor([0.3, 0.7, 1.0, 0.2, 0.5, 0.9, 2.3, -0.3, 0.0, -0.0])
