@@ -21,6 +21,7 @@ families, found by a sweep of dtypes against the device (tests/fuzz/FINDINGS.md,
   rule (6.0). ``float_floor_division_as_eager`` computes it as eager's kernel does.
 - 16-bit floats with a Python number (``x / 1e5``): eager keeps the number in float32 and
   computes there; torch_xla rounded it to the 16-bit type (inf). ``with_a_number_in_float32``.
+  Likewise ``int8 / 200``: eager divides in float32; torch_xla converted 200 to int8 first.
 - Comparisons with a Python number: eager converts the number to the compared dtype first
   (``0.1`` to float32, ``200`` to int8 wraps to -56); torch_xla compared with the number itself.
   ``compared_as_eager`` converts it (where the dtype does not hold it exactly).
@@ -239,12 +240,29 @@ def with_a_number_in_float32(op, in_place=False):
     return formula
 
 
+def integer_divided_by_a_number(x, other):
+    """``x / 200`` of an integer (or bool) ``x``: eager divides in the float dtype the division
+    promotes to (the default dtype), the number converted to it; torch_xla converted 200 to x's
+    int8 first (saturated or wrapped: ``1 / 200`` gave -0.0179)."""
+    if not isinstance(x, torch.Tensor) or x.is_floating_point() or x.is_complex() \
+            or type(other) not in (int, float, bool):
+        return NotImplemented
+    dtype = torch.result_type(x, other)
+    if not dtype.is_floating_point:            # (true division of integers: the default dtype)
+        dtype = torch.get_default_dtype()
+    number = torch.full((), other, dtype=torch.float64, device=x.device).to(dtype)
+    converted = x.to(dtype)
+    with lowered():
+        return _aten.div.Tensor(converted, number)
+
+
 def numbers_in_float32() -> dict:
     table = {}
     for name in ("add", "sub", "mul", "div"):
         op = getattr(_aten, name).Tensor
         table[op] = with_a_number_in_float32(op)
         table[getattr(_aten, f"{name}_").Tensor] = with_a_number_in_float32(op, in_place=True)
+    table[_aten.div.Tensor] = first_answer(table[_aten.div.Tensor], integer_divided_by_a_number)
     return table
 
 

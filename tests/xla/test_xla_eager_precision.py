@@ -183,3 +183,13 @@ def test_an_in_place_comparison_converts_the_number_too():
         fn(expected)
         minidynamo.optimize("torchxla_trace_once")(fn)(got)
         assert torch.equal(got, expected), (got, expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_true_division_of_integers_by_a_number_out_of_their_range(backend):
+    """Probe Z r10: ``int8 / 200`` divides in float32 in eager; torch_xla converted 200 to int8
+    first (``1 / 200`` gave -0.0179, ``1 / 256`` inf)."""
+    for fn in (lambda x: x / 200, lambda x: x / 256, lambda x: x / 3.5, lambda x: x / 2):
+        x = torch.tensor([1, 0, -7], dtype=torch.int8)
+        expected, actual = fn(x), minidynamo.optimize(backend)(fn)(x)
+        assert actual.dtype == expected.dtype and torch.equal(actual, expected), (actual, expected)
