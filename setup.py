@@ -1,10 +1,11 @@
 """Builds the C extensions (the frame hook, guard helpers); everything else is in pyproject.toml.
 
-Two extensions are C++ and optional (the second: ``xla_bridge._replay``, the replay call): ``guards._tensor_match`` reads tensor metadata from
-at::Tensor, so it compiles against the torch installed in the build environment.  It is built
-when ``import torch`` works here (``pip install --no-build-isolation``, or ``setup.py build_ext``
-with the project's venv) and skipped with a note otherwise: guards then uses its C and Python
-paths, with the same answers.
+Three extensions are C++ and optional: ``guards._tensor_match`` (tensor guards read from
+at::Tensor), ``xla_bridge._replay`` (the replay call) and ``minidynamo._jit_state`` (the JIT
+tracer's state, read without Python). They compile against the torch installed in the build
+environment, so they are built when ``import torch`` works here (``pip install
+--no-build-isolation``, or ``setup.py build_ext`` with the project's venv) and skipped with a note
+otherwise: the project then uses its C and Python paths, with the same answers.
 """
 from glob import glob
 
@@ -34,6 +35,9 @@ else:
     # the headers in guards/csrc (listed so that a change to one rebuilds it)
     ext_modules.append(CppExtension("guards._tensor_match", sources=["guards/_tensor_match.cpp"],
                                     depends=sorted(glob("guards/csrc/*.h")),
+                                    extra_compile_args=["-O2", "-g0", "-Wall"]))
+    # optional: the JIT tracer's thread state for the nn.Module call shortcut (else asked of Python)
+    ext_modules.append(CppExtension("minidynamo._jit_state", sources=["minidynamo/_jit_state.cpp"],
                                     extra_compile_args=["-O2", "-g0", "-Wall"]))
     # optional C++ replay call of torchxla_trace_once (xla_bridge falls back to Python without it)
     ext_modules.append(CppExtension("xla_bridge._replay", sources=["xla_bridge/_replay.cpp"],

@@ -35,6 +35,7 @@ static PyObject *module_globals;       /* torch.nn.modules.module.__dict__ (the 
 static PyObject *torch_c_dict;         /* torch._C.__dict__ */
 static PyObject *get_tracing_state;    /* torch._C._get_tracing_state, as imported */
 static PyObject *ordered_dict_type;    /* collections.OrderedDict */
+static int (*jit_is_tracing)(void);    /* minidynamo._jit_state's reader, if built (else NULL) */
 
 static PyObject *str_call, *str_call_impl, *str_getattribute, *str_compiled_call_impl, *str_forward,
     *str_get_tracing_state;
@@ -92,12 +93,17 @@ static PyObject *direct_forward(PyObject *module, int as_method) {
     PyObject *tracing = PyDict_GetItemWithError(torch_c_dict, str_get_tracing_state);
     if (tracing != get_tracing_state)
         return NULL;
-    PyObject *state = PyObject_CallNoArgs(tracing);
-    if (state == NULL)
-        return NULL;
-    Py_DECREF(state);
-    if (state != Py_None)
-        return NULL;
+    if (jit_is_tracing != NULL) {          /* the same thread state, read without a Python call */
+        if (jit_is_tracing())
+            return NULL;
+    } else {
+        PyObject *state = PyObject_CallNoArgs(tracing);
+        if (state == NULL)
+            return NULL;
+        Py_DECREF(state);
+        if (state != Py_None)
+            return NULL;
+    }
     for (int i = 0; i < 4; i++) {
         PyObject *own = plain_attribute(type, dict, own_hook_names[i]);
         if (own == NULL || !empty_hooks(own))
@@ -272,7 +278,8 @@ static PyTypeObject ModuleCallType = {
 /* ---- the module ---- */
 
 static PyObject *py_stats(PyObject *self, PyObject *unused) {
-    return Py_BuildValue("{sKsK}", "direct", n_direct, "usual", n_usual);
+    return Py_BuildValue("{sKsKsO}", "direct", n_direct, "usual", n_usual, "native_tracing_check",
+                         jit_is_tracing != NULL ? Py_True : Py_False);
 }
 
 static PyObject *py_reset_stats(PyObject *self, PyObject *unused) {
@@ -340,7 +347,16 @@ static int find_objects(void) {
         return -1;
     ordered_dict_type = PyObject_GetAttrString(collections, "OrderedDict");
     Py_DECREF(collections);
-    return ordered_dict_type == NULL ? -1 : 0;
+    if (ordered_dict_type == NULL)
+        return -1;
+    PyObject *jit_state = PyImport_ImportModule("minidynamo._jit_state");   /* (PyCapsule_Import
+                                                 does not import submodules itself) */
+    if (jit_state != NULL)
+        jit_is_tracing = (int (*)(void))PyCapsule_Import("minidynamo._jit_state.is_tracing", 0);
+    Py_XDECREF(jit_state);
+    if (jit_is_tracing == NULL)            /* not built: ask torch._C._get_tracing_state() */
+        PyErr_Clear();
+    return 0;
 }
 
 PyMODINIT_FUNC PyInit__module_call(void) {

@@ -279,3 +279,12 @@ def test_a_hook_on_the_wrapper_and_a_global_hook_each_fire_once():
     finally:
         handle.remove()
     minidynamo.reset()
+
+
+def test_the_tracing_check_reads_the_jit_state_without_python_when_built():
+    """With minidynamo._jit_state built (it is, wherever torch imports at build time) the
+    shortcut reads the tracer's thread state directly; the JIT test above checks its answer."""
+    import importlib.util
+
+    built = importlib.util.find_spec("minidynamo._jit_state") is not None
+    assert stats()["native_tracing_check"] is built
