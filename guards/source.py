@@ -2,8 +2,8 @@
 
 A source is a small hashable expression tree.  Roots name where a frame gets values
 (its arguments, its globals, the builtins, its function's closure cells, global torch
-state); ``AttrSource`` and ``ItemSource`` extend a chain one step.  ``name()`` is the
-readable form users see in guards and logs::
+state); a ``DerivedSource`` (``AttrSource``, ``ItemSource``, ...) extends a chain one step.
+``name()`` is the readable form users see in guards and logs::
 
     AttrSource(AttrSource(LocalSource("self"), "layer1"), "weight").name()
     # -> "L['self'].layer1.weight"
@@ -70,6 +70,18 @@ class FrameValues:
     locals: dict
     f_globals: dict
     f_builtins: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class DerivedSource(Source):
+    """A source read from another one, ``base_source`` (an attribute, an item, a method's answer):
+    the links of a chain.  Roots (arguments, globals, cells, global state) have no base."""
+
+    base_source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
 
 
 @frozen_source
@@ -327,16 +339,11 @@ TORCH_STATE_FUNCTIONS = ("get_default_dtype", "is_inference_mode_enabled", "get_
 
 
 @frozen_source
-class CallSource(Source):
+class CallSource(DerivedSource):
     """``base.method()`` as the class defines it (``type(x).storage_offset(x)``: an attribute on the
     instance cannot stand in), no arguments: a tensor's metadata, a set's repr, a scalar's item."""
 
-    base_source: Source
     method: str
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
 
     def name(self) -> str:
         return f"{self.base_source.name()}.{self.method}()"
@@ -360,15 +367,10 @@ class GlobalModuleHooksSource(Source):
 
 
 @frozen_source
-class AttrSource(Source):
+class AttrSource(DerivedSource):
     """``base.attr``."""
 
-    base_source: Source
     attr: str
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
 
     def name(self) -> str:
         return f"{self.base_source.name()}.{self.attr}"
@@ -378,18 +380,13 @@ class AttrSource(Source):
 
 
 @frozen_source
-class GenericAttrSource(Source):
+class GenericAttrSource(DerivedSource):
     """``object.__getattribute__(base, attr)``: what object's own lookup finds (data descriptors,
     the instance dict, the class), for an object whose class answers reads in Python (its
     ``__getattribute__``, or ``__getattr__`` for a name that goes missing).  ``base.attr`` would
     run that code inside the guard, on every call, where eager runs it only where the program reads."""
 
-    base_source: Source
     attr: str
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
 
     def name(self) -> str:
         return f"object.__getattribute__({self.base_source.name()}, {self.attr!r})"
@@ -399,15 +396,10 @@ class GenericAttrSource(Source):
 
 
 @frozen_source
-class ItemSource(Source):
+class ItemSource(DerivedSource):
     """``base[key]`` for a constant key (int, str, or another hashable constant)."""
 
-    base_source: Source
     key: Hashable
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
 
     def name(self) -> str:
         return f"{self.base_source.name()}[{self.key!r}]"
