@@ -342,11 +342,13 @@ def analyse_memory(program, args) -> MemoryPlan:
     device_views = []
     leaves = pytree.tree_leaves(out)
     traced_grad = _traced_requires_grad(program, len(leaves))
+    def ownership(k, leaf):               # the others are rebuilt as views of the owner
+        return _fills_its_storage(leaf), traced_grad[k] is True
     for k, leaf in enumerate(leaves):     # each storage's owner: the first output filling it,
-        if isinstance(leaf, torch.Tensor):  # else the first (``logits.t(), logits``: the second)
-            storage = _storage(leaf)
+        if isinstance(leaf, torch.Tensor):  # else the first (``logits.t(), logits``: the second),
+            storage = _storage(leaf)        # one requiring grad first (``h.data, h``: the second)
             owner = owner_of_storage.get(storage)
-            if owner is None or (not _fills_its_storage(owner[1]) and _fills_its_storage(leaf)):
+            if owner is None or ownership(k, leaf) > ownership(*owner):
                 owner_of_storage[storage] = (k, leaf)
     for k, leaf in enumerate(leaves):
         if not isinstance(leaf, torch.Tensor):
@@ -358,6 +360,8 @@ def analyse_memory(program, args) -> MemoryPlan:
             if base is not leaf:
                 view = _output_view(leaf, base, base_k, base_k in layouts,
                                     detached=traced_grad[base_k] is True and traced_grad[k] is False)
+                if traced_grad[k] is True and traced_grad[base_k] is not True:
+                    view = None           # (a view of what has no history would have none)
                 if view is None:
                     raise NotOneGraph("two outputs share memory (one is a view of the other): "
                                       "the device would return them as separate tensors")

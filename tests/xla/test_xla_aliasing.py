@@ -670,6 +670,10 @@ DETACHING = {
     "an output and its detach": lambda x, w: ((x * w), (x * w).detach()),
     "a slice of an output's detach": lambda x, w: ((x * w), (x * w).detach()[1:]),
     "a slice of the input, connected": lambda x, w: (x[1:], x * w),
+    # the detached one first: the one with history is no view of it (trivial lost its gradient)
+    "an output's .data, then the output": lambda x, w: (lambda h: (h.data, h))(x * w),
+    "an output's detach, then the output": lambda x, w: (lambda h: (h.detach(), h))(x * w),
+    "an output's detach, then a slice of the output": lambda x, w: (lambda h: (h.detach(), h[1:]))(x * w),
 }
 
 
@@ -691,6 +695,7 @@ def test_a_detached_view_carries_no_gradient(backend, program):
         return [o.requires_grad for o in outs], x.grad, w.grad, [o.detach() for o in outs]
 
     minidynamo.reset()
+    dev.xla_device()          # torch_xla before the first backward (else the call runs eagerly)
     expected = run(program)
     got = run(minidynamo.optimize(backend)(program))
     assert got[0] == expected[0]
