@@ -90,9 +90,12 @@ def accumulations_in_float32() -> dict:
         table[op] = in_float32(op, half_to_float_at=2)
     # float16 products: eager's CPU kernels accumulate them in float32, XLA:CPU in float16
     # (a bmm over 1000 terms was off by 5.5 where eager's was by 0.5); bfloat16's agree
-    for op in (_aten.mm.default, _aten.bmm.default, _aten.addmm.default, _aten.baddbmm.default,
-               _aten.convolution.default):
+    for op in (_aten.mm.default, _aten.bmm.default):
         table[op] = in_float32(op, dtypes=(torch.float16,))
+    # a product with a term added (a bias: 2-D ``F.linear``, a convolution's): eager adds it to
+    # the float32 sum and rounds once, XLA rounds the product, then the sum (bfloat16 too)
+    for op in (_aten.addmm.default, _aten.baddbmm.default, _aten.addmv.default, _aten.convolution.default):
+        table[op] = in_float32(op)
     table[_aten.nan_to_num.default] = nan_to_num_as_eager
     return table
 

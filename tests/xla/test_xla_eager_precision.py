@@ -50,6 +50,33 @@ def test_a_16_bit_reduction_accumulates_in_float32_as_eager(backend, case):
     torch.testing.assert_close(actual, expected, rtol=1e-2, atol=1e-6)
 
 
+def _draw(*shape, dtype=BF16, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+PRODUCTS_WITH_A_TERM = {   # probe AB r8: XLA rounded the product to 16 bits, then the sum again
+    "bf16 F.linear (2-D, bias)": (lambda x, w, b: F.linear(x, w, b), (_draw(16, 12), _draw(8, 12, seed=1), _draw(8, seed=2))),
+    "fp16 F.linear (2-D, bias)": (lambda x, w, b: F.linear(x, w, b),
+                                  (_draw(16, 12, dtype=F16), _draw(8, 12, dtype=F16, seed=1), _draw(8, dtype=F16, seed=2))),
+    "bf16 addmm, beta and alpha": (lambda m, a, b: torch.addmm(m, a, b, beta=0.5, alpha=2),
+                                   (_draw(16, 8), _draw(16, 12, seed=1), _draw(12, 8, seed=2))),
+    "bf16 baddbmm": (torch.baddbmm, (_draw(3, 16, 8), _draw(3, 16, 12, seed=1), _draw(3, 12, 8, seed=2))),
+    "bf16 addmv": (torch.addmv, (_draw(16), _draw(16, 12, seed=1), _draw(12, seed=2))),
+    "bf16 conv2d with a bias": (lambda x, w, b: F.conv2d(x, w, b),
+                                (_draw(2, 3, 8, 8), _draw(4, 3, 3, 3, seed=1), _draw(4, seed=2))),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", PRODUCTS_WITH_A_TERM)
+def test_a_16_bit_product_with_a_term_added_rounds_once_as_eager(backend, case):
+    fn, args = PRODUCTS_WITH_A_TERM[case]
+    expected = fn(*args)
+    actual = minidynamo.optimize(backend)(fn)(*args)
+    assert actual.dtype == expected.dtype
+    assert torch.equal(actual, expected), (actual - expected).abs().max()
+
+
 DIVISIONS = {
     "int32 // 7": (lambda x: x // 7, torch.tensor([20000001, -20000001], dtype=torch.int32)),
     "int32 // 3 near 2**30": (lambda x: x // 3, torch.tensor([1073741825], dtype=torch.int32)),
