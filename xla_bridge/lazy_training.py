@@ -4,7 +4,8 @@ refuses what the replayed path refuses (an output viewing an argument, an in-pla
 argument that requires grad) and lays non-compact outputs out as eager does, autograd kept.
 
 Its autograd graph is PyTorch/XLA's own, so saved tensors are checked by autograd; one that is
-the device copy of a caller's tensor is watched through the caller's (``_SavedOnDevice``).
+the device copy of a caller's tensor, or that a returned output views or detaches (one version
+counter in eager), is watched through the caller's (``_SavedOnDevice``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,43 @@ from .training import (
     _NO_DEVICE_BACKWARD, NO_GRAD_NEEDED, _arguments, _check_version, _refuse_saved_tensor_hooks,
     _requires_grad, _version,
 )
+
+
+def _storage_key(tensor):
+    try:
+        return tensor.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _moves_version_of(tensor, other) -> bool:
+    """Does a write to ``tensor`` move ``other``'s version counter (a view, ``detach()``; not
+    ``.data``)?  Asked by moving it, then setting it back (no one else sees the step)."""
+    before, other_before = tensor._version, other._version
+    torch.autograd.graph.increment_version(tensor)
+    shared = other._version != other_before
+    torch._C._autograd._unsafe_set_version_counter((tensor,), (before,))
+    return shared
+
+
+def _outputs_sharing_versions(device_leaves, home) -> dict:
+    """{storage key: [(device output, the caller's copy)]} of the outputs that come home."""
+    by_storage = {}
+    for leaf in device_leaves:
+        if isinstance(leaf, torch.Tensor) and id(leaf) in home:
+            key = _storage_key(leaf)
+            if key is not None:
+                by_storage.setdefault(key, []).append((leaf, home[id(leaf)]))
+    return by_storage
+
+
+def _output_moving_version(saved, by_storage):
+    """The caller's copy of an output whose writes move ``saved``'s version counter in eager (a
+    view or ``detach()`` of it: eager's backward then refuses), or None."""
+    for leaf, caller in by_storage.get(_storage_key(saved), ()):
+        if leaf is not saved and _moves_version_of(leaf, saved):
+            return caller
+    return None
 
 
 def _views_an_argument(bridged) -> bool:
@@ -155,6 +193,7 @@ class LazyTraining:
         moved = {id(device_args[p]): args[p] for p, a in enumerate(args)
                  if isinstance(a, torch.Tensor) and device_args[p] is not a}
         leaves = [moved.get(id(leaf), leaf) for leaf in leaves]
+        device_leaves = list(leaves)
         home = {}                             # id(device output) -> the caller's copy
         if bridged.host_outputs:              # each tensor once: one returned twice stays one
             for k, leaf in enumerate(leaves):
@@ -169,11 +208,15 @@ class LazyTraining:
         guard_views_as_eager(leaves, bridged.creations)
         callers = {key: (tensor, "an argument") for key, tensor in moved.items()}
         callers.update((key, (tensor, "an output")) for key, tensor in home.items())
+        by_storage = _outputs_sharing_versions(device_leaves, home) if saved else {}
         for handle in saved:                 # eager saved the caller's tensor: watch it
             caller = callers.get(id(handle.tensor))
             base = handle.tensor._base
             if caller is None and base is not None:   # a view of it (linear saves weight.t()):
                 caller = callers.get(id(base))        # eager's shares the caller's version
+            if caller is None:               # an output viewing or detaching it
+                output = _output_moving_version(handle.tensor, by_storage)
+                caller = None if output is None else (output, "an output")
             if caller is not None:
                 handle.watch = (caller[0], _version(caller[0]), caller[1])
         return pytree.tree_unflatten(leaves, treespec)

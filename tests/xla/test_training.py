@@ -808,6 +808,52 @@ def test_a_saved_weight_changed_before_backward_raises_as_eager(backend, change)
     minidynamo.reset()
 
 
+SAVED_AND_RETURNED_ALIASED = {   # training probe AB r5: the alias returned, the saved tensor not
+    "a view, written": (lambda h: h[0], lambda t: t.zero_()),
+    "a detach, written": (lambda h: h.detach(), lambda t: t.exp_()),
+    "a detach, not written": (lambda h: h.detach(), lambda t: None),
+}
+# ``.data`` has a counter of its own: eager's backward runs on the written values, no error.
+# trace_once's backward reads them; trivial's reads its device copy (tests/fuzz/FINDINGS.md).
+DATA_WRITTEN = (lambda h: h.data, lambda t: t.zero_())
+
+
+@pytest.mark.parametrize("backend, case", [(backend, case) for case in SAVED_AND_RETURNED_ALIASED
+                                           for backend in ("torchxla_trivial", "torchxla_trace_once")]
+                         + [("torchxla_trace_once", ".data, written")])
+def test_an_output_aliasing_a_saved_tensor_written_before_backward_raises_as_eager(backend, case):
+    """``tanh`` saves its result; the program returns a view or ``detach()`` of it (log-probs kept
+    for metrics). A write to that output moves the saved tensor's version counter in eager, whose
+    backward then refuses; trivial watched only saved tensors returned themselves and ran the
+    backward on the device's old values."""
+    dev.xla_device()
+    alias, write = SAVED_AND_RETURNED_ALIASED.get(case, DATA_WRITTEN)
+
+    def step(x, w):
+        h = torch.tanh(x @ w)
+        return h * 3, alias(h)
+
+    def outcome(fn):
+        minidynamo.reset()
+        torch.manual_seed(0)
+        x, w = torch.randn(5, 6), torch.randn(6, 4, requires_grad=True)
+        out, aliased = fn(x, w)
+        with torch.no_grad():
+            write(aliased)
+        try:
+            out.sum().backward()
+        except RuntimeError as error:
+            return "modified by an inplace operation" in str(error)
+        return w.grad
+
+    expected, got = outcome(step), outcome(minidynamo.optimize(backend)(step))
+    if isinstance(expected, bool):
+        assert got is expected
+    else:
+        torch.testing.assert_close(got, expected)
+    minidynamo.reset()
+
+
 @pytest.mark.parametrize("backend", ["torchxla_trivial", "torchxla_trace_once"])
 def test_backward_through_a_batch_norm_in_eval_mode_gives_eagers_gradients(backend):
     """torch_xla's own backward of an eval-mode batch norm raises ("offset factor is 0"); trivial
