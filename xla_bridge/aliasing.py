@@ -24,6 +24,7 @@ data only. An output eager lays out non-compactly (a view of a tensor made insid
 """
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from torch.utils import _pytree as pytree
@@ -240,6 +241,7 @@ class MemoryPlan:
     creations: dict = None      # {output leaf index: CreationMeta}: views autograd guards
     bumps: dict = None          # {written position: how far eager moves its version counter}
     quiet: frozenset = frozenset()   # written positions whose version counter does not move
+    own_versions: frozenset = frozenset()   # output leaves made through ``.data``
 
 
 def rebuild_output_views(out: list, output_views: dict) -> None:
@@ -281,22 +283,43 @@ def _grad_fn_raises(view: torch.Tensor) -> bool:
     return False
 
 
+def _output_nodes(program, count: int) -> Optional[list]:
+    """The traced program's output leaves as graph nodes (values where a leaf is no node), or
+    None when its graph does not say."""
+    graph = getattr(getattr(program, "graph_module", program), "graph", None)
+    outputs = [n for n in graph.nodes if n.op == "output"] if graph is not None else []
+    nodes = pytree.tree_leaves(outputs[0].args[0]) if len(outputs) == 1 else None
+    return nodes if nodes is not None and len(nodes) == count else None
+
+
+def _example(node):
+    example = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+    return example if isinstance(example, torch.Tensor) else None
+
+
 def _traced_requires_grad(program, count: int) -> list:
     """Per output leaf, whether the traced program's output requires grad (the tracer's example
     value: grad mode as the program ran it), or None where unknown.  (The meta run below is
     under no_grad: it cannot tell ``x[1:]`` from ``x.detach()``.)"""
-    graph = getattr(getattr(program, "graph_module", program), "graph", None)
-    outputs = [n for n in graph.nodes if n.op == "output"] if graph is not None else []
-    if len(outputs) != 1:
+    nodes = _output_nodes(program, count)
+    if nodes is None:
         return [None] * count
-    nodes = pytree.tree_leaves(outputs[0].args[0])
-    if len(nodes) != count:
-        return [None] * count
-    known = []
-    for node in nodes:
-        example = node.meta.get("example_value") if hasattr(node, "meta") else None
-        known.append(example.requires_grad if isinstance(example, torch.Tensor) else None)
-    return known
+    return [_example(node).requires_grad if _example(node) is not None else None for node in nodes]
+
+
+def _own_version_leaves(program, count: int) -> frozenset:
+    """Output leaves made through ``.data`` (or views of such): their version counter is their
+    own, so a write to one moves none that eager's backward checks, though it reads that memory."""
+    def through_data(node):
+        while isinstance(node, torch.fx.Node) and node.op == "call_function" and node.args:
+            if node.target is getattr and node.args[1:2] == ("data",):
+                return True
+            example = _example(node)
+            if example is None or not example._is_view():
+                return False
+            node = node.args[0]
+        return False
+    return frozenset(k for k, node in enumerate(_output_nodes(program, count) or ()) if through_data(node))
 
 
 def silently_written(gm) -> frozenset:
@@ -404,7 +427,8 @@ def analyse_memory(program, args) -> MemoryPlan:
     if strided.seen:
         _layouts_as_eager(program, args, views, layouts, output_views)
     creations = guarded_view_kinds(program, [meta_like(a) for a in args], leaves)
-    return MemoryPlan(views, written, layouts, output_views, tuple(device_views), leaves, creations, bumps, quiet)
+    return MemoryPlan(views, written, layouts, output_views, tuple(device_views), leaves, creations, bumps, quiet,
+                      _own_version_leaves(program, len(leaves)))
 
 
 # Ops that lay out their result the same way whatever their inputs' strides (a new row-major

@@ -379,6 +379,7 @@ class BridgedCall:
         self.views, self.written = memory.views, memory.written
         self.silent = self.silent | memory.quiet    # (written through ``.data``: no version moves)
         self.version_bumps = memory.bumps or {}     # eager's in-place ops per written argument
+        self.own_version_leaves = memory.own_versions     # outputs made through ``.data``
         for position in self.written:         # (the guard pins shapes and strides)
             if may_overlap(args[position].shape, torch.Tensor.stride(args[position])):
                 raise NotOneGraph(f"argument {position}, written in place, has elements sharing memory "
@@ -556,13 +557,7 @@ class BridgedCall:
             # the device, but eager counts it as a write: autograd sees the version move. So
             # does a device argument's write, made by swapping its data (device fuzz seed 407:
             # a tensor saved for backward, then ``x.relu_()``: eager's backward raises).
-            for position in self.written:
-                if position in self.silent or args[position].is_inference():      # (no version)
-                    continue
-                # eager moves the version once per in-place op; the write-back's copy moved it once
-                once = position in self.host_set and position in self.program.mutated
-                for _ in range(self.version_bumps.get(position, 1) - once):
-                    torch.autograd.graph.increment_version(args[position])
+            self.move_versions_as_eager(self.written, args, written_on_host)
             out = self._outputs(leaves, args, made)
         return pytree.tree_unflatten(out, self.program.treespec)
 
@@ -639,6 +634,17 @@ class BridgedCall:
         eager's generator stands."""
         if before[0] is not None:
             set_cpu_state(before[0])
+
+    def move_versions_as_eager(self, written, args, written_on_host) -> None:
+        """Move each written argument's version counter as eager's in-place ops move it: once
+        per op (a host argument's write-back copy moved it once already); not at all for a
+        write eager makes through ``.data`` (``silent``) or an inference tensor."""
+        for position in written:
+            if position in self.silent or args[position].is_inference():
+                continue
+            once = position in written_on_host
+            for _ in range(self.version_bumps.get(position, 1) - once):
+                torch.autograd.graph.increment_version(args[position])
 
     def _raised_before_write_back(self, error: Exception, before) -> str:
         """The reason to run a call eagerly whose device run raised (a CPU-fallback op such as

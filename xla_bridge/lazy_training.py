@@ -188,6 +188,7 @@ class LazyTraining:
                                         needs_grad)
         if written:
             bridged.host_inputs.write_back(written, args, device_args, bridged.silent)
+            bridged.move_versions_as_eager(written, args, written)     # (one move per in-place op)
         # an output that is an argument itself is that argument, as in eager (not a copy of it:
         # the host's device copy, or a device argument's own-data copy, own_data_per_position)
         moved = {id(device_args[p]): args[p] for p, a in enumerate(args)

@@ -129,7 +129,7 @@ class TrainingPlan:
         for k, leaf in enumerate(self.forward.graph.leaves[:leaf_count]):
             if isinstance(leaf, (Result, Constant, ArgumentCopy)) and first.setdefault(leaf, k) != k:
                 self.repeats[k] = first[leaf]
-        if set(partition.differentiable).intersection(self.argument_leaves, self.repeats):
+        if set(partition.differentiable) & (set(self.argument_leaves) | set(self.repeats)):
             raise NotDifferentiable("the device graph's outputs repeat tensors the recorded "
                                     "graph keeps apart")
         examples = dev.to_device([torch.zeros(shape, dtype=dtype) for shape, dtype in
@@ -327,6 +327,11 @@ class ReplayedTraining:
             raise NotDifferentiable("an argument the graph writes in place shares memory with "
                                     "another argument")
         host_views = _host_argument_views(bridged, args, written)
+        partition = plan.partition
+        if bridged.own_version_leaves & (set(partition.saved_leaves) | set(partition.held_leaves)):
+            # eager's backward reads what a write to ``t.data`` put there (no version moves);
+            # the replayed backward reads the device's copy
+            raise NotDifferentiable("an output made through `.data` is a tensor the backward reads")
         step = _Step(self, plan, args, device_args)
         outputs = {}                               # leaf index -> tensor from its group's node
         for g, group in enumerate(plan.groups):    # the first node replays the forward graph
@@ -351,7 +356,8 @@ class ReplayedTraining:
             leaves[k] = leaves[first]
         guard_views_as_eager(leaves, bridged.creations)
         for k, saved_index in plan.partition.saved_leaves.items():
-            step.output_versions.setdefault(saved_index, []).append((leaves[k], _version(leaves[k])))
+            if k not in bridged.own_version_leaves:      # (``.data``: a counter of its own)
+                step.output_versions.setdefault(saved_index, []).append((leaves[k], _version(leaves[k])))
         for k in plan.partition.held_leaves:
             step.output_versions.setdefault(("leaf", k), []).append((leaves[k], _version(leaves[k])))
         return pytree.tree_unflatten(leaves, plan.partition.treespec)
@@ -452,9 +458,8 @@ class _Step:
         written_on_host = [p for p in plan.forward.mutated if p in bridged.host_set]
         if written_on_host:
             bridged.host_inputs.write_back(written_on_host, self.args, self.device_args, bridged.silent)
-        for p in plan.forward.mutated:   # a device argument's data was swapped: eager's write
-            if p not in bridged.host_set and p not in bridged.silent and not self.args[p].is_inference():
-                torch.autograd.graph.increment_version(self.args[p])
+        # (a device argument's data was swapped: eager's writes, one per in-place op)
+        bridged.move_versions_as_eager(plan.forward.mutated, self.args, written_on_host)
         # The arguments the backward reads, at their versions after the call (and the outputs
         # that are what it saved, once returned): eager's autograd saves them, and refuses a
         # backward through a node whose saved tensor changed in place since.

@@ -808,6 +808,40 @@ def test_a_saved_weight_changed_before_backward_raises_as_eager(backend, change)
     minidynamo.reset()
 
 
+class _RunningMean(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(4, 4)
+        self.register_buffer("mean", torch.zeros(4))
+
+    def forward(self, x):
+        y = self.layer(x)
+        with torch.no_grad():
+            self.mean.mul_(0.9).add_(y.mean(0), alpha=0.1)     # two in-place ops
+        return y - self.mean
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trivial", "torchxla_trace_once"])
+@pytest.mark.parametrize("where", ["cpu", "xla"])
+def test_a_buffer_written_by_several_ops_of_a_training_graph_moves_its_version_per_op(backend, where):
+    """Training probe AB r1: eager moves a tensor's version once per in-place op; the training
+    paths moved a written argument's once per call (3 for eager's 6 after three steps)."""
+    dev.xla_device()
+
+    def versions(wrap):
+        minidynamo.reset()
+        torch.manual_seed(0)
+        model = _RunningMean().to(where)
+        step = wrap(model)
+        for _ in range(3):
+            step(torch.randn(3, 4).to(where)).sum().backward()
+        return model.mean._version, model.mean.cpu()
+
+    (expected, mean), (got, got_mean) = versions(lambda m: m), versions(minidynamo.optimize(backend))
+    assert got == expected
+    torch.testing.assert_close(got_mean, mean)
+
+
 SAVED_AND_RETURNED_ALIASED = {   # training probe AB r5: the alias returned, the saved tensor not
     "a view, written": (lambda h: h[0], lambda t: t.zero_()),
     "a detach, written": (lambda h: h.detach(), lambda t: t.exp_()),

@@ -738,6 +738,24 @@ def test_an_output_that_is_a_written_argument_again_is_read_from_its_one_result(
     assert not [r for r in xla_bridge.counters.reasons if "IndexError" in r], xla_bridge.counters.reasons
 
 
+def test_two_outputs_of_one_pending_value_replay_from_its_one_result():
+    """``h.detach(), h``: one pending value on the device, for which the runtime returns one
+    output; the leaf plan kept a result per leaf (only values equal to an argument's write were
+    shared), the replay read past the runtime's outputs (IndexError) and every call ran eagerly."""
+    def f(x):
+        h = x * 2
+        return h.detach(), h, h.data
+    compiled = minidynamo.optimize("torchxla_trace_once")(f)
+    fallbacks, replays = xla_bridge.counters.fallbacks, xla_bridge.counters.replays
+    for _ in range(3):
+        x = torch.randn(3)
+        got, expected = compiled(x), f(x)
+        for ours, theirs in zip(got, expected):
+            torch.testing.assert_close(ours, theirs)
+    assert xla_bridge.counters.fallbacks == fallbacks, xla_bridge.counters.reasons
+    assert xla_bridge.counters.replays > replays
+
+
 def detached_and_cosine(x):
     return x.detach(), x.cos()
 
