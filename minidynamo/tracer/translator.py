@@ -8,6 +8,7 @@ runs a called Python function on the same ``OutputGraph`` and hands back its ret
 
 from __future__ import annotations
 
+import builtins
 import dis
 import logging
 import operator
@@ -724,24 +725,32 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
     # -- imports, with statements, class statements ---------------------------------------------
     def IMPORT_NAME(self, inst):
         """``import a.b`` / ``from a import b`` of a module already imported: only a binding,
-        to ``sys.modules[...]``.  A program's own module is read from there on every call (its
-        identity guarded), so what is read through it is guarded as through a global; a
-        library's is taken as it is.  (A first import runs module code: refused.)"""
-        from .library import LIBRARY_PREFIXES
+        to ``sys.modules[...]``, read from there on every call (its identity guarded, a
+        library's too: what is read through it is guarded as through a global), by the
+        builtins' own ``__import__`` (a replaced one runs Python code: refused).  (A first
+        import runs module code: refused.)"""
         from .variables.objects import PythonModuleVariable
 
         fromlist, level = self.pop().as_python_constant(), self.pop().as_python_constant()
         name = inst.arg
         if level != 0 or name not in sys.modules:
             raise Unsupported(f"import of {name!r} inside the traced code (not imported yet, or relative)")
+        self.require_builtin_import()
         top = name if fromlist else name.partition(".")[0]
         module = sys.modules[top]
-        if top.partition(".")[0] in LIBRARY_PREFIXES:
-            self.push(PythonModuleVariable(module))
-            return
         source = G.ItemSource(G.HeldSource("sys.modules", id(sys.modules), sys.modules), top)
         self.output.add_guard(G.id_match(source, module))
         self.push(PythonModuleVariable(module, source))
+
+    def require_builtin_import(self) -> None:
+        """An import statement calls the ``__import__`` of the frame's builtins: the builtin one,
+        guarded to stay so (``builtins.__import__ = hook`` between calls recompiles)."""
+        importer = self.f_builtins.get("__import__") if type(self.f_builtins) is dict else None
+        if importer is not _BUILTIN_IMPORT or "__import__" in self.f_globals:
+            raise Unsupported(f"import in {self.code.co_qualname} with builtins.__import__ replaced")
+        same_module = self.f_globals is self.output.frame_info.f_globals
+        namespace = None if same_module else G.NamespaceSource.of(self.f_globals)
+        self.output.add_guard(G.id_match(G.BuiltinSource("__import__", namespace), importer))
 
     def IMPORT_FROM(self, inst):
         self.push(self.stack[-1].var_getattr(self, inst.arg))
@@ -765,6 +774,9 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
 
     def LOAD_BUILD_CLASS(self, inst):
         raise Unsupported("class definition inside the traced code")
+
+
+_BUILTIN_IMPORT = builtins.__import__
 
 
 def torch_setitem():
