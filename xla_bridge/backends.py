@@ -585,6 +585,10 @@ class BridgedCall:
             # (eager's views of inference tensors carry no creation meta, and a view made again
             # after the write-back would see the write a second time)
             return "inference mode is on and the graph returns a view of an argument"
+        if self.written and not torch.is_inference_mode_enabled():
+            for position in self.written:      # (eager raises at that write, after the ones before)
+                if position not in self.silent and args[position].is_inference():
+                    return f"argument {position}, written in place, is an inference tensor"
         for position in self.view_positions:
             if not all(view.fits(args[position]) for view in self.views.values()
                        if view.position == position):

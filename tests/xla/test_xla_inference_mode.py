@@ -84,3 +84,28 @@ def test_each_in_place_op_moves_the_version_as_in_eager(backend):
         torch.testing.assert_close(compiled(x, mask), f(x_eager, mask))
         assert x._version - before == x_eager._version - before_eager == 2
 
+
+
+def _writes_then_adds(t, x):
+    t.add_(1)               # eager: writes, then raises for an inference tensor outside the mode
+    t.data.add_(1)          # never reached there
+    return x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_inference_tensor_written_outside_the_mode_raises_after_eagers_writes(backend):
+    """Probe AA r5: a graph compiled for a plain tensor, then called with an inference tensor
+    outside inference mode. Eager's ``t.add_`` writes and raises, so the write through ``.data``
+    after it never happens; the replay made both writes, then raised."""
+    def outcome(fn):
+        t = torch.arange(5.0)
+        fn(t, torch.ones(2))
+        fn(t, torch.ones(2))
+        with torch.inference_mode():
+            t = torch.arange(5.0)
+        with pytest.raises(RuntimeError, match="inference tensor"):
+            fn(t, torch.ones(2))
+        return t
+
+    torch.testing.assert_close(outcome(minidynamo.optimize(backend)(_writes_then_adds)),
+                               outcome(_writes_then_adds))
