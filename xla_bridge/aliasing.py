@@ -55,7 +55,7 @@ class HostView:
     dtype: torch.dtype = None
     # The view's lazy conjugate / negative bits (``x.conj()``, ``x.conj().imag``,
     # ``torch._neg_view(x)``): as_strided keeps the argument's, which has none (an argument
-    # with one runs eagerly: ``device.LazyBitArgument``).
+    # with one runs eagerly: ``device.HostOnlyArgument``).
     conj: bool = False
     neg: bool = False
     # Eager's view is cut from autograd (``x.detach()``, ``x.data``, a view made under no_grad)

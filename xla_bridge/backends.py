@@ -422,7 +422,7 @@ class BridgedCall:
         if self.training is None or not torch.is_grad_enabled():
             try:
                 self._make_program(args)
-            except dev.LazyBitArgument:       # made by the first call without such a tensor
+            except dev.HostOnlyArgument:       # made by the first call without such a tensor
                 self.program = None
 
     def _make_program(self, args) -> None:
@@ -458,7 +458,7 @@ class BridgedCall:
         with dev.DEVICE_STEP:
             try:
                 return self._call(*inputs)
-            except dev.LazyBitArgument as error:   # raised by the transfer in, before any run
+            except dev.HostOnlyArgument as error:   # raised by the transfer in, before any run
                 self.program_saw_last_args = False
                 return self._eager(inputs, error.reason)
 

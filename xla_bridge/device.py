@@ -119,16 +119,23 @@ def to_device(tensors: list) -> list:
                                              [_device_name] * len(tensors))
     except RuntimeError:
         if any(map(torch.Tensor.is_conj, tensors)) or any(map(torch.Tensor.is_neg, tensors)):
-            raise LazyBitArgument() from None
+            raise HostOnlyArgument("an argument is a lazy conjugate or negative view (conj/neg bit): "
+                                   "the device holds values only") from None
+        if any(map(torch.Tensor.has_names, tensors)):
+            raise HostOnlyArgument("an argument has named dimensions: the device holds values only") from None
         raise
 
 
-class LazyBitArgument(RuntimeError):
-    """A host tensor with a lazy conjugate or negative bit (``x.conj()``, ``torch._neg_view(x)``)
-    was to be copied to the device: torch_xla refuses them, and a copy of its values alone would
-    lose what eager does with the bit (``view_as_real`` refuses it, views of it keep it), so the
-    call runs eagerly. Found by the failed transfer: a call without such a tensor pays nothing."""
-    reason = "an argument is a lazy conjugate or negative view (conj/neg bit): the device holds values only"
+class HostOnlyArgument(RuntimeError):
+    """A host tensor that is more than its values was to be copied to the device: one with a lazy
+    conjugate or negative bit (``x.conj()``, ``torch._neg_view(x)``: ``view_as_real`` refuses it,
+    views of it keep it) or with dimension names (eager's results carry them). torch_xla refuses
+    both, and a copy of the values alone would lose what eager does with the rest, so the call
+    runs eagerly (``reason``). Found by the failed transfer: a call without one pays nothing."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
 
 
 def device_copies(values: list) -> list:

@@ -2,9 +2,11 @@
 
 - Lazy conjugate / negative views (``x.conj()``, ``torch._neg_view(x)``): torch_xla refuses to
   copy them ("Unrecognized tensor type ID: Conjugate"), so a call with one after a call
-  without one raised; such a call now runs eagerly (``device.LazyBitArgument``). An output
+  without one raised; such a call now runs eagerly (``device.HostOnlyArgument``). An output
   that is a conj / neg view of an argument or of a result came back without its bit, so
   ``x.conj()`` returned ``x``'s values (``HostView`` / ``EagerLayout`` keep the bits).
+- Named tensors (``x.refine_names("N")``): refused by the same copy ("Unrecognized tensor type
+  ID: Named") after a call without names raised; such a call runs eagerly, names kept.
 - An argument written in place whose elements share memory (``as_strided`` rows that overlap):
   the device's dense copy was written back element by element, an old value last.
 - ``as_strided`` of an argument or of a view reads the storage behind it, which the device's
@@ -123,3 +125,27 @@ INT8_CASES = {
 @pytest.mark.parametrize("case", INT8_CASES)
 def test_int8_values_keep_their_sign(backend, case):
     _check(backend, INT8_CASES[case], [_i8, _i8])
+
+
+def _adds_one_in_place(t, x):
+    t.add_(1)
+    return t * x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_argument_that_gains_dimension_names_runs_eagerly(backend):
+    """Probe AA r4: a graph compiled for a plain tensor, then called with a named one (names are
+    no part of a tensor's guard): the copy to the device raised "Unrecognized tensor type ID:
+    Named"; eager writes it and returns a named result."""
+    def outcome(fn):
+        t = torch.arange(4.0).rename(None)     # (a view, as the named tensor below is)
+        fn(t, torch.ones(4))
+        fn(t, torch.ones(4))
+        named = torch.arange(4.0).rename(None).refine_names("N")
+        out = fn(named, torch.ones(4))
+        return out.names, out.rename(None), named.rename(None)
+
+    got, expected = outcome(minidynamo.optimize(backend)(_adds_one_in_place)), outcome(_adds_one_in_place)
+    assert got[0] == expected[0] == ("N",)
+    for ours, theirs in zip(got[1:], expected[1:]):
+        torch.testing.assert_close(ours, theirs)
