@@ -34,7 +34,7 @@ from .host_random import EagerHostDraws
 from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
-from .eager_faithful import FormulaProbe, eager_faithful
+from .eager_faithful import FormulaProbe, eager_faithful, linear_paths_as_eager
 from .dead_code import own_class, without_dead_code
 from .graph_refusals import _requires_grad, unfit_for_the_device
 from .graph_warnings import GraphWarnings, WarningIsError, reissue
@@ -348,6 +348,7 @@ class BridgedCall:
     def __init__(self, gm, example_inputs, make_program, cache_host_weights=False,
                  make_training=None):
         self.gm = gm
+        linear_paths_as_eager(gm)              # (the fused F.linear of eager's CPU kernel)
         self.flat = FlatProgram(gm)
         self.silent = silently_written(gm)     # batch norm's running statistics: no version moves
         self.has_state = bool(self.flat.state_names)

@@ -63,6 +63,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .eager_formulas import (
     EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, clamps, cummax_as_eager, first_answer,
     cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, lerp_as_eager,
+    linear_flattened,
     logit_as_eager, mask_to_float_as_eager, means_every_dim, norm_as_eager, reference, shifts, signed_zero_selects,
     slices_as_eager, sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
 )
@@ -234,6 +235,35 @@ EAGER_FAITHFUL = (
      reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,
                _aten.hardsigmoid_backward.default, _aten.hardswish_backward.default), {TRAINING}),
 )
+
+
+def _flattened_by_eager(node) -> bool:
+    """An ``F.linear`` node eager's CPU kernel computes as one ``addmm`` of its rows (a contiguous
+    input of three or more dimensions, a 1-D bias: ``_flatten_nd_linear``), in a 16-bit float,
+    where that and the device's ``matmul`` then ``add_`` round differently."""
+    if node.op != "call_function" or node.target is not torch._C._nn.linear:
+        return False
+    args = (*node.args, *[node.kwargs[k] for k in ("bias",) if k in node.kwargs])
+    if len(args) < 3 or not all(isinstance(a, fx.Node) for a in args[:3]):
+        return False
+    x, weight, bias = (a.meta.get("example_value") for a in args[:3])
+    if not all(isinstance(t, torch.Tensor) for t in (x, weight, bias)):
+        return False
+    return (x.dtype in (torch.bfloat16, torch.float16) and x.dim() >= 3 and x.is_contiguous()
+            and x.layout == weight.layout == torch.strided and bias.dim() == 1)
+
+
+def linear_paths_as_eager(graph_module: fx.GraphModule) -> None:
+    """Point each ``F.linear`` node eager computes as one ``addmm`` (``_flattened_by_eager``) at
+    ``linear_flattened``, which computes it so on the device too (where torch's own ``linear``
+    never takes that path: it checks for XLA tensors)."""
+    nodes = [node for node in graph_module.graph.nodes if _flattened_by_eager(node)]
+    for node in nodes:
+        node.target = linear_flattened
+        if "bias" in node.kwargs:
+            node.args, node.kwargs = (*node.args, node.kwargs["bias"]), {}
+    if nodes:
+        graph_module.recompile()
 
 
 def eager_faithful(graph_module: fx.GraphModule, training: bool = False, answered=frozenset()) -> dict:

@@ -47,6 +47,14 @@ def lowered():
         reentry.active = False
 
 
+def linear_flattened(x, weight, bias):
+    """``F.linear`` as eager's CPU kernel computes a contiguous input of three or more dimensions
+    with a 1-D bias: flattened to rows, one ``addmm`` (the bias added to the float32 sum: one
+    rounding in 16 bits), viewed back.  torch_xla's ``linear`` is ``matmul`` then ``add_``."""
+    rows = torch.addmm(bias, x.view(-1, x.shape[-1]), weight.t())
+    return rows.view(*x.shape[:-1], weight.shape[0])
+
+
 def cummax_as_eager(x, dim):
     """``cummax`` whose index among tied values is the last one, as eager's kernels give (XLA's
     lowering keeps the first). The values are XLA's; the index at j is the last i <= j where x

@@ -58,6 +58,10 @@ PRODUCTS_WITH_A_TERM = {   # probe AB r8: XLA rounded the product to 16 bits, th
     "bf16 F.linear (2-D, bias)": (lambda x, w, b: F.linear(x, w, b), (_draw(16, 12), _draw(8, 12, seed=1), _draw(8, seed=2))),
     "fp16 F.linear (2-D, bias)": (lambda x, w, b: F.linear(x, w, b),
                                   (_draw(16, 12, dtype=F16), _draw(8, 12, dtype=F16, seed=1), _draw(8, dtype=F16, seed=2))),
+    "bf16 F.linear (3-D, contiguous: eager's one addmm)": (lambda x, w, b: F.linear(x, w, b),
+                                                          (_draw(4, 16, 32), _draw(24, 32, seed=1), _draw(24, seed=2))),
+    "bf16 F.linear (3-D, transposed: eager's matmul, then add_)": (
+        lambda x, w, b: F.linear(x.transpose(0, 1), w, b), (_draw(16, 4, 32), _draw(24, 32, seed=1), _draw(24, seed=2))),
     "bf16 addmm, beta and alpha": (lambda m, a, b: torch.addmm(m, a, b, beta=0.5, alpha=2),
                                    (_draw(16, 8), _draw(16, 12, seed=1), _draw(12, 8, seed=2))),
     "bf16 baddbmm": (torch.baddbmm, (_draw(3, 16, 8), _draw(3, 16, 12, seed=1), _draw(3, 12, 8, seed=2))),
