@@ -381,14 +381,11 @@ def _plan_leaves(leaves, copies, positions, argument_data, results) -> tuple:
         else:
             if id(leaf) not in index_of_result:
                 # the same pending value as a result already there (``x.add_(1); return
-                # x.detach()``, ``h.detach(), h``: the runtime gives one output for both): read that one
-                ir = xlac._unique_id_for_ir_and_data(leaf) if dev.is_xla(leaf) else None
-                same = ir_index.get(ir) if ir is not None else None
+                # x.detach()``: the runtime gives one output for both): read that one
+                same = ir_index.get(xlac._unique_id_for_ir_and_data(leaf)) if dev.is_xla(leaf) else None
                 if same is None:
                     same = len(results)
                     results.append(leaf)
-                    if ir is not None:
-                        ir_index[ir] = same
                 index_of_result[id(leaf)] = same
             plan.append(Result(index_of_result[id(leaf)]))
     return tuple(plan)

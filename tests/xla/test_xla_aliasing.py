@@ -738,22 +738,34 @@ def test_an_output_that_is_a_written_argument_again_is_read_from_its_one_result(
     assert not [r for r in xla_bridge.counters.reasons if "IndexError" in r], xla_bridge.counters.reasons
 
 
-def test_two_outputs_of_one_pending_value_replay_from_its_one_result():
-    """``h.detach(), h``: one pending value on the device, for which the runtime returns one
-    output; the leaf plan kept a result per leaf (only values equal to an argument's write were
-    shared), the replay read past the runtime's outputs (IndexError) and every call ran eagerly."""
+COPIES_OF_ONE_VALUE = {     # probe AC r1, r2: one pending value on the device, several tensors in eager
+    "h, h.clone()": lambda h: (h, h.clone()),
+    "h, h.detach()": lambda h: (h, h.detach()),
+    "h.clone(), h.clone()": lambda h: (h.clone(), h.clone()),
+}
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("case", COPIES_OF_ONE_VALUE)
+def test_outputs_that_are_one_value_on_the_device_stay_separate_tensors(case, grad):
+    """A clone or a detach of an output is the same pending value to torch_xla; reading both
+    outputs from one result made them one tensor object: writing the clone wrote ``h``, and a
+    detached output carried ``h``'s history."""
+    split = COPIES_OF_ONE_VALUE[case]
+
     def f(x):
-        h = x * 2
-        return h.detach(), h, h.data
+        return split(x * 2)
+
     compiled = minidynamo.optimize("torchxla_trace_once")(f)
-    fallbacks, replays = xla_bridge.counters.fallbacks, xla_bridge.counters.replays
     for _ in range(3):
-        x = torch.randn(3)
-        got, expected = compiled(x), f(x)
-        for ours, theirs in zip(got, expected):
-            torch.testing.assert_close(ours, theirs)
-    assert xla_bridge.counters.fallbacks == fallbacks, xla_bridge.counters.reasons
-    assert xla_bridge.counters.replays > replays
+        x = torch.randn(4, requires_grad=grad)
+        (a, b), (ea, eb) = compiled(x), f(x)
+        assert a is not b
+        assert (a.requires_grad, b.requires_grad) == (ea.requires_grad, eb.requires_grad)
+        with torch.no_grad():
+            b.zero_()
+            eb.zero_()
+        torch.testing.assert_close(a, ea)
 
 
 def detached_and_cosine(x):
