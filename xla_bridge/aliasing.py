@@ -311,7 +311,7 @@ def _own_version_leaves(program, count: int) -> frozenset:
     """Output leaves made through ``.data`` (or views of such): their version counter is their
     own, so a write to one moves none that eager's backward checks, though it reads that memory."""
     def through_data(node):
-        while isinstance(node, torch.fx.Node) and node.op == "call_function" and node.args:
+        while isinstance(node, torch.fx.Node) and node.op in ("call_function", "call_method") and node.args:
             if node.target is getattr and node.args[1:2] == ("data",):
                 return True
             example = _example(node)

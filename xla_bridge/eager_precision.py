@@ -93,11 +93,24 @@ def accumulations_in_float32() -> dict:
     for op in (_aten.mm.default, _aten.bmm.default):
         table[op] = in_float32(op, dtypes=(torch.float16,))
     # a product with a term added (a bias: 2-D ``F.linear``, a convolution's): eager adds it to
-    # the float32 sum and rounds once, XLA rounds the product, then the sum (bfloat16 too)
-    for op in (_aten.addmm.default, _aten.baddbmm.default, _aten.addmv.default, _aten.convolution.default):
+    # the float32 sum and rounds once, XLA rounds the product, then the sum (bfloat16 too).
+    # (Not a transposed convolution: eager's rounds its columns, their overlaps and the bias.)
+    for op in (_aten.addmm.default, _aten.baddbmm.default, _aten.addmv.default):
         table[op] = in_float32(op)
+    table[_aten.convolution.default] = _unless_transposed(in_float32(_aten.convolution.default),
+                                                          in_float32(_aten.convolution.default, dtypes=(torch.float16,)))
     table[_aten.nan_to_num.default] = nan_to_num_as_eager
     return table
+
+
+def _unless_transposed(formula, transposed_formula):
+    """A convolution's ``formula``, or ``transposed_formula`` for a transposed one (its sixth
+    argument: eager rounds its columns, their overlaps and the bias, neither formula's way; the
+    float16 one keeps its float32 sum, as before)."""
+    def chosen(*args, **kwargs):
+        transposed = args[6] if len(args) > 6 else kwargs.get("transposed", False)
+        return (transposed_formula if transposed else formula)(*args, **kwargs)
+    return chosen
 
 
 def nan_to_num_as_eager(x, nan=None, posinf=None, neginf=None):

@@ -849,19 +849,23 @@ SAVED_AND_RETURNED_ALIASED = {   # training probe AB r5: the alias returned, the
 }
 # ``.data`` has a counter of its own: eager's backward runs on the written values, no error.
 # trace_once's backward reads them; trivial's reads its device copy (tests/fuzz/FINDINGS.md).
-DATA_WRITTEN = (lambda h: h.data, lambda t: t.zero_())
+DATA_WRITTEN = {
+    ".data, written": (lambda h: h.data, lambda t: t.zero_()),
+    ".data.view(-1), written": (lambda h: h.data.view(-1), lambda t: t.zero_()),    # (probe AC r6)
+    ".data.t(), written": (lambda h: h.data.t(), lambda t: t.zero_()),
+}
 
 
 @pytest.mark.parametrize("backend, case", [(backend, case) for case in SAVED_AND_RETURNED_ALIASED
                                            for backend in ("torchxla_trivial", "torchxla_trace_once")]
-                         + [("torchxla_trace_once", ".data, written")])
+                         + [("torchxla_trace_once", case) for case in DATA_WRITTEN])
 def test_an_output_aliasing_a_saved_tensor_written_before_backward_raises_as_eager(backend, case):
     """``tanh`` saves its result; the program returns a view or ``detach()`` of it (log-probs kept
     for metrics). A write to that output moves the saved tensor's version counter in eager, whose
     backward then refuses; trivial watched only saved tensors returned themselves and ran the
     backward on the device's old values."""
     dev.xla_device()
-    alias, write = SAVED_AND_RETURNED_ALIASED.get(case, DATA_WRITTEN)
+    alias, write = {**SAVED_AND_RETURNED_ALIASED, **DATA_WRITTEN}[case]
 
     def step(x, w):
         h = torch.tanh(x @ w)
