@@ -112,6 +112,10 @@ static void update_hook(void);
 /* Counters, read by minidynamo.counters: cheap enough for the hot path. */
 static unsigned long long n_frames_seen, n_cache_hits, n_cache_misses;
 static int eager_when_traced = 1;   /* sys.settrace/setprofile set: run frames as CPython does */
+/* The JIT tracer's thread state (minidynamo._jit_state's reader, given by set_jit_state when it
+ * is built): while torch.jit.trace records a program, frames run as CPython runs them, so the
+ * tracer sees every op (a replayed graph's results are values it never saw: it crashed). */
+static int (*jit_is_tracing)(void) = NULL;
 
 static void free_extra(void *extra) { Py_XDECREF((PyObject *)extra); }
 
@@ -275,6 +279,9 @@ static PyObject *eval_frame_hook(PyThreadState *ts, _PyInterpreterFrame *frame, 
     /* sys.settrace / sys.setprofile (a debugger, coverage, cProfile): the tool is owed every
        line and call of the program as eager runs it, none of the compiler's own work */
     if ((ts->c_tracefunc != NULL || ts->c_profilefunc != NULL) && eager_when_traced) {
+        return run_default(ts, frame, throwflag);
+    }
+    if (jit_is_tracing != NULL && jit_is_tracing()) {
         return run_default(ts, frame, throwflag);
     }
     PyObject *entries = get_extra(code);
@@ -556,6 +563,14 @@ static PyObject *py_set_eager_when_traced(PyObject *self, PyObject *flag) {
     return PyBool_FromLong(previous);
 }
 
+/* set_jit_state(capsule): the JIT tracer's state reader, minidynamo._jit_state.is_tracing. */
+static PyObject *py_set_jit_state(PyObject *self, PyObject *capsule) {
+    void *reader = PyCapsule_GetPointer(capsule, "minidynamo._jit_state.is_tracing");
+    if (reader == NULL) return NULL;
+    jit_is_tracing = (int (*)(void))reader;
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_hook_installed(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(_PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) == eval_frame_hook);
 }
@@ -652,6 +667,8 @@ static PyMethodDef methods[] = {
     {"unpaused", (PyCFunction)(void (*)(void))py_unpaused, METH_VARARGS | METH_KEYWORDS,
      "unpaused(fn, *args, **kwargs): call fn with this thread's hook watching (not paused)."},
     {"hook_installed", py_hook_installed, METH_NOARGS, "Whether the frame hook is installed right now."},
+    {"set_jit_state", py_set_jit_state, METH_O,
+     "set_jit_state(capsule): read the JIT tracer's state there; frames run as CPython does while it traces."},
     {"set_eager_when_traced", py_set_eager_when_traced, METH_O,
      "set_eager_when_traced(flag) -> previous: run frames as CPython does while a trace or profile function is set."},
     {NULL, NULL, 0, NULL},

@@ -21,6 +21,13 @@ from .convert_frame import FrameConverter, codes_with_cache
 from .module_call import ModuleCall, call_without_global_hooks
 from .skipfiles import disabled_codes
 
+try:        # optional (C++): while torch.jit.trace records, frames run as CPython runs them
+    from ._jit_state import is_tracing as _jit_is_tracing
+except ImportError:
+    _jit_is_tracing = None
+else:
+    _eval_frame.set_jit_state(_jit_is_tracing)
+
 
 class OptimizeContext:
     """What ``optimize(...)`` returns: a decorator and a context manager at once."""

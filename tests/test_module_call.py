@@ -288,3 +288,39 @@ def test_the_tracing_check_reads_the_jit_state_without_python_when_built():
 
     built = importlib.util.find_spec("minidynamo._jit_state") is not None
     assert stats()["native_tracing_check"] is built
+
+
+JIT_TRACE_OF_OPTIMIZED = """
+import sys, torch, torch.nn as nn, minidynamo
+torch.manual_seed(0)
+m = nn.Linear(4, 2).requires_grad_(False)
+optimized = minidynamo.optimize(sys.argv[1])(m)
+x = torch.randn(3, 4)
+optimized(x)                                       # a cache entry ready to replay
+traced = torch.jit.trace(lambda t: optimized(t) + 1, x, check_trace=False)
+y = torch.randn(3, 4)
+print(torch.allclose(traced(y), m(y) + 1))
+m.requires_grad_(True)
+optimized(x)
+try:                                               # grad-requiring weights: eager's error
+    torch.jit.trace(lambda t: optimized(t) + 1, x, check_trace=False)
+except RuntimeError as error:
+    print("RuntimeError", "as a constant" in str(error))
+"""
+
+
+@pytest.mark.parametrize("backend", ["eager", "torchxla_trace_once", "torchxla_trivial"])
+def test_jit_trace_of_an_optimized_module_traces_its_ops_as_eager(backend):
+    """Probe AC r4, r5: ``torch.jit.trace`` over an optimized module ran its cache entry inside
+    the JIT tracer: the process crashed (``TracingState::getOutput``: a result the tracer never
+    saw) or the trace baked the outputs in as constants. While the JIT traces, frames run as
+    CPython runs them (a separate process: a crash must not end the suite)."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", JIT_TRACE_OF_OPTIMIZED, backend], capture_output=True, text=True,
+                          timeout=300, cwd=root, env={**os.environ, "PYTHONPATH": root, "PJRT_DEVICE": "CPU"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "RuntimeError", "True"], done.stdout
