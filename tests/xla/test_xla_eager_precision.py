@@ -81,6 +81,26 @@ def test_a_16_bit_product_with_a_term_added_rounds_once_as_eager(backend, case):
     assert torch.equal(actual, expected), (actual - expected).abs().max()
 
 
+SIXTEEN_BIT_AS_EAGER = {   # probe AD F1, F2, F10: bit for bit (eager's roundings, step by step)
+    "bf16 x - 0.3 (the number rounded first)": (lambda x: x - 0.3, (_draw(4096) * 3,)),
+    "fp16 sub_(0.3) in place": (lambda x: x.clone().sub_(0.3), (_draw(4096, dtype=F16) * 3,)),
+    "bf16 x * 0.1 + 0.2 - 3.0": (lambda x: x * 0.1 + 0.2 - 3.0, (_draw(4096) * 3,)),
+    "fp16 x + 0.3 with alpha=2": (lambda x: torch.add(x, 0.3, alpha=2), (_draw(4096, dtype=F16),)),
+    "bf16 add(x, y, alpha=0.3)": (lambda x, y: torch.add(x, y, alpha=0.3), (_draw(4096) * 3, _draw(4096, seed=1) * 3)),
+    "bf16 log_softmax": (lambda x: x.log_softmax(-1), (_draw(5, 1200) * 20,)),
+    "fp16 log_softmax": (lambda x: x.log_softmax(-1), (_draw(5, 1200, dtype=F16) * 20,)),
+}
+
+
+@pytest.mark.parametrize("case", SIXTEEN_BIT_AS_EAGER)
+def test_16_bit_arithmetic_rounds_where_eager_rounds(case):
+    fn, args = SIXTEEN_BIT_AS_EAGER[case]
+    with torch.no_grad():
+        expected = fn(*args)
+        actual = minidynamo.optimize("torchxla_trace_once")(fn)(*args)
+    assert torch.equal(actual, expected), (actual.float() - expected.float()).abs().max()
+
+
 DIVISIONS = {
     "int32 // 7": (lambda x: x // 7, torch.tensor([20000001, -20000001], dtype=torch.int32)),
     "int32 // 3 near 2**30": (lambda x: x // 3, torch.tensor([1073741825], dtype=torch.int32)),
