@@ -207,9 +207,15 @@ class LazyTraining:
                     leaves[k] = home[id(leaf)]
             rebuild_output_views(leaves, bridged.output_views)
         guard_views_as_eager(leaves, bridged.creations)
+        # each device output's tensor as the caller gets it (one rebuilt as a view of another
+        # output replaced its own copy: a write reaches that view, and its base)
+        returned = {}
+        for k, device in enumerate(device_leaves):
+            if id(device) in home:
+                returned.setdefault(id(device), leaves[k])
         callers = {key: (tensor, "an argument") for key, tensor in moved.items()}
-        callers.update((key, (tensor, "an output")) for key, tensor in home.items())
-        by_storage = _outputs_sharing_versions(device_leaves, home) if saved else {}
+        callers.update((key, (tensor, "an output")) for key, tensor in returned.items())
+        by_storage = _outputs_sharing_versions(device_leaves, returned) if saved else {}
         for handle in saved:                 # eager saved the caller's tensor: watch it
             caller = callers.get(id(handle.tensor))
             base = handle.tensor._base

@@ -808,6 +808,34 @@ def test_a_saved_weight_changed_before_backward_raises_as_eager(backend, change)
     minidynamo.reset()
 
 
+@pytest.mark.parametrize("written", [0, 1])
+def test_a_saved_output_returned_after_a_view_of_it_is_watched(written):
+    """Probe AC r7: ``h.view(-1), h`` (the view first): ``h`` came home rebuilt as a view of the
+    first output, and the copy of ``h`` that was watched was never returned, so a write to either
+    output before backward went unseen (eager raises: sigmoid saved ``h``)."""
+    dev.xla_device()
+
+    def step(x, w):
+        h = torch.sigmoid(x * w)
+        return h.view(-1), h
+
+    def outcome(fn):
+        minidynamo.reset()
+        torch.manual_seed(0)
+        x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
+        outs = fn(x, w)
+        with torch.no_grad():
+            outs[written].zero_()
+        try:
+            outs[1 - written].sum().backward()
+        except RuntimeError as error:
+            return "modified by an inplace operation" in str(error)
+        return w.grad
+
+    assert outcome(step) is True
+    assert outcome(minidynamo.optimize("torchxla_trivial")(step)) is True
+
+
 class _RunningMean(nn.Module):
     def __init__(self):
         super().__init__()
