@@ -474,10 +474,22 @@ def is_bool(value) -> bool:
 
 def gelu_as_eager(x, *, approximate="none", in_place=False):
     """Exact ``gelu`` as ``x * erfc(-x / sqrt(2)) / 2``: torch_xla's ``1 + erf(x / sqrt(2))``
-    is one ulp (1.2e-7) where it should be ~0, so ``gelu(-1e4)`` gave -8.9e-4 (eager -0.0)."""
-    if approximate != "none":
+    is one ulp (1.2e-7) where it should be ~0, so ``gelu(-1e4)`` gave -8.9e-4 (eager -0.0).
+    A 16-bit ``x`` (either form) is computed in float32 and rounded once, as eager's kernel
+    does, a zero keeping x's sign (the device flushes what eager rounds to a signed zero)."""
+    if x.dtype in (torch.bfloat16, torch.float16):
+        wide = x.float()
+        if approximate == "none":
+            value = wide * torch.special.erfc(wide * -math.sqrt(0.5)) * 0.5
+        else:
+            with lowered():
+                value = torch.ops.aten.gelu.default(wide, approximate=approximate)
+        value = value.to(x.dtype)
+        result = torch.where(value == 0, x * 0, value)
+    elif approximate != "none":
         return NotImplemented
-    result = x * torch.special.erfc(x * -math.sqrt(0.5)) * 0.5
+    else:
+        result = x * torch.special.erfc(x * -math.sqrt(0.5)) * 0.5
     return x.copy_(result) if in_place else result
 
 
