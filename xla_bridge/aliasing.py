@@ -418,7 +418,7 @@ def analyse_memory(program, args) -> MemoryPlan:
                 itself=leaf is base, made_before_writes=leaf is not base and _grad_fn_raises(leaf),
                 dtype=leaf.dtype if retyped else None, conj=leaf.is_conj(), neg=leaf.is_neg(),
                 detached=base.requires_grad and traced_grad[k] is False, view=leaf._is_view(),
-                own_version=not leaf._is_view() and leaf is not base and not _shares_version(leaf, base))
+                own_version=not leaf._is_view() and leaf is not base and not shares_version(leaf, base))
         views[k] = view_of_leaf[id(leaf)]
     # a write through ``x.data`` (a tensor of x's memory with a version counter of its own)
     # changes x without moving x's version: found by the memory written
@@ -437,12 +437,14 @@ _LAYOUT_BLIND_OPS = frozenset(
     getattr(torch.ops.aten, name).default for name in ("mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot"))
 
 
-def _shares_version(tensor, other) -> bool:
-    """Does ``tensor`` move ``other``'s version counter (one counter: ``detach()``, a view) or has
-    it its own (``.data``)?  Asked by moving it (meta tensors of a finished analysis)."""
-    before = other._version
+def shares_version(tensor, other) -> bool:
+    """Does a write to ``tensor`` move ``other``'s version counter (one counter: ``detach()``, a
+    view) or has it its own (``.data``)?  Asked by moving it, then setting it back."""
+    before, other_before = tensor._version, other._version
     torch.autograd.graph.increment_version(tensor)
-    return other._version != before
+    shared = other._version != other_before
+    torch._C._autograd._unsafe_set_version_counter((tensor,), (before,))
+    return shared
 
 
 class _WrittenStorages(TorchDispatchMode):

@@ -63,9 +63,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .eager_formulas import (
     EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, clamps, cummax_as_eager, first_answer,
     cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, lerp_as_eager,
-    linear_flattened,
-    logit_as_eager, mask_to_float_as_eager, means_every_dim, norm_as_eager, reference, shifts, signed_zero_selects,
-    slices_as_eager, sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
+    linear_flattened, logit_as_eager, mask_to_float_as_eager, means_every_dim, norm_as_eager, reference, shifts,
+    signed_zero_selects, slices_as_eager, sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
 )
 from .eager_norms import NORMS, batch_norm_as_eager
 from .eager_precision import (accumulations_in_float32, comparisons, integer_divisions, numbers_in_float32,

@@ -88,7 +88,9 @@ _ELEMENTWISE_IN_FLOAT32 = ("silu", "softplus", "mish", "hardswish", "hardsigmoid
 
 
 def accumulations_in_float32() -> dict:
-    """The reductions (and softmax, and float16 products) eager accumulates in float32."""
+    """What eager computes on a 16-bit tensor's float32 values, rounding once: its reductions,
+    softmax and log_softmax, the elementwise ops above, products with a term added (and
+    float16's plain products)."""
     table = {}
     for name, overload in _ACCUMULATING:
         op = getattr(getattr(_aten, name, None), overload, None)

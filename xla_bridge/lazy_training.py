@@ -14,7 +14,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from . import device as dev
-from .aliasing import rebuild_output_views
+from .aliasing import rebuild_output_views, shares_version
 from .guarded_views import guard_views_as_eager
 from .counters import counters
 from .decompose import decomposing
@@ -37,16 +37,6 @@ def _storage_key(tensor):
         return None
 
 
-def _moves_version_of(tensor, other) -> bool:
-    """Does a write to ``tensor`` move ``other``'s version counter (a view, ``detach()``; not
-    ``.data``)?  Asked by moving it, then setting it back (no one else sees the step)."""
-    before, other_before = tensor._version, other._version
-    torch.autograd.graph.increment_version(tensor)
-    shared = other._version != other_before
-    torch._C._autograd._unsafe_set_version_counter((tensor,), (before,))
-    return shared
-
-
 def _outputs_sharing_versions(device_leaves, home) -> dict:
     """{storage key: [(device output, the caller's copy)]} of the outputs that come home."""
     by_storage = {}
@@ -62,7 +52,7 @@ def _output_moving_version(saved, by_storage):
     """The caller's copy of an output whose writes move ``saved``'s version counter in eager (a
     view or ``detach()`` of it: eager's backward then refuses), or None."""
     for leaf, caller in by_storage.get(_storage_key(saved), ()):
-        if leaf is not saved and _moves_version_of(leaf, saved):
+        if leaf is not saved and shares_version(leaf, saved):
             return caller
     return None
 
