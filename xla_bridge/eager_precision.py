@@ -44,23 +44,24 @@ def _widened(value):
     return value.float() if isinstance(value, torch.Tensor) and value.dtype in _HALVES else value
 
 
-def in_float32(op, half_to_float_at=None, dtypes=_HALVES):
+def in_float32(op, half_to_float_at=None, dtypes=_HALVES, in_place=False):
     """``op`` of a 16-bit float tensor (of ``dtypes``) computed on its float32 values and
     rounded to the result dtype eager gives (a ``dtype=`` asked for, or the input's).
-    ``half_to_float_at``: the position of softmax's flag that asks for a float32 result."""
+    ``half_to_float_at``: the position of softmax's flag that asks for a float32 result;
+    ``in_place``: the result written into the tensor (``op`` is the out-of-place form)."""
     def formula(*args, **kwargs):
         x = args[0] if args else None
         if not isinstance(x, torch.Tensor) or x.dtype not in dtypes:
             return NotImplemented
         result_dtype = kwargs.get("dtype") or x.dtype
-        args, kwargs = pytree.tree_map(_widened, (args, kwargs))
-        if half_to_float_at is not None and len(args) > half_to_float_at:
-            if args[half_to_float_at]:
+        wide_args, kwargs = pytree.tree_map(_widened, (args, kwargs))
+        if half_to_float_at is not None and len(wide_args) > half_to_float_at:
+            if wide_args[half_to_float_at]:
                 result_dtype = torch.float32
-            args = (*args[:half_to_float_at], False, *args[half_to_float_at + 1:])
-        out = op(*args, **kwargs)
-        return pytree.tree_map_only(
-            torch.Tensor, lambda t: t.to(result_dtype) if t.dtype == torch.float32 else t, out)
+            wide_args = (*wide_args[:half_to_float_at], False, *wide_args[half_to_float_at + 1:])
+        out = pytree.tree_map_only(torch.Tensor, lambda t: t.to(result_dtype) if t.dtype == torch.float32 else t,
+                                   op(*wide_args, **kwargs))
+        return x.copy_(out) if in_place else out
     return formula
 
 
@@ -100,6 +101,9 @@ def accumulations_in_float32() -> dict:
         op = getattr(getattr(_aten, name, None), "default", None)
         if op is not None:
             table[op] = in_float32(op)
+        written = getattr(getattr(_aten, f"{name}_", None), "default", None)    # (``x.sigmoid_()``)
+        if op is not None and written is not None:
+            table[written] = in_float32(op, in_place=True)
     table[_aten._softmax.default] = in_float32(_aten._softmax.default, half_to_float_at=2)
     table[_aten._log_softmax.default] = first_answer(
         log_softmax_as_eager, in_float32(_aten._log_softmax.default, half_to_float_at=2))

@@ -90,6 +90,7 @@ SIXTEEN_BIT_AS_EAGER = {   # probe AD F1, F2, F10: bit for bit (eager's rounding
     "bf16 log_softmax": (lambda x: x.log_softmax(-1), (_draw(5, 1200) * 20,)),
     "fp16 log_softmax": (lambda x: x.log_softmax(-1), (_draw(5, 1200, dtype=F16) * 20,)),
     "bf16 mish": (F.mish, (_draw(4096) * 3,)),
+    "bf16 mish in place": (lambda x: F.mish(x.clone(), inplace=True), (_draw(4096) * 3,)),
 }
 
 
