@@ -282,6 +282,16 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
                          jit_is_tracing != NULL ? Py_True : Py_False);
 }
 
+/* set_jit_state(capsule): read the JIT tracer's state there (minidynamo._jit_state.is_tracing);
+ * until then (or without it) torch._C._get_tracing_state() is asked. */
+static PyObject *py_set_jit_state(PyObject *self, PyObject *capsule) {
+    void *reader = PyCapsule_GetPointer(capsule, "minidynamo._jit_state.is_tracing");
+    if (reader == NULL)
+        return NULL;
+    jit_is_tracing = (int (*)(void))reader;
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_reset_stats(PyObject *self, PyObject *unused) {
     n_direct = n_usual = 0;
     Py_RETURN_NONE;
@@ -290,6 +300,7 @@ static PyObject *py_reset_stats(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"stats", py_stats, METH_NOARGS, "stats() -> {'direct': calls that went straight to forward, 'usual': the rest}"},
     {"reset_stats", py_reset_stats, METH_NOARGS, "reset_stats(): zero the counts"},
+    {"set_jit_state", py_set_jit_state, METH_O, "set_jit_state(capsule): read the JIT tracer's state there"},
     {NULL},
 };
 
@@ -347,16 +358,7 @@ static int find_objects(void) {
         return -1;
     ordered_dict_type = PyObject_GetAttrString(collections, "OrderedDict");
     Py_DECREF(collections);
-    if (ordered_dict_type == NULL)
-        return -1;
-    PyObject *jit_state = PyImport_ImportModule("minidynamo._jit_state");   /* (PyCapsule_Import
-                                                 does not import submodules itself) */
-    if (jit_state != NULL)
-        jit_is_tracing = (int (*)(void))PyCapsule_Import("minidynamo._jit_state.is_tracing", 0);
-    Py_XDECREF(jit_state);
-    if (jit_is_tracing == NULL)            /* not built: ask torch._C._get_tracing_state() */
-        PyErr_Clear();
-    return 0;
+    return ordered_dict_type == NULL ? -1 : 0;
 }
 
 PyMODINIT_FUNC PyInit__module_call(void) {

@@ -16,17 +16,18 @@ import types
 
 import torch
 
-from . import _eval_frame, counting
+from . import _eval_frame, _module_call, counting
 from .convert_frame import FrameConverter, codes_with_cache
 from .module_call import ModuleCall, call_without_global_hooks
 from .skipfiles import disabled_codes
 
-try:        # optional (C++): while torch.jit.trace records, frames run as CPython runs them
-    from ._jit_state import is_tracing as _jit_is_tracing
-except ImportError:
-    _jit_is_tracing = None
+try:        # optional (C++): the JIT tracer's state, read without a Python call by the frame hook
+    from ._jit_state import is_tracing as _jit_is_tracing    # (which runs frames as CPython does
+except ImportError:                                          # while torch.jit.trace records) and
+    _jit_is_tracing = None                                   # by the nn.Module call shortcut
 else:
     _eval_frame.set_jit_state(_jit_is_tracing)
+    _module_call.set_jit_state(_jit_is_tracing)
 
 
 class OptimizeContext:

@@ -356,8 +356,7 @@ class ReplayedTraining:
             leaves[k] = leaves[first]
         guard_views_as_eager(leaves, bridged.creations)
         for k, saved_index in plan.partition.saved_leaves.items():
-            if k not in bridged.own_version_leaves:      # (``.data``: a counter of its own)
-                step.output_versions.setdefault(saved_index, []).append((leaves[k], _version(leaves[k])))
+            step.output_versions.setdefault(saved_index, []).append((leaves[k], _version(leaves[k])))
         for k in plan.partition.held_leaves:
             step.output_versions.setdefault(("leaf", k), []).append((leaves[k], _version(leaves[k])))
         return pytree.tree_unflatten(leaves, plan.partition.treespec)

@@ -439,10 +439,15 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
                                   "without a source: it could not be guarded")
             return wrap(self, value, source)
         if name in self.f_builtins:
-            same_module = self.f_globals is self.output.frame_info.f_globals
-            source = G.BuiltinSource(name) if same_module else G.BuiltinSource(name, G.NamespaceSource.of(self.f_globals))
-            return wrap(self, self.f_builtins[name], source)
+            return wrap(self, self.f_builtins[name], self.builtin_source(name))
         raise Unsupported(f"global name {name!r} is not defined (NameError)")
+
+    def builtin_source(self, name) -> G.BuiltinSource:
+        """Where builtin ``name`` is re-read: the frame's builtins, or those an inlined function of
+        another module sees (through its globals)."""
+        if self.f_globals is self.output.frame_info.f_globals:
+            return G.BuiltinSource(name)
+        return G.BuiltinSource(name, G.NamespaceSource.of(self.f_globals))
 
     def STORE_GLOBAL(self, inst):
         value = self.pop()
@@ -748,9 +753,7 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         importer = self.f_builtins.get("__import__") if type(self.f_builtins) is dict else None
         if importer is not _BUILTIN_IMPORT or "__import__" in self.f_globals:
             raise Unsupported(f"import in {self.code.co_qualname} with builtins.__import__ replaced")
-        same_module = self.f_globals is self.output.frame_info.f_globals
-        namespace = None if same_module else G.NamespaceSource.of(self.f_globals)
-        self.output.add_guard(G.id_match(G.BuiltinSource("__import__", namespace), importer))
+        self.output.add_guard(G.id_match(self.builtin_source("__import__"), importer))
 
     def IMPORT_FROM(self, inst):
         self.push(self.stack[-1].var_getattr(self, inst.arg))
