@@ -290,7 +290,8 @@ def partition(joint: JointGraph) -> Partition:
         read_ops = tuple(ops | {("node", i) for i in holders}
                          for ops, holders in zip(read_ops, joint.holders))
     held = frozenset().union(*held_reads)
-    checked_args = tuple(sorted(set(saved_args) | {p for kind, p in held if kind == "arg"}))
+    read = frozenset().union(held, *tangent_reads)
+    checked_args = tuple(sorted(set(saved_args) | {p for kind, p in read if kind == "arg"}))
     held_leaves = tuple(sorted(k for kind, k in held if kind == "leaf"))
     # per grad returned: the tangents it is made from (None: from none, a value whatever flows)
     grad_tangents = tuple(flows.get(node) if isinstance(node, fx.Node) else None for node in grad_nodes)
@@ -313,8 +314,9 @@ def _held_reads(nodes, roots: dict, position_of: dict) -> frozenset:
     reads = set()
     for node in nodes:
         root, _ = _view_root(node)
-        if root in position_of:
-            reads.add(("arg", position_of[root]))
+        position = _written_argument(node, position_of)
+        if position is not None:
+            reads.add(("arg", position))
         reads.update(("leaf", k) for k, leaf_root in roots.items() if leaf_root is root)
     return frozenset(reads)
 
@@ -336,7 +338,9 @@ def _reads_per_tangent(backward_ops, tangent_nodes, saved_index, position_of) ->
         if root in position_of:
             return frozenset({("arg", position_of[root])})
         if root in saved_index:
-            return frozenset({("saved", saved_index[root])})
+            position = _written_argument(root, position_of)
+            also = {("arg", position)} if position is not None else set()
+            return frozenset({("saved", saved_index[root]), *also})
         return frozenset()
 
     per_tangent = [set() for _ in tangent_nodes]
@@ -370,6 +374,28 @@ def _view_root(node: fx.Node):
         chain.append(node)
         node = node.args[0]
     return node, chain
+
+
+def _written_argument(node: fx.Node, position_of: dict):
+    """The argument position that ``node`` is, through views and in-place writes (``x.add_(1)``
+    returns the caller's ``x``, which eager's autograd then saves and checks), or None."""
+    while True:
+        node, _ = _view_root(node)
+        if node in position_of:
+            return position_of[node]
+        if not _writes_its_first_argument(node):
+            return None
+        node = node.args[0]
+
+
+def _writes_its_first_argument(node: fx.Node) -> bool:
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return False
+    schema = node.target._schema
+    first = schema.arguments[0].alias_info if schema.arguments else None
+    returned = schema.returns[0].alias_info if len(schema.returns) == 1 else None
+    return (first is not None and first.is_write and returned is not None
+            and returned.before_set == first.before_set and isinstance(node.args[0], fx.Node))
 
 
 def _kept(node: fx.Node) -> bool:

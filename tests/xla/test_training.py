@@ -836,6 +836,45 @@ def test_a_saved_output_returned_after_a_view_of_it_is_watched(written):
     assert outcome(minidynamo.optimize("torchxla_trivial")(step)) is True
 
 
+WRITTEN_THEN_SAVED = {
+    "an argument": lambda x, w, buf: (x.add_(1), (x @ w).sum())[1],
+    "a slice of an argument": lambda x, w, buf: (x[0].mul_(2), (x @ w).sum())[1],
+    "a buffer": lambda x, w, buf: (buf.add_(1), (buf * (x @ w)).sum())[1],
+}
+
+
+@pytest.mark.parametrize("on_device", [False, True], ids=["host", "device"])
+@pytest.mark.parametrize("program", WRITTEN_THEN_SAVED.values(), ids=WRITTEN_THEN_SAVED)
+def test_a_tensor_the_graph_writes_then_saves_is_watched_for_later_writes(program, on_device):
+    """Probe AC r10: the graph writes an argument in place and a backward op then reads it, so
+    eager's autograd saved the caller's own tensor; a write to it before backward makes eager's
+    backward raise. The saved value was a result of the forward graph, not watched: trace_once
+    gave the gradient of the old values (host) or torch_xla's "pending ir" check (device)."""
+    device = dev.xla_device() if on_device else "cpu"
+
+    def outcome(fn, written=True):
+        torch.manual_seed(0)
+        w = torch.randn(4, 4).to(device).requires_grad_()
+        x, buf = torch.randn(3, 4).to(device), torch.randn(3, 4).to(device)
+        loss = fn(x, w, buf)
+        if written:
+            with torch.no_grad():
+                x.mul_(2)
+                buf.mul_(2)
+        try:
+            loss.backward()
+        except RuntimeError as error:
+            return "modified by an inplace operation" in str(error)
+        return w.grad.cpu()
+
+    assert outcome(program) is True
+    opt = minidynamo.optimize("torchxla_trace_once")(program)
+    for _ in range(2):
+        assert outcome(opt) is True
+        torch.testing.assert_close(outcome(opt, written=False), outcome(program, written=False))
+    assert xla_bridge.counters.replays >= 1
+
+
 class _RunningMean(nn.Module):
     def __init__(self):
         super().__init__()
