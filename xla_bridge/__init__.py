@@ -98,8 +98,8 @@ the graph's forward and backward once as one aten graph on meta tensors (``joint
 forward graph and the backward graph by hash inside one ``autograd.Function`` (``training``):
 ``.grad`` accumulates on leaves, frozen parameters get none, non-leaf inputs pass grads
 upstream, batch norm's running stats are written back, dropout draws eager's masks (from the
-host generator) and the backward uses the forward's. ``create_graph=True`` raises
-``DoubleBackwardUnsupported``. ``torchxla_trivial`` runs the graph lazily with autograd on
+host generator) and the backward uses the forward's. A backward with ``create_graph=True``
+recomputes the call eagerly for grads with a history (``double_backward``). ``torchxla_trivial`` runs the graph lazily with autograd on
 (traced every step). Import torch_xla (or make the first backend call) before the process runs
 its first backward: the autograd engine sizes its per-device queues then, once.
 
@@ -110,7 +110,7 @@ tensors), ``device_views`` (views of device arguments and outputs, made again), 
 graph), ``partition`` (ops without an XLA lowering), ``lifting`` (module state as inputs),
 ``device`` (torch_xla access, transfers), ``aten_recorder`` (aten ops on meta tensors into an
 fx graph), ``joint_graph`` (forward + backward, partitioned), ``eager_saved`` (what eager's
-autograd nodes hold, which a backward's version checks watch), ``training`` (the grad-mode paths),
+autograd nodes hold, which a backward's version checks watch), ``training`` (the grad-mode paths), ``double_backward`` (create_graph=True by recomputing the call),
 ``replay_path`` (when a call can take the C++ replay, and its recipe), ``host_random`` (random
 ops drawn on the host generator, as eager draws them), ``timing``, ``log``.
 """

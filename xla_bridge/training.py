@@ -49,8 +49,9 @@ for the output grads that arrived (eager checks a saved tensor when a grad reach
 Not supported, with the reason (the call runs eagerly, or for double backward, an error):
 an output that is a view of an argument or of another output in a graph that also switches grad
 mode, or of an argument the graph writes in place, a graph writing in place to an argument that
-requires grad, graphs that do not stay one lazy XLA graph, and ``create_graph=True`` (the backward
-graph is replayed by hash and has no autograd of its own: ``DoubleBackwardUnsupported``).
+requires grad, and graphs that do not stay one lazy XLA graph. ``create_graph=True`` (the backward
+graph is replayed by hash and has no autograd of its own) recomputes the call eagerly
+(``double_backward``), or raises ``DoubleBackwardUnsupported`` saying why it cannot.
 
 Both training paths (this and ``lazy_training.LazyTraining``) need autograd's engine to have
 a queue for the device (``device.backward_on_device``): a backward that ran before torch_xla
@@ -70,6 +71,7 @@ from .guarded_views import guard_views_as_eager
 from .backward_groups import for_arrived, restrict, tangent_groups
 from .counters import counters
 from .decompose import learn
+from .double_backward import DoubleBackwardUnsupported, Recompute, refusal, unsupported
 from .eager_faithful import eager_faithful
 from .eager_saved import _check_version, _version
 from .graph_warnings import GraphWarnings, WarningIsError, reissue
@@ -82,10 +84,6 @@ NO_GRAD_NEEDED = object()   # returned by a training path when no argument requi
 _NO_DEVICE_BACKWARD = ("autograd's engine started before torch_xla was loaded and has no queue "
                        "for the device (import torch_xla before the first backward)")
 _INFERENCE = "no output requires grad"   # a plan's place when the inference graph is the answer
-
-
-class DoubleBackwardUnsupported(RuntimeError):
-    """``create_graph=True`` through a replayed backward graph (which has no autograd)."""
 
 
 class BatchedBackwardUnsupported(RuntimeError):
@@ -154,6 +152,7 @@ class TrainingPlan:
         # per tangent: the saved tensors its grad's way reads
         self.tangent_saved_reads = tuple(_saved_reads(partition, (j,)) for j in range(len(tangents)))
         self.saved_bytes = partition.saved_bytes
+        self.recompute_refusal = refusal(partition.forward, self.forward.mutated)
 
 
 class _Group:
@@ -333,6 +332,8 @@ class ReplayedTraining:
             # the replayed backward reads the device's copy
             raise NotDifferentiable("an output made through `.data` is a tensor the backward reads")
         step = _Step(self, plan, args, device_args)
+        step.recompute = Recompute.of(bridged.flat, args, needs_grad, plan.recompute_refusal or (
+            "the call writes arguments in place" if written else None))
         outputs = {}                               # leaf index -> tensor from its group's node
         for g, group in enumerate(plan.groups):    # the first node replays the forward graph
             node_inputs = [args[p].detach() if k in group.detached else args[p]
@@ -409,6 +410,7 @@ class _Step:
     def __init__(self, training: ReplayedTraining, plan: TrainingPlan, args, device_args):
         self.training, self.plan, self.args, self.device_args = training, plan, args, device_args
         self.leaves = ()
+        self.recompute = None         # what a backward with create_graph=True recomputes
         self.tensor_leaves = ()
         self.leaves_of_group = ()     # per group: the tensor leaves its node returns
         self.output_versions = {}     # saved result index -> [(output as returned, its version)]
@@ -420,6 +422,7 @@ class _Step:
         plan, partition = self.plan, self.plan.partition
         ctx.arg_versions = self.arg_versions
         ctx.output_versions = self.output_versions
+        ctx.recompute = self.recompute            # for a backward with create_graph=True
         ctx.set_materialize_grads(False)          # which outputs a grad reaches: see backward
         ctx.device = self.training.device
         ctx.group = plan.groups[group]
@@ -642,6 +645,22 @@ class _PartlyFreed:
         self.kept = {i: t for i, t in self.kept.items() if i in needed}
 
 
+def _recomputed(ctx, grads) -> list:
+    """The grads of this node's inputs from an eager recomputation of the call, with their
+    history (``double_backward``); None for the inputs the backward does not ask about."""
+    if isinstance(ctx.recompute, str):
+        raise unsupported(ctx.recompute)
+    plan = ctx.step_plan
+    outputs = [plan.partition.differentiable[j] for j in ctx.group.tangents]
+    tangents = [grads[k] for k in ctx.tangent_outputs]
+    wanted = [k for k in range(len(plan.tensor_positions)) if ctx.needs_input_grad[2 + k]]
+    found = ctx.recompute.grads(outputs, tangents, [plan.tensor_positions[k] for k in wanted])
+    result = [None] * len(plan.tensor_positions)
+    for k, grad in zip(wanted, found):
+        result[k] = grad
+    return result
+
+
 class _DeviceStep(torch.autograd.Function):
     """Forward: replay the forward graph. Backward: replay the backward graph."""
 
@@ -701,11 +720,8 @@ class _DeviceStep(torch.autograd.Function):
                 kept = ctx.partly.saved_for(ctx, active, len(ctx.unread))
             saved = [ctx.unread[i] if i in ctx.unread else value for i, value in enumerate(kept)]
         _check_versions(ctx, active)
-        if torch.is_grad_enabled():
-            raise DoubleBackwardUnsupported(
-                "create_graph=True (double backward) through torchxla_trace_once: the backward "
-                "graph is replayed by hash and has no autograd of its own; compute higher-order "
-                "gradients with the eager backend")
+        if torch.is_grad_enabled():               # create_graph=True: grads with a history
+            return (None, None, *_recomputed(ctx, grads))
         tangents = [grads[k] for k in ctx.tangent_outputs]
         for i, j in enumerate(group.tangents):
             if tangents[i] is None:               # no grad reached that output: zeros
@@ -715,6 +731,9 @@ class _DeviceStep(torch.autograd.Function):
         dev.materialize([t for t in tangents if dev.is_xla(t)])   # a lazy loss's backward
         for k, copy in zip(host, dev.to_device([tangents[k] for k in host])):
             tangents[k] = copy
+        # a device argument or output the backward reads, written through ``.data`` since (no
+        # version moved): eager's backward reads the new values, here pending computation
+        dev.materialize([t for t in saved if isinstance(t, torch.Tensor)])
         inputs = [*saved, *tangents]
         backward = group.backward_for(active, inputs)
         if ctx.partly is not None:

@@ -247,13 +247,60 @@ def test_retain_graph_then_second_backward_errors_like_eager():
     assert_close_all(grads(ours), grads(eager))
 
 
-def test_double_backward_is_a_clear_error():
+def _critic():
+    return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 1))
+
+
+@pytest.mark.parametrize("on_device", [False, True], ids=["host", "device"])
+def test_a_gradient_penalty_through_a_replayed_step_is_eagers(on_device):
+    """Probe AB r6 (WGAN-GP): ``autograd.grad(..., create_graph=True)`` through a trace_once
+    forward raised DoubleBackwardUnsupported (the replayed backward has no autograd). The step
+    is recomputed eagerly for such a backward, so the penalty's own backward reaches the
+    critic's parameters and the input as eager's does; the forward is still replayed."""
+    device = dev.xla_device() if on_device else "cpu"
     torch.manual_seed(0)
-    _, _, step = eager_and_ours(Mlp())
+    eager, ours, step = eager_and_ours(_critic())
+    ours.to(device)
+    for _ in range(3):
+        x = torch.randn(5, 6)
+        results = []
+        for model, value in ((eager, x.clone()), (step, x.to(device))):
+            value.requires_grad_()
+            out = model(value)
+            g, = torch.autograd.grad(out.sum(), value, create_graph=True)
+            (out.mean() + 10 * (g.norm(dim=1) - 1).pow(2).mean()).backward()
+            results.append((g.detach().cpu(), value.grad.cpu()))
+        assert_close_all(results[1], results[0])
+        assert_close_all(grads(ours), grads(eager))
+    assert xla_bridge.counters.replays >= 2
+
+
+class _Changed(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.lin, self.kind = nn.Linear(6, 8), kind
+        self.bn = nn.BatchNorm1d(8) if kind == "bn" else nn.Identity()
+        self.drop = nn.Dropout(0.5) if kind == "dropout" else nn.Identity()
+
+    def forward(self, x):
+        return torch.tanh(self.drop(self.bn(self.lin(x)))).sum()
+
+
+@pytest.mark.parametrize("kind, reason", [("dropout", "random numbers"), ("bn", "in place"),
+                                          ("bias changed", "changed in place")])
+def test_a_double_backward_that_cannot_be_recomputed_is_a_clear_error(kind, reason):
+    """A recomputation would draw other dropout masks, write batch norm's running stats again,
+    or read a bias written since (which eager's nodes did not save)."""
+    torch.manual_seed(0)
+    _, ours, step = eager_and_ours(_Changed(kind).train())
     x = torch.randn(4, 6, requires_grad=True)
-    out = step(x).sum()
-    with pytest.raises(DoubleBackwardUnsupported, match="create_graph"):
+    out = step(x)
+    if kind == "bias changed":
+        with torch.no_grad():
+            ours.lin.bias.add_(1)
+    with pytest.raises(DoubleBackwardUnsupported, match=reason):
         torch.autograd.grad(out, x, create_graph=True)
+    assert xla_bridge.counters.replays >= 1
 
 
 def test_batched_gradients_are_a_clear_error():
@@ -873,6 +920,38 @@ def test_a_tensor_the_graph_writes_then_saves_is_watched_for_later_writes(progra
         assert outcome(opt) is True
         torch.testing.assert_close(outcome(opt, written=False), outcome(program, written=False))
     assert xla_bridge.counters.replays >= 1
+
+
+WRITTEN_THROUGH_DATA = {
+    "a weight": lambda w, h: w.data.mul_(2),
+    "an output": lambda w, h: h.data.mul_(0.5),
+}
+
+
+@pytest.mark.parametrize("write", WRITTEN_THROUGH_DATA.values(), ids=WRITTEN_THROUGH_DATA)
+def test_a_device_tensor_written_through_data_before_backward_is_read_as_eager(write):
+    """Probe AB r7 on the device: a write through ``.data`` moves no version, and eager's
+    backward reads the new values; the replayed backward was handed the tensor with its pending
+    computation and torch_xla refused it ("input data to dynamo graph can not be a pending ir")."""
+    device = dev.xla_device()
+
+    def step_grads(wrap):
+        torch.manual_seed(0)
+        w = torch.randn(6, 4).to(device).requires_grad_()
+        f = wrap(lambda x: torch.tanh(x @ w))
+        found = []
+        for _ in range(3):
+            x = torch.randn(5, 6).to(device).requires_grad_()     # (its grad reads w)
+            h = f(x)
+            write(w, h)
+            h.sum().backward()
+            found += [w.grad.cpu(), x.grad.cpu()]
+            w.grad = None
+        return found
+
+    expected = step_grads(lambda f: f)
+    assert_close_all(step_grads(minidynamo.optimize("torchxla_trace_once")), expected)
+    assert xla_bridge.counters.replays >= 2
 
 
 class _RunningMean(nn.Module):

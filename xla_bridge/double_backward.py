@@ -1,0 +1,88 @@
+"""Double backward (``create_graph=True``) through a replayed training step, by recomputing it.
+
+The replayed backward graph is an XLA program: it computes the grads, but records no autograd
+history, so a backward that must itself be differentiated (gradient penalties such as WGAN-GP's
+and R1's, MAML's inner step) cannot use it. Eager autograd can, because each node's backward
+formula runs as ordinary differentiable ops over saved tensors that keep their own history.
+This module does what eager does, late: when a backward with ``create_graph=True`` reaches a
+step's node, it runs the captured graph again, eagerly and with grad on, over the very tensors
+the step was called with, and differentiates that with ``create_graph=True``. The grads come
+with eager's history, so a second backward reaches the parameters and inputs as eager's does.
+
+Recomputing gives eager's answer only when it computes what the call computed:
+
+- every argument still holds the values it held at the call (its version has not moved since:
+  eager would read its saved tensors, and this module cannot see old values);
+- the graph draws no random numbers (a recomputation would draw others) and writes no argument
+  in place (it would write it a second time);
+- no autocast was on around the call (the recomputation runs inside the backward, outside it).
+
+Otherwise the backward raises ``DoubleBackwardUnsupported``, with the reason. The arguments are
+held by the step's autograd node for as long as it lives, as eager's nodes hold what they save.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils import _pytree as pytree
+
+from .eager_saved import _version
+from .host_random import is_random
+
+_AUTOCAST_DEVICES = ("cpu", "xla")
+
+
+class DoubleBackwardUnsupported(RuntimeError):
+    """``create_graph=True`` through a replayed step that cannot be recomputed faithfully."""
+
+
+def refusal(forward_gm, mutated) -> str | None:
+    """Why a step with this forward graph cannot be recomputed (None: it can)."""
+    if mutated:
+        return "its graph writes arguments in place (a recomputation would write them again)"
+    if any(node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+           and is_random(node.target) for node in forward_gm.graph.nodes):
+        return "its graph draws random numbers (a recomputation would draw others)"
+    return None
+
+
+class Recompute:
+    """What a step's node keeps to recompute the call: the program and the arguments, with their
+    versions and grad flags at the call."""
+
+    __slots__ = ("program", "args", "versions", "needs_grad")
+
+    def __init__(self, program, args, needs_grad):
+        self.program, self.args, self.needs_grad = program, args, needs_grad
+        self.versions = tuple(_version(a) if isinstance(a, torch.Tensor) else None for a in args)
+
+    @staticmethod
+    def of(program, args, needs_grad, refused: str | None):
+        """A ``Recompute``, or the reason a double backward through this call will raise."""
+        if refused is None and any(torch.is_autocast_enabled(d) for d in _AUTOCAST_DEVICES):
+            refused = "autocast was on around the call (a recomputation runs outside it)"
+        return refused if refused is not None else Recompute(program, args, needs_grad)
+
+    def grads(self, outputs, tangents, inputs) -> tuple:
+        """d(leaves ``outputs`` . ``tangents``)/d(arguments ``inputs``), with history."""
+        for position, (arg, version) in enumerate(zip(self.args, self.versions)):
+            if version is not None and (_version(arg) != version
+                                        or arg.requires_grad != self.needs_grad[position]):
+                raise DoubleBackwardUnsupported(
+                    f"create_graph=True through torchxla_trace_once recomputes the call, and "
+                    f"argument {position} changed in place (or its requires_grad) since it")
+        with torch.enable_grad():
+            leaves = pytree.tree_leaves(self.program(*self.args))
+        arrived = [(leaves[k], g) for k, g in zip(outputs, tangents) if g is not None]
+        return torch.autograd.grad([leaf for leaf, _ in arrived], [self.args[p] for p in inputs],
+                                   [g for _, g in arrived], create_graph=True, allow_unused=True)
+
+
+def unsupported(reason: str) -> DoubleBackwardUnsupported:
+    return DoubleBackwardUnsupported(
+        f"create_graph=True (double backward) through torchxla_trace_once: the replayed backward "
+        f"has no autograd of its own and the call cannot be recomputed: {reason}; compute "
+        f"higher-order gradients with the eager or torchxla_trivial backend")
+
+
+__all__ = ["DoubleBackwardUnsupported", "Recompute", "refusal", "unsupported"]
