@@ -47,27 +47,30 @@ def refusal(forward_gm, mutated) -> str | None:
 
 
 class Recompute:
-    """What a step's node keeps to recompute the call: the program and the arguments, with their
-    versions and grad flags at the call."""
+    """What a step's node keeps to recompute the call: the program, the arguments and their
+    grad flags, and the versions at the call of the arguments whose versions the step does not
+    record already (those a backward reads: ``checked``, handed to ``grads``)."""
 
-    __slots__ = ("program", "args", "versions", "needs_grad")
+    __slots__ = ("program", "args", "needs_grad", "versions")
 
-    def __init__(self, program, args, needs_grad):
+    def __init__(self, program, args, needs_grad, unchecked):
         self.program, self.args, self.needs_grad = program, args, needs_grad
-        self.versions = tuple(_version(a) if isinstance(a, torch.Tensor) else None for a in args)
+        self.versions = {p: _version(args[p]) for p in unchecked}
 
     @staticmethod
-    def of(program, args, needs_grad, refused: str | None):
+    def of(program, args, needs_grad, unchecked, refused: str | None):
         """A ``Recompute``, or the reason a double backward through this call will raise."""
         if refused is None and any(torch.is_autocast_enabled(d) for d in _AUTOCAST_DEVICES):
             refused = "autocast was on around the call (a recomputation runs outside it)"
-        return refused if refused is not None else Recompute(program, args, needs_grad)
+        return refused if refused is not None else Recompute(program, args, needs_grad, unchecked)
 
-    def grads(self, outputs, tangents, inputs) -> tuple:
-        """d(leaves ``outputs`` . ``tangents``)/d(arguments ``inputs``), with history."""
-        for position, (arg, version) in enumerate(zip(self.args, self.versions)):
-            if version is not None and (_version(arg) != version
-                                        or arg.requires_grad != self.needs_grad[position]):
+    def grads(self, outputs, tangents, inputs, checked: dict) -> tuple:
+        """d(leaves ``outputs`` . ``tangents``)/d(arguments ``inputs``), with history;
+        ``checked``: {position: (argument, its version after the call)} for the others."""
+        versions = {**self.versions, **{p: version for p, (_, version) in checked.items()}}
+        for position, version in versions.items():
+            arg = self.args[position]
+            if _version(arg) != version or arg.requires_grad != self.needs_grad[position]:
                 raise DoubleBackwardUnsupported(
                     f"create_graph=True through torchxla_trace_once recomputes the call, and "
                     f"argument {position} changed in place (or its requires_grad) since it")

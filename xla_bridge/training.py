@@ -153,6 +153,7 @@ class TrainingPlan:
         self.tangent_saved_reads = tuple(_saved_reads(partition, (j,)) for j in range(len(tangents)))
         self.saved_bytes = partition.saved_bytes
         self.recompute_refusal = refusal(partition.forward, self.forward.mutated)
+        self.unchecked_positions = tuple(p for p in tensor_positions if p not in partition.checked_args)
 
 
 class _Group:
@@ -332,8 +333,9 @@ class ReplayedTraining:
             # the replayed backward reads the device's copy
             raise NotDifferentiable("an output made through `.data` is a tensor the backward reads")
         step = _Step(self, plan, args, device_args)
-        step.recompute = Recompute.of(bridged.flat, args, needs_grad, plan.recompute_refusal or (
-            "the call writes arguments in place" if written else None))
+        step.recompute = Recompute.of(bridged.flat, args, needs_grad, plan.unchecked_positions,
+                                      plan.recompute_refusal or ("the call writes arguments in "
+                                                                 "place" if written else None))
         outputs = {}                               # leaf index -> tensor from its group's node
         for g, group in enumerate(plan.groups):    # the first node replays the forward graph
             node_inputs = [args[p].detach() if k in group.detached else args[p]
@@ -654,7 +656,8 @@ def _recomputed(ctx, grads) -> list:
     outputs = [plan.partition.differentiable[j] for j in ctx.group.tangents]
     tangents = [grads[k] for k in ctx.tangent_outputs]
     wanted = [k for k in range(len(plan.tensor_positions)) if ctx.needs_input_grad[2 + k]]
-    found = ctx.recompute.grads(outputs, tangents, [plan.tensor_positions[k] for k in wanted])
+    found = ctx.recompute.grads(outputs, tangents, [plan.tensor_positions[k] for k in wanted],
+                                ctx.arg_versions)
     result = [None] * len(plan.tensor_positions)
     for k, grad in zip(wanted, found):
         result[k] = grad
