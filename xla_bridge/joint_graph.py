@@ -378,24 +378,31 @@ def _view_root(node: fx.Node):
 
 def _written_argument(node: fx.Node, position_of: dict):
     """The argument position that ``node`` is, through views and in-place writes (``x.add_(1)``
-    returns the caller's ``x``, which eager's autograd then saves and checks), or None."""
+    and ``torch.add(a, b, out=x)`` return the caller's ``x``, which eager's autograd then saves
+    and checks), or None."""
     while True:
         node, _ = _view_root(node)
         if node in position_of:
             return position_of[node]
-        if not _writes_its_first_argument(node):
+        written = _written_input(node)
+        if written is None:
             return None
-        node = node.args[0]
+        node = written
 
 
-def _writes_its_first_argument(node: fx.Node) -> bool:
+def _written_input(node: fx.Node):
+    """The input node an op writes in place and returns (``add_``'s self, ``add.out``'s out)."""
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
-        return False
+        return None
     schema = node.target._schema
-    first = schema.arguments[0].alias_info if schema.arguments else None
     returned = schema.returns[0].alias_info if len(schema.returns) == 1 else None
-    return (first is not None and first.is_write and returned is not None
-            and returned.before_set == first.before_set and isinstance(node.args[0], fx.Node))
+    if returned is None or not returned.is_write:
+        return None
+    for k, argument in enumerate(schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.before_set == returned.before_set:
+            value = node.args[k] if k < len(node.args) else node.kwargs.get(argument.name)
+            return value if isinstance(value, fx.Node) else None
+    return None
 
 
 def _kept(node: fx.Node) -> bool:

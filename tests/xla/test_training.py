@@ -887,6 +887,8 @@ WRITTEN_THEN_SAVED = {
     "an argument": lambda x, w, buf: (x.add_(1), (x @ w).sum())[1],
     "a slice of an argument": lambda x, w, buf: (x[0].mul_(2), (x @ w).sum())[1],
     "a buffer": lambda x, w, buf: (buf.add_(1), (buf * (x @ w)).sum())[1],
+    "an out= argument": lambda x, w, buf: (torch.add(buf, 1, out=x), (x @ w).sum())[1],
+    "copy_ into an argument": lambda x, w, buf: (x.copy_(buf * 2), (x @ w).sum())[1],
 }
 
 
