@@ -19,7 +19,7 @@ def unfit_for_the_device(gm, example_inputs):
     return _holds_unsound_dtype(gm, example_inputs) or _marked_by_the_tracer(gm) or _empty_input_to_a_shuffle(gm) \
         or _as_strided_of_stored_memory(gm) or _writes_a_strided_region(gm) \
         or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm, example_inputs) \
-        or _silent_write_into_a_view(gm) or _inverts_a_matrix(gm)
+        or _silent_write_into_a_view(gm) or _inverts_a_matrix(gm) or _bags_by_max(gm)
 
 
 def _requires_grad(value) -> bool:
@@ -81,6 +81,29 @@ def _inverts_a_matrix(gm):
         exponent = node.args[1] if len(node.args) > 1 else node.kwargs.get("n")
         if name in _MATRIX_INVERSES or (name in _MATRIX_POWERS and not (type(exponent) is int and exponent >= 0)):
             return f"{node.name} inverts a matrix: eager raises for a singular one, torch_xla's lowering does not"
+    return None
+
+
+# ``embedding_bag`` by name (F.embedding_bag, torch.embedding_bag, the aten ops), where its
+# ``mode`` argument is: torch_xla's lowering of ``mode='max'`` starts each bag's maximum at 0, so
+# a bag whose values are all negative gives 0 (probe AF r5).
+_BAGS = frozenset({"embedding_bag", "_embedding_bag", "_embedding_bag_forward_only"})
+_MODE_POSITION = {"embedding_bag": 4, "_embedding_bag": 4, "_embedding_bag_forward_only": 4}
+
+
+def _bags_by_max(gm):
+    """Why the device cannot run ``gm``, if it reduces embedding bags by their maximum."""
+    for node in gm.graph.nodes:
+        name = op_name(node.target)
+        if node.op != "call_function" or name not in _BAGS:
+            continue
+        if node.target is torch.nn.functional.embedding_bag:
+            position = 6                      # (input, weight, offsets, max_norm, norm_type, ...)
+        else:
+            position = _MODE_POSITION[name]   # (weight, indices, offsets, scale_grad_by_freq, mode)
+        mode = node.kwargs.get("mode", node.args[position] if len(node.args) > position else None)
+        if mode in ("max", 2):
+            return f"{node.name} reduces embedding bags by max: torch_xla's lowering starts each maximum at 0"
     return None
 
 

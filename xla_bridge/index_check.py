@@ -40,17 +40,20 @@ non-finite value runs eagerly instead.
 And the values a loss's kernel validates (``_DOMAINS``): ``binary_cross_entropy`` raises for an
 input or a target outside [0, 1] (a NaN included), ``nll_loss`` (``cross_entropy``) and
 ``multi_margin_loss`` for a class index outside the classes (``ignore_index`` aside); XLA
-computed NaN, or a loss with a clamped index.
+computed NaN, or a loss with a clamped index. ``embedding_bag``'s offsets must start at 0, not
+decrease and end within the indices, and ``masked_scatter`` needs a source element for every
+place its mask selects; XLA dropped what was missing.
 
 Ranges per op (what eager's CPU kernels accept; a stricter range only sends a call to eager):
-``[-size, size)`` for advanced indexing, ``index_put``, ``index_fill`` and ``take``;
-``[0, size)`` for ``index_select``, ``gather``, the scatters, ``embedding``, ``index_add`` and
-``index_copy``.
+``[-size, size)`` for advanced indexing, ``index_put``, ``index_fill``, ``take`` and ``put``;
+``[0, size)`` for ``index_select``, ``gather``, the scatters, ``embedding``, ``embedding_bag``,
+``index_add``, ``index_copy`` and ``max_unpool`` (a place in the output plane).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 
 import torch
@@ -215,8 +218,17 @@ def _embedding(weight, indices, *rest, **kwargs):
     yield indices, weight.shape[0], False
 
 
-def _take(self, index):
+def _take(self, index, *rest, **kwargs):
     yield index, self.numel(), True
+
+
+def _unpool(self, indices, output_size, *rest, **kwargs):
+    """Each index is a place in one output plane (``output_size``: its spatial sizes)."""
+    yield indices, math.prod(output_size), False
+
+
+def _bag_indices(weight, indices, *rest, **kwargs):
+    yield indices, weight.shape[0], False
 
 
 _MULTIPLICATIONS = {aten.mul.Tensor, aten.mul_.Tensor}
@@ -319,11 +331,13 @@ _RULES = {
                      aten.index_add_, aten.index_copy, aten.index_copy_), _along(False)),
     **dict.fromkeys((aten.index_fill, aten.index_fill_), _along(True)),
     aten.embedding: _embedding,
-    aten.take: _take,
+    **dict.fromkeys((aten.take, aten.put, aten.put_), _take),
+    **dict.fromkeys((aten.max_unpool2d, aten.max_unpool3d), _unpool),
+    **dict.fromkeys((aten._embedding_bag, aten._embedding_bag_forward_only), _bag_indices),
 }
 
 
-# -- the values a loss's kernel validates ---------------------------------------------------------
+# -- the values a kernel validates (a loss's targets, a bag's offsets, a scatter's source) ----------
 
 def _probabilities(self, target, *rest, **kwargs):
     for values in (self, target):
@@ -346,10 +360,23 @@ def _class_indices(ignore_index_at=None):
     return rule
 
 
+def _bag_offsets(weight, indices, offsets, *rest, **kwargs):
+    """Offsets start at 0, do not decrease, and end within the indices."""
+    if offsets.numel() > 0:
+        yield torch.stack([offsets[0] == 0, (offsets.diff() >= 0).all(), offsets[-1] <= indices.numel()])
+
+
+def _enough_source(self, mask, source):
+    """``masked_scatter``: a source element for every place the mask selects."""
+    yield torch.broadcast_to(mask, self.shape).sum() <= source.numel()
+
+
 _DOMAINS = {
     aten.binary_cross_entropy: _probabilities,
     # (self, target, weight, reduction, ignore_index)
     aten.nll_loss_forward: _class_indices(ignore_index_at=2),
     aten.nll_loss2d_forward: _class_indices(ignore_index_at=2),
     aten.multi_margin_loss: _class_indices(),     # (self, target, p, margin, weight, reduction)
+    **dict.fromkeys((aten._embedding_bag, aten._embedding_bag_forward_only), _bag_offsets),
+    **dict.fromkeys((aten.masked_scatter, aten.masked_scatter_), _enough_source),
 }
