@@ -201,6 +201,31 @@ def refuse_guarded_views(leaves, differentiable) -> None:
                                     f"eager refuses in-place changes to it")
 
 
+def refuse_mixed_dtypes_eager_refuses(backward_ops) -> None:
+    """A backward op given floating tensors of several dtypes, which eager's CPU kernel refuses
+    where its meta kernel (the recording) and the device's lowering compute: ``mse_loss`` of a
+    float32 prediction and a float64 target raises "Found dtype Double but expected Float" in
+    eager's backward (probe AE r2). Each such op runs once on zeros shaped like its inputs; if
+    it raises, the call runs eagerly, and eager's backward raises its error."""
+    for node in backward_ops:
+        inputs = [n for n in node.all_input_nodes if isinstance(n.meta.get("dtype"), torch.dtype)]
+        if not isinstance(node.target, torch._ops.OpOverload) or \
+                len({n.meta["dtype"] for n in inputs if n.meta["dtype"].is_floating_point}) < 2:
+            continue
+        args, kwargs = pytree.tree_map_only(fx.Node, _zeros_like_recorded, (node.args, node.kwargs))
+        try:
+            node.target(*args, **kwargs)
+        except RuntimeError as error:
+            first = (str(error).splitlines() or [""])[0][:160]
+            raise NotDifferentiable(f"eager's CPU kernel of {node.target} refuses its operands' "
+                                    f"dtypes in the backward: {first}") from None
+
+
+def _zeros_like_recorded(node: fx.Node):
+    shape, dtype = node.meta.get("shape"), node.meta.get("dtype")
+    return torch.zeros(shape, dtype=dtype) if isinstance(dtype, torch.dtype) else None
+
+
 def _takes_tangent(leaves, metas) -> tuple:
     """Leaf indices that get an output grad: tensors requiring grad, each once (a tensor
     returned twice is one output of the step), and not an argument itself (returned as the
@@ -227,6 +252,7 @@ def partition(joint: JointGraph) -> Partition:
     backward_ops = [n for n in graph.nodes
                     if n.op in ("call_function", "get_attr") and n.meta.get("phase") == BACKWARD]
     backward_set = set(backward_ops)
+    refuse_mixed_dtypes_eager_refuses(backward_ops)
     saved, saved_args, recomputed = [], [], set()
 
     def read_from_forward(node):

@@ -956,6 +956,26 @@ def test_a_device_tensor_written_through_data_before_backward_is_read_as_eager(w
     assert xla_bridge.counters.replays >= 2
 
 
+def test_a_backward_kernel_eager_refuses_for_mixed_dtypes_raises_as_eager():
+    """Probe AE r2: ``mse_loss`` of a float32 prediction and a float64 target: eager's CPU
+    kernel of ``mse_loss_backward`` raises "Found dtype Double but expected Float"; the meta
+    recording and the device computed, so trace_once trained silently."""
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 3)
+    step = lambda x, y: F.mse_loss(lin(x), y)                   # noqa: E731
+    compiled = minidynamo.optimize("torchxla_trace_once")(step)
+    x = torch.randn(5, 4)
+    errors = []
+    for fn in (step, compiled, compiled):
+        with pytest.raises(RuntimeError) as error:
+            fn(x, torch.randn(5, 3, dtype=torch.float64)).backward()
+        errors.append(str(error.value).splitlines()[0])
+    assert errors[0] == errors[1] == errors[2] and "expected Float" in errors[0]
+    for _ in range(2):                                          # one dtype: replayed
+        compiled(x, torch.randn(5, 3)).backward()
+    assert xla_bridge.counters.replays >= 2
+
+
 class _RunningMean(nn.Module):
     def __init__(self):
         super().__init__()
