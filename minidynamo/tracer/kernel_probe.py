@@ -14,7 +14,8 @@ graph (docs/guard-assumptions.md states what this rests on); otherwise try_block
 general rule.
 
 Only torch's own functions and tensor methods are run (no module, no user function, nothing
-that draws random numbers): on stand-ins they touch nothing the program can see.
+that draws random numbers), and a flattened vmap's graph of aten ops (``vmap_flatten``): on
+stand-ins they touch nothing the program can see.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 import torch.fx
 
 from .. import compile_warnings
+from .vmap_flatten import run_flat
 
 
 def unprobed(nodes, answers: Optional[dict] = None) -> Optional[str]:
@@ -96,10 +98,18 @@ def _runnable(node: torch.fx.Node):
     target = node.target
     if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return target
+    if target is run_flat and not _draws(node.args[0].meta.get("example_value")):
+        return target                    # a flattened vmap: aten ops only (vmap_flatten.py)
     module = getattr(target, "__module__", None) or ""
     if module in ("_operator", "torch") or module.startswith("torch."):   # x * y: the tensor's own operator
         return target
     return None
+
+
+def _draws(flat) -> bool:
+    return not isinstance(flat, torch.fx.GraphModule) or any(
+        isinstance(n.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in n.target.tags
+        for n in flat.graph.nodes)
 
 
 def _is_results_of_op(node) -> bool:
@@ -129,4 +139,6 @@ def _stand_in_for(example, device, node):
         return made
     if isinstance(example, (tuple, list)):
         return type(example)(_stand_in_for(e, device, node) for e in example)
+    if isinstance(example, torch.fx.GraphModule):     # a flattened vmap's graph (``_runnable``)
+        return example
     raise _NoStandIn(f"{node.name} has no tensor example value")

@@ -115,3 +115,24 @@ class SplitsFirst(StaticCache):
 def test_the_results_of_an_op_with_several_are_not_run_apart():
     counters = run(SplitsFirst, 3)
     assert counters["fallbacks"] == 0 and counters["compiles"] == 1, counters["fallback_reasons"]
+
+
+class MasksByVmap(StaticCache):
+    """transformers' attention masks are made by nested vmaps inside check_model_inputs' ``try``:
+    the flattened vmap's graph (aten ops only, vmap_flatten.py) runs on stand-ins like any op
+    (probe AF: LLaMA's StaticCache decode steps ran eagerly)."""
+
+    def forward(self, k, position):
+        try:
+            self.keys.index_copy_(2, position, k)
+            mask = torch.vmap(lambda row: row > position.float())(torch.arange(8.0).unsqueeze(-1))
+        except TypeError:
+            self.keys.zero_()
+            mask = None
+        return self.keys.sum(-1) * mask.squeeze(-1).float()
+
+
+def test_a_flattened_vmap_in_the_try_body_runs_on_stand_ins():
+    counters = run(MasksByVmap, 4)
+    assert counters["fallbacks"] == 0 and counters["compiles"] == 1, counters["fallback_reasons"]
+
