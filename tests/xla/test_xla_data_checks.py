@@ -80,3 +80,16 @@ def test_multilabel_margin_loss_stops_at_a_targets_first_minus_one(backend):
     compiled = minidynamo.optimize(backend)(F.multilabel_margin_loss)
     for _ in range(2):
         torch.testing.assert_close(compiled(x, target), F.multilabel_margin_loss(x, target))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_unbatched_multi_margin_loss_keeps_eagers_shape(backend):
+    """PyTorch's decomposition gives an unbatched input's per-sample loss the shape (1,) where
+    eager's is 0-dim (probe AG r2); the op is not traced as it."""
+    fn = lambda x, t: F.multi_margin_loss(x, t, reduction="none")     # noqa: E731
+    x, target = T([-4.8, -7.6, -0.6, -1.5, -2.0]), T(1)
+    compiled = minidynamo.optimize(backend)(fn)
+    for _ in range(2):
+        got, expected = compiled(x, target), fn(x, target)
+        assert got.shape == expected.shape == ()
+        torch.testing.assert_close(got, expected)
