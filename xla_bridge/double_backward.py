@@ -18,7 +18,10 @@ Recomputing gives eager's answer only when it computes what the call computed:
 - no autocast was on around the call (the recomputation runs inside the backward, outside it).
 
 Otherwise the backward raises ``DoubleBackwardUnsupported``, with the reason. The arguments are
-held by the step's autograd node for as long as it lives, as eager's nodes hold what they save.
+held by the step's autograd nodes for as long as those live: until the outputs are dropped, where
+eager's nodes free what they saved at the first backward that does not retain the graph (the
+inputs of one step, the parameters being held by the model anyway). A backward with
+``create_graph=True, retain_graph=False`` leaves the step's saved tensors in place.
 """
 
 from __future__ import annotations
