@@ -12,7 +12,8 @@ with eager's history, so a second backward reaches the parameters and inputs as 
 Recomputing gives eager's answer only when it computes what the call computed:
 
 - every argument still holds the values it held at the call (its version has not moved since:
-  eager would read its saved tensors, and this module cannot see old values);
+  eager would read its saved tensors, and this module cannot see old values; a write through
+  ``.data``, which moves no version, is not seen: the recomputation reads the new values);
 - the graph draws no random numbers (a recomputation would draw others) and writes no argument
   in place (it would write it a second time);
 - no autocast was on around the call (the recomputation runs inside the backward, outside it).
@@ -78,9 +79,13 @@ class Recompute:
                     f"create_graph=True through torchxla_trace_once recomputes the call, and "
                     f"argument {position} changed in place (or its requires_grad) since it")
         with torch.enable_grad():
-            leaves = pytree.tree_leaves(self.program(*self.args))
+            # one alias per position: the grad of each position alone, as the node's inputs get
+            # theirs (a tensor passed twice, or an argument made from another, would otherwise
+            # be differentiated through every way it reaches the outputs at each position)
+            aliases = [a.view_as(a) if isinstance(a, torch.Tensor) else a for a in self.args]
+            leaves = pytree.tree_leaves(self.program(*aliases))
         arrived = [(leaves[k], g) for k, g in zip(outputs, tangents) if g is not None]
-        return torch.autograd.grad([leaf for leaf, _ in arrived], [self.args[p] for p in inputs],
+        return torch.autograd.grad([leaf for leaf, _ in arrived], [aliases[p] for p in inputs],
                                    [g for _, g in arrived], create_graph=True, allow_unused=True)
 
 

@@ -41,6 +41,7 @@ function without touching the replay side.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -417,11 +418,15 @@ def _written_argument(node: fx.Node, position_of: dict):
 
 
 def _written_input(node: fx.Node):
-    """The input node an op writes in place and returns (``add_``'s self, ``add.out``'s out)."""
+    """The input node an op writes in place and returns (``add_``'s self, ``add.out``'s out;
+    through ``getitem``, one of several: ``max.dim_max``'s values or indices)."""
+    index = 0
+    if node.op == "call_function" and node.target is operator.getitem and isinstance(node.args[0], fx.Node):
+        node, index = node.args[0], node.args[1]
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
         return None
     schema = node.target._schema
-    returned = schema.returns[0].alias_info if len(schema.returns) == 1 else None
+    returned = schema.returns[index].alias_info if index < len(schema.returns) else None
     if returned is None or not returned.is_write:
         return None
     for k, argument in enumerate(schema.arguments):

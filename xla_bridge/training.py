@@ -647,6 +647,9 @@ class _PartlyFreed:
         self.kept = {i: t for i, t in self.kept.items() if i in needed}
 
 
+_FREED = "a backward that did not retain the graph went through the call (eager freed it then)"
+
+
 def _recomputed(ctx, grads) -> list:
     """The grads of this node's inputs from an eager recomputation of the call, with their
     history (``double_backward``); None for the inputs the backward does not ask about."""
@@ -725,6 +728,10 @@ class _DeviceStep(torch.autograd.Function):
         _check_versions(ctx, active)
         if torch.is_grad_enabled():               # create_graph=True: grads with a history
             return (None, None, *_recomputed(ctx, grads))
+        if not torch._C._autograd._get_current_graph_task_keep_graph():
+            ctx.recompute = _FREED                # (eager's nodes free what they saved now)
+            if ctx.partly is None:                # the caller's tensors it watched too
+                ctx.arg_versions, ctx.output_versions = {}, {}
         tangents = [grads[k] for k in ctx.tangent_outputs]
         for i, j in enumerate(group.tangents):
             if tangents[i] is None:               # no grad reached that output: zeros

@@ -275,6 +275,56 @@ def test_a_gradient_penalty_through_a_replayed_step_is_eagers(on_device):
     assert xla_bridge.counters.replays >= 2
 
 
+SHARED_ARGUMENTS = {
+    "one tensor at two positions": lambda x: (x, x),
+    "an argument made from another": lambda x: (x, x.exp()),
+}
+
+
+@pytest.mark.parametrize("arguments", SHARED_ARGUMENTS.values(), ids=SHARED_ARGUMENTS)
+def test_a_double_backward_gives_each_position_its_own_grad(arguments):
+    """Probe AH r7, r8: the recomputation differentiated with respect to the argument tensors
+    themselves, so one tensor at two positions got its whole grad at each (twice eager's), and
+    an argument made from another got the way through it counted again."""
+    def f(a, b):
+        return (a * b).sin().sum()
+
+    results = []
+    for fn in (f, minidynamo.optimize("torchxla_trace_once")(f)):
+        torch.manual_seed(0)
+        x = torch.randn(4, requires_grad=True)
+        g, = torch.autograd.grad(fn(*arguments(x)), x, create_graph=True)
+        g.sum().backward()
+        results.append((g.detach(), x.grad))
+    assert_close_all(results[1], results[0])
+    assert xla_bridge.counters.replays >= 1
+
+
+def test_a_step_does_not_hold_its_input_after_a_backward_that_frees_the_graph():
+    """Probe AH r4, r5: a caller keeping the loss after ``backward()`` (a logger) kept every
+    step's input batch alive through what the step watched and kept for a double backward;
+    eager's nodes free what they saved at that backward."""
+    import gc
+    import weakref
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+    alive = {}
+    for name, fn in (("eager", model), ("trace_once", minidynamo.optimize("torchxla_trace_once")(model))):
+        kept, refs = [], []
+        for _ in range(3):
+            x = torch.randn(4, 8)
+            loss = fn(x).pow(2).mean()
+            loss.backward()
+            kept.append(loss)
+            refs.append(weakref.ref(x))
+            del x
+        gc.collect()
+        alive[name] = sum(ref() is not None for ref in refs)
+    assert alive["trace_once"] == alive["eager"] == 0
+    assert xla_bridge.counters.replays >= 2
+
+
 class _Changed(nn.Module):
     def __init__(self, kind):
         super().__init__()
@@ -889,6 +939,9 @@ WRITTEN_THEN_SAVED = {
     "a buffer": lambda x, w, buf: (buf.add_(1), (buf * (x @ w)).sum())[1],
     "an out= argument": lambda x, w, buf: (torch.add(buf, 1, out=x), (x @ w).sum())[1],
     "copy_ into an argument": lambda x, w, buf: (x.copy_(buf * 2), (x @ w).sum())[1],
+    "one of several out= results": lambda x, w, buf: (
+        torch.max(buf.expand(2, 3, 4), 0, out=(x, torch.empty(3, 4, dtype=torch.long, device=x.device))),
+        (x @ w).sum())[1],
 }
 
 
