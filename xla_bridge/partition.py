@@ -92,7 +92,14 @@ def split_at(graph_module: fx.GraphModule, eager_nodes, decompositions=None, che
         part_of[node.name] = part
         previous_eager = is_eager
     _refuse_writes_across_pieces(graph_module, part_of)
-    split = split_module(graph_module, graph_module, lambda node: part_of[node.name])
+    # (split_module reads the symbols of each example value; a body's is the module itself)
+    modules = {node: node.meta.pop("example_value") for node in graph_module.graph.nodes
+               if isinstance(node.meta.get("example_value"), torch.nn.Module)}
+    try:
+        split = split_module(graph_module, graph_module, lambda node: part_of[node.name])
+    finally:
+        for node, module in modules.items():
+            node.meta["example_value"] = module
     order = [int(n.target.rsplit("_", 1)[1]) for n in split.graph.nodes
              if n.op == "call_module" and n.target.startswith("submod_")]
     if order != sorted(order):

@@ -91,3 +91,21 @@ def test_host_argument_first_does_not_send_device_outputs_home(fresh, grad):
         torch.testing.assert_close(got[0].detach().cpu(), expected[0].detach(), atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(got[1], expected[1])
         torch.testing.assert_close(got[2], expected[2])
+
+
+def test_a_graph_holding_a_flattened_vmap_splits_around_an_op_without_a_lowering(fresh):
+    """Probe AH r3: ``vmap(cholesky)``: the flattened vmap (``run_flat``) runs eagerly between
+    device segments; torch's ``split_module`` read the symbols of every example value, and the
+    body's get_attr holds the module itself ("cannot extract sympy expressions from GraphModule"):
+    the graph ran eagerly with an internal error for its reason."""
+    import xla_bridge
+
+    def f(x):
+        return torch.vmap(lambda a: torch.linalg.cholesky(a @ a.mT + torch.eye(3)))(x).sum()
+
+    compiled = minidynamo.optimize("torchxla_trace_once")(f)
+    for _ in range(3):
+        x = torch.randn(2, 3, 3)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert not any("Error" in reason for reason in xla_bridge.counters.reasons), xla_bridge.counters.reasons
+    assert xla_bridge.counters.replays >= 2
