@@ -40,10 +40,9 @@ class DoubleBackwardUnsupported(RuntimeError):
     """``create_graph=True`` through a replayed step that cannot be recomputed faithfully."""
 
 
-def refusal(forward_gm, mutated) -> str | None:
-    """Why a step with this forward graph cannot be recomputed (None: it can)."""
-    if mutated:
-        return "its graph writes arguments in place (a recomputation would write them again)"
+def refusal(forward_gm) -> str | None:
+    """Why a step with this forward graph can never be recomputed (None: it can, unless a call
+    writes its arguments: ``Recompute.of``)."""
     if any(node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
            and is_random(node.target) for node in forward_gm.graph.nodes):
         return "its graph draws random numbers (a recomputation would draw others)"
@@ -62,8 +61,11 @@ class Recompute:
         self.versions = {p: _version(args[p]) for p in unchecked}
 
     @staticmethod
-    def of(program, args, needs_grad, unchecked, refused: str | None):
-        """A ``Recompute``, or the reason a double backward through this call will raise."""
+    def of(program, args, needs_grad, unchecked, refused: str | None, written):
+        """A ``Recompute``, or the reason a double backward through this call will raise
+        (``refused``: the graph's own, ``refusal``; ``written``: the arguments the call writes)."""
+        if refused is None and written:
+            refused = "its graph writes arguments in place (a recomputation would write them again)"
         if refused is None and any(torch.is_autocast_enabled(d) for d in _AUTOCAST_DEVICES):
             refused = "autocast was on around the call (a recomputation runs outside it)"
         return refused if refused is not None else Recompute(program, args, needs_grad, unchecked)

@@ -88,7 +88,6 @@ def _inverts_a_matrix(gm):
 # ``mode`` argument is: torch_xla's lowering of ``mode='max'`` starts each bag's maximum at 0, so
 # a bag whose values are all negative gives 0 (probe AF r5).
 _BAGS = frozenset({"embedding_bag", "_embedding_bag", "_embedding_bag_forward_only"})
-_MODE_POSITION = {"embedding_bag": 4, "_embedding_bag": 4, "_embedding_bag_forward_only": 4}
 
 
 def _bags_by_max(gm):
@@ -97,10 +96,9 @@ def _bags_by_max(gm):
         name = op_name(node.target)
         if node.op != "call_function" or name not in _BAGS:
             continue
-        if node.target is torch.nn.functional.embedding_bag:
-            position = 6                      # (input, weight, offsets, max_norm, norm_type, ...)
-        else:
-            position = _MODE_POSITION[name]   # (weight, indices, offsets, scale_grad_by_freq, mode)
+        # F.embedding_bag(input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode),
+        # the others (weight, indices, offsets, scale_grad_by_freq, mode)
+        position = 6 if node.target is torch.nn.functional.embedding_bag else 4
         mode = node.kwargs.get("mode", node.args[position] if len(node.args) > position else None)
         if mode in ("max", 2):
             return f"{node.name} reduces embedding bags by max: torch_xla's lowering starts each maximum at 0"
