@@ -227,10 +227,6 @@ def _unpool(self, indices, output_size, *rest, **kwargs):
     yield indices, math.prod(output_size), False
 
 
-def _bag_indices(weight, indices, *rest, **kwargs):
-    yield indices, weight.shape[0], False
-
-
 _MULTIPLICATIONS = {aten.mul.Tensor, aten.mul_.Tensor}
 _CONVERSIONS = {aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout, aten.type_as.default}
 
@@ -330,10 +326,10 @@ _RULES = {
                      aten.scatter_add_, aten.scatter_reduce, aten.scatter_reduce_, aten.index_add,
                      aten.index_add_, aten.index_copy, aten.index_copy_), _along(False)),
     **dict.fromkeys((aten.index_fill, aten.index_fill_), _along(True)),
-    aten.embedding: _embedding,
+    # (weight, indices, ...): a bag's indices are embedding rows too
+    **dict.fromkeys((aten.embedding, aten._embedding_bag, aten._embedding_bag_forward_only), _embedding),
     **dict.fromkeys((aten.take, aten.put, aten.put_), _take),
     **dict.fromkeys((aten.max_unpool2d, aten.max_unpool3d), _unpool),
-    **dict.fromkeys((aten._embedding_bag, aten._embedding_bag_forward_only), _bag_indices),
 }
 
 
