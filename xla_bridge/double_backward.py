@@ -14,8 +14,12 @@ Recomputing gives eager's answer only when it computes what the call computed:
 - every argument still holds the values it held at the call (its version has not moved since:
   eager would read its saved tensors, and this module cannot see old values; a write through
   ``.data``, which moves no version, is not seen: the recomputation reads the new values);
-- the graph draws no random numbers (a recomputation would draw others) and writes no argument
-  in place (it would write it a second time);
+- the graph writes no argument in place (a recomputation would write it a second time);
+- its random numbers are drawn again as the call drew them: the host generator's state at the
+  call is kept and set again around the recomputation (then put back where it had got to), so
+  dropout's masks come out the same. The call's draws were made as eager makes them
+  (``host_random``) only where every argument is on the host: a call with device arguments
+  that draws is refused (its eager recomputation on the device lays the draws out otherwise);
 - no autocast was on around the call (the recomputation runs inside the backward, outside it).
 
 Otherwise the backward raises ``DoubleBackwardUnsupported``, with the reason. The arguments are
@@ -30,7 +34,9 @@ from __future__ import annotations
 import torch
 from torch.utils import _pytree as pytree
 
+from . import device as dev
 from .eager_saved import _version
+from .generator_lock import cpu_state, set_cpu_state
 from .host_random import is_random
 
 _AUTOCAST_DEVICES = ("cpu", "xla")
@@ -40,35 +46,40 @@ class DoubleBackwardUnsupported(RuntimeError):
     """``create_graph=True`` through a replayed step that cannot be recomputed faithfully."""
 
 
-def refusal(forward_gm) -> str | None:
-    """Why a step with this forward graph can never be recomputed (None: it can, unless a call
-    writes its arguments: ``Recompute.of``)."""
-    if any(node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
-           and is_random(node.target) for node in forward_gm.graph.nodes):
-        return "its graph draws random numbers (a recomputation would draw others)"
-    return None
+def draws_random(forward_gm) -> bool:
+    """Whether a step with this forward graph draws random numbers (its recomputation must draw
+    the same ones)."""
+    return any(node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+               and is_random(node.target) for node in forward_gm.graph.nodes)
 
 
 class Recompute:
     """What a step's node keeps to recompute the call: the program, the arguments and their
-    grad flags, and the versions at the call of the arguments whose versions the step does not
-    record already (those a backward reads: ``checked``, handed to ``grads``)."""
+    grad flags, the versions at the call of the arguments whose versions the step does not
+    record already (those a backward reads: ``checked``, handed to ``grads``) and, for a graph
+    that draws, the host generator's state at the call."""
 
-    __slots__ = ("program", "args", "needs_grad", "versions")
+    __slots__ = ("program", "args", "needs_grad", "versions", "generator_state")
 
-    def __init__(self, program, args, needs_grad, unchecked):
+    def __init__(self, program, args, needs_grad, unchecked, draws):
         self.program, self.args, self.needs_grad = program, args, needs_grad
         self.versions = {p: _version(args[p]) for p in unchecked}
+        self.generator_state = cpu_state() if draws else None
 
     @staticmethod
-    def of(program, args, needs_grad, unchecked, refused: str | None, written):
-        """A ``Recompute``, or the reason a double backward through this call will raise
-        (``refused``: the graph's own, ``refusal``; ``written``: the arguments the call writes)."""
-        if refused is None and written:
+    def of(program, args, needs_grad, unchecked, draws: bool, written):
+        """A ``Recompute`` (made before the call draws anything), or the reason a double backward
+        through this call will raise (``draws``: the graph draws random numbers, ``draws_random``;
+        ``written``: the arguments the call writes)."""
+        refused = None
+        if written:
             refused = "its graph writes arguments in place (a recomputation would write them again)"
-        if refused is None and any(torch.is_autocast_enabled(d) for d in _AUTOCAST_DEVICES):
+        elif draws and any(isinstance(a, torch.Tensor) and dev.is_xla(a) for a in args):
+            refused = ("its graph draws random numbers from device tensors (a recomputation on the "
+                       "device would not draw them as the call did)")
+        elif any(torch.is_autocast_enabled(d) for d in _AUTOCAST_DEVICES):
             refused = "autocast was on around the call (a recomputation runs outside it)"
-        return refused if refused is not None else Recompute(program, args, needs_grad, unchecked)
+        return refused if refused is not None else Recompute(program, args, needs_grad, unchecked, draws)
 
     def grads(self, outputs, tangents, inputs, checked: dict) -> tuple:
         """d(leaves ``outputs`` . ``tangents``)/d(arguments ``inputs``), with history;
@@ -85,10 +96,22 @@ class Recompute:
             # theirs (a tensor passed twice, or an argument made from another, would otherwise
             # be differentiated through every way it reaches the outputs at each position)
             aliases = [a.view_as(a) if isinstance(a, torch.Tensor) else a for a in self.args]
-            leaves = pytree.tree_leaves(self.program(*aliases))
+            leaves = pytree.tree_leaves(self._run(aliases))
         arrived = [(leaves[k], g) for k, g in zip(outputs, tangents) if g is not None]
         return torch.autograd.grad([leaf for leaf, _ in arrived], [aliases[p] for p in inputs],
                                    [g for _, g in arrived], create_graph=True, allow_unused=True)
+
+    def _run(self, args):
+        """The program on ``args``, drawing what the call drew; the generator is left where the
+        rest of the program had got it to."""
+        if self.generator_state is None:
+            return self.program(*args)
+        now = cpu_state()
+        set_cpu_state(self.generator_state)
+        try:
+            return self.program(*args)
+        finally:
+            set_cpu_state(now)
 
 
 def unsupported(reason: str) -> DoubleBackwardUnsupported:
@@ -98,4 +121,4 @@ def unsupported(reason: str) -> DoubleBackwardUnsupported:
         f"higher-order gradients with the eager or torchxla_trivial backend")
 
 
-__all__ = ["DoubleBackwardUnsupported", "Recompute", "refusal", "unsupported"]
+__all__ = ["DoubleBackwardUnsupported", "Recompute", "draws_random", "unsupported"]

@@ -71,7 +71,7 @@ from .guarded_views import guard_views_as_eager
 from .backward_groups import for_arrived, restrict, tangent_groups
 from .counters import counters
 from .decompose import learn
-from .double_backward import DoubleBackwardUnsupported, Recompute, refusal, unsupported
+from .double_backward import DoubleBackwardUnsupported, Recompute, draws_random, unsupported
 from .eager_faithful import eager_faithful
 from .eager_saved import _check_version, _version
 from .graph_warnings import GraphWarnings, WarningIsError, reissue
@@ -152,7 +152,7 @@ class TrainingPlan:
         # per tangent: the saved tensors its grad's way reads
         self.tangent_saved_reads = tuple(_saved_reads(partition, (j,)) for j in range(len(tangents)))
         self.saved_bytes = partition.saved_bytes
-        self.recompute_refusal = refusal(partition.forward)
+        self.draws = draws_random(partition.forward)
         self.unchecked_positions = tuple(p for p in tensor_positions if p not in partition.checked_args)
 
 
@@ -334,7 +334,7 @@ class ReplayedTraining:
             raise NotDifferentiable("an output made through `.data` is a tensor the backward reads")
         step = _Step(self, plan, args, device_args)
         step.recompute = Recompute.of(bridged.flat, args, needs_grad, plan.unchecked_positions,
-                                      plan.recompute_refusal, written)
+                                      plan.draws, written)
         outputs = {}                               # leaf index -> tensor from its group's node
         for g, group in enumerate(plan.groups):    # the first node replays the forward graph
             node_inputs = [args[p].detach() if k in group.detached else args[p]

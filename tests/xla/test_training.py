@@ -336,14 +336,41 @@ class _Changed(nn.Module):
         return torch.tanh(self.drop(self.bn(self.lin(x)))).sum()
 
 
-@pytest.mark.parametrize("kind, reason", [("dropout", "random numbers"), ("bn", "in place"),
-                                          ("bias changed", "changed in place")])
+def test_a_double_backward_through_dropout_draws_the_calls_masks_again():
+    """A gradient penalty through a critic with dropout raised DoubleBackwardUnsupported (a
+    recomputation would draw other masks). The recomputation now starts the host generator
+    where the call found it, so it draws the call's masks, and puts it back where the program
+    had got it to (a draw between the call and the backward is not drawn again)."""
+    eager, ours, step = eager_and_ours(_Changed("dropout").train())
+    results = []
+    for model, fn in ((eager, eager), (ours, step)):
+        torch.manual_seed(0)
+        seen = []
+        for _ in range(3):
+            x = torch.randn(4, 6, requires_grad=True)
+            out = fn(x)
+            between = torch.rand(2)                   # drawn after the call, before the backward
+            g, = torch.autograd.grad(out, x, create_graph=True)
+            (out + g.pow(2).sum()).backward()
+            seen.append((out.detach(), g.detach(), x.grad, between, torch.rand(2)))
+        results.append(seen + [grads(model)])
+    for ours, eager in zip(results[1], results[0]):
+        assert_close_all(ours, eager)
+    assert xla_bridge.counters.replays >= 2
+
+
+@pytest.mark.parametrize("kind, reason", [("bn", "in place"), ("bias changed", "changed in place"),
+                                          ("dropout on device", "random numbers from device")])
 def test_a_double_backward_that_cannot_be_recomputed_is_a_clear_error(kind, reason):
-    """A recomputation would draw other dropout masks, write batch norm's running stats again,
-    or read a bias written since (which eager's nodes did not save)."""
+    """A recomputation would write batch norm's running stats again, read a bias written since
+    (which eager's nodes did not save) or draw dropout's masks on the device unlike the call."""
     torch.manual_seed(0)
-    _, ours, step = eager_and_ours(_Changed(kind).train())
+    on_device = kind == "dropout on device"
+    _, ours, step = eager_and_ours(_Changed("dropout" if on_device else kind).train())
     x = torch.randn(4, 6, requires_grad=True)
+    if on_device:
+        ours.to(dev.xla_device())
+        x = x.detach().to(dev.xla_device()).requires_grad_()
     out = step(x)
     if kind == "bias changed":
         with torch.no_grad():
