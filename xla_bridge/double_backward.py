@@ -14,7 +14,11 @@ Recomputing gives eager's answer only when it computes what the call computed:
 - every argument still holds the values it held at the call (its version has not moved since:
   eager would read its saved tensors, and this module cannot see old values; a write through
   ``.data``, which moves no version, is not seen: the recomputation reads the new values);
-- the graph writes no argument in place (a recomputation would write it a second time);
+- no argument the graph writes in place is one whose value at the call its differentiated
+  outputs read (``reads_and_writes``): the recomputation runs on copies of the written
+  arguments (writing them a second time would be a second update), whose values then do not
+  matter (batch norm's running statistics in training mode, a counter, a cache the caller
+  keeps);
 - its random numbers are drawn again as the call drew them: the host generator's state at the
   call is kept and set again around the recomputation (then put back where it had got to), so
   dropout's masks come out the same. The call's draws were made as eager makes them
@@ -31,7 +35,10 @@ inputs of one step, the parameters being held by the model anyway). A backward w
 
 from __future__ import annotations
 
+import operator
+
 import torch
+import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from . import device as dev
@@ -53,38 +60,120 @@ def draws_random(forward_gm) -> bool:
                and is_random(node.target) for node in forward_gm.graph.nodes)
 
 
+# Ops whose schema leaves out what they write: batch norm in training mode updates its running
+# statistics (arguments 3 and 4), which its results do not read.
+_BATCH_NORMS = {torch.ops.aten.native_batch_norm.default, torch.ops.aten.cudnn_batch_norm.default,
+                torch.ops.aten.miopen_batch_norm.default}
+
+
+def _unlisted_writes(node: fx.Node) -> tuple:
+    """The argument indices ``node`` writes although its schema does not say so."""
+    training = node.args[5] if len(node.args) > 5 else node.kwargs.get("training")
+    return (3, 4) if node.target in _BATCH_NORMS and training is True else ()
+
+
+def reads_and_writes(forward_gm, leaves) -> tuple[frozenset, frozenset]:
+    """(the argument positions whose values *at the call* the forward's outputs at ``leaves``
+    read, the positions it writes in place), from its aten ops' schemas.
+
+    Each tensor value lives in a storage: the node that made it, or the one it is a view of or
+    writes into; a storage carries the positions its current contents were computed from. An
+    op's results read everything its inputs hold; what it writes comes to hold that too (a
+    write into part of a storage keeps what the rest held). An op the walk cannot read a
+    schema from (a check the bridge inserted) is taken to write all its inputs."""
+    storage, holds, written = {}, {}, set()
+
+    def stored(value):
+        return [storage[n] for n in pytree.tree_leaves(value) if isinstance(n, fx.Node) and n in storage]
+
+    def write(key, what):
+        holds[key] = holds[key] | what
+        if isinstance(key, fx.Node) and key.op == "placeholder":
+            written.add(int(key.name[3:]))
+
+    for node in forward_gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr"):
+            storage[node] = node
+            holds[node] = frozenset({int(node.name[3:])} if node.op == "placeholder" else ())
+        elif node.op == "call_function" and node.target is operator.getitem and node.args[0] in storage:
+            # one result of several, or a piece of a list (every piece in the list's storage)
+            storage[node] = storage.get((node.args[0], node.args[1]), storage[node.args[0]])
+        elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            schema = node.target._schema
+            values = [node.args[k] if k < len(node.args) else node.kwargs.get(a.name)
+                      for k, a in enumerate(schema.arguments)]
+            unlisted = _unlisted_writes(node)
+            read = frozenset().union(*(holds[key] for k, v in enumerate(values) if k not in unlisted
+                                       for key in stored(v)))
+            everything = read.union(*(holds[key] for k in unlisted for key in stored(values[k])))
+            for k, argument in enumerate(schema.arguments):
+                if k in unlisted or (argument.alias_info is not None and argument.alias_info.is_write):
+                    for key in stored(values[k]):
+                        write(key, everything)
+            for index, returned in enumerate(schema.returns):
+                alias = returned.alias_info
+                keys = [stored(values[k]) for k, a in enumerate(schema.arguments)
+                        if alias is not None and a.alias_info is not None and a.alias_info.before_set == alias.before_set]
+                key = keys[0][0] if keys and keys[0] else (node, index)
+                holds.setdefault(key, read)
+                storage[(node, index)] = key
+            storage[node] = storage[(node, 0)] if len(schema.returns) == 1 else (node, 0)
+            holds.setdefault((node, 0), read)
+        elif node.op == "call_function":
+            keys = stored((node.args, node.kwargs))
+            read = frozenset().union(*(holds[key] for key in keys))
+            for key in keys:
+                write(key, read)
+            storage[node] = node
+            holds[node] = read
+    output = forward_gm.graph.output_node().args[0]
+    reads = frozenset().union(*(holds[key] for k in leaves if isinstance(output[k], fx.Node)
+                                for key in stored(output[k])))
+    return reads, frozenset(written)
+
+
 class Recompute:
     """What a step's node keeps to recompute the call: the program, the arguments and their
     grad flags, the versions at the call of the arguments whose versions the step does not
-    record already (those a backward reads: ``checked``, handed to ``grads``) and, for a graph
-    that draws, the host generator's state at the call."""
+    record already (those a backward reads: ``checked``, handed to ``grads``), the arguments
+    the call wrote (the recomputation writes copies) and, for a graph that draws, the host
+    generator's state at the call."""
 
-    __slots__ = ("program", "args", "needs_grad", "versions", "generator_state")
+    __slots__ = ("program", "args", "needs_grad", "versions", "written", "generator_state")
 
-    def __init__(self, program, args, needs_grad, unchecked, draws):
+    def __init__(self, program, args, needs_grad, unchecked, draws, written):
         self.program, self.args, self.needs_grad = program, args, needs_grad
-        self.versions = {p: _version(args[p]) for p in unchecked}
+        self.written = frozenset(written)
+        self.versions = {p: _version(args[p]) for p in unchecked if p not in self.written}
         self.generator_state = cpu_state() if draws else None
 
     @staticmethod
-    def of(program, args, needs_grad, unchecked, draws: bool, written):
+    def of(program, args, needs_grad, unchecked, draws: bool, written, reads_writes):
         """A ``Recompute`` (made before the call draws anything), or the reason a double backward
         through this call will raise (``draws``: the graph draws random numbers, ``draws_random``;
-        ``written``: the arguments the call writes)."""
+        ``written``: the arguments the call writes; ``reads_writes``: ``reads_and_writes`` of
+        its forward graph)."""
+        reads, writes = reads_writes
         refused = None
-        if written:
-            refused = "its graph writes arguments in place (a recomputation would write them again)"
+        if set(written) - writes:
+            refused = ("its call writes arguments in place that its graph does not show (through "
+                       "`.data`)")
+        elif set(written) & reads:
+            refused = ("its graph writes an argument in place whose value at the call its outputs "
+                       "read (a recomputation would read the written value)")
         elif draws and any(isinstance(a, torch.Tensor) and dev.is_xla(a) for a in args):
             refused = ("its graph draws random numbers from device tensors (a recomputation on the "
                        "device would not draw them as the call did)")
         elif any(torch.is_autocast_enabled(d) for d in _AUTOCAST_DEVICES):
             refused = "autocast was on around the call (a recomputation runs outside it)"
-        return refused if refused is not None else Recompute(program, args, needs_grad, unchecked, draws)
+        return refused if refused is not None else \
+            Recompute(program, args, needs_grad, unchecked, draws, written)
 
     def grads(self, outputs, tangents, inputs, checked: dict) -> tuple:
         """d(leaves ``outputs`` . ``tangents``)/d(arguments ``inputs``), with history;
         ``checked``: {position: (argument, its version after the call)} for the others."""
-        versions = {**self.versions, **{p: version for p, (_, version) in checked.items()}}
+        versions = {**self.versions, **{p: version for p, (_, version) in checked.items()
+                                        if p not in self.written}}
         for position, version in versions.items():
             arg = self.args[position]
             if _version(arg) != version or arg.requires_grad != self.needs_grad[position]:
@@ -95,7 +184,9 @@ class Recompute:
             # one alias per position: the grad of each position alone, as the node's inputs get
             # theirs (a tensor passed twice, or an argument made from another, would otherwise
             # be differentiated through every way it reaches the outputs at each position)
-            aliases = [a.view_as(a) if isinstance(a, torch.Tensor) else a for a in self.args]
+            # (and a copy of each argument the call wrote, which the recomputation writes again)
+            aliases = [(a.detach().clone() if p in self.written else a.view_as(a))
+                       if isinstance(a, torch.Tensor) else a for p, a in enumerate(self.args)]
             leaves = pytree.tree_leaves(self._run(aliases))
         arrived = [(leaves[k], g) for k, g in zip(outputs, tangents) if g is not None]
         return torch.autograd.grad([leaf for leaf, _ in arrived], [aliases[p] for p in inputs],
@@ -121,4 +212,4 @@ def unsupported(reason: str) -> DoubleBackwardUnsupported:
         f"higher-order gradients with the eager or torchxla_trivial backend")
 
 
-__all__ = ["DoubleBackwardUnsupported", "Recompute", "draws_random", "unsupported"]
+__all__ = ["DoubleBackwardUnsupported", "Recompute", "draws_random", "reads_and_writes", "unsupported"]

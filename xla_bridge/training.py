@@ -71,7 +71,7 @@ from .guarded_views import guard_views_as_eager
 from .backward_groups import for_arrived, restrict, tangent_groups
 from .counters import counters
 from .decompose import learn
-from .double_backward import DoubleBackwardUnsupported, Recompute, draws_random, unsupported
+from .double_backward import DoubleBackwardUnsupported, Recompute, draws_random, reads_and_writes, unsupported
 from .eager_faithful import eager_faithful
 from .eager_saved import _check_version, _version
 from .graph_warnings import GraphWarnings, WarningIsError, reissue
@@ -153,6 +153,7 @@ class TrainingPlan:
         self.tangent_saved_reads = tuple(_saved_reads(partition, (j,)) for j in range(len(tangents)))
         self.saved_bytes = partition.saved_bytes
         self.draws = draws_random(partition.forward)
+        self.reads_writes = reads_and_writes(partition.forward, partition.differentiable)
         self.unchecked_positions = tuple(p for p in tensor_positions if p not in partition.checked_args)
 
 
@@ -334,7 +335,7 @@ class ReplayedTraining:
             raise NotDifferentiable("an output made through `.data` is a tensor the backward reads")
         step = _Step(self, plan, args, device_args)
         step.recompute = Recompute.of(bridged.flat, args, needs_grad, plan.unchecked_positions,
-                                      plan.draws, written)
+                                      plan.draws, written, plan.reads_writes)
         outputs = {}                               # leaf index -> tensor from its group's node
         for g, group in enumerate(plan.groups):    # the first node replays the forward graph
             node_inputs = [args[p].detach() if k in group.detached else args[p]

@@ -19,7 +19,8 @@ import torch.nn.functional as F
 import minidynamo
 import xla_bridge
 from xla_bridge import device as dev
-from xla_bridge.joint_graph import joint_partition
+from xla_bridge.double_backward import reads_and_writes
+from xla_bridge.joint_graph import build_joint, joint_partition, partition
 from xla_bridge.lifting import FlatProgram
 from xla_bridge.training import BatchedBackwardUnsupported, DoubleBackwardUnsupported
 from tests.xla.models import SmallCNN, TransformerBlock
@@ -331,17 +332,29 @@ class _Changed(nn.Module):
         self.lin, self.kind = nn.Linear(6, 8), kind
         self.bn = nn.BatchNorm1d(8) if kind == "bn" else nn.Identity()
         self.drop = nn.Dropout(0.5) if kind == "dropout" else nn.Identity()
+        self.register_buffer("scale", torch.ones(8))
 
     def forward(self, x):
-        return torch.tanh(self.drop(self.bn(self.lin(x)))).sum()
+        if self.kind == "scale read after its write":
+            self.scale.mul_(1.5)
+            x = self.lin(x) * self.scale
+        elif self.kind == "counter":
+            self.scale.add_(1)                       # written, read by nothing the call returns
+            x = self.lin(x)
+        else:
+            x = self.lin(x)
+        return torch.tanh(self.drop(self.bn(x))).sum()
 
 
-def test_a_double_backward_through_dropout_draws_the_calls_masks_again():
-    """A gradient penalty through a critic with dropout raised DoubleBackwardUnsupported (a
-    recomputation would draw other masks). The recomputation now starts the host generator
-    where the call found it, so it draws the call's masks, and puts it back where the program
-    had got it to (a draw between the call and the backward is not drawn again)."""
-    eager, ours, step = eager_and_ours(_Changed("dropout").train())
+@pytest.mark.parametrize("kind", ["dropout", "bn", "counter"])
+def test_a_double_backward_recomputes_draws_and_writes_as_the_call_made_them(kind):
+    """A gradient penalty through a critic with dropout, batch norm in training mode or a
+    counter it updates raised DoubleBackwardUnsupported (a recomputation would draw other masks
+    or write the running statistics a second time). The recomputation now starts the host
+    generator where the call found it, so it draws the call's masks, and puts it back where the
+    program had got it to (a draw between the call and the backward is not drawn again); it
+    writes copies of the arguments the call wrote, which its outputs do not read."""
+    eager, ours, step = eager_and_ours(_Changed(kind).train())
     results = []
     for model, fn in ((eager, eager), (ours, step)):
         torch.manual_seed(0)
@@ -353,17 +366,48 @@ def test_a_double_backward_through_dropout_draws_the_calls_masks_again():
             g, = torch.autograd.grad(out, x, create_graph=True)
             (out + g.pow(2).sum()).backward()
             seen.append((out.detach(), g.detach(), x.grad, between, torch.rand(2)))
-        results.append(seen + [grads(model)])
+        results.append(seen + [grads(model), list(model.buffers())])
     for ours, eager in zip(results[1], results[0]):
         assert_close_all(ours, eager)
     assert xla_bridge.counters.replays >= 2
 
 
-@pytest.mark.parametrize("kind, reason", [("bn", "in place"), ("bias changed", "changed in place"),
+def _written_into_a_view(x, y, z):
+    t = x * 1
+    t[:2].copy_(y)                  # t now holds y's values at the call
+    y.add_(1)
+    z.mul_(2)
+    return t.sin(), x.cos()
+
+
+def _batch_norm(training):
+    def f(x, y, z):
+        z.add_(1)
+        return F.batch_norm(x.reshape(2, 2), y, y.clone(), training=training).sin(), x.cos()
+    return f
+
+
+@pytest.mark.parametrize("fn, reads, writes", [
+    (_written_into_a_view, {0, 1}, {1, 2}),
+    (_batch_norm(True), {0}, {1, 2}),         # its running statistics: written, not read
+    (_batch_norm(False), {0, 1}, {2}),
+])
+def test_which_arguments_a_forward_reads_at_the_call_and_writes(fn, reads, writes):
+    """A double backward's recomputation writes copies of the written arguments: sound only
+    where the outputs do not read what those held at the call, through views, writes into
+    views and batch norm's running statistics (which its schema does not mark written)."""
+    args = [torch.randn(4, requires_grad=True), torch.randn(2), torch.randn(2)]
+    split = partition(build_joint(fn, args, [True, False, False]))
+    assert reads_and_writes(split.forward, split.differentiable) == (frozenset(reads), frozenset(writes))
+
+
+@pytest.mark.parametrize("kind, reason", [("scale read after its write", "value at the call"),
+                                          ("bias changed", "changed in place"),
                                           ("dropout on device", "random numbers from device")])
 def test_a_double_backward_that_cannot_be_recomputed_is_a_clear_error(kind, reason):
-    """A recomputation would write batch norm's running stats again, read a bias written since
-    (which eager's nodes did not save) or draw dropout's masks on the device unlike the call."""
+    """A recomputation would read a buffer the call wrote and then read (its value at the call
+    is gone), a bias written since (which eager's nodes did not save) or draw dropout's masks on
+    the device unlike the call."""
     torch.manual_seed(0)
     on_device = kind == "dropout on device"
     _, ours, step = eager_and_ours(_Changed("dropout" if on_device else kind).train())
