@@ -154,6 +154,8 @@ FEATURES: dict[str, tuple[float, bool, str]] = {
     "special_values":  (0.5, False, "calls whose x or y holds a NaN, an infinity, -0.0 or 1e30"),
     "vary_grad":       (1.0, False, "x requires grad from the first call on, or from a later one (the oracle then "
                                     "compares the gradients of the results too)"),
+    "second_order":    (1.0, False, "the oracle also differentiates a penalty on the gradients it compares (taken "
+                                    "with create_graph=True, as WGAN-GP does) in some programs' calls"),
     # a value domain XLA leaves implementation-defined (a modifier of the ops above; off on the device)
     "zero_divisors":   (1.0, False, "integer //, %, fmod by a tensor or an int that may be 0 (without: made nonzero)"),
     "host_sources":    (1.0, False, "t.copy_(torch.tensor(0.5)): a host source (without: made on t's device)"),
@@ -2195,7 +2197,7 @@ INT = "({v}).clamp(-1e6, 1e6).nan_to_num(0.0).{to}()"
 ARGS = ("x", "y", "n", "xs", "ts")
 STMT_KINDS = [name for name in FEATURES if not name.startswith(("vary_", "reuse_", "state_mutation", "arg_aliasing",
                                                                  "tensor_views", "special_values"))
-              and name not in ("zero_divisors", "host_sources")]
+              and name not in ("zero_divisors", "host_sources", "second_order")]
 COMPOUND = {"graph_breaks", "try_except", "user_raise", "match_stmt", "grad_mode", "autocast", "user_ctx", "if_python", "for_range", "for_list", "while_loop", "early_return", "loop_mutation", "data_dependent"}
 
 
@@ -2276,6 +2278,8 @@ def gen_steps(rng: random.Random, features: frozenset) -> list[tuple]:
             "seed": rng.randrange(1000), "reuse": False, "alias": False, "view": False, "grad": False}
     if "vary_grad" in features:
         base["grad"] = rng.random() < 0.4
+    if "second_order" in features:
+        base["second_order"] = rng.random() < 0.5
     steps: list[tuple] = [("call", dict(base))]
     variations = ["values"]
     if "vary_shape" in features:

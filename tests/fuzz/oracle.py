@@ -468,11 +468,14 @@ def tensor_leaves(value, seen=None) -> list:
     return []
 
 
-def gradients_of(value, args, ns) -> Optional[tuple]:
-    """``("ok", grads)`` or ``("raise", error)``: the gradients of a weighted sum of the returned
-    floating tensors that require grad, with respect to the argument tensors and the module's
-    parameters that require grad (None where one is not used); None when there is nothing to
-    differentiate.  ``retain_graph``: a later call may differentiate through the same tensors."""
+def gradients_of(value, args, ns, second_order: bool = False) -> Optional[tuple]:
+    """``("ok", grads, second)`` or ``("raise", error)``: the gradients of a weighted sum of the
+    returned floating tensors that require grad, with respect to the argument tensors and the
+    module's parameters that require grad (None where one is not used); None when there is
+    nothing to differentiate.  ``retain_graph``: a later call may differentiate through the same
+    tensors.  ``second`` (with ``second_order``; else None): the gradients of a penalty on those
+    gradients (taken with ``create_graph=True``) with respect to the same tensors, ``("raise",
+    error)`` where that second backward raises, or None where no gradient has a graph."""
     outputs = [t for t in tensor_leaves(value) if t.requires_grad and t.is_floating_point()]
     module = ns.get("MOD")
     parameters = list(module.parameters()) if isinstance(module, torch.nn.Module) else []
@@ -481,10 +484,23 @@ def gradients_of(value, args, ns) -> Optional[tuple]:
         return None
     try:
         loss = sum((t.double() * (i + 1) * element_weights(t)).sum() for i, t in enumerate(outputs))
-        grads = torch.autograd.grad(loss, wrt, retain_graph=True, allow_unused=True)
+        grads = torch.autograd.grad(loss, wrt, retain_graph=True, allow_unused=True,
+                                    create_graph=second_order)
     except Exception as e:   # noqa: BLE001  (the error is the result)
+        if second_order and type(e).__name__ == "DoubleBackwardUnsupported":
+            first = gradients_of(value, args, ns)      # refused at the first: compare that alone
+            return first if first[0] == "raise" else ("ok", first[1], ("raise", type(e).__name__))
         return ("raise", type(e).__name__)
-    return ("ok", [None if g is None else g.detach() for g in grads])
+    first = [None if g is None else g.detach() for g in grads]
+    with_graph = [g for g in grads if g is not None and g.requires_grad]
+    if not with_graph:
+        return ("ok", first, None)
+    try:
+        penalty = sum((g.double() * element_weights(g)).pow(2).sum() for g in with_graph)
+        second = torch.autograd.grad(penalty, wrt, retain_graph=True, allow_unused=True)
+    except Exception as e:   # noqa: BLE001
+        return ("ok", first, ("raise", type(e).__name__))
+    return ("ok", first, [None if g is None else g.detach() for g in second])
 
 
 def element_weights(t: torch.Tensor) -> torch.Tensor:
@@ -494,7 +510,9 @@ def element_weights(t: torch.Tensor) -> torch.Tensor:
 
 
 def compare_gradients(g_e, g_o) -> Optional[str]:
-    """Gradients of both sides agree (``ReferenceBroken`` when eager's cannot be read back)."""
+    """Gradients of both sides agree (``ReferenceBroken`` when eager's cannot be read back).  A
+    second order the optimized side refuses with ``DoubleBackwardUnsupported`` (a documented
+    refusal, with its reason) where eager's works is not compared."""
     if (g_e is None) != (g_o is None):
         return f"grad: eager {'no' if g_e is None else 'a'} graph, optimized {'no' if g_o is None else 'a'} graph"
     if g_e is None:
@@ -504,17 +522,30 @@ def compare_gradients(g_e, g_o) -> Optional[str]:
                f"{g_o[1] if g_o[0] == 'raise' else ''}"
     if g_e[0] == "raise":
         return None
-    for i, (a, b) in enumerate(zip(g_e[1], g_o[1])):
+    why = _compare_grad_lists(g_e[1], g_o[1], "grad")
+    second_e, second_o = g_e[2], g_o[2]
+    if why or (second_o == ("raise", "DoubleBackwardUnsupported") and second_e != second_o):
+        return why
+    if isinstance(second_e, list) and isinstance(second_o, list):
+        return _compare_grad_lists(second_e, second_o, "second-order grad")
+    if second_e != second_o:
+        said = lambda second: "ok" if isinstance(second, list) else second   # noqa: E731
+        return f"second-order grad: eager {said(second_e)}, optimized {said(second_o)}"
+    return None
+
+
+def _compare_grad_lists(g_e: list, g_o: list, what: str) -> Optional[str]:
+    for i, (a, b) in enumerate(zip(g_e, g_o)):
         if (a is None) != (b is None):
-            return f"grad: input {i}: eager {'None' if a is None else 'a gradient'}, optimized {'None' if b is None else 'a gradient'}"
+            return f"{what}: input {i}: eager {'None' if a is None else 'a gradient'}, optimized {'None' if b is None else 'a gradient'}"
         if a is None:
             continue
         try:
-            a, b = host_copy(a, "eager", f"grad {i}"), host_copy(b, "optimized", f"grad {i}")
+            a, b = host_copy(a, "eager", f"{what} {i}"), host_copy(b, "optimized", f"{what} {i}")
         except Diff as d:
             return str(d)
         if a.shape != b.shape or not torch.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True):
-            return f"grad: input {i}: eager {short(a)}, optimized {short(b)}"
+            return f"{what}: input {i}: eager {short(a)}, optimized {short(b)}"
     return None
 
 
@@ -591,11 +622,13 @@ def run_program(source: str, steps: list, backend="eager", compare_messages: boo
                 r_h = result_of(ns_h["f"], args_h)
             broken = None
             try:
-                why, graded = judge(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages, device)
+                why, graded = judge(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages, device,
+                                    second_order=what.get("second_order", False))
                 outcome.grad_checks += graded
             except ReferenceBroken as e:
                 why = broken = str(e)
-            if why and ns_h and not judge(r_h, r_o, args_h, args_o, ns_h, ns_o, compare_messages, device, True)[0]:
+            if why and ns_h and not judge(r_h, r_o, args_h, args_o, ns_h, ns_o, compare_messages, device, True,
+                                          what.get("second_order", False))[0]:
                 why = None                    # lazy torch_xla differs from eager PyTorch, minidynamo does not
                 outcome.host_agreed += 1
             elif broken:
@@ -625,13 +658,15 @@ def run_program(source: str, steps: list, backend="eager", compare_messages: boo
     return outcome
 
 
-def judge(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages, device, across=False) -> tuple:
-    """(what differs between a reference side and the optimized one or None, gradients compared)."""
+def judge(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages, device, across=False,
+          second_order=False) -> tuple:
+    """(what differs between a reference side and the optimized one or None, gradients compared;
+    ``second_order``: a second backward through the first's gradients too)."""
     why = compare_results(r_e, r_o, args_e, args_o, ns_e, ns_o, compare_messages, device, across)
     if why or r_e[0] != "ok":
         return why, False
-    g_e = gradients_of(r_e[1], args_e, ns_e)
-    return compare_gradients(g_e, gradients_of(r_o[1], args_o, ns_o)), g_e is not None
+    g_e = gradients_of(r_e[1], args_e, ns_e, second_order)
+    return compare_gradients(g_e, gradients_of(r_o[1], args_o, ns_o, second_order)), g_e is not None
 
 
 def is_of_f(reason: str) -> bool:
