@@ -18,7 +18,11 @@ import torch.fx
 from .eager_faithful import op_name
 
 # ops that return a view when the layout allows it and a copy otherwise
-LAYOUT_DEPENDENT = frozenset({"contiguous", "reshape", "reshape_as", "flatten"})
+LAYOUT_DEPENDENT = frozenset({"contiguous", "reshape", "reshape_as", "flatten", "ravel"})
+# conversions that return their input itself when it already is what they ask for, and a copy
+# otherwise: a memory format asked for (``x.to(memory_format=torch.contiguous_format)`` of a
+# channels-last ``x``) is such a change in eager, never on the device
+CONVERSIONS = frozenset({"to", "type", "type_as"})
 
 
 def force_eager_copies(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -47,6 +51,8 @@ def _copied_in_eager(node) -> bool:
     shares = result.untyped_storage()._cdata == source.untyped_storage()._cdata
     if name in LAYOUT_DEPENDENT:
         return not shares
+    if name in CONVERSIONS:        # (another dtype: the device converts, a new tensor there too)
+        return not shares and result.dtype == source.dtype
     # A meta kernel that returns a view where the op's schema promises a new tensor (the meta of
     # channel_shuffle reshapes its input): eager's kernel allocated one.
     return shares and _returns_a_new_tensor(name)

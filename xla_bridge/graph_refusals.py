@@ -19,7 +19,22 @@ def unfit_for_the_device(gm, example_inputs):
     return _holds_unsound_dtype(gm, example_inputs) or _marked_by_the_tracer(gm) or _empty_input_to_a_shuffle(gm) \
         or _as_strided_of_stored_memory(gm) or _writes_a_strided_region(gm) \
         or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm, example_inputs) \
-        or _silent_write_into_a_view(gm) or _inverts_a_matrix(gm) or _bags_by_max(gm)
+        or _silent_write_into_a_view(gm) or _inverts_a_matrix(gm) or _bags_by_max(gm) or _other_devices(gm)
+
+
+# Devices a graph's tensors may live on: the host's (the bridge runs it on the lazy device, which
+# stands for it) and the lazy device itself.
+_BRIDGED_DEVICES = frozenset({"cpu", "xla"})
+
+
+def _other_devices(gm):
+    """Why the device cannot run ``gm``, if it makes a tensor on another device (``x.to("meta")``:
+    run on the lazy device, the op would answer with a lazy tensor, or the input itself)."""
+    for node in gm.graph.nodes:
+        device = node.meta.get("device")
+        if device is not None and torch.device(device).type not in _BRIDGED_DEVICES:
+            return f"it makes a tensor on the {torch.device(device).type} device ({node.name})"
+    return None
 
 
 def _requires_grad(value) -> bool:

@@ -448,6 +448,55 @@ def test_an_in_place_op_on_a_layout_copy_leaves_the_argument_as_eager_does(backe
     minidynamo.reset()
 
 
+CONVERSION_COPIES = {
+    "to a memory format": lambda x: x.to(memory_format=torch.contiguous_format),
+    "to its dtype and a memory format": lambda x: x.to(torch.float32, memory_format=torch.contiguous_format),
+    "to its own layout": lambda x: x.to(memory_format=torch.channels_last),   # eager: x itself
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(CONVERSION_COPIES))
+def test_a_conversion_that_copies_for_layout_alone_is_a_copy_as_in_eager(backend, name):
+    """Probe AI r3: ``x.to(memory_format=torch.contiguous_format)`` of a channels-last ``x`` is a
+    new contiguous tensor in eager; on the device (no strides) it is ``x`` itself, so the bridge
+    returned the caller's tensor, laid out channels-last, and a write to it reached the caller."""
+    op = CONVERSION_COPIES[name]
+
+    def program(x):
+        t = op(x)
+        return t, t.mul_(2) is x
+
+    def argument():
+        return torch.arange(12.0).reshape(1, 2, 3, 2).to(memory_format=torch.channels_last)
+
+    theirs = argument()
+    expected, expected_is_x = program(theirs)
+    compiled = minidynamo.optimize(backend)(program)
+    for _ in range(2):
+        ours = argument()
+        out, is_x = compiled(ours)
+        assert_same(out, expected)
+        assert is_x == expected_is_x and (out is ours) == expected_is_x
+        assert out.stride() == expected.stride() and torch.equal(ours, theirs)
+    minidynamo.reset()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_graph_that_makes_a_meta_tensor_runs_eagerly(backend):
+    """Probe AI r2: ``x.to("meta")`` gave back the caller's CPU tensor (run on the lazy device,
+    or on meta to learn the aliasing, the op answers with its input)."""
+    def program(x):
+        return x.to("meta"), (x + 1).to(device=torch.device("meta")).sum(0)
+
+    x = torch.randn(3, 4)
+    for _ in range(2):
+        meta, summed = minidynamo.optimize(backend)(program)(x)
+        assert meta.device.type == summed.device.type == "meta" and meta is not x
+        assert meta.shape == (3, 4) and summed.shape == (4,)
+    minidynamo.reset()
+
+
 # --- X9: an in-place op that makes an argument require grad runs eagerly ------------------------
 
 @pytest.mark.parametrize("backend", BACKENDS)
