@@ -22,8 +22,9 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
 - ``norm`` and ``dist`` of order infinity give 1 (``linalg.vector_norm``'s lowering is right);
 - ``logit`` with ``eps`` does not clamp its input from below (NaN where eager gives a value);
 - ``x * mask`` of a bool mask is a select for XLA's simplifier: 0.0 where eager's ``-3 * 0`` is
-  -0.0 (and ``inf * 0`` NaN); so is ``x * mask.float()``, seen through views, copies and
-  ``einsum`` (the conversion is traced as a select of 1 and 0, which the simplifier keeps);
+  -0.0 (and ``inf * 0`` NaN), and so are ``mask * inf``, ``mask / 0.0`` and ``mask // 0.5``
+  (``eager_promotion.bools_as_floats``); so is ``x * mask.float()``, seen through views, copies
+  and ``einsum`` (the conversion is traced as a select of 1 and 0, which the simplifier keeps);
 - upsampling with a scale factor or size that does not divide (nearest at 1.7x picks other
   source pixels; bilinear to 9 of 5 columns puts ``x[3]`` where eager's weights give ``x[2]``):
   PyTorch's reference decompositions;
@@ -64,12 +65,12 @@ from .eager_formulas import (
     EVERY_DIM_WHEN_EMPTY, NORM_OVERLOADS, arange_as_eager, clamps, cummax_as_eager, first_answer,
     cumsum_as_eager, dist_as_eager, every_dim_when_empty, gelu_as_eager, in_place, is_bool, lerp_as_eager,
     linear_flattened, logit_as_eager, mask_to_float_as_eager, means_every_dim, norm_as_eager, reference, shifts,
-    signed_zero_selects, slices_as_eager, sorting_zeros_as_equal, times_a_mask_as_eager, upsample_references,
+    signed_zero_selects, slices_as_eager, sorting_zeros_as_equal, upsample_references,
 )
 from .eager_norms import NORMS, batch_norm_as_eager
 from .eager_precision import (accumulations_in_float32, comparisons, integer_divisions, numbers_in_float32,
                               to_integer_as_eager)
-from .eager_promotion import PROMOTED_OP_NAMES, promotions
+from .eager_promotion import PROMOTED_OP_NAMES, products_of_bools, promotions
 
 _aten = torch.ops.aten
 
@@ -90,11 +91,6 @@ def _calls(*names):
 def _dim_argument(node, position=1):
     """The ``dim`` a reduction node passes, by name or at ``position`` (None: left out)."""
     return node.kwargs.get("dim", node.args[position] if len(node.args) > position else None)
-
-
-def _multiplies_by_a_bool(node) -> bool:
-    return op_name(node.target) in ("mul", "mul_", "imul", "__mul__", "__rmul__", "__imul__") and any(
-        isinstance(a, fx.Node) and is_bool(a.meta.get("example_value")) for a in node.args)
 
 
 _SIGNED_ZERO_OPS = ("elu", "elu_", "selu", "selu_", "celu", "celu_", "softshrink", "sign", "sign_", "sgn", "sgn_",
@@ -185,6 +181,7 @@ INFERENCE, TRAINING = "inference", "training"
 EAGER_FAITHFUL = (
     # first: the other formulas of these ops then see operands of one dtype
     (_calls(*PROMOTED_OP_NAMES), promotions(), {INFERENCE, TRAINING}),
+    (_by_dispatch_only, products_of_bools(), {INFERENCE, TRAINING}),
     (_calls("cummax"), {_aten.cummax.default: cummax_as_eager}, {INFERENCE, TRAINING}),
     (_norm_in_training, {_aten.native_batch_norm.default: batch_norm_as_eager}, {INFERENCE, TRAINING}),
     (_calls("layer_norm", "native_layer_norm", "group_norm", "native_group_norm"), NORMS, {INFERENCE, TRAINING}),
@@ -211,9 +208,6 @@ EAGER_FAITHFUL = (
      {INFERENCE, TRAINING}),
     (_calls("logit", "logit_"), {_aten.logit.default: logit_as_eager,
                                  _aten.logit_.default: in_place(logit_as_eager)},
-     {INFERENCE, TRAINING}),
-    (_multiplies_by_a_bool, {_aten.mul.Tensor: times_a_mask_as_eager,
-                             _aten.mul_.Tensor: in_place(times_a_mask_as_eager)},
      {INFERENCE, TRAINING}),
     (_converts_a_bool, {_aten._to_copy.default: mask_to_float_as_eager}, {INFERENCE, TRAINING}),
     (_upsampling, upsample_references(), {INFERENCE, TRAINING}),

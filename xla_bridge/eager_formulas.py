@@ -436,20 +436,7 @@ def lerp_as_eager(x, end, weight, *, in_place=False):
     return x.copy_(result) if in_place else result
 
 
-def times_a_mask_as_eager(x, y, *, in_place=False):
-    """``x * mask`` (either factor a bool tensor) as ``where(mask, x, x * 0)``: XLA rewrites the
-    product as ``select(mask, x, 0)``, which loses eager's -0.0 (``-3 * False``) and NaN
-    (``inf * False``); ``x * 0`` it leaves alone."""
-    mask, value = (y, x) if is_bool(y) else (x, y)
-    if not is_bool(mask) or not isinstance(value, torch.Tensor) or not value.is_floating_point():
-        return NotImplemented
-    if _in_a_recorded_backward(value):
-        return NotImplemented          # the recorded backward's own products stay as recorded
-    result = torch.where(mask, value, value * 0)
-    return x.copy_(result) if in_place else result
-
-
-def _in_a_recorded_backward(value) -> bool:
+def in_a_recorded_backward(value) -> bool:
     """Is this op one of a backward that trace_once's joint graph records (on meta tensors,
     autograd's engine running with grad mode off), rather than one of a forward?"""
     return value.device.type == "meta" and not torch.is_grad_enabled()

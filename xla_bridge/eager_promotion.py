@@ -18,13 +18,22 @@ dtype pairs against the device (tests/fuzz/FINDINGS.md, D12; device fuzz seed 41
 
 Each formula converts the operands to eager's promoted dtype and calls the op again, which the
 mode then runs on operands of one dtype (through the op's other formulas, if it has any).
+
+A bool operand of a product or a quotient whose result is floating (``x * mask``, ``mask *
+inf``, ``mask / 0.0``, ``mask // 0.5``) is converted by the lowering itself, and XLA's
+simplifier turns ``y * convert(mask)`` into ``select(mask, y, 0)``: 0 where eager's ``inf * 0``
+and ``nan * 0`` give NaN (and ``-3 * 0`` -0.0). Such an operand is converted first, as
+``where(mask, 1, 0)`` (a select of constants the simplifier leaves alone: ``bools_as_floats``).
 """
 
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
+from .eager_formulas import in_a_recorded_backward, in_place, is_bool, mask_to_float_as_eager
+
 _aten = torch.ops.aten
 _DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
+_INT_TO_FLOAT = ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT
 
 
 def promoting(op, positions=(0, 1)):
@@ -42,7 +51,7 @@ def promoting(op, positions=(0, 1)):
         args = list(args)
         for p in positions:
             if p < len(args) and isinstance(args[p], torch.Tensor) and args[p].dtype != dtype:
-                args[p] = args[p].to(dtype)
+                args[p] = _converted(args[p], dtype)
         return op(*args, **kwargs)
     return formula
 
@@ -72,6 +81,51 @@ PROMOTED_OP_NAMES = ("where", "remainder", "bitwise_and", "bitwise_or", "bitwise
                      "__and__", "__or__", "__xor__", "__mod__", "__rmod__", "__rand__", "__ror__",
                      "__rxor__", "maximum", "minimum", "atan2", "arctan2", "xlogy",
                      "clamp", "clip", "clamp_min", "clamp_max", "addcmul", "addcdiv")
+
+
+def _converted(tensor, dtype):
+    """``tensor.to(dtype)``; a bool tensor to a floating dtype as ``where(mask, 1, 0)``."""
+    if is_bool(tensor) and dtype.is_floating_point:
+        return mask_to_float_as_eager(tensor, dtype=dtype)
+    return tensor.to(dtype)
+
+
+def bools_as_floats(op, kind=_DEFAULT):
+    """``op`` with its bool tensor operands (the first two) given as ``where(mask, 1, 0)`` in the
+    floating dtype eager gives the result (by ``kind``: true division makes integers float)."""
+    def formula(*args, in_place=False, **kwargs):
+        operands = args[:2]
+        if not any(map(is_bool, operands)) or (in_place and is_bool(operands[0])) \
+                or any(isinstance(o, torch.Tensor) and in_a_recorded_backward(o) for o in operands):
+            return NotImplemented         # (a bool written in place with a float: eager raises)
+        _, dtype = elementwise_dtypes(*operands, type_promotion_kind=kind)
+        if not dtype.is_floating_point:
+            return NotImplemented
+        converted = [_converted(o, dtype) if is_bool(o) else o for o in operands]
+        return op(*converted, *args[2:], **kwargs)
+    return formula
+
+
+# products and quotients (in place too): the result's dtype by eager's rule for each
+_PRODUCTS = {
+    _aten.mul.Tensor: _DEFAULT, _aten.mul.Scalar: _DEFAULT,
+    _aten.div.Tensor: _INT_TO_FLOAT, _aten.div.Scalar: _INT_TO_FLOAT,
+    _aten.div.Tensor_mode: _DEFAULT, _aten.div.Scalar_mode: _DEFAULT,
+    _aten.floor_divide.default: _DEFAULT, _aten.floor_divide.Scalar: _DEFAULT,
+}
+_IN_PLACE_PRODUCTS = {
+    _aten.mul_.Tensor: _DEFAULT, _aten.mul_.Scalar: _DEFAULT,
+    _aten.div_.Tensor: _INT_TO_FLOAT, _aten.div_.Scalar: _INT_TO_FLOAT,
+    _aten.div_.Tensor_mode: _DEFAULT, _aten.div_.Scalar_mode: _DEFAULT,
+    _aten.floor_divide_.Tensor: _DEFAULT, _aten.floor_divide_.Scalar: _DEFAULT,
+}
+
+
+def products_of_bools() -> dict:
+    """{op: formula} for the products and quotients above (``bools_as_floats``)."""
+    table = {op: bools_as_floats(op, kind) for op, kind in _PRODUCTS.items()}
+    table.update({op: in_place(bools_as_floats(op, kind)) for op, kind in _IN_PLACE_PRODUCTS.items()})
+    return table
 
 
 def promotions() -> dict:

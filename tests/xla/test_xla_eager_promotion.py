@@ -48,3 +48,34 @@ def test_a_binary_op_of_two_dtypes_answers_in_eagers_promoted_dtype(backend, on_
     actual = minidynamo.optimize(backend)(fn)(*args)
     assert actual.dtype == expected.dtype
     torch.testing.assert_close(actual.cpu(), expected)
+
+
+NON_FINITE = torch.tensor([float("inf"), float("nan"), -3.0, -float("inf")])
+MASK = torch.tensor([True, False, True, False])
+BOOL_PRODUCTS = {
+    "mask * inf": lambda m, x: m * float("inf"),
+    "nan * mask": lambda m, x: float("nan") * m,
+    "mask / 0.0": lambda m, x: m / 0.0,
+    "mask // 0.0": lambda m, x: m // 0.0,
+    "div(mask, 0.0, floor)": lambda m, x: torch.div(m, 0.0, rounding_mode="floor"),
+    "x * mask": lambda m, x: x * m,
+    "x / mask": lambda m, x: x / m,
+    "x.mul_(mask)": lambda m, x: x.clone().mul_(m),
+    "addcmul(x, mask, x)": lambda m, x: torch.addcmul(x, m, x),
+    "where(mask, x, mask * x)": lambda m, x: torch.where(m, x, m * x),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", BOOL_PRODUCTS)
+def test_a_bool_operand_of_a_product_is_converted_as_eager_converts_it(backend, case):
+    """Probe AI r1: ``mask * inf`` gave 0 where eager gives NaN (``False`` promoted to 0.0, then
+    ``0 * inf``): torch_xla converts the bool operand itself and XLA's simplifier turns
+    ``y * convert(mask)`` into ``select(mask, y, 0)``; likewise quotients and ``addcmul``."""
+    fn = BOOL_PRODUCTS[case]
+    expected = fn(MASK, NON_FINITE)
+    for _ in range(2):
+        actual = minidynamo.optimize(backend)(fn)(MASK.clone(), NON_FINITE.clone())
+        assert actual.dtype == expected.dtype
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+    minidynamo.reset()
