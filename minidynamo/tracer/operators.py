@@ -16,7 +16,7 @@ import guards as G
 from ..exc import ProgramRaises, Unsupported
 from .library import refuse_user_dunders
 from .variables import lazy_numbers, numpy_values
-from .variables.base import NO_CONSTANT, VariableTracker, describe, maybe_constant
+from .variables.base import NO_CONSTANT, AttributeMissing, VariableTracker, describe, maybe_constant
 from .variables.constant import ConstantMethodVariable, ConstantVariable
 from .variables.containers import BaseListVariable, ListVariable, TupleVariable, sequence_kind
 from .variables.dicts import DictVariable, DictViewVariable, _real_operand
@@ -320,8 +320,35 @@ def identical_or_equal(tx, a, b) -> bool:
     return is_same(tx, a, b)
 
 
+# What CPython's protocol operations raise for an object whose type lacks the method: a
+# TypeError, never the AttributeError a lookup of the method by name would give.
+PROTOCOL_ERRORS = {
+    "__len__": "object of type '{}' has no len()",
+    "__contains__": "argument of type '{}' is not iterable",
+    "__getitem__": "'{}' object is not subscriptable",
+}
+
+
+def protocol(tx, obj, dunder: str, operation):
+    """``operation()`` (``len(obj)``, ``x in obj``, ``obj[i]``), which looks up ``dunder`` on
+    ``obj``; where ``obj`` has none, CPython's TypeError for the program's ``try`` to catch (the
+    absence guarded)."""
+    try:
+        return operation()
+    except AttributeMissing as missing:
+        if missing.owner is not obj or missing.name != dunder:
+            raise
+        missing.guard(tx)
+        message = PROTOCOL_ERRORS[dunder].format(obj.python_type().__name__)
+        raise ProgramRaises(f"{message} (TypeError)", TypeError(message)) from None
+
+
 def contains(tx, container, item) -> VariableTracker:
     """``item in container`` (CONTAINS_OP, operator.contains): always a bool, as in CPython."""
+    return protocol(tx, container, "__contains__", lambda: _contains(tx, container, item))
+
+
+def _contains(tx, container, item) -> VariableTracker:
     if isinstance(container, TensorVariable):
         raise Unsupported("`in` on a tensor (data dependent)")
     if isinstance(container, UserObjectVariable):

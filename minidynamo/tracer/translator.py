@@ -237,8 +237,8 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         if isinstance(obj, TensorVariable):
             return obj.subscript(self, index)
         if hasattr(obj, "subscript"):
-            return obj.subscript(self, index)
-        return obj.call_method(self, "__getitem__", [index], {})
+            return operators.protocol(self, obj, "__getitem__", lambda: obj.subscript(self, index))
+        return operators.protocol(self, obj, "__getitem__", lambda: obj.call_method(self, "__getitem__", [index], {}))
 
     def store_attr(self, obj, name, value):
         """``obj.name = value`` on a module or a plain object reached from the frame; replayed

@@ -89,3 +89,44 @@ def test_raises_where_cpython_raises(fn):
     compiled = minidynamo.optimize("eager")(fn)
     assert outcome(compiled, x) == expected
     assert outcome(compiled, x) == expected
+
+
+class NoProtocols:
+    pass
+
+
+# What the frame catches itself: the error's type and message as CPython gives them
+CAUGHT = {
+    "len of an int": lambda x: len(x.shape[0]),
+    "len of a class": lambda x: len(NoProtocols),
+    "in on an int": lambda x: 1 in x.shape[0],
+    "subscript of an int": lambda x: x.shape[0][0],
+    "subscript of a new object": lambda x: NoProtocols()[0],
+    "tuple index": lambda x: x.shape[5],
+    "negative tuple index": lambda x: (1, 2)[-3],
+    "list index": lambda x: [1, 2][5],
+    "tuple.index": lambda x: x.shape.index(9),
+    "list.index": lambda x: [1, 2].index(9),
+}
+
+
+@pytest.mark.parametrize("case", CAUGHT)
+def test_a_caught_error_is_the_one_cpython_raises(case):
+    """Probe AJ r1-r3: ``len(5)``, ``1 in 5`` and ``5[0]`` raised AttributeError (a lookup of
+    ``__len__`` by name), which the program's ``except TypeError`` missed; a tuple's index error
+    said "list", and ``list.index`` did not word its message as CPython 3.11 does."""
+    expression = CAUGHT[case]
+
+    def fn(x):
+        y = x * 2
+        try:
+            expression(x)
+        except Exception as error:
+            return y, type(error).__name__, str(error)
+        return y, None, None
+
+    x = torch.ones(2, 3)
+    expected = outcome(fn, x)
+    compiled = minidynamo.optimize("eager")(fn)
+    assert outcome(compiled, x) == expected
+    assert outcome(compiled, x) == expected

@@ -41,6 +41,12 @@ def _fold(fn, args, kwargs):
 
 # -- handlers: (tx, *args, **kwargs) -> VariableTracker ------------------------------------
 def _len(tx, obj):
+    from ..operators import protocol
+
+    return protocol(tx, obj, "__len__", lambda: _len_of(tx, obj))
+
+
+def _len_of(tx, obj):
     from .objects import UserObjectVariable
 
     if isinstance(obj, UserObjectVariable):

@@ -101,8 +101,20 @@ class BaseListVariable(MethodTable, VariableTracker):
             raise Unsupported(f"{self.python_type().__name__} index of type {type(key).__name__}")
         try:
             return self.items[key]
+        except IndexError:
+            pass
+        try:
+            self._stand_in()[key]                   # CPython's own error for this kind of sequence
         except IndexError as e:
-            raise ProgramRaises(f"{self.python_type().__name__} index out of range (an exception)", e) from e
+            raise ProgramRaises(f"{self.python_type().__name__} index out of range (an exception)", e) from None
+        raise Unsupported(f"{self.python_type().__name__} index {key} out of range here, not in CPython")
+
+    def _stand_in(self):
+        """A real sequence of the builtin kind this one is (a list or a tuple, a subclass's
+        methods left out) and of its length, of items equal to nothing: CPython's errors for it
+        are the ones for this sequence (``tuple index out of range``)."""
+        kind = list if issubclass(self.python_type(), list) else tuple
+        return kind(object() for _ in self.items)
 
     def method_getitem(self, tx, index):
         return self.subscript(tx, index)
@@ -124,7 +136,14 @@ class BaseListVariable(MethodTable, VariableTracker):
         for i in range(len(self.items))[start:stop]:    # (start and stop as a slice reads them)
             if operators.identical_or_equal(tx, self.items[i], value):
                 return ConstantVariable(i)
-        raise ProgramRaises("list.index found nothing (an exception)", ValueError("list.index(x): x not in list"))
+        found = maybe_constant(value, _NO)
+        if found is _NO and isinstance(self._stand_in(), list):
+            raise Unsupported("list.index found nothing (its ValueError shows the value's repr)")
+        try:
+            self._stand_in().index(found)
+        except ValueError as e:
+            raise ProgramRaises("index() found nothing (an exception)", e) from None
+        raise Unsupported("index() found nothing here, its value in CPython")
 
     def method_count(self, tx, value):
         from .. import operators
