@@ -30,7 +30,7 @@ from .match_statements import MatchOpcodes
 from .builder import wrap
 from .library import is_library_value, refuse_user_dunders
 from .lifetimes import check_release
-from .variables.base import AttributeMissing, NullVariable, VariableTracker, instance_dict
+from .variables.base import AttributeMissing, NullVariable, VariableTracker, instance_dict, refuse_frame_reader
 from .variables.constant import ConstantVariable, is_none
 from .variables.containers import ListVariable, SliceVariable, TupleVariable
 from .variables.dicts import DictVariable, as_mapping
@@ -364,13 +364,22 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
             raise Unsupported(f"assignment of {value} to {where}: {refusal}")
 
     def implicit_super(self):
+        from .variables.functions import CellVariable
         from .variables.objects import SuperVariable
 
         cell = self.cells.get("__class__")
         if cell is None or self.code.co_argcount == 0:
-            raise Unsupported("super() without arguments outside a method")
+            # (CPython's super() reads the frame calling it: run at a break, the entry's)
+            refuse_frame_reader(self, "super() without arguments outside a method")
         first = self.code.co_varnames[0]
-        self_vt = self.locals.get(first) or (self.cells[first].load(self) if first in self.cells else None)
+        holder = self.cells.get(first)
+        if holder is None:
+            self_vt = self.locals.get(first)
+        else:
+            self_vt = None if isinstance(holder, CellVariable) and holder.value is None else holder.load(self)
+        if self_vt is None:
+            raise ProgramRaises("super() after its first argument was deleted (RuntimeError)",
+                                RuntimeError("super(): arg[0] deleted"))
         return SuperVariable(cell.load(self).as_python_constant(), self_vt)
 
     # -- opcodes: stack ----------------------------------------------------------------------
@@ -462,17 +471,26 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         self.cells[name] = CellVariable(self.locals.pop(name, None))
 
     def LOAD_CLOSURE(self, inst): self.push(self.cells[inst.arg.name])
-    def LOAD_DEREF(self, inst): self.push(self.cells[inst.arg.name].load(self))
+    def LOAD_DEREF(self, inst):
+        self.require_filled_cell(inst.arg.name, "read of")
+        self.push(self.cells[inst.arg.name].load(self))
+
     def STORE_DEREF(self, inst): self.cells[inst.arg.name].store(self, self.pop())
+
     def DELETE_DEREF(self, inst):
+        self.require_filled_cell(inst.arg.name, "del of")
+        self.cells[inst.arg.name].store(self, None)
+
+    def require_filled_cell(self, name, what):
+        """An empty cell (made in the trace) raises eager's error: UnboundLocalError for the
+        frame's own cell variable, NameError for a free variable of an enclosing scope."""
         from .variables.functions import CellVariable
 
-        name, cell = inst.arg.name, self.cells[inst.arg.name]
-        if isinstance(cell, CellVariable) and cell.value is None:      # an empty cell: eager's error
-            error = UnboundLocalError(_unbound(name)) if name in self.code.co_cellvars else \
-                NameError(f"cannot access free variable {name!r} where it is not associated with a value")
-            raise ProgramRaises(f"del of {name!r} before assignment ({type(error).__name__})", error)
-        cell.store(self, None)
+        cell = self.cells[name]
+        if isinstance(cell, CellVariable) and cell.value is None:
+            error = UnboundLocalError(_unbound(name)) if name in self.code.co_cellvars else NameError(
+                f"cannot access free variable {name!r} where it is not associated with a value in enclosing scope")
+            raise ProgramRaises(f"{what} {name!r} before assignment ({type(error).__name__})", error)
     LOAD_CLASSDEREF = LOAD_DEREF
 
     # -- attributes and items ----------------------------------------------------------------

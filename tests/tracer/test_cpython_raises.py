@@ -130,3 +130,69 @@ def test_a_caught_error_is_the_one_cpython_raises(case):
     compiled = minidynamo.optimize("eager")(fn)
     assert outcome(compiled, x) == expected
     assert outcome(compiled, x) == expected
+
+
+def own_cell_read_before_assignment(x):
+    try:
+        k                                     # noqa: F821 (a cell variable: the lambda reads it)
+    except Exception as error:
+        caught = type(error).__name__, str(error)
+    f = lambda: k                             # noqa: E731
+    k = 2
+    return x + f(), caught
+
+
+def free_variable_read_before_assignment(x):
+    def inner():
+        return k
+    try:
+        inner()
+    except Exception as error:
+        caught = type(error).__name__, str(error)
+    k = 1
+    return x + k, caught
+
+
+class Parent:
+    def m(self, x):
+        return x + 1
+
+
+class Child(Parent):
+    def in_a_nested_function(self, x):
+        def inner():
+            return super().m(x)
+        return inner()
+
+    def after_del_self(self, x):
+        y = x * 2
+        del self
+        try:
+            return super().m(y)
+        except RuntimeError as error:
+            return str(error)
+
+
+CHILD = Child()
+
+
+def super_in_a_nested_function(x):
+    return CHILD.in_a_nested_function(x * 2)
+
+
+def super_after_del_self(x):
+    return CHILD.after_del_self(x)
+
+
+@pytest.mark.parametrize("fn", [own_cell_read_before_assignment, free_variable_read_before_assignment,
+                                super_in_a_nested_function, super_after_del_self])
+def test_cells_and_super_raise_as_in_cpython(fn):
+    """Probe AJ r9, r10: an empty cell of the frame's own raised NameError (eager:
+    UnboundLocalError) and a free variable's message lacked its name; a zero-argument
+    ``super()`` the trace refuses ran at a break in the entry function's frame ("__class__ cell
+    not found"), and after ``del self`` the trace failed internally."""
+    x = torch.zeros(2)
+    expected = outcome(fn, x)
+    compiled = minidynamo.optimize("eager")(fn)
+    assert outcome(compiled, x) == expected
+    assert outcome(compiled, x) == expected
