@@ -113,13 +113,14 @@ def _upsampling(node) -> bool:
     return op_name(node.target).startswith(("interpolate", "upsample", "_upsample"))
 
 
-_REDUCTIONS = ("amax", "amin", "sum", "mean", "var", "std", "var_mean", "std_mean", "norm",
+_REDUCTIONS = ("amax", "amin", "aminmax", "sum", "mean", "var", "std", "var_mean", "std_mean", "norm",
                "linalg_vector_norm", "vector_norm", "nanmean", "nansum")
 
 
 def _may_reduce_over_no_dim(node) -> bool:
     """A reduction node whose ``dim`` may be an empty list: given as one, computed (a node), or
-    left out of ``amax``/``amin``, whose default is ``[]``; or a norm over every dimension,
+    left out of ``amax``/``amin``, whose default is ``[]`` (``aminmax``'s is None, which its
+    decomposition on the device passes to them as ``[]``); or a norm over every dimension,
     whose backward sums over ``[]`` (autograd's ``linalg_vector_norm_backward`` counts the ties
     of an infinity norm so: eager splits the gradient among them)."""
     name = op_name(node.target)
@@ -128,7 +129,7 @@ def _may_reduce_over_no_dim(node) -> bool:
     norm = name in ("norm", "linalg_vector_norm", "vector_norm")
     dim = _dim_argument(node, 2 if norm else 1)
     if dim is None:
-        return name in ("amax", "amin") or norm
+        return name in ("amax", "amin", "aminmax") or norm
     return isinstance(dim, fx.Node) or (isinstance(dim, (list, tuple)) and
                                         (not dim or any(isinstance(d, fx.Node) for d in dim)))
 
