@@ -38,7 +38,7 @@ by sweeping ops against the device, tests/fuzz/FINDINGS.md X33, X34, X36, X40):
   ``maximum`` with a 0-dim operand): the result takes one operand's dtype, where eager promotes
   (``eager_promotion.py``);
 - ops computed in another precision: 16-bit float reductions, integer division, floats
-  converted to integers out of range (``eager_precision.py``);
+  converted to integers out of range, complex numbers as truth values (``eager_precision.py``);
 - backward formulas: elu's (celu's, selu's) gradient for x < 0, and the kinks of hardtanh,
   relu6, hardsigmoid, hardswish (traced as PyTorch's reference formulas on trace_once's
   training path; trivial's, whose backward torch_xla's autograd runs, refuses them).
@@ -68,8 +68,8 @@ from .eager_formulas import (
     signed_zero_selects, slices_as_eager, sorting_zeros_as_equal, upsample_references,
 )
 from .eager_norms import NORMS, batch_norm_as_eager
-from .eager_precision import (accumulations_in_float32, comparisons, integer_divisions, numbers_in_float32,
-                              to_integer_as_eager)
+from .eager_precision import (accumulations_in_float32, comparisons, complex_as_truth, integer_divisions,
+                              numbers_in_float32, to_integer_as_eager)
 from .eager_promotion import PROMOTED_OP_NAMES, products_of_bools, promotions
 
 _aten = torch.ops.aten
@@ -225,6 +225,7 @@ EAGER_FAITHFUL = (
     (_by_dispatch_only, comparisons(), {INFERENCE, TRAINING}),
     (_by_dispatch_only, numbers_in_float32(), {INFERENCE, TRAINING}),
     (_by_dispatch_only, {_aten._to_copy.default: to_integer_as_eager}, {INFERENCE, TRAINING}),
+    (_by_dispatch_only, complex_as_truth(), {INFERENCE, TRAINING}),
     (_calls(*_BACKWARDS_THAT_DIFFER),
      reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,
                _aten.hardsigmoid_backward.default, _aten.hardswish_backward.default), {TRAINING}),

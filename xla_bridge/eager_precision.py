@@ -22,6 +22,11 @@ families, found by a sweep of dtypes against the device (tests/fuzz/FINDINGS.md,
 - 16-bit floats with a Python number (``x / 1e5``): eager keeps the number in float32 and
   computes there; torch_xla rounded it to the 16-bit type (inf). ``with_a_number_in_float32``.
   Likewise ``int8 / 200``: eager divides in float32; torch_xla converted 200 to int8 first.
+- Complex numbers as truth values: eager's ``bool`` of a complex number is "real or imaginary
+  part nonzero"; torch_xla's conversion (and ``logical_not``/``and``/``or``/``xor``, which
+  convert too) looked at the real part alone (``bool(1e-30j)`` gave False). And a complex
+  number converted to an integer is its real part converted. ``complex_as_truth`` and
+  ``to_integer_as_eager`` make them explicit.
 - Comparisons with a Python number: eager converts the number to the compared dtype first
   (``0.1`` to float32, ``200`` to int8 wraps to -56); torch_xla compared with the number itself.
   ``compared_as_eager`` converts it (where the dtype does not hold it exactly).
@@ -393,7 +398,15 @@ def to_integer_as_eager(x, *, dtype=None, layout=None, device=None, pin_memory=N
                         non_blocking=False, memory_format=None):
     """A floating tensor converted to an integer dtype as eager's CPU conversion does: truncated
     to int32 (int64 for an int64 target), its smallest value for NaN and for what is out of its
-    range, then wrapped to the target's width (the device's narrowing wraps too)."""
+    range, then wrapped to the target's width (the device's narrowing wraps too).  A complex
+    tensor: to bool, "either part nonzero"; to an integer, its real part so converted."""
+    if isinstance(x, torch.Tensor) and x.is_complex() and dtype is not None and not reentry.active \
+            and not (dtype.is_floating_point or dtype.is_complex) \
+            and (device is None or torch.device(device) == x.device):
+        if dtype == torch.bool:
+            return x != 0                     # (XLA's conversion reads the real part alone)
+        real = to_integer_as_eager(x.real, dtype=dtype)
+        return x.real.to(dtype) if real is NotImplemented else real
     if reentry.active or not isinstance(x, torch.Tensor) or not x.is_floating_point() or dtype is None \
             or dtype.is_floating_point or dtype.is_complex or dtype in (torch.bool, torch.uint64) \
             or (device is not None and torch.device(device) != x.device):
@@ -406,3 +419,19 @@ def to_integer_as_eager(x, *, dtype=None, layout=None, device=None, pin_memory=N
         truncated = torch.where(inside, values, torch.full((), -bound, dtype=values.dtype,
                                                           device=x.device)).to(wide)
         return truncated if dtype == wide else truncated.to(dtype)
+
+
+_LOGICAL = (_aten.logical_not.default, _aten.logical_and.default, _aten.logical_or.default,
+            _aten.logical_xor.default)
+
+
+def complex_as_truth() -> dict:
+    """``logical_not``/``and``/``or``/``xor`` of complex operands, each given as ``x != 0``
+    (eager's truth value of a complex number)."""
+    def formula(op):
+        def of_truths(*args, **kwargs):
+            if not any(isinstance(a, torch.Tensor) and a.is_complex() for a in args):
+                return NotImplemented
+            return op(*[a != 0 if isinstance(a, torch.Tensor) and a.is_complex() else a for a in args], **kwargs)
+        return of_truths
+    return {op: formula(op) for op in _LOGICAL}

@@ -246,3 +246,28 @@ def test_true_division_of_integers_by_a_number_out_of_their_range(backend):
         x = torch.tensor([1, 0, -7], dtype=torch.int8)
         expected, actual = fn(x), minidynamo.optimize(backend)(fn)(x)
         assert actual.dtype == expected.dtype and torch.equal(actual, expected), (actual, expected)
+
+
+COMPLEX = torch.tensor([1e-30j, 0j, 2 + 0j, -2.25 + 0j, 1e30 + 1e30j], dtype=torch.complex64)
+COMPLEX_CONVERSIONS = {
+    "x.bool()": lambda x: x.bool(),
+    "logical_not(x)": torch.logical_not,
+    "logical_xor(x, 0)": lambda x: torch.logical_xor(x, torch.zeros_like(x)),
+    "logical_and(x, x)": lambda x: torch.logical_and(x, x),
+    "where(x.bool(), 1, 0)": lambda x: torch.where(x.bool(), 1, 0),
+    "x.to(uint8)": lambda x: x.to(torch.uint8),
+    "x.to(int64)": lambda x: x.to(torch.int64),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", COMPLEX_CONVERSIONS)
+def test_a_complex_number_converts_to_a_truth_value_or_an_integer_as_eager(backend, case):
+    """Probe AI r5: ``bool(1e-30j)`` was False on the device (the real part alone), and so were
+    the logical ops, which convert too; an out-of-range complex number converted to an integer
+    saturated where eager wraps its real part."""
+    op = COMPLEX_CONVERSIONS[case]
+    expected = op(COMPLEX)
+    actual = minidynamo.optimize(backend)(op)(COMPLEX.clone())
+    assert actual.dtype == expected.dtype and torch.equal(actual, expected)
+    minidynamo.reset()
