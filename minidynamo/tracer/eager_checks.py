@@ -32,7 +32,8 @@ eager's kind of error for the two families below; the tracer then refuses the op
   ``torch.Generator`` argument, whose state it would move), or at the real shapes when those
   fail for their size (``topk(k=2)``, a 3-d pool's window) and are small: a refusal counts if its
   message is a dtype's ("not implemented for 'Long'", "does not support bool") and the same
-  call in float32 passes.  The same question is asked of ops given two floating dtypes, which
+  call in float32 passes (every tensor made float32, or only the floating ones: ``x[idx]`` of
+  float8 keeps its indices).  The same question is asked of ops given two floating dtypes, which
   many CPU kernels refuse where their meta kernels promote (``index_copy_`` of a float32 source
   into float64, ``lerp``, ``cdist``, ``prelu``): with the floating stand-ins made float32 for
   the second call and integer ones zeros (in-range indices).
@@ -191,8 +192,10 @@ def _refusal(func, args, kwargs):
         for shaped in ((True,) if small else (False,) if not _takes_tensor_lists(func) else ()):
             outcome, refusal = _run_on_ones(func, args, kwargs, None, shaped, floats_only)
             if outcome == "dtype":
-                # the same call in float32 passes: the dtype, not the values, is refused
-                if _run_on_ones(func, args, kwargs, torch.float32, shaped, floats_only)[0] == "ran":
+                # the same call in float32 passes (every tensor float32, or only the floating
+                # ones, the integer ones staying indices): the dtype, not the values, is refused
+                if any(_run_on_ones(func, args, kwargs, torch.float32, shaped, only)[0] == "ran"
+                       for only in dict.fromkeys((floats_only, True))):
                     return refusal
                 break
             if outcome == "ran":
@@ -223,6 +226,7 @@ def _floating(t: torch.Tensor) -> bool:
 
 _WIDE_FLOATS = (torch.float32, torch.float64)
 _DTYPE_REFUSALS = ("not implemented for", "does not support", "not supported", "no longer supported",
+                   "not intended to support",   # "torch.sign is not intended to support complex numbers"
                    "only support",     # "std and var only support floating point and complex dtypes"
                    "dtype", "scalar type")   # mixed: "expected scalar type Double but found Float"
 _MAX_SHAPED_RUN = 1 << 16    # elements: a run at the real shapes costs at most this much, once

@@ -82,3 +82,29 @@ def test_mixed_floating_dtypes_the_cpu_kernel_refuses(op, args, eager_refuses):
     minidynamo.reset()
     with pytest.raises(RuntimeError, match="dtype|scalar type"):
         minidynamo.optimize("torchxla_trace_once")(fn)(_D, _F)
+
+
+_F8 = torch.tensor([1.0, 2.0, 3.0, 4.0]).to(torch.float8_e4m3fn)
+_INDICES = torch.tensor([1, 3])
+KERNELS_MISSING_FOR_A_DTYPE = {
+    "float8 x[idx]": (lambda x: x[_INDICES], _F8),
+    "float8 gather": (lambda x: x.gather(0, _INDICES), _F8),
+    "float8 take": (lambda x: x.take(_INDICES), _F8),
+    "sign of complex": (torch.sign, torch.tensor([1 + 1j, -2j], dtype=torch.complex64)),
+}
+
+
+@pytest.mark.parametrize("case", KERNELS_MISSING_FOR_A_DTYPE)
+def test_a_kernel_missing_for_a_dtype_beside_indices_raises_as_in_eager(case):
+    """Probe AI r6: ``x[idx]`` of a float8 tensor (eager: "index_cpu" not implemented for
+    'Float8_e4m3fn') was asked again with every stand-in float32, indices too, which failed
+    for another reason, so the refusal did not count; ``torch.sign`` of a complex tensor words
+    its refusal "not intended to support complex numbers". Both ran on XLA and answered."""
+    fn, x = KERNELS_MISSING_FOR_A_DTYPE[case]
+    with pytest.raises((RuntimeError, NotImplementedError)) as eager:
+        fn(x)
+    for backend in ("eager", "torchxla_trace_once"):
+        minidynamo.reset()
+        with pytest.raises(type(eager.value)):
+            minidynamo.optimize(backend)(fn)(x)
+    minidynamo.reset()
