@@ -68,8 +68,8 @@ from .eager_formulas import (
     signed_zero_selects, slices_as_eager, sorting_zeros_as_equal, upsample_references,
 )
 from .eager_norms import NORMS, batch_norm_as_eager
-from .eager_precision import (accumulations_in_float32, comparisons, complex_as_truth, integer_divisions,
-                              numbers_in_float32, to_integer_as_eager)
+from .eager_precision import (accumulations_in_float32, comparisons, complex_as_truth, copies_as_eager,
+                              integer_divisions, numbers_in_float32, to_integer_as_eager)
 from .eager_promotion import PROMOTED_OP_NAMES, products_of_bools, promotions
 
 _aten = torch.ops.aten
@@ -224,7 +224,8 @@ EAGER_FAITHFUL = (
     (_by_dispatch_only, integer_divisions(), {INFERENCE, TRAINING}),
     (_by_dispatch_only, comparisons(), {INFERENCE, TRAINING}),
     (_by_dispatch_only, numbers_in_float32(), {INFERENCE, TRAINING}),
-    (_by_dispatch_only, {_aten._to_copy.default: to_integer_as_eager}, {INFERENCE, TRAINING}),
+    (_by_dispatch_only, {_aten._to_copy.default: to_integer_as_eager, **copies_as_eager()},
+     {INFERENCE, TRAINING}),
     (_by_dispatch_only, complex_as_truth(), {INFERENCE, TRAINING}),
     (_calls(*_BACKWARDS_THAT_DIFFER),
      reference(_aten.elu_backward.default, _aten.hardtanh_backward.default,

@@ -16,7 +16,8 @@ families, found by a sweep of dtypes against the device (tests/fuzz/FINDINGS.md,
   32-bit integer (64-bit for int64), gives its smallest value for NaN and for anything out of
   that range, then wraps to a narrower type (``-1.0 -> uint8`` is 255, ``300.0 -> int8`` 44);
   XLA saturates (0 and 127). PyTorch documents such conversions as undefined; eager's answer on
-  this machine is the oracle. ``to_integer_as_eager`` makes that conversion explicit.
+  this machine is the oracle. ``to_integer_as_eager`` makes that conversion explicit, in
+  ``copy_`` too (``t[0] = row``: ``copy_as_eager``).
 - Float ``//``: torch_xla floors ``x / other`` (``0.7 // 0.1`` gave 7.0); eager follows Python's
   rule (6.0). ``float_floor_division_as_eager`` computes it as eager's kernel does.
 - 16-bit floats with a Python number (``x / 1e5``): eager keeps the number in float32 and
@@ -435,3 +436,25 @@ def complex_as_truth() -> dict:
             return op(*[a != 0 if isinstance(a, torch.Tensor) and a.is_complex() else a for a in args], **kwargs)
         return of_truths
     return {op: formula(op) for op in _LOGICAL}
+
+
+def copy_as_eager(dst, src, non_blocking=False, *, functional=False):
+    """``dst.copy_(src)`` of a floating (or complex) ``src`` into an integer ``dst`` (``t[0] =
+    row`` too): converted as ``to_integer_as_eager`` converts, where torch_xla's copy saturated
+    (``-1.5`` into uint8 gave 0, eager 255). ``functional``: ``aten.copy``, the form a device
+    trace dispatches (functionalized), which returns the copy."""
+    if reentry.active or not isinstance(src, torch.Tensor) or src.device != dst.device \
+            or not (src.is_floating_point() or src.is_complex()) \
+            or dst.dtype.is_floating_point or dst.dtype.is_complex:
+        return NotImplemented
+    converted = to_integer_as_eager(src, dtype=dst.dtype)
+    if converted is NotImplemented:
+        return NotImplemented
+    return _aten.copy.default(dst, converted, non_blocking) if functional else dst.copy_(converted)
+
+
+def copies_as_eager() -> dict:
+    """``copy_`` and its functional form, ``copy`` (``copy_as_eager``)."""
+    return {_aten.copy_.default: copy_as_eager,
+            _aten.copy.default: lambda dst, src, non_blocking=False: copy_as_eager(dst, src, non_blocking,
+                                                                                  functional=True)}

@@ -36,16 +36,16 @@ _DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
 _INT_TO_FLOAT = ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT
 
 
-def promoting(op, positions=(0, 1)):
+def promoting(op, positions=(0, 1), kind=None):
     """``op`` with its operands at ``positions`` (None: left out) converted to the dtype eager
     gives the result (``elementwise_dtypes``: the same rule as ``torch.result_type``, for any
-    number of operands)."""
+    number of operands; ``kind``: the op's own, integers made float for ``atan2``)."""
     def formula(*args, **kwargs):
         operands = [args[p] for p in positions if p < len(args) and args[p] is not None]
         tensors = [o for o in operands if isinstance(o, torch.Tensor)]
         if not tensors:
             return NotImplemented
-        _, dtype = elementwise_dtypes(*operands, type_promotion_kind=_DEFAULT)
+        _, dtype = elementwise_dtypes(*operands, type_promotion_kind=kind or _DEFAULT)
         if all(t.dtype == dtype for t in tensors):
             return NotImplemented
         args = list(args)
@@ -128,9 +128,14 @@ def products_of_bools() -> dict:
     return table
 
 
+# ops that compute integers in floating point: their operands are each converted to the float
+# dtype (``atan2(uint8, int8 -100)`` reads -100, not the 156 it is as a uint8)
+_INT_TO_FLOAT_OPS = (_aten.atan2.default, _aten.xlogy.Tensor)
+
+
 def promotions() -> dict:
     """{op: formula} for every op above (``where``'s operands are its second and third)."""
-    table = {op: promoting(op) for op in _BINARY}
+    table = {op: promoting(op, kind=_INT_TO_FLOAT if op in _INT_TO_FLOAT_OPS else _DEFAULT) for op in _BINARY}
     table[_aten.where.self] = promoting(_aten.where.self, positions=(1, 2))
     for op in _TERNARY:
         table[op] = promoting(op, positions=(0, 1, 2))

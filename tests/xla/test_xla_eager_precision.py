@@ -271,3 +271,26 @@ def test_a_complex_number_converts_to_a_truth_value_or_an_integer_as_eager(backe
     actual = minidynamo.optimize(backend)(op)(COMPLEX.clone())
     assert actual.dtype == expected.dtype and torch.equal(actual, expected)
     minidynamo.reset()
+
+
+FLOATS_OUT_OF_RANGE = torch.tensor([-1.5, -4.0, 3.0, 300.0])
+COPIES_INTO_INTEGERS = {
+    "uint8.copy_(float32)": lambda s: torch.zeros(4, dtype=torch.uint8).copy_(s),
+    "uint8[:] = float32": lambda s: (lambda t: (t.__setitem__(slice(None), s), t)[1])(torch.zeros(4, dtype=torch.uint8)),
+    "uint8.copy_(float16)": lambda s: torch.zeros(4, dtype=torch.uint8).copy_(s.half()),
+    "int8.copy_(float64)": lambda s: torch.zeros(4, dtype=torch.int8).copy_(s.double()),
+    "int8[1:] = row": lambda s: (lambda t: (t.__setitem__(slice(1, None), s[1:]), t)[1])(torch.zeros(4, dtype=torch.int8)),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", COPIES_INTO_INTEGERS)
+def test_a_float_copied_into_an_integer_tensor_converts_as_eager(backend, case):
+    """Probe AI r10: ``copy_`` (and ``t[...] = floats``) saturated out-of-range values into the
+    integer tensor (-1.5 into uint8 gave 0, eager wraps to 255); ``.to(uint8)`` already wrapped.
+    A device trace dispatches the copy in its functional form, ``aten.copy``."""
+    op = COPIES_INTO_INTEGERS[case]
+    expected = op(FLOATS_OUT_OF_RANGE)
+    actual = minidynamo.optimize(backend)(op)(FLOATS_OUT_OF_RANGE.clone())
+    assert actual.dtype == expected.dtype and torch.equal(actual, expected)
+    minidynamo.reset()
