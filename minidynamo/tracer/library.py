@@ -8,6 +8,9 @@ builtin touches its instances, so such values may be folded at trace time (opera
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 import types
 
 from ..exc import Unsupported
@@ -22,7 +25,41 @@ def is_library_value(value) -> bool:
         return True
     module = getattr(value, "__module__", None) if isinstance(value, (type, types.FunctionType,
                                                                         types.BuiltinFunctionType)) else None
-    return isinstance(module, str) and module.split(".")[0] in LIBRARY_PREFIXES
+    return isinstance(module, str) and module.split(".")[0] in LIBRARY_PREFIXES and defined_where_it_says(value)
+
+
+def defined_where_it_says(value) -> bool:
+    """Is a Python function's code in the package its ``__module__`` names?  A program's wrapper
+    made with ``functools.wraps(torch.relu)`` carries torch's ``__module__`` and name, and must
+    not be taken for torch's function (its body is the program's).  A function whose code has no
+    file (made by ``exec``) counts where its module holds it under its name.  Anything but a
+    Python function: yes (a builtin's module is its own)."""
+    if not isinstance(value, types.FunctionType):
+        return True
+    module = getattr(value, "__module__", None)
+    if not isinstance(module, str):
+        return False
+    filename = value.__code__.co_filename
+    if filename.startswith("<"):
+        return getattr(sys.modules.get(module), value.__name__, None) is value
+    return any(_inside(filename, root) for root in _package_roots(module.split(".")[0]))
+
+
+@functools.lru_cache(maxsize=None)
+def _package_roots(package: str) -> tuple:
+    """Where a loaded top-level package's (or module's) source lies."""
+    root = sys.modules.get(package)
+    if root is None:
+        return ()
+    paths = list(getattr(root, "__path__", None) or ())
+    if not paths and getattr(root, "__file__", None):
+        paths = [root.__file__]
+    return tuple(os.path.realpath(path) for path in paths)
+
+
+def _inside(filename: str, root: str) -> bool:
+    path = os.path.realpath(filename)
+    return path == root or path.startswith(root + os.sep)
 
 
 def is_program_class(kind) -> bool:

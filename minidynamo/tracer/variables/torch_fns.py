@@ -14,6 +14,7 @@ import torch
 import guards as G
 from ...exc import Unsupported
 from ..meta import FACTORIES
+from ..library import defined_where_it_says
 from .base import KnownObjectVariable, VariableTracker, describe, maybe_constant
 from .constant import ConstantVariable
 
@@ -96,9 +97,15 @@ def is_torch_callable(value) -> bool:
     if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
         return getattr(value, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
     module = getattr(value, "__module__", None)
-    if module in OP_MODULES:
-        return True
+    if module in OP_MODULES:                  # (a program's functools.wraps(torch.relu) says so too)
+        return defined_where_it_says(value) and (isinstance(value, types.FunctionType) or _torch_type(value))
     return isinstance(value, types.FunctionType) and getattr(torch.Tensor, getattr(value, "__name__", ""), None) is value
+
+
+def _torch_type(value) -> bool:
+    """A callable that is not a Python function: torch's own when its type is (a builtin; not a
+    program's object given torch's ``__module__`` by ``functools.update_wrapper``)."""
+    return isinstance(value, types.BuiltinFunctionType) or type(value).__module__.split(".")[0] == "torch"
 
 
 def aten_binding(fn) -> bool:
