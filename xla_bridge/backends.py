@@ -35,7 +35,7 @@ from .host_inputs import HostInputs, picker, _dtype_of, _shape_of
 from .index_check import IndexOutOfRange
 from .eager_copies import force_eager_copies
 from .eager_faithful import FormulaProbe, eager_faithful, linear_paths_as_eager
-from .dead_code import own_class, without_dead_code
+from .dead_code import empty_graph_like, own_class, without_dead_code
 from .graph_refusals import _requires_grad, unfit_for_the_device
 from .graph_warnings import GraphWarnings, WarningIsError, reissue
 from .lazy_graph import DrawReadsValues, NotOneGraph
@@ -151,7 +151,7 @@ class _WithoutUnreadInputs:
     def __init__(self, gm, example_inputs, unread, *how):
         placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
         dropped = {placeholders[i] for i in unread}
-        graph, env = torch.fx.Graph(), {}
+        graph, env = empty_graph_like(gm), {}
         for node in gm.graph.nodes:
             if node not in dropped:
                 env[node] = graph.node_copy(node, env.__getitem__)

@@ -36,11 +36,19 @@ def without_dead_code(gm: fx.GraphModule) -> fx.GraphModule:
     dead = _dead_nodes(gm.graph)
     if not dead:
         return gm
-    graph, env = fx.Graph(), {}
+    graph, env = empty_graph_like(gm), {}
     for node in gm.graph.nodes:
         if node not in dead:
             env[node] = graph.node_copy(node, env.__getitem__)
     return own_class(gm)(gm, graph)     # (its class too: a graph that enters blocks leaves them)
+
+
+def empty_graph_like(gm: fx.GraphModule) -> fx.Graph:
+    """An empty graph whose code ``gm``'s code generator writes (minidynamo's binds the torch
+    functions its graph calls: a copy must call the same objects)."""
+    graph = fx.Graph()
+    graph.set_codegen(gm.graph._codegen)
+    return graph
 
 
 def own_class(gm: fx.GraphModule) -> type:

@@ -18,6 +18,7 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .dead_code import empty_graph_like
 from .lazy_graph import NotOneGraph
 
 # aten ops that read only metadata (a size, a stride): neither data nor a new tensor
@@ -58,7 +59,7 @@ def _only_the_ops_of(source: fx.GraphModule, leaves: tuple, bases: tuple) -> fx.
     output = source.graph.output_node()
     flat = pytree.tree_leaves(output.args[0])
     wanted = [flat[k] for k in leaves]
-    graph, copies = fx.Graph(), {}
+    graph, copies = empty_graph_like(source), {}
     for node in source.graph.nodes:
         if node.op == "placeholder":
             copies[node] = graph.node_copy(node, lambda n: copies[n])

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 import torch
 import torch.fx as fx
 
+from .dead_code import empty_graph_like
 from .device_redirect import CopiesFromHost, RedirectDevice, target_of
 
 
@@ -23,7 +24,7 @@ class FlatProgram:
     """A GraphModule as a function of positional tensors: user inputs, then ``state_names``."""
 
     def __init__(self, source: fx.GraphModule):
-        graph = fx.Graph()
+        graph = empty_graph_like(source)
         output = graph.graph_copy(source.graph, {}, return_output_node=True)
         graph.output(output[0] if isinstance(output, tuple) else output)
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]

@@ -24,6 +24,7 @@ import guards
 
 from ..exc import TraceTooLong, Unsupported
 from . import autocast, kernel_flags, kernel_probe, value_ranges
+from .graph_code import CallsTracedObjects
 from .variables import constant_tensors
 from .meta import FACTORIES, EffectProbe, elements_spanned, meta_examples, run_on_meta, to_meta
 from .shared_storage import SharedStorages, as_view_kind
@@ -346,6 +347,7 @@ class OutputGraph:
         self.graph.output(tuple(output_nodes))
         self.graph.stamp = None             # the graph outlives the trace: keep nothing of it
         self.graph.lint()
+        self.graph.set_codegen(CallsTracedObjects())
         graph_module = LeavesItsBlocks if enters_blocks(self.graph) else torch.fx.GraphModule
         return graph_module(module_holding(self.submodules), self.graph)
 

@@ -24,6 +24,7 @@ import torch
 import torch.fx
 
 from ..exc import Unsupported
+from .graph_code import CallsTracedObjects
 
 
 class SubgraphScope:
@@ -75,6 +76,7 @@ class SubgraphScope:
         self.graph.output(outputs)
         self.graph.stamp = None
         self.graph.lint()
+        self.graph.set_codegen(CallsTracedObjects())
         return torch.fx.GraphModule(module_holding(self.submodules), self.graph)
 
 

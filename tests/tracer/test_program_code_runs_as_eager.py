@@ -419,3 +419,70 @@ def test_an_unset_slot_answered_by_getattr_is_read_once():
     def reset():
         SlotAnsweredByGetattr.answers = 0
     same_calls(reads_an_unset_slot, lambda: (torch.ones(1), SlotAnsweredByGetattr()), reset)
+
+
+import functools  # noqa: E402
+
+import torch.nn.functional as F  # noqa: E402
+
+
+@functools.wraps(torch.relu)
+def doubled_relu(v):
+    CALLS.append("doubled_relu")
+    return torch.relu(v) * 2
+
+
+class UpdatedWrapper:
+    def __call__(self, v):
+        CALLS.append("wrapper object")
+        return v * 3
+
+
+WRAPPER_OBJECT = functools.update_wrapper(UpdatedWrapper(), torch.add)
+
+
+def calls_wrappers_carrying_torch_names(x):
+    return doubled_relu(x - 2), WRAPPER_OBJECT(x)
+
+
+def test_a_wrapper_carrying_a_torch_functions_name_is_the_programs_function():
+    """Probe AJ r11: ``functools.wraps(torch.relu)`` gives the program's wrapper torch's
+    ``__module__`` and name, and the trace took it for ``torch.relu`` (a graph node, whose code
+    then called the real ``torch.relu``): relu's values, not twice them, and the wrapper's body
+    ran once at trace time."""
+    same_calls(calls_wrappers_carrying_torch_names, lambda: (torch.arange(5.0),))
+
+
+_ORIGINAL_RELU, _ORIGINAL_SIGMOID = F.relu, torch.sigmoid
+
+
+def logging_relu(v, inplace=False):
+    CALLS.append("logging_relu")
+    return _ORIGINAL_RELU(v, inplace)
+
+
+def calls_saved_originals(x):
+    return _ORIGINAL_RELU(x - 3), _ORIGINAL_SIGMOID(x), F.relu(x)
+
+
+@pytest.mark.parametrize("when", ["before the first call", "after the first call"])
+def test_the_graph_calls_the_functions_the_program_called_not_their_names(monkeypatch, when):
+    """Probe AJ r13: fx writes ``torch.nn.functional.relu(x)`` and looks the name up when the
+    graph runs: with ``F.relu`` patched (a logging wrapper that calls the saved original), the
+    graph called the wrapper where the program called the original (its log twice per call),
+    and a profiler-style patch of ``torch.sigmoid`` after the compile changed a cached graph's
+    values while every guard passed."""
+    compiled = minidynamo.optimize("eager")(calls_saved_originals)
+    x = torch.arange(6.0)
+    if when == "after the first call":
+        compiled(x)
+    monkeypatch.setattr(F, "relu", logging_relu)
+    monkeypatch.setattr(torch, "sigmoid", lambda v: v * 0)
+    CALLS.clear()
+    expected = calls_saved_originals(x)
+    expected_calls, _ = list(CALLS), CALLS.clear()
+    for _ in range(2):
+        actual = compiled(x)
+        assert list(CALLS) == expected_calls
+        CALLS.clear()
+        assert all(torch.equal(a, e) for a, e in zip(actual, expected))
