@@ -196,3 +196,38 @@ def test_cells_and_super_raise_as_in_cpython(fn):
     compiled = minidynamo.optimize("eager")(fn)
     assert outcome(compiled, x) == expected
     assert outcome(compiled, x) == expected
+
+
+def _pulls(consume):
+    def fn(x):
+        y = x * 2
+        try:
+            return y, consume()
+        except Exception as error:
+            return y, type(error).__name__
+    return fn
+
+
+STOPPED_BY_THE_FUNCTION = {
+    "list(map(next, its))": lambda: len(list(map(next, [iter([1]), iter([]), iter([3])]))),
+    "filter by next": lambda: len(list(filter(lambda it: next(it), [iter([1]), iter([]), iter([3])]))),
+    "zip with a map": lambda: len(list(zip([1, 2], map(lambda v: next(iter([])) if v else v, [0, 1, 2])))),
+    "sum of a map": lambda: sum(map(lambda v: next(iter([])) if v > 1 else v, [1, 1, 2, 5])),
+    "starmap": lambda: len(list(__import__("itertools").starmap(lambda a, b: next(iter([])) if a else b,
+                                                                [(0, 1), (1, 2), (0, 3)]))),
+    "accumulate": lambda: list(__import__("itertools").accumulate([1, 2, 3], lambda a, b: next(iter([])) if b == 3 else a + b)),
+}
+
+
+@pytest.mark.parametrize("case", STOPPED_BY_THE_FUNCTION)
+def test_a_stopiteration_from_the_function_an_iterator_calls_ends_it(case):
+    """Probe AJ r12: the StopIteration that ``map``'s (``filter``'s, ``starmap``'s,
+    ``accumulate``'s) function raises leaves the iterator's ``__next__``, and its consumer
+    takes it for the end: ``list(map(next, its))`` is the items up to the first exhausted one.
+    Inside a try block the trace let it reach the program's handler."""
+    fn = _pulls(STOPPED_BY_THE_FUNCTION[case])
+    x = torch.ones(2)
+    expected = outcome(fn, x)
+    compiled = minidynamo.optimize("eager")(fn)
+    assert outcome(compiled, x) == expected
+    assert outcome(compiled, x) == expected

@@ -29,7 +29,7 @@ import itertools
 import operator
 import types
 
-from ...exc import Unsupported
+from ...exc import ProgramRaises, Unsupported
 from .base import VariableTracker, maybe_constant
 from .constant import ConstantVariable
 from .collection_types import DequeVariable
@@ -255,6 +255,19 @@ class ZipVariable(IteratorVariable):
         return TupleVariable(row)
 
 
+def stopping(call):
+    """``call()``, or None (no next item) where it raises StopIteration: what the function an
+    iterator calls for its next item raises leaves that iterator's ``__next__``, and its
+    consumer takes a StopIteration for the end (``list(map(next, its))`` stops at the first
+    exhausted ``its``)."""
+    try:
+        return call()
+    except ProgramRaises as raised:
+        if isinstance(raised.exception, StopIteration):
+            return None
+        raise
+
+
 class MapVariable(IteratorVariable):
     """``map(fn, *its)``: fn runs symbolically (inlined) when an item is pulled."""
 
@@ -270,7 +283,7 @@ class MapVariable(IteratorVariable):
             if item is None:
                 return None
             args.append(item)
-        return self.fn.call_function(tx, args, {})
+        return stopping(lambda: self.fn.call_function(tx, args, {}))
 
 
 class FilterVariable(IteratorVariable):
@@ -284,7 +297,9 @@ class FilterVariable(IteratorVariable):
     def next_item(self, tx=None):
         plain = maybe_constant(self.fn, _NO) in (None, bool)
         while (item := self.iterator.next_item(tx)) is not None:
-            keep = item.truth(tx) if plain else self.fn.call_function(tx, [item], {}).truth(tx)
+            keep = item.truth(tx) if plain else stopping(lambda: self.fn.call_function(tx, [item], {}).truth(tx))
+            if keep is None:
+                return None
             if keep:
                 return item
         return None
@@ -443,7 +458,10 @@ class AccumulateVariable(IteratorVariable):
         elif self.func is None:
             self.total = apply(tx, operator.add, [self.total, item])
         else:
-            self.total = self.func.call_function(tx, [self.total, item], {})
+            total = stopping(lambda: self.func.call_function(tx, [self.total, item], {}))
+            if total is None:
+                return None
+            self.total = total
         return self.total
 
 
@@ -458,7 +476,7 @@ class PullVariable(IteratorVariable):
         self.rebuild = rebuild      # state -> (factory, arguments) that make it again where it is, or None
 
     def next_item(self, tx=None):
-        return self.step(tx, self.state)
+        return stopping(lambda: self.step(tx, self.state))
 
 
 # -- operator.length_hint of an iterator -----------------------------------------------------------
