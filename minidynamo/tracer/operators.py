@@ -320,32 +320,57 @@ def identical_or_equal(tx, a, b) -> bool:
     return is_same(tx, a, b)
 
 
-# What CPython's protocol operations raise for an object whose type lacks the method: a
-# TypeError, never the AttributeError a lookup of the method by name would give.
-PROTOCOL_ERRORS = {
-    "__len__": "object of type '{}' has no len()",
-    "__contains__": "argument of type '{}' is not iterable",
-    "__getitem__": "'{}' object is not subscriptable",
+# The protocol operations, as CPython runs them on a real value: asked for the TypeError it
+# raises where the value's type lacks the method (never the AttributeError a lookup of the
+# method by name would give), worded as CPython words it for that type.
+PROTOCOLS = {
+    "__len__": len,
+    "__contains__": lambda container, item: item in container,
+    "__getitem__": operator.getitem,
+    "__setitem__": operator.setitem,
+    "__delitem__": operator.delitem,
 }
 
 
-def protocol(tx, obj, dunder: str, operation):
-    """``operation()`` (``len(obj)``, ``x in obj``, ``obj[i]``), which looks up ``dunder`` on
-    ``obj``; where ``obj`` has none, CPython's TypeError for the program's ``try`` to catch (the
-    absence guarded)."""
+def protocol(tx, obj, dunder: str, operation, operands=()):
+    """``operation()`` (``len(obj)``, ``x in obj``, ``obj[i]``, ``obj[i] = v``, ``del obj[i]``),
+    which looks up ``dunder`` on ``obj``; where ``obj`` has none, CPython's TypeError for the
+    program's ``try`` to catch (the absence guarded)."""
     try:
         return operation()
     except AttributeMissing as missing:
         if missing.owner is not obj or missing.name != dunder:
             raise
+        error = _cpython_error(obj, dunder, operands)
+        if error is None:
+            raise Unsupported(f"{missing.reason}: CPython's error for it unknown") from None
         missing.guard(tx)
-        message = PROTOCOL_ERRORS[dunder].format(obj.python_type().__name__)
-        raise ProgramRaises(f"{message} (TypeError)", TypeError(message)) from None
+        raise ProgramRaises(f"{error} (TypeError)", error) from None
+
+
+def _cpython_error(obj, dunder, operands):
+    """The TypeError CPython raises for ``dunder``'s operation on ``obj``: asked of the value
+    itself where it is a constant (immutable: nothing to change), else of a bare instance of
+    its type (``object.__new__``: no program code runs); None where neither can tell."""
+    value = maybe_constant(obj, NO_CONSTANT)
+    if value is NO_CONSTANT:
+        try:
+            value = object.__new__(obj.python_type())
+        except Exception:     # noqa: BLE001  (a type object.__new__ cannot make)
+            return None
+    arguments = [maybe_constant(o, 0 if k == 0 else None) for k, o in enumerate(operands)]
+    try:
+        PROTOCOLS[dunder](value, *arguments)
+    except TypeError as error:
+        return TypeError(*error.args)
+    except Exception:         # noqa: BLE001
+        return None
+    return None
 
 
 def contains(tx, container, item) -> VariableTracker:
     """``item in container`` (CONTAINS_OP, operator.contains): always a bool, as in CPython."""
-    return protocol(tx, container, "__contains__", lambda: _contains(tx, container, item))
+    return protocol(tx, container, "__contains__", lambda: _contains(tx, container, item), [item])
 
 
 def _contains(tx, container, item) -> VariableTracker:

@@ -237,8 +237,9 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
         if isinstance(obj, TensorVariable):
             return obj.subscript(self, index)
         if hasattr(obj, "subscript"):
-            return operators.protocol(self, obj, "__getitem__", lambda: obj.subscript(self, index))
-        return operators.protocol(self, obj, "__getitem__", lambda: obj.call_method(self, "__getitem__", [index], {}))
+            return operators.protocol(self, obj, "__getitem__", lambda: obj.subscript(self, index), [index])
+        return operators.protocol(self, obj, "__getitem__", lambda: obj.call_method(self, "__getitem__", [index], {}),
+                                  [index])
 
     def store_attr(self, obj, name, value):
         """``obj.name = value`` on a module or a plain object reached from the frame; replayed
@@ -538,11 +539,12 @@ class InstructionTranslatorBase(ExceptionOpcodes, MatchOpcodes):
             dispatch(self, torch_setitem(), [obj, index, value], {},
                      lambda: self.output.call_op("call_function", operator.setitem, [obj, index, value], {}))
         else:
-            obj.call_method(self, "__setitem__", [index, value], {})
+            operators.protocol(self, obj, "__setitem__", lambda: obj.call_method(self, "__setitem__", [index, value], {}),
+                               [index, value])
 
     def DELETE_SUBSCR(self, inst):
         index, obj = self.pop(), self.pop()
-        obj.call_method(self, "__delitem__", [index], {})
+        operators.protocol(self, obj, "__delitem__", lambda: obj.call_method(self, "__delitem__", [index], {}), [index])
 
     # -- operators -------------------------------------------------------------------------------
     def BINARY_OP(self, inst):

@@ -107,14 +107,27 @@ CAUGHT = {
     "list index": lambda x: [1, 2][5],
     "tuple.index": lambda x: x.shape.index(9),
     "list.index": lambda x: [1, 2].index(9),
+    "item assignment to a str": lambda x: _assign("ab", 0, "c"),
+    "item assignment to a new object": lambda x: _assign(NoProtocols(), 0, 1),
+    "item deletion from an int": lambda x: _delete(x.shape[0], 0),
+    "item deletion from a new object": lambda x: _delete(NoProtocols(), 0),
 }
+
+
+def _assign(target, key, value):
+    target[key] = value
+
+
+def _delete(target, key):
+    del target[key]
 
 
 @pytest.mark.parametrize("case", CAUGHT)
 def test_a_caught_error_is_the_one_cpython_raises(case):
-    """Probe AJ r1-r3: ``len(5)``, ``1 in 5`` and ``5[0]`` raised AttributeError (a lookup of
-    ``__len__`` by name), which the program's ``except TypeError`` missed; a tuple's index error
-    said "list", and ``list.index`` did not word its message as CPython 3.11 does."""
+    """Probe AJ r1-r3: ``len(5)``, ``1 in 5``, ``5[0]``, ``"ab"[0] = "c"`` and ``del 5[0]`` raised
+    AttributeError (a lookup of ``__len__`` by name), which the program's ``except TypeError``
+    missed; a tuple's index error said "list", and ``list.index`` did not word its message as
+    CPython 3.11 does."""
     expression = CAUGHT[case]
 
     def fn(x):
