@@ -111,6 +111,13 @@ CAUGHT = {
     "item assignment to a new object": lambda x: _assign(NoProtocols(), 0, 1),
     "item deletion from an int": lambda x: _delete(x.shape[0], 0),
     "item deletion from a new object": lambda x: _delete(NoProtocols(), 0),
+    "pop from an empty deque": lambda x: __import__("collections").deque().pop(),
+    "popleft from an empty deque": lambda x: __import__("collections").deque().popleft(),
+    "deque index": lambda x: __import__("collections").deque([1])[5],
+    "deque.index": lambda x: __import__("collections").deque([1]).index(9),
+    "list.pop out of range": lambda x: [1, 2].pop(5),
+    "OrderedDict.popitem": lambda x: __import__("collections").OrderedDict().popitem(),
+    "dict.popitem": lambda x: {}.popitem(),
 }
 
 

@@ -117,7 +117,7 @@ class DequeVariable(ListVariable):
 
     def method_popleft(self, tx):
         if not self.items:
-            raise Unsupported("pop from an empty deque (IndexError)")
+            raise ProgramRaises("pop from an empty deque (IndexError)", IndexError("pop from an empty deque"))
         _check_mutable(tx, self, "popleft")
         return self.items.pop(0)
 

@@ -110,10 +110,10 @@ class BaseListVariable(MethodTable, VariableTracker):
         raise Unsupported(f"{self.python_type().__name__} index {key} out of range here, not in CPython")
 
     def _stand_in(self):
-        """A real sequence of the builtin kind this one is (a list or a tuple, a subclass's
-        methods left out) and of its length, of items equal to nothing: CPython's errors for it
+        """A real sequence of the builtin kind this one is (a list, a tuple or a deque, a
+        subclass's methods left out) and of its length, of items equal to nothing: CPython's errors for it
         are the ones for this sequence (``tuple index out of range``)."""
-        kind = list if issubclass(self.python_type(), list) else tuple
+        kind = next((k for k in (list, tuple, collections.deque) if issubclass(self.python_type(), k)), tuple)
         return kind(object() for _ in self.items)
 
     def method_getitem(self, tx, index):
@@ -137,8 +137,8 @@ class BaseListVariable(MethodTable, VariableTracker):
             if operators.identical_or_equal(tx, self.items[i], value):
                 return ConstantVariable(i)
         found = maybe_constant(value, _NO)
-        if found is _NO and isinstance(self._stand_in(), list):
-            raise Unsupported("list.index found nothing (its ValueError shows the value's repr)")
+        if found is _NO and not isinstance(self._stand_in(), tuple):
+            raise Unsupported("index() found nothing (its ValueError shows the value's repr)")
         try:
             self._stand_in().index(found)
         except ValueError as e:
@@ -346,9 +346,12 @@ class ListVariable(BaseListVariable):
 
     def method_pop(self, tx, index=None):
         _check_mutable(tx, self, "pop")
-        if not self.items:
-            raise ProgramRaises("pop from an empty list (an exception)", IndexError("pop from empty list"))
-        return self.items.pop(-1 if index is None else index.as_python_constant())
+        key = -1 if index is None else index.as_python_constant()
+        try:                                         # CPython's own error for this kind of sequence
+            self._stand_in().pop(*(() if index is None else (key,)))
+        except (IndexError, TypeError) as e:
+            raise ProgramRaises(f"{e} ({type(e).__name__})", e) from None
+        return self.items.pop(key)
 
     def method_remove(self, tx, value):
         """list.remove: the first item ``== value`` (a user ``__eq__`` is inlined)."""

@@ -178,7 +178,10 @@ class DictVariable(MethodTable, VariableTracker):
                 or set(kwargs) - {"last"}:
             raise Unsupported(f"{self.dict_type.__name__}.popitem() arguments (TypeError)")
         if not self.items:
-            raise ProgramRaises("popitem(): dictionary is empty (KeyError)", KeyError("popitem(): dictionary is empty"))
+            try:                                     # CPython's own error for this kind of dict
+                (collections.OrderedDict if issubclass(self.python_type(), collections.OrderedDict) else dict)().popitem()
+            except KeyError as e:
+                raise ProgramRaises(f"popitem of an empty dict (KeyError: {e})", e) from None
         _check_mutable(tx, self, "popitem")
         first = bool(last) and not last[0].as_python_constant()
         k = next(iter(self.items)) if first else next(reversed(self.items))
