@@ -244,6 +244,8 @@ class OutputGraph:
         for k, v in kwargs.items():
             node_kwargs[k], example_kwargs[k] = v.as_graph_arg(devices)
         node_args, node_kwargs = torch.fx.node.map_arg((node_args, node_kwargs), self.lift)
+        if target is operator.pow and _negative_number(node_args[0]):
+            target = torch.pow    # (fx writes ``-2.0 ** x``, which Python reads as ``-(2.0 ** x)``)
         fn = example_fn or (_method_caller(target) if kind == "call_method" else target)
         if device is None and example_kwargs.get("device") is not None:
             device = torch.device(example_kwargs["device"])          # an explicit device= wins
@@ -350,6 +352,11 @@ class OutputGraph:
         self.graph.set_codegen(CallsTracedObjects())
         graph_module = LeavesItsBlocks if enters_blocks(self.graph) else torch.fx.GraphModule
         return graph_module(module_holding(self.submodules), self.graph)
+
+
+def _negative_number(value) -> bool:
+    """A number whose ``repr`` starts with a minus sign (-0.0 too)."""
+    return type(value) in (int, float) and repr(value).startswith("-")
 
 
 class StampedGraph(torch.fx.Graph):

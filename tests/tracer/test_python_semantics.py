@@ -571,3 +571,23 @@ def test_a_global_stored_into_a_dict_subclass_is_stored_as_cpython_stores_it():
     plain["f"](torch.ones(2))
     minidynamo.optimize("eager")(compiled["f"])(torch.ones(2))
     assert compiled.get("stores") == plain.get("stores") and compiled["seen"] == 1
+
+
+NEGATIVE_BASES = {
+    "(-2.0) ** x": lambda x, b: (-2.0) ** x,
+    "(-1) ** x.long()": lambda x, b: (-1) ** x.long(),
+    "b ** x, b = -2.0 (an argument)": lambda x, b: b ** x,
+    "(-0.0) ** x": lambda x, b: (-0.0) ** x,
+}
+
+
+@pytest.mark.parametrize("case", NEGATIVE_BASES)
+@pytest.mark.parametrize("backend", ["eager", "torchxla_trace_once"])
+def test_a_negative_number_to_the_power_of_a_tensor_is_eagers(case, backend):
+    """Probe AI r15: fx writes ``operator.pow`` as ``a ** b``, and the graph's code read
+    ``-2.0 ** l_x``, which Python parses as ``-(2.0 ** l_x)``: (-2.0) ** [1, 2] gave [-2, -4]."""
+    fn = NEGATIVE_BASES[case]
+    x = torch.tensor([1.0, 2.0, 0.5, -2.0])
+    expected = fn(x, -2.0)
+    actual = minidynamo.optimize(backend)(fn)(x, -2.0)
+    torch.testing.assert_close(actual, expected, equal_nan=True)
