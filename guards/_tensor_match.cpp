@@ -117,9 +117,10 @@ bool find_torch_objects() {
     }
     tensor_base_type = reinterpret_cast<PyTypeObject *>(base);   // kept for the process's life
     const char *spellings[] = {"dtype", "device", "shape", "requires_grad", "stride", "is_contiguous",
-                               "__torch_function__", "layout", "values"};
+                               "__torch_function__", "layout", "values", "is_conj", "is_neg"};
     PyObject **names[] = {&str_dtype, &str_device, &str_shape, &str_requires_grad, &str_stride,
-                          &str_is_contiguous, &str_torch_function, &str_layout, &str_values};
+                          &str_is_contiguous, &str_torch_function, &str_layout, &str_values, &str_is_conj,
+                          &str_is_neg};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i] = PyUnicode_InternFromString(spellings[i]);
         if (*names[i] == nullptr)
@@ -137,13 +138,19 @@ bool find_torch_objects() {
     // torch.Tensor's own stride / is_contiguous (the Python check calls these, not x.stride()).
     tensor_stride = _PyType_Lookup(tensor_base_type, str_stride);
     tensor_is_contiguous = _PyType_Lookup(tensor_base_type, str_is_contiguous);
-    if (tensor_stride == nullptr || tensor_is_contiguous == nullptr) {
+    tensor_is_conj = _PyType_Lookup(tensor_base_type, str_is_conj);
+    tensor_is_neg = _PyType_Lookup(tensor_base_type, str_is_neg);
+    if (tensor_stride == nullptr || tensor_is_contiguous == nullptr || tensor_is_conj == nullptr ||
+        tensor_is_neg == nullptr) {
         Py_DECREF(torch_module);
-        PyErr_SetString(PyExc_ImportError, "guards._tensor_match: torch._C.TensorBase lacks stride / is_contiguous");
+        PyErr_SetString(PyExc_ImportError,
+                        "guards._tensor_match: torch._C.TensorBase lacks stride / is_contiguous / is_conj / is_neg");
         return false;
     }
     Py_INCREF(tensor_stride);          // kept for the process's life
     Py_INCREF(tensor_is_contiguous);
+    Py_INCREF(tensor_is_conj);
+    Py_INCREF(tensor_is_neg);
     // A leaf that requires grad has a plain AutogradMeta: remember its vtable (else never inline).
     PyObject *leaf = PyObject_CallMethod(torch_module, "ones", "i", 1);
     PyObject *marked = leaf == nullptr ? nullptr : PyObject_CallMethod(leaf, "requires_grad_", nullptr);

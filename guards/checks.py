@@ -260,6 +260,8 @@ def tensor_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
     stride_test = (f"{consts.name_for(torch.Tensor.is_contiguous, 'Tensor_is_contiguous')}({v}) and "
                    f"{v}.layout is {consts.name_for(torch.strided, 'strided')}"
                    if contiguity_pins_strides(spec) else f"{stride_of}({v}) == {spec.stride!r}")
+    is_conj = consts.name_for(torch.Tensor.is_conj, "Tensor_is_conj")
+    is_neg = consts.name_for(torch.Tensor.is_neg, "Tensor_is_neg")
     return [
         _type_check(v, label, spec.type, consts),
         Check(f"{v}.dtype is {consts.name_for(spec.dtype, 'dtype')}", f"{label}.dtype",
@@ -271,6 +273,9 @@ def tensor_checks(guard: Guard, v: str, consts: Consts) -> list[Check]:
         Check(stride_test, f"{label}.stride()", str(list(spec.stride)), f"list({stride_of}({v}))"),
         Check(f"{v}.requires_grad is {spec.requires_grad!r}", f"{label}.requires_grad",
               repr(spec.requires_grad), f"{v}.requires_grad"),
+        # a lazy conjugate or negative bit (``x.conj()``, its ``.imag``): what the trace never saw
+        Check(f"not ({is_conj}({v}) or {is_neg}({v}))", f"{label}.is_conj() or .is_neg()", "False",
+              f"{is_conj}({v}) or {is_neg}({v})"),
     ]
 
 

@@ -818,3 +818,21 @@ def test_is_between_two_caller_lists_is_answered_and_guarded():
     for p, q in [([1], [1]), (shared, shared), ([1], [1]), (shared, shared)]:
         assert_same(optimized(x, p, q), f(x, p, q))
     assert backend.compiles == 2 and minidynamo.counters["fallbacks"] == 0
+
+
+def test_a_tensor_with_a_lazy_conjugate_bit_is_not_a_plain_tensor():
+    """Probe AI r19: an input's meta twin carried no conjugate (or negative) bit, so
+    ``x.resolve_conj()`` of ``c.conj()`` was traced as ``x`` itself and ``.mul_(2)`` on it wrote
+    the caller's tensor; a graph made for a plain tensor was also reused for one with the bit.
+    Such inputs run eagerly, and the tensor guards tell them apart."""
+    def double_resolved(x):
+        return x.resolve_conj().mul_(2) + 0, x.resolve_neg().is_neg()
+
+    compiled = minidynamo.optimize("eager")(double_resolved)
+    kinds = {"plain": lambda c: c.clone(), "conjugate bit": lambda c: c.clone().conj(),
+             "negative bit": lambda c: c.clone().conj().imag}
+    for kind in ("plain", "conjugate bit", "plain", "negative bit", "plain"):
+        theirs, ours = (kinds[kind](torch.tensor([1 + 2j, 3 - 1j])) for _ in range(2))
+        expected, actual = double_resolved(theirs), compiled(ours)
+        assert torch.equal(ours.resolve_conj().resolve_neg(), theirs.resolve_conj().resolve_neg()), kind
+        assert torch.equal(actual[0], expected[0]) and actual[1] == expected[1], kind

@@ -11,9 +11,10 @@ PyObject *default_torch_function;          // torch.Tensor.__dict__["__torch_fun
 PyObject *disabled_torch_function;         // torch._C._disabled_torch_function_impl
 PyObject *builtin_is_grad_enabled;         // torch._C.is_grad_enabled
 PyObject *str_dtype, *str_device, *str_shape, *str_stride, *str_is_contiguous, *str_requires_grad,
-    *str_torch_function, *str_layout, *str_values;
+    *str_torch_function, *str_layout, *str_values, *str_is_conj, *str_is_neg;
 PyObject *torch_strided;                   // torch.strided (is_contiguous() is True for mkldnn too)
 PyObject *tensor_stride, *tensor_is_contiguous;   // torch.Tensor.stride, torch.Tensor.is_contiguous
+PyObject *tensor_is_conj, *tensor_is_neg;         // torch.Tensor.is_conj, torch.Tensor.is_neg
 const void *plain_autograd_meta_vtable;    // the vtable of torch::autograd::AutogradMeta itself
 
 // The attributes the Python check reads (a subclass that redefines one is read through Python).

@@ -73,7 +73,7 @@ bool wrapped_contiguous(const c10::TensorImpl *shape) {
 Outcome match_fields(const Spec &spec, const c10::TensorImpl *impl, const c10::AutogradMetaInterface *meta) {
     if (impl->is_python_dispatch() || impl->has_symbolic_sizes_strides())
         return ASK_PYTHON;
-    if (impl->dtype().toScalarType() != spec.scalar_type)
+    if (impl->dtype().toScalarType() != spec.scalar_type || impl->is_conj() || impl->is_neg())
         return NO;
     if (requires_grad(impl, meta) != spec.requires_grad_value)
         return NO;
@@ -141,6 +141,10 @@ int match_python(const Spec &spec, PyObject *tensor) {
     }
     if (ok == 1)
         ok = is_same(PyObject_GetAttr(tensor, str_requires_grad), spec.requires_grad);
+    if (ok == 1)
+        ok = is_same(PyObject_CallOneArg(tensor_is_conj, tensor), Py_False);
+    if (ok == 1)
+        ok = is_same(PyObject_CallOneArg(tensor_is_neg, tensor), Py_False);
     return ok;
 }
 

@@ -79,6 +79,8 @@ def to_meta(tensor: torch.Tensor) -> torch.Tensor:
         raise Unsupported(f"tensor subclass {type(tensor).__name__} as an input")
     if tensor.is_sparse or tensor.is_quantized or tensor.layout != torch.strided:
         raise Unsupported(f"tensor with layout {tensor.layout} as an input")
+    if tensor.is_conj() or tensor.is_neg():      # (its meta twin would not carry the bit)
+        raise Unsupported("a tensor with a lazy conjugate or negative bit (x.conj(), its .imag) as an input")
     meta = torch.empty_strided(tensor.shape, torch.Tensor.stride(tensor), dtype=tensor.dtype, device=META)
     if tensor.requires_grad:
         meta.requires_grad_(True)

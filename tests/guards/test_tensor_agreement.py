@@ -106,6 +106,8 @@ TENSORS = {
 }
 # Only ever candidates: tensor_match refuses to describe them, or they are not tensors.
 OTHERS = {
+    "complex64 with a conjugate bit": lambda: torch.ones(2, 3, dtype=torch.complex64).conj(),
+    "float32 with a negative bit": lambda: torch.ones(2, 3, dtype=torch.complex64).conj().imag,
     "sparse": lambda: torch.ones(2, 3).to_sparse(),
     "mkldnn (is_contiguous() says True)": lambda: torch.ones(2, 3).to_mkldnn(),
     "mkldnn [3, 2]": lambda: torch.ones(3, 2).to_mkldnn(),
