@@ -196,7 +196,7 @@ def _render_body(planner: Planner, batch_tensors: bool, note, steps: list, lines
         check = planner.consts.name_for(native.tensor_match([spec for _, spec in batch]), "tensor_match")
         args = ", ".join(var for var, _ in batch)
         lines.append(f"{indent}if not {check}({args}): return False  "
-                     f"# tensors above ({len(batch)}): type, dtype, device, shape, strides, requires_grad")
+                     f"# tensors above ({len(batch)}): type, dtype, device, shape, strides, requires_grad, no lazy conj/neg bit")
 
 
 def _render_steps(steps: list, lines: list[str], batch: Optional[list], indent: str, note=None) -> None:

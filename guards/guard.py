@@ -6,7 +6,7 @@ lives in ``checks.py`` (one builder per kind), which turns a guard into lines of
 
     type_match(LocalSource("n"), 3)          # type(L['n']) is int
     equals_match(LocalSource("n"), 3)        # L['n'] == 3 (and it is an int)
-    tensor_match(LocalSource("x"), x)        # dtype, device, shape, strides, requires_grad, type
+    tensor_match(LocalSource("x"), x)        # dtype, device, shape, strides, requires_grad, type, no conj/neg bit
 """
 
 from __future__ import annotations
@@ -185,7 +185,8 @@ def compare_match(source: Source, symbol: str, constant: Any, outcome: bool) -> 
 
 
 def tensor_match(source: Source, tensor: torch.Tensor) -> Guard:
-    """dtype, device, shape, strides, requires_grad and exact type (Parameter vs Tensor)."""
+    """dtype, device, shape, strides, requires_grad, exact type (Parameter vs Tensor), and no lazy
+    conjugate or negative bit."""
     if not isinstance(tensor, torch.Tensor):
         raise UnguardableValue(f"{source.name()}: tensor_match on a {type(tensor).__name__}")
     if tensor.layout is not torch.strided:
