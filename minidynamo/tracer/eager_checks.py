@@ -27,7 +27,8 @@ eager's kind of error for the two families below; the tracer then refuses the op
 - Dtypes a CPU kernel refuses: ops that draw random numbers (``torch.rand_like`` of an int64
   tensor: eager's ``uniform_`` has no integer kernel, its meta kernel does not care), and any op
   given a tensor that is not float32/float64 (``gelu``, ``hardswish``, ``lerp``, max pools of an
-  integer tensor; ``dot`` of bools; ``topk`` of bools). Asked of the CPU kernel itself, once per
+  integer tensor; ``dot`` of bools; ``topk`` of bools), and any op of integers only given
+  any tensor (``7 << x`` of a float ``x``: its meta kernel takes it). Asked of the CPU kernel itself, once per
   op, dtypes and ranks, on one-element tensors with the random state put back (never with a
   ``torch.Generator`` argument, whose state it would move), or at the real shapes when those
   fail for their size (``topk(k=2)``, a 3-d pool's window) and are small: a refusal counts if its
@@ -59,7 +60,8 @@ def check(func, args, kwargs, written) -> None:
     rule = _DTYPE_RULES.get(func.overloadpacket)
     if rule is not None:
         rule(func, _tensor_arguments(func, args, kwargs))
-    if torch.Tag.nondeterministic_seeded in func.tags or _not_wide_float(args, kwargs) or _mixed_floats(args, kwargs):
+    if torch.Tag.nondeterministic_seeded in func.tags or _not_wide_float(args, kwargs) or _mixed_floats(args, kwargs) \
+            or _integers_only(func):
         _cpu_kernel_exists(func, args, kwargs)
     if func.overloadpacket in _SCALAR_RULED:
         _scalar_arguments(func, args)
@@ -188,13 +190,14 @@ def _refusal(func, args, kwargs):
     float32 source into float64, ``lerp`` with a float32 end) only the floating tensors are made
     float32 for the second call, and integer tensors stand in as zeros (indices in range)."""
     small = sum(t.numel() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)) <= _MAX_SHAPED_RUN
+    reference = torch.int64 if _integers_only(func) else torch.float32   # a dtype every kernel of it takes
     for floats_only in ((True, False) if _mixed_floats(args, kwargs) else (False,)):
         for shaped in ((True,) if small else (False,) if not _takes_tensor_lists(func) else ()):
             outcome, refusal = _run_on_ones(func, args, kwargs, None, shaped, floats_only)
             if outcome == "dtype":
                 # the same call in float32 passes (every tensor float32, or only the floating
                 # ones, the integer ones staying indices): the dtype, not the values, is refused
-                if any(_run_on_ones(func, args, kwargs, torch.float32, shaped, only)[0] == "ran"
+                if any(_run_on_ones(func, args, kwargs, reference, shaped, only)[0] == "ran"
                        for only in dict.fromkeys((floats_only, True))):
                     return refusal
                 break
@@ -206,6 +209,16 @@ def _refusal(func, args, kwargs):
 def _takes_tensor_lists(func) -> bool:
     return any(isinstance(arg.type, torch.ListType) and "Tensor" in str(arg.type.getElementType())
                for arg in func._schema.arguments)
+
+
+# Ops whose CPU kernels take integers (and bools) only: a float tensor is refused there, where
+# some meta kernels take it (``7 << x`` of a float ``x``: its lowering crashed XLA's compiler).
+_INTEGER_OPS = ("bitwise_", "__lshift__", "__rshift__", "__ilshift__", "__irshift__", "__and__", "__or__",
+                "__xor__", "__iand__", "__ior__", "__ixor__", "gcd", "lcm")
+
+
+def _integers_only(func) -> bool:
+    return func.overloadpacket.__name__.startswith(_INTEGER_OPS)
 
 
 def _not_wide_float(args, kwargs) -> bool:
@@ -289,6 +302,7 @@ def _number_refused(func, args, kwargs) -> None:
     """Ask the CPU kernel itself, on stand-ins with the real numbers (rare: only for a number out
     of range, or complex), and raise if it refuses the number (overflow, or no complex kernel)."""
     small = sum(t.numel() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)) <= _MAX_SHAPED_RUN
+    reference = torch.int64 if _integers_only(func) else torch.float32   # a dtype every kernel of it takes
 
     def stand_in(v):
         return torch.zeros(v.shape if small else (1,) * v.dim(), dtype=v.dtype) if isinstance(v, torch.Tensor) else v
