@@ -232,7 +232,8 @@ def _host_outputs(gm, user_tensors, device_positions):
     an empty set when none is.
 
     A program whose tensor arguments all live on the host is a host program: every output goes
-    back to the host (its devices are the host's, ``device_redirect``). A program with arguments
+    back to the host (its devices are the host's, ``device_redirect``), but for one it makes on
+    the lazy device by name (``torch.zeros_like(x, device=xla)``). A program with arguments
     on the device makes each output on the device eager's op makes it on, which the graph
     records per node (``meta["device"]``): a host tensor (``torch.rand([])`` for LayerDrop, a
     comparison of it, a host argument returned) stays on the host beside outputs computed on
@@ -240,10 +241,8 @@ def _host_outputs(gm, user_tensors, device_positions):
     rule by the first tensor argument.  A program without tensor arguments at all (``torch.tensor(
     0.5, device=y.device)`` where ``y`` is read for its device only) makes each output where
     the graph says, as one with arguments on the device does."""
-    if not device_positions and user_tensors:
-        return ALL_OUTPUTS
     devices = _output_devices(gm)
-    if not device_positions and devices is None:
+    if not device_positions and (devices is None or "xla" not in devices):
         return ALL_OUTPUTS
     if devices is None:                   # not recorded: the first tensor argument's device
         first_on_host = bool(user_tensors) and not dev.is_xla(user_tensors[0])

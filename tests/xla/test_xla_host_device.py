@@ -75,3 +75,29 @@ def test_a_graph_without_tensor_arguments_makes_its_outputs_where_it_says():
         x.copy_(got[-1][..., 0] if got[-1].dim() else got[-1])
         assert x.cpu().shape == (2, 3) and torch.equal(x.cpu(), torch.full((2, 3), 0.5)), name
     minidynamo.reset()
+
+
+import pytest  # noqa: E402
+
+from xla_bridge import device as _dev  # noqa: E402
+
+MADE_ON_THE_DEVICE_BY_NAME = {
+    "zeros_like(x, device=xla)": lambda x, d: torch.zeros_like(x, device=d) + 1,
+    "x.new_ones(2, device=xla)": lambda x, d: x.new_ones(2, device=d),
+    "full_like(x, 3, device=xla) beside x + 1": lambda x, d: (torch.full_like(x, 3.0, device=d), x + 1),
+}
+
+
+@pytest.mark.parametrize("backend", ["torchxla_trace_once", "torchxla_trivial"])
+@pytest.mark.parametrize("case", MADE_ON_THE_DEVICE_BY_NAME)
+def test_a_host_program_keeps_what_it_makes_on_the_device_by_name_there(backend, case):
+    """Probe AI r13: every output of a program with host arguments went back to the host, also
+    a tensor the program made on the lazy device by name (eager: on the device)."""
+    fn = MADE_ON_THE_DEVICE_BY_NAME[case]
+    d = _dev.xla_device()
+    x = torch.arange(4.0)
+    expected = fn(x, d)
+    actual = minidynamo.optimize(backend)(fn)(x, d)
+    for a, e in zip(*(o if isinstance(o, tuple) else (o,) for o in (actual, expected))):
+        assert a.device == e.device and torch.equal(a.cpu(), e.cpu())
+    minidynamo.reset()
