@@ -141,14 +141,14 @@ def _empty_input_to_a_shuffle(gm):
 
 
 def _as_strided_of_stored_memory(gm):
-    """Why the device cannot run ``gm``, if it calls ``as_strided`` on a tensor it did not make
-    itself as one compact block: ``as_strided`` reads the storage behind its input, which for an
+    """Why the device cannot run ``gm``, if it calls ``as_strided`` (or ``as_strided_copy``,
+    ``as_strided_scatter``) on a tensor it did not make itself as one compact block: ``as_strided`` reads the storage behind its input, which for an
     argument or any view (its offset, its strides, the elements around it) the device's dense
     copy does not have (``x[::2].as_strided((2, 2), (1, 1))``), and torch_xla's own
     ``as_strided`` of a view reads other elements than eager's."""
     for node in gm.graph.nodes:
         if node.op in ("call_function", "call_method") and \
-                op_name(node.target) in ("as_strided", "as_strided_"):
+                op_name(node.target) in ("as_strided", "as_strided_", "as_strided_copy", "as_strided_scatter"):
             first = node.args[0] if node.args else node.kwargs.get("input")
             value = first.meta.get("example_value") if isinstance(first, torch.fx.Node) else None
             if op_name(node.target) == "as_strided_" and getattr(first, "op", None) == "placeholder":

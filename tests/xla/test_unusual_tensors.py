@@ -96,6 +96,13 @@ LAYOUT_CASES = {
         lambda x: x.as_strided((8,), (1,)) * 1, [lambda: (_r(8),), lambda: (_r(12)[:8],)]),
     "as_strided at offset 0 of an offset view": (
         lambda x: x.as_strided((2,), (1,), 0) * 1, [lambda: (_r(6),), lambda: (_r(8)[2:],)]),
+    # probe AI r14: the copy and scatter forms of it read the storage as much
+    "as_strided_copy of a transposed view": (
+        lambda x: torch.as_strided_copy(x, (2, 2), (1, 1)) * 1,
+        [lambda: (_r(20)[4:16].view(4, 3).t(),)] * 2),
+    "as_strided_scatter into a transposed view": (
+        lambda x: torch.as_strided_scatter(x, torch.zeros(2), (2,), (1,)) * 1,
+        [lambda: (_r(20)[4:16].view(4, 3).t(),)] * 2),
 }
 
 
