@@ -49,8 +49,9 @@ An out-of-range index tensor (``x[torch.tensor([7])]`` on 3 rows, ``gather``, ``
 was in range, and if not the call runs eagerly and raises eager's ``IndexError``
 (``index_check``). Programs on device tensors keep XLA's clamping. The same flag covers an
 integer divisor holding 0 and a NaN reaching an op whose lowering treats NaN otherwise
-(``argmax``, ``max(dim)``, ``cummax``, ``threshold``); XLA:CPU's min and max are told to keep NaN
-(``device._NAN_PROPAGATING_MIN_MAX``) when the bridge starts the runtime.
+(``argmax``, ``max(dim)``, ``cummax``, ``threshold``); XLA:CPU's min and max are told to keep NaN,
+and 16-bit float ops to round every result as eager's do (``device._EAGER_FAITHFUL_FLAGS``), when
+the bridge starts the runtime.
 
 Random ops follow ``torch.manual_seed`` as eager's do (``host_random``): while a graph is traced
 on the device, each random op's draw is made on the host generator as eager makes it, and

@@ -16,16 +16,27 @@ from .generator_lock import cpu_state_kept
 
 _torch_xla = None
 
-# XLA:CPU's min and max drop a NaN unless told not to (``x.max()`` of ``[1, nan]`` gives 1, eager
-# gives nan). The flag is read when the runtime starts; a process that started it first keeps
-# its own setting, and ``reductions_propagate_nan`` then says so.
+# XLA flags that make the compiler compute as eager's kernels do, read when the runtime starts
+# (a process that started it first keeps its own settings; ``reductions_propagate_nan`` says
+# whether the first one holds):
+# - XLA:CPU's min and max drop a NaN unless told not to (``x.max()`` of ``[1, nan]`` gives 1,
+#   eager gives nan);
+# - XLA keeps a chain of 16-bit float ops in float32 and rounds once at the end, unless told not
+#   to ("excess precision"): eager rounds every op's result (``x.bfloat16().sin().float()`` at 1
+#   is 0.83984375 in eager, 0.84147 with the excess precision), which a later conversion to an
+#   integer or a comparison then shows whole.
 _NAN_PROPAGATING_MIN_MAX = "--xla_cpu_enable_fast_min_max=false"
+_EAGER_FAITHFUL_FLAGS = {"xla_cpu_enable_fast_min_max": _NAN_PROPAGATING_MIN_MAX,
+                         "xla_allow_excess_precision": "--xla_allow_excess_precision=false"}
 
 
-def _ask_for_nan_propagating_min_max() -> None:
+def ask_for_eager_faithful_flags() -> None:
+    """Add the flags above to ``XLA_FLAGS`` (a flag the program set itself is left as it is)."""
     flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_cpu_enable_fast_min_max" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {_NAN_PROPAGATING_MIN_MAX}".strip()
+    for name, flag in _EAGER_FAITHFUL_FLAGS.items():
+        if name not in flags:
+            flags = f"{flags} {flag}".strip()
+    os.environ["XLA_FLAGS"] = flags
 
 
 # Importing torch_xla replaces names in torch's own namespaces (``nn.GRU`` becomes a scan-based
@@ -48,7 +59,7 @@ def torch_xla():
     which the program's own ``basicConfig(level=...)`` would do nothing)."""
     global _torch_xla
     if _torch_xla is None:
-        _ask_for_nan_propagating_min_max()
+        ask_for_eager_faithful_flags()
         ours = "torch_xla" not in sys.modules
         before = [dict(vars(namespace)) for namespace in _TORCH_NAMESPACES]
         root = logging.getLogger()

@@ -294,3 +294,25 @@ def test_a_float_copied_into_an_integer_tensor_converts_as_eager(backend, case):
     actual = minidynamo.optimize(backend)(op)(FLOATS_OUT_OF_RANGE.clone())
     assert actual.dtype == expected.dtype and torch.equal(actual, expected)
     minidynamo.reset()
+
+
+ROUNDED_EVERY_OP = {
+    "x.bfloat16().sin().float()": lambda x: x.bfloat16().sin().float(),
+    "bfloat16 square().square() to uint8": lambda x: x.bfloat16().square().square().to(torch.uint8),
+    "bfloat16 exp() / 3 widened": lambda x: (x.bfloat16().exp() / 3).float(),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ROUNDED_EVERY_OP)
+def test_16_bit_results_are_rounded_at_every_op_as_eager(backend, case):
+    """Probe AI r17: XLA kept a chain of bfloat16 ops in float32 and rounded once at the end
+    (``xla_allow_excess_precision``): ``sin`` of 1 widened gave 0.84147 where eager's rounded
+    result is 0.83984375, and an integer conversion after it came out one off. The bridge starts
+    the runtime with that flag off."""
+    op = ROUNDED_EVERY_OP[case]
+    x = torch.tensor([1.0, 5.125, 0.1, -0.155])
+    expected = op(x)
+    actual = minidynamo.optimize(backend)(op)(x)
+    assert actual.dtype == expected.dtype and torch.equal(actual, expected)
+    minidynamo.reset()
