@@ -65,8 +65,6 @@ _BINARY = (
     _aten.__lshift__.Tensor, _aten.__rshift__.Tensor,
     _aten.maximum.default, _aten.minimum.default,
     _aten.atan2.default, _aten.xlogy.Tensor,
-    # comparisons of values across dtypes (``isin(uint8, int8)`` read -1 as 255)
-    _aten.isin.Tensor_Tensor,
 )
 
 # ``clamp`` by tensor bounds (a 0-dim int64 bound made an int32 tensor int64), ``addcmul`` and
@@ -82,7 +80,7 @@ PROMOTED_OP_NAMES = ("where", "remainder", "bitwise_and", "bitwise_or", "bitwise
                      "bitwise_left_shift", "bitwise_right_shift", "__lshift__", "__rshift__",
                      "__and__", "__or__", "__xor__", "__mod__", "__rmod__", "__rand__", "__ror__",
                      "__rxor__", "maximum", "minimum", "atan2", "arctan2", "xlogy",
-                     "clamp", "clip", "clamp_min", "clamp_max", "addcmul", "addcdiv", "isin")
+                     "clamp", "clip", "clamp_min", "clamp_max", "addcmul", "addcdiv")
 
 
 def _converted(tensor, dtype):
