@@ -251,6 +251,8 @@ def _run_on_ones(func, args, kwargs, dtype, shaped, floats_only=False):
     error about a value or a shape the stand-ins lack, which says nothing of the dtype.
     ``floats_only``: only floating tensors take ``dtype``; integer ones are zeros."""
     def ones(v):
+        if isinstance(v, complex) and dtype is not None and not dtype.is_complex:
+            return v.real                      # (the reference call: a complex number refused too)
         if not isinstance(v, torch.Tensor):
             return v
         shape = v.shape if shaped else (1,) * v.dim()

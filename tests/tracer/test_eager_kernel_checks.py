@@ -112,10 +112,12 @@ def test_a_kernel_missing_for_a_dtype_beside_indices_raises_as_in_eager(case):
 
 SHIFT_OF_A_FLOAT = textwrap.dedent("""
     import torch, minidynamo
-    for shift in (lambda x: 7 << x, lambda x: 7 >> x):
+    complex_x = torch.tensor([1 + 2j, 3 - 1j])
+    for shift, x in ((lambda x: 7 << x, torch.ones(3)), (lambda x: 7 >> x, torch.ones(3)),
+                     (lambda x: torch.fmod(x, 1j), complex_x), (lambda x: torch.remainder(x, 1j), complex_x)):
         minidynamo.reset()
         try:
-            minidynamo.optimize("torchxla_trace_once")(shift)(torch.ones(3))
+            minidynamo.optimize("torchxla_trace_once")(shift)(x)
         except NotImplementedError as error:
             print("raised", error)
         else:
@@ -124,13 +126,15 @@ SHIFT_OF_A_FLOAT = textwrap.dedent("""
 
 
 def test_a_shift_of_a_float_tensor_raises_as_in_eager():
-    """Probe AI r16: ``7 << x`` of a float ``x`` (``bitwise_left_shift.Scalar_Tensor``, whose meta
-    kernel takes a float) reached XLA's compiler, which crashed the process ("Shifts only work
-    with integral types!"); eager raises NotImplementedError. The kernel of an op of integers
-    only is asked for any dtype, and its refusal counts where the same call in int64 passes.
-    (A subprocess: the old failure killed the process.)"""
+    """Probe AI r16, r21: ``7 << x`` of a float ``x`` (``bitwise_left_shift.Scalar_Tensor``, whose
+    meta kernel takes a float) and ``fmod`` of a complex tensor by a complex number reached XLA's
+    compiler, which crashed the process ("Shifts only work with integral types!"); eager raises
+    NotImplementedError. The kernel of an op of integers only is asked for any dtype, and its
+    refusal counts where the same call in int64 passes; the reference call of a complex
+    tensor's refusal takes a complex number's real part. (A subprocess: the old failure killed
+    the process.)"""
     done = subprocess.run([sys.executable, "-c", SHIFT_OF_A_FLOAT], capture_output=True, text=True, timeout=300,
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
                           env={**os.environ, "PJRT_DEVICE": "CPU"})
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.count("raised") == 2, done.stdout
+    assert done.stdout.count("raised") == 4, done.stdout
