@@ -7,6 +7,8 @@ in-place op wrote in ``node.meta["writes"]``): these checks read them, never the
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch.utils import _pytree as pytree
 
@@ -16,10 +18,26 @@ from .eager_faithful import op_name
 
 def unfit_for_the_device(gm, example_inputs):
     """Why the device cannot run ``gm`` (the first check that says so), or None."""
-    return _holds_unsound_dtype(gm, example_inputs) or _marked_by_the_tracer(gm) or _empty_input_to_a_shuffle(gm) \
+    return _subclass_with_its_own_functions(example_inputs) or _holds_unsound_dtype(gm, example_inputs) or _marked_by_the_tracer(gm) or _empty_input_to_a_shuffle(gm) \
         or _as_strided_of_stored_memory(gm) or _writes_a_strided_region(gm) \
         or _in_place_write_gains_grad(gm, example_inputs) or _makes_grad_leaves(gm, example_inputs) \
         or _silent_write_into_a_view(gm) or _inverts_a_matrix(gm) or _bags_by_max(gm) or _other_devices(gm)
+
+
+def _subclass_with_its_own_functions(example_inputs):
+    """Why the device cannot run a graph, if an input is a tensor subclass with a
+    ``__torch_function__`` of its own: the graph's ops reach it only where they run on the
+    subclass itself (eager), and the device holds plain values."""
+    for value in example_inputs:
+        kind = type(value)
+        if isinstance(value, torch.Tensor) and kind not in (torch.Tensor, torch.nn.Parameter) \
+                and inspect.getattr_static(kind, "__torch_function__") not in _TORCH_OWN_FUNCTIONS:
+            return f"an input is a {kind.__name__}, whose __torch_function__ runs for the ops it meets"
+    return None
+
+
+# A subclass's __torch_function__ that is torch's (the default, or the disabled one)
+_TORCH_OWN_FUNCTIONS = (torch.Tensor.__dict__["__torch_function__"], torch._C._disabled_torch_function_impl)
 
 
 # Devices a graph's tensors may live on: the host's (the bridge runs it on the lazy device, which

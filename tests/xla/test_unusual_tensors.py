@@ -156,3 +156,27 @@ def test_an_argument_that_gains_dimension_names_runs_eagerly(backend):
     assert got[0] == expected[0] == ("N",)
     for ours, theirs in zip(got[1:], expected[1:]):
         torch.testing.assert_close(ours, theirs)
+
+
+class _AddsHundred(torch.Tensor):
+    """Every add it meets gives 100 more (its own ``__torch_function__``)."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        with torch._C.DisableTorchFunctionSubclass():
+            result = func(*args, **(kwargs or {}))
+        return result + 100 if getattr(func, "__name__", "") in ("add", "__add__") else result
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_subclass_with_its_own_torch_function_reaching_a_graph_runs_eagerly(backend):
+    """Probe AI r20: ``x + x.as_subclass(C)`` breaks at ``as_subclass``; the resumed graph took
+    the subclass instance as an input, whose ``__torch_function__`` the graph's ``+`` meets only
+    where it runs on it (eager), and the device holds plain values: no +100."""
+    def f(x):
+        return x + x.as_subclass(_AddsHundred)
+
+    x = torch.arange(4.0)
+    expected = f(x)
+    actual = minidynamo.optimize(backend)(f)(x)
+    assert torch.equal(actual.as_subclass(torch.Tensor), expected.as_subclass(torch.Tensor))
