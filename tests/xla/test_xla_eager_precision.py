@@ -316,3 +316,28 @@ def test_16_bit_results_are_rounded_at_every_op_as_eager(backend, case):
     actual = minidynamo.optimize(backend)(op)(x)
     assert actual.dtype == expected.dtype and torch.equal(actual, expected)
     minidynamo.reset()
+
+
+_ONES_INTO_ONE_PLACE = torch.zeros(300, dtype=torch.long)
+SUMS_INTO_PLACES = {
+    "scatter_add": lambda x: torch.zeros(1, dtype=x.dtype).scatter_add(0, _ONES_INTO_ONE_PLACE, x),
+    "scatter_add_": lambda x: torch.zeros(1, dtype=x.dtype).scatter_add_(0, _ONES_INTO_ONE_PLACE, x),
+    "scatter_reduce sum": lambda x: torch.zeros(1, dtype=x.dtype).scatter_reduce(0, _ONES_INTO_ONE_PLACE, x, "sum"),
+    "embedding_bag sum": lambda x: F.embedding_bag(torch.arange(300), x.reshape(300, 1), torch.tensor([0]), mode="sum"),
+    "cumprod": lambda x: (x * 0 + 1.00101).cumprod(0)[-1:],
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", SUMS_INTO_PLACES)
+def test_16_bit_sums_into_places_accumulate_in_float32_as_eager(backend, dtype, case):
+    """Probe AI r22: 300 bfloat16 1.01s scattered into one place gave 346 (eager 302: its CPU
+    kernel sums in float32 and rounds once), a bfloat16 embedding bag's sum of 4096 rows 512
+    (eager 4128), a float16 cumprod 52.75 (eager 54.5)."""
+    op = SUMS_INTO_PLACES[case]
+    x = torch.full((300,), 1.01, dtype=dtype)
+    expected = op(x)
+    actual = minidynamo.optimize(backend)(op)(x)
+    assert actual.dtype == expected.dtype and torch.equal(actual, expected)
+    minidynamo.reset()
