@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import minidynamo
 from minidynamo.tracer.eager_checks import _refusal, _takes_tensor_lists
@@ -138,3 +139,26 @@ def test_a_shift_of_a_float_tensor_raises_as_in_eager():
                           env={**os.environ, "PJRT_DEVICE": "CPU"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("raised") == 4, done.stdout
+
+
+NUMBERS_EAGER_REFUSES = {
+    "addcmul(value=1e40) of float32": lambda x: torch.addcmul(x, x, x, value=1e40),
+    "threshold(x, 1.5, 1e40) of float32": lambda x: F.threshold(x, 1.5, 1e40),
+    "index_fill of a bool tensor with 1j": lambda x: (x > 0).index_fill(0, torch.tensor([1]), 1j),
+}
+
+
+@pytest.mark.parametrize("case", NUMBERS_EAGER_REFUSES)
+def test_a_number_eagers_kernel_refuses_raises_as_in_eager(case):
+    """Probe AI r11: a Python number beyond float32's range given to a float32 op that converts it
+    with a range check (eager: "value cannot be converted to type float without overflow"), and
+    a complex number given to a bool tensor's ``index_fill``, were computed on XLA."""
+    fn = NUMBERS_EAGER_REFUSES[case]
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(RuntimeError):
+        fn(x)
+    for backend in ("eager", "torchxla_trace_once"):
+        minidynamo.reset()
+        with pytest.raises(RuntimeError):
+            minidynamo.optimize(backend)(fn)(x)
+    minidynamo.reset()
