@@ -32,7 +32,7 @@ import torch.fx as fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import device as dev
-from .eager_faithful import eager_faithful
+from .eager_faithful import dispatched_formulas, eager_faithful
 
 
 # Decompositions in ``torch._decomp`` that answer otherwise than eager's kernel on valid data:
@@ -68,15 +68,23 @@ def learn(fallback_ops, decompositions: dict) -> bool:
     """Add the decompositions of ``fallback_ops`` (op names that ran on the CPU) not yet in
     ``decompositions`` (PyTorch's own replaces an ``eager_faithful`` formula: both answer as
     eager, and the reference runs no lowering at all); True when one was added (another trace
-    may then stay one graph)."""
+    may then stay one graph). A decomposition's own ops were not in the run on meta tensors
+    that chose the graph's formulas: the formulas chosen by the ops dispatched come too (the
+    ``eq`` of ``isin``'s decomposition compares a uint8 and an int8 tensor)."""
     more = {op: fn for op, fn in decompositions_for(fallback_ops).items()
             if decompositions.get(op) is not fn}
     decompositions.update(more)
+    if more:
+        for op, formula in dispatched_formulas().items():
+            decompositions.setdefault(op, formula)
     return bool(more)
 
 
 def describe(decompositions: dict) -> str:
-    return ", ".join(sorted({str(op.overloadpacket).split(".")[-1] for op in decompositions}))
+    """The ops decomposed by PyTorch's own decompositions (the formulas beside them left out)."""
+    from torch._decomp import decomposition_table
+    return ", ".join(sorted({str(op.overloadpacket).split(".")[-1] for op, fn in decompositions.items()
+                             if decomposition_table.get(op) is fn}))
 
 
 class Decomposing(TorchDispatchMode):

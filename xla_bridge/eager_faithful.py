@@ -168,6 +168,8 @@ def _arange_with_a_float(node) -> bool:
     return op_name(node.target) == "arange" and any(type(a) is float for a in (*node.args, *node.kwargs.values()))
 
 
+_PROMOTED = _calls(*PROMOTED_OP_NAMES)
+
 # -- the table ------------------------------------------------------------------------------
 
 # Backward formulas torch_xla lowers otherwise: elu's gradient for x < 0 (elu'(-3) is -2.0 on the
@@ -181,7 +183,7 @@ _BACKWARDS_THAT_DIFFER += tuple(f"{name}_" for name in _BACKWARDS_THAT_DIFFER)  
 INFERENCE, TRAINING = "inference", "training"
 EAGER_FAITHFUL = (
     # first: the other formulas of these ops then see operands of one dtype
-    (_calls(*PROMOTED_OP_NAMES), promotions(), {INFERENCE, TRAINING}),
+    (_PROMOTED, promotions(), {INFERENCE, TRAINING}),
     (_by_dispatch_only, products_of_bools(), {INFERENCE, TRAINING}),
     (_calls("cummax"), {_aten.cummax.default: cummax_as_eager}, {INFERENCE, TRAINING}),
     (_norm_in_training, {_aten.native_batch_norm.default: batch_norm_as_eager}, {INFERENCE, TRAINING}),
@@ -271,6 +273,13 @@ def eager_faithful(graph_module: fx.GraphModule, training: bool = False, answere
     return _merged((op, fn) for reaches, table, paths in EAGER_FAITHFUL
                    if path in paths and (not answered.isdisjoint(table) or any(map(reaches, nodes)))
                    for op, fn in table.items())
+
+
+def dispatched_formulas() -> dict:
+    """The formulas that decide by the arguments they meet alone (not by the graph's nodes):
+    those the ops a graph dispatches choose, and the promotions."""
+    return _merged((op, fn) for reaches, table, _ in EAGER_FAITHFUL
+                   if reaches is _by_dispatch_only or reaches is _PROMOTED for op, fn in table.items())
 
 
 def _merged(pairs) -> dict:

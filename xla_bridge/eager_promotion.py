@@ -65,6 +65,9 @@ _BINARY = (
     _aten.__lshift__.Tensor, _aten.__rshift__.Tensor,
     _aten.maximum.default, _aten.minimum.default,
     _aten.atan2.default, _aten.xlogy.Tensor,
+    # comparisons of two tensors (inside a decomposition: ``isin``'s ``eq`` of a uint8 and an
+    # int8 tensor read -1 as 255)
+    *(getattr(_aten, name).Tensor for name in ("eq", "ne", "lt", "le", "gt", "ge")),
 )
 
 # ``clamp`` by tensor bounds (a 0-dim int64 bound made an int32 tensor int64), ``addcmul`` and

@@ -36,6 +36,13 @@ CASES = {
     # (probe AI r12: converted to uint8 first, -100 was read as 156; each operand becomes a float)
     "atan2(uint8, int8 0-dim)": (lambda c, a, b: torch.atan2(a, b), INTS.abs().to(torch.uint8), torch.tensor(-100, dtype=torch.int8)),
     "xlogy(uint8, int8 0-dim)": (lambda c, a, b: torch.xlogy(a, b), INTS.abs().to(torch.uint8), torch.tensor(-100, dtype=torch.int8)),
+    # (probe AI r12: decomposed on the device, their comparisons met a uint8 and an int8 tensor)
+    "isin(uint8, int8)": (lambda c, a, b: torch.isin(a, b), torch.tensor([128, 255, 1], dtype=torch.uint8),
+                          torch.tensor([-128, -1, 1], dtype=torch.int8)),
+    "bucketize(int8, uint8 boundaries)": (lambda c, a, b: torch.bucketize(a, b), torch.tensor([-2, 0, 3], dtype=torch.int8),
+                                          torch.tensor([0, 1], dtype=torch.uint8)),
+    "uint8 tensor == int8 tensor": (lambda c, a, b: a == b, torch.tensor([128, 255, 1], dtype=torch.uint8),
+                                    torch.tensor([-128, -1, 1], dtype=torch.int8)),
 }
 
 
