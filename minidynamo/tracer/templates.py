@@ -87,6 +87,8 @@ class Templates:
             return ("real", self.read(vt.source))
         if type(vt) in (TupleVariable, NamedTupleVariable) and vt.source is not None:
             return ("real", self.read(vt.source))          # a tuple read from the frame: that very tuple
+        if type(vt) is TupleVariable and vt.__dict__.get("value") is not None:
+            return ("const", vt.value)                     # a tuple constant of the code: that very tuple
         return self.once(vt, lambda: self._container(vt))
 
     def _output(self, vt: TensorVariable):

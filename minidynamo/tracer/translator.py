@@ -821,7 +821,11 @@ def show_value(vt) -> str:
 
 
 def _constant_tuple(value: tuple):
-    return TupleVariable([_constant_tuple(v) if isinstance(v, tuple) else ConstantVariable(v) for v in value])
+    """A tuple constant of the code, which is itself wherever it is loaded (CPython's compiler
+    makes equal constants of a code one object: ``(1, 2) is (1, 2)``)."""
+    vt = TupleVariable([_constant_tuple(v) if isinstance(v, tuple) else ConstantVariable(v) for v in value])
+    vt.value = value
+    return vt
 
 
 BINARY_OPS = {

@@ -591,3 +591,19 @@ def test_a_negative_number_to_the_power_of_a_tensor_is_eagers(case, backend):
     expected = fn(x, -2.0)
     actual = minidynamo.optimize(backend)(fn)(x, -2.0)
     torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+def returns_code_constants(x):
+    a, b = (1, 2), (1, 2)
+    return x * 2, (1, 2), ((3,), "a"), a is b, (1, 2) is (1, 2)
+
+
+def test_a_tuple_constant_of_the_code_is_one_object_as_in_cpython():
+    """Probe AJ r5: CPython's compiler makes equal constants of a code one object (``(1, 2) is
+    (1, 2)``, and a returned constant is the same object on every call); the trace built new
+    tuples."""
+    compiled = minidynamo.optimize("eager")(returns_code_constants)
+    x = torch.ones(2)
+    expected, first, second = returns_code_constants(x), compiled(x), compiled(x)
+    assert first[3:] == expected[3:] == (True, True)
+    assert first[1] is second[1] is expected[1] and first[2] is expected[2]

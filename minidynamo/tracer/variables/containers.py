@@ -160,7 +160,11 @@ class BaseListVariable(MethodTable, VariableTracker):
 
 
 class TupleVariable(BaseListVariable):
-    pass
+    """A tuple; one that is a constant of the code keeps the code's object as ``value``."""
+
+    def as_python_constant(self):
+        value = self.__dict__.get("value")
+        return value if value is not None else super().as_python_constant()
 
 
 class SizeVariable(TupleVariable):
