@@ -35,6 +35,7 @@ inputs of one step, the parameters being held by the model anyway). A backward w
 
 from __future__ import annotations
 
+import contextlib
 import operator
 
 import torch
@@ -133,19 +134,20 @@ def reads_and_writes(forward_gm, leaves) -> tuple[frozenset, frozenset]:
 
 
 class Recompute:
-    """What a step's node keeps to recompute the call: the program, the arguments and their
-    grad flags, the versions at the call of the arguments whose versions the step does not
-    record already (those a backward reads: ``checked``, handed to ``grads``), the arguments
-    the call wrote (the recomputation writes copies) and, for a graph that draws, the host
-    generator's state at the call."""
+    """What a step's node keeps to recompute the call: the program (a ``lifting.FlatProgram``),
+    the arguments and their grad flags, the versions at the call of the arguments whose versions
+    the step does not record already (those a backward reads: ``checked``, handed to
+    ``grads``), the arguments the call wrote (the recomputation writes copies), the default
+    dtype at the call and, for a graph that draws, the host generator's state at the call."""
 
-    __slots__ = ("program", "args", "needs_grad", "versions", "written", "generator_state")
+    __slots__ = ("program", "args", "needs_grad", "versions", "written", "generator_state", "default_dtype")
 
     def __init__(self, program, args, needs_grad, unchecked, draws, written):
         self.program, self.args, self.needs_grad = program, args, needs_grad
         self.written = frozenset(written)
         self.versions = {p: _version(args[p]) for p in unchecked if p not in self.written}
         self.generator_state = cpu_state() if draws else None
+        self.default_dtype = torch.get_default_dtype()
 
     @staticmethod
     def of(program, args, needs_grad, unchecked, draws: bool, written, reads_writes):
@@ -193,16 +195,34 @@ class Recompute:
                                    [g for _, g in arrived], create_graph=True, allow_unused=True)
 
     def _run(self, args):
-        """The program on ``args``, drawing what the call drew; the generator is left where the
-        rest of the program had got it to."""
-        if self.generator_state is None:
-            return self.program(*args)
-        now = cpu_state()
-        set_cpu_state(self.generator_state)
-        try:
-            return self.program(*args)
-        finally:
-            set_cpu_state(now)
+        """The program on ``args`` as the call ran it: under the call's default dtype and no
+        autocast (the call ran outside autocast: ``of``), drawing what the call drew (the
+        generator then put back where the program had got it to), and node by node (an fx
+        Interpreter, whose frames are torch's: a frame hook active where the backward runs, a
+        compiled step's or a ``with optimize(...)`` block's, would capture the graph's own code
+        and replay it, and that replay's backward would recompute it again, without end)."""
+        with contextlib.ExitStack() as stack:
+            for device in _AUTOCAST_DEVICES:
+                if torch.is_autocast_enabled(device):
+                    stack.enter_context(torch.autocast(device, enabled=False))
+            if torch.get_default_dtype() != self.default_dtype:
+                stack.enter_context(_default_dtype(self.default_dtype))
+            if self.generator_state is not None:
+                now = cpu_state()
+                set_cpu_state(self.generator_state)
+                stack.callback(set_cpu_state, now)
+            return self.program.run_with(lambda *inputs: fx.Interpreter(self.program.graph_module).run(*inputs),
+                                         tuple(args))
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype):
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def unsupported(reason: str) -> DoubleBackwardUnsupported:

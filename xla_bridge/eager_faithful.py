@@ -106,7 +106,7 @@ def _adds_a_zero(node) -> bool:
 def _converts_a_bool(node) -> bool:
     value = node.meta.get("example_value")
     return any(isinstance(a, fx.Node) and is_bool(a.meta.get("example_value")) for a in node.args[:1]) \
-        and isinstance(value, torch.Tensor) and value.is_floating_point()
+        and isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
 
 
 def _upsampling(node) -> bool:

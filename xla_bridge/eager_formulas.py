@@ -448,7 +448,7 @@ def mask_to_float_as_eager(x, *, dtype=None, layout=None, device=None, pin_memor
     XLA's simplifier rewrites ``y * convert(mask)`` as ``select(mask, y, 0)``, through views,
     copies and ``* 1`` (``y.view(2, 2) * mask.float().view(2, 2)``, ``einsum``), which gives 0
     where eager's ``inf * 0`` and ``nan * 0`` give NaN. A select of constants it leaves alone."""
-    if not is_bool(x) or dtype is None or not dtype.is_floating_point \
+    if not is_bool(x) or dtype is None or not (dtype.is_floating_point or dtype.is_complex) \
             or (device is not None and torch.device(device) != x.device):
         return NotImplemented
     return torch.where(x, torch.ones((), dtype=dtype, device=x.device),

@@ -438,14 +438,29 @@ _LOGICAL = (_aten.logical_not.default, _aten.logical_and.default, _aten.logical_
 
 def complex_as_truth() -> dict:
     """``logical_not``/``and``/``or``/``xor`` of complex operands, each given as ``x != 0``
-    (eager's truth value of a complex number)."""
-    def formula(op):
-        def of_truths(*args, **kwargs):
-            if not any(isinstance(a, torch.Tensor) and a.is_complex() for a in args):
-                return NotImplemented
-            return op(*[a != 0 if isinstance(a, torch.Tensor) and a.is_complex() else a for a in args], **kwargs)
-        return of_truths
-    return {op: formula(op) for op in _LOGICAL}
+    (eager's truth value of a complex number); their ``out=`` and in-place forms too."""
+    def truths(args):
+        return [a != 0 if isinstance(a, torch.Tensor) and a.is_complex() else a for a in args]
+
+    def has_complex(args):
+        return any(isinstance(a, torch.Tensor) and a.is_complex() for a in args)
+
+    def functional(op):
+        return lambda *args: op(*truths(args)) if has_complex(args) else NotImplemented
+
+    def into_out(op):
+        return lambda *args, out: out.copy_(op(*truths(args))) if has_complex(args) else NotImplemented
+
+    def in_place(op):
+        return lambda *args: args[0].copy_(op(*truths(args))) if has_complex(args) else NotImplemented
+
+    table = {}
+    for op in _LOGICAL:
+        packet = op.overloadpacket
+        table[op] = functional(op)
+        table[packet.out] = into_out(op)
+        table[getattr(_aten, f"{packet.__name__}_").default] = in_place(op)
+    return table
 
 
 def copy_as_eager(dst, src, non_blocking=False, *, functional=False):

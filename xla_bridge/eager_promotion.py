@@ -88,7 +88,7 @@ PROMOTED_OP_NAMES = ("where", "remainder", "bitwise_and", "bitwise_or", "bitwise
 
 def _converted(tensor, dtype):
     """``tensor.to(dtype)``; a bool tensor to a floating dtype as ``where(mask, 1, 0)``."""
-    if is_bool(tensor) and dtype.is_floating_point:
+    if is_bool(tensor) and (dtype.is_floating_point or dtype.is_complex):
         return mask_to_float_as_eager(tensor, dtype=dtype)
     return tensor.to(dtype)
 
@@ -102,7 +102,7 @@ def bools_as_floats(op, kind=_DEFAULT):
                 or any(isinstance(o, torch.Tensor) and in_a_recorded_backward(o) for o in operands):
             return NotImplemented         # (a bool written in place with a float: eager raises)
         _, dtype = elementwise_dtypes(*operands, type_promotion_kind=kind)
-        if not dtype.is_floating_point:
+        if not (dtype.is_floating_point or dtype.is_complex):
             return NotImplemented
         converted = [_converted(o, dtype) if is_bool(o) else o for o in operands]
         return op(*converted, *args[2:], **kwargs)

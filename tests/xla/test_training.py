@@ -4,6 +4,7 @@ trace_once replays a forward graph and a backward graph by hash (xla_bridge/trai
 joint graph they come from is recorded on meta tensors (xla_bridge/joint_graph.py).
 """
 
+import contextlib
 import copy
 import subprocess
 import sys
@@ -399,6 +400,57 @@ def test_which_arguments_a_forward_reads_at_the_call_and_writes(fn, reads, write
     args = [torch.randn(4, requires_grad=True), torch.randn(2), torch.randn(2)]
     split = partition(build_joint(fn, args, [True, False, False]))
     assert reads_and_writes(split.forward, split.differentiable) == (frozenset(reads), frozenset(writes))
+
+
+@pytest.mark.parametrize("ambient", ["autocast around the backward", "another default dtype"])
+def test_a_double_backwards_recomputation_runs_as_the_call_ran(ambient):
+    """Probe AK r1: the recomputation ran under whatever held where the backward ran: inside a
+    bfloat16 autocast region its ``x @ w`` was bfloat16, after ``set_default_dtype(float16)``
+    the graph's ``torch.full`` made float16 (eager's saved values are the call's)."""
+    def f(x, w):
+        return (x @ w).tanh() * torch.full((2,), 1.001)
+
+    results = []
+    for fn in (f, minidynamo.optimize("torchxla_trace_once")(f)):
+        torch.manual_seed(0)
+        x, w = torch.randn(4, 3, requires_grad=True), torch.randn(3, 2, requires_grad=True)
+        out = fn(x, w)
+        before = torch.get_default_dtype()
+        try:
+            with torch.autocast("cpu", torch.bfloat16) if ambient.startswith("autocast") else contextlib.nullcontext():
+                if ambient == "another default dtype":
+                    torch.set_default_dtype(torch.float64)
+                g, = torch.autograd.grad(out.sum(), x, create_graph=True)
+        finally:
+            torch.set_default_dtype(before)
+        g.pow(2).sum().backward()
+        results.append((g.detach(), x.grad, w.grad))
+    assert_close_all(results[1], results[0])
+
+
+_DOUBLE_BACKWARD_UNDER_THE_HOOK = textwrap.dedent("""
+    import torch, minidynamo
+    def f(x, w):
+        return (x @ w).tanh()
+    compiled = minidynamo.optimize("torchxla_trace_once")(f)
+    x, w = torch.randn(4, 3, requires_grad=True), torch.randn(3, 2, requires_grad=True)
+    out = compiled(x, w)
+    with minidynamo.optimize("torchxla_trace_once"):
+        g, = torch.autograd.grad(out.sum(), x, create_graph=True)
+        g.pow(2).sum().backward()
+    print("done", x.grad.shape)
+""")
+
+
+def test_a_double_backward_under_an_active_frame_hook_ends():
+    """Probe AK r11: inside a ``with optimize(...)`` block (or a compiled step), the recomputation's
+    graph code was captured by the hook and replayed by trace_once, whose own double backward
+    recomputed it again, without end. The recomputation runs the graph node by node (its frames
+    are torch's, never captured). (A subprocess with a timeout: the old failure never returned.)"""
+    done = subprocess.run([sys.executable, "-c", _DOUBLE_BACKWARD_UNDER_THE_HOOK], capture_output=True,
+                          text=True, timeout=240, cwd=Path(__file__).resolve().parents[2],
+                          env={**__import__("os").environ, "PJRT_DEVICE": "CPU"})
+    assert done.returncode == 0 and "done" in done.stdout, done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("kind, reason", [("scale read after its write", "value at the call"),

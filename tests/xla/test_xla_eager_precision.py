@@ -257,6 +257,11 @@ COMPLEX_CONVERSIONS = {
     "where(x.bool(), 1, 0)": lambda x: torch.where(x.bool(), 1, 0),
     "x.to(uint8)": lambda x: x.to(torch.uint8),
     "x.to(int64)": lambda x: x.to(torch.int64),
+    # (probe AK r3: their out= and in-place forms too)
+    "logical_not(x, out=bool)": lambda x: torch.logical_not(x, out=torch.empty(5, dtype=torch.bool)),
+    "logical_and(x, 1, out=bool)": lambda x: torch.logical_and(x, torch.ones(5), out=torch.empty(5, dtype=torch.bool)),
+    "x.logical_not_()": lambda x: x.clone().logical_not_(),
+    "x.logical_xor_(0)": lambda x: x.clone().logical_xor_(torch.zeros(5)),
 }
 
 

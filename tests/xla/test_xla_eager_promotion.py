@@ -89,3 +89,19 @@ def test_a_bool_operand_of_a_product_is_converted_as_eager_converts_it(backend, 
         assert actual.dtype == expected.dtype
         torch.testing.assert_close(actual, expected, equal_nan=True)
     minidynamo.reset()
+
+
+COMPLEX_WITH_NON_FINITE = torch.tensor([complex(float("inf"), 0), complex(1, 2), complex(0, float("nan")), 3j])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ["mask * z", "z.mul_(mask)", "mask.to(complex64) * z"])
+def test_a_bool_operand_of_a_complex_product_is_converted_as_eager_converts_it(backend, case):
+    """Probe AK r2: the bool-operand rule stopped at floating results; ``mask * z`` of a complex
+    ``z`` was a select on the device (``False * (inf+0j)`` gave 0j, eager nan+nanj)."""
+    fn = {"mask * z": lambda m, z: m * z, "z.mul_(mask)": lambda m, z: z.clone().mul_(m),
+          "mask.to(complex64) * z": lambda m, z: m.to(torch.complex64) * z}[case]
+    expected = fn(MASK, COMPLEX_WITH_NON_FINITE)
+    actual = minidynamo.optimize(backend)(fn)(MASK.clone(), COMPLEX_WITH_NON_FINITE.clone())
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+    minidynamo.reset()
