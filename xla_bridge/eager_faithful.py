@@ -316,8 +316,8 @@ class FormulaProbe(TorchDispatchMode):
 def _answers(formula, args, kwargs) -> bool:
     """Does ``formula`` answer (not NotImplemented) for these arguments? Asked on fresh meta
     tensors like them (a formula in place writes its stand-in, not the watched run's tensor),
-    in grad mode (with grad mode off on meta, the mask formula takes itself for a recorded
-    backward); a formula that fails there is taken to answer (the trace will tell)."""
+    in grad mode, as the program's forward runs; a formula that fails there is taken to answer
+    (the trace will tell)."""
     stand_ins = pytree.tree_map_only(torch.Tensor, lambda t: torch.empty_strided(
         t.shape, t.stride(), dtype=t.dtype, device="meta"), (args, kwargs))
     try:

@@ -436,12 +436,6 @@ def lerp_as_eager(x, end, weight, *, in_place=False):
     return x.copy_(result) if in_place else result
 
 
-def in_a_recorded_backward(value) -> bool:
-    """Is this op one of a backward that trace_once's joint graph records (on meta tensors,
-    autograd's engine running with grad mode off), rather than one of a forward?"""
-    return value.device.type == "meta" and not torch.is_grad_enabled()
-
-
 def mask_to_float_as_eager(x, *, dtype=None, layout=None, device=None, pin_memory=None,
                            non_blocking=False, memory_format=None):
     """A bool tensor converted to a floating dtype (``mask.float()``) as ``where(mask, 1, 0)``:

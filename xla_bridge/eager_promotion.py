@@ -29,7 +29,7 @@ and ``nan * 0`` give NaN (and ``-3 * 0`` -0.0). Such an operand is converted fir
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from .eager_formulas import in_a_recorded_backward, in_place, is_bool, mask_to_float_as_eager
+from .eager_formulas import in_place, is_bool, mask_to_float_as_eager
 
 _aten = torch.ops.aten
 _DEFAULT = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
@@ -98,8 +98,7 @@ def bools_as_floats(op, kind=_DEFAULT):
     floating dtype eager gives the result (by ``kind``: true division makes integers float)."""
     def formula(*args, in_place=False, **kwargs):
         operands = args[:2]
-        if not any(map(is_bool, operands)) or (in_place and is_bool(operands[0])) \
-                or any(isinstance(o, torch.Tensor) and in_a_recorded_backward(o) for o in operands):
+        if not any(map(is_bool, operands)) or (in_place and is_bool(operands[0])):
             return NotImplemented         # (a bool written in place with a float: eager raises)
         _, dtype = elementwise_dtypes(*operands, type_promotion_kind=kind)
         if not (dtype.is_floating_point or dtype.is_complex):

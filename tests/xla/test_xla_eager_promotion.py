@@ -105,3 +105,23 @@ def test_a_bool_operand_of_a_complex_product_is_converted_as_eager_converts_it(b
     actual = minidynamo.optimize(backend)(fn)(MASK.clone(), COMPLEX_WITH_NON_FINITE.clone())
     torch.testing.assert_close(actual, expected, equal_nan=True)
     minidynamo.reset()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ["x * mask", "mask * x", "torch.mul(x, mask)"])
+def test_the_gradient_through_a_bool_product_is_eagers(backend, case):
+    """Probe AK r9: the backward's ``grad * mask`` was left as recorded, and XLA made it a
+    select: where the mask is False and the incoming gradient inf or NaN, eager's gradient is
+    NaN (and -0.0 for a negative one), trace_once's was 0."""
+    fn = {"x * mask": lambda x, m: x * m, "mask * x": lambda x, m: m * x,
+          "torch.mul(x, mask)": lambda x, m: torch.mul(x, m)}[case]
+    incoming = torch.tensor([1.0, float("inf"), float("nan"), -1.0])
+    grads = []
+    for f in (fn, minidynamo.optimize(backend)(fn)):
+        x = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+        f(x, MASK).backward(incoming)
+        grads.append(x.grad)
+    assert torch.equal(grads[1].isnan(), grads[0].isnan())
+    assert torch.equal(torch.signbit(grads[1].nan_to_num()), torch.signbit(grads[0].nan_to_num()))
+    torch.testing.assert_close(grads[1], grads[0], equal_nan=True)
+    minidynamo.reset()
