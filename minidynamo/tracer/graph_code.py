@@ -11,9 +11,9 @@ graph computes, with every guard passing.
 ``CallsTracedObjects`` (the graphs' code generator) gives the code a ``torch`` of its own: each
 ``torch.…`` name in the code is bound when the code is generated, to the object the trace
 called (the node's target) or, for any other name (``torch.float32``), to what the name held
-then; each module on the way is a namespace of the same kind (``torch.nn.functional``), and a
-class on the way is itself (``torch.Tensor.add`` is read from the class when the code runs). A
-name the code reaches otherwise is read from torch itself.
+then; each module or class on the way is a namespace of the same kind (``torch.nn.functional``,
+``torch.Tensor``), unless the code names it itself. A name the code reaches otherwise is read
+from torch itself.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def traced_torch(src: str, called: dict) -> TracedNames:
     """A ``torch`` for code ``src``: every ``torch.…`` name in it bound (longest first, so that
     a name's prefixes stay namespaces) to what ``called`` says, else to what it holds now."""
     root = TracedNames(torch)
-    for path in sorted(set(_QUALIFIED.findall(src)), key=len, reverse=True):
+    paths = set(_QUALIFIED.findall(src))
+    for path in sorted(paths, key=len, reverse=True):
         parts = path.split(".")[1:]
         value = called.get(path, _UNBOUND)
         if value is _UNBOUND:
@@ -76,25 +77,28 @@ def traced_torch(src: str, called: dict) -> TracedNames:
                 value = functools.reduce(getattr, parts, torch)
             except Exception:     # noqa: BLE001  (not a name of torch's: left to the module)
                 continue
-        _bind(root, parts, value)
+        _bind(root, parts, value, paths)
     return root
 
 
 _UNBOUND = object()
 
 
-def _bind(namespace: TracedNames, parts: list, value) -> None:
-    """Bind ``namespace.<parts>`` to ``value``: a module on the way becomes a namespace of its
-    own; anything else on the way (a class: ``torch.Tensor.add``, ``torch.ops``) is bound as
-    itself, its attributes read from it when the code runs."""
+def _bind(namespace: TracedNames, parts: list, value, paths: set) -> None:
+    """Bind ``namespace.<parts>`` to ``value``: a module or a class on the way becomes a
+    namespace of its own (``torch.Tensor.add``: the method the trace called, a patched class
+    attribute left aside), but for one the code names itself (``isinstance(v, torch.Tensor)``),
+    which is bound as itself, its attributes read from it when the code runs."""
+    path = "torch"
     for part in parts[:-1]:
+        path = f"{path}.{part}"
         inner = namespace.__dict__.get(part)
         if inner is None:
             try:
                 real = getattr(namespace.__dict__["_real"], part)
             except AttributeError:
                 return
-            if not isinstance(real, types.ModuleType):
+            if not isinstance(real, (types.ModuleType, type)) or path in paths:
                 namespace.__dict__[part] = real
                 return
             inner = namespace.__dict__[part] = TracedNames(real)

@@ -32,7 +32,9 @@ def defined_where_it_says(value) -> bool:
     """Is a Python function's code in the package its ``__module__`` names?  A program's wrapper
     made with ``functools.wraps(torch.relu)`` carries torch's ``__module__`` and name, and must
     not be taken for torch's function (its body is the program's).  A function whose code has no
-    file (made by ``exec``) counts where its module holds it under its name.  Anything but a
+    file (made by ``exec``) counts where its module holds it under its name, but for torch, none
+    of whose functions is made so (a program's wrapper made by ``exec`` and installed as
+    ``torch.sigmoid`` would be held by its module).  Anything but a
     Python function: yes (a builtin's module is its own)."""
     if not isinstance(value, types.FunctionType):
         return True
@@ -40,9 +42,10 @@ def defined_where_it_says(value) -> bool:
     if not isinstance(module, str):
         return False
     filename = value.__code__.co_filename
-    if filename.startswith("<"):
-        return getattr(sys.modules.get(module), value.__name__, None) is value
-    return any(_inside(filename, root) for root in _package_roots(module.split(".")[0]))
+    package = module.split(".")[0]
+    if filename.startswith("<"):        # (torch has no such function: a wrapper exec made, installed)
+        return package != "torch" and getattr(sys.modules.get(module), value.__name__, None) is value
+    return any(_inside(filename, root) for root in _package_roots(package))
 
 
 @functools.lru_cache(maxsize=None)

@@ -486,3 +486,22 @@ def test_the_graph_calls_the_functions_the_program_called_not_their_names(monkey
         assert list(CALLS) == expected_calls
         CALLS.clear()
         assert all(torch.equal(a, e) for a, e in zip(actual, expected))
+
+
+_MADE_BY_EXEC = {}
+exec("def sigmoid_logged(v):\n    CALLS.append('sigmoid_logged')\n    return ORIGINAL(v)\n",
+     {"CALLS": CALLS, "ORIGINAL": torch.sigmoid}, _MADE_BY_EXEC)
+_MADE_BY_EXEC["sigmoid_logged"].__module__ = "torch"
+_MADE_BY_EXEC["sigmoid_logged"].__name__ = "sigmoid"
+
+
+def calls_torch_sigmoid(x):
+    return torch.sigmoid(x) + 1
+
+
+def test_a_wrapper_made_by_exec_and_installed_as_a_torch_function_is_the_programs(monkeypatch):
+    """Probe AK r10: a logging wrapper made by ``exec`` (as the ``decorator`` package makes them)
+    with torch's ``__module__``, installed as ``torch.sigmoid``, counted as torch's own (its
+    module held it under its name), so its body ran more often than in eager."""
+    monkeypatch.setattr(torch, "sigmoid", _MADE_BY_EXEC["sigmoid_logged"])
+    same_calls(calls_torch_sigmoid, lambda: (torch.arange(3.0),))
