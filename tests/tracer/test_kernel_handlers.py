@@ -85,8 +85,11 @@ class Flags(torch.nn.Module):
         return self.state + x
 
 
-@pytest.mark.parametrize("dtype, compiles", [(torch.int64, 1), (torch.float32, 0)], ids=["int64", "float32"])
+@pytest.mark.parametrize("dtype, compiles", [(torch.int64, 1), (torch.float32, 2)], ids=["int64", "float32"])
 def test_the_ops_run_on_stand_ins_decide(dtype, compiles):
+    """An integer buffer: one graph. A float one: eager's kernel refuses ``bitwise_not_`` for its
+    dtype (asked at trace time, as for any op of integers only), so the call breaks there and
+    the handler runs as in eager, the rest captured on either side."""
     eager, ours = Flags(dtype), Flags(dtype)
     minidynamo.reset()
     minidynamo.counters.reset()
@@ -96,8 +99,8 @@ def test_the_ops_run_on_stand_ins_decide(dtype, compiles):
         torch.testing.assert_close(compiled(x), eager(x))
         torch.testing.assert_close(ours.state, eager.state)
     assert minidynamo.counters["compiles"] == compiles
-    if not compiles:
-        assert any("NotImplementedError on stand-ins" in r for r in minidynamo.counters["fallback_reasons"])
+    if dtype == torch.float32:
+        assert any("not implemented for 'Float'" in r for r in minidynamo.counters["break_reasons"])
 
 
 class SplitsFirst(StaticCache):
