@@ -44,7 +44,7 @@ from torch.utils import _pytree as pytree
 
 from . import device as dev
 from .eager_saved import _version
-from .generator_lock import cpu_state, set_cpu_state
+from .generator_lock import cpu_state, cpu_state_kept, set_cpu_state
 from .host_random import is_random
 
 _AUTOCAST_DEVICES = ("cpu", "xla")
@@ -118,8 +118,8 @@ def reads_and_writes(forward_gm, leaves) -> tuple[frozenset, frozenset]:
                 key = keys[0][0] if keys and keys[0] else (node, index)
                 holds.setdefault(key, read)
                 storage[(node, index)] = key
-            storage[node] = storage[(node, 0)] if len(schema.returns) == 1 else (node, 0)
-            holds.setdefault((node, 0), read)
+            storage[node] = storage.get((node, 0), node)          # (an op that returns nothing: itself)
+            holds.setdefault(storage[node], read)
         elif node.op == "call_function":
             keys = stored((node.args, node.kwargs))
             read = frozenset().union(*(holds[key] for key in keys))
@@ -208,9 +208,8 @@ class Recompute:
             if torch.get_default_dtype() != self.default_dtype:
                 stack.enter_context(_default_dtype(self.default_dtype))
             if self.generator_state is not None:
-                now = cpu_state()
+                stack.enter_context(cpu_state_kept())
                 set_cpu_state(self.generator_state)
-                stack.callback(set_cpu_state, now)
             return self.program.run_with(lambda *inputs: fx.Interpreter(self.program.graph_module).run(*inputs),
                                          tuple(args))
 
