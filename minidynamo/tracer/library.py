@@ -60,7 +60,9 @@ def _package_roots(package: str) -> tuple:
     return tuple(os.path.realpath(path) for path in paths)
 
 
+@functools.lru_cache(maxsize=4096)
 def _inside(filename: str, root: str) -> bool:
+    """(Cached: asked for every library value the trace meets, and ``realpath`` asks the disk.)"""
     path = os.path.realpath(filename)
     return path == root or path.startswith(root + os.sep)
 
