@@ -351,10 +351,11 @@ class ListVariable(BaseListVariable):
     def method_pop(self, tx, index=None):
         _check_mutable(tx, self, "pop")
         key = -1 if index is None else index.as_python_constant()
-        try:                                         # CPython's own error for this kind of sequence
-            self._stand_in().pop(*(() if index is None else (key,)))
-        except (IndexError, TypeError) as e:
-            raise ProgramRaises(f"{e} ({type(e).__name__})", e) from None
+        if type(key) is not int or not -len(self.items) <= key < len(self.items):
+            try:                                     # CPython's own error for this kind of sequence
+                self._stand_in().pop(*(() if index is None else (key,)))
+            except (IndexError, TypeError) as e:
+                raise ProgramRaises(f"{e} ({type(e).__name__})", e) from None
         return self.items.pop(key)
 
     def method_remove(self, tx, value):
