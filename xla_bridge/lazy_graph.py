@@ -20,6 +20,7 @@ The trace must stay one lazy graph: if the device executed or a CPU-fallback op 
 tracing (an op without an XLA lowering), capture raises ``NotOneGraph``.
 """
 
+import hashlib
 import logging
 from dataclasses import dataclass
 
@@ -487,14 +488,28 @@ class HostRandomWatch(TorchDispatchMode):
         return out
 
 
+# Graph hash -> a digest of the lazy IR compiled under it. torch_xla's hash does not tell apart
+# device-data inputs of one shape and dtype: two graphs that differ only in which of two such
+# inputs an op reads (``(b.t() @ a, b.sum(0))`` and ``(b.t() @ a, a.sum(0))``) share one hash,
+# and ``_run_cached_graph`` would run the first one's program for the second.
+_IR_OF_HASH: dict = {}
+
+
 def _compile(xlac, results):
     """Hash and compile the graph computing ``results`` in XLA's "alias only buffers marked for
     donation" mode, so the compiled program never reuses the memory of an input updated in
-    place: replay inputs are the caller's tensors and cached weights, which must stay valid."""
+    place: replay inputs are the caller's tensors and cached weights, which must stay valid.
+    A hash some other graph holds already gets the graph a salt: a trailing result of a shape of
+    its own (zeros, no input), which the leaves never read, until the hash is its own."""
     saved = xlac._xla_get_enable_alias_with_buffer_donor_config()
     xlac._xla_set_enable_alias_with_buffer_donor_config(True)
     try:
+        ir = hashlib.sha256(xlac._get_xla_tensors_text(results).encode()).digest()
         graph_hash = xlac._get_graph_hash(results)
+        while _IR_OF_HASH.setdefault(graph_hash, ir) != ir:
+            results.append(torch.zeros(len(results), device=results[0].device))
+            ir = hashlib.sha256(xlac._get_xla_tensors_text(results).encode()).digest()
+            graph_hash = xlac._get_graph_hash(results)
         xlac._xla_warm_up_cache(results, [])
     finally:
         xlac._xla_set_enable_alias_with_buffer_donor_config(saved)

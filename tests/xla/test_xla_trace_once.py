@@ -4,6 +4,7 @@ import torch
 import torch.fx as fx
 import torch.nn.functional as F
 
+import minidynamo
 import xla_bridge
 from xla_bridge import device as dev
 from tests.xla.xla_testing import (assert_same, compile_with, to_xla, xla_lazy_baseline,
@@ -196,3 +197,40 @@ def test_a_programs_autograd_function_reads_its_state_on_every_call():
     finally:
         ScaledByConfig.factor = 2.0
         minidynamo.reset()
+
+
+def _reads_b(a, b):
+    return b.t() @ a, b.sum(0)
+
+
+def _reads_a(a, b):
+    return b.t() @ a, a.sum(0)
+
+
+def test_two_graphs_torch_xla_hashes_alike_replay_each_its_own_program():
+    """Probe AL r1: torch_xla's graph hash does not tell apart device-data inputs of one shape:
+    ``(b.t() @ a, b.sum(0))`` and ``(b.t() @ a, a.sum(0))`` share one hash, so the second
+    replayed the first's program (``b.sum(0)`` for ``a.sum(0)``), silently, also across
+    ``minidynamo.reset()``. The second gets a salt (a result of its own) and a hash of its own."""
+    a, b = torch.randn(4, 8), torch.randn(4, 8)
+    for fn in (_reads_b, _reads_a, _reads_b):
+        for _ in range(2):
+            ours = minidynamo.optimize("torchxla_trace_once")(fn)(a, b)
+            torch.testing.assert_close(ours, fn(a, b))
+        minidynamo.reset()
+
+
+def test_a_backward_graph_torch_xla_hashes_like_another_replays_its_own():
+    """Probe AL r1's sibling: the backward of ``F.linear(x, w.t(), bias)`` hashes like that of
+    ``F.linear(x, w, bias)`` (its grad_output and x, both [4, 8], swap roles): the bias gradient
+    came from the other program."""
+    results = []
+    for transpose in (False, True):
+        for fn in (None, "ours"):
+            torch.manual_seed(0)
+            x, w, bias = torch.randn(4, 8), torch.randn(8, 8, requires_grad=True), torch.randn(8, requires_grad=True)
+            f = (lambda x, w, bias: F.linear(x, w.t() if transpose else w, bias))
+            (minidynamo.optimize("torchxla_trace_once")(f) if fn else f)(x, w, bias).pow(2).sum().backward()
+            results.append((w.grad, bias.grad))
+    for k in (0, 2):
+        torch.testing.assert_close(results[k + 1], results[k])
