@@ -344,7 +344,20 @@ def backward_differs(graph_module: fx.GraphModule):
         return "an embedding with sparse=True: its gradient is a sparse tensor, which torch_xla has not"
     if any(map(_batch_norm_in_eval, graph_module.graph.nodes)):
         return "torch_xla's backward of a batch norm in eval mode raises (\"offset factor is 0\")"
+    if any(map(_by_a_bool, graph_module.graph.nodes)):
+        return ("torch_xla's backward of a product by a bool mask is a select (0 where eager's gradient "
+                "is NaN or -0.0)")
     return None
+
+
+_PRODUCT_NAMES = ("mul", "mul_", "__mul__", "__rmul__", "__imul__", "div", "div_", "true_divide",
+                  "__truediv__", "__rtruediv__", "__itruediv__", "truediv")
+
+
+def _by_a_bool(node) -> bool:
+    """A product or quotient with a bool tensor operand (``x * mask``)."""
+    return op_name(node.target) in _PRODUCT_NAMES and any(
+        isinstance(a, fx.Node) and is_bool(a.meta.get("example_value")) for a in node.args)
 
 
 def _batch_norm_in_eval(node) -> bool:

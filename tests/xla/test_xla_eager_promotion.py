@@ -112,7 +112,11 @@ def test_a_bool_operand_of_a_complex_product_is_converted_as_eager_converts_it(b
 def test_the_gradient_through_a_bool_product_is_eagers(backend, case):
     """Probe AK r9: the backward's ``grad * mask`` was left as recorded, and XLA made it a
     select: where the mask is False and the incoming gradient inf or NaN, eager's gradient is
-    NaN (and -0.0 for a negative one), trace_once's was 0."""
+    NaN (and -0.0 for a negative one), trace_once's was 0; trivial's backward (torch_xla's own
+    autograd, once the runtime is up) too: such a graph trains eagerly there."""
+    from xla_bridge import device
+
+    device.xla_device()                      # (trivial's first call would run eagerly before it)
     fn = {"x * mask": lambda x, m: x * m, "mask * x": lambda x, m: m * x,
           "torch.mul(x, mask)": lambda x, m: torch.mul(x, m)}[case]
     incoming = torch.tensor([1.0, float("inf"), float("nan"), -1.0])
